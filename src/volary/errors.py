@@ -1,0 +1,35 @@
+"""The volary exception family: every error a user can trigger derives from VolaryError."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+
+class VolaryError(Exception):
+    """Base class of every error volary raises on purpose."""
+
+
+class ConfigError(VolaryError, ValueError):
+    """A parameter, config field or argument has an invalid value, shape, dtype or device."""
+
+
+class UnknownNameError(VolaryError, KeyError):
+    """A name looked up in a registry or catalogue does not exist; the message lists valid ones."""
+
+    def __init__(self, kind: str, name: str, valid: Iterable[str]) -> None:
+        self.kind, self.name, self.valid = kind, name, sorted(valid)
+        super().__init__(f"unknown {kind} {name!r}; valid names: {', '.join(self.valid)}")
+
+    def __str__(self) -> str:  # KeyError would otherwise quote the whole message
+        return str(self.args[0])
+
+
+class MissingDependencyError(VolaryError, ImportError):
+    """An optional backend is not installed; the message names the extra that provides it."""
+
+    def __init__(self, package: str, extra: str) -> None:
+        super().__init__(f"{package} is not installed; install it with `pip install volary[{extra}]`")
+
+
+class FileFormatError(VolaryError, ValueError):
+    """A data file is malformed; the message names the file and the problem."""
