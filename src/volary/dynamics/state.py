@@ -22,7 +22,7 @@ class MultirotorState:
     rotor_speed: Tensor  # (N, R) rad/s
     gust: Tensor  # (N, 3) m/s, world, gust part of the wind (Gauss-Markov)
     time: Tensor  # (N,) s since the env's last reset
-    tick: Tensor  # (N,) int64 physics steps since reset (counter of the env's noise stream)
+    tick: Tensor  # (N,) int64 physics steps taken by the env (its noise counter; kept on reset)
     landed: Tensor  # (N,) bool, resting on the ground plane
     crashed: Tensor  # (N,) bool, hit the ground faster than the crash speed
     diverged: Tensor  # (N,) bool, a NaN/inf state or command was caught in this env

@@ -1,0 +1,276 @@
+"""The Simulator: vehicles + controller + IMU at their rates, around a pure physics step.
+
+The Simulator is a stateful shell (STYLE.md habit 1): it holds the batched parameters, state,
+controller and sensors, and a physics stepper built once (optionally ``torch.compile``d, with
+all substeps of a control period fused into one call).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from volary.control import make_controller
+from volary.dynamics import (
+    Airframe,
+    Disturbance,
+    DynamicsConfig,
+    Model,
+    MultirotorState,
+    OnDivergence,
+    VehicleParams,
+    hover_speeds,
+)
+from volary.dynamics.compiled import make_stepper
+from volary.errors import ConfigError
+from volary.math import random as vrandom
+from volary.sensors.imu import Imu, ImuConfig, ImuReading
+from volary.sim.recording import Recorder, Trajectory
+
+PlatformSpec = str | Airframe
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Everything that shapes a Simulator besides its platforms."""
+
+    n_envs: int | None = None  # default: one env per platform given
+    device: str = "cpu"
+    dtype: torch.dtype = torch.float32
+    physics_hz: float = 960.0  # FlightGoggles' physics rate
+    control_hz: float = 240.0  # must divide physics_hz
+    model: str = "rigid_body"  # or "thrust_rate" (SOUS VIDE eq. 1)
+    control: str = "position"  # any mode of volary.control.CONTROL_MODES
+    integrator: str = "rk4"
+    stochastic: bool = True
+    ground: bool = True
+    on_divergence: str = "reset"
+    rate_tau: float = 0.0  # s, body-rate lag of the thrust-rate model
+    seed: int = 0
+    compile: bool = False
+    imu: str | ImuConfig | None = None
+    record: bool = False
+
+    @property
+    def substeps(self) -> int:
+        return int(round(self.physics_hz / self.control_hz))
+
+
+def _airframes(platforms: PlatformSpec | Sequence[PlatformSpec]) -> list[Airframe]:
+    from volary.platforms import get  # layer 2, imported on use to keep import light
+
+    items = [platforms] if isinstance(platforms, str | Airframe) else list(platforms)
+    if not items:
+        raise ConfigError("platforms: expected a platform name, an Airframe or a list of them")
+    return [p if isinstance(p, Airframe) else get(p) for p in items]
+
+
+def _check_rates(cfg: SimConfig) -> None:
+    for name in ("physics_hz", "control_hz"):
+        v = getattr(cfg, name)
+        if not (math.isfinite(v) and v > 0):
+            raise ConfigError(f"{name}: expected a rate > 0 Hz, got {v}")
+    ratio = cfg.physics_hz / cfg.control_hz
+    if abs(ratio - round(ratio)) > 1e-9 or round(ratio) < 1:
+        raise ConfigError(
+            f"control_hz: expected a divisor of physics_hz={cfg.physics_hz}, got {cfg.control_hz}"
+        )
+
+
+class Simulator:
+    """N multirotors flown by a controller at ``control_hz`` over physics at ``physics_hz``.
+
+    >>> sim = Simulator("crazyflie_2", n_envs=64, control="position")
+    >>> state = sim.step(torch.tensor([[0.0, 0.0, 1.0, 0.0]]).expand(64, 4))
+    """
+
+    def __init__(self, platforms: PlatformSpec | Sequence[PlatformSpec],
+                 config: SimConfig | None = None, **overrides: Any) -> None:
+        cfg = SimConfig(**overrides) if config is None else _replace(config, overrides)
+        _check_rates(cfg)
+        self.config = cfg
+        self.airframes = _airframes(platforms)
+        n = cfg.n_envs if cfg.n_envs is not None else len(self.airframes)
+        self.params = VehicleParams.from_airframes(self.airframes, n, device=cfg.device,
+                                                   dtype=cfg.dtype, rate_tau=cfg.rate_tau)
+        self.dynamics = DynamicsConfig(
+            model=cfg.model, integrator=cfg.integrator, dt=1.0 / cfg.physics_hz,
+            stochastic=cfg.stochastic, ground=cfg.ground, on_divergence=cfg.on_divergence,
+        )
+        self.controller = make_controller(cfg.control, self.params, model=cfg.model)
+        self.disturbance = Disturbance.create(n, device=cfg.device, dtype=cfg.dtype)
+        self.keys = vrandom.env_keys(cfg.seed, torch.arange(n, device=cfg.device))
+        self._stepper = make_stepper(self.dynamics, cfg.substeps, compile=cfg.compile)
+        self.imu = None if cfg.imu is None else Imu(n, cfg.imu, seed=cfg.seed, device=cfg.device,
+                                                    dtype=cfg.dtype)
+        self.imu_reading: ImuReading | None = None
+        self.recorder = Recorder() if cfg.record else None
+        self.last_reset = torch.zeros(n, dtype=torch.bool, device=cfg.device)
+        self._home = torch.zeros(n, 3, device=cfg.device, dtype=cfg.dtype)
+        self._home[:, 2] = 1.0
+        self.state = self._initial_state(n)
+
+    # ---- properties -----------------------------------------------------------------------
+    @property
+    def n_envs(self) -> int:
+        return self.params.n_envs
+
+    @property
+    def dt(self) -> float:
+        """Control period (s)."""
+        return 1.0 / self.config.control_hz
+
+    @property
+    def time(self) -> Tensor:
+        return self.state.time
+
+    # ---- reset ----------------------------------------------------------------------------
+    def _initial_state(self, n: int) -> MultirotorState:
+        s = MultirotorState.create(n, self.params.n_rotors, device=self.config.device,
+                                   dtype=self.config.dtype)
+        return s.replace(pos=self._home.clone(), rotor_speed=self._hover_command_speeds())
+
+    def _hover_command_speeds(self) -> Tensor:
+        if self.dynamics.model == Model.THRUST_RATE:
+            from volary.dynamics.models import thrust_rate_rotor_speed
+
+            u = torch.zeros(self.n_envs, 4, device=self.config.device, dtype=self.config.dtype)
+            u[:, 0] = self.params.mass * 9.81 / self.params.max_thrust
+            return thrust_rate_rotor_speed(self.params, u)
+        return hover_speeds(self.params)
+
+    def reset(self, mask: Tensor | None = None, *, pos: Any = None, quat: Any = None,
+              vel: Any = None) -> MultirotorState:
+        """Reset the masked envs (all when None) to rest at ``pos`` (default: their home,
+        [0, 0, 1] m), attitude ``quat`` (default level), rotors at hover speed.
+
+        The env's noise stream continues (its counter is not rewound), so episodes differ.
+        """
+        n, dev, dt = self.n_envs, self.config.device, self.config.dtype
+        m = torch.ones(n, dtype=torch.bool, device=dev) if mask is None else _mask(mask, n, dev)
+        if pos is not None:
+            self._home = torch.where(m[:, None], _vec(pos, n, 3, "pos", dev, dt), self._home)
+        fresh = self._initial_state(n)
+        if quat is not None:
+            fresh = fresh.replace(quat=_vec(quat, n, 4, "quat", dev, dt))
+        if vel is not None:
+            fresh = fresh.replace(vel=_vec(vel, n, 3, "vel", dev, dt))
+        fresh = fresh.replace(tick=self.state.tick, gust=torch.zeros_like(self.state.gust))
+        self.state = self.state.where(m, fresh)
+        self.controller.reset(m)
+        if self.imu is not None:
+            self.imu.reset(m)
+        return self.state
+
+    # ---- disturbances ---------------------------------------------------------------------
+    def set_wind(self, wind: Any = None, *, gust_std: Any = None, gust_tau: Any = None) -> None:
+        """Constant wind (m/s, world) and gusts (std m/s, correlation time s), per env or all."""
+        n, dev, dt = self.n_envs, self.config.device, self.config.dtype
+        d = self.disturbance
+        self.disturbance = Disturbance(
+            wind=d.wind if wind is None else _vec(wind, n, 3, "wind", dev, dt),
+            gust_std=d.gust_std if gust_std is None else _scalar(gust_std, n, "gust_std", dev, dt),
+            gust_tau=d.gust_tau if gust_tau is None else _scalar(gust_tau, n, "gust_tau", dev, dt),
+            force=d.force, moment=d.moment,
+        )
+
+    def apply_wrench(self, force: Any = None, moment: Any = None) -> None:
+        """External force (N, world) and moment (N m, body), held until changed."""
+        n, dev, dt = self.n_envs, self.config.device, self.config.dtype
+        d = self.disturbance
+        self.disturbance = Disturbance(
+            wind=d.wind, gust_std=d.gust_std, gust_tau=d.gust_tau,
+            force=d.force if force is None else _vec(force, n, 3, "force", dev, dt),
+            moment=d.moment if moment is None else _vec(moment, n, 3, "moment", dev, dt),
+        )
+
+    # ---- stepping -------------------------------------------------------------------------
+    def step(self, setpoint: Any) -> MultirotorState:
+        """One control period: controller, then ``substeps`` physics steps, then sensors."""
+        sp = self._setpoint(setpoint)
+        prev_vel = self.state.vel
+        command = self.controller(self.state, sp, self.dt)
+        self.state = self._stepper(self.params, self.state, command, self.disturbance, self.keys)
+        if self.imu is not None:
+            accel = (self.state.vel - prev_vel) / self.dt
+            self.imu_reading = self.imu(self.state.quat, self.state.omega, accel, self.dt)
+        if self.recorder is not None:
+            self.recorder.add(float(self.state.time[0]), self.state, sp, command)
+        self._handle_divergence()
+        return self.state
+
+    def _handle_divergence(self) -> None:
+        self.last_reset = self.state.diverged.clone()
+        if self.dynamics.on_divergence == OnDivergence.RESET and bool(self.last_reset.any()):
+            self.state = self.state.replace(diverged=torch.zeros_like(self.state.diverged))
+            self.reset(self.last_reset)
+
+    def run(self, setpoint: Any, duration: float) -> Trajectory:
+        """Hold ``setpoint`` for ``duration`` s (or call it as ``setpoint(t) -> tensor``) and
+        return the recorded trajectory of this run."""
+        rec, self.recorder = self.recorder, Recorder()
+        steps = int(round(duration * self.config.control_hz))
+        for k in range(steps):
+            sp = setpoint(k * self.dt) if callable(setpoint) else setpoint
+            self.step(sp)
+        out = self.recorder.stack()
+        self.recorder = rec
+        return out
+
+    def trajectory(self) -> Trajectory:
+        """Everything recorded since construction (``record=True``)."""
+        if self.recorder is None:
+            raise ConfigError("record: the Simulator was built with record=False")
+        return self.recorder.stack()
+
+    def _setpoint(self, setpoint: Any) -> Tensor:
+        want = self.controller.setpoint_size
+        sp = torch.as_tensor(setpoint, device=self.config.device, dtype=self.config.dtype)
+        if sp.dim() == 1:
+            sp = sp.expand(self.n_envs, -1)
+        if sp.shape != (self.n_envs, want):
+            raise ConfigError(
+                f"setpoint: expected shape ({self.n_envs}, {want}) or ({want},) for control mode "
+                f"{self.config.control!r}, got {tuple(sp.shape)}"
+            )
+        return sp
+
+
+def _replace(cfg: SimConfig, overrides: dict[str, Any]) -> SimConfig:
+    from dataclasses import replace
+
+    return replace(cfg, **overrides)
+
+
+def _mask(mask: Any, n: int, device: str) -> Tensor:
+    m = torch.as_tensor(mask, device=device)
+    if m.dtype != torch.bool or m.shape != (n,):
+        raise ConfigError(f"mask: expected a bool tensor of shape ({n},), got {m.dtype} "
+                          f"{tuple(m.shape)}")
+    return m
+
+
+def _vec(v: Any, n: int, k: int, name: str, device: str, dtype: torch.dtype) -> Tensor:
+    t = torch.as_tensor(v, device=device, dtype=dtype)
+    if t.shape == (k,):
+        t = t.expand(n, k)
+    if t.shape != (n, k) or not torch.isfinite(t).all():
+        raise ConfigError(f"{name}: expected finite values of shape ({k},) or ({n}, {k}), "
+                          f"got {tuple(t.shape)}")
+    return t.clone()
+
+
+def _scalar(v: Any, n: int, name: str, device: str, dtype: torch.dtype) -> Tensor:
+    t = torch.as_tensor(v, device=device, dtype=dtype)
+    t = t.expand(n) if t.dim() == 0 else t
+    if t.shape != (n,) or not torch.isfinite(t).all():
+        raise ConfigError(f"{name}: expected a finite scalar or shape ({n},), got {tuple(t.shape)}")
+    return t.clone()
+
+
+__all__ = ["SimConfig", "Simulator"]

@@ -1,0 +1,62 @@
+"""DESIGN.md's layer rule: a module imports only from its own layer or below; nothing imports
+``volary.cli``; importing volary loads no optional backend."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src" / "volary"
+LAYER = {
+    "math": 0, "errors": 0, "types": 0, "dynamics": 1, "platforms": 2, "worlds": 2,
+    "control": 3, "sensors": 3, "planning": 3, "sim": 4, "envs": 4, "learning": 5, "bench": 5,
+    "cli": 6,
+}
+
+
+def _subpackage(path: Path) -> str | None:
+    rel = path.relative_to(SRC).parts
+    if len(rel) == 1:
+        return None if rel[0] == "__init__.py" else rel[0].removesuffix(".py")
+    return rel[0]
+
+
+def _imports(path: Path) -> list[str]:
+    out = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.append(node.module)
+        elif isinstance(node, ast.Import):
+            out.extend(a.name for a in node.names)
+    return [m for m in out if m == "volary" or m.startswith("volary.")]
+
+
+FILES = sorted(p for p in SRC.rglob("*.py") if _subpackage(p) is not None)
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(SRC)))
+def test_module_imports_only_its_layer_or_below(path):
+    own = _subpackage(path)
+    assert own in LAYER, f"{own} is not a layer of DESIGN.md"
+    for mod in _imports(path):
+        parts = mod.split(".")
+        if len(parts) < 2:
+            continue
+        target = parts[1]
+        assert target != "cli" or own == "cli", f"{path.name} imports volary.cli"
+        assert LAYER[target] <= LAYER[own], (
+            f"{path.relative_to(SRC)} (layer {LAYER[own]}) imports {mod} (layer {LAYER[target]})"
+        )
+
+
+def test_import_has_no_heavy_side_effects():
+    code = (
+        "import sys, volary; heavy = {'warp', 'gsplat', 'casadi', 'dask', 'matplotlib', "
+        "'typer', 'torch'} & set(sys.modules); print(sorted(heavy))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
