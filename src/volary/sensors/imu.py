@@ -110,7 +110,7 @@ class Imu:
         z = torch.zeros(n_envs, 3, device=device, dtype=dtype)
         self.accel_bias, self.gyro_bias = z.clone(), z.clone()
         self.reading = ImuReading(z.clone(), z.clone())
-        self.clock = torch.full((n_envs,), 1.0 / self.config.rate_hz, device=device, dtype=dtype)
+        self.clock = torch.full((n_envs,), -1.0, device=device, dtype=dtype)  # s since sample
         self.reset()
 
     def _normal(self, n: int) -> Tensor:
@@ -127,7 +127,7 @@ class Imu:
             else mask
         self.accel_bias = torch.where(m[:, None], ab, self.accel_bias)
         self.gyro_bias = torch.where(m[:, None], gb, self.gyro_bias)
-        self.clock = torch.where(m, torch.full_like(self.clock, 1.0 / c.rate_hz), self.clock)
+        self.clock = torch.where(m, torch.full_like(self.clock, -1.0), self.clock)
 
     def __call__(self, quat: Tensor, omega: Tensor, accel_world: Tensor, dt: float) -> ImuReading:
         """Advance by ``dt`` s; envs whose sample is due get a new reading, others hold theirs."""
@@ -140,9 +140,12 @@ class Imu:
         accel = accel + c.accel_noise_density * sq * n[:, 6:9]
         gyro = omega + self.gyro_bias + c.gyro_noise_density * sq * n[:, 9:12]
         period = 1.0 / c.rate_hz
-        self.clock = self.clock + dt
-        due = (self.clock >= period - 1e-9)[:, None]
-        self.clock = torch.where(due[:, 0], (self.clock - period).clamp_min(0.0), self.clock)
+        fresh = self.clock < 0  # just reset: sample now
+        tick = self.clock + dt
+        due = fresh | (tick >= period - 1e-9)
+        self.clock = torch.where(fresh, torch.zeros_like(tick),
+                                 torch.where(due, tick - period, tick))
+        due = due[:, None]
         self.reading = ImuReading(torch.where(due, accel, self.reading.accel),
                                   torch.where(due, gyro, self.reading.gyro))
         return self.reading
