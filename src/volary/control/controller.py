@@ -109,6 +109,10 @@ class MultirotorController:
                 f"setpoint: mode {self.mode!r} expects shape ({n}, {self.setpoint_size}), "
                 f"got {tuple(setpoint.shape)}"
             )
+        if setpoint.device != self.params.device:
+            raise ConfigError(
+                f"setpoint: expected device {self.params.device}, got {setpoint.device}"
+            )
         if not dt > 0:
             raise ConfigError(f"dt: expected a control period > 0 s, got {dt}")
         return self._law(state, setpoint.to(self.params.dtype), float(dt))
