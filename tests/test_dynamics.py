@@ -9,8 +9,8 @@ import torch
 
 from volary.dynamics import (
     Airframe,
-    DynamicsConfig,
     Disturbance,
+    DynamicsConfig,
     MultirotorState,
     VehicleParams,
     hover_speeds,
@@ -98,10 +98,10 @@ def test_motor_lag_step_response_is_exponential(tau_up, tau_down):
     s = rollout(p, s, cmd, d, k, c, 48)
     t = 48 * c.dt
     torch.testing.assert_close(s.rotor_speed[0, 0].item(), 2000.0 * (1 - math.exp(-t / tau_up)),
-                               rtol=1e-6, atol=0)  # RK4 truncation ~(dt/tau)^4
+                               rtol=1e-6, atol=0)  # RK4 truncation
     s = rollout(p, s.replace(rotor_speed=cmd.clone()), cmd * 0.5, d, k, c, 48)
     want = 1000.0 + 1000.0 * math.exp(-t / tau_down)
-    torch.testing.assert_close(s.rotor_speed[0, 0].item(), want, rtol=1e-6, atol=0)  # RK4 truncation ~(dt/tau)^4
+    torch.testing.assert_close(s.rotor_speed[0, 0].item(), want, rtol=1e-6, atol=0)  # RK4 truncation
 
 
 def test_rotor_speed_command_is_clamped_to_limits():

@@ -7,7 +7,7 @@ Quaternion fields are integrated additively and re-normalized by the caller.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from enum import Enum
+from enum import StrEnum
 
 from torch import Tensor
 
@@ -15,7 +15,7 @@ Fields = tuple[Tensor, ...]
 Derivative = Callable[[Fields], Fields]
 
 
-class Integrator(str, Enum):
+class Integrator(StrEnum):
     """Explicit integration schemes, picked by name (``"euler"`` or ``"rk4"``)."""
 
     EULER = "euler"

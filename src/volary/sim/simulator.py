@@ -90,7 +90,12 @@ class Simulator:
     """
 
     def __init__(self, platforms: PlatformSpec | Sequence[PlatformSpec],
-                 config: SimConfig | None = None, **overrides: Any) -> None:
+                 config: SimConfig | None = None, *, gains: Any = None,
+                 **overrides: Any) -> None:
+        """``platforms``: catalogue names or Airframes (one per env, tiled to ``n_envs``);
+        ``gains``: a :class:`volary.control.Gains`, or a function ``params -> Gains`` (e.g.
+        ``lambda p: Gains.default(p).override(k_x=...)``); other keywords set SimConfig fields.
+        """
         cfg = SimConfig(**overrides) if config is None else _replace(config, overrides)
         _check_rates(cfg)
         self.config = cfg
@@ -102,7 +107,8 @@ class Simulator:
             model=cfg.model, integrator=cfg.integrator, dt=1.0 / cfg.physics_hz,
             stochastic=cfg.stochastic, ground=cfg.ground, on_divergence=cfg.on_divergence,
         )
-        self.controller = make_controller(cfg.control, self.params, model=cfg.model)
+        g = gains(self.params) if callable(gains) else gains
+        self.controller = make_controller(cfg.control, self.params, model=cfg.model, gains=g)
         self.disturbance = Disturbance.create(n, device=cfg.device, dtype=cfg.dtype)
         self.keys = vrandom.env_keys(cfg.seed, torch.arange(n, device=cfg.device))
         self._stepper = make_stepper(self.dynamics, cfg.substeps, compile=cfg.compile)

@@ -1,0 +1,177 @@
+"""``volary``: platforms, fly, bench, demo. Thin commands over the library."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(no_args_is_help=True, add_completion=False,
+                  help="volary: batched multirotor simulation, control and benchmarking.")
+platforms_app = typer.Typer(no_args_is_help=True, help="The airframe catalogue.")
+bench_app = typer.Typer(no_args_is_help=True, help="Throughput benchmarks.")
+app.add_typer(platforms_app, name="platforms")
+app.add_typer(bench_app, name="bench")
+console = Console()
+
+Out = Annotated[Path, typer.Option("--out", help="Directory for the files this command writes.")]
+Seed = Annotated[int, typer.Option("--seed", help="Seed of every random draw.")]
+Device = Annotated[str, typer.Option("--device", help="cpu or cuda.")]
+
+
+def _fail(msg: str) -> None:
+    console.print(f"[red]error:[/red] {msg}")
+    raise typer.Exit(2)
+
+
+def _check_device(device: str) -> None:
+    import torch
+
+    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
+        _fail(f"--device: expected cpu or cuda, got {device!r}")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        _fail("--device cuda: no CUDA device is available (torch was built for CPU or no GPU)")
+
+
+@platforms_app.command("list")
+def platforms_list(
+    category: Annotated[str | None, typer.Option(help="Only this category.")] = None,
+) -> None:
+    """List catalogue airframes with their kinodynamic indicators."""
+    from volary.errors import VolaryError
+    from volary.platforms import get, indicators, names
+
+    try:
+        items = names(category)
+    except VolaryError as e:
+        _fail(str(e))
+    t = Table("name", "rotors", "mass [kg]", "TWR_max", "alpha_xy_max", "alpha_z_max")
+    for n in items:
+        a = get(n)
+        ind = indicators(a)
+        t.add_row(n, str(a.n_rotors), f"{a.mass:.3f}", f"{ind.twr_max:.2f}",
+                  f"{ind.alpha_xy_max:.1f}", f"{ind.alpha_z_max:.1f}")
+    console.print(t)
+
+
+@platforms_app.command("show")
+def platforms_show(name: str) -> None:
+    """Show one airframe's parameters, sources and indicators."""
+    import dataclasses
+
+    from volary.errors import VolaryError
+    from volary.platforms import get, indicators
+
+    try:
+        a = get(name)
+    except VolaryError as e:
+        _fail(str(e))
+    t = Table("field", "value", title=name)
+    for f in dataclasses.fields(a):
+        if f.name not in ("sources", "name"):
+            t.add_row(f.name, str(getattr(a, f.name)))
+    ind = indicators(a)
+    for k, v in dataclasses.asdict(ind).items():
+        t.add_row(f"[bold]{k}[/bold]", f"{v:.4g}")
+    t.add_row("hover rotor speed", f"{a.hover_rotor_speed:.1f} rad/s")
+    t.add_row("fully actuated", str(a.fully_actuated))
+    console.print(t)
+    if a.sources:
+        console.print("[dim]sources:[/dim]")
+        for k, v in a.sources.items():
+            console.print(f"  [dim]{k}: {v}[/dim]")
+
+
+@app.command()
+def fly(
+    platform: Annotated[str, typer.Option(help="Catalogue name (volary platforms list).")],
+    to: Annotated[tuple[float, float, float], typer.Option(help="Target x y z (position mode: "
+                  "m; velocity: m/s; acceleration: m/s^2).")] = (0.0, 0.0, 1.5),
+    mode: Annotated[str, typer.Option(help="position, velocity, acceleration or pose.")] =
+    "position",
+    yaw: Annotated[float, typer.Option(help="Yaw setpoint [rad].")] = 0.0,
+    duration: Annotated[float, typer.Option(help="Seconds to fly.")] = 5.0,
+    out: Out = Path("out/fly"),
+    seed: Seed = 0,
+    device: Device = "cpu",
+) -> None:
+    """Fly one platform to a setpoint; write a CSV log and a PNG plot."""
+    from volary.errors import VolaryError
+    from volary.sim import Simulator
+    from volary.sim.plots import plot_trajectory
+
+    _check_device(device)
+    setpoints = {"position": [*to, yaw], "velocity": [*to, yaw], "acceleration": [*to, yaw],
+                 "pose": [*to, 0.0, 0.0, yaw]}
+    if mode not in setpoints:
+        _fail(f"--mode: expected one of {', '.join(setpoints)}, got {mode!r} "
+              "(lower control levels are available from the Python API)")
+    if not duration > 0:
+        _fail(f"--duration: expected > 0 s, got {duration}")
+    try:
+        sim = Simulator(platform, n_envs=1, control=mode, seed=seed, device=device)
+    except VolaryError as e:
+        _fail(str(e))
+    traj = sim.run(setpoints[mode], duration)
+    csv_path = traj.to_csv(out / "fly.csv")
+    png = plot_trajectory(traj, out / "fly.png", title=f"{platform}: {mode} -> {list(to)}",
+                          target=to if mode == "position" else None)
+    final = traj.pos[-1, 0].tolist()
+    console.print(f"final position [m]: {[round(v, 4) for v in final]}")
+    console.print(f"wrote {csv_path} and {png}")
+
+
+@bench_app.command("physics")
+def bench_physics(
+    n: Annotated[list[int] | None, typer.Option("--n", help="Batch sizes.")] = None,
+    compile: Annotated[bool, typer.Option(help="Also measure the compiled step.")] = True,
+    substeps: Annotated[int, typer.Option(help="Physics steps fused per compiled call.")] = 8,
+    threads: Annotated[int, typer.Option(help="torch CPU threads.")] = 2,
+    out: Out = Path("out/bench"),
+    device: Device = "cpu",
+) -> None:
+    """Env-steps/s of volary's physics step (peers: `make bench`, benchmarks/physics.py)."""
+    import torch
+
+    from volary.platforms import get
+    from volary.sim.throughput import measure_volary
+
+    _check_device(device)
+    torch.set_num_threads(threads)
+    sizes = n or [1, 64, 1024, 16384, 65536]
+    af = get("flightgoggles")
+    rows = []
+    for size in sizes:
+        rows.append(measure_volary(af, size, device=device))
+        if compile:
+            rows.append(measure_volary(af, size, device=device, compile=True, substeps=substeps))
+    t = Table("impl", "N", "env-steps/s", "IQR", "bytes/env", title=f"physics step on {device}")
+    for r in rows:
+        t.add_row(r.impl, str(r.n_envs), f"{r.env_steps_per_s:,.0f}", f"{r.iqr:,.0f}",
+                  f"{r.bytes_per_env:.0f}")
+    console.print(t)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "physics-volary.json").write_text(json.dumps([r.__dict__ for r in rows], indent=2))
+    console.print(f"wrote {out / 'physics-volary.json'}")
+
+
+@app.command()
+def demo(
+    out: Out = Path("out/demo"),
+    seed: Seed = 0,
+    device: Device = "cpu",
+) -> None:
+    """The main job: fly catalogue platforms through a setpoint sequence; write an HTML page."""
+    from volary.cli.demo import run_demo
+
+    _check_device(device)
+    index = run_demo(out, seed=seed, device=device, console=console)
+    console.print(f"[green]wrote {index}[/green]")
+
+
+if __name__ == "__main__":
+    app()

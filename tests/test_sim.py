@@ -1,0 +1,98 @@
+"""The Simulator API: rates, resets, determinism, divergence policy, recording, IMU."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from _airframes import hexa, quad_x
+from volary.errors import ConfigError, UnknownNameError
+from volary.sim import Simulator
+
+HOLD = torch.tensor([0.0, 0.0, 1.0, 0.0])
+
+
+def test_position_hover_with_mixed_batch():
+    sim = Simulator([quad_x(), hexa()], n_envs=4, stochastic=False)
+    sim.run(HOLD, 2.0)
+    assert sim.state.pos.sub(torch.tensor([0.0, 0.0, 1.0])).norm(dim=-1).max() < 0.01
+    assert sim.params.n_rotors == 6
+
+
+def test_setpoint_shape_and_config_errors_name_the_argument():
+    sim = Simulator(quad_x(), n_envs=3)
+    with pytest.raises(ConfigError, match=r"setpoint: expected shape \(3, 4\)"):
+        sim.step(torch.zeros(3, 5))
+    with pytest.raises(ConfigError, match="control_hz"):
+        Simulator(quad_x(), control_hz=250.0)
+    with pytest.raises(UnknownNameError, match="position"):
+        Simulator(quad_x(), control="teleport")
+    with pytest.raises(ConfigError, match="mask"):
+        sim.reset(torch.tensor([1, 0, 1]))
+
+
+def test_reset_mask_touches_only_masked_envs():
+    sim = Simulator(quad_x(), n_envs=3, stochastic=False)
+    sim.run(torch.tensor([1.0, 0.0, 1.5, 0.0]), 1.0)
+    before = sim.state
+    sim.reset(torch.tensor([False, True, False]), pos=[0.0, 0.0, 2.0])
+    assert torch.equal(sim.state.pos[[0, 2]], before.pos[[0, 2]])
+    assert sim.state.pos[1].tolist() == [0.0, 0.0, 2.0]
+    assert sim.state.time[1] == 0.0 and sim.state.time[0] > 0.99
+
+
+def _noisy(n: int, seed: int = 3):
+    sim = Simulator(quad_x(), n_envs=n, seed=seed, imu="bmi085")
+    sim.set_wind([1.0, 0.0, 0.0], gust_std=0.5, gust_tau=0.5)
+    sim.run(torch.tensor([0.5, -0.5, 1.2, 0.3]), 0.5)
+    return sim
+
+
+def test_same_seed_same_trajectory_and_batch_size_independence():
+    a, b, big = _noisy(2), _noisy(2), _noisy(512)
+    assert torch.equal(a.state.pos, b.state.pos)
+    torch.testing.assert_close(big.state.pos[0], a.state.pos[0], rtol=0, atol=1e-5)
+    torch.testing.assert_close(big.imu_reading.gyro[0], a.imu_reading.gyro[0], rtol=0, atol=1e-4)
+    assert not torch.equal(_noisy(2, seed=4).state.pos, a.state.pos)
+
+
+def test_imu_reads_gravity_reaction_in_hover():
+    sim = Simulator(quad_x(), n_envs=2, imu="ideal", stochastic=False)
+    sim.run(HOLD, 0.5)
+    torch.testing.assert_close(sim.imu_reading.accel, torch.tensor([[0.0, 0.0, 9.81]] * 2),
+                               atol=0.05, rtol=0)
+
+
+@pytest.mark.parametrize("policy", ["reset", "terminate"])
+def test_nan_setpoint_in_one_env_is_contained(policy):
+    ref = Simulator(quad_x(), n_envs=3, stochastic=False, on_divergence=policy)
+    sim = Simulator(quad_x(), n_envs=3, stochastic=False, on_divergence=policy)
+    sp = torch.tensor([[0.5, 0.0, 1.0, 0.0]] * 3)
+    bad = sp.clone()
+    bad[1, 0] = float("nan")
+    for _ in range(24):
+        ref.step(sp)
+        sim.step(bad)
+    assert torch.equal(sim.state.pos[[0, 2]], ref.state.pos[[0, 2]])
+    assert torch.isfinite(sim.state.pos).all()
+    if policy == "reset":
+        assert sim.last_reset.tolist() == [False, True, False]
+        assert sim.state.time[1] == 0.0
+    else:
+        assert sim.state.diverged.tolist() == [False, True, False]
+
+
+def test_recording_and_csv(tmp_path):
+    sim = Simulator(quad_x(), n_envs=2, record=True)
+    sim.run(HOLD, 0.25)
+    traj = sim.trajectory()
+    assert traj.pos.shape == (60, 2, 3) and traj.setpoint.shape == (60, 2, 4)
+    path = traj.to_csv(tmp_path / "log.csv", env=1)
+    lines = path.read_text().splitlines()
+    assert lines[0].startswith("t,x,y,z") and len(lines) == 61
+
+
+def test_thrust_rate_model_hovers_under_position_control():
+    sim = Simulator(quad_x(), n_envs=2, model="thrust_rate", stochastic=False)
+    sim.run(torch.tensor([0.3, 0.0, 1.0, 0.0]), 3.0)
+    assert sim.state.pos.sub(torch.tensor([0.3, 0.0, 1.0])).norm(dim=-1).max() < 0.02
