@@ -14,7 +14,7 @@ from rich.console import Console
 
 WAYPOINTS = ((0.0, 0.0, 1.0), (2.0, 0.0, 1.5), (2.0, 2.0, 1.5), (0.0, 2.0, 1.0), (0.0, 0.0, 1.0))
 SEGMENT_S = 3.0
-DEMO_PLATFORMS = ("crazyflie_2", "racer_250", "research_quad_1kg", "sousvide", "hexa", "octo",
+DEMO_PLATFORMS = ("crazyflie", "fpv_racer_250", "research_quad_1kg", "sous_vide", "hexa", "octo",
                   "y6", "tilted_hexa")
 
 
@@ -23,8 +23,7 @@ def _platforms() -> list[str]:
 
     known = set(names())
     chosen = [n for n in DEMO_PLATFORMS if n in known]
-    ft = [n for n in names() if n.startswith("flyingtrust")] or []
-    return chosen + ft[:1] + ft[-1:]
+    return chosen + names("flyingtrust-real")[:1] + names("flyingtrust-virtual")[-1:]
 
 
 def setpoint_at(t: float, n: int) -> torch.Tensor:

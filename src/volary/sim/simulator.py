@@ -85,7 +85,7 @@ def _check_rates(cfg: SimConfig) -> None:
 class Simulator:
     """N multirotors flown by a controller at ``control_hz`` over physics at ``physics_hz``.
 
-    >>> sim = Simulator("crazyflie_2", n_envs=64, control="position")
+    >>> sim = Simulator("crazyflie", n_envs=64, control="position")
     >>> state = sim.step(torch.tensor([[0.0, 0.0, 1.0, 0.0]]).expand(64, 4))
     """
 
@@ -116,6 +116,7 @@ class Simulator:
                                                     dtype=cfg.dtype)
         self.imu_reading: ImuReading | None = None
         self.recorder = Recorder() if cfg.record else None
+        self._run_recorder: Recorder | None = None
         self.last_reset = torch.zeros(n, dtype=torch.bool, device=cfg.device)
         self._home = torch.zeros(n, 3, device=cfg.device, dtype=cfg.dtype)
         self._home[:, 2] = 1.0
@@ -205,8 +206,9 @@ class Simulator:
         if self.imu is not None:
             accel = (self.state.vel - prev_vel) / self.dt
             self.imu_reading = self.imu(self.state.quat, self.state.omega, accel, self.dt)
-        if self.recorder is not None:
-            self.recorder.add(float(self.state.time[0]), self.state, sp, command)
+        for rec in (self.recorder, self._run_recorder):
+            if rec is not None:
+                rec.add(float(self.state.time[0]), self.state, sp, command)
         self._handle_divergence()
         return self.state
 
@@ -219,14 +221,15 @@ class Simulator:
     def run(self, setpoint: Any, duration: float) -> Trajectory:
         """Hold ``setpoint`` for ``duration`` s (or call it as ``setpoint(t) -> tensor``) and
         return the recorded trajectory of this run."""
-        rec, self.recorder = self.recorder, Recorder()
-        steps = int(round(duration * self.config.control_hz))
-        for k in range(steps):
-            sp = setpoint(k * self.dt) if callable(setpoint) else setpoint
-            self.step(sp)
-        out = self.recorder.stack()
-        self.recorder = rec
-        return out
+        if not (math.isfinite(duration) and duration > 0):
+            raise ConfigError(f"duration: expected a time > 0 s, got {duration}")
+        self._run_recorder = Recorder()
+        try:
+            for k in range(max(1, int(round(duration * self.config.control_hz)))):
+                self.step(setpoint(k * self.dt) if callable(setpoint) else setpoint)
+            return self._run_recorder.stack()
+        finally:
+            self._run_recorder = None
 
     def trajectory(self) -> Trajectory:
         """Everything recorded since construction (``record=True``)."""

@@ -1,0 +1,58 @@
+"""The ``volary`` command line: what a user types, what files appear, what errors say."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+from typer.testing import CliRunner
+
+from volary.cli.main import app
+
+runner = CliRunner()
+
+
+def test_platforms_list_and_show():
+    r = runner.invoke(app, ["platforms", "list"])
+    assert r.exit_code == 0, r.output
+    assert "TWR_max" in r.output and "crazyflie" in r.output
+    r = runner.invoke(app, ["platforms", "show", "tilted_hexa"])
+    assert r.exit_code == 0, r.output
+    assert "fully actuated" in r.output and "True" in r.output
+
+
+def test_unknown_platform_lists_valid_names():
+    r = runner.invoke(app, ["platforms", "show", "blimp"])
+    assert r.exit_code == 2
+    assert "unknown" in r.output and "crazyflie" in r.output
+
+
+def test_fly_writes_csv_and_png(tmp_path):
+    r = runner.invoke(app, ["fly", "--platform", "crazyflie", "--mode", "position", "--to",
+                            "0.5", "0", "1.2", "--duration", "3", "--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    rows = list(csv.DictReader((tmp_path / "fly.csv").open()))
+    assert len(rows) == 720
+    assert abs(float(rows[-1]["x"]) - 0.5) < 0.02 and abs(float(rows[-1]["z"]) - 1.2) < 0.02
+    assert (tmp_path / "fly.png").stat().st_size > 10_000
+
+
+@pytest.mark.parametrize(
+    "args,match",
+    [
+        (["--mode", "warp"], "--mode"),
+        (["--duration", "0"], "--duration"),
+        (["--device", "tpu"], "--device"),
+    ],
+)
+def test_fly_bad_arguments_name_the_option(tmp_path, args, match):
+    r = runner.invoke(app, ["fly", "--platform", "crazyflie", "--out", str(tmp_path), *args])
+    assert r.exit_code == 2 and match in r.output
+
+
+def test_demo_writes_an_html_page(tmp_path):
+    r = runner.invoke(app, ["demo", "--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    page = (tmp_path / "index.html").read_text()
+    assert "<table>" in page and "data:image/png;base64," in page
+    assert "crashed" not in page.split("<h2>Top view")[0].split("</tr>", 1)[1]
