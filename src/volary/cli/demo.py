@@ -13,7 +13,7 @@ import torch
 from rich.console import Console
 
 WAYPOINTS = ((0.0, 0.0, 1.0), (2.0, 0.0, 1.5), (2.0, 2.0, 1.5), (0.0, 2.0, 1.0), (0.0, 0.0, 1.0))
-SEGMENT_S = 3.0
+SEGMENT_S = 4.0
 DEMO_PLATFORMS = ("crazyflie", "fpv_racer_250", "research_quad_1kg", "sous_vide", "hexa", "octo",
                   "y6", "tilted_hexa")
 
