@@ -62,7 +62,7 @@ class Gains:
     @staticmethod
     def default(params: VehicleParams) -> Gains:
         """Gains scaled to each env's mass, inertia and motor time constant."""
-        n, kw = params.n_envs, dict(device=params.device, dtype=params.dtype)
+        n = params.n_envs
         m = params.mass[:, None]
         j = torch.diagonal(params.inertia, dim1=-2, dim2=-1)
         wn_att = (ATT_WN_MOTOR / _motor_tau(params)).clamp(ATT_WN_MIN, ATT_WN_MAX)[:, None]
@@ -70,7 +70,7 @@ class Gains:
         wn_pos = POS_WN_RATIO * wn_att
 
         def full(v: float, *shape: int) -> Tensor:
-            return torch.full((n, *shape), v, **kw)
+            return torch.full((n, *shape), v, device=params.device, dtype=params.dtype)
 
         return Gains(
             lpf_stiffness=full(FG_LPF_STIFFNESS), lpf_damping=full(FG_LPF_DAMPING),

@@ -8,6 +8,7 @@ directions alternate so that yaw reaction torques cancel at hover.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 from volary.errors import ConfigError, UnknownNameError
 
@@ -75,7 +76,7 @@ def tilted_hexa(arm: float, tilt_deg: float = 30.0) -> Layout:
     return pos, axes, dirs
 
 
-LAYOUTS = {
+LAYOUTS: dict[str, Callable[..., Layout]] = {
     "quad_plus": quad_plus, "quad_x": quad_x, "hexa": hexa, "octo": octo, "y6": y6,
     "tilted_hexa": tilted_hexa,
 }
