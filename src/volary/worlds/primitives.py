@@ -1,0 +1,183 @@
+"""Scene primitives (one env's description, plain data) and their batched form.
+
+A :class:`SceneSpec` lists primitives in the world frame (z up, metres). :meth:`Scene.stack`
+turns one spec per env into padded tensors ``(N, K, ...)`` with a ``valid`` mask, so every env
+may hold a different scene and all queries stay batched. Gate frames are kept as gates (for the
+passage rule) and also expanded into four boxes (for collisions and ray casting).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from volary.errors import ConfigError
+
+Vec3 = tuple[float, float, float]
+
+
+def _finite(name: str, values: Sequence[float]) -> None:
+    if not all(math.isfinite(v) for v in values):
+        raise ConfigError(f"{name}: expected finite values, got {list(values)}")
+
+
+@dataclass(frozen=True)
+class Box:
+    """Oriented box: centre (m), full size along its own axes (m), yaw about world z (rad)."""
+
+    center: Vec3
+    size: Vec3
+    yaw: float = 0.0
+    object_id: int = 0
+
+    def __post_init__(self) -> None:
+        _finite("Box.center", self.center)
+        _finite("Box.size", self.size)
+        if min(self.size) <= 0:
+            raise ConfigError(f"Box.size: expected positive extents, got {self.size}")
+
+
+@dataclass(frozen=True)
+class Cylinder:
+    """Finite cylinder: centre of its axis segment, unit axis (any tilt), radius, length (m)."""
+
+    center: Vec3
+    radius: float
+    length: float
+    axis: Vec3 = (0.0, 0.0, 1.0)
+    object_id: int = 0
+
+    def __post_init__(self) -> None:
+        _finite("Cylinder.center", self.center)
+        _finite("Cylinder.axis", self.axis)
+        n = math.sqrt(sum(a * a for a in self.axis))
+        if n < 1e-9 or self.radius <= 0 or self.length <= 0:
+            raise ConfigError("Cylinder: expected a non-zero axis, radius > 0 and length > 0")
+        object.__setattr__(self, "axis", tuple(a / n for a in self.axis))
+
+
+@dataclass(frozen=True)
+class Sphere:
+    center: Vec3
+    radius: float
+    object_id: int = 0
+
+    def __post_init__(self) -> None:
+        _finite("Sphere.center", self.center)
+        if not self.radius > 0:
+            raise ConfigError(f"Sphere.radius: expected > 0 m, got {self.radius}")
+
+
+@dataclass(frozen=True)
+class Plane:
+    """Half-space boundary: points x with n . (x - point) < 0 are inside the solid."""
+
+    point: Vec3
+    normal: Vec3
+    object_id: int = 0
+
+    def __post_init__(self) -> None:
+        _finite("Plane.point", self.point)
+        n = math.sqrt(sum(a * a for a in self.normal))
+        if n < 1e-9:
+            raise ConfigError("Plane.normal: expected a non-zero vector")
+        object.__setattr__(self, "normal", tuple(a / n for a in self.normal))
+
+
+@dataclass(frozen=True)
+class Gate:
+    """Rectangular gate given by its four corners (m, world frame, in order around the frame),
+    drawn as a frame of ``border`` width and ``depth`` thickness around the opening."""
+
+    corners: tuple[Vec3, Vec3, Vec3, Vec3]
+    name: str = ""
+    border: float = 0.1
+    depth: float = 0.1
+    object_id: int = 0
+
+    def __post_init__(self) -> None:
+        c = np.asarray(self.corners, dtype=float)
+        if c.shape != (4, 3) or not np.all(np.isfinite(c)):
+            raise ConfigError(f"Gate {self.name!r}: corners: expected 4 finite 3-D points")
+
+    @property
+    def center(self) -> np.ndarray:
+        return np.asarray(self.corners, dtype=float).mean(axis=0)
+
+
+Primitive = Box | Cylinder | Sphere | Plane
+
+
+@dataclass(frozen=True)
+class SceneSpec:
+    """One env's world: bounds, ceiling, start/goal, obstacles and gates."""
+
+    name: str
+    bounds_min: Vec3  # m, axis-aligned flight volume
+    bounds_max: Vec3
+    obstacles: tuple[Primitive, ...] = ()
+    gates: tuple[Gate, ...] = ()
+    start: Vec3 = (0.0, 0.0, 1.0)
+    start_yaw: float = 0.0
+    goal: Vec3 = (0.0, 0.0, 1.0)
+    ceiling: float | None = None  # m; None: bounds_max z
+    meta: dict = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        for n in ("bounds_min", "bounds_max", "start", "goal"):
+            _finite(f"{self.name}: {n}", getattr(self, n))
+        if any(lo >= hi for lo, hi in zip(self.bounds_min, self.bounds_max, strict=True)):
+            raise ConfigError(f"{self.name}: bounds: expected bounds_min < bounds_max per axis")
+
+    @property
+    def flight_ceiling(self) -> float:
+        return self.bounds_max[2] if self.ceiling is None else self.ceiling
+
+
+@dataclass(frozen=True)
+class Scene:
+    """N scenes as padded tensors; ``*_valid`` masks mark real entries."""
+
+    box_center: Tensor  # (N, Kb, 3) m
+    box_half: Tensor  # (N, Kb, 3) m, half extents along the box axes
+    box_yaw: Tensor  # (N, Kb) rad
+    box_valid: Tensor  # (N, Kb) bool
+    box_id: Tensor  # (N, Kb) int64 object id
+    cyl_center: Tensor  # (N, Kc, 3) m
+    cyl_axis: Tensor  # (N, Kc, 3) unit
+    cyl_radius: Tensor  # (N, Kc) m
+    cyl_half_length: Tensor  # (N, Kc) m
+    cyl_valid: Tensor  # (N, Kc) bool
+    cyl_id: Tensor  # (N, Kc) int64
+    sph_center: Tensor  # (N, Ks, 3) m
+    sph_radius: Tensor  # (N, Ks) m
+    sph_valid: Tensor  # (N, Ks) bool
+    sph_id: Tensor  # (N, Ks) int64
+    plane_point: Tensor  # (N, Kp, 3) m
+    plane_normal: Tensor  # (N, Kp, 3) unit, pointing out of the solid
+    plane_valid: Tensor  # (N, Kp) bool
+    plane_id: Tensor  # (N, Kp) int64
+    gate_corners: Tensor  # (N, G, 4, 3) m
+    gate_valid: Tensor  # (N, G) bool
+    bounds_min: Tensor  # (N, 3) m
+    bounds_max: Tensor  # (N, 3) m
+    ceiling: Tensor  # (N,) m
+    start: Tensor  # (N, 3) m
+    goal: Tensor  # (N, 3) m
+
+    @property
+    def n_envs(self) -> int:
+        return int(self.bounds_min.shape[0])
+
+    @staticmethod
+    def stack(specs: SceneSpec | Sequence[SceneSpec], n_envs: int | None = None, *,
+              device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32) -> Scene:
+        """Batch one spec per env (a shorter list is tiled to ``n_envs``)."""
+        from volary.worlds._stack import stack_specs
+
+        return stack_specs(specs, n_envs, device=device, dtype=dtype)
