@@ -31,8 +31,17 @@ lint: $(STAMP)
 type: $(STAMP)
 	$(VENV)/bin/mypy
 
-bench: $(STAMP)
-	$(PY) benchmarks/physics.py --out out/bench
+BENCH_VENV ?= .venv-bench
+
+# Peers live in their own venv; torch stays pinned by the constraints file.
+$(BENCH_VENV)/.installed: pyproject.toml constraints.txt
+	@test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install -q --upgrade pip
+	$(BENCH_VENV)/bin/python -m pip install -q -c $(CONSTRAINTS) -e . crazyflow l2f rotorpy torchdiffeq roma rich
+	@touch $@
+
+bench: $(BENCH_VENV)/.installed
+	$(BENCH_VENV)/bin/python benchmarks/physics.py --out out/bench
 
 clean:
 	rm -rf $(VENV) out build *.egg-info

@@ -1,0 +1,415 @@
+"""A fused, optionally compiled multi-substep physics stepper (the fast path of ``rollout``).
+
+``make_stepper(cfg, substeps, compile)`` returns ``step(params, state, command, dist, keys)``
+that runs ``substeps`` physics steps with the command held, exactly what
+:func:`volary.dynamics.step.rollout` does (that is the reference; ``tests/test_compiled.py``
+checks parity).
+
+Why a second formulation: inductor's CPU code generator vectorizes a loop only when its loads are
+contiguous along the loop, and it fuses loops only over equal iteration ranges. The reference
+code works on ``(N, 3)``/``(N, 4)``/``(N, 6, R)`` tensors (vectors innermost), which compiles to
+dozens of scalar loops. Here the same equations are written on *components*: every quantity is a
+tuple of ``(N,)`` rows taken from structure-of-arrays buffers ``(K, N)``, so the whole multi-substep
+RK4 step becomes a few vectorized loops over N. Packing ``(N, K)`` -> ``(K, N)`` happens once per
+call outside the graph (parameters and disturbances are packed once and cached while unchanged).
+
+Compiling: ``torch.compile(dynamic=False)``: every shape is static, so a new batch size N (or
+rotor count) compiles once more (cached afterwards, up to dynamo's cache size limit). A compile
+or run failure of the compiled function warns and falls back to eager for the stepper's lifetime.
+The thrust-rate model is compiled through the reference ``rollout`` as it is.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Sequence
+
+import torch
+from torch import Tensor
+
+from volary.dynamics.models import GRAVITY
+from volary.dynamics.params import VehicleParams
+from volary.dynamics.state import MultirotorState
+from volary.dynamics.step import Disturbance, DynamicsConfig, Model, rollout
+from volary.math.integrators import Integrator
+from volary.math.random import hash32
+
+Rows = tuple[Tensor, ...]  # components, each (N,)
+Stepper = Callable[[VehicleParams, MultirotorState, Tensor, Disturbance, Tensor], MultirotorState]
+
+_PARAM_FIELDS = ("mass", "inertia", "inertia_inv", "k_f", "alloc", "w_min", "w_max", "tau_up",
+                 "tau_down", "drag_lin", "drag_quad", "drag_moment", "force_noise", "moment_noise")
+_DIST_FIELDS = ("wind", "gust_std", "gust_tau", "force", "moment")
+
+
+# ---- component math (each row tensor is (N,)) --------------------------------------------------
+
+
+def _cross(a: Rows, b: Rows) -> Rows:
+    """a x b."""
+    return (a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0])
+
+
+def _norm(v: Rows) -> Tensor:
+    """||v||."""
+    return torch.sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2])
+
+
+def _rotate(w: Tensor, u: Rows, v: Rows) -> Rows:
+    """R(q) v = v + 2w (u x v) + u x (2 u x v), q = [w, u] (quaternion.quat_rotate)."""
+    t = tuple(2.0 * c for c in _cross(u, v))
+    ut = _cross(u, t)
+    return tuple(v[i] + w * t[i] + ut[i] for i in range(3))
+
+
+def _matvec(m: Rows, v: Rows) -> Rows:
+    """M v for a row-major 3x3 matrix given as 9 rows."""
+    return tuple(m[3 * i] * v[0] + m[3 * i + 1] * v[1] + m[3 * i + 2] * v[2] for i in range(3))
+
+
+def _quat_derivative(q: Rows, om: Rows) -> Rows:
+    """dq/dt = 0.5 q (x) [0, W] (FlightGoggles IV)."""
+    w, x, y, z = q
+    return (0.5 * (-x * om[0] - y * om[1] - z * om[2]), 0.5 * (w * om[0] + y * om[2] - z * om[1]),
+            0.5 * (w * om[1] - x * om[2] + z * om[0]), 0.5 * (w * om[2] + x * om[1] - y * om[0]))
+
+
+# ---- the rigid-body model on components (models.rigid_body_derivative) ------------------------
+
+
+def _wrench(p: dict[str, Rows], w: Rows) -> Rows:
+    """[f; m] = B T, T_i = k_f w_i |w_i| (models.rotor_wrench)."""
+    r = len(w)
+    t = [p["k_f"][j] * w[j] * w[j].abs() for j in range(r)]
+    a = p["alloc"]
+    return tuple(sum(a[i * r + j] * t[j] for j in range(r)) for i in range(6))
+
+
+def _acceleration(p: dict[str, Rows], q: Rows, vel: Rows, f_rot: Rows, ext: dict[str, Rows]):
+    """dv/dt = g + (R (f_rotors + f_drag) + f_ext) / m, body drag of models.body_drag."""
+    vb = _rotate(q[0], tuple(-c for c in q[1:]), tuple(vel[i] - ext["wind"][i] for i in range(3)))
+    speed = _norm(vb)
+    f_b = tuple(f_rot[i] + (-(p["drag_lin"][i] + p["drag_quad"][i] * speed) * vb[i])
+                for i in range(3))
+    f_w = _rotate(q[0], q[1:], f_b)
+    g = (0.0, 0.0, -GRAVITY)
+    return tuple(g[i] + (f_w[i] + ext["force"][i]) / p["mass"][0] for i in range(3))
+
+
+def _omega_dot(p: dict[str, Rows], om: Rows, m_rot: Rows, ext: dict[str, Rows]) -> Rows:
+    """J dW/dt = m_rotors - ||W|| C_a W + m_ext - W x J W (models.euler_rotation, aero_moment)."""
+    n = _norm(om)
+    m = tuple(m_rot[i] + (-n * p["drag_moment"][i] * om[i]) + ext["moment"][i] for i in range(3))
+    jw_x = _cross(om, _matvec(p["inertia"], om))
+    return _matvec(p["inertia_inv"], tuple(m[i] - jw_x[i] for i in range(3)))
+
+
+def _motor_lag(p: dict[str, Rows], w: Rows, cmd: Rows) -> Rows:
+    """dw/dt = (w_cmd - w) / tau, tau_up when speeding up (models.motor_lag)."""
+    out = []
+    for j in range(len(w)):
+        tau = torch.where(cmd[j].abs() > w[j].abs(), p["tau_up"][j], p["tau_down"][j])
+        out.append((cmd[j] - w[j]) / tau)
+    return tuple(out)
+
+
+def _derivative(p: dict[str, Rows], x: tuple[Rows, ...], cmd: Rows, ext: dict[str, Rows]):
+    """Rigid-body derivative (FlightGoggles IV) of x = (pos, vel, quat, omega, rotor_speed)."""
+    _, vel, q, om, w = x
+    wr = _wrench(p, w)
+    acc = _acceleration(p, q, vel, wr[:3], ext)
+    return vel, acc, _quat_derivative(q, om), _omega_dot(p, om, wr[3:], ext), _motor_lag(p, w, cmd)
+
+
+def _axpy(x: tuple[Rows, ...], a: float, d: tuple[Rows, ...]) -> tuple[Rows, ...]:
+    return tuple(tuple(xi + a * di for xi, di in zip(xf, df, strict=False)) for xf, df in zip(x, d, strict=False))
+
+
+def _integrate(method: Integrator, f, x: tuple[Rows, ...], dt: float) -> tuple[Rows, ...]:
+    """Euler or classic RK4 (math.integrators), same operation order."""
+    if method == Integrator.EULER:
+        return _axpy(x, dt, f(x))
+    k1 = f(x)
+    k2 = f(_axpy(x, 0.5 * dt, k1))
+    k3 = f(_axpy(x, 0.5 * dt, k2))
+    k4 = f(_axpy(x, dt, k3))
+    return tuple(
+        tuple(xi + (dt / 6.0) * (a + 2.0 * b + 2.0 * c + d)
+              for xi, a, b, c, d in zip(xf, af, bf, cf, df, strict=False))
+        for xf, af, bf, cf, df in zip(x, k1, k2, k3, k4, strict=False)
+    )
+
+
+# ---- stages on components (step.py) ------------------------------------------------------------
+
+
+def _normal(keys: Tensor, tick: Tensor, n: int, dtype: torch.dtype) -> Rows:
+    """random.normal(keys, tick, n) on components: Box-Muller of counter-hashed uniforms."""
+    m = (n + 1) // 2
+    base = keys ^ (tick * 0x85EBCA6B)
+    h0 = hash32(base)
+    u = [(hash32(h0 + j * 0xC2B2AE35).to(dtype) + 0.5) / 2.0**32 for j in range(2 * m)]
+    r = [torch.sqrt(-2.0 * torch.log(u[i])) for i in range(m)]
+    th = [2.0 * math.pi * u[m + i] for i in range(m)]
+    return tuple([r[i] * torch.cos(th[i]) for i in range(m)]
+                 + [r[i] * torch.sin(th[i]) for i in range(m)])[:n]
+
+
+def _external(cfg: DynamicsConfig, p, d, gust: Rows, keys: Tensor, tick: Tensor):
+    """Wind, world force and body moment with the step's noise (step.draw_noise), next gust."""
+    if cfg.stochastic:
+        n = _normal(keys, tick, 9, gust[0].dtype)
+        sq = math.sqrt(cfg.dt)
+        fn = tuple(p["force_noise"][0] * n[i] / sq for i in range(3))
+        mn = tuple(p["moment_noise"][0] * n[3 + i] / sq for i in range(3))
+        a = torch.exp(-cfg.dt / d["gust_tau"][0])
+        s = d["gust_std"][0] * torch.sqrt(1 - a * a)
+        gust = tuple(a * gust[i] + s * n[6 + i] for i in range(3))
+    else:
+        fn = tuple(0.0 * c for c in d["force"])
+        mn = tuple(0.0 * c for c in d["moment"])
+    return {
+        "wind": tuple(d["wind"][i] + gust[i] for i in range(3)),
+        "force": tuple(d["force"][i] + fn[i] for i in range(3)),
+        "moment": tuple(d["moment"][i] + mn[i] for i in range(3)),
+    }, gust
+
+
+def _command(p, u: Rows) -> tuple[Rows, Tensor]:
+    """step.sanitize_command + clamp_command: non-finite rows -> 0, then into [w_min, w_max]."""
+    bad = ~torch.isfinite(u[0])
+    for c in u[1:]:
+        bad = bad | ~torch.isfinite(c)
+    u = tuple(torch.where(bad, torch.zeros_like(c), c) for c in u)
+    lo, hi = p["w_min"], p["w_max"]
+    return tuple(torch.minimum(torch.maximum(c, lo[j]), hi[j]) for j, c in enumerate(u)), bad
+
+
+def _ground(cfg: DynamicsConfig, s: dict) -> dict:
+    """step.ground_contact: clamp z to the ground, stop the vehicle, flag landed/crashed."""
+    z = s["pos"][2]
+    below = z < cfg.ground_height
+    impact = below & (s["vel"][2] < -cfg.crash_speed)
+    zero = torch.zeros_like(z)
+    pos = (*s["pos"][:2], torch.where(below, torch.full_like(z, cfg.ground_height), z))
+    vel = tuple(torch.where(below, zero, c) for c in s["vel"])
+    om = tuple(torch.where(below, zero, c) for c in s["omega"])
+    landed = below | (s["landed"] & (z <= cfg.ground_height + 1e-6))
+    return {**s, "pos": pos, "vel": vel, "omega": om, "landed": landed,
+            "crashed": s["crashed"] | impact}
+
+
+def _guard(prev: dict, s: dict, bad_cmd: Tensor) -> dict:
+    """step.divergence_guard: non-finite envs keep their previous state and are flagged."""
+    finite = torch.ones_like(bad_cmd)
+    for k in ("pos", "vel", "quat", "omega", "rotor"):
+        for c in s[k]:
+            finite = finite & torch.isfinite(c)
+    bad = ~finite | bad_cmd | prev["diverged"]
+    out = {}
+    for k, v in s.items():
+        if isinstance(v, tuple):
+            out[k] = tuple(torch.where(bad, a, b) for a, b in zip(prev[k], v, strict=False))
+        else:
+            out[k] = torch.where(bad, prev[k], v)
+    out["diverged"] = bad
+    return out
+
+
+def _physics_step(cfg: DynamicsConfig, p, d, s: dict, u: Rows, keys: Tensor) -> dict:
+    """step.physics_step (rigid-body model) on components."""
+    cmd, bad_cmd = _command(p, u)
+    ext, gust = _external(cfg, p, d, s["gust"], keys, s["tick"])
+
+    def f(x):
+        return _derivative(p, x, cmd, ext)
+
+    x0 = (s["pos"], s["vel"], s["quat"], s["omega"], s["rotor"])
+    pos, vel, q, om, w = _integrate(cfg.integrator, f, x0, cfg.dt)
+    qn = torch.clamp_min(torch.sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]), 1e-12)
+    new = {**s, "pos": pos, "vel": vel, "quat": tuple(c / qn for c in q), "omega": om,
+           "rotor": w, "gust": gust, "time": s["time"] + cfg.dt, "tick": s["tick"] + 1}
+    if cfg.ground:
+        new = _ground(cfg, new)
+    return _guard(s, new, bad_cmd)
+
+
+# ---- structure-of-arrays packing ---------------------------------------------------------------
+
+
+def _widths(n_rotors: int) -> dict[str, int]:
+    r = n_rotors
+    return {"mass": 1, "inertia": 9, "inertia_inv": 9, "k_f": r, "alloc": 6 * r, "w_min": r,
+            "w_max": r, "tau_up": r, "tau_down": r, "drag_lin": 3, "drag_quad": 3,
+            "drag_moment": 3, "force_noise": 1, "moment_noise": 1, "wind": 3, "gust_std": 1,
+            "gust_tau": 1, "force": 3, "moment": 3, "pos": 3, "vel": 3, "quat": 4, "omega": 3,
+            "rotor": r, "gust": 3, "time": 1}
+
+
+# One loop over N for the whole step: inductor's default caps a fused kernel at 64 nodes.
+_OPTS = {"max_fusion_size": 100_000, "aggressive_fusion": True}
+_STATE_FLOATS = ("pos", "vel", "quat", "omega", "rotor", "gust", "time")
+
+
+def _pack(tensors: Sequence[Tensor]) -> Tensor:
+    """(N, ...) tensors -> one contiguous (K, N) structure-of-arrays buffer."""
+    n = tensors[0].shape[0]
+    aos = torch.cat([t.reshape(n, -1) for t in tensors], dim=1)
+    return aos.new_empty(aos.shape[1], n).copy_(aos.t())  # standard strides even for N = 1
+
+
+def _unpack(buf: Tensor, names: Sequence[str], widths: dict[str, int]) -> dict[str, Rows]:
+    rows, out, i = buf.unbind(0), {}, 0
+    for k in names:
+        out[k] = rows[i:i + widths[k]]
+        i += widths[k]
+    return out
+
+
+def _soa_step(cfg: DynamicsConfig, n_rotors: int):
+    """One physics step on SoA buffers: (params, dist, x, u, tick, flags, keys) -> x, tick,
+    flags."""
+    wd = _widths(n_rotors)
+
+    def run(pbuf: Tensor, dbuf: Tensor, xbuf: Tensor, ubuf: Tensor, tick: Tensor,
+            flags: Tensor, keys: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        p, d = _unpack(pbuf, _PARAM_FIELDS, wd), _unpack(dbuf, _DIST_FIELDS, wd)
+        s = {k: (v[0] if k == "time" else v) for k, v in _unpack(xbuf, _STATE_FLOATS, wd).items()}
+        s.update(tick=tick, landed=flags[0], crashed=flags[1], diverged=flags[2])
+        s = _physics_step(cfg, p, d, s, ubuf.unbind(0), keys)
+        rows = [c for k in _STATE_FLOATS[:-1] for c in s[k]] + [s["time"]]
+        return (torch.stack(rows, 0), s["tick"],
+                torch.stack((s["landed"], s["crashed"], s["diverged"]), 0))
+
+    return run
+
+
+def _soa_rollout(cfg: DynamicsConfig, substeps: int, n_rotors: int):
+    """``substeps`` SoA steps: one step as is, more inside a ``while_loop`` (one compiled body,
+    no Python between substeps, compile time independent of ``substeps``)."""
+    step = _soa_step(cfg, n_rotors)
+    if substeps == 1:
+        return step
+
+    def run(pbuf, dbuf, xbuf, ubuf, tick, flags, keys):
+        from torch._higher_order_ops.while_loop import while_loop
+
+        def cond(i, x, t, f):
+            return i < substeps
+
+        def body(i, x, t, f):
+            return (i + 1, *step(pbuf, dbuf, x, ubuf, t, f, keys))
+
+        i0 = torch.zeros((), dtype=torch.int64, device=xbuf.device)
+        return tuple(while_loop(cond, body, (i0, xbuf, tick, flags))[1:])
+
+    return run
+
+
+class _Cached:
+    """The packed (K, N) buffer of a parameter object, rebuilt when the object or a tensor's
+    in-place version counter changes."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self.names, self.obj, self.versions, self.buf = tuple(names), None, None, None
+
+    def get(self, obj) -> Tensor:
+        tensors = [getattr(obj, k) for k in self.names]
+        versions = tuple(t._version for t in tensors)
+        if obj is not self.obj or versions != self.versions:
+            self.obj, self.versions, self.buf = obj, versions, _pack(tensors)
+        return self.buf
+
+
+class _SoAStepper:
+    """Packs to SoA, calls the (compiled) fused function, unpacks to a MultirotorState."""
+
+    def __init__(self, cfg: DynamicsConfig, substeps: int, compile: bool) -> None:
+        self.cfg, self.substeps, self.compile = cfg, substeps, compile
+        self.params, self.dist = _Cached(_PARAM_FIELDS), _Cached(_DIST_FIELDS)
+        self.fns: dict[int, Callable] = {}
+        self.last: tuple | None = None  # (returned state, its buffers and their versions)
+
+    def _fn(self, n_rotors: int) -> Callable:
+        if n_rotors not in self.fns:
+            fn = _soa_rollout(self.cfg, self.substeps, n_rotors)
+            if self.compile:
+                fn = torch.compile(fn, dynamic=False, options=_OPTS)
+            self.fns[n_rotors] = fn
+        return self.fns[n_rotors]
+
+    def __call__(self, params, state, command, dist, keys) -> MultirotorState:
+        xbuf, flags = self._state_buffers(state)
+        x, tick, fl = self._fn(params.n_rotors)(
+            self.params.get(params), self.dist.get(dist), xbuf, command.t().contiguous(),
+            state.tick, flags, keys)
+        out = _state_from(x, tick, fl, params.n_rotors)
+        self.last = (out, x, fl, x._version, fl._version)
+        return out
+
+    def _state_buffers(self, state: MultirotorState) -> tuple[Tensor, Tensor]:
+        """The SoA buffers of ``state``: reused when it is this stepper's unmodified output."""
+        if self.last is not None and state is self.last[0]:
+            _, x, fl, xv, fv = self.last
+            if x._version == xv and fl._version == fv:
+                return x, fl
+        xbuf = _pack([getattr(state, "rotor_speed" if k == "rotor" else k) for k in _STATE_FLOATS])
+        return xbuf, torch.stack((state.landed, state.crashed, state.diverged), 0)
+
+
+def _state_from(x: Tensor, tick: Tensor, flags: Tensor, r: int) -> MultirotorState:
+    """(K, N) SoA state -> MultirotorState of (N, k) views (env stride 1) into that buffer."""
+    y = x.t()
+    pos, vel, quat, om = y[:, 0:3], y[:, 3:6], y[:, 6:10], y[:, 10:13]
+    w, gust = y[:, 13:13 + r], y[:, 13 + r:16 + r]
+    return MultirotorState(pos=pos, vel=vel, quat=quat, omega=om, rotor_speed=w, gust=gust,
+                           time=x[16 + r], tick=tick, landed=flags[0], crashed=flags[1],
+                           diverged=flags[2])
+
+
+def _reference(cfg: DynamicsConfig, substeps: int) -> Stepper:
+    def step(params, state, command, dist, keys):
+        return rollout(params, state, command, dist, keys, cfg, substeps)
+
+    return step
+
+
+class _Fallback:
+    """Runs ``fast``; on its first failure warns once and runs ``safe`` from then on."""
+
+    def __init__(self, fast: Stepper, safe: Stepper) -> None:
+        self.fast, self.safe, self.failed = fast, safe, False
+
+    def __call__(self, params, state, command, dist, keys) -> MultirotorState:
+        if not self.failed:
+            try:
+                return self.fast(params, state, command, dist, keys)
+            except Exception as e:  # noqa: BLE001 - any compiler error means: use eager
+                self.failed = True
+                warnings.warn(f"compiled physics step failed ({type(e).__name__}: {e}); "
+                              "falling back to eager", RuntimeWarning, stacklevel=2)
+        return self.safe(params, state, command, dist, keys)
+
+
+def make_stepper(cfg: DynamicsConfig, substeps: int = 1, compile: bool = False) -> Stepper:
+    """``step(params, state, command, dist, keys) -> state``: ``substeps`` physics steps of
+    ``cfg`` with ``command`` held, like ``rollout``.
+
+    ``compile=False`` returns the eager reference (``rollout``). ``compile=True`` compiles the
+    whole fused multi-substep function with ``torch.compile(dynamic=False)``; the batch size is
+    static, so each new N (or rotor count) triggers one more compile. Floats agree with the
+    reference to float32 rounding; if compiling or running fails it warns and runs eager.
+    """
+    if substeps < 1:
+        from volary.errors import ConfigError
+
+        raise ConfigError(f"substeps: expected >= 1, got {substeps}")
+    eager = _reference(cfg, substeps)
+    if not compile:
+        return eager
+    if Model(cfg.model) == Model.RIGID_BODY:
+        fast: Stepper = _SoAStepper(cfg, substeps, compile=True)
+    else:
+        fast = torch.compile(eager, dynamic=False)
+    return _Fallback(fast, eager)
