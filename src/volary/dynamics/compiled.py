@@ -123,7 +123,8 @@ def _derivative(p: dict[str, Rows], x: tuple[Rows, ...], cmd: Rows, ext: dict[st
 
 
 def _axpy(x: tuple[Rows, ...], a: float, d: tuple[Rows, ...]) -> tuple[Rows, ...]:
-    return tuple(tuple(xi + a * di for xi, di in zip(xf, df, strict=False)) for xf, df in zip(x, d, strict=False))
+    return tuple(tuple(xi + a * di for xi, di in zip(xf, df, strict=True))
+                 for xf, df in zip(x, d, strict=True))
 
 
 def _integrate(method: Integrator, f, x: tuple[Rows, ...], dt: float) -> tuple[Rows, ...]:
@@ -136,8 +137,8 @@ def _integrate(method: Integrator, f, x: tuple[Rows, ...], dt: float) -> tuple[R
     k4 = f(_axpy(x, dt, k3))
     return tuple(
         tuple(xi + (dt / 6.0) * (a + 2.0 * b + 2.0 * c + d)
-              for xi, a, b, c, d in zip(xf, af, bf, cf, df, strict=False))
-        for xf, af, bf, cf, df in zip(x, k1, k2, k3, k4, strict=False)
+              for xi, a, b, c, d in zip(xf, af, bf, cf, df, strict=True))
+        for xf, af, bf, cf, df in zip(x, k1, k2, k3, k4, strict=True)
     )
 
 
@@ -210,7 +211,7 @@ def _guard(prev: dict, s: dict, bad_cmd: Tensor) -> dict:
     out = {}
     for k, v in s.items():
         if isinstance(v, tuple):
-            out[k] = tuple(torch.where(bad, a, b) for a, b in zip(prev[k], v, strict=False))
+            out[k] = tuple(torch.where(bad, a, b) for a, b in zip(prev[k], v, strict=True))
         else:
             out[k] = torch.where(bad, prev[k], v)
     out["diverged"] = bad
