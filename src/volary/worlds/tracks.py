@@ -1,0 +1,278 @@
+"""Race tracks: the AlphaPilot 2019 course and its perturbations (FlightGoggles Sec. V-C), the
+BoundaryPredictor lab courses (paper 002 Sec. V-A) and a seeded random gate-course generator.
+
+Every track is a :class:`SceneSpec` whose gates are listed with corners in order around the
+frame (top bar first); ``meta["order_index"]`` gives the course order as indices into
+``spec.gates`` (for :class:`volary.worlds.gates.GateTracker`).
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass, replace
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from volary.errors import ConfigError, FileFormatError, UnknownNameError
+from volary.worlds.primitives import Gate, SceneSpec
+
+ALPHAPILOT_FILE = "alphapilot_2019.toml"
+ARENA_MARGIN = 10.0  # m around the gates (covers the largest perturbation, 5 m); not published
+
+
+# ---- geometry helpers ---------------------------------------------------------------------------
+def around_frame(corners: np.ndarray) -> np.ndarray:
+    """Reorder 4 gate corners (4, 3) to go around the frame, starting with the top bar (the edge
+    of highest mean z). Files list some gates in Z order (TL, TR, BL, BR)."""
+    c = np.asarray(corners, dtype=float)
+    x = c - c.mean(axis=0)
+    _, _, vt = np.linalg.svd(x)
+    ang = np.arctan2(x @ vt[1], x @ vt[0])
+    c = c[np.argsort(ang)]
+    top = int(np.argmax([c[i, 2] + c[(i + 1) % 4, 2] for i in range(4)]))
+    return np.roll(c, -top, axis=0)
+
+
+def vertical_gate(center, yaw: float, width: float, height: float) -> np.ndarray:
+    """Corners (4, 3) of an upright gate opening whose normal points along ``yaw`` (rad)."""
+    u = np.array([-math.sin(yaw), math.cos(yaw), 0.0]) * width / 2
+    z = np.array([0.0, 0.0, height / 2])
+    c = np.asarray(center, dtype=float)
+    return np.stack([c - u + z, c + u + z, c + u - z, c - u - z])
+
+
+def _yaw_about_centre(corners: np.ndarray, dx: float, dy: float, dyaw: float) -> np.ndarray:
+    """Rotate corners about the vertical through their centre by ``dyaw`` rad, then shift."""
+    ctr = corners.mean(axis=0)
+    cs, sn = math.cos(dyaw), math.sin(dyaw)
+    rot = np.array([[cs, -sn, 0.0], [sn, cs, 0.0], [0.0, 0.0, 1.0]])
+    return (corners - ctr) @ rot.T + ctr + np.array([dx, dy, 0.0])
+
+
+def _rng(rng: np.random.Generator | int) -> np.random.Generator:
+    if isinstance(rng, np.random.Generator):
+        return rng
+    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool) and rng >= 0:
+        return np.random.default_rng(int(rng))
+    raise ConfigError(f"rng: expected a numpy.random.Generator or a seed >= 0, got {rng!r}")
+
+
+def _tuple(c: np.ndarray) -> tuple:
+    return tuple(tuple(float(v) for v in row) for row in c)
+
+
+def _bounds(gates: list[np.ndarray], margin: float, floor: float = 0.0):
+    pts = np.concatenate(gates)
+    lo, hi = pts.min(axis=0) - margin, pts.max(axis=0) + margin
+    return (float(lo[0]), float(lo[1]), floor), (float(hi[0]), float(hi[1]), float(hi[2]))
+
+
+# ---- AlphaPilot 2019 ----------------------------------------------------------------------------
+def _read_toml(path: Path | None) -> tuple[dict, str]:
+    try:
+        if path is None:
+            src = resources.files("volary.worlds") / "data" / ALPHAPILOT_FILE
+            return tomllib.loads(src.read_text()), f"volary/worlds/data/{ALPHAPILOT_FILE}"
+        return tomllib.loads(Path(path).read_text()), str(path)
+    except (OSError, tomllib.TOMLDecodeError) as err:
+        raise FileFormatError(f"{path or ALPHAPILOT_FILE}: cannot read the course: {err}") from err
+
+
+def _gate_number(name: str) -> int:
+    digits = "".join(ch for ch in name if ch.isdigit())
+    return int(digits) if digits else 0
+
+
+def _start_yaw(q) -> float:
+    w, x, y, z = (float(v) for v in q)
+    return math.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
+
+
+def alphapilot_2019(path: str | Path | None = None) -> SceneSpec:
+    """The AlphaPilot 2019 qualifier arena: all 23 gates (object id = gate number), the 11-gate
+    course order, start pose and the official passage/score settings in ``meta``.
+
+    Bounds are the gates' extent plus ``ARENA_MARGIN`` (the arena walls are not published)."""
+    doc, src = _read_toml(None if path is None else Path(path))
+    try:
+        course, table = doc["course"], doc["gates"]
+        names = sorted(table, key=_gate_number)
+        corners = [around_frame(np.asarray(table[n]["corners"], dtype=float)) for n in names]
+        pert = {n: tuple(float(v) for v in table[n]["perturbation"]) for n in names}
+        order = list(course["order"])
+        index = [names.index(n) for n in order]
+    except (KeyError, ValueError, TypeError) as err:
+        raise FileFormatError(f"{src}: malformed course file: {err!r}") from err
+    gates = tuple(Gate(_tuple(c), name=n, object_id=_gate_number(n))
+                  for n, c in zip(names, corners, strict=True))
+    lo, hi = _bounds(corners, ARENA_MARGIN)
+    meta = {
+        "source": src, "course": course.get("name", ""), "order": order, "order_index": index,
+        "gate_width": float(course["gate_width"]), "inflation": float(course["inflation"]),
+        "timeout_s": float(course["timeout_s"]), "perturbation": pert,
+        "start_quaternion_wxyz": tuple(course["start_quaternion_wxyz"]),
+    }
+    return SceneSpec(
+        name="alphapilot_2019", bounds_min=lo, bounds_max=hi, gates=gates,
+        start=tuple(float(v) for v in course["start_position"]),
+        start_yaw=_start_yaw(course["start_quaternion_wxyz"]),
+        goal=tuple(float(v) for v in corners[index[-1]].mean(axis=0)), meta=meta,
+    )
+
+
+def perturb_course(spec: SceneSpec, rng: np.random.Generator | int) -> SceneSpec:
+    """A new course: each gate shifted by U(-x, x), U(-y, y) m and turned about the vertical
+    through its centre by U(-yaw, yaw) deg, with the bounds in ``meta["perturbation"]``."""
+    g = _rng(rng)
+    bounds = spec.meta.get("perturbation")
+    if not isinstance(bounds, dict):
+        raise ConfigError(f"spec: {spec.name} has no meta['perturbation'] bounds")
+    lim = np.array([bounds.get(gt.name, (0.0, 0.0, 0.0)) for gt in spec.gates], dtype=float)
+    draw = g.uniform(-1.0, 1.0, size=lim.shape) * lim  # (G, 3): dx m, dy m, dyaw deg
+    gates = tuple(replace(gt, corners=_tuple(_yaw_about_centre(
+        np.asarray(gt.corners), d[0], d[1], math.radians(d[2])))) for gt, d in zip(
+        spec.gates, draw, strict=True))
+    last = gates[spec.meta["order_index"][-1]].center
+    meta = {**spec.meta, "perturbation_draw": draw.tolist()}
+    return replace(spec, gates=gates, goal=tuple(float(v) for v in last), meta=meta)
+
+
+def alphapilot_2019_courses(n: int = 25, rng: np.random.Generator | int = 0) -> list[SceneSpec]:
+    """``n`` perturbed AlphaPilot courses (the qualifier used 25), deterministic in ``rng``."""
+    if not isinstance(n, int) or n < 1:
+        raise ConfigError(f"n: expected a course count >= 1, got {n!r}")
+    base, g = alphapilot_2019(), _rng(rng)
+    return [replace(perturb_course(base, g), name=f"alphapilot_2019_{i}") for i in range(n)]
+
+
+# ---- Crazyflie-scale courses --------------------------------------------------------------------
+@dataclass(frozen=True)
+class GateCourseConfig:
+    """Gate-course geometry. Defaults: the BoundaryPredictor lab (paper 002 Sec. V-A, Table II):
+    gate centre heights 0.3/0.525 m, gate-to-gate distance 0.8-1.5 m, heading change within
+    +-pi/4. Opening and frame sizes are Crazyflie-scale assumptions (not published there)."""
+
+    n_gates: int = 6
+    spacing: tuple[float, float] = (0.8, 1.5)  # m, gate-to-gate distance range
+    turn: tuple[float, float] = (-math.pi / 4, math.pi / 4)  # rad, heading change per gate
+    heights: tuple[float, ...] = (0.3, 0.525)  # m, gate centre heights
+    opening: float = 0.4  # m, square opening (assumed)
+    border: float = 0.05  # m, frame bar width (assumed)
+    depth: float = 0.05  # m, frame thickness (assumed)
+    min_separation: float = 0.6  # m between non-consecutive gate centres (random courses)
+    margin: float = 1.0  # m, flight volume around the gates
+
+    def __post_init__(self) -> None:
+        if self.n_gates < 1:
+            raise ConfigError(f"n_gates: expected >= 1, got {self.n_gates}")
+        if not 0 < self.spacing[0] <= self.spacing[1]:
+            raise ConfigError(f"spacing: expected 0 < low <= high m, got {self.spacing}")
+        if not self.turn[0] <= self.turn[1]:
+            raise ConfigError(f"turn: expected low <= high rad, got {self.turn}")
+        if not self.heights or min(self.heights) <= 0 or self.opening <= 0:
+            raise ConfigError("heights/opening: expected positive metres")
+
+
+def _bisector_yaws(xy: np.ndarray, start_heading: float) -> np.ndarray:
+    """Gate normals along the bisector of the incoming and outgoing legs (ends: one leg)."""
+    legs = np.diff(xy, axis=0)
+    head = np.arctan2(legs[:, 1], legs[:, 0])
+    inc = np.concatenate([[start_heading], head])
+    out = np.concatenate([head, [inc[-1]]])
+    return np.arctan2(np.sin(inc) + np.sin(out), np.cos(inc) + np.cos(out))
+
+
+def course_from_centres(name: str, centres: np.ndarray, yaws: np.ndarray,
+                        cfg: GateCourseConfig, meta: dict) -> SceneSpec:
+    """A course through upright gates at ``centres (G, 3)`` with normals along ``yaws (G,)``;
+    the start is one mean spacing before the first gate, the goal the last gate's centre."""
+    corners = [vertical_gate(c, y, cfg.opening, cfg.opening) for c, y in zip(centres, yaws,
+                                                                             strict=True)]
+    gates = tuple(Gate(_tuple(c), name=f"gate{i}", border=cfg.border, depth=cfg.depth,
+                       object_id=i + 1) for i, c in enumerate(corners))
+    back = np.array([math.cos(yaws[0]), math.sin(yaws[0]), 0.0]) * float(np.mean(cfg.spacing))
+    start = centres[0] - back
+    lo, hi = _bounds(corners + [start[None]], cfg.margin)
+    hi = (hi[0], hi[1], max(hi[2], max(cfg.heights) + cfg.margin))
+    return SceneSpec(name=name, bounds_min=lo, bounds_max=hi, gates=gates,
+                     start=tuple(float(v) for v in start), start_yaw=float(yaws[0]),
+                     goal=tuple(float(v) for v in centres[-1]),
+                     meta={"order_index": list(range(len(gates))), **meta})
+
+
+def _heights(cfg: GateCourseConfig, n: int) -> np.ndarray:
+    return np.array([cfg.heights[i % len(cfg.heights)] for i in range(n)], dtype=float)
+
+
+def _straight(n: int, d: float, turn: float) -> tuple[np.ndarray, np.ndarray]:
+    return np.stack([np.arange(n) * d, np.zeros(n)], axis=-1), np.zeros(n)
+
+
+def _circular(n: int, d: float, turn: float) -> tuple[np.ndarray, np.ndarray]:
+    """Regular n-gon on a circle (chord ``d``), gates facing along the tangent."""
+    r = d / (2 * math.sin(math.pi / n))
+    phi = 2 * math.pi * np.arange(n) / n
+    return np.stack([r * np.sin(phi), r - r * np.cos(phi)], axis=-1), phi
+
+
+def _snaked(n: int, d: float, turn: float) -> tuple[np.ndarray, np.ndarray]:
+    """Legs alternating +-turn/2 about +x, so the heading changes by ``turn`` at each gate."""
+    head = np.where(np.arange(n - 1) % 2 == 0, turn / 2, -turn / 2)
+    legs = d * np.stack([np.cos(head), np.sin(head)], axis=-1)
+    xy = np.concatenate([np.zeros((1, 2)), np.cumsum(legs, axis=0)])
+    return xy, _bisector_yaws(xy, -turn / 2)
+
+
+BP_COURSES = {"straight": (_straight, 4), "circular": (_circular, 8), "snaked": (_snaked, 6)}
+
+
+def boundary_predictor_course(kind: str, n_gates: int | None = None, spacing: float = 1.2,
+                              turn: float = math.pi / 4,
+                              config: GateCourseConfig | None = None) -> SceneSpec:
+    """The BoundaryPredictor lab courses (paper 002 Sec. V-A, Sec. I: circular, straight and
+    snaked): gate heights alternating 0.3/0.525 m, ``spacing`` m between consecutive gates,
+    heading change ``turn`` rad at each gate (circular: 2 pi / n_gates; snaked: +-turn).
+
+    Defaults keep every leg inside the paper's sampling ranges (Table II: 0.8-1.5 m, +-pi/4):
+    4 straight gates, 8 on the circle (the fewest with turns <= pi/4), 6 snaked."""
+    if kind not in BP_COURSES:
+        raise UnknownNameError("BoundaryPredictor course", kind, BP_COURSES)
+    build, default_n = BP_COURSES[kind]
+    n = default_n if n_gates is None else int(n_gates)
+    if n < (3 if kind == "circular" else 1):
+        raise ConfigError(f"n_gates: expected at least {3 if kind == 'circular' else 1}, got {n}")
+    if not (spacing > 0 and math.isfinite(spacing)):
+        raise ConfigError(f"spacing: expected a distance > 0 m, got {spacing}")
+    cfg = replace(config or GateCourseConfig(), n_gates=n)
+    xy, yaws = build(n, spacing, turn)
+    centres = np.concatenate([xy, _heights(cfg, n)[:, None]], axis=-1)
+    meta = {"kind": kind, "spacing": spacing, "turn": turn,
+            "source": "BoundaryPredictor (paper 002) Sec. V-A and Table II ranges"}
+    return course_from_centres(f"bp_{kind}", centres, yaws, cfg, meta)
+
+
+def random_gate_course(rng: np.random.Generator | int, config: GateCourseConfig | None = None,
+                       max_tries: int = 100) -> SceneSpec:
+    """A random course: each gate at a distance U(spacing) and heading change U(turn) from the
+    previous one, at a height drawn from ``heights``; courses whose non-consecutive gates come
+    closer than ``min_separation`` are redrawn (from the same generator, so it stays
+    deterministic)."""
+    cfg, g = config or GateCourseConfig(), _rng(rng)
+    n = cfg.n_gates
+    for _ in range(max_tries):
+        d = g.uniform(*cfg.spacing, size=n)
+        head = np.cumsum(g.uniform(*cfg.turn, size=n))
+        z = np.asarray(cfg.heights, dtype=float)[g.integers(0, len(cfg.heights), size=n)]
+        xy = np.cumsum(d[:, None] * np.stack([np.cos(head), np.sin(head)], axis=-1), axis=0)
+        gap = np.linalg.norm(xy[:, None] - xy[None], axis=-1) + np.eye(n) * 1e9
+        gap[np.abs(np.subtract.outer(np.arange(n), np.arange(n))) == 1] = 1e9
+        if gap.min() >= cfg.min_separation:
+            centres = np.concatenate([xy, z[:, None]], axis=-1)
+            yaws = _bisector_yaws(xy, float(head[0]))
+            meta = {"kind": "random", "legs_m": d.tolist(), "headings_rad": head.tolist()}
+            return course_from_centres("random_gates", centres, yaws, cfg, meta)
+    raise ConfigError(f"config: no course with min_separation {cfg.min_separation} m found in "
+                      f"{max_tries} draws")
