@@ -145,6 +145,8 @@ class GateTracker:
         if not isinstance(pos, Tensor) or pos.shape != (n, 3):
             shape = tuple(pos.shape) if isinstance(pos, Tensor) else type(pos).__name__
             raise ConfigError(f"pos: expected a tensor of shape ({n}, 3), got {shape}")
+        if pos.device != self.corners.device:
+            raise ConfigError(f"pos: expected device {self.corners.device}, got {pos.device}")
         pos = pos.to(self.corners.dtype)
         k = torch.arange(ln, device=pos.device)
         ahead = self.course_valid & (k >= self.next_gate[:, None])

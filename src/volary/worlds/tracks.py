@@ -64,6 +64,11 @@ def _tuple(c: np.ndarray) -> tuple:
     return tuple(tuple(float(v) for v in row) for row in c)
 
 
+def _vec3(v) -> tuple[float, float, float]:
+    x, y, z = (float(a) for a in v)
+    return (x, y, z)
+
+
 def _bounds(gates: list[np.ndarray], margin: float, floor: float = 0.0):
     pts = np.concatenate(gates)
     lo, hi = pts.min(axis=0) - margin, pts.max(axis=0) + margin
@@ -117,9 +122,9 @@ def alphapilot_2019(path: str | Path | None = None) -> SceneSpec:
     }
     return SceneSpec(
         name="alphapilot_2019", bounds_min=lo, bounds_max=hi, gates=gates,
-        start=tuple(float(v) for v in course["start_position"]),
+        start=_vec3(course["start_position"]),
         start_yaw=_start_yaw(course["start_quaternion_wxyz"]),
-        goal=tuple(float(v) for v in corners[index[-1]].mean(axis=0)), meta=meta,
+        goal=_vec3(corners[index[-1]].mean(axis=0)), meta=meta,
     )
 
 
@@ -137,7 +142,7 @@ def perturb_course(spec: SceneSpec, rng: np.random.Generator | int) -> SceneSpec
         spec.gates, draw, strict=True))
     last = gates[spec.meta["order_index"][-1]].center
     meta = {**spec.meta, "perturbation_draw": draw.tolist()}
-    return replace(spec, gates=gates, goal=tuple(float(v) for v in last), meta=meta)
+    return replace(spec, gates=gates, goal=_vec3(last), meta=meta)
 
 
 def alphapilot_2019_courses(n: int = 25, rng: np.random.Generator | int = 0) -> list[SceneSpec]:
@@ -198,8 +203,8 @@ def course_from_centres(name: str, centres: np.ndarray, yaws: np.ndarray,
     lo, hi = _bounds(corners + [start[None]], cfg.margin)
     hi = (hi[0], hi[1], max(hi[2], max(cfg.heights) + cfg.margin))
     return SceneSpec(name=name, bounds_min=lo, bounds_max=hi, gates=gates,
-                     start=tuple(float(v) for v in start), start_yaw=float(yaws[0]),
-                     goal=tuple(float(v) for v in centres[-1]),
+                     start=_vec3(start), start_yaw=float(yaws[0]),
+                     goal=_vec3(centres[-1]),
                      meta={"order_index": list(range(len(gates))), **meta})
 
 
