@@ -1,0 +1,243 @@
+"""Occupancy grid of a SceneSpec for a spherical vehicle, and a 3-D grid search for solvability.
+
+The grid has nodes at ``bounds_min + i * resolution`` (metres, world frame, z up) up to the
+flight ceiling. A node is occupied when a sphere of the vehicle radius centred on it touches an
+obstacle (distance <= radius), the floor/bounds (closer than radius) or the ceiling. The search
+is a breadth-first wavefront over 6-connected free nodes (numpy, one frontier at a time), so a
+found path is a chain of axis-aligned steps of one resolution between free nodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from volary.errors import ConfigError
+from volary.worlds._stack import gate_boxes
+from volary.worlds.primitives import Box, Cylinder, Plane, Primitive, SceneSpec, Sphere
+
+
+def _box_distance(b: Box, p: np.ndarray) -> np.ndarray:
+    """Signed distance (m) from points ``p (..., 3)`` to an oriented box."""
+    c, s = np.cos(b.yaw), np.sin(b.yaw)
+    d = p - np.asarray(b.center)
+    local = np.stack([c * d[..., 0] + s * d[..., 1], -s * d[..., 0] + c * d[..., 1],
+                      d[..., 2]], axis=-1)
+    q = np.abs(local) - np.asarray(b.size) / 2
+    outside = np.linalg.norm(np.maximum(q, 0.0), axis=-1)
+    return outside + np.minimum(q.max(axis=-1), 0.0)
+
+
+def _cylinder_distance(cy: Cylinder, p: np.ndarray) -> np.ndarray:
+    """Signed distance (m) from points to a finite cylinder with any axis."""
+    a = np.asarray(cy.axis)
+    d = p - np.asarray(cy.center)
+    t = d @ a
+    radial = np.linalg.norm(d - t[..., None] * a, axis=-1)
+    q = np.stack([radial - cy.radius, np.abs(t) - cy.length / 2], axis=-1)
+    outside = np.linalg.norm(np.maximum(q, 0.0), axis=-1)
+    return outside + np.minimum(q.max(axis=-1), 0.0)
+
+
+def point_distance(prim: Primitive, points: np.ndarray) -> np.ndarray:
+    """Signed distance (m) from points ``(..., 3)`` to one primitive (negative inside)."""
+    p = np.asarray(points, dtype=float)
+    if isinstance(prim, Box):
+        return _box_distance(prim, p)
+    if isinstance(prim, Cylinder):
+        return _cylinder_distance(prim, p)
+    if isinstance(prim, Sphere):
+        return np.linalg.norm(p - np.asarray(prim.center), axis=-1) - prim.radius
+    if isinstance(prim, Plane):
+        return (p - np.asarray(prim.point)) @ np.asarray(prim.normal)
+    raise ConfigError(f"point_distance: unsupported primitive {type(prim).__name__}")
+
+
+def aabb(prim: Primitive) -> tuple[np.ndarray, np.ndarray] | None:
+    """Axis-aligned bounds (m) of a primitive; None for an unbounded plane."""
+    if isinstance(prim, Box):
+        c, s = abs(np.cos(prim.yaw)), abs(np.sin(prim.yaw))
+        hx, hy, hz = (v / 2 for v in prim.size)
+        ext = np.array([c * hx + s * hy, s * hx + c * hy, hz])
+    elif isinstance(prim, Cylinder):
+        a = np.asarray(prim.axis)
+        ext = np.abs(a) * prim.length / 2 + prim.radius * np.sqrt(np.clip(1 - a * a, 0, 1))
+    elif isinstance(prim, Sphere):
+        ext = np.full(3, prim.radius)
+    else:
+        return None
+    center = np.asarray(prim.center, dtype=float)
+    return center - ext, center + ext
+
+
+def solid_primitives(spec: SceneSpec) -> list[Primitive]:
+    """Every obstacle of a spec, with gate frames expanded into their four bars."""
+    return list(spec.obstacles) + [b for g in spec.gates for b in gate_boxes(g)]
+
+
+def scene_distance(spec: SceneSpec, points: np.ndarray) -> np.ndarray:
+    """Signed distance (m) from points to the nearest obstacle (``inf`` with none)."""
+    p = np.asarray(points, dtype=float)
+    out = np.full(p.shape[:-1], np.inf)
+    for prim in solid_primitives(spec):
+        out = np.minimum(out, point_distance(prim, p))
+    return out
+
+
+@dataclass(frozen=True)
+class OccupancyGrid:
+    """Boolean node grid; node (i, j, k) sits at ``origin + (i, j, k) * resolution``."""
+
+    origin: np.ndarray  # (3,) m, world position of node (0, 0, 0)
+    resolution: float  # m, node spacing on every axis
+    occupied: np.ndarray  # (nx, ny, nz) bool, True where the vehicle sphere would collide
+    radius: float  # m, vehicle radius the obstacles were inflated by
+
+    def node(self, p: Iterable[float]) -> tuple[int, int, int]:
+        """Index of the node nearest to a point, clipped into the grid."""
+        idx = np.rint((np.asarray(p, dtype=float) - self.origin) / self.resolution)
+        idx = np.clip(idx, 0, np.asarray(self.occupied.shape) - 1).astype(int)
+        return int(idx[0]), int(idx[1]), int(idx[2])
+
+    def position(self, idx: np.ndarray) -> np.ndarray:
+        """World positions (m) of node indices ``(..., 3)``."""
+        return self.origin + np.asarray(idx, dtype=float) * self.resolution
+
+    @property
+    def free_fraction(self) -> float:
+        return float(1.0 - self.occupied.mean())
+
+
+def _axes(spec: SceneSpec, resolution: float) -> list[np.ndarray]:
+    lo = np.asarray(spec.bounds_min, dtype=float)
+    hi = np.asarray(spec.bounds_max, dtype=float)
+    hi[2] = min(hi[2], spec.flight_ceiling)
+    if hi[2] <= lo[2]:
+        raise ConfigError(f"{spec.name}: flight ceiling {spec.flight_ceiling} m is below the floor")
+    n = np.floor((hi - lo) / resolution + 1e-9).astype(int) + 1
+    return [lo[i] + np.arange(n[i]) * resolution for i in range(3)]
+
+
+def _mark(occ: np.ndarray, axes: list[np.ndarray], prim: Primitive, radius: float) -> None:
+    box = aabb(prim)
+    sl = []
+    for i, ax in enumerate(axes):
+        if box is None:
+            sl.append(slice(0, len(ax)))
+            continue
+        i0 = int(np.searchsorted(ax, box[0][i] - radius - 1e-9, side="left"))
+        i1 = int(np.searchsorted(ax, box[1][i] + radius + 1e-9, side="right"))
+        if i1 <= i0:
+            return
+        sl.append(slice(i0, i1))
+    grids = np.meshgrid(axes[0][sl[0]], axes[1][sl[1]], axes[2][sl[2]], indexing="ij")
+    pts = np.stack(grids, axis=-1)
+    occ[sl[0], sl[1], sl[2]] |= point_distance(prim, pts) <= radius
+
+
+def occupancy_grid(spec: SceneSpec, radius: float, resolution: float = 0.25) -> OccupancyGrid:
+    """Rasterize a spec for a sphere of ``radius`` (m) at node spacing ``resolution`` (m)."""
+    if not resolution > 0 or not radius >= 0:
+        raise ConfigError(f"occupancy_grid: expected resolution > 0 and radius >= 0, got "
+                          f"{resolution}, {radius}")
+    axes = _axes(spec, resolution)
+    occ = np.zeros([len(a) for a in axes], dtype=bool)
+    lo = np.asarray(spec.bounds_min, dtype=float)
+    hi = np.asarray(spec.bounds_max, dtype=float)
+    hi[2] = min(hi[2], spec.flight_ceiling)
+    for i, ax in enumerate(axes):  # bounds, floor and ceiling: keep the sphere inside
+        bad = (ax < lo[i] + radius - 1e-9) | (ax > hi[i] - radius + 1e-9)
+        occ[(slice(None),) * i + (bad,)] = True
+    for prim in solid_primitives(spec):
+        _mark(occ, axes, prim, radius)
+    return OccupancyGrid(lo, float(resolution), occ, float(radius))
+
+
+_STEPS = np.array([[1, 0, 0], [-1, 0, 0], [0, 1, 0], [0, -1, 0], [0, 0, 1], [0, 0, -1]])
+
+
+def _bfs_distance(free: np.ndarray, start: tuple[int, int, int],
+                  goal: tuple[int, int, int]) -> np.ndarray:
+    """Hop count from start over 6-connected free nodes (-1: unreached), stopping at goal."""
+    padded = np.zeros(np.asarray(free.shape) + 2, dtype=bool)
+    padded[1:-1, 1:-1, 1:-1] = free
+    shape = padded.shape
+    flat_free = padded.ravel()
+    dist = np.full(flat_free.size, -1, dtype=np.int32)
+    strides = np.array([shape[1] * shape[2], shape[2], 1])
+    offsets = _STEPS @ strides
+    s = int(np.dot(np.asarray(start) + 1, strides))
+    g = int(np.dot(np.asarray(goal) + 1, strides))
+    dist[s] = 0
+    frontier = np.array([s])
+    d = 0
+    while frontier.size and dist[g] < 0:
+        d += 1
+        nb = np.unique((frontier[:, None] + offsets[None, :]).ravel())
+        nb = nb[flat_free[nb] & (dist[nb] < 0)]
+        dist[nb] = d
+        frontier = nb
+    return dist.reshape(shape)[1:-1, 1:-1, 1:-1]
+
+
+def _backtrack(dist: np.ndarray, goal: tuple[int, int, int]) -> np.ndarray:
+    path = [np.asarray(goal)]
+    cur = np.asarray(goal)
+    for d in range(int(dist[goal]) - 1, -1, -1):
+        for step in _STEPS:
+            nb = cur + step
+            if np.all(nb >= 0) and np.all(nb < dist.shape) and dist[tuple(nb)] == d:
+                cur = nb
+                break
+        path.append(cur)
+    return np.asarray(path[::-1])
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """Outcome of a solvability search."""
+
+    solvable: bool
+    path: np.ndarray | None  # (K, 3) m, start, grid nodes, goal; None when unsolvable
+    grid: OccupancyGrid
+    reason: str = ""  # why it failed, empty when solvable
+
+
+def _free_node(grid: OccupancyGrid, p: np.ndarray) -> tuple[int, int, int] | None:
+    """A free node next to a point: the nearest node or one of its 26 neighbours."""
+    base = np.rint((p - grid.origin) / grid.resolution).astype(int)
+    best, best_d = None, np.inf
+    for off in np.ndindex(3, 3, 3):
+        idx = base + np.asarray(off) - 1
+        if np.any(idx < 0) or np.any(idx >= grid.occupied.shape) or grid.occupied[tuple(idx)]:
+            continue
+        d = float(np.linalg.norm(grid.position(idx) - p))
+        if d < best_d:
+            best, best_d = (int(idx[0]), int(idx[1]), int(idx[2])), d
+    return best
+
+
+def find_path(spec: SceneSpec, radius: float, resolution: float = 0.25) -> SearchResult:
+    """Grid search from ``spec.start`` to ``spec.goal`` for a sphere of ``radius`` (m)."""
+    grid = occupancy_grid(spec, radius, resolution)
+    for name in ("start", "goal"):
+        p = np.asarray(getattr(spec, name), dtype=float)
+        if float(scene_distance(spec, p[None])[0]) <= radius:
+            return SearchResult(False, None, grid, f"{name} {tuple(p)} is within {radius} m "
+                                                   "of an obstacle")
+    start, goal = (_free_node(grid, np.asarray(p, dtype=float)) for p in (spec.start, spec.goal))
+    if start is None or goal is None:
+        return SearchResult(False, None, grid, "no free grid node next to start or goal")
+    dist = _bfs_distance(~grid.occupied, start, goal)
+    if dist[goal] < 0:
+        return SearchResult(False, None, grid, "goal not reachable on the grid")
+    nodes = grid.position(_backtrack(dist, goal))
+    path = np.vstack([np.asarray(spec.start)[None], nodes, np.asarray(spec.goal)[None]])
+    return SearchResult(True, path, grid)
+
+
+def is_solvable(spec: SceneSpec, radius: float, resolution: float = 0.25) -> bool:
+    """True when a collision-free grid path exists for a sphere of ``radius`` (m)."""
+    return find_path(spec, radius, resolution).solvable

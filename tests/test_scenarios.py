@@ -1,0 +1,164 @@
+"""Scenario generators: published sizes/densities, determinism, solvability, free start/goal."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from volary.errors import ConfigError, UnknownNameError
+from volary.worlds import Box, Cylinder, SceneSpec
+from volary.worlds.grid import find_path, is_solvable, occupancy_grid, scene_distance
+from volary.worlds.scenarios import FIXED_SEEDS, SCENARIOS, make_scenario
+from volary.worlds.scenarios_noise import fbm3
+
+RADIUS = 0.3
+
+
+@pytest.fixture(scope="module")
+def fixed() -> dict[str, list[SceneSpec]]:
+    return {t: [make_scenario(t, s) for s in FIXED_SEEDS] for t in SCENARIOS}
+
+
+def test_registry_lists_seven_types_and_rejects_unknown_names():
+    assert set(SCENARIOS) == {"forest", "urban", "random_cylinders", "narrow_gap",
+                              "sudden_drop", "maze", "perlin"}
+    with pytest.raises(UnknownNameError, match="valid names: forest, maze"):
+        make_scenario("jungle", 0)
+    with pytest.raises(ConfigError, match="unknown params"):
+        make_scenario("forest", 0, tree_density=0.1)
+    with pytest.raises(ConfigError, match="seed"):
+        make_scenario("forest", -1)
+
+
+def test_same_seed_same_scene_other_seed_other_scene():
+    a, b, c = make_scenario("forest", 4), make_scenario("forest", 4), make_scenario("forest", 5)
+    assert a == b and a != c
+
+
+def test_all_fixed_configurations_solvable_for_a_0p3_m_vehicle(fixed):
+    for specs in fixed.values():
+        for spec in specs:
+            res = find_path(spec, RADIUS, spec.meta["check_resolution"])
+            assert res.solvable, (spec.name, res.reason)
+            assert spec.meta["solvable"] and spec.meta["check_radius"] == RADIUS
+            assert scene_distance(spec, res.path).min() > RADIUS, spec.name
+            assert np.all(res.path[:, 2] <= spec.flight_ceiling - RADIUS + 1e-9)
+
+
+def test_start_and_goal_free_on_opposite_sides_with_reference_path(fixed):
+    for specs in fixed.values():
+        for spec in specs:
+            d = scene_distance(spec, np.array([spec.start, spec.goal]))
+            assert np.all(d > RADIUS), spec.name
+            length = spec.bounds_max[0] - spec.bounds_min[0]
+            assert spec.start[0] < 0.1 * length and spec.goal[0] > 0.9 * length
+            assert spec.meta["reference_path"] == (spec.start, spec.goal)
+            assert spec.start[2] < spec.flight_ceiling
+
+
+def _close(measured: float, expected: float, tol: float = 0.05) -> bool:
+    return abs(measured - expected) <= tol * abs(expected)
+
+
+def _extent(spec: SceneSpec) -> tuple[float, float, float]:
+    return tuple(hi - lo for lo, hi in zip(spec.bounds_min, spec.bounds_max, strict=True))
+
+
+def test_forest_density_sizes_ceiling(fixed):
+    radii = []
+    for spec in fixed["forest"]:
+        assert _extent(spec)[:2] == (60.0, 40.0) and spec.flight_ceiling == 3.0
+        trees = [o for o in spec.obstacles if isinstance(o, Cylinder)]
+        assert all(t.axis == (0.0, 0.0, 1.0) and t.center[2] - t.length / 2 == 0 for t in trees)
+        assert _close(len(trees) / (60 * 40), 1 / 49)
+        radii += [t.radius for t in trees]
+    assert min(radii) >= 0.15 and max(radii) <= 0.4 and _close(np.mean(radii), 0.275)
+
+
+def test_random_cylinders_density_radii_tilts(fixed):
+    radii, tilts = [], []
+    for spec in fixed["random_cylinders"]:
+        assert _extent(spec)[:2] == (60.0, 40.0) and spec.flight_ceiling == 3.0
+        assert _close(len(spec.obstacles) / (60 * 40), 1 / 36)
+        radii += [c.radius for c in spec.obstacles]
+        tilts += [math.degrees(math.acos(c.axis[2])) for c in spec.obstacles]
+    assert 0.25 <= min(radii) and max(radii) <= 0.5 and _close(np.mean(radii), 0.375)
+    assert 0 <= min(tilts) and max(tilts) <= 180 and _close(np.mean(tilts), 90.0)
+
+
+def test_urban_size_ceiling_buildings(fixed):
+    for spec in fixed["urban"]:
+        assert _extent(spec)[:2] == (60.0, 60.0) and spec.flight_ceiling == 10.0
+        assert spec.meta["buildings"] == 12 and len(spec.obstacles) == 12 + 8
+        assert all(isinstance(o, Box) for o in spec.obstacles)
+
+
+def test_narrow_gap_widths_and_rising_gap_count(fixed):
+    for i, spec in enumerate(fixed["narrow_gap"]):
+        assert _extent(spec)[:2] == (50.0, 50.0) and spec.flight_ceiling == 4.0
+        walls: dict[float, list[Box]] = {}
+        for b in spec.obstacles:
+            walls.setdefault(b.center[0], []).append(b)
+        assert len(walls) == i + 1
+        for pair in walls.values():
+            lo, hi = sorted(pair, key=lambda b: b.center[1])
+            gap = (hi.center[1] - hi.size[1] / 2) - (lo.center[1] + lo.size[1] / 2)
+            assert 0.85 - 1e-9 <= gap <= 0.9 + 1e-9
+
+
+def test_sudden_drop_heights_and_rising_count(fixed):
+    for i, spec in enumerate(fixed["sudden_drop"]):
+        assert _extent(spec) == (50.0, 50.0, 14.0) and spec.flight_ceiling == 4.0
+        assert spec.start[2] == 2.5 and len(spec.obstacles) == 2 + 2 * i
+        assert min(b.center[2] - b.size[2] / 2 for b in spec.obstacles) == pytest.approx(1.5)
+
+
+def test_maze_size_height_layouts(fixed):
+    layouts = set()
+    for spec in fixed["maze"]:
+        assert _extent(spec) == (40.0, 25.0, 2.0) and spec.flight_ceiling == 2.0
+        assert all(b.size[2] == 2.0 for b in spec.obstacles)
+        layouts.add(tuple(sorted(b.center for b in spec.obstacles)))
+    assert len(layouts) == 10
+
+
+def test_perlin_fill_rate_and_merged_voxels(fixed):
+    for spec in fixed["perlin"]:
+        assert _extent(spec)[:2] == (50.0, 40.0) and spec.flight_ceiling == 4.0
+        vol = sum(np.prod(b.size) for b in spec.obstacles)
+        assert _close(vol / (50 * 40 * 4), 0.03)
+        assert len(spec.obstacles) < spec.meta["voxels"] / 2  # merging pays off
+
+
+def test_fbm_noise_is_seeded_and_bounded():
+    p = np.random.default_rng(0).uniform(0, 20, (500, 3))
+    a, b = fbm3(np.random.default_rng(1), p, 3), fbm3(np.random.default_rng(1), p, 3)
+    c = fbm3(np.random.default_rng(2), p, 3)
+    assert np.array_equal(a, b) and not np.array_equal(a, c)
+    assert np.abs(a).max() < 1.75 and a.std() > 0.05
+
+
+def _wall_spec(gap: float | None) -> SceneSpec:
+    boxes = [Box((5.0, 2.5, 1.5), (0.3, 5.0, 3.0))] if gap is None else [
+        Box((5.0, (2.0 - gap / 2) / 2, 1.5), (0.3, 2.0 - gap / 2, 3.0)),
+        Box((5.0, (7.0 + gap / 2) / 2 + 0.0, 1.5), (0.3, 3.0 - gap / 2, 3.0)),
+    ]
+    return SceneSpec("wall", (0, 0, 0), (10, 5, 3), tuple(boxes), start=(1.0, 2.5, 1.5),
+                     goal=(9.0, 2.5, 1.5), ceiling=3.0)
+
+
+def test_grid_search_respects_walls_gaps_and_ceiling():
+    assert not is_solvable(_wall_spec(None), RADIUS)
+    assert is_solvable(_wall_spec(0.85), RADIUS)
+    assert not is_solvable(_wall_spec(0.55), RADIUS)
+    grid = occupancy_grid(_wall_spec(None), RADIUS, 0.25)
+    assert grid.occupied[:, :, 0].all() and grid.occupied[:, :, -1].all()  # floor, ceiling
+
+
+def test_unsolvable_draw_is_cleared_deterministically_and_recorded():
+    a = make_scenario("narrow_gap", 2, gap_width=(0.5, 0.55))
+    b = make_scenario("narrow_gap", 2, gap_width=(0.5, 0.55))
+    assert a == b and a.meta["cleared_obstacles"] > 0 and a.meta["first_check"]
+    assert is_solvable(a, RADIUS)
