@@ -1,0 +1,646 @@
+"""Scene files: SceneSpec -> PLY/OBJ/STL triangle meshes and PCD/PLY point clouds, and back.
+
+Readers and writers are written here (no plyfile/open3d): PLY ascii, binary_little_endian and
+binary_big_endian; OBJ (v/f, polygons fan-triangulated, negative indices); STL ascii and binary;
+PCD ascii and binary (``binary_compressed`` is refused). Output is deterministic: the same spec
+gives the same bytes. Every malformed input raises :class:`~volary.errors.FileFormatError`
+whose message starts with the file path, and sizes from headers are checked against the bytes
+present before anything is allocated, so a lying header cannot hang or exhaust memory.
+"""
+
+from __future__ import annotations
+
+import io as _stdio
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from volary.errors import ConfigError, FileFormatError
+from volary.worlds._stack import gate_boxes
+from volary.worlds.primitives import Box, Cylinder, Plane, Primitive, SceneSpec, Sphere
+
+
+@dataclass(frozen=True)
+class MeshScene:
+    """A triangle mesh in the world frame (m)."""
+
+    vertices: np.ndarray  # (V, 3) float64 m
+    triangles: np.ndarray  # (T, 3) int64 vertex indices, counter-clockwise seen from outside
+    name: str = ""
+    object_ids: np.ndarray | None = None  # (T,) int64 object id per triangle, when known
+
+
+@dataclass(frozen=True)
+class PointCloud:
+    """Points in the world frame (m)."""
+
+    points: np.ndarray  # (N, 3) float64 m
+    name: str = ""
+
+
+# ----------------------------------------------------------------------------- tessellation
+_BOX_TRIS = np.array([[0, 2, 1], [1, 2, 3], [4, 5, 6], [5, 7, 6], [0, 1, 5], [0, 5, 4],
+                      [2, 6, 7], [2, 7, 3], [0, 4, 6], [0, 6, 2], [1, 3, 7], [1, 7, 5]])
+
+
+def box_mesh(b: Box) -> tuple[np.ndarray, np.ndarray]:
+    """8 corners and 12 outward triangles of an oriented box."""
+    bits = np.array([[(i >> k) & 1 for k in range(3)] for i in range(8)], dtype=float)
+    local = (bits - 0.5) * np.asarray(b.size)
+    c, s = math.cos(b.yaw), math.sin(b.yaw)
+    rot = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+    return local @ rot.T + np.asarray(b.center), _BOX_TRIS.copy()
+
+
+def _basis(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Unit u, v with (u, v, a) right-handed and orthonormal."""
+    helper = np.array([1.0, 0.0, 0.0]) if abs(a[0]) < 0.9 else np.array([0.0, 1.0, 0.0])
+    u = np.cross(helper, a)
+    u /= np.linalg.norm(u)
+    return u, np.cross(a, u)
+
+
+def cylinder_mesh(cy: Cylinder, segments: int = 24) -> tuple[np.ndarray, np.ndarray]:
+    """Two rings of ``segments`` vertices; 2 * segments side and 2 * (segments - 2) cap tris."""
+    a = np.asarray(cy.axis)
+    u, v = _basis(a)
+    th = 2 * np.pi * np.arange(segments) / segments
+    ring = cy.radius * (np.cos(th)[:, None] * u + np.sin(th)[:, None] * v)
+    c = np.asarray(cy.center)
+    verts = np.vstack([c - a * cy.length / 2 + ring, c + a * cy.length / 2 + ring])
+    k = np.arange(segments)
+    k1 = (k + 1) % segments
+    side = np.vstack([np.stack([k, k1, k1 + segments], 1), np.stack([k, k1 + segments,
+                                                                      k + segments], 1)])
+    f = np.arange(1, segments - 1)
+    top = np.stack([np.full_like(f, segments), f + segments, f + 1 + segments], 1)
+    bottom = np.stack([np.zeros_like(f), f + 1, f], 1)
+    return verts, np.vstack([side, top, bottom])
+
+
+def sphere_mesh(sp: Sphere, segments: int = 24) -> tuple[np.ndarray, np.ndarray]:
+    """UV sphere: two poles and ``segments // 2 - 1`` rings of ``segments`` vertices."""
+    rings = max(2, segments // 2)
+    lat = np.pi * np.arange(1, rings) / rings
+    lon = 2 * np.pi * np.arange(segments) / segments
+    ring = np.stack([np.outer(np.sin(lat), np.cos(lon)), np.outer(np.sin(lat), np.sin(lon)),
+                     np.repeat(np.cos(lat)[:, None], segments, 1)], -1).reshape(-1, 3)
+    unit = np.vstack([[0.0, 0.0, 1.0], ring, [0.0, 0.0, -1.0]])
+    south = len(unit) - 1
+    k = np.arange(segments)
+    k1 = (k + 1) % segments
+    tris = [np.stack([np.zeros_like(k), 1 + k, 1 + k1], 1)]
+    for r in range(rings - 2):
+        a, b = 1 + r * segments, 1 + (r + 1) * segments
+        tris += [np.stack([a + k, b + k, b + k1], 1), np.stack([a + k, b + k1, a + k1], 1)]
+    last = 1 + (rings - 2) * segments
+    tris.append(np.stack([np.full_like(k, south), last + k1, last + k], 1))
+    return unit * sp.radius + np.asarray(sp.center), np.vstack(tris)
+
+
+_BOX_EDGES = [(i, i ^ (1 << k)) for i in range(8) for k in range(3) if not i & (1 << k)]
+
+
+def plane_mesh(pl: Plane, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The plane clipped to the box [lo, hi] as a triangle fan facing along its normal."""
+    n, p0 = np.asarray(pl.normal), np.asarray(pl.point)
+    corners = np.array([[hi[k] if (i >> k) & 1 else lo[k] for k in range(3)] for i in range(8)])
+    sd = (corners - p0) @ n
+    pts = [corners[i] + sd[i] / (sd[i] - sd[j]) * (corners[j] - corners[i])
+           for i, j in _BOX_EDGES if (sd[i] < 0) != (sd[j] < 0)]
+    if len(pts) < 3:
+        return np.zeros((0, 3)), np.zeros((0, 3), dtype=np.int64)
+    poly = np.asarray(pts)
+    u, v = _basis(n)
+    rel = poly - poly.mean(axis=0)
+    poly = poly[np.argsort(np.arctan2(rel @ v, rel @ u), kind="stable")]
+    f = np.arange(1, len(poly) - 1)
+    return poly, np.stack([np.zeros_like(f), f, f + 1], 1)
+
+
+def scene_mesh(spec: SceneSpec, segments: int = 24) -> MeshScene:
+    """Tessellate every obstacle and gate frame of a spec (planes clipped to its bounds)."""
+    if segments < 3:
+        raise ConfigError(f"segments: expected >= 3, got {segments}")
+    lo, hi = np.asarray(spec.bounds_min, float), np.asarray(spec.bounds_max, float)
+    prims: list[Primitive] = list(spec.obstacles) + [b for g in spec.gates for b in gate_boxes(g)]
+    verts, tris, ids, base = [], [], [], 0
+    for prim in prims:
+        if isinstance(prim, Box):
+            v, t = box_mesh(prim)
+        elif isinstance(prim, Cylinder):
+            v, t = cylinder_mesh(prim, segments)
+        elif isinstance(prim, Sphere):
+            v, t = sphere_mesh(prim, segments)
+        else:
+            v, t = plane_mesh(prim, lo, hi)
+        verts.append(v)
+        tris.append(t + base)
+        ids.append(np.full(len(t), prim.object_id, dtype=np.int64))
+        base += len(v)
+    if not verts:
+        return MeshScene(np.zeros((0, 3)), np.zeros((0, 3), np.int64), spec.name,
+                         np.zeros(0, np.int64))
+    return MeshScene(np.vstack(verts), np.vstack(tris).astype(np.int64), spec.name,
+                     np.concatenate(ids))
+
+
+def sample_surface(mesh: MeshScene, spacing: float) -> np.ndarray:
+    """Deterministic surface points: on every triangle a lattice along its two edges from the
+    first corner, about ``spacing`` (m) apart on each, thinned to the first point in every
+    ``spacing / 2`` voxel (removes duplicates on shared edges and clusters on thin triangles)."""
+    if not spacing > 0:
+        raise ConfigError(f"spacing: expected > 0 m, got {spacing}")
+    tri = mesh.vertices[mesh.triangles]  # (T, 3, 3)
+    e1, e2 = tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0]
+    n = np.maximum(1, np.ceil(np.stack([np.linalg.norm(e1, axis=1),
+                                        np.linalg.norm(e2, axis=1)], 1) / spacing)).astype(int)
+    out = []
+    for n1, n2 in np.unique(n, axis=0):
+        i, j = np.meshgrid(np.arange(n1 + 1), np.arange(n2 + 1), indexing="ij")
+        keep = i * n2 + j * n1 <= n1 * n2
+        a, b = i[keep] / n1, j[keep] / n2  # (P,)
+        sel = np.all(n == (n1, n2), axis=1)
+        out.append((tri[sel, None, 0] + a[None, :, None] * e1[sel, None]
+                    + b[None, :, None] * e2[sel, None]).reshape(-1, 3))
+    if not out:
+        return np.zeros((0, 3))
+    pts = np.vstack(out)
+    _, first = np.unique(np.floor(pts / (spacing / 2)).astype(np.int64), axis=0,
+                         return_index=True)  # one point per spacing/2 voxel (thin triangles)
+    return pts[np.sort(first)]
+
+
+# ----------------------------------------------------------------------------- writers
+def _ascii_rows(arr: np.ndarray, fmt: str) -> bytes:
+    buf = _stdio.BytesIO()
+    np.savetxt(buf, arr, fmt=fmt, delimiter=" ", newline="\n")
+    return buf.getvalue()
+
+
+def _ply_head_bytes(fmt: str, name: str, n_vert: int, n_face: int | None) -> bytes:
+    lines = ["ply", f"format {fmt} 1.0", f"comment volary scene {name}",
+             f"element vertex {n_vert}", "property float x", "property float y",
+             "property float z"]
+    if n_face is not None:
+        lines += [f"element face {n_face}", "property list uchar int vertex_indices"]
+    return ("\n".join(lines + ["end_header"]) + "\n").encode()
+
+
+def write_ply(path: str | Path, data: MeshScene | PointCloud, binary: bool = False) -> None:
+    """PLY mesh (vertices + faces) or point cloud (vertices only), ascii or binary LE."""
+    is_mesh = isinstance(data, MeshScene)
+    v = data.vertices if is_mesh else data.points
+    nf = len(data.triangles) if is_mesh else None
+    out = [_ply_head_bytes("binary_little_endian" if binary else "ascii", data.name, len(v), nf)]
+    if binary:
+        out.append(np.ascontiguousarray(v, dtype="<f4").tobytes())
+        if is_mesh:
+            f = np.zeros(nf, dtype=[("n", "u1"), ("i", "<i4", (3,))])
+            f["n"], f["i"] = 3, data.triangles
+            out.append(f.tobytes())
+    else:
+        out.append(_ascii_rows(np.asarray(v, dtype=np.float32), "%.9g"))
+        if is_mesh:
+            tri = np.hstack([np.full((nf, 1), 3), data.triangles])
+            out.append(_ascii_rows(tri, "%d"))
+    Path(path).write_bytes(b"".join(out))
+
+
+def write_obj(path: str | Path, mesh: MeshScene) -> None:
+    """Wavefront OBJ: one ``v`` line per vertex, one ``f`` line per triangle (1-based)."""
+    head = f"# volary scene {mesh.name}\no {mesh.name or 'scene'}\n".encode()
+    v = np.hstack([np.zeros((len(mesh.vertices), 0)), mesh.vertices])
+    body = _ascii_rows(v, "v %.9g %.9g %.9g") + _ascii_rows(mesh.triangles + 1, "f %d %d %d")
+    Path(path).write_bytes(head + body)
+
+
+def write_stl(path: str | Path, mesh: MeshScene) -> None:
+    """Binary STL (facet normals from the winding)."""
+    tri = mesh.vertices[mesh.triangles]
+    nrm = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
+    nrm /= np.maximum(np.linalg.norm(nrm, axis=1, keepdims=True), 1e-30)
+    rec = np.zeros(len(tri), dtype=[("n", "<f4", (3,)), ("v", "<f4", (3, 3)), ("a", "<u2")])
+    rec["n"], rec["v"] = nrm, tri
+    head = f"volary scene {mesh.name}".encode()[:80].ljust(80, b" ")
+    Path(path).write_bytes(head + np.uint32(len(tri)).tobytes() + rec.tobytes())
+
+
+def write_pcd(path: str | Path, points: np.ndarray, binary: bool = False) -> None:
+    """PCD v0.7 with float x y z, unorganized (HEIGHT 1), ascii or binary."""
+    p = np.asarray(points, dtype=np.float32).reshape(-1, 3)
+    head = ("# .PCD v0.7 - Point Cloud Data file format\nVERSION 0.7\nFIELDS x y z\n"
+            "SIZE 4 4 4\nTYPE F F F\nCOUNT 1 1 1\n"
+            f"WIDTH {len(p)}\nHEIGHT 1\nVIEWPOINT 0 0 0 1 0 0 0\nPOINTS {len(p)}\n"
+            f"DATA {'binary' if binary else 'ascii'}\n").encode()
+    body = p.astype("<f4").tobytes() if binary else _ascii_rows(p, "%.9g")
+    Path(path).write_bytes(head + body)
+
+
+FORMATS = ("ply", "obj", "stl", "pcd")
+
+
+def export_scene(spec: SceneSpec, path: str | Path, format: str | None = None, *,
+                 binary: bool = False, spacing: float = 0.2, segments: int = 24) -> Path:
+    """Write a spec as a mesh (ply, obj, stl) or a surface point cloud (pcd; ``spacing`` m).
+    ``format`` defaults to the file suffix."""
+    path = Path(path)
+    fmt = (format or path.suffix.lstrip(".")).lower()
+    if fmt not in FORMATS:
+        raise ConfigError(f"format: expected one of {FORMATS}, got {fmt!r}")
+    mesh = scene_mesh(spec, segments)
+    if fmt == "ply":
+        write_ply(path, mesh, binary)
+    elif fmt == "obj":
+        write_obj(path, mesh)
+    elif fmt == "stl":
+        write_stl(path, mesh)
+    else:
+        write_pcd(path, sample_surface(mesh, spacing), binary)
+    return path
+
+
+# ----------------------------------------------------------------------------- readers
+_MAX_HEADER = 1 << 16  # bytes searched for a PLY end_header or PCD DATA line
+_PLY_TYPES = {"char": "i1", "int8": "i1", "uchar": "u1", "uint8": "u1", "short": "i2",
+              "int16": "i2", "ushort": "u2", "uint16": "u2", "int": "i4", "int32": "i4",
+              "uint": "u4", "uint32": "u4", "float": "f4", "float32": "f4", "double": "f8",
+              "float64": "f8"}
+_PLY_FORMATS = {"ascii": "", "binary_little_endian": "<", "binary_big_endian": ">"}
+
+
+def _fail(path: str | Path, problem: str) -> FileFormatError:
+    return FileFormatError(f"{path}: {problem}")
+
+
+def _read(path: str | Path) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as e:
+        raise _fail(path, f"cannot read the file ({e.strerror or e})") from e
+
+
+def _floats(path: str | Path, tokens: list[bytes], what: str) -> np.ndarray:
+    try:
+        return np.array([float(t) for t in tokens], dtype=float)
+    except ValueError as e:
+        raise _fail(path, f"{what}: non-numeric value ({e})") from e
+
+
+def _ply_header(path: str | Path, data: bytes) -> tuple[str, list, int]:
+    """(endian or '' for ascii, [(element, count, [(prop, type, list count type)])], body)."""
+    if not data.startswith(b"ply"):
+        raise _fail(path, "not a PLY file (missing 'ply' magic line)")
+    end = data.find(b"end_header", 0, _MAX_HEADER)
+    if end < 0:
+        raise _fail(path, "PLY header has no end_header line")
+    nl = data.find(b"\n", end)
+    try:
+        lines = data[:end].decode("ascii").splitlines()[1:]
+    except UnicodeDecodeError as e:
+        raise _fail(path, "PLY header is not ASCII text") from e
+    fmt, elements = None, []
+    for ln in lines:
+        tok = ln.split()
+        if not tok or tok[0] in ("comment", "obj_info"):
+            continue
+        if tok[0] == "format" and len(tok) == 3 and tok[1] in _PLY_FORMATS:
+            fmt = _PLY_FORMATS[tok[1]]
+        elif tok[0] == "element" and len(tok) == 3 and tok[2].isdigit():
+            elements.append((tok[1], int(tok[2]), []))
+        elif tok[0] == "property" and elements and len(tok) == 3 and tok[1] in _PLY_TYPES:
+            elements[-1][2].append((tok[2], _PLY_TYPES[tok[1]], None))
+        elif (tok[0] == "property" and elements and len(tok) == 5 and tok[1] == "list"
+              and tok[2] in _PLY_TYPES and tok[3] in _PLY_TYPES):
+            elements[-1][2].append((tok[4], _PLY_TYPES[tok[3]], _PLY_TYPES[tok[2]]))
+        else:
+            raise _fail(path, f"unsupported or malformed PLY header line {ln.strip()!r}")
+    if fmt is None:
+        raise _fail(path, "PLY header has no supported format line (ascii, "
+                          "binary_little_endian, binary_big_endian)")
+    for name, count, props in elements:
+        if count and not props:
+            raise _fail(path, f"PLY element {name!r} has rows but no properties")
+    return fmt, elements, len(data) if nl < 0 else nl + 1
+
+
+def _ascii_list_rows(path: str | Path, name: str, rows: list[bytes], props: list) -> dict:
+    out: dict[str, list] = {p[0]: [] for p in props}
+    for r, row in enumerate(rows):
+        tok, k = row.split(), 0
+        try:
+            for pname, _, ctype in props:
+                n = 1 if ctype is None else int(tok[k])
+                k += ctype is not None
+                if n < 0 or k + n > len(tok):
+                    raise IndexError
+                out[pname].append([float(t) for t in tok[k:k + n]] if ctype else float(tok[k]))
+                k += n
+        except (IndexError, ValueError) as e:
+            raise _fail(path, f"PLY element {name!r} row {r}: malformed values") from e
+        if k != len(tok):
+            raise _fail(path, f"PLY element {name!r} row {r}: {len(tok) - k} extra values")
+    return out
+
+
+def _ply_ascii(path: str | Path, body: bytes, elements: list) -> dict:
+    lines = [ln for ln in body.split(b"\n") if ln.strip()]
+    pos, out = 0, {}
+    for name, count, props in elements:
+        if pos + count > len(lines):
+            raise _fail(path, f"truncated: PLY element {name!r} declares {count} rows, "
+                              f"{len(lines) - pos} remain")
+        rows, pos = lines[pos:pos + count], pos + count
+        if any(p[2] is not None for p in props):
+            out[name] = _ascii_list_rows(path, name, rows, props)
+            continue
+        arr = _floats(path, b" ".join(rows).split(), f"PLY element {name!r}")
+        if arr.size != count * len(props):
+            raise _fail(path, f"PLY element {name!r}: expected {count} rows of {len(props)} "
+                              f"values, got {arr.size} values")
+        arr = arr.reshape(count, len(props))
+        out[name] = {p[0]: arr[:, k] for k, p in enumerate(props)}
+    return out
+
+
+def _ply_binary_rows(path: str | Path, body: bytes, pos: int, name: str, count: int,
+                     props: list, e: str) -> tuple[dict, int]:
+    """Row by row reading of an element with list properties; bounds-checked every read."""
+    out: dict[str, list] = {p[0]: [] for p in props}
+    for _ in range(count):
+        for pname, ptype, ctype in props:
+            n = 1
+            if ctype is not None:
+                if pos + np.dtype(ctype).itemsize > len(body):
+                    raise _fail(path, f"truncated in PLY element {name!r}")
+                n = int(np.frombuffer(body, e + ctype, 1, pos)[0])
+                pos += np.dtype(ctype).itemsize
+            size = n * np.dtype(ptype).itemsize
+            if n < 0 or pos + size > len(body):
+                raise _fail(path, f"truncated in PLY element {name!r}")
+            vals = np.frombuffer(body, e + ptype, n, pos).astype(float)
+            out[pname].append(vals.tolist() if ctype else float(vals[0]))
+            pos += size
+    return out, pos
+
+
+def _ply_binary(path: str | Path, body: bytes, elements: list, e: str) -> dict:
+    pos, out = 0, {}
+    for name, count, props in elements:
+        min_row = sum(np.dtype(c if c else t).itemsize for _, t, c in props)
+        if count * min_row > len(body) - pos:
+            raise _fail(path, f"truncated: PLY element {name!r} declares {count} rows, needs at "
+                              f"least {count * min_row} bytes, {len(body) - pos} remain")
+        if all(p[2] is None for p in props):
+            dt = np.dtype([(p[0], e + p[1]) for p in props])
+            arr = np.frombuffer(body, dt, count, pos)
+            out[name] = {p[0]: arr[p[0]].astype(float) for p in props}
+            pos += dt.itemsize * count
+            continue
+        if len(props) == 1 and count:
+            pname, ptype, ctype = props[0]
+            n = int(np.frombuffer(body, e + ctype, 1, pos)[0])
+            dt = np.dtype([("n", e + ctype), ("i", e + ptype, (max(n, 0),))])
+            if pos + count * dt.itemsize <= len(body):
+                arr = np.frombuffer(body, dt, count, pos)
+                if np.all(arr["n"] == n):
+                    out[name] = {pname: arr["i"].astype(float)}
+                    pos += count * dt.itemsize
+                    continue
+        out[name], pos = _ply_binary_rows(path, body, pos, name, count, props, e)
+    return out
+
+
+def _fan(path: str | Path, faces: list | np.ndarray) -> np.ndarray:
+    """Triangulate polygons (rows of vertex indices) as fans; integer check included."""
+    if isinstance(faces, np.ndarray) and faces.ndim == 2:
+        rows = [faces]
+    else:
+        by_len: dict[int, list] = {}
+        for f in faces:
+            by_len.setdefault(len(f), []).append(f)
+        rows = [np.asarray(v, dtype=float) for _, v in sorted(by_len.items())]
+    tris = []
+    for r in rows:
+        if r.shape[1] < 3:
+            raise _fail(path, f"face with {r.shape[1]} vertices (need at least 3)")
+        if not np.all(np.isfinite(r)) or np.any(r != np.round(r)):
+            raise _fail(path, "face indices are not integers")
+        k = np.arange(1, r.shape[1] - 1)
+        tris.append(np.stack([np.repeat(r[:, :1], len(k), 1), r[:, k], r[:, k + 1]],
+                             -1).reshape(-1, 3))
+    return np.vstack(tris).astype(np.int64) if tris else np.zeros((0, 3), np.int64)
+
+
+def read_ply(path: str | Path) -> tuple[np.ndarray, np.ndarray | None]:
+    """Vertices ``(V, 3)`` and triangles ``(T, 3)`` (None when the file has no face element)."""
+    data = _read(path)
+    e, elements, start = _ply_header(path, data)
+    body = data[start:]
+    table = _ply_ascii(path, body, elements) if e == "" else _ply_binary(path, body, elements, e)
+    vert = table.get("vertex")
+    if vert is None or not all(c in vert for c in "xyz"):
+        raise _fail(path, "PLY file has no vertex element with x, y, z properties")
+    v = np.stack([np.asarray(vert[c], dtype=float) for c in "xyz"], axis=1)
+    if "face" not in table:
+        return v, None
+    face = table["face"]
+    key = next((k for k in ("vertex_indices", "vertex_index") if k in face), None)
+    if key is None:
+        raise _fail(path, "PLY face element has no vertex_indices list")
+    return v, _fan(path, face[key])
+
+
+_OBJ_IGNORED = {"vt", "vn", "vp", "g", "o", "s", "usemtl", "mtllib", "l", "p"}
+
+
+def _obj_face(path: str | Path, no: int, tok: list[str], n_vert: int) -> list[int]:
+    try:
+        idx = [int(t.split("/")[0]) for t in tok]
+    except ValueError as e:
+        raise _fail(path, f"line {no}: malformed face index") from e
+    if len(idx) < 3 or 0 in idx:
+        raise _fail(path, f"line {no}: a face needs at least 3 non-zero indices")
+    return [i - 1 if i > 0 else n_vert + i for i in idx]
+
+
+def read_obj(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
+    """Vertices and fan-triangulated faces of a Wavefront OBJ file."""
+    try:
+        text = _read(path).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise _fail(path, "not a text OBJ file (not UTF-8)") from e
+    verts: list[list[float]] = []
+    faces: list[list[int]] = []
+    for no, line in enumerate(text.splitlines(), 1):
+        tok = line.split()
+        if not tok or tok[0].startswith("#") or tok[0] in _OBJ_IGNORED:
+            continue
+        if tok[0] == "v":
+            try:
+                verts.append([float(t) for t in tok[1:4]])
+            except ValueError as e:
+                raise _fail(path, f"line {no}: malformed vertex") from e
+            if len(verts[-1]) != 3:
+                raise _fail(path, f"line {no}: a vertex needs 3 coordinates")
+        elif tok[0] == "f":
+            faces.append(_obj_face(path, no, tok[1:], len(verts)))
+        else:
+            raise _fail(path, f"line {no}: unsupported OBJ statement {tok[0][:20]!r}")
+    v = np.asarray(verts, dtype=float).reshape(-1, 3)
+    return v, _fan(path, faces)
+
+
+_STL_REC = np.dtype([("n", "<f4", (3,)), ("v", "<f4", (3, 3)), ("a", "<u2")])
+
+
+def read_stl(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
+    """Binary or ASCII STL; coincident corners are merged into shared vertices."""
+    data = _read(path)
+    n = int.from_bytes(data[80:84], "little") if len(data) >= 84 else -1
+    if n >= 0 and len(data) == 84 + 50 * n:
+        corners = np.frombuffer(data, _STL_REC, n, 84)["v"].astype(float).reshape(-1, 3)
+    elif data.lstrip()[:5].lower() == b"solid":
+        try:
+            text = data.decode("ascii")
+        except UnicodeDecodeError as e:
+            raise _fail(path, "STL is neither a consistent binary file nor ASCII text") from e
+        found = re.findall(r"^\s*vertex\s+(\S+)\s+(\S+)\s+(\S+)", text, re.M)
+        corners = _floats(path, [t.encode() for f in found for t in f], "STL vertex")
+        if corners.size % 9:
+            raise _fail(path, "ASCII STL vertex count is not a multiple of 3")
+        corners = corners.reshape(-1, 3)
+    else:
+        raise _fail(path, f"not an STL file: binary size {len(data)} B does not match the "
+                          f"triangle count in its header, and there is no ASCII 'solid' header")
+    if not np.all(np.isfinite(corners)):
+        raise _fail(path, "NaN or infinite vertex coordinates")
+    v, inv = np.unique(corners, axis=0, return_inverse=True)
+    return v, inv.reshape(-1, 3).astype(np.int64)
+
+
+_PCD_KINDS = {("F", 4): "f4", ("F", 8): "f8", ("I", 1): "i1", ("I", 2): "i2", ("I", 4): "i4",
+              ("I", 8): "i8", ("U", 1): "u1", ("U", 2): "u2", ("U", 4): "u4", ("U", 8): "u8"}
+
+
+def _pcd_header(path: str | Path, data: bytes) -> tuple[dict[str, list[str]], int]:
+    head: dict[str, list[str]] = {}
+    pos = 0
+    while "DATA" not in head:
+        if pos >= min(len(data), _MAX_HEADER):
+            raise _fail(path, "PCD header has no DATA line")
+        nl = data.find(b"\n", pos)
+        nl = len(data) if nl < 0 else nl
+        try:
+            line = data[pos:nl].decode("ascii").strip()
+        except UnicodeDecodeError as e:
+            raise _fail(path, "PCD header is not ASCII text") from e
+        pos = nl + 1
+        if line and not line.startswith("#"):
+            key, *vals = line.split()
+            head[key.upper()] = vals
+    return head, pos
+
+
+def _pcd_dtype(path: str | Path, head: dict[str, list[str]]) -> np.dtype:
+    names = head.get("FIELDS", [])
+    sizes, types = head.get("SIZE", []), head.get("TYPE", [])
+    counts = head.get("COUNT", ["1"] * len(names))
+    if not names or not len(names) == len(sizes) == len(types) == len(counts):
+        raise _fail(path, "PCD FIELDS, SIZE, TYPE and COUNT lines disagree in length")
+    fields = []
+    for k, (nm, s, t, c) in enumerate(zip(names, sizes, types, counts, strict=True)):
+        if not (s.isdigit() and c.isdigit()) or (t.upper(), int(s)) not in _PCD_KINDS:
+            raise _fail(path, f"PCD field {nm!r}: unsupported SIZE {s} / TYPE {t} / COUNT {c}")
+        shape = (int(c),) if int(c) != 1 else ()
+        fields.append((nm if nm not in names[:k] else f"{nm}_{k}",
+                       "<" + _PCD_KINDS[(t.upper(), int(s))], shape))
+    if not {"x", "y", "z"} <= set(names):
+        raise _fail(path, "PCD file has no x, y, z fields")
+    return np.dtype(fields)
+
+
+def _pcd_count(path: str | Path, head: dict[str, list[str]]) -> int:
+    try:
+        w, h = int(head["WIDTH"][0]), int(head["HEIGHT"][0])
+        n = int(head.get("POINTS", [str(w * h)])[0])
+    except (KeyError, IndexError, ValueError) as e:
+        raise _fail(path, "PCD header lacks a valid WIDTH, HEIGHT or POINTS") from e
+    if n != w * h or n < 0:
+        raise _fail(path, f"PCD POINTS {n} does not equal WIDTH x HEIGHT = {w * h}")
+    return n
+
+
+def read_pcd(path: str | Path) -> np.ndarray:
+    """Points ``(N, 3)`` of an ascii or binary PCD file (x, y, z fields; others ignored)."""
+    data = _read(path)
+    head, start = _pcd_header(path, data)
+    dt, n = _pcd_dtype(path, head), _pcd_count(path, head)
+    mode = (head["DATA"] or [""])[0].lower()
+    body = data[start:]
+    if mode == "binary":
+        if n * dt.itemsize > len(body):
+            raise _fail(path, f"truncated: {n} points need {n * dt.itemsize} bytes, "
+                              f"{len(body)} present")
+        rec = np.frombuffer(body, dt, n)
+        return np.stack([rec[c].astype(float) for c in "xyz"], axis=1)
+    if mode != "ascii":
+        raise _fail(path, f"unsupported PCD DATA {mode!r} (ascii and binary are supported)")
+    lines = [ln for ln in body.split(b"\n") if ln.strip()]
+    if len(lines) < n:
+        raise _fail(path, f"truncated: header says {n} points, {len(lines)} rows present")
+    cols = sum(max(1, int(np.prod(dt[k].shape))) for k in range(len(dt.names)))
+    arr = _floats(path, b" ".join(lines[:n]).split(), "PCD data")
+    if arr.size != n * cols:
+        raise _fail(path, f"PCD data: expected {n} rows of {cols} values, got {arr.size} values")
+    arr = arr.reshape(n, cols)
+    offs = np.cumsum([0] + [max(1, int(np.prod(dt[k].shape))) for k in range(len(dt.names))])
+    return np.stack([arr[:, offs[dt.names.index(c)]] for c in "xyz"], axis=1)
+
+
+def _check_vertices(path: str | Path, v: np.ndarray, what: str) -> None:
+    if len(v) == 0:
+        raise _fail(path, f"empty {what}: no vertices")
+    if not np.all(np.isfinite(v)):
+        bad = int((~np.isfinite(v)).any(axis=1).sum())
+        raise _fail(path, f"NaN or infinite {what} coordinates in {bad} rows")
+
+
+def load_mesh(path: str | Path) -> MeshScene:
+    """Read a PLY, OBJ or STL triangle mesh (format from the suffix) into a MeshScene."""
+    fmt = Path(path).suffix.lower().lstrip(".")
+    readers = {"ply": read_ply, "obj": read_obj, "stl": read_stl}
+    if fmt not in readers:
+        raise _fail(path, f"unsupported mesh format {fmt!r} (expected ply, obj or stl)")
+    v, t = readers[fmt](path)
+    if t is None or len(t) == 0:
+        raise _fail(path, "empty mesh: no faces")
+    _check_vertices(path, v, "mesh vertex")
+    if t.min() < 0 or t.max() >= len(v):
+        raise _fail(path, f"face index out of range [0, {len(v)})")
+    return MeshScene(v, t, Path(path).stem)
+
+
+def load_points(path: str | Path, drop_nan: bool = False) -> PointCloud:
+    """Read a PCD or PLY point cloud (a PLY mesh gives its vertices). NaN points are an error
+    unless ``drop_nan`` (PCL writes NaN for invalid points of organized clouds)."""
+    fmt = Path(path).suffix.lower().lstrip(".")
+    if fmt == "pcd":
+        p = read_pcd(path)
+    elif fmt == "ply":
+        p = read_ply(path)[0]
+    else:
+        raise _fail(path, f"unsupported point cloud format {fmt!r} (expected pcd or ply)")
+    if drop_nan:
+        p = p[np.all(np.isfinite(p), axis=1)]
+    _check_vertices(path, p, "point")
+    return PointCloud(p, Path(path).stem)
+
+
+__all__ = ["FORMATS", "MeshScene", "PointCloud", "box_mesh", "cylinder_mesh", "export_scene",
+           "load_mesh", "load_points", "plane_mesh", "read_obj", "read_pcd", "read_ply",
+           "read_stl", "sample_surface", "scene_mesh", "sphere_mesh", "write_obj", "write_pcd",
+           "write_ply", "write_stl"]

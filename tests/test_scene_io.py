@@ -1,0 +1,198 @@
+"""Scene files: deterministic PLY/OBJ/PCD export, round trips, tessellation, malformed input."""
+
+from __future__ import annotations
+
+import math
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from volary.errors import FileFormatError
+from volary.worlds import Box, Cylinder, Plane, SceneSpec, Sphere
+from volary.worlds.io import (
+    box_mesh,
+    cylinder_mesh,
+    export_scene,
+    load_mesh,
+    load_points,
+    plane_mesh,
+    scene_mesh,
+    sphere_mesh,
+    write_pcd,
+    write_ply,
+    write_stl,
+)
+from volary.worlds.scenarios import SCENARIOS, make_scenario
+
+EXPORTS = [("ply", False), ("ply", True), ("obj", False), ("pcd", False), ("pcd", True)]
+
+
+def _export_all(spec: SceneSpec, folder: Path) -> dict[str, bytes]:
+    folder.mkdir()
+    out = {}
+    for fmt, binary in EXPORTS:
+        p = export_scene(spec, folder / f"s{int(binary)}.{fmt}", binary=binary, spacing=0.5)
+        out[p.name] = p.read_bytes()
+    return out
+
+
+@pytest.mark.parametrize("kind", sorted(SCENARIOS))
+def test_same_type_and_seed_give_byte_identical_files(kind, tmp_path):
+    a = _export_all(make_scenario(kind, 3), tmp_path / "a")
+    b = _export_all(make_scenario(kind, 3), tmp_path / "b")
+    assert a == b and all(len(v) > 200 for v in a.values())
+    assert a != _export_all(make_scenario(kind, 4), tmp_path / "c")
+
+
+def _mixed_spec() -> SceneSpec:
+    obstacles = (Box((1, 2, 1), (1, 2, 2), 0.4), Cylinder((4, 4, 1), 0.3, 2.0, (1, 1, 1)),
+                 Sphere((6, 1, 1), 0.5), Plane((0, 0, 0.1), (0.1, 0, 1)))
+    return SceneSpec("mixed", (0, 0, 0), (8, 8, 3), obstacles)
+
+
+@pytest.mark.parametrize("fmt,binary", [("ply", False), ("ply", True), ("obj", False)])
+def test_mesh_round_trip_preserves_counts_and_vertices(fmt, binary, tmp_path):
+    mesh = scene_mesh(_mixed_spec())
+    p = export_scene(_mixed_spec(), tmp_path / f"m.{fmt}", binary=binary)
+    back = load_mesh(p)
+    assert back.vertices.shape == mesh.vertices.shape
+    assert np.array_equal(back.triangles, mesh.triangles)
+    assert np.allclose(back.vertices, mesh.vertices, atol=1e-5)
+
+
+def test_stl_round_trip_preserves_triangles(tmp_path):
+    mesh = scene_mesh(make_scenario("forest", 0))
+    write_stl(tmp_path / "m.stl", mesh)
+    back = load_mesh(tmp_path / "m.stl")
+    assert len(back.triangles) == len(mesh.triangles) and len(back.vertices) == len(mesh.vertices)
+    ascii_stl = "solid t\nfacet normal 0 0 1\nouter loop\nvertex 0 0 0\nvertex 1 0 0\n" \
+                "vertex 0 1 0\nendloop\nendfacet\nendsolid t\n"
+    (tmp_path / "a.stl").write_text(ascii_stl)
+    assert load_mesh(tmp_path / "a.stl").triangles.shape == (1, 3)
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_point_cloud_round_trip(binary, tmp_path):
+    pts = np.random.default_rng(0).uniform(-5, 5, (1000, 3)).astype(np.float32)
+    write_pcd(tmp_path / "p.pcd", pts, binary)
+    back = load_points(tmp_path / "p.pcd").points  # float64; ascii "%.9g" is float32-exact
+    assert np.array_equal(back.astype(np.float32), pts)
+    from volary.worlds.io import PointCloud
+
+    write_ply(tmp_path / "p.ply", PointCloud(pts.astype(float)), binary)
+    assert np.array_equal(load_points(tmp_path / "p.ply").points.astype(np.float32), pts)
+
+
+def _signed_volume(v: np.ndarray, t: np.ndarray) -> float:
+    a, b, c = v[t[:, 0]], v[t[:, 1]], v[t[:, 2]]
+    return float(np.einsum("ij,ij->i", a, np.cross(b, c)).sum() / 6)
+
+
+def test_tessellations_are_closed_outward_and_near_analytic_volume():
+    assert _signed_volume(*box_mesh(Box((1, 2, 3), (1, 2, 3), 0.7))) == pytest.approx(6.0)
+    cyl = Cylinder((1, 1, 1), 0.5, 2.0, (0.3, 0.2, 1.0))
+    assert _signed_volume(*cylinder_mesh(cyl, 48)) == pytest.approx(math.pi * 0.5, rel=0.01)
+    sph = Sphere((1, 2, 3), 1.0)
+    assert _signed_volume(*sphere_mesh(sph, 48)) == pytest.approx(4 / 3 * math.pi, rel=0.01)
+    v, t = plane_mesh(Plane((0, 0, 1), (0, 0, 1)), np.zeros(3), np.array([4.0, 5.0, 3.0]))
+    n = np.cross(v[t[:, 1]] - v[t[:, 0]], v[t[:, 2]] - v[t[:, 0]])
+    assert np.all(n[:, 2] > 0) and np.allclose(v[:, 2], 1.0)
+    assert np.linalg.norm(n, axis=1).sum() / 2 == pytest.approx(20.0)
+
+
+def test_pcd_export_samples_surfaces_at_the_spacing(tmp_path):
+    spec = SceneSpec("box", (0, 0, 0), (4, 4, 4), (Box((2, 2, 2), (2, 2, 2)),))
+    pts = load_points(export_scene(spec, tmp_path / "b.pcd", spacing=0.25)).points
+    on_face = np.isclose(np.abs(pts - 2).max(axis=1), 1.0)
+    assert on_face.all() and 24 / 0.25**2 * 0.8 < len(pts) < 24 / 0.125**2
+
+
+# ----------------------------------------------------------------------------- malformed files
+_PLY_HEAD = "ply\nformat ascii 1.0\nelement vertex {nv}\nproperty float x\nproperty float y\n" \
+            "property float z\nelement face {nf}\nproperty list uchar int vertex_indices\n" \
+            "end_header\n"
+_TRI = "0 0 0\n1 0 0\n0 1 0\n3 0 1 2\n"
+
+
+def _bin_ply(nv: int, body: bytes) -> bytes:
+    head = _PLY_HEAD.replace("ascii", "binary_little_endian").format(nv=nv, nf=1)
+    return head.encode() + body
+
+
+BAD_FILES = [
+    ("m.ply", b"plx\nformat ascii 1.0\nend_header\n", "magic"),
+    ("m.ply", b"ply\nformat ascii 1.0\nelement vertex 3\n", "end_header"),
+    ("m.ply", b"ply\nformat binary_middle_endian 1.0\nend_header\n", "header line"),
+    ("m.ply", _PLY_HEAD.format(nv=10, nf=1).encode() + _TRI.encode(), "truncated"),
+    ("m.ply", _PLY_HEAD.format(nv=999999999999, nf=1).encode() + _TRI.encode(), "truncated"),
+    ("m.ply", _PLY_HEAD.format(nv=3, nf=1).encode() + b"0 0 0\nnan 0 0\n0 1 0\n3 0 1 2\n",
+     "NaN"),
+    ("m.ply", _PLY_HEAD.format(nv=3, nf=1).encode() + b"0 0 0\n1 0 0\n0 1 0\n3 0 1 7\n",
+     "out of range"),
+    ("m.ply", _PLY_HEAD.format(nv=3, nf=1).encode() + b"0 0 0\n1 x 0\n0 1 0\n3 0 1 2\n",
+     "non-numeric"),
+    ("m.ply", _PLY_HEAD.format(nv=3, nf=1).encode() + b"0 0 0\n1 0 0\n0 1 0\n2 0 1\n",
+     "at least 3"),
+    ("m.ply", _PLY_HEAD.format(nv=3, nf=0).encode() + b"0 0 0\n1 0 0\n0 1 0\n", "empty mesh"),
+    ("m.ply", _bin_ply(3, struct.pack("<9f", *range(9))[:20]), "truncated"),
+    ("m.ply", _bin_ply(3, struct.pack("<9fB3i", *range(9), 3, 0, 1, 2)[:-3]), "truncated"),
+    ("m.ply", _bin_ply(3, struct.pack("<9fB3i", *range(9), 200, 0, 1, 2)), "truncated"),
+    ("m.obj", b"v 0 0 0\nv 1 0\nf 1 2 3\n", "3 coordinates"),
+    ("m.obj", b"v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 0\n", "non-zero"),
+    ("m.obj", b"v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 9\n", "out of range"),
+    ("m.obj", b"v 0 0 0\nv 1 0 0\nv nan 1 0\nf 1 2 3\n", "NaN"),
+    ("m.obj", b"ply\nformat ascii 1.0\n", "unsupported OBJ statement"),
+    ("m.obj", b"", "empty mesh"),
+    ("m.obj", b"\xff\xfe\x00binary junk", "UTF-8"),
+    ("m.stl", b"\x00" * 80 + struct.pack("<I", 5) + b"\x00" * 60, "not an STL"),
+    ("m.stl", b"solid x\nfacet\nvertex 0 0 0\nvertex 1 0 0\nendsolid\n", "multiple of 3"),
+    ("m.stl", b"solid x\nvertex nan 0 0\nvertex 1 0 0\nvertex 0 1 0\nendsolid\n", "NaN"),
+    ("m.dae", b"<COLLADA/>", "unsupported mesh format"),
+    ("p.pcd", b"VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\n", "no DATA"),
+    ("p.pcd", b"FIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 5\nHEIGHT 1\nPOINTS 5\n"
+              b"DATA binary\n" + b"\x00" * 30, "truncated"),
+    ("p.pcd", b"FIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 5\nHEIGHT 1\nPOINTS 7\n"
+              b"DATA ascii\n", "WIDTH x HEIGHT"),
+    ("p.pcd", b"FIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nHEIGHT 1\nPOINTS 1\n"
+              b"DATA binary_compressed\n\x00\x00", "unsupported PCD DATA"),
+    ("p.pcd", b"FIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 2\nHEIGHT 1\nPOINTS 2\n"
+              b"DATA ascii\n1 2 3\n4 5\n", "expected 2 rows of 3"),
+    ("p.pcd", b"FIELDS a b\nSIZE 4 4\nTYPE F F\nWIDTH 1\nHEIGHT 1\nDATA ascii\n1 2\n", "x, y, z"),
+    ("p.pcd", b"FIELDS x y z\nSIZE 4 4\nTYPE F F F\nWIDTH 1\nHEIGHT 1\nDATA ascii\n1 2 3\n",
+     "disagree"),
+    ("p.pcd", b"FIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nHEIGHT 1\nDATA ascii\n1 nan 3\n",
+     "NaN"),
+    ("p.pcd", b"FIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 0\nHEIGHT 1\nDATA ascii\n",
+     "empty point"),
+    ("p.xyz", b"1 2 3\n", "unsupported point cloud format"),
+]
+
+
+@pytest.mark.parametrize("name,content,problem", BAD_FILES,
+                         ids=[f"{i}-{b[0]}-{b[2]}" for i, b in enumerate(BAD_FILES)])
+def test_malformed_files_raise_file_format_error_naming_file_and_problem(
+        name, content, problem, tmp_path):
+    path = tmp_path / name
+    path.write_bytes(content)
+    loader = load_points if name.startswith("p.") else load_mesh
+    with pytest.raises(FileFormatError) as err:
+        loader(path)
+    assert str(path) in str(err.value) and problem in str(err.value)
+
+
+def test_missing_file_and_nan_dropping(tmp_path):
+    with pytest.raises(FileFormatError, match="cannot read"):
+        load_mesh(tmp_path / "none.ply")
+    (tmp_path / "n.pcd").write_bytes(b"FIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 2\n"
+                                     b"HEIGHT 1\nDATA ascii\nnan nan nan\n1 2 3\n")
+    assert load_points(tmp_path / "n.pcd", drop_nan=True).points.tolist() == [[1.0, 2.0, 3.0]]
+
+
+def test_polygons_and_negative_indices_are_triangulated(tmp_path):
+    (tmp_path / "q.obj").write_text("v 0 0 0\nv 1 0 0\nv 1 1 0\nv 0 1 0\nf -4/1 -3/2 -2/3 -1/4\n")
+    assert load_mesh(tmp_path / "q.obj").triangles.tolist() == [[0, 1, 2], [0, 2, 3]]
+    head = _PLY_HEAD.format(nv=4, nf=2).encode()
+    (tmp_path / "q.ply").write_bytes(head + b"0 0 0\n1 0 0\n1 1 0\n0 1 0\n4 0 1 2 3\n3 0 1 2\n")
+    assert len(load_mesh(tmp_path / "q.ply").triangles) == 3
