@@ -31,15 +31,15 @@ TORCH_THREADS = 2
 
 VOLARY_INFO = {
     "step": "physics_step: FlightGoggles rigid-body model, 4 rotors (quad_x), k_f w|w| thrust and "
-            "reaction moments through the allocation matrix, first-order motor lag (up/down), "
-            "body drag (linear + quadratic), rotational aero moment, full inertia matrix, "
-            "counter-based stochastic force/moment and Gauss-Markov gust, RK4 at 960 Hz, "
-            "quaternion renormalization, command sanitizing/clamping, ground contact and "
-            "NaN/divergence guard; float32, torch threads = 2",
+    "reaction moments through the allocation matrix, first-order motor lag (up/down), "
+    "body drag (linear + quadratic), rotational aero moment, full inertia matrix, "
+    "counter-based stochastic force/moment and Gauss-Markov gust, RK4 at 960 Hz, "
+    "quaternion renormalization, command sanitizing/clamping, ground contact and "
+    "NaN/divergence guard; float32, torch threads = 2",
     "volary-eager": "make_stepper(cfg, 1, compile=False) (= rollout, the reference)",
     "volary-compiled": "make_stepper(cfg, 1, compile=True): one physics step per call",
     "volary-compiled-x8": "make_stepper(cfg, 8, compile=True): 8 physics steps per call "
-                          "(command held), counted as 8 env-steps per env",
+    "(command held), counted as 8 env-steps per env",
 }
 
 
@@ -63,11 +63,24 @@ def _volary_setup(impl: str, n: int, seed: int):
 
     torch.set_num_threads(TORCH_THREADS)
     pos, axes, dirs = layout("quad_x", 0.08)
-    af = Airframe(name="fg", mass=1.0, inertia=(0.0049, 0.0049, 0.0069), rotor_positions=pos,
-                  rotor_axes=axes, rotor_directions=dirs, k_f=1.91e-6, k_m=2.6e-7,
-                  max_rotor_speed=2200.0, motor_tau_up=0.033, motor_tau_down=0.033,
-                  drag_linear=(0.01, 0.01, 0.01), drag_quadratic=(0.1, 0.1, 0.1),
-                  drag_moment=(1e-4, 1e-4, 1e-4), force_noise=0.01, moment_noise=1e-3)
+    af = Airframe(
+        name="fg",
+        mass=1.0,
+        inertia=(0.0049, 0.0049, 0.0069),
+        rotor_positions=pos,
+        rotor_axes=axes,
+        rotor_directions=dirs,
+        k_f=1.91e-6,
+        k_m=2.6e-7,
+        max_rotor_speed=2200.0,
+        motor_tau_up=0.033,
+        motor_tau_down=0.033,
+        drag_linear=(0.01, 0.01, 0.01),
+        drag_quadratic=(0.1, 0.1, 0.1),
+        drag_moment=(1e-4, 1e-4, 1e-4),
+        force_noise=0.01,
+        moment_noise=1e-3,
+    )
     params = VehicleParams.from_airframes(af, n)
     w = hover_speeds(params)
     state = MultirotorState.create(n, 4, pos=[0.0, 0.0, 1.0]).replace(rotor_speed=w.clone())
@@ -117,9 +130,15 @@ def measure(impl: str, n: int, repeats: int, repeat_s: float, seed: int = 0) -> 
         rates.append(n * spc * calls / (time.perf_counter() - t))
     q = statistics.quantiles(rates, n=4)
     return {
-        "impl": impl, "n": n, "steps_per_s": statistics.median(rates), "iqr": q[2] - q[0],
-        "repeats": repeats, "calls_per_repeat": calls, "steps_per_call": spc,
-        "setup_and_compile_s": warm_s, "bytes_per_env": getattr(step_fn, "bytes_per_env", None),
+        "impl": impl,
+        "n": n,
+        "steps_per_s": statistics.median(rates),
+        "iqr": q[2] - q[0],
+        "repeats": repeats,
+        "calls_per_repeat": calls,
+        "steps_per_call": spc,
+        "setup_and_compile_s": warm_s,
+        "bytes_per_env": getattr(step_fn, "bytes_per_env", None),
         "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
     }
 
@@ -131,8 +150,19 @@ def _child(args) -> None:
 
 def _run_case(impl: str, n: int, args) -> dict:
     repeats = 5
-    cmd = [sys.executable, __file__, "--child", "--impl", impl, "--n", str(n),
-           "--repeats", str(repeats), "--repeat-seconds", str(args.repeat_seconds)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--child",
+        "--impl",
+        impl,
+        "--n",
+        str(n),
+        "--repeats",
+        str(repeats),
+        "--repeat-seconds",
+        str(args.repeat_seconds),
+    ]
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.case_timeout, env=env)
@@ -167,9 +197,15 @@ def _machine() -> dict:
             versions[mod] = version(mod)
         except Exception:  # noqa: BLE001 - not installed
             versions[mod] = None
-    return {"platform": platform.platform(), "python": platform.python_version(), "cpu": cpu,
-            "cores": os.cpu_count(), "torch_threads": TORCH_THREADS,
-            "cuda": torch.cuda.is_available(), "versions": versions}
+    return {
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "torch_threads": TORCH_THREADS,
+        "cuda": torch.cuda.is_available(),
+        "versions": versions,
+    }
 
 
 def _table(rows: list[dict], ns: list[int], impls: list[str]) -> None:
@@ -177,8 +213,13 @@ def _table(rows: list[dict], ns: list[int], impls: list[str]) -> None:
     from rich.table import Table
 
     by = {(r["impl"], r["n"]): r for r in rows}
-    best = {n: max((by[(i, n)]["steps_per_s"] for i in PEERS
-                    if "steps_per_s" in by.get((i, n), {})), default=None) for n in ns}
+    best = {
+        n: max(
+            (by[(i, n)]["steps_per_s"] for i in PEERS if "steps_per_s" in by.get((i, n), {})),
+            default=None,
+        )
+        for n in ns
+    }
     t = Table(title="env-steps/s (median of 5; x = ratio to the best peer at that N)")
     t.add_column("impl")
     for n in ns:
@@ -220,9 +261,14 @@ def main() -> None:
             row = _run_case(impl, n, args)
             print(json.dumps(row), flush=True)
             rows.append(row)
-    info = {"machine": _machine(), "devices": devices, "volary": VOLARY_INFO,
-            "peers": {p: _peer_info(p) for p in PEERS if p in impls},
-            "skipped": {k: f"N > {v}" for k, v in MAX_N.items()}, "results": rows}
+    info = {
+        "machine": _machine(),
+        "devices": devices,
+        "volary": VOLARY_INFO,
+        "peers": {p: _peer_info(p) for p in PEERS if p in impls},
+        "skipped": {k: f"N > {v}" for k, v in MAX_N.items()},
+        "results": rows,
+    }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "physics.json").write_text(json.dumps(info, indent=2))
     _table(rows, ns, impls)

@@ -28,7 +28,9 @@ def _worst_deviation(sim: Simulator, target: torch.Tensor, seconds: float) -> to
 
 
 def _over(worst: torch.Tensor, limit: float, platforms: list[str]) -> dict[str, float]:
-    return {p: round(float(w) * 100, 2) for p, w in zip(platforms, worst) if w >= limit}
+    return {
+        p: round(float(w) * 100, 2) for p, w in zip(platforms, worst, strict=False) if w >= limit
+    }
 
 
 def test_every_catalogue_platform_hovers_10s_under_1cm():
@@ -45,7 +47,9 @@ def test_hover_with_each_platforms_own_process_noise():
     worst = _worst_deviation(sim, HOLD, 10.0)
     noisy = [get(p).force_noise > 0 or get(p).moment_noise > 0 for p in platforms]
     quiet = torch.tensor([not n for n in noisy])
-    assert not _over(worst[quiet], 0.01, [p for p, n in zip(platforms, noisy) if not n])
+    assert not _over(
+        worst[quiet], 0.01, [p for p, n in zip(platforms, noisy, strict=False) if not n]
+    )
     assert not _over(worst, 0.05, platforms)
 
 
@@ -55,4 +59,6 @@ def test_every_catalogue_platform_tracks_a_position_step():
     target = torch.tensor([0.5, -0.3, 1.4, 0.0])
     traj = sim.run(target, 8.0)
     err = traj.pos[-1].sub(target[:3]).norm(dim=-1)
-    assert not _over(err, 0.02, platforms), f"error >= 2 cm after 8 s: {_over(err, 0.02, platforms)}"
+    assert not _over(err, 0.02, platforms), (
+        f"error >= 2 cm after 8 s: {_over(err, 0.02, platforms)}"
+    )

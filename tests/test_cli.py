@@ -28,8 +28,24 @@ def test_unknown_platform_lists_valid_names():
 
 
 def test_fly_writes_csv_and_png(tmp_path):
-    r = runner.invoke(app, ["fly", "--platform", "crazyflie", "--mode", "position", "--to",
-                            "0.5", "0", "1.2", "--duration", "3", "--out", str(tmp_path)])
+    r = runner.invoke(
+        app,
+        [
+            "fly",
+            "--platform",
+            "crazyflie",
+            "--mode",
+            "position",
+            "--to",
+            "0.5",
+            "0",
+            "1.2",
+            "--duration",
+            "3",
+            "--out",
+            str(tmp_path),
+        ],
+    )
     assert r.exit_code == 0, r.output
     rows = list(csv.DictReader((tmp_path / "fly.csv").open()))
     assert len(rows) == 720

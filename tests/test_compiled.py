@@ -24,19 +24,36 @@ FIELDS = ("pos", "vel", "quat", "omega", "rotor_speed", "gust", "time")
 
 def _case(n: int, seed: int = 0):
     pos, axes, dirs = layout("quad_x", 0.08)
-    af = Airframe(name="fg", mass=1.0, inertia=(0.0049, 0.0053, 0.0098), rotor_positions=pos,
-                  rotor_axes=axes, rotor_directions=dirs, k_f=1.91e-6, k_m=2.6e-7,
-                  max_rotor_speed=2200.0, drag_linear=(0.01, 0.02, 0.03),
-                  drag_quadratic=(0.1, 0.1, 0.2), drag_moment=(1e-4,) * 3, force_noise=0.05,
-                  moment_noise=1e-3)
+    af = Airframe(
+        name="fg",
+        mass=1.0,
+        inertia=(0.0049, 0.0053, 0.0098),
+        rotor_positions=pos,
+        rotor_axes=axes,
+        rotor_directions=dirs,
+        k_f=1.91e-6,
+        k_m=2.6e-7,
+        max_rotor_speed=2200.0,
+        drag_linear=(0.01, 0.02, 0.03),
+        drag_quadratic=(0.1, 0.1, 0.2),
+        drag_moment=(1e-4,) * 3,
+        force_noise=0.05,
+        moment_noise=1e-3,
+    )
     g = torch.Generator().manual_seed(seed)
     p = VehicleParams.from_airframes(af, n)
     w = hover_speeds(p) * (1 + 0.05 * torch.randn(n, 4, generator=g))
     s = MultirotorState.create(n, 4, pos=[0.0, 0.0, 0.05]).replace(
-        rotor_speed=w.clone(), omega=torch.randn(n, 3, generator=g))
+        rotor_speed=w.clone(), omega=torch.randn(n, 3, generator=g)
+    )
     z = Disturbance.create(n)
-    d = Disturbance(wind=torch.randn(n, 3, generator=g), gust_std=torch.full((n,), 0.5),
-                    gust_tau=torch.full((n,), 0.3), force=z.force, moment=z.moment)
+    d = Disturbance(
+        wind=torch.randn(n, 3, generator=g),
+        gust_std=torch.full((n,), 0.5),
+        gust_tau=torch.full((n,), 0.3),
+        force=z.force,
+        moment=z.moment,
+    )
     return p, s, w, d, torch.arange(n)
 
 

@@ -74,8 +74,12 @@ def circle(t, radius=1.0, speed=2.0):
     """Position, velocity, acceleration, jerk of a horizontal circle at height Z0."""
     w = speed / radius
     c, s = math.cos(w * t), math.sin(w * t)
-    return ([radius * c, radius * s, Z0], [-speed * s, speed * c, 0.0],
-            [-speed * w * c, -speed * w * s, 0.0], [speed * w * w * s, -speed * w * w * c, 0.0])
+    return (
+        [radius * c, radius * s, Z0],
+        [-speed * s, speed * c, 0.0],
+        [-speed * w * c, -speed * w * s, 0.0],
+        [speed * w * w * s, -speed * w * w * c, 0.0],
+    )
 
 
 def const(x):
@@ -140,7 +144,8 @@ def flight():
     yaw0[sl["mellinger"].start] = math.pi / 2  # the quad flies the circle facing along it
     quat = quat_from_euler(torch.zeros(n), torch.zeros(n), yaw0)
     state = MultirotorState.create(n, params.n_rotors).replace(
-        pos=pos, vel=vel, quat=quat, rotor_speed=hover_speeds(params))
+        pos=pos, vel=vel, quat=quat, rotor_speed=hover_speeds(params)
+    )
 
     groups, targets = [], {}
     for level in STEP_LEVELS:
@@ -149,15 +154,30 @@ def flight():
         targets[level], _ = _step_setpoint(level, p)
         groups.append((idx, make_controller(level, p), const(targets[level])))
     hover_sp = torch.tensor([[0.0, 0.0, Z0, 0.0]]).repeat(3, 1)
-    groups.append((torch.arange(n)[sl["hover"]], make_controller("position",
-                   params.index(sl["hover"])), const(hover_sp)))
+    groups.append(
+        (
+            torch.arange(n)[sl["hover"]],
+            make_controller("position", params.index(sl["hover"])),
+            const(hover_sp),
+        )
+    )
     pose_sp = torch.tensor([[0.0, 0.0, Z0, POSE_ROLL, 0.0, 0.0]])
-    groups.append((torch.arange(n)[sl["pose"]], make_controller("pose", params.index(sl["pose"])),
-                   const(pose_sp)))
+    groups.append(
+        (
+            torch.arange(n)[sl["pose"]],
+            make_controller("pose", params.index(sl["pose"])),
+            const(pose_sp),
+        )
+    )
     scale_sp = torch.tensor([[*SCALE_STEP, 0.3]]).repeat(2, 1)
     scale_sp[:, 2] += Z0
-    groups.append((torch.arange(n)[sl["scale"]],
-                   make_controller("position", params.index(sl["scale"])), const(scale_sp)))
+    groups.append(
+        (
+            torch.arange(n)[sl["scale"]],
+            make_controller("position", params.index(sl["scale"])),
+            const(scale_sp),
+        )
+    )
 
     def mellinger_sp(t):
         p_, v_, a_, j_ = circle(t)
@@ -165,8 +185,13 @@ def flight():
         sp[0, 12], sp[0, 13] = 2.0 * t + math.pi / 2, 2.0  # quad: yaw along the tangent
         return sp
 
-    groups.append((torch.arange(n)[sl["mellinger"]],
-                   make_controller("mellinger", params.index(sl["mellinger"])), mellinger_sp))
+    groups.append(
+        (
+            torch.arange(n)[sl["mellinger"]],
+            make_controller("mellinger", params.index(sl["mellinger"])),
+            mellinger_sp,
+        )
+    )
     log = fly(params, groups, 10.0, state)
     return dict(log=log, params=params, sl=sl, targets=targets)
 
@@ -322,8 +347,9 @@ def test_thrust_rate_ctbr_passes_rates_through(device):
     sp = torch.tensor([[5.0, 0.1, -0.2, 0.3], [100.0, 0.0, 0.0, 1.0]], device=device)
     cmd = ctrl(state, sp, CTRL_DT)
     torch.testing.assert_close(cmd[:, 1:], sp[:, 1:])
-    torch.testing.assert_close(cmd[:, 0], torch.stack((5.0 / params.max_thrust[0],
-                                                        torch.ones((), device=device))))
+    torch.testing.assert_close(
+        cmd[:, 0], torch.stack((5.0 / params.max_thrust[0], torch.ones((), device=device)))
+    )
 
 
 # ---- contract, errors, batching, reset --------------------------------------------------------
@@ -337,7 +363,8 @@ def _setpoint(mode, params):
     mg = params.mass * G
     dev = params.device
     return {
-        "rotor_speeds": hover, "rotor_thrusts": params.k_f * hover * hover,
+        "rotor_speeds": hover,
+        "rotor_thrusts": params.k_f * hover * hover,
         "wrench": torch.stack((0 * mg, 0 * mg, mg, 0 * mg + 0.01, 0 * mg, 0 * mg), -1),
         "ctbr": torch.stack((mg, 0 * mg + 0.2, 0 * mg, 0 * mg - 0.1), -1),
         "attitude": torch.stack((mg, 0 * mg + 0.1, 0 * mg - 0.1, 0 * mg + 0.2), -1),
@@ -351,10 +378,12 @@ def _setpoint(mode, params):
 
 def _state(params, device="cpu"):
     s = MultirotorState.create(params.n_envs, params.n_rotors, device=device, pos=[0.1, 0, 1.0])
-    return s.replace(omega=torch.tensor([[0.1, -0.2, 0.05]], device=device).repeat(
-        params.n_envs, 1), quat=quat_from_euler(*torch.tensor([[0.05], [-0.02], [0.1]],
-                                                                device=device)).expand(
-        params.n_envs, 4).contiguous())
+    return s.replace(
+        omega=torch.tensor([[0.1, -0.2, 0.05]], device=device).repeat(params.n_envs, 1),
+        quat=quat_from_euler(*torch.tensor([[0.05], [-0.02], [0.1]], device=device))
+        .expand(params.n_envs, 4)
+        .contiguous(),
+    )
 
 
 @pytest.mark.parametrize("mode", CONTROL_MODES)
@@ -473,21 +502,27 @@ def test_rate_filter_is_stable_at_slow_control_rates():
 
 def test_geometric_building_blocks():
     R_d = rotation_from_thrust_yaw(torch.tensor([[0.0, 0.0, 2.0]]), torch.tensor([0.4]))
-    torch.testing.assert_close(R_d, quat_to_rotmat(quat_from_euler(*torch.tensor([[0.0],
-                                                                                  [0.0],
-                                                                                  [0.4]]))))
+    torch.testing.assert_close(
+        R_d, quat_to_rotmat(quat_from_euler(*torch.tensor([[0.0], [0.0], [0.4]])))
+    )
     small = quat_to_rotmat(quat_from_euler(*torch.tensor([[0.01], [0.0], [0.0]])))
-    torch.testing.assert_close(attitude_error(small, torch.eye(3)[None]),
-                               torch.tensor([[0.01, 0.0, 0.0]]), rtol=1e-3, atol=1e-6)
+    torch.testing.assert_close(
+        attitude_error(small, torch.eye(3)[None]),
+        torch.tensor([[0.01, 0.0, 0.0]]),
+        rtol=1e-3,
+        atol=1e-6,
+    )
     # circle at tangent yaw: constant body rates p = 0, q = -w sin(tilt), r = w cos(tilt)
     w, a = 2.0, 4.0
     F = torch.tensor([[-a, 0.0, G]])  # at angle 0: centripetal acceleration towards -x
     R_d = rotation_from_thrust_yaw(F, torch.tensor([math.pi / 2]))
-    rates = flat_body_rates(R_d, F.norm(dim=-1), torch.ones(1),
-                            torch.tensor([[0.0, -a * w, 0.0]]), torch.tensor([w]))
+    rates = flat_body_rates(
+        R_d, F.norm(dim=-1), torch.ones(1), torch.tensor([[0.0, -a * w, 0.0]]), torch.tensor([w])
+    )
     tilt = math.atan2(a, G)
-    torch.testing.assert_close(rates, torch.tensor([[0.0, -w * math.sin(tilt),
-                                                     w * math.cos(tilt)]]), atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(
+        rates, torch.tensor([[0.0, -w * math.sin(tilt), w * math.cos(tilt)]]), atol=1e-5, rtol=1e-4
+    )
 
 
 @pytest.mark.slow

@@ -27,8 +27,15 @@ G = 9.81
 def quad(**over) -> Airframe:
     pos, axes, dirs = layout("quad_x", 0.08)
     base = dict(
-        name="fg", mass=1.0, inertia=(0.0049, 0.0049, 0.0049), rotor_positions=pos,
-        rotor_axes=axes, rotor_directions=dirs, k_f=1.91e-6, k_m=2.6e-7, max_rotor_speed=2200.0,
+        name="fg",
+        mass=1.0,
+        inertia=(0.0049, 0.0049, 0.0049),
+        rotor_positions=pos,
+        rotor_axes=axes,
+        rotor_directions=dirs,
+        k_f=1.91e-6,
+        k_m=2.6e-7,
+        max_rotor_speed=2200.0,
     )
     base.update(over)
     return Airframe(**base)
@@ -63,17 +70,24 @@ def test_constant_thrust_vertical_motion():
     s = rollout(p, s, s.rotor_speed.clone(), d, k, c, 1920)
     a = 4 * af.k_f[0] * w_const**2 / af.mass - G
     t = 1920 * c.dt
-    torch.testing.assert_close(s.pos[:, 2], torch.full((2,), 10.0 + 0.5 * a * t * t,
-                               dtype=torch.float64), rtol=0, atol=1e-9)
-    torch.testing.assert_close(s.vel[:, 2], torch.full((2,), a * t, dtype=torch.float64),
-                               rtol=0, atol=1e-9)
+    torch.testing.assert_close(
+        s.pos[:, 2],
+        torch.full((2,), 10.0 + 0.5 * a * t * t, dtype=torch.float64),
+        rtol=0,
+        atol=1e-9,
+    )
+    torch.testing.assert_close(
+        s.vel[:, 2], torch.full((2,), a * t, dtype=torch.float64), rtol=0, atol=1e-9
+    )
 
 
 def test_torque_free_body_conserves_angular_momentum():
     af = quad(inertia=(0.01, 0.02, 0.03))  # rotors stopped: torque-free
     p, s, d, k, c = setup(af, 1, torch.float64, dt=1e-3)
-    s = s.replace(omega=torch.tensor([[1.0, 0.1, -0.8]], dtype=torch.float64),
-                  quat=quat_from_euler(*torch.tensor([[0.3], [-0.2], [1.0]], dtype=torch.float64)))
+    s = s.replace(
+        omega=torch.tensor([[1.0, 0.1, -0.8]], dtype=torch.float64),
+        quat=quat_from_euler(*torch.tensor([[0.3], [-0.2], [1.0]], dtype=torch.float64)),
+    )
 
     def momentum(st):
         jw = (p.inertia @ st.omega[..., None])[..., 0]
@@ -84,8 +98,13 @@ def test_torque_free_body_conserves_angular_momentum():
     s = rollout(p, s, w, d, k, c, 10_000)  # 10 s
     rel = (momentum(s) - l0).norm() / l0.norm()
     assert rel < 1e-9, f"angular momentum drift {rel:.3e}"
-    e0 = 0.5 * (torch.tensor([0.01, 0.02, 0.03], dtype=torch.float64)
-                * torch.tensor([1.0, 0.1, -0.8], dtype=torch.float64) ** 2).sum()
+    e0 = (
+        0.5
+        * (
+            torch.tensor([0.01, 0.02, 0.03], dtype=torch.float64)
+            * torch.tensor([1.0, 0.1, -0.8], dtype=torch.float64) ** 2
+        ).sum()
+    )
     e1 = 0.5 * (p.inertia[0].diagonal() * s.omega[0] ** 2).sum()
     assert abs(e1 - e0) / e0 < 1e-9
 
@@ -97,11 +116,14 @@ def test_motor_lag_step_response_is_exponential(tau_up, tau_down):
     cmd = torch.full((1, 4), 2000.0, dtype=torch.float64)
     s = rollout(p, s, cmd, d, k, c, 48)
     t = 48 * c.dt
-    torch.testing.assert_close(s.rotor_speed[0, 0].item(), 2000.0 * (1 - math.exp(-t / tau_up)),
-                               rtol=1e-6, atol=0)  # RK4 truncation
+    torch.testing.assert_close(
+        s.rotor_speed[0, 0].item(), 2000.0 * (1 - math.exp(-t / tau_up)), rtol=1e-6, atol=0
+    )  # RK4 truncation
     s = rollout(p, s.replace(rotor_speed=cmd.clone()), cmd * 0.5, d, k, c, 48)
     want = 1000.0 + 1000.0 * math.exp(-t / tau_down)
-    torch.testing.assert_close(s.rotor_speed[0, 0].item(), want, rtol=1e-6, atol=0)  # RK4 truncation
+    torch.testing.assert_close(
+        s.rotor_speed[0, 0].item(), want, rtol=1e-6, atol=0
+    )  # RK4 truncation
 
 
 def test_rotor_speed_command_is_clamped_to_limits():
@@ -130,8 +152,13 @@ def test_quadratic_drag_gives_terminal_velocity():
 
 def test_wind_pushes_a_hovering_vehicle_downwind():
     p, s, d, k, c = setup(quad(drag_linear=(0.3, 0.3, 0.3)), 1)
-    d = Disturbance(wind=torch.tensor([[5.0, 0.0, 0.0]]), gust_std=d.gust_std, gust_tau=d.gust_tau,
-                    force=d.force, moment=d.moment)
+    d = Disturbance(
+        wind=torch.tensor([[5.0, 0.0, 0.0]]),
+        gust_std=d.gust_std,
+        gust_tau=d.gust_tau,
+        force=d.force,
+        moment=d.moment,
+    )
     w = hover_speeds(p)
     s = rollout(p, s.replace(rotor_speed=w), w, d, k, c, 96)
     assert s.vel[0, 0] > 0.1 and abs(s.vel[0, 1]) < 1e-6
@@ -139,9 +166,13 @@ def test_wind_pushes_a_hovering_vehicle_downwind():
 
 def test_external_force_and_moment():
     p, s, d, k, c = setup(quad(), 1, torch.float64)
-    d = Disturbance(wind=d.wind, gust_std=d.gust_std, gust_tau=d.gust_tau,
-                    force=torch.tensor([[0.0, 2.0, 0.0]], dtype=torch.float64),
-                    moment=torch.tensor([[0.0, 0.0, 0.0049]], dtype=torch.float64))
+    d = Disturbance(
+        wind=d.wind,
+        gust_std=d.gust_std,
+        gust_tau=d.gust_tau,
+        force=torch.tensor([[0.0, 2.0, 0.0]], dtype=torch.float64),
+        moment=torch.tensor([[0.0, 0.0, 0.0049]], dtype=torch.float64),
+    )
     w = hover_speeds(p)
     s = rollout(p, s.replace(rotor_speed=w), w, d, k, c, 960)
     assert s.vel[0, 1].item() == pytest.approx(2.0, rel=1e-6)  # a = F/m for 1 s
@@ -212,12 +243,18 @@ def test_unknown_names_list_valid_ones():
 def noisy_run(n: int, dtype=torch.float32, steps: int = 200):
     af = quad(force_noise=0.05, moment_noise=0.002, drag_quadratic=(0.1, 0.1, 0.1))
     p, s, d, k, c = setup(af, n, dtype, stochastic=True, integrator="rk4")
-    d = Disturbance(wind=torch.tensor([[1.0, 0.5, 0.0]], dtype=dtype).expand(n, 3),
-                    gust_std=torch.full((n,), 0.5, dtype=dtype), gust_tau=d.gust_tau,
-                    force=d.force, moment=d.moment)
+    d = Disturbance(
+        wind=torch.tensor([[1.0, 0.5, 0.0]], dtype=dtype).expand(n, 3),
+        gust_std=torch.full((n,), 0.5, dtype=dtype),
+        gust_tau=d.gust_tau,
+        force=d.force,
+        moment=d.moment,
+    )
     w = hover_speeds(p) * 1.01
-    s = s.replace(rotor_speed=w, quat=quat_from_euler(*(torch.full((n,), a, dtype=dtype)
-                                                        for a in (0.1, -0.05, 0.3))))
+    s = s.replace(
+        rotor_speed=w,
+        quat=quat_from_euler(*(torch.full((n,), a, dtype=dtype) for a in (0.1, -0.05, 0.3))),
+    )
     return rollout(p, s, w, d, k, c, steps)
 
 
@@ -237,20 +274,35 @@ def test_same_seed_same_result_and_envs_differ():
 def test_float32_matches_float64_reference():
     lo, hi = noisy_run(16, torch.float32), noisy_run(16, torch.float64)
     torch.testing.assert_close(lo.pos.double(), hi.pos, rtol=0, atol=2e-4)
-    torch.testing.assert_close(quat_to_rotmat(lo.quat).double(), quat_to_rotmat(hi.quat),
-                               rtol=0, atol=2e-4)
+    torch.testing.assert_close(
+        quat_to_rotmat(lo.quat).double(), quat_to_rotmat(hi.quat), rtol=0, atol=2e-4
+    )
 
 
 def test_mixed_rotor_counts_in_one_batch():
-    hexa = Airframe(name="hexa", mass=2.0, inertia=(0.03, 0.03, 0.05),
-                    rotor_positions=layout("hexa", 0.25)[0], rotor_axes=layout("hexa", 0.25)[1],
-                    rotor_directions=layout("hexa", 0.25)[2], k_f=2e-6, k_m=3e-8,
-                    max_rotor_speed=2000.0)
+    hexa = Airframe(
+        name="hexa",
+        mass=2.0,
+        inertia=(0.03, 0.03, 0.05),
+        rotor_positions=layout("hexa", 0.25)[0],
+        rotor_axes=layout("hexa", 0.25)[1],
+        rotor_directions=layout("hexa", 0.25)[2],
+        k_f=2e-6,
+        k_m=3e-8,
+        max_rotor_speed=2000.0,
+    )
     p = VehicleParams.from_airframes([quad(), hexa], 4)
     assert p.n_rotors == 6 and p.k_f[0, 4:].abs().sum() == 0
     s = MultirotorState.create(4, 6, pos=[0.0, 0.0, 5.0])
     w = hover_speeds(p)
     assert w[0, 4:].abs().sum() == 0
-    s = rollout(p, s.replace(rotor_speed=w), w, Disturbance.create(4), torch.arange(4),
-                DynamicsConfig(stochastic=False), 960)
+    s = rollout(
+        p,
+        s.replace(rotor_speed=w),
+        w,
+        Disturbance.create(4),
+        torch.arange(4),
+        DynamicsConfig(stochastic=False),
+        960,
+    )
     assert s.pos.sub(torch.tensor([0.0, 0.0, 5.0])).abs().max() < 1e-3

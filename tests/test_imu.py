@@ -20,8 +20,9 @@ def test_level_vehicle_at_rest_reads_plus_g():
 
 def test_free_fall_reads_zero_and_tilt_rotates_gravity():
     q = quat_from_euler(torch.tensor([math.pi / 2]), torch.tensor([0.0]), torch.tensor([0.0]))
-    torch.testing.assert_close(specific_force(q, torch.tensor([[0.0, 0.0, -9.81]])),
-                               torch.zeros(1, 3), atol=1e-6, rtol=0)
+    torch.testing.assert_close(
+        specific_force(q, torch.tensor([[0.0, 0.0, -9.81]])), torch.zeros(1, 3), atol=1e-6, rtol=0
+    )
     # rolled +90 deg about x: body y points down... gravity reaction appears on body +y
     f = specific_force(q, torch.zeros(1, 3))
     torch.testing.assert_close(f, torch.tensor([[0.0, 9.81, 0.0]]), atol=1e-5, rtol=0)
@@ -33,7 +34,8 @@ def test_white_noise_std_follows_density_and_rate():
     r = imu(quat_identity(20000), torch.zeros(20000, 3), torch.zeros(20000, 3), 1 / 400)
     assert r.gyro.std().item() == pytest.approx(0.002 * math.sqrt(400), rel=0.03)
     assert (r.accel - torch.tensor([0, 0, 9.81])).std().item() == pytest.approx(
-        0.01 * math.sqrt(400), rel=0.03)
+        0.01 * math.sqrt(400), rel=0.03
+    )
 
 
 def test_bias_random_walk_grows_with_sqrt_time():

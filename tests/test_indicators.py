@@ -67,9 +67,18 @@ def test_generic_definition_equals_brute_force_over_thrust_box(kind):
     """max_T [J^-1 M T]_k over T in [T_min, T_max]^R is reached at a vertex of the box."""
     inertia = ((0.02, 0.001, -0.002), (0.001, 0.025, 0.0005), (-0.002, 0.0005, 0.04))
     pos, axes, dirs = layout(kind, 0.25)
-    af = Airframe(name=kind, mass=2.0, inertia=inertia, rotor_positions=pos, rotor_axes=axes,
-                  rotor_directions=dirs, k_f=6e-6, k_m=1e-7, max_rotor_speed=1100.0,
-                  min_rotor_speed=200.0)
+    af = Airframe(
+        name=kind,
+        mass=2.0,
+        inertia=inertia,
+        rotor_positions=pos,
+        rotor_axes=axes,
+        rotor_directions=dirs,
+        k_f=6e-6,
+        k_m=1e-7,
+        max_rotor_speed=1100.0,
+        min_rotor_speed=200.0,
+    )
     t_min, t_max = rotor_thrust_limits(af)
     c = np.linalg.solve(np.asarray(af.inertia), af.allocation_matrix()[3:])
     best = np.full(3, -np.inf)
@@ -104,14 +113,24 @@ def test_embedded_table1_equals_shared_csv():
     with SHARED_CSV.open() as fh:
         lines = [ln for ln in fh if not ln.startswith("#")]
     rows = list(csv.DictReader(lines))
-    want = [(r["category"], r["name"], float(r["mass_kg"]), float(r["twr_max"]),
-             float(r["alpha_xy_max"]), float(r["alpha_z_max"])) for r in rows]
+    want = [
+        (
+            r["category"],
+            r["name"],
+            float(r["mass_kg"]),
+            float(r["twr_max"]),
+            float(r["alpha_xy_max"]),
+            float(r["alpha_z_max"]),
+        )
+        for r in rows
+    ]
     assert want == list(ft.TABLE1)
 
 
 def test_generated_data_file_is_up_to_date():
     assert ft.DATA_FILE.read_text(encoding="utf-8") == ft.render(), (
-        "run `python -m volary.platforms.flyingtrust --write`")
+        "run `python -m volary.platforms.flyingtrust --write`"
+    )
 
 
 def test_derivation_is_physically_plausible():

@@ -12,8 +12,19 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "volary"
 LAYER = {
-    "math": 0, "errors": 0, "types": 0, "dynamics": 1, "platforms": 2, "worlds": 2,
-    "control": 3, "sensors": 3, "planning": 3, "sim": 4, "envs": 4, "learning": 5, "bench": 5,
+    "math": 0,
+    "errors": 0,
+    "types": 0,
+    "dynamics": 1,
+    "platforms": 2,
+    "worlds": 2,
+    "control": 3,
+    "sensors": 3,
+    "planning": 3,
+    "sim": 4,
+    "envs": 4,
+    "learning": 5,
+    "bench": 5,
     "cli": 6,
 }
 

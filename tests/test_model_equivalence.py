@@ -32,8 +32,9 @@ def fly(model: str, n_steps: int = 1200, control_dt: float = 1 / 240) -> torch.T
     af = quad_x()
     p = VehicleParams.from_airframes(af, 1, dtype=torch.float64)
     outer = make_controller("position", p, model="thrust_rate")
-    inner = make_controller("ctbr", p, gains=Gains.default(p).override(rate_p=60.0, rate_i=0.0,
-                                                                        rate_d=0.0))
+    inner = make_controller(
+        "ctbr", p, gains=Gains.default(p).override(rate_p=60.0, rate_i=0.0, rate_d=0.0)
+    )
     cfg = DynamicsConfig(model=model, stochastic=False, ground=False)
     s = MultirotorState.create(1, 4, dtype=torch.float64, pos=[0.0, 0.0, 1.0])
     s = s.replace(rotor_speed=hover_speeds(p))

@@ -24,6 +24,7 @@ _QUANTITIES = ("mass", "inertia", "k_f", "k_m", "max_rotor_speed")
 
 # --- contract over every registered name -----------------------------------------------------
 
+
 @pytest.mark.parametrize("name", ALL)
 def test_every_entry_loads_validates_and_can_hover(name):
     af = get(name)
@@ -42,8 +43,13 @@ def test_every_entry_loads_validates_and_can_hover(name):
 def test_catalogue_has_every_category():
     assert len(ALL) == len(set(ALL)) >= 36 + 9
     assert {entry(n).category for n in ALL} == set(CATEGORIES)
-    assert set(names("preset")) >= {"crazyflie", "fpv_racer_250", "research_quad_1kg",
-                                     "sous_vide", "flightgoggles"}
+    assert set(names("preset")) >= {
+        "crazyflie",
+        "fpv_racer_250",
+        "research_quad_1kg",
+        "sous_vide",
+        "flightgoggles",
+    }
     assert set(names("layout")) == {"hexa", "octo", "y6", "tilted_hexa"}
 
 
@@ -52,8 +58,10 @@ def test_lookups_are_cached():
 
 
 def test_import_reads_no_file():
-    code = ("import volary.platforms as p; import volary.platforms.catalogue as c; "
-            "print(c._entries.cache_info().currsize)")
+    code = (
+        "import volary.platforms as p; import volary.platforms.catalogue as c; "
+        "print(c._entries.cache_info().currsize)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "0"
 
@@ -69,6 +77,7 @@ def test_unknown_name_lists_valid_names():
 
 
 # --- specific presets ------------------------------------------------------------------------
+
 
 def test_flightgoggles_preset_carries_the_published_values():
     af = get("flightgoggles")
@@ -86,8 +95,13 @@ def test_tilted_hexa_is_fully_actuated_and_hovers_tilted_20_deg_in_any_direction
     t_max = np.asarray(af.k_f) * np.asarray(af.max_rotor_speed) ** 2
     tilt = math.radians(20)
     for az in np.radians(np.arange(0, 360, 10)):
-        f_body = af.mass * 9.81 * np.array(
-            [math.sin(tilt) * math.cos(az), math.sin(tilt) * math.sin(az), math.cos(tilt)])
+        f_body = (
+            af.mass
+            * 9.81
+            * np.array(
+                [math.sin(tilt) * math.cos(az), math.sin(tilt) * math.sin(az), math.cos(tilt)]
+            )
+        )
         t = np.linalg.solve(a, np.concatenate((f_body, np.zeros(3))))
         assert t.min() >= 0 and (t / t_max).max() < 0.9, math.degrees(az)
 
@@ -97,6 +111,7 @@ def test_quad_presets_are_not_fully_actuated():
 
 
 # --- batched params --------------------------------------------------------------------------
+
 
 def test_params_mixes_names_and_airframes(device):
     mixed = ["crazyflie", get("hexa"), "octo"]
@@ -125,34 +140,46 @@ def test_params_rejects_empty_and_unknown():
 
 # --- Airframe validation names the field -----------------------------------------------------
 
+
 def _quad(**kw):
     pos, axes, dirs = layout("quad_x", 0.2)
-    args = dict(name="q", mass=1.0, inertia=(5e-3, 5e-3, 9e-3), rotor_positions=pos,
-                rotor_axes=axes, rotor_directions=dirs, k_f=3e-6, k_m=5e-8,
-                max_rotor_speed=1500.0)
+    args = dict(
+        name="q",
+        mass=1.0,
+        inertia=(5e-3, 5e-3, 9e-3),
+        rotor_positions=pos,
+        rotor_axes=axes,
+        rotor_directions=dirs,
+        k_f=3e-6,
+        k_m=5e-8,
+        max_rotor_speed=1500.0,
+    )
     args.update(kw)
     return Airframe(**args)
 
 
-@pytest.mark.parametrize("change, field", [
-    (dict(mass=0.0), "mass"),
-    (dict(mass=-1.0), "mass"),
-    (dict(mass=float("nan")), "mass"),
-    (dict(inertia=(5e-3, -5e-3, 9e-3)), "inertia"),
-    (dict(inertia=((1, 2, 0), (2, 1, 0), (0, 0, 1))), "inertia"),  # symmetric, indefinite
-    (dict(inertia=((1, 0), (0, 1))), "inertia"),
-    (dict(k_f=[3e-6, float("nan"), 3e-6, 3e-6]), "k_f"),
-    (dict(k_f=[3e-6, 3e-6, 3e-6]), "k_f"),
-    (dict(max_rotor_speed=-5.0), "max_rotor_speed"),
-    (dict(rotor_axes=[(0, 0, 1)] * 3), "rotor_axes"),
-    (dict(rotor_positions=[(0, 0)] * 4), "rotor_positions"),
-    (dict(rotor_directions=[1, -1, 1, 0.5]), "rotor_directions"),
-    (dict(drag_quadratic=(0.1, 0.1)), "drag_quadratic"),
-    # all rotors at the centre: no roll/pitch moment (rank 2 of [f_z, m_x, m_y, m_z])
-    (dict(rotor_positions=[(0, 0, 0)] * 4), "allocation matrix"),
-    # all spinning the same way: yaw row parallel to the thrust row (rank 3)
-    (dict(rotor_directions=[1, 1, 1, 1]), "allocation matrix"),
-])
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        (dict(mass=0.0), "mass"),
+        (dict(mass=-1.0), "mass"),
+        (dict(mass=float("nan")), "mass"),
+        (dict(inertia=(5e-3, -5e-3, 9e-3)), "inertia"),
+        (dict(inertia=((1, 2, 0), (2, 1, 0), (0, 0, 1))), "inertia"),  # symmetric, indefinite
+        (dict(inertia=((1, 0), (0, 1))), "inertia"),
+        (dict(k_f=[3e-6, float("nan"), 3e-6, 3e-6]), "k_f"),
+        (dict(k_f=[3e-6, 3e-6, 3e-6]), "k_f"),
+        (dict(max_rotor_speed=-5.0), "max_rotor_speed"),
+        (dict(rotor_axes=[(0, 0, 1)] * 3), "rotor_axes"),
+        (dict(rotor_positions=[(0, 0)] * 4), "rotor_positions"),
+        (dict(rotor_directions=[1, -1, 1, 0.5]), "rotor_directions"),
+        (dict(drag_quadratic=(0.1, 0.1)), "drag_quadratic"),
+        # all rotors at the centre: no roll/pitch moment (rank 2 of [f_z, m_x, m_y, m_z])
+        (dict(rotor_positions=[(0, 0, 0)] * 4), "allocation matrix"),
+        # all spinning the same way: yaw row parallel to the thrust row (rank 3)
+        (dict(rotor_directions=[1, 1, 1, 1]), "allocation matrix"),
+    ],
+)
 def test_invalid_parameters_raise_config_error_naming_the_field(change, field):
     with pytest.raises(ConfigError, match=field):
         _quad(**change)
@@ -193,23 +220,30 @@ def test_good_file_converts_unit_aliases(tmp_path):
     assert af.max_rotor_speed[0] == pytest.approx(15000 * 2 * math.pi / 60)
 
 
-@pytest.mark.parametrize("old, new, exc, pattern", [
-    ('k_m = {value = 5e-8, unit = "N m/(rad/s)^2", source = "test"}\n', "",
-     FileFormatError, r"\[mini\] k_m: missing field"),
-    ('unit = "g", ', "", FileFormatError, r"\[mini\] mass: missing unit"),
-    (', source = "test"}\nk_f', '}\nk_f', FileFormatError, r"\[mini\] inertia: missing source"),
-    ('unit = "g"', 'unit = "lb"', FileFormatError, r"\[mini\] mass: wrong unit 'lb'"),
-    ('unit = "rpm"', 'unit = "Hz"', FileFormatError, r"\[mini\] max_rotor_speed: wrong unit"),
-    ("value = 800", 'value = "heavy"', FileFormatError, r"\[mini\] mass: expected a number"),
-    ('"quad_x"', '"quad_h"', FileFormatError, r"\[mini\] layout: unknown layout 'quad_h'"),
-    ('"preset"', '"toy"', FileFormatError, r"\[mini\] category: expected one of"),
-    ("[mini]\n", "[mini]\nwingspan = 3\n", FileFormatError, r"\[mini\] wingspan: unknown"),
-    ("value = 800", "value = -800", ConfigError, r"bad.toml: \[mini\] mini: mass"),
-    ("[4e-3, 4e-3, 7e-3]", "[4e-3, 4e-3, nan]", ConfigError, r"\[mini\] mini: inertia"),
-    ("[4e-3, 4e-3, 7e-3]", "[4e-3, 4e-3]", ConfigError, r"\[mini\] mini: inertia"),
-    ("value = 120,", "value = -1,", ConfigError, r"\[mini\] arm"),
-    ("[mini]", "[mini", FileFormatError, "bad.toml: not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "old, new, exc, pattern",
+    [
+        (
+            'k_m = {value = 5e-8, unit = "N m/(rad/s)^2", source = "test"}\n',
+            "",
+            FileFormatError,
+            r"\[mini\] k_m: missing field",
+        ),
+        ('unit = "g", ', "", FileFormatError, r"\[mini\] mass: missing unit"),
+        (', source = "test"}\nk_f', "}\nk_f", FileFormatError, r"\[mini\] inertia: missing source"),
+        ('unit = "g"', 'unit = "lb"', FileFormatError, r"\[mini\] mass: wrong unit 'lb'"),
+        ('unit = "rpm"', 'unit = "Hz"', FileFormatError, r"\[mini\] max_rotor_speed: wrong unit"),
+        ("value = 800", 'value = "heavy"', FileFormatError, r"\[mini\] mass: expected a number"),
+        ('"quad_x"', '"quad_h"', FileFormatError, r"\[mini\] layout: unknown layout 'quad_h'"),
+        ('"preset"', '"toy"', FileFormatError, r"\[mini\] category: expected one of"),
+        ("[mini]\n", "[mini]\nwingspan = 3\n", FileFormatError, r"\[mini\] wingspan: unknown"),
+        ("value = 800", "value = -800", ConfigError, r"bad.toml: \[mini\] mini: mass"),
+        ("[4e-3, 4e-3, 7e-3]", "[4e-3, 4e-3, nan]", ConfigError, r"\[mini\] mini: inertia"),
+        ("[4e-3, 4e-3, 7e-3]", "[4e-3, 4e-3]", ConfigError, r"\[mini\] mini: inertia"),
+        ("value = 120,", "value = -1,", ConfigError, r"\[mini\] arm"),
+        ("[mini]", "[mini", FileFormatError, "bad.toml: not valid TOML"),
+    ],
+)
 def test_malformed_catalogue_names_file_entry_and_field(tmp_path, old, new, exc, pattern):
     assert old in GOOD
     with pytest.raises(exc, match=pattern) as err:

@@ -61,8 +61,9 @@ def test_same_seed_same_trajectory_and_batch_size_independence():
 def test_imu_reads_gravity_reaction_in_hover():
     sim = Simulator(quad_x(), n_envs=2, imu="ideal", stochastic=False)
     sim.run(HOLD, 0.5)
-    torch.testing.assert_close(sim.imu_reading.accel, torch.tensor([[0.0, 0.0, 9.81]] * 2),
-                               atol=0.05, rtol=0)
+    torch.testing.assert_close(
+        sim.imu_reading.accel, torch.tensor([[0.0, 0.0, 9.81]] * 2), atol=0.05, rtol=0
+    )
 
 
 @pytest.mark.parametrize("policy", ["reset", "terminate"])

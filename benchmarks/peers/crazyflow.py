@@ -5,9 +5,9 @@ from __future__ import annotations
 INFO = {
     "package": "crazyflow",
     "step": "Sim.step(1): jitted JAX pipeline = clip rotor-speed command, RK4 of the "
-            "first-principles model (rigid body, quadratic thrust/torque curves, first-order "
-            "rotor dynamics, linear drag matrix, gyroscopic term), floor clip, step counter; "
-            "cf21B_500 drone, 1 drone per world, float32, freq 500 Hz, block_until_ready",
+    "first-principles model (rigid body, quadratic thrust/torque curves, first-order "
+    "rotor dynamics, linear drag matrix, gyroscopic term), floor clip, step counter; "
+    "cf21B_500 drone, 1 drone per world, float32, freq 500 Hz, block_until_ready",
     "threads": "XLA CPU defaults",
 }
 
@@ -17,8 +17,16 @@ def setup(n: int, seed: int):
     import jax.numpy as jnp
     from crazyflow.sim import Sim
 
-    sim = Sim(n_worlds=n, n_drones=1, dynamics="first_principles", control="rotor_vel",
-              integrator="rk4", freq=500, device="cpu", rng_key=seed)
+    sim = Sim(
+        n_worlds=n,
+        n_drones=1,
+        dynamics="first_principles",
+        control="rotor_vel",
+        integrator="rk4",
+        freq=500,
+        device="cpu",
+        rng_key=seed,
+    )
     sim.reset()
     hover = float(_hover_rpm(sim))
     sim.rotor_vel_control(jnp.full((n, 1, 4), hover, dtype=jnp.float32))

@@ -5,10 +5,10 @@ from __future__ import annotations
 INFO = {
     "package": "l2f",
     "step": "vector<K>.step(...): per env (OpenMP loop) action noise draw + clamp + scaling, one "
-            "RK4 step of the rigid-body multirotor (polynomial thrust curves, rotor torque, "
-            "random disturbance force/torque state, rotor speeds; no aerodynamic drag), "
-            "post-integration (quaternion normalization, rotor clamp/first-order lag, action "
-            "history); crazyflie parameters, float32. N > 8192 runs N/8192 vector8192 blocks",
+    "RK4 step of the rigid-body multirotor (polynomial thrust curves, rotor torque, "
+    "random disturbance force/torque state, rotor speeds; no aerodynamic drag), "
+    "post-integration (quaternion normalization, rotor clamp/first-order lag, action "
+    "history); crazyflie parameters, float32. N > 8192 runs N/8192 vector8192 blocks",
     "threads": "OpenMP defaults (all cores)",
 }
 
@@ -27,8 +27,13 @@ def setup(n: int, seed: int):
     device = Device()
     blocks = []
     for b in range(n // k):
-        env, params, state, nxt, rng = (vec.VectorEnvironment(), vec.VectorParameters(),
-                                        vec.VectorState(), vec.VectorState(), vec.VectorRng())
+        env, params, state, nxt, rng = (
+            vec.VectorEnvironment(),
+            vec.VectorParameters(),
+            vec.VectorState(),
+            vec.VectorState(),
+            vec.VectorRng(),
+        )
         vec.initialize_environment(device, env)
         vec.initialize_rng(device, rng, seed + b)
         vec.initial_parameters(device, env, params)

@@ -12,8 +12,19 @@ from typing import Any
 __version__ = "0.1.0"
 
 _SUBPACKAGES = (
-    "math", "errors", "types", "dynamics", "platforms", "worlds", "control", "sensors",
-    "planning", "sim", "envs", "learning", "bench",
+    "math",
+    "errors",
+    "types",
+    "dynamics",
+    "platforms",
+    "worlds",
+    "control",
+    "sensors",
+    "planning",
+    "sim",
+    "envs",
+    "learning",
+    "bench",
 )
 
 

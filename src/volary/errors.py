@@ -28,7 +28,9 @@ class MissingDependencyError(VolaryError, ImportError):
     """An optional backend is not installed; the message names the extra that provides it."""
 
     def __init__(self, package: str, extra: str) -> None:
-        super().__init__(f"{package} is not installed; install it with `pip install volary[{extra}]`")
+        super().__init__(
+            f"{package} is not installed; install it with `pip install volary[{extra}]`"
+        )
 
 
 class FileFormatError(VolaryError, ValueError):

@@ -14,8 +14,16 @@ from rich.console import Console
 
 WAYPOINTS = ((0.0, 0.0, 1.0), (2.0, 0.0, 1.5), (2.0, 2.0, 1.5), (0.0, 2.0, 1.0), (0.0, 0.0, 1.0))
 SEGMENT_S = 4.0
-DEMO_PLATFORMS = ("crazyflie", "fpv_racer_250", "research_quad_1kg", "sous_vide", "hexa", "octo",
-                  "y6", "tilted_hexa")
+DEMO_PLATFORMS = (
+    "crazyflie",
+    "fpv_racer_250",
+    "research_quad_1kg",
+    "sous_vide",
+    "hexa",
+    "octo",
+    "y6",
+    "tilted_hexa",
+)
 
 
 def _platforms() -> list[str]:
@@ -39,14 +47,20 @@ def _metrics(traj, names: list[str]) -> list[dict]:
     for i, name in enumerate(names):
         errs, settle = [], []
         for k, wp in enumerate(WAYPOINTS):
-            seg = traj.pos[k * steps_per_seg:(k + 1) * steps_per_seg, i]
+            seg = traj.pos[k * steps_per_seg : (k + 1) * steps_per_seg, i]
             e = (seg - torch.tensor(wp)).norm(dim=-1)
             errs.append(float(e[-1]))
             outside = torch.nonzero(e > 0.05)
             last = int(outside[-1]) + 1 if len(outside) else 0
             settle.append(last * SEGMENT_S / steps_per_seg if last < len(e) else math.inf)
-        rows.append({"platform": name, "final_err_cm": 100 * max(errs),
-                     "settle_s": max(settle), "crashed": bool(traj.crashed[-1, i])})
+        rows.append(
+            {
+                "platform": name,
+                "final_err_cm": 100 * max(errs),
+                "settle_s": max(settle),
+                "crashed": bool(traj.crashed[-1, i]),
+            }
+        )
     return rows
 
 
@@ -74,8 +88,9 @@ def _top_view(traj, names: list[str], path: Path) -> Path:
     return path
 
 
-def run_demo(out: Path, *, seed: int = 0, device: str = "cpu",
-             console: Console | None = None) -> Path:
+def run_demo(
+    out: Path, *, seed: int = 0, device: str = "cpu", console: Console | None = None
+) -> Path:
     """Run the demo and return the path of the HTML page."""
     from volary.platforms import get, indicators
     from volary.sim import Simulator
@@ -113,8 +128,10 @@ def _html(rows, info, top, plots, duration, wall, seed) -> str:
             f"<td>{ind.twr_max:.2f}</td><td>{ind.alpha_xy_max:.0f}</td>"
             f"<td>{r['final_err_cm']:.2f}</td><td>{r['settle_s']:.2f}</td><td>{ok}</td></tr>"
         )
-    figs = "".join(f'<figure><img src="{_img(p)}"><figcaption>{html.escape(p.stem)}'
-                   f"</figcaption></figure>" for p in plots)
+    figs = "".join(
+        f'<figure><img src="{_img(p)}"><figcaption>{html.escape(p.stem)}</figcaption></figure>'
+        for p in plots
+    )
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>volary demo</title>
 <style>body{{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;color:#222}}
 table{{border-collapse:collapse}}td,th{{padding:4px 10px;border-bottom:1px solid #ddd;

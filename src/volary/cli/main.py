@@ -10,8 +10,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-app = typer.Typer(no_args_is_help=True, add_completion=False,
-                  help="volary: batched multirotor simulation, control and benchmarking.")
+app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    help="volary: batched multirotor simulation, control and benchmarking.",
+)
 platforms_app = typer.Typer(no_args_is_help=True, help="The airframe catalogue.")
 bench_app = typer.Typer(no_args_is_help=True, help="Throughput benchmarks.")
 app.add_typer(platforms_app, name="platforms")
@@ -53,8 +56,14 @@ def platforms_list(
     for n in items:
         a = get(n)
         ind = indicators(a)
-        t.add_row(n, str(a.n_rotors), f"{a.mass:.3f}", f"{ind.twr_max:.2f}",
-                  f"{ind.alpha_xy_max:.1f}", f"{ind.alpha_z_max:.1f}")
+        t.add_row(
+            n,
+            str(a.n_rotors),
+            f"{a.mass:.3f}",
+            f"{ind.twr_max:.2f}",
+            f"{ind.alpha_xy_max:.1f}",
+            f"{ind.alpha_z_max:.1f}",
+        )
     console.print(t)
 
 
@@ -89,10 +98,13 @@ def platforms_show(name: str) -> None:
 @app.command()
 def fly(
     platform: Annotated[str, typer.Option(help="Catalogue name (volary platforms list).")],
-    to: Annotated[tuple[float, float, float], typer.Option(help="Target x y z (position mode: "
-                  "m; velocity: m/s; acceleration: m/s^2).")] = (0.0, 0.0, 1.5),
-    mode: Annotated[str, typer.Option(help="position, velocity, acceleration or pose.")] =
-    "position",
+    to: Annotated[
+        tuple[float, float, float],
+        typer.Option(help="Target x y z (position mode: m; velocity: m/s; acceleration: m/s^2)."),
+    ] = (0.0, 0.0, 1.5),
+    mode: Annotated[
+        str, typer.Option(help="position, velocity, acceleration or pose.")
+    ] = "position",
     yaw: Annotated[float, typer.Option(help="Yaw setpoint [rad].")] = 0.0,
     duration: Annotated[float, typer.Option(help="Seconds to fly.")] = 5.0,
     out: Out = Path("out/fly"),
@@ -105,11 +117,17 @@ def fly(
     from volary.sim.plots import plot_trajectory
 
     _check_device(device)
-    setpoints = {"position": [*to, yaw], "velocity": [*to, yaw], "acceleration": [*to, yaw],
-                 "pose": [*to, 0.0, 0.0, yaw]}
+    setpoints = {
+        "position": [*to, yaw],
+        "velocity": [*to, yaw],
+        "acceleration": [*to, yaw],
+        "pose": [*to, 0.0, 0.0, yaw],
+    }
     if mode not in setpoints:
-        _fail(f"--mode: expected one of {', '.join(setpoints)}, got {mode!r} "
-              "(lower control levels are available from the Python API)")
+        _fail(
+            f"--mode: expected one of {', '.join(setpoints)}, got {mode!r} "
+            "(lower control levels are available from the Python API)"
+        )
     if not duration > 0:
         _fail(f"--duration: expected > 0 s, got {duration}")
     try:
@@ -118,8 +136,12 @@ def fly(
         _fail(str(e))
     traj = sim.run(setpoints[mode], duration)
     csv_path = traj.to_csv(out / "fly.csv")
-    png = plot_trajectory(traj, out / "fly.png", title=f"{platform}: {mode} -> {list(to)}",
-                          target=to if mode == "position" else None)
+    png = plot_trajectory(
+        traj,
+        out / "fly.png",
+        title=f"{platform}: {mode} -> {list(to)}",
+        target=to if mode == "position" else None,
+    )
     final = traj.pos[-1, 0].tolist()
     console.print(f"final position [m]: {[round(v, 4) for v in final]}")
     console.print(f"wrote {csv_path} and {png}")
@@ -151,8 +173,13 @@ def bench_physics(
             rows.append(measure_volary(af, size, device=device, compile=True, substeps=substeps))
     t = Table("impl", "N", "env-steps/s", "IQR", "bytes/env", title=f"physics step on {device}")
     for r in rows:
-        t.add_row(r.impl, str(r.n_envs), f"{r.env_steps_per_s:,.0f}", f"{r.iqr:,.0f}",
-                  f"{r.bytes_per_env:.0f}")
+        t.add_row(
+            r.impl,
+            str(r.n_envs),
+            f"{r.env_steps_per_s:,.0f}",
+            f"{r.iqr:,.0f}",
+            f"{r.bytes_per_env:.0f}",
+        )
     console.print(t)
     out.mkdir(parents=True, exist_ok=True)
     (out / "physics-volary.json").write_text(json.dumps([r.__dict__ for r in rows], indent=2))

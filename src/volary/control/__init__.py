@@ -11,6 +11,10 @@ from volary.control.gains import Gains
 from volary.control.rate import RateLoopState
 
 __all__ = [
-    "CONTROL_MODES", "ControlMode", "MultirotorController", "make_controller", "Gains",
+    "CONTROL_MODES",
+    "ControlMode",
+    "MultirotorController",
+    "make_controller",
+    "Gains",
     "RateLoopState",
 ]

@@ -42,15 +42,23 @@ class ControlMode(StrEnum):
 
 CONTROL_MODES: tuple[str, ...] = tuple(m.value for m in ControlMode)
 _FIXED_SIZES = {
-    ControlMode.WRENCH: 6, ControlMode.CTBR: 4, ControlMode.ATTITUDE: 4,
-    ControlMode.ACCELERATION: 4, ControlMode.VELOCITY: 4, ControlMode.POSITION: 4,
-    ControlMode.POSE: 6, ControlMode.MELLINGER: 14,
+    ControlMode.WRENCH: 6,
+    ControlMode.CTBR: 4,
+    ControlMode.ATTITUDE: 4,
+    ControlMode.ACCELERATION: 4,
+    ControlMode.VELOCITY: 4,
+    ControlMode.POSITION: 4,
+    ControlMode.POSE: 6,
+    ControlMode.MELLINGER: 14,
 }
 _RIGID_ONLY = (ControlMode.ROTOR_SPEEDS, ControlMode.ROTOR_THRUSTS, ControlMode.WRENCH)
 
 
 def make_controller(
-    mode: str, params: VehicleParams, *, model: str | Model = "rigid_body",
+    mode: str,
+    params: VehicleParams,
+    *,
+    model: str | Model = "rigid_body",
     gains: Gains | None = None,
 ) -> MultirotorController:
     """The controller of ``mode`` for the vehicles ``params`` flying the dynamics ``model``.
@@ -87,11 +95,16 @@ class MultirotorController:
         self.setpoint_size: int = _FIXED_SIZES.get(mode, params.n_rotors)
         self._rate = RateLoopState.create(params.n_envs, device=params.device, dtype=params.dtype)
         self._law: Callable[[MultirotorState, Tensor, float], Tensor] = {
-            ControlMode.ROTOR_SPEEDS: self._rotor_speeds, ControlMode.ROTOR_THRUSTS: self._thrusts,
-            ControlMode.WRENCH: self._wrench, ControlMode.CTBR: self._ctbr,
-            ControlMode.ATTITUDE: self._attitude, ControlMode.ACCELERATION: self._acceleration,
-            ControlMode.VELOCITY: self._velocity, ControlMode.POSITION: self._position,
-            ControlMode.POSE: self._pose, ControlMode.MELLINGER: self._mellinger,
+            ControlMode.ROTOR_SPEEDS: self._rotor_speeds,
+            ControlMode.ROTOR_THRUSTS: self._thrusts,
+            ControlMode.WRENCH: self._wrench,
+            ControlMode.CTBR: self._ctbr,
+            ControlMode.ATTITUDE: self._attitude,
+            ControlMode.ACCELERATION: self._acceleration,
+            ControlMode.VELOCITY: self._velocity,
+            ControlMode.POSITION: self._position,
+            ControlMode.POSE: self._pose,
+            ControlMode.MELLINGER: self._mellinger,
         }[mode]
         full = params.actuated.all(dim=-1)
         self._fully_actuated = full  # (N,) bool: pose mode uses body forces on these envs
@@ -163,7 +176,11 @@ class MultirotorController:
         return self._attitude_stage(state, thrust, R_d, torch.zeros_like(sp[:, 1:]))
 
     def _attitude_stage(
-        self, state: MultirotorState, thrust: Tensor, R_d: Tensor, omega_d: Tensor,
+        self,
+        state: MultirotorState,
+        thrust: Tensor,
+        R_d: Tensor,
+        omega_d: Tensor,
         force_body: Tensor | None = None,
     ) -> Tensor:
         """Track (R_d, W_d) with collective thrust ``thrust``: Lee moment + allocation for the
@@ -199,15 +216,25 @@ class MultirotorController:
         return self._track_force(state, e_x, e_v, sp[:, 6:9], sp[:, 12], sp[:, 9:12], sp[:, 13])
 
     def _track_force(
-        self, state: MultirotorState, e_x: Tensor, e_v: Tensor, acc: Tensor, yaw: Tensor,
-        jerk: Tensor | None = None, yaw_rate: Tensor | None = None,
+        self,
+        state: MultirotorState,
+        e_x: Tensor,
+        e_v: Tensor,
+        acc: Tensor,
+        yaw: Tensor,
+        jerk: Tensor | None = None,
+        yaw_rate: Tensor | None = None,
     ) -> Tensor:
         g = self.gains
         F = geo.desired_force(self.params.mass, e_x, e_v, acc, g.k_x, g.k_v)
         return self._track(state, F, yaw, jerk, yaw_rate)
 
     def _track(
-        self, state: MultirotorState, F: Tensor, yaw: Tensor, jerk: Tensor | None = None,
+        self,
+        state: MultirotorState,
+        F: Tensor,
+        yaw: Tensor,
+        jerk: Tensor | None = None,
         yaw_rate: Tensor | None = None,
     ) -> Tensor:
         """Desired world force -> (thrust, R_d, W_d) -> attitude stage (Lee / Mellinger)."""
@@ -239,7 +266,10 @@ class MultirotorController:
 
     # ---- output stages -------------------------------------------------------------------------
     def _wrench_from(
-        self, thrust: Tensor, moment: Tensor, force_body: Tensor | None = None,
+        self,
+        thrust: Tensor,
+        moment: Tensor,
+        force_body: Tensor | None = None,
     ) -> Tensor:
         if force_body is None:
             z = torch.zeros_like(thrust)

@@ -73,10 +73,15 @@ class Gains:
             return torch.full((n, *shape), v, device=params.device, dtype=params.dtype)
 
         return Gains(
-            lpf_stiffness=full(FG_LPF_STIFFNESS), lpf_damping=full(FG_LPF_DAMPING),
-            rate_p=full(FG_RATE_P, 3), rate_i=full(FG_RATE_I, 3), rate_d=full(FG_RATE_D, 3),
+            lpf_stiffness=full(FG_LPF_STIFFNESS),
+            lpf_damping=full(FG_LPF_DAMPING),
+            rate_p=full(FG_RATE_P, 3),
+            rate_i=full(FG_RATE_I, 3),
+            rate_d=full(FG_RATE_D, 3),
             rate_i_bound=full(FG_RATE_I_BOUND, 3),
-            k_R=j * wn * wn, k_W=j * 2.0 * ATT_ZETA * wn, k_att_rate=full(THRUST_RATE_ATT_P, 3),
+            k_R=j * wn * wn,
+            k_W=j * 2.0 * ATT_ZETA * wn,
+            k_att_rate=full(THRUST_RATE_ATT_P, 3),
             k_x=(m * wn_pos * wn_pos).expand(n, 3).clone(),
             k_v=(m * 2.0 * POS_ZETA * wn_pos).expand(n, 3).clone(),
             k_v_vel=(m * VEL_WN_RATIO * wn_att).expand(n, 3).clone(),

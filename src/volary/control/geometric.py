@@ -21,7 +21,12 @@ def _bmv(m: Tensor, v: Tensor) -> Tensor:
 
 
 def desired_force(
-    mass: Tensor, e_x: Tensor, e_v: Tensor, acc_ff: Tensor, k_x: Tensor, k_v: Tensor,
+    mass: Tensor,
+    e_x: Tensor,
+    e_v: Tensor,
+    acc_ff: Tensor,
+    k_x: Tensor,
+    k_v: Tensor,
 ) -> Tensor:
     """F = -k_x e_x - k_v e_v + m g e3 + m a_d (N, world); Aerial Gym III-C, Lee eq. 12."""
     g = torch.zeros_like(acc_ff)
@@ -74,14 +79,20 @@ def gyroscopic_moment(inertia: Tensor, omega: Tensor) -> Tensor:
 
 
 def lee_moment(
-    inertia: Tensor, omega: Tensor, e_R: Tensor, e_W: Tensor, k_R: Tensor, k_W: Tensor,
+    inertia: Tensor,
+    omega: Tensor,
+    e_R: Tensor,
+    e_W: Tensor,
+    k_R: Tensor,
+    k_W: Tensor,
 ) -> Tensor:
     """M = -k_R e_R - k_W e_W + W x J W (N m, body); Aerial Gym III-C."""
     return -k_R * e_R - k_W * e_W + gyroscopic_moment(inertia, omega)
 
 
-def flat_body_rates(R_d: Tensor, thrust: Tensor, mass: Tensor, jerk: Tensor,
-                    yaw_rate: Tensor) -> Tensor:
+def flat_body_rates(
+    R_d: Tensor, thrust: Tensor, mass: Tensor, jerk: Tensor, yaw_rate: Tensor
+) -> Tensor:
     """Desired body rates from differential flatness (Mellinger & Kumar 2011, Sec. III):
     h_w = m/u1 (j - (z_B . j) z_B), p = -h_w . y_B, q = h_w . x_B, r = yaw_rate z_W . z_B."""
     x_b, y_b, z_b = R_d[..., :, 0], R_d[..., :, 1], R_d[..., :, 2]

@@ -37,13 +37,20 @@ class RateLoopState:
         m = mask[:, None]
         zero = torch.zeros_like(self.rate)
         return RateLoopState(
-            rate=torch.where(m, zero, self.rate), rate_dot=torch.where(m, zero, self.rate_dot),
-            integral=torch.where(m, zero, self.integral), fresh=self.fresh | mask,
+            rate=torch.where(m, zero, self.rate),
+            rate_dot=torch.where(m, zero, self.rate_dot),
+            integral=torch.where(m, zero, self.integral),
+            fresh=self.fresh | mask,
         )
 
 
 def lowpass_step(
-    y: Tensor, y_dot: Tensor, u: Tensor, k_s: Tensor, k_d: Tensor, dt: float,
+    y: Tensor,
+    y_dot: Tensor,
+    u: Tensor,
+    k_s: Tensor,
+    k_d: Tensor,
+    dt: float,
 ) -> tuple[Tensor, Tensor]:
     """One backward-Euler step of d2y/dt2 = k_s (u - y) - k_d dy/dt (FlightGoggles IV-F1)."""
     det = 1.0 + k_d * dt + k_s * dt * dt
@@ -52,8 +59,14 @@ def lowpass_step(
 
 
 def rate_pid(
-    err: Tensor, integral: Tensor, rate_dot: Tensor, kp: Tensor, ki: Tensor, kd: Tensor,
-    bound: Tensor, dt: float,
+    err: Tensor,
+    integral: Tensor,
+    rate_dot: Tensor,
+    kp: Tensor,
+    ki: Tensor,
+    kd: Tensor,
+    bound: Tensor,
+    dt: float,
 ) -> tuple[Tensor, Tensor]:
     """alpha = kp e + ki int(e) - kd dy/dt (rad/s^2), integral clipped (FlightGoggles IV-F2).
 

@@ -7,8 +7,8 @@ from volary.dynamics.models import GRAVITY
 from volary.dynamics.params import VehicleParams
 from volary.dynamics.state import MultirotorState
 from volary.dynamics.step import (
-    DynamicsConfig,
     Disturbance,
+    DynamicsConfig,
     Model,
     OnDivergence,
     physics_step,
@@ -16,7 +16,18 @@ from volary.dynamics.step import (
 )
 
 __all__ = [
-    "Airframe", "allocate", "allocate_thrusts", "hover_speeds", "thrusts_to_speeds", "GRAVITY",
-    "VehicleParams", "MultirotorState", "DynamicsConfig", "Disturbance", "Model", "OnDivergence",
-    "physics_step", "rollout",
+    "Airframe",
+    "allocate",
+    "allocate_thrusts",
+    "hover_speeds",
+    "thrusts_to_speeds",
+    "GRAVITY",
+    "VehicleParams",
+    "MultirotorState",
+    "DynamicsConfig",
+    "Disturbance",
+    "Model",
+    "OnDivergence",
+    "physics_step",
+    "rollout",
 ]

@@ -70,9 +70,20 @@ class Airframe:
         norms = [math.sqrt(sum(c * c for c in a)) for a in axes]
         if min(norms) < 1e-9:
             raise ConfigError(f"{self.name}: rotor_axes: expected non-zero vectors")
-        set_(self, "rotor_axes", tuple(tuple(c / m for c in a) for a, m in zip(axes, norms)))
-        for fname in ("rotor_directions", "k_f", "k_m", "max_rotor_speed", "min_rotor_speed",
-                      "motor_tau_up", "motor_tau_down"):
+        set_(
+            self,
+            "rotor_axes",
+            tuple(tuple(c / m for c in a) for a, m in zip(axes, norms, strict=False)),
+        )
+        for fname in (
+            "rotor_directions",
+            "k_f",
+            "k_m",
+            "max_rotor_speed",
+            "min_rotor_speed",
+            "motor_tau_up",
+            "motor_tau_down",
+        ):
             set_(self, fname, _vec(f"{self.name}: {fname}", getattr(self, fname), n))
         for fname in ("drag_linear", "drag_quadratic", "drag_moment"):
             set_(self, fname, _vec(f"{self.name}: {fname}", getattr(self, fname), 3))
@@ -83,7 +94,9 @@ class Airframe:
             bad = [v for v in values if not (v > 0 if strict else v >= 0) or not math.isfinite(v)]
             if bad:
                 sign = "> 0" if strict else ">= 0"
-                raise ConfigError(f"{self.name}: {fname}: expected finite values {sign}, got {bad[0]}")
+                raise ConfigError(
+                    f"{self.name}: {fname}: expected finite values {sign}, got {bad[0]}"
+                )
 
         positive("mass", [self.mass])
         positive("k_f", self.k_f)
@@ -98,7 +111,7 @@ class Airframe:
         positive("moment_noise", [self.moment_noise], strict=False)
         if any(d not in (-1.0, 1.0) for d in self.rotor_directions):
             raise ConfigError(f"{self.name}: rotor_directions: expected +1 or -1 per rotor")
-        if any(lo > hi for lo, hi in zip(self.min_rotor_speed, self.max_rotor_speed)):
+        if any(lo > hi for lo, hi in zip(self.min_rotor_speed, self.max_rotor_speed, strict=False)):
             raise ConfigError(f"{self.name}: min_rotor_speed: expected <= max_rotor_speed")
         rank = np.linalg.matrix_rank(self.allocation_matrix()[2:], tol=1e-9)
         if rank < 4:
@@ -128,7 +141,7 @@ class Airframe:
         """
         r = np.asarray(self.rotor_positions)
         a = np.asarray(self.rotor_axes)
-        ratio = (np.asarray(self.rotor_directions) * np.asarray(self.k_m) / np.asarray(self.k_f))
+        ratio = np.asarray(self.rotor_directions) * np.asarray(self.k_m) / np.asarray(self.k_f)
         moment = np.cross(r, a) + ratio[:, None] * a
         return np.concatenate((a.T, moment.T), axis=0)
 

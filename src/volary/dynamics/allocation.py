@@ -29,7 +29,9 @@ def allocate_thrusts(params: VehicleParams, wrench: Tensor) -> Tensor:
 def _largest_feasible_scale(base: Tensor, step: Tensor, lo: Tensor, hi: Tensor) -> Tensor:
     """Largest s in [0, 1] with lo <= base + s * step <= hi for every rotor, shape (N,)."""
     room = torch.where(step > 0, hi - base, base - lo)
-    ratio = torch.where(step.abs() > 1e-12, room / step.abs().clamp_min(1e-12), torch.ones_like(step))
+    ratio = torch.where(
+        step.abs() > 1e-12, room / step.abs().clamp_min(1e-12), torch.ones_like(step)
+    )
     return ratio.clamp(0.0, 1.0).amin(dim=-1)
 
 

@@ -38,8 +38,22 @@ from volary.math.random import hash32
 Rows = tuple[Tensor, ...]  # components, each (N,)
 Stepper = Callable[[VehicleParams, MultirotorState, Tensor, Disturbance, Tensor], MultirotorState]
 
-_PARAM_FIELDS = ("mass", "inertia", "inertia_inv", "k_f", "alloc", "w_min", "w_max", "tau_up",
-                 "tau_down", "drag_lin", "drag_quad", "drag_moment", "force_noise", "moment_noise")
+_PARAM_FIELDS = (
+    "mass",
+    "inertia",
+    "inertia_inv",
+    "k_f",
+    "alloc",
+    "w_min",
+    "w_max",
+    "tau_up",
+    "tau_down",
+    "drag_lin",
+    "drag_quad",
+    "drag_moment",
+    "force_noise",
+    "moment_noise",
+)
 _DIST_FIELDS = ("wind", "gust_std", "gust_tau", "force", "moment")
 
 
@@ -71,8 +85,12 @@ def _matvec(m: Rows, v: Rows) -> Rows:
 def _quat_derivative(q: Rows, om: Rows) -> Rows:
     """dq/dt = 0.5 q (x) [0, W] (FlightGoggles IV)."""
     w, x, y, z = q
-    return (0.5 * (-x * om[0] - y * om[1] - z * om[2]), 0.5 * (w * om[0] + y * om[2] - z * om[1]),
-            0.5 * (w * om[1] - x * om[2] + z * om[0]), 0.5 * (w * om[2] + x * om[1] - y * om[0]))
+    return (
+        0.5 * (-x * om[0] - y * om[1] - z * om[2]),
+        0.5 * (w * om[0] + y * om[2] - z * om[1]),
+        0.5 * (w * om[1] - x * om[2] + z * om[0]),
+        0.5 * (w * om[2] + x * om[1] - y * om[0]),
+    )
 
 
 # ---- the rigid-body model on components (models.rigid_body_derivative) ------------------------
@@ -90,8 +108,9 @@ def _acceleration(p: dict[str, Rows], q: Rows, vel: Rows, f_rot: Rows, ext: dict
     """dv/dt = g + (R (f_rotors + f_drag) + f_ext) / m, body drag of models.body_drag."""
     vb = _rotate(q[0], tuple(-c for c in q[1:]), tuple(vel[i] - ext["wind"][i] for i in range(3)))
     speed = _norm(vb)
-    f_b = tuple(f_rot[i] + (-(p["drag_lin"][i] + p["drag_quad"][i] * speed) * vb[i])
-                for i in range(3))
+    f_b = tuple(
+        f_rot[i] + (-(p["drag_lin"][i] + p["drag_quad"][i] * speed) * vb[i]) for i in range(3)
+    )
     f_w = _rotate(q[0], q[1:], f_b)
     g = (0.0, 0.0, -GRAVITY)
     return tuple(g[i] + (f_w[i] + ext["force"][i]) / p["mass"][0] for i in range(3))
@@ -123,8 +142,10 @@ def _derivative(p: dict[str, Rows], x: tuple[Rows, ...], cmd: Rows, ext: dict[st
 
 
 def _axpy(x: tuple[Rows, ...], a: float, d: tuple[Rows, ...]) -> tuple[Rows, ...]:
-    return tuple(tuple(xi + a * di for xi, di in zip(xf, df, strict=True))
-                 for xf, df in zip(x, d, strict=True))
+    return tuple(
+        tuple(xi + a * di for xi, di in zip(xf, df, strict=True))
+        for xf, df in zip(x, d, strict=True)
+    )
 
 
 def _integrate(method: Integrator, f, x: tuple[Rows, ...], dt: float) -> tuple[Rows, ...]:
@@ -136,8 +157,10 @@ def _integrate(method: Integrator, f, x: tuple[Rows, ...], dt: float) -> tuple[R
     k3 = f(_axpy(x, 0.5 * dt, k2))
     k4 = f(_axpy(x, dt, k3))
     return tuple(
-        tuple(xi + (dt / 6.0) * (a + 2.0 * b + 2.0 * c + d)
-              for xi, a, b, c, d in zip(xf, af, bf, cf, df, strict=True))
+        tuple(
+            xi + (dt / 6.0) * (a + 2.0 * b + 2.0 * c + d)
+            for xi, a, b, c, d in zip(xf, af, bf, cf, df, strict=True)
+        )
         for xf, af, bf, cf, df in zip(x, k1, k2, k3, k4, strict=True)
     )
 
@@ -153,8 +176,9 @@ def _normal(keys: Tensor, tick: Tensor, n: int, dtype: torch.dtype) -> Rows:
     u = [(hash32(h0 + j * 0xC2B2AE35).to(dtype) + 0.5) / 2.0**32 for j in range(2 * m)]
     r = [torch.sqrt(-2.0 * torch.log(u[i])) for i in range(m)]
     th = [2.0 * math.pi * u[m + i] for i in range(m)]
-    return tuple([r[i] * torch.cos(th[i]) for i in range(m)]
-                 + [r[i] * torch.sin(th[i]) for i in range(m)])[:n]
+    return tuple(
+        [r[i] * torch.cos(th[i]) for i in range(m)] + [r[i] * torch.sin(th[i]) for i in range(m)]
+    )[:n]
 
 
 def _external(cfg: DynamicsConfig, p, d, gust: Rows, keys: Tensor, tick: Tensor):
@@ -168,8 +192,8 @@ def _external(cfg: DynamicsConfig, p, d, gust: Rows, keys: Tensor, tick: Tensor)
         s = d["gust_std"][0] * torch.sqrt(1 - a * a)
         gust = tuple(a * gust[i] + s * n[6 + i] for i in range(3))
     else:
-        fn = tuple(0.0 * c for c in d["force"])
-        mn = tuple(0.0 * c for c in d["moment"])
+        fn = tuple(torch.zeros_like(c) for c in d["force"])
+        mn = tuple(torch.zeros_like(c) for c in d["moment"])
     return {
         "wind": tuple(d["wind"][i] + gust[i] for i in range(3)),
         "force": tuple(d["force"][i] + fn[i] for i in range(3)),
@@ -197,8 +221,14 @@ def _ground(cfg: DynamicsConfig, s: dict) -> dict:
     vel = tuple(torch.where(below, zero, c) for c in s["vel"])
     om = tuple(torch.where(below, zero, c) for c in s["omega"])
     landed = below | (s["landed"] & (z <= cfg.ground_height + 1e-6))
-    return {**s, "pos": pos, "vel": vel, "omega": om, "landed": landed,
-            "crashed": s["crashed"] | impact}
+    return {
+        **s,
+        "pos": pos,
+        "vel": vel,
+        "omega": om,
+        "landed": landed,
+        "crashed": s["crashed"] | impact,
+    }
 
 
 def _guard(prev: dict, s: dict, bad_cmd: Tensor) -> dict:
@@ -229,8 +259,17 @@ def _physics_step(cfg: DynamicsConfig, p, d, s: dict, u: Rows, keys: Tensor) -> 
     x0 = (s["pos"], s["vel"], s["quat"], s["omega"], s["rotor"])
     pos, vel, q, om, w = _integrate(cfg.integrator, f, x0, cfg.dt)
     qn = torch.clamp_min(torch.sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]), 1e-12)
-    new = {**s, "pos": pos, "vel": vel, "quat": tuple(c / qn for c in q), "omega": om,
-           "rotor": w, "gust": gust, "time": s["time"] + cfg.dt, "tick": s["tick"] + 1}
+    new = {
+        **s,
+        "pos": pos,
+        "vel": vel,
+        "quat": tuple(c / qn for c in q),
+        "omega": om,
+        "rotor": w,
+        "gust": gust,
+        "time": s["time"] + cfg.dt,
+        "tick": s["tick"] + 1,
+    }
     if cfg.ground:
         new = _ground(cfg, new)
     return _guard(s, new, bad_cmd)
@@ -241,11 +280,34 @@ def _physics_step(cfg: DynamicsConfig, p, d, s: dict, u: Rows, keys: Tensor) -> 
 
 def _widths(n_rotors: int) -> dict[str, int]:
     r = n_rotors
-    return {"mass": 1, "inertia": 9, "inertia_inv": 9, "k_f": r, "alloc": 6 * r, "w_min": r,
-            "w_max": r, "tau_up": r, "tau_down": r, "drag_lin": 3, "drag_quad": 3,
-            "drag_moment": 3, "force_noise": 1, "moment_noise": 1, "wind": 3, "gust_std": 1,
-            "gust_tau": 1, "force": 3, "moment": 3, "pos": 3, "vel": 3, "quat": 4, "omega": 3,
-            "rotor": r, "gust": 3, "time": 1}
+    return {
+        "mass": 1,
+        "inertia": 9,
+        "inertia_inv": 9,
+        "k_f": r,
+        "alloc": 6 * r,
+        "w_min": r,
+        "w_max": r,
+        "tau_up": r,
+        "tau_down": r,
+        "drag_lin": 3,
+        "drag_quad": 3,
+        "drag_moment": 3,
+        "force_noise": 1,
+        "moment_noise": 1,
+        "wind": 3,
+        "gust_std": 1,
+        "gust_tau": 1,
+        "force": 3,
+        "moment": 3,
+        "pos": 3,
+        "vel": 3,
+        "quat": 4,
+        "omega": 3,
+        "rotor": r,
+        "gust": 3,
+        "time": 1,
+    }
 
 
 # One loop over N for the whole step: inductor's default caps a fused kernel at 64 nodes.
@@ -263,7 +325,7 @@ def _pack(tensors: Sequence[Tensor]) -> Tensor:
 def _unpack(buf: Tensor, names: Sequence[str], widths: dict[str, int]) -> dict[str, Rows]:
     rows, out, i = buf.unbind(0), {}, 0
     for k in names:
-        out[k] = rows[i:i + widths[k]]
+        out[k] = rows[i : i + widths[k]]
         i += widths[k]
     return out
 
@@ -273,15 +335,25 @@ def _soa_step(cfg: DynamicsConfig, n_rotors: int):
     flags."""
     wd = _widths(n_rotors)
 
-    def run(pbuf: Tensor, dbuf: Tensor, xbuf: Tensor, ubuf: Tensor, tick: Tensor,
-            flags: Tensor, keys: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def run(
+        pbuf: Tensor,
+        dbuf: Tensor,
+        xbuf: Tensor,
+        ubuf: Tensor,
+        tick: Tensor,
+        flags: Tensor,
+        keys: Tensor,
+    ) -> tuple[Tensor, Tensor, Tensor]:
         p, d = _unpack(pbuf, _PARAM_FIELDS, wd), _unpack(dbuf, _DIST_FIELDS, wd)
         s = {k: (v[0] if k == "time" else v) for k, v in _unpack(xbuf, _STATE_FLOATS, wd).items()}
         s.update(tick=tick, landed=flags[0], crashed=flags[1], diverged=flags[2])
         s = _physics_step(cfg, p, d, s, ubuf.unbind(0), keys)
         rows = [c for k in _STATE_FLOATS[:-1] for c in s[k]] + [s["time"]]
-        return (torch.stack(rows, 0), s["tick"],
-                torch.stack((s["landed"], s["crashed"], s["diverged"]), 0))
+        return (
+            torch.stack(rows, 0),
+            s["tick"],
+            torch.stack((s["landed"], s["crashed"], s["diverged"]), 0),
+        )
 
     return run
 
@@ -343,8 +415,14 @@ class _SoAStepper:
     def __call__(self, params, state, command, dist, keys) -> MultirotorState:
         xbuf, flags = self._state_buffers(state)
         x, tick, fl = self._fn(params.n_rotors)(
-            self.params.get(params), self.dist.get(dist), xbuf, command.t().contiguous(),
-            state.tick, flags, keys)
+            self.params.get(params),
+            self.dist.get(dist),
+            xbuf,
+            command.t().contiguous(),
+            state.tick,
+            flags,
+            keys,
+        )
         out = _state_from(x, tick, fl, params.n_rotors)
         self.last = (out, x, fl, x._version, fl._version)
         return out
@@ -363,10 +441,20 @@ def _state_from(x: Tensor, tick: Tensor, flags: Tensor, r: int) -> MultirotorSta
     """(K, N) SoA state -> MultirotorState of (N, k) views (env stride 1) into that buffer."""
     y = x.t()
     pos, vel, quat, om = y[:, 0:3], y[:, 3:6], y[:, 6:10], y[:, 10:13]
-    w, gust = y[:, 13:13 + r], y[:, 13 + r:16 + r]
-    return MultirotorState(pos=pos, vel=vel, quat=quat, omega=om, rotor_speed=w, gust=gust,
-                           time=x[16 + r], tick=tick, landed=flags[0], crashed=flags[1],
-                           diverged=flags[2])
+    w, gust = y[:, 13 : 13 + r], y[:, 13 + r : 16 + r]
+    return MultirotorState(
+        pos=pos,
+        vel=vel,
+        quat=quat,
+        omega=om,
+        rotor_speed=w,
+        gust=gust,
+        time=x[16 + r],
+        tick=tick,
+        landed=flags[0],
+        crashed=flags[1],
+        diverged=flags[2],
+    )
 
 
 def _reference(cfg: DynamicsConfig, substeps: int) -> Stepper:
@@ -388,8 +476,12 @@ class _Fallback:
                 return self.fast(params, state, command, dist, keys)
             except Exception as e:  # noqa: BLE001 - any compiler error means: use eager
                 self.failed = True
-                warnings.warn(f"compiled physics step failed ({type(e).__name__}: {e}); "
-                              "falling back to eager", RuntimeWarning, stacklevel=2)
+                warnings.warn(
+                    f"compiled physics step failed ({type(e).__name__}: {e}); "
+                    "falling back to eager",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
         return self.safe(params, state, command, dist, keys)
 
 

@@ -62,7 +62,11 @@ def quat_derivative(quat: Tensor, omega: Tensor) -> Tensor:
 
 
 def rigid_body_derivative(
-    params: VehicleParams, x: Fields, w_cmd: Tensor, wind: Tensor, force_w: Tensor,
+    params: VehicleParams,
+    x: Fields,
+    w_cmd: Tensor,
+    wind: Tensor,
+    force_w: Tensor,
     moment_b: Tensor,
 ) -> Fields:
     """Time derivative of the rigid-body multirotor with motor lag and drag (FlightGoggles IV).
@@ -75,13 +79,20 @@ def rigid_body_derivative(
     acc = gravity_vector(vel) + (quat_rotate(quat, f_body) + force_w) / params.mass[..., None]
     moment = wrench[..., 3:] + aero_moment(params, omega) + moment_b
     return (
-        vel, acc, quat_derivative(quat, omega), euler_rotation(params, omega, moment),
+        vel,
+        acc,
+        quat_derivative(quat, omega),
+        euler_rotation(params, omega, moment),
         motor_lag(w, w_cmd, params.tau_up, params.tau_down),
     )
 
 
 def thrust_rate_derivative(
-    params: VehicleParams, x: Fields, u: Tensor, wind: Tensor, force_w: Tensor,
+    params: VehicleParams,
+    x: Fields,
+    u: Tensor,
+    wind: Tensor,
+    force_w: Tensor,
     moment_b: Tensor,
 ) -> Fields:
     """SOUS VIDE eq. 1: dv/dt = g + (k_th f_th / m) z_B (+ body drag), dq/dt = 0.5 q (x) [0, W].
@@ -97,7 +108,9 @@ def thrust_rate_derivative(
     f_body = f_body + torch.cat((torch.zeros_like(thrust), torch.zeros_like(thrust), thrust), -1)
     acc = gravity_vector(vel) + (quat_rotate(quat, f_body) + force_w) / params.mass[..., None]
     tau = params.rate_tau[..., None]
-    omega_dot = torch.where(tau > 0, (u[..., 1:] - omega) / tau.clamp_min(1e-6), 0.0 * omega)
+    omega_dot = torch.where(
+        tau > 0, (u[..., 1:] - omega) / tau.clamp_min(1e-6), torch.zeros_like(omega)
+    )
     return vel, acc, quat_derivative(quat, omega), omega_dot, torch.zeros_like(w)
 
 

@@ -105,7 +105,9 @@ class VehicleParams:
         out = {}
         for f in fields(self):
             v = getattr(self, f.name)
-            out[f.name] = v.to(device=device, dtype=dtype) if v.is_floating_point() else v.to(device)
+            out[f.name] = (
+                v.to(device=device, dtype=dtype) if v.is_floating_point() else v.to(device)
+            )
         return VehicleParams(**out)
 
     def index(self, idx: Any) -> VehicleParams:
@@ -131,16 +133,28 @@ def _airframe_arrays(a: Airframe, r_pad: int) -> dict[str, np.ndarray]:
     masked = alloc * actuated[:, None]
     inertia = np.asarray(a.inertia)
     return {
-        "mass": np.asarray(a.mass), "inertia": inertia, "inertia_inv": np.linalg.inv(inertia),
-        "rotor_pos": rows(a.rotor_positions, (0, 0, 0)), "rotor_axis": rows(a.rotor_axes, (0, 0, 1)),
-        "rotor_dir": rotors(a.rotor_directions), "k_f": rotors(a.k_f), "k_m": rotors(a.k_m),
-        "w_min": rotors(a.min_rotor_speed), "w_max": rotors(a.max_rotor_speed),
-        "tau_up": rotors(a.motor_tau_up, 1.0), "tau_down": rotors(a.motor_tau_down, 1.0),
-        "drag_lin": np.asarray(a.drag_linear), "drag_quad": np.asarray(a.drag_quadratic),
-        "drag_moment": np.asarray(a.drag_moment), "force_noise": np.asarray(a.force_noise),
-        "moment_noise": np.asarray(a.moment_noise), "radius": np.asarray(a.radius),
-        "alloc": alloc, "alloc_pinv": np.linalg.pinv(masked, rcond=1e-9),
-        "actuated": actuated.astype(float), "max_thrust": np.asarray(a.max_thrust),
+        "mass": np.asarray(a.mass),
+        "inertia": inertia,
+        "inertia_inv": np.linalg.inv(inertia),
+        "rotor_pos": rows(a.rotor_positions, (0, 0, 0)),
+        "rotor_axis": rows(a.rotor_axes, (0, 0, 1)),
+        "rotor_dir": rotors(a.rotor_directions),
+        "k_f": rotors(a.k_f),
+        "k_m": rotors(a.k_m),
+        "w_min": rotors(a.min_rotor_speed),
+        "w_max": rotors(a.max_rotor_speed),
+        "tau_up": rotors(a.motor_tau_up, 1.0),
+        "tau_down": rotors(a.motor_tau_down, 1.0),
+        "drag_lin": np.asarray(a.drag_linear),
+        "drag_quad": np.asarray(a.drag_quadratic),
+        "drag_moment": np.asarray(a.drag_moment),
+        "force_noise": np.asarray(a.force_noise),
+        "moment_noise": np.asarray(a.moment_noise),
+        "radius": np.asarray(a.radius),
+        "alloc": alloc,
+        "alloc_pinv": np.linalg.pinv(masked, rcond=1e-9),
+        "actuated": actuated.astype(float),
+        "max_thrust": np.asarray(a.max_thrust),
     }
 
 

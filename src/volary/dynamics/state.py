@@ -45,11 +45,17 @@ class MultirotorState:
         if rotor_speed is not None:
             w = w + torch.as_tensor(rotor_speed, device=device, dtype=dtype)
         return MultirotorState(
-            pos=p.expand(n_envs, 3).clone(), vel=z3.clone(),
-            quat=quat_identity(n_envs, device=device, dtype=dtype), omega=z3.clone(),
-            rotor_speed=w, gust=z3.clone(), time=torch.zeros(n_envs, device=device, dtype=dtype),
+            pos=p.expand(n_envs, 3).clone(),
+            vel=z3.clone(),
+            quat=quat_identity(n_envs, device=device, dtype=dtype),
+            omega=z3.clone(),
+            rotor_speed=w,
+            gust=z3.clone(),
+            time=torch.zeros(n_envs, device=device, dtype=dtype),
             tick=torch.zeros(n_envs, dtype=torch.int64, device=device),
-            landed=f.clone(), crashed=f.clone(), diverged=f.clone(),
+            landed=f.clone(),
+            crashed=f.clone(),
+            diverged=f.clone(),
         )
 
     @property
@@ -75,5 +81,7 @@ class MultirotorState:
         out = {}
         for f in fields(self):
             v = getattr(self, f.name)
-            out[f.name] = v.to(device=device, dtype=dtype) if v.is_floating_point() else v.to(device)
+            out[f.name] = (
+                v.to(device=device, dtype=dtype) if v.is_floating_point() else v.to(device)
+            )
         return MultirotorState(**out)

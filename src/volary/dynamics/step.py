@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from enum import Enum
+from enum import Enum, StrEnum
 
 import torch
 from torch import Tensor
@@ -22,14 +22,14 @@ from volary.math.integrators import Integrator, integrate
 from volary.math.quaternion import quat_normalize
 
 
-class Model(str, Enum):
+class Model(StrEnum):
     """Vehicle models sharing one step interface."""
 
     RIGID_BODY = "rigid_body"  # command: rotor speeds (N, R) rad/s
     THRUST_RATE = "thrust_rate"  # command: [f_th in 0..1, W_x, W_y, W_z rad/s] (N, 4)
 
 
-class OnDivergence(str, Enum):
+class OnDivergence(StrEnum):
     """What happens to an env whose state or command turns NaN/inf."""
 
     RESET = "reset"  # the Simulator resets it at the end of the step
@@ -87,8 +87,10 @@ class Disturbance:
     def create(n_envs: int, *, device="cpu", dtype=torch.float32) -> Disturbance:
         z3 = torch.zeros(n_envs, 3, device=device, dtype=dtype)
         return Disturbance(
-            wind=z3, gust_std=torch.zeros(n_envs, device=device, dtype=dtype),
-            gust_tau=torch.ones(n_envs, device=device, dtype=dtype), force=z3.clone(),
+            wind=z3,
+            gust_std=torch.zeros(n_envs, device=device, dtype=dtype),
+            gust_tau=torch.ones(n_envs, device=device, dtype=dtype),
+            force=z3.clone(),
             moment=z3.clone(),
         )
 
@@ -107,7 +109,11 @@ def clamp_command(params: VehicleParams, cfg: DynamicsConfig, command: Tensor) -
 
 
 def draw_noise(
-    params: VehicleParams, state: MultirotorState, dist: Disturbance, keys: Tensor, dt: float,
+    params: VehicleParams,
+    state: MultirotorState,
+    dist: Disturbance,
+    keys: Tensor,
+    dt: float,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Stochastic force (world), moment (body) and the next gust (FlightGoggles IV-C).
 
@@ -122,11 +128,11 @@ def draw_noise(
     return force, moment, gust
 
 
-def ground_contact(cfg: DynamicsConfig, prev: MultirotorState, s: MultirotorState) -> MultirotorState:
+def ground_contact(cfg: DynamicsConfig, s: MultirotorState) -> MultirotorState:
     """Keep the centre of mass above the ground plane; a fast impact marks the env crashed."""
     below = s.pos[..., 2] < cfg.ground_height
     impact = below & (s.vel[..., 2] < -cfg.crash_speed)
-    pos = torch.where(below[..., None], torch.cat((s.pos[..., :2], s.pos.new_full(s.pos[..., 2:].shape, cfg.ground_height)), -1), s.pos)
+    pos = torch.cat((s.pos[..., :2], s.pos[..., 2:].clamp_min(cfg.ground_height)), dim=-1)
     vel = torch.where(below[..., None], torch.zeros_like(s.vel), s.vel)
     omega = torch.where(below[..., None], torch.zeros_like(s.omega), s.omega)
     landed = below | (s.landed & (s.pos[..., 2] <= cfg.ground_height + 1e-6))
@@ -144,8 +150,12 @@ def divergence_guard(prev: MultirotorState, s: MultirotorState, bad_cmd: Tensor)
 
 
 def physics_step(
-    params: VehicleParams, state: MultirotorState, command: Tensor, dist: Disturbance,
-    keys: Tensor, cfg: DynamicsConfig,
+    params: VehicleParams,
+    state: MultirotorState,
+    command: Tensor,
+    dist: Disturbance,
+    keys: Tensor,
+    cfg: DynamicsConfig,
 ) -> MultirotorState:
     """Advance every env by ``cfg.dt`` with ``command`` held (zero-order hold)."""
     command, bad_cmd = sanitize_command(command)
@@ -153,7 +163,11 @@ def physics_step(
     if cfg.stochastic:
         f_noise, m_noise, gust = draw_noise(params, state, dist, keys, cfg.dt)
     else:
-        f_noise, m_noise, gust = 0.0 * dist.force, 0.0 * dist.moment, state.gust
+        f_noise, m_noise, gust = (
+            torch.zeros_like(dist.force),
+            torch.zeros_like(dist.moment),
+            state.gust,
+        )
     wind, force, moment = dist.wind + gust, dist.force + f_noise, dist.moment + m_noise
     omega = state.omega
     if cfg.model == Model.THRUST_RATE:
@@ -170,17 +184,28 @@ def physics_step(
     if cfg.model == Model.THRUST_RATE:
         w = models.thrust_rate_rotor_speed(params, command)
     new = state.replace(
-        pos=pos, vel=vel, quat=quat_normalize(quat), omega=omega, rotor_speed=w, gust=gust,
-        time=state.time + cfg.dt, tick=state.tick + 1,
+        pos=pos,
+        vel=vel,
+        quat=quat_normalize(quat),
+        omega=omega,
+        rotor_speed=w,
+        gust=gust,
+        time=state.time + cfg.dt,
+        tick=state.tick + 1,
     )
     if cfg.ground:
-        new = ground_contact(cfg, state, new)
+        new = ground_contact(cfg, new)
     return divergence_guard(state, new, bad_cmd)
 
 
 def rollout(
-    params: VehicleParams, state: MultirotorState, command: Tensor, dist: Disturbance,
-    keys: Tensor, cfg: DynamicsConfig, substeps: int,
+    params: VehicleParams,
+    state: MultirotorState,
+    command: Tensor,
+    dist: Disturbance,
+    keys: Tensor,
+    cfg: DynamicsConfig,
+    substeps: int,
 ) -> MultirotorState:
     """``substeps`` physics steps with the command held (fused into one call for compiling)."""
     for _ in range(substeps):

@@ -9,6 +9,15 @@ from volary.platforms.layouts import LAYOUTS, layout
 from volary.platforms.schema import CATEGORIES, load_file
 
 __all__ = [
-    "LAYOUTS", "layout", "get", "names", "table1", "params", "entry", "Indicators", "indicators",
-    "CATEGORIES", "load_file",
+    "LAYOUTS",
+    "layout",
+    "get",
+    "names",
+    "table1",
+    "params",
+    "entry",
+    "Indicators",
+    "indicators",
+    "CATEGORIES",
+    "load_file",
 ]

@@ -29,8 +29,7 @@ def _entries() -> dict[str, Entry]:
     for fname in FILES:
         for name, entry in load_file(DATA_DIR / fname).items():
             if name in out:
-                raise FileFormatError(
-                    f"{fname}: [{name}] already defined in {out[name].path.name}")
+                raise FileFormatError(f"{fname}: [{name}] already defined in {out[name].path.name}")
             out[name] = entry
     return out
 
@@ -80,8 +79,9 @@ def params(
     if not items:
         raise ConfigError("platforms: expected a name, an Airframe or a non-empty list of them")
     afs = [get(p) if isinstance(p, str) else p for p in items]
-    return VehicleParams.from_airframes(afs, n_envs, device=device,
-                                        dtype=torch.float32 if dtype is None else dtype)
+    return VehicleParams.from_airframes(
+        afs, n_envs, device=device, dtype=torch.float32 if dtype is None else dtype
+    )
 
 
 def clear_cache() -> None:

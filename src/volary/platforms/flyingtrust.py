@@ -90,8 +90,9 @@ class Derived:
     arm_rule: str  # which arm law was active
 
 
-def derive(mass: float, twr: float, alpha_xy: float, alpha_z: float,
-           laws: ScalingLaws = ScalingLaws()) -> Derived:
+def derive(
+    mass: float, twr: float, alpha_xy: float, alpha_z: float, laws: ScalingLaws = ScalingLaws()
+) -> Derived:
     """Solve a quad X for Table I's (TWR_max, alpha_xy_max, alpha_z_max) at ``mass`` (kg).
 
     With T = k_f w_max^2 per rotor (eq. 1) and the cross-layout torques of eq. 5:
@@ -109,8 +110,12 @@ def derive(mass: float, twr: float, alpha_xy: float, alpha_z: float,
     k_m = alpha_z * j_zz / (2 * w_max**2)
     q = 0.5 * laws.air_density * laws.drag_cd
     return Derived(
-        arm=arm, inertia=(j_xx, j_xx, j_zz), k_f=thrust / w_max**2, k_m=k_m,
-        max_rotor_speed=w_max, motor_tau=laws.tau_ref * arm / 0.2,
+        arm=arm,
+        inertia=(j_xx, j_xx, j_zz),
+        k_f=thrust / w_max**2,
+        k_m=k_m,
+        max_rotor_speed=w_max,
+        motor_tau=laws.tau_ref * arm / 0.2,
         drag_quadratic=(q * 0.5 * arm**2, q * 0.5 * arm**2, q * arm**2),
         collider_radius=arm + prop_radius,
         arm_rule="mass law" if arm_mass >= arm_kappa else "inertia bound kappa_max",
@@ -118,8 +123,11 @@ def derive(mass: float, twr: float, alpha_xy: float, alpha_z: float,
 
 
 def _q(value: float | tuple[float, ...], unit: str, source: str) -> str:
-    v = f"[{', '.join(repr(float(x)) for x in value)}]" if isinstance(value, tuple) else repr(
-        float(value))
+    v = (
+        f"[{', '.join(repr(float(x)) for x in value)}]"
+        if isinstance(value, tuple)
+        else repr(float(value))
+    )
     return f'{{value = {v}, unit = "{unit}", source = "{source}"}}'
 
 
@@ -132,22 +140,22 @@ def _entry(row: tuple[str, str, float, float, float, float]) -> str:
         f'category = "flyingtrust-{cat}"',
         f'description = "FLYINGTRUST {cat} platform {name}, quad X; arm from the {d.arm_rule}"',
         'layout = {value = "quad_x", source = "assumed: cross layout, FLYINGTRUST eq. 5"}',
-        f'mass = {_q(mass, "kg", TABLE1_SOURCE + " (platform name)")}',
-        f'arm = {_q(d.arm, "m", law + ": max(0.2 m (m/kg)^(1/3), kappa_max bound)")}',
-        f'inertia = {_q(d.inertia, "kg m^2", law + ": J_xx from alpha_xy, J_zz = 1.8 J_xx")}',
-        f'k_f = {_q(d.k_f, "N/(rad/s)^2", law + ": from TWR_max (eq. 2)")}',
-        f'k_m = {_q(d.k_m, "N m/(rad/s)^2", law + ": from alpha_z_max (eq. 5, 9)")}',
-        f'max_rotor_speed = {_q(d.max_rotor_speed, "rad/s", law + ": 130 m/s tip speed")}',
-        f'min_rotor_speed = {_q(0.0, "rad/s", "FLYINGTRUST eq. 4-5: rotors may stop")}',
-        f'motor_tau_up = {_q(d.motor_tau, "s", law + ": 0.02 s x arm / 0.2 m")}',
-        f'motor_tau_down = {_q(d.motor_tau, "s", law + ": 0.02 s x arm / 0.2 m")}',
-        f'drag_quadratic = {_q(d.drag_quadratic, "N/(m/s)^2", law + ": 0.5 rho C_D A")}',
-        f'collider_radius = {_q(d.collider_radius, "m", law + ": arm + propeller radius")}',
+        f"mass = {_q(mass, 'kg', TABLE1_SOURCE + ' (platform name)')}",
+        f"arm = {_q(d.arm, 'm', law + ': max(0.2 m (m/kg)^(1/3), kappa_max bound)')}",
+        f"inertia = {_q(d.inertia, 'kg m^2', law + ': J_xx from alpha_xy, J_zz = 1.8 J_xx')}",
+        f"k_f = {_q(d.k_f, 'N/(rad/s)^2', law + ': from TWR_max (eq. 2)')}",
+        f"k_m = {_q(d.k_m, 'N m/(rad/s)^2', law + ': from alpha_z_max (eq. 5, 9)')}",
+        f"max_rotor_speed = {_q(d.max_rotor_speed, 'rad/s', law + ': 130 m/s tip speed')}",
+        f"min_rotor_speed = {_q(0.0, 'rad/s', 'FLYINGTRUST eq. 4-5: rotors may stop')}",
+        f"motor_tau_up = {_q(d.motor_tau, 's', law + ': 0.02 s x arm / 0.2 m')}",
+        f"motor_tau_down = {_q(d.motor_tau, 's', law + ': 0.02 s x arm / 0.2 m')}",
+        f"drag_quadratic = {_q(d.drag_quadratic, 'N/(m/s)^2', law + ': 0.5 rho C_D A')}",
+        f"collider_radius = {_q(d.collider_radius, 'm', law + ': arm + propeller radius')}",
         "",
         f'["{name}".table1]',
-        f'twr_max = {_q(twr, "1", TABLE1_SOURCE)}',
-        f'alpha_xy_max = {_q(axy, "rad/s^2", TABLE1_SOURCE)}',
-        f'alpha_z_max = {_q(az, "rad/s^2", TABLE1_SOURCE)}',
+        f"twr_max = {_q(twr, '1', TABLE1_SOURCE)}",
+        f"alpha_xy_max = {_q(axy, 'rad/s^2', TABLE1_SOURCE)}",
+        f"alpha_z_max = {_q(az, 'rad/s^2', TABLE1_SOURCE)}",
     ]
     return "\n".join(lines) + "\n"
 

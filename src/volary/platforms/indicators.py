@@ -66,5 +66,8 @@ def max_angular_acceleration(airframe: Airframe) -> np.ndarray:
 def indicators(airframe: Airframe) -> Indicators:
     """FLYINGTRUST indicators of ``airframe`` (eq. 2, 9 and 11; alpha_xy is roll, Sec. III-A)."""
     alpha = max_angular_acceleration(airframe)
-    return Indicators(twr_max=thrust_to_weight(airframe), alpha_xy_max=float(alpha[0]),
-                      alpha_z_max=float(alpha[2]))
+    return Indicators(
+        twr_max=thrust_to_weight(airframe),
+        alpha_xy_max=float(alpha[0]),
+        alpha_z_max=float(alpha[2]),
+    )

@@ -77,7 +77,11 @@ def tilted_hexa(arm: float, tilt_deg: float = 30.0) -> Layout:
 
 
 LAYOUTS: dict[str, Callable[..., Layout]] = {
-    "quad_plus": quad_plus, "quad_x": quad_x, "hexa": hexa, "octo": octo, "y6": y6,
+    "quad_plus": quad_plus,
+    "quad_x": quad_x,
+    "hexa": hexa,
+    "octo": octo,
+    "y6": y6,
     "tilted_hexa": tilted_hexa,
 }
 

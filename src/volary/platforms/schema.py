@@ -135,8 +135,10 @@ def _rotor_layout(where: _Where, raw: Mapping[str, Any], values: dict[str, Any])
     arm = values.pop("arm")
     tilt, gap = values.pop("rotor_tilt", None), values.pop("coaxial_gap", None)
     if tilt is not None and name != "tilted_hexa" or gap is not None and name != "y6":
-        raise where("rotor_tilt" if tilt is not None else "coaxial_gap",
-                    f"does not apply to layout {name!r}")
+        raise where(
+            "rotor_tilt" if tilt is not None else "coaxial_gap",
+            f"does not apply to layout {name!r}",
+        )
     try:
         if name == "tilted_hexa" and tilt is not None:
             return LAYOUTS[name](arm, tilt_deg=tilt)
@@ -179,8 +181,14 @@ def parse_entry(path: Path, name: str, raw: Any) -> Entry:
     pos, axes, dirs = _rotor_layout(where, raw, values)
     sources["layout"] = str(raw["layout"]["source"])
     try:
-        airframe = Airframe(name=name, rotor_positions=pos, rotor_axes=axes,
-                            rotor_directions=dirs, sources=sources, **values)
+        airframe = Airframe(
+            name=name,
+            rotor_positions=pos,
+            rotor_axes=axes,
+            rotor_directions=dirs,
+            sources=sources,
+            **values,
+        )
     except ConfigError as err:
         raise ConfigError(f"{path.name}: [{name}] {err}") from err
     table1 = _table1(where, raw["table1"]) if "table1" in raw else None

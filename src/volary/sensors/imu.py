@@ -38,8 +38,14 @@ class ImuConfig:
     source: str = ""
 
     def __post_init__(self) -> None:
-        for name in ("accel_noise_density", "gyro_noise_density", "accel_bias_random_walk",
-                     "gyro_bias_random_walk", "accel_bias_init", "gyro_bias_init"):
+        for name in (
+            "accel_noise_density",
+            "gyro_noise_density",
+            "accel_bias_random_walk",
+            "gyro_bias_random_walk",
+            "accel_bias_init",
+            "gyro_bias_init",
+        ):
             v = getattr(self, name)
             if not (math.isfinite(v) and v >= 0):
                 raise ConfigError(f"imu.{name}: expected a finite value >= 0, got {v}")
@@ -53,24 +59,34 @@ IMU_PRESETS: dict[str, ImuConfig] = {
     # typical. The datasheet gives no random walk: the bias walks are typical consumer-MEMS
     # values (assumed, stated here).
     "bmi085": ImuConfig(
-        accel_noise_density=175e-6 * _G, gyro_noise_density=0.014 * _DEG,
-        accel_bias_random_walk=1e-3, gyro_bias_random_walk=1e-4,
-        accel_bias_init=0.02, gyro_bias_init=0.1 * _DEG, rate_hz=400.0,
+        accel_noise_density=175e-6 * _G,
+        gyro_noise_density=0.014 * _DEG,
+        accel_bias_random_walk=1e-3,
+        gyro_bias_random_walk=1e-4,
+        accel_bias_init=0.02,
+        gyro_bias_init=0.1 * _DEG,
+        rate_hz=400.0,
         source="Bosch BMI085 datasheet typical noise densities; bias walks assumed",
     ),
     # VectorNav VN-100 datasheet: gyro 0.0035 deg/s/sqrt(Hz), accel 0.14 mg/sqrt(Hz);
     # in-run bias stability 10 deg/h (gyro), 0.04 mg (accel) used to scale the bias walks.
     "vn100": ImuConfig(
-        accel_noise_density=0.14e-3 * _G, gyro_noise_density=0.0035 * _DEG,
-        accel_bias_random_walk=4e-5, gyro_bias_random_walk=1e-5,
-        accel_bias_init=0.04e-3 * _G, gyro_bias_init=10.0 * _DEG / 3600.0, rate_hz=200.0,
+        accel_noise_density=0.14e-3 * _G,
+        gyro_noise_density=0.0035 * _DEG,
+        accel_bias_random_walk=4e-5,
+        gyro_bias_random_walk=1e-5,
+        accel_bias_init=0.04e-3 * _G,
+        gyro_bias_init=10.0 * _DEG / 3600.0,
+        rate_hz=200.0,
         source="VectorNav VN-100 datasheet noise densities and bias stability",
     ),
     # FlightGoggles vehicle config: per-sample variances 0.005 (accel) and 0.003 (gyro) at
     # the 960 Hz physics rate, converted to densities: sigma = sqrt(var / f).
     "flightgoggles": ImuConfig(
-        accel_noise_density=math.sqrt(0.005 / 960.0), gyro_noise_density=math.sqrt(0.003 / 960.0),
-        rate_hz=960.0, source="FlightGoggles vehicle configuration (imu variances)",
+        accel_noise_density=math.sqrt(0.005 / 960.0),
+        gyro_noise_density=math.sqrt(0.003 / 960.0),
+        rate_hz=960.0,
+        source="FlightGoggles vehicle configuration (imu variances)",
     ),
 }
 
@@ -101,8 +117,15 @@ def specific_force(quat: Tensor, accel_world: Tensor) -> Tensor:
 class Imu:
     """Batched IMU with per-env biases, a per-env noise stream and a configurable rate."""
 
-    def __init__(self, n_envs: int, config: str | ImuConfig = "bmi085", *, seed: int = 0,
-                 device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32) -> None:
+    def __init__(
+        self,
+        n_envs: int,
+        config: str | ImuConfig = "bmi085",
+        *,
+        seed: int = 0,
+        device: torch.device | str = "cpu",
+        dtype: torch.dtype = torch.float32,
+    ) -> None:
         self.config = imu_config(config)
         self.n_envs, self.dtype = n_envs, dtype
         self.keys = vrandom.env_keys(seed ^ 0x1A2B3C, torch.arange(n_envs, device=device))
@@ -123,8 +146,11 @@ class Imu:
         c = self.config
         n = self._normal(6)
         ab, gb = c.accel_bias_init * n[:, :3], c.gyro_bias_init * n[:, 3:]
-        m = torch.ones(self.n_envs, dtype=torch.bool, device=self.tick.device) if mask is None \
+        m = (
+            torch.ones(self.n_envs, dtype=torch.bool, device=self.tick.device)
+            if mask is None
             else mask
+        )
         self.accel_bias = torch.where(m[:, None], ab, self.accel_bias)
         self.gyro_bias = torch.where(m[:, None], gb, self.gyro_bias)
         self.clock = torch.where(m, torch.full_like(self.clock, -1.0), self.clock)
@@ -143,9 +169,11 @@ class Imu:
         fresh = self.clock < 0  # just reset: sample now
         tick = self.clock + dt
         due = fresh | (tick >= period - 1e-9)
-        self.clock = torch.where(fresh, torch.zeros_like(tick),
-                                 torch.where(due, tick - period, tick))
+        self.clock = torch.where(
+            fresh, torch.zeros_like(tick), torch.where(due, tick - period, tick)
+        )
         due = due[:, None]
-        self.reading = ImuReading(torch.where(due, accel, self.reading.accel),
-                                  torch.where(due, gyro, self.reading.gyro))
+        self.reading = ImuReading(
+            torch.where(due, accel, self.reading.accel), torch.where(due, gyro, self.reading.gyro)
+        )
         return self.reading

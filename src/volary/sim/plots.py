@@ -16,8 +16,13 @@ def _pyplot():
     return plt
 
 
-def plot_trajectory(traj: Trajectory, path: str | Path, env: int = 0, title: str = "",
-                    target: tuple[float, float, float] | None = None) -> Path:
+def plot_trajectory(
+    traj: Trajectory,
+    path: str | Path,
+    env: int = 0,
+    title: str = "",
+    target: tuple[float, float, float] | None = None,
+) -> Path:
     """Position, attitude (deg) and rotor speeds of one env over time, written as PNG."""
     import math
 

@@ -40,14 +40,45 @@ class Trajectory:
         path.parent.mkdir(parents=True, exist_ok=True)
         r = self.rotor_speed.shape[-1]
         s = self.setpoint.shape[-1]
-        header = (["t", "x", "y", "z", "vx", "vy", "vz", "qw", "qx", "qy", "qz", "roll", "pitch",
-                   "yaw", "p", "q", "r"] + [f"w{i}" for i in range(r)]
-                  + [f"sp{i}" for i in range(s)] + ["crashed", "diverged"])
+        header = (
+            [
+                "t",
+                "x",
+                "y",
+                "z",
+                "vx",
+                "vy",
+                "vz",
+                "qw",
+                "qx",
+                "qy",
+                "qz",
+                "roll",
+                "pitch",
+                "yaw",
+                "p",
+                "q",
+                "r",
+            ]
+            + [f"w{i}" for i in range(r)]
+            + [f"sp{i}" for i in range(s)]
+            + ["crashed", "diverged"]
+        )
         cols = torch.cat(
-            (self.time[:, None].double(), self.pos[:, env].double(), self.vel[:, env].double(),
-             self.quat[:, env].double(), self.euler[:, env].double(), self.omega[:, env].double(),
-             self.rotor_speed[:, env].double(), self.setpoint[:, env].double(),
-             self.crashed[:, env, None].double(), self.diverged[:, env, None].double()), dim=-1)
+            (
+                self.time[:, None].double(),
+                self.pos[:, env].double(),
+                self.vel[:, env].double(),
+                self.quat[:, env].double(),
+                self.euler[:, env].double(),
+                self.omega[:, env].double(),
+                self.rotor_speed[:, env].double(),
+                self.setpoint[:, env].double(),
+                self.crashed[:, env, None].double(),
+                self.diverged[:, env, None].double(),
+            ),
+            dim=-1,
+        )
         with path.open("w", newline="") as fh:
             w = csv.writer(fh)
             w.writerow(header)
@@ -63,9 +94,13 @@ class Recorder:
 
     def add(self, time: float, state, setpoint: Tensor, command: Tensor) -> None:
         row = {f: getattr(state, f).detach().clone() for f in _FIELDS}
-        row.update(time=torch.tensor(time), setpoint=setpoint.detach().clone(),
-                   command=command.detach().clone(), diverged=state.diverged.clone(),
-                   crashed=state.crashed.clone())
+        row.update(
+            time=torch.tensor(time),
+            setpoint=setpoint.detach().clone(),
+            command=command.detach().clone(),
+            diverged=state.diverged.clone(),
+            crashed=state.crashed.clone(),
+        )
         self.rows.append(row)
 
     def stack(self) -> Trajectory:

@@ -89,9 +89,14 @@ class Simulator:
     >>> state = sim.step(torch.tensor([[0.0, 0.0, 1.0, 0.0]]).expand(64, 4))
     """
 
-    def __init__(self, platforms: PlatformSpec | Sequence[PlatformSpec],
-                 config: SimConfig | None = None, *, gains: Any = None,
-                 **overrides: Any) -> None:
+    def __init__(
+        self,
+        platforms: PlatformSpec | Sequence[PlatformSpec],
+        config: SimConfig | None = None,
+        *,
+        gains: Any = None,
+        **overrides: Any,
+    ) -> None:
         """``platforms``: catalogue names or Airframes (one per env, tiled to ``n_envs``);
         ``gains``: a :class:`volary.control.Gains`, or a function ``params -> Gains`` (e.g.
         ``lambda p: Gains.default(p).override(k_x=...)``); other keywords set SimConfig fields.
@@ -101,19 +106,27 @@ class Simulator:
         self.config = cfg
         self.airframes = _airframes(platforms)
         n = cfg.n_envs if cfg.n_envs is not None else len(self.airframes)
-        self.params = VehicleParams.from_airframes(self.airframes, n, device=cfg.device,
-                                                   dtype=cfg.dtype, rate_tau=cfg.rate_tau)
+        self.params = VehicleParams.from_airframes(
+            self.airframes, n, device=cfg.device, dtype=cfg.dtype, rate_tau=cfg.rate_tau
+        )
         self.dynamics = DynamicsConfig(
-            model=cfg.model, integrator=cfg.integrator, dt=1.0 / cfg.physics_hz,
-            stochastic=cfg.stochastic, ground=cfg.ground, on_divergence=cfg.on_divergence,
+            model=cfg.model,
+            integrator=cfg.integrator,
+            dt=1.0 / cfg.physics_hz,
+            stochastic=cfg.stochastic,
+            ground=cfg.ground,
+            on_divergence=cfg.on_divergence,
         )
         g = gains(self.params) if callable(gains) else gains
         self.controller = make_controller(cfg.control, self.params, model=cfg.model, gains=g)
         self.disturbance = Disturbance.create(n, device=cfg.device, dtype=cfg.dtype)
         self.keys = vrandom.env_keys(cfg.seed, torch.arange(n, device=cfg.device))
         self._stepper = make_stepper(self.dynamics, cfg.substeps, compile=cfg.compile)
-        self.imu = None if cfg.imu is None else Imu(n, cfg.imu, seed=cfg.seed, device=cfg.device,
-                                                    dtype=cfg.dtype)
+        self.imu = (
+            None
+            if cfg.imu is None
+            else Imu(n, cfg.imu, seed=cfg.seed, device=cfg.device, dtype=cfg.dtype)
+        )
         self.imu_reading: ImuReading | None = None
         self.recorder = Recorder() if cfg.record else None
         self._run_recorder: Recorder | None = None
@@ -138,8 +151,9 @@ class Simulator:
 
     # ---- reset ----------------------------------------------------------------------------
     def _initial_state(self, n: int) -> MultirotorState:
-        s = MultirotorState.create(n, self.params.n_rotors, device=self.config.device,
-                                   dtype=self.config.dtype)
+        s = MultirotorState.create(
+            n, self.params.n_rotors, device=self.config.device, dtype=self.config.dtype
+        )
         return s.replace(pos=self._home.clone(), rotor_speed=self._hover_command_speeds())
 
     def _hover_command_speeds(self) -> Tensor:
@@ -151,8 +165,9 @@ class Simulator:
             return thrust_rate_rotor_speed(self.params, u)
         return hover_speeds(self.params)
 
-    def reset(self, mask: Tensor | None = None, *, pos: Any = None, quat: Any = None,
-              vel: Any = None) -> MultirotorState:
+    def reset(
+        self, mask: Tensor | None = None, *, pos: Any = None, quat: Any = None, vel: Any = None
+    ) -> MultirotorState:
         """Reset the masked envs (all when None) to rest at ``pos`` (default: their home,
         [0, 0, 1] m), attitude ``quat`` (default level), rotors at hover speed.
 
@@ -183,7 +198,8 @@ class Simulator:
             wind=d.wind if wind is None else _vec(wind, n, 3, "wind", dev, dt),
             gust_std=d.gust_std if gust_std is None else _scalar(gust_std, n, "gust_std", dev, dt),
             gust_tau=d.gust_tau if gust_tau is None else _scalar(gust_tau, n, "gust_tau", dev, dt),
-            force=d.force, moment=d.moment,
+            force=d.force,
+            moment=d.moment,
         )
 
     def apply_wrench(self, force: Any = None, moment: Any = None) -> None:
@@ -191,7 +207,9 @@ class Simulator:
         n, dev, dt = self.n_envs, self.config.device, self.config.dtype
         d = self.disturbance
         self.disturbance = Disturbance(
-            wind=d.wind, gust_std=d.gust_std, gust_tau=d.gust_tau,
+            wind=d.wind,
+            gust_std=d.gust_std,
+            gust_tau=d.gust_tau,
             force=d.force if force is None else _vec(force, n, 3, "force", dev, dt),
             moment=d.moment if moment is None else _vec(moment, n, 3, "moment", dev, dt),
         )
@@ -259,8 +277,9 @@ def _replace(cfg: SimConfig, overrides: dict[str, Any]) -> SimConfig:
 def _mask(mask: Any, n: int, device: str) -> Tensor:
     m = torch.as_tensor(mask, device=device)
     if m.dtype != torch.bool or m.shape != (n,):
-        raise ConfigError(f"mask: expected a bool tensor of shape ({n},), got {m.dtype} "
-                          f"{tuple(m.shape)}")
+        raise ConfigError(
+            f"mask: expected a bool tensor of shape ({n},), got {m.dtype} {tuple(m.shape)}"
+        )
     return m
 
 
@@ -269,8 +288,9 @@ def _vec(v: Any, n: int, k: int, name: str, device: str, dtype: torch.dtype) -> 
     if t.shape == (k,):
         t = t.expand(n, k)
     if t.shape != (n, k) or not torch.isfinite(t).all():
-        raise ConfigError(f"{name}: expected finite values of shape ({k},) or ({n}, {k}), "
-                          f"got {tuple(t.shape)}")
+        raise ConfigError(
+            f"{name}: expected finite values of shape ({k},) or ({n}, {k}), got {tuple(t.shape)}"
+        )
     return t.clone()
 
 

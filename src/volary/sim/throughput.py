@@ -33,8 +33,16 @@ def _bytes(*objs) -> int:
     return total
 
 
-def measure_volary(airframe, n_envs: int, *, device: str = "cpu", compile: bool = False,
-                   substeps: int = 1, repeats: int = 5, min_time: float = 0.3) -> Throughput:
+def measure_volary(
+    airframe,
+    n_envs: int,
+    *,
+    device: str = "cpu",
+    compile: bool = False,
+    substeps: int = 1,
+    repeats: int = 5,
+    min_time: float = 0.3,
+) -> Throughput:
     """Median env-steps/s of the rigid-body model (motor lag, drag, RK4, float32)."""
     cfg = DynamicsConfig(stochastic=False, ground=False)
     p = VehicleParams.from_airframes(airframe, n_envs, device=device)
