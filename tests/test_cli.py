@@ -72,3 +72,25 @@ def test_demo_writes_an_html_page(tmp_path):
     page = (tmp_path / "index.html").read_text()
     assert "<table>" in page and "data:image/png;base64," in page
     assert "crashed" not in page.split("<h2>Top view")[0].split("</tr>", 1)[1]
+
+
+def test_scene_list_preview_export(tmp_path):
+    r = runner.invoke(app, ["scene", "list"])
+    assert r.exit_code == 0 and "forest" in r.output and "perlin" in r.output
+    r = runner.invoke(app, ["scene", "preview", "maze", "--seed", "1", "--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "maze-1.png").stat().st_size > 10_000
+    for fmt in ("ply", "obj", "pcd"):
+        r = runner.invoke(
+            app,
+            ["scene", "export", "forest", "--seed", "2", "--format", fmt, "--out", str(tmp_path)],
+        )
+        assert r.exit_code == 0, r.output
+        assert (tmp_path / f"forest-2.{fmt}").stat().st_size > 1000
+
+
+def test_scene_errors_name_the_problem(tmp_path):
+    r = runner.invoke(app, ["scene", "preview", "moon"])
+    assert r.exit_code == 2 and "valid names" in r.output
+    r = runner.invoke(app, ["scene", "export", "forest", "--format", "xyz", "--out", str(tmp_path)])
+    assert r.exit_code == 2 and "format" in r.output

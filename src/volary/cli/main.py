@@ -17,8 +17,10 @@ app = typer.Typer(
 )
 platforms_app = typer.Typer(no_args_is_help=True, help="The airframe catalogue.")
 bench_app = typer.Typer(no_args_is_help=True, help="Throughput benchmarks.")
+scene_app = typer.Typer(no_args_is_help=True, help="Scenario generators and scene files.")
 app.add_typer(platforms_app, name="platforms")
 app.add_typer(bench_app, name="bench")
+app.add_typer(scene_app, name="scene")
 console = Console()
 
 Out = Annotated[Path, typer.Option("--out", help="Directory for the files this command writes.")]
@@ -93,6 +95,70 @@ def platforms_show(name: str) -> None:
         console.print("[dim]sources:[/dim]")
         for k, v in a.sources.items():
             console.print(f"  [dim]{k}: {v}[/dim]")
+
+
+@scene_app.command("list")
+def scene_list() -> None:
+    """List the scenario types with their default sizes."""
+    from volary.worlds import SCENARIOS, make_scenario
+
+    t = Table("type", "group", "size [m]", "ceiling [m]", "obstacles (seed 0)")
+    for name, kind in SCENARIOS.items():
+        spec = make_scenario(name, 0)
+        size = " x ".join(
+            f"{hi - lo:g}" for lo, hi in zip(spec.bounds_min[:2], spec.bounds_max[:2], strict=True)
+        )
+        t.add_row(
+            name,
+            "classic" if kind.classic else "theoretical",
+            size,
+            f"{spec.flight_ceiling:g}",
+            str(len(spec.obstacles)),
+        )
+    console.print(t)
+
+
+def _scenario(kind: str, seed: int):
+    from volary.errors import VolaryError
+    from volary.worlds import make_scenario
+
+    try:
+        return make_scenario(kind, seed)
+    except VolaryError as e:
+        _fail(str(e))
+
+
+@scene_app.command("preview")
+def scene_preview(
+    kind: Annotated[str, typer.Argument(help="Scenario type (volary scene list).")],
+    seed: Seed = 0,
+    out: Out = Path("out/scene"),
+) -> None:
+    """Top-down PNG of a generated scenario with start, goal and reference line."""
+    from volary.worlds.preview import plot_top_view
+
+    spec = _scenario(kind, seed)
+    png = plot_top_view(spec, out / f"{kind}-{seed}.png")
+    console.print(f"wrote {png}")
+
+
+@scene_app.command("export")
+def scene_export(
+    kind: Annotated[str, typer.Argument(help="Scenario type (volary scene list).")],
+    seed: Seed = 0,
+    format: Annotated[str, typer.Option("--format", help="ply, obj, stl or pcd.")] = "ply",
+    out: Out = Path("out/scene"),
+) -> None:
+    """Export a generated scenario as a mesh (PLY/OBJ/STL) or point cloud (PCD)."""
+    from volary.errors import VolaryError
+    from volary.worlds import export_scene
+
+    spec = _scenario(kind, seed)
+    try:
+        path = export_scene(spec, out / f"{kind}-{seed}.{format}", format)
+    except VolaryError as e:
+        _fail(str(e))
+    console.print(f"wrote {path}")
 
 
 @app.command()
