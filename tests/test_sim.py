@@ -99,3 +99,14 @@ def test_thrust_rate_model_hovers_under_position_control():
     sim = Simulator(quad_x(), n_envs=2, model="thrust_rate", stochastic=False)
     sim.run(torch.tensor([0.3, 0.0, 1.0, 0.0]), 3.0)
     assert sim.state.pos.sub(torch.tensor([0.3, 0.0, 1.0])).norm(dim=-1).max() < 0.02
+
+
+@pytest.mark.slow
+def test_compiled_simulator_matches_eager():
+    kw = dict(n_envs=4, seed=1, stochastic=True)
+    af = quad_x().replace(force_noise=0.02, drag_quadratic=(0.1, 0.1, 0.2))
+    eager, fast = Simulator(af, **kw), Simulator(af, compile=True, **kw)
+    target = torch.tensor([0.4, -0.2, 1.3, 0.2])
+    a, b = eager.run(target, 1.0), fast.run(target, 1.0)
+    torch.testing.assert_close(b.pos, a.pos, rtol=0, atol=1e-4)
+    torch.testing.assert_close(b.rotor_speed, a.rotor_speed, rtol=1e-4, atol=1e-2)
