@@ -4,7 +4,7 @@ from volary.worlds.collision import CollisionMonitor, Events, collision_events
 from volary.worlds.gates import GateTracker
 from volary.worlds.grid import find_path, is_solvable, occupancy_grid
 from volary.worlds.io import MeshScene, PointCloud, export_scene, load_mesh, load_points
-from volary.worlds.primitives import Box, Cylinder, Gate, Plane, Scene, SceneSpec, Sphere
+from volary.worlds.primitives import Box, Cylinder, Gate, Mesh, Plane, Scene, SceneSpec, Sphere
 from volary.worlds.scenarios import SCENARIOS, fixed_configurations, make_scenario
 from volary.worlds.sdf import SceneDistance, scene_sdf
 from volary.worlds.tracks import (
@@ -16,8 +16,8 @@ from volary.worlds.tracks import (
 )
 
 __all__ = [
-    "Box", "CollisionMonitor", "Cylinder", "Events", "Gate", "GateTracker", "MeshScene", "Plane",
-    "PointCloud", "SCENARIOS", "Scene", "SceneDistance", "SceneSpec", "Sphere",
+    "Box", "CollisionMonitor", "Cylinder", "Events", "Gate", "GateTracker", "Mesh", "MeshScene",
+    "Plane", "PointCloud", "SCENARIOS", "Scene", "SceneDistance", "SceneSpec", "Sphere",
     "alphapilot_2019", "alphapilot_2019_courses", "boundary_predictor_course",
     "collision_events", "export_scene", "find_path", "fixed_configurations", "is_solvable",
     "load_mesh", "load_points", "make_scenario", "occupancy_grid", "perturb_course",

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from volary.errors import ConfigError
-from volary.worlds.primitives import Box, Cylinder, Gate, Plane, Scene, SceneSpec, Sphere
+from volary.worlds.primitives import Box, Cylinder, Gate, Mesh, Plane, Scene, SceneSpec, Sphere
 
 
 def gate_boxes(g: Gate) -> list[Box]:
@@ -30,6 +30,31 @@ def gate_boxes(g: Gate) -> list[Box]:
         (center - u * (width + b) / 2, (b, d, height)),
     ]
     return [Box(tuple(p), s, yaw, g.object_id) for p, s in bars]  # type: ignore[arg-type]
+
+
+def _mesh_rows(spec: SceneSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Corners (T, 3, 3), object ids (T,) and pseudo-normals (T, 7, 3) of a spec's meshes."""
+    meshes = [o for o in spec.obstacles if isinstance(o, Mesh)]
+    if not meshes:
+        return np.zeros((0, 3, 3)), np.zeros(0, np.int64), np.zeros((0, 7, 3))
+    return (np.concatenate([m.corners for m in meshes]),
+            np.concatenate([np.full(len(m.triangles), m.object_id, np.int64) for m in meshes]),
+            np.concatenate([m.pseudo_normals for m in meshes]))
+
+
+def _pad_meshes(items: list[SceneSpec], n: int) -> tuple[np.ndarray, ...]:
+    """Triangle tensors of env i from spec ``items[i % len(items)]``, padded to the longest
+    (at least one all-zero invalid row); built once per distinct spec, then tiled."""
+    rows = [_mesh_rows(s) for s in items]
+    k = max(1, max(len(r[1]) for r in rows))
+    m = len(items)
+    corners, normals = np.zeros((m, k, 3, 3)), np.zeros((m, k, 7, 3))
+    ids, valid = np.full((m, k), -1, np.int64), np.zeros((m, k), bool)
+    for i, (c, o, nrm) in enumerate(rows):
+        corners[i, :len(o)], ids[i, :len(o)], normals[i, :len(o)] = c, o, nrm
+        valid[i, :len(o)] = True
+    tile = np.arange(n) % m
+    return corners[tile], valid[tile], ids[tile], normals[tile]
 
 
 def stack_specs(specs: SceneSpec | Sequence[SceneSpec], n_envs: int | None, *, device,
@@ -72,6 +97,7 @@ def stack_specs(specs: SceneSpec | Sequence[SceneSpec], n_envs: int | None, *, d
     pn, _ = pad(planes, lambda o: o.normal, (3,), 0.0)
     pi, _ = pad(planes, lambda o: [o.object_id], (1,), -1)
     gc, gv = pad(gates, lambda o: np.asarray(o.corners), (4, 3), 0.0)
+    tv, tvalid, tid, tn = _pad_meshes(items, n)
     arr = lambda name: np.asarray([getattr(s, name) for s in per], dtype=float)  # noqa: E731
     return Scene(
         box_center=t(bc), box_half=t(bh), box_yaw=t(by[..., 0]), box_valid=bt(bv),
@@ -79,6 +105,7 @@ def stack_specs(specs: SceneSpec | Sequence[SceneSpec], n_envs: int | None, *, d
         cyl_half_length=t(cr[..., 1]), cyl_valid=bt(cv), cyl_id=ti(cr[..., 2]),
         sph_center=t(sc), sph_radius=t(sr[..., 0]), sph_valid=bt(sv), sph_id=ti(sr[..., 1]),
         plane_point=t(pp), plane_normal=t(pn), plane_valid=bt(pv), plane_id=ti(pi[..., 0]),
+        tri_vertices=t(tv), tri_valid=bt(tvalid), tri_id=ti(tid), tri_normals=t(tn),
         gate_corners=t(gc), gate_valid=bt(gv), bounds_min=t(arr("bounds_min")),
         bounds_max=t(arr("bounds_max")), ceiling=t([s.flight_ceiling for s in per]),
         start=t(arr("start")), goal=t(arr("goal")),

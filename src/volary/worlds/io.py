@@ -20,7 +20,7 @@ import numpy as np
 
 from volary.errors import ConfigError, FileFormatError
 from volary.worlds._stack import gate_boxes
-from volary.worlds.primitives import Box, Cylinder, Plane, Primitive, SceneSpec, Sphere
+from volary.worlds.primitives import Box, Cylinder, Mesh, Plane, Primitive, SceneSpec, Sphere
 
 
 @dataclass(frozen=True)
@@ -122,7 +122,8 @@ def plane_mesh(pl: Plane, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, n
 
 
 def scene_mesh(spec: SceneSpec, segments: int = 24) -> MeshScene:
-    """Tessellate every obstacle and gate frame of a spec (planes clipped to its bounds)."""
+    """Tessellate every obstacle and gate frame of a spec (planes clipped to its bounds); Mesh
+    obstacles are copied as they are, with their object id on every triangle."""
     if segments < 3:
         raise ConfigError(f"segments: expected >= 3, got {segments}")
     lo, hi = np.asarray(spec.bounds_min, float), np.asarray(spec.bounds_max, float)
@@ -135,6 +136,8 @@ def scene_mesh(spec: SceneSpec, segments: int = 24) -> MeshScene:
             v, t = cylinder_mesh(prim, segments)
         elif isinstance(prim, Sphere):
             v, t = sphere_mesh(prim, segments)
+        elif isinstance(prim, Mesh):
+            v, t = np.array(prim.vertices), np.array(prim.triangles)
         else:
             v, t = plane_mesh(prim, lo, hi)
         verts.append(v)

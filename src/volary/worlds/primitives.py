@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -110,7 +111,93 @@ class Gate:
         return np.asarray(self.corners, dtype=float).mean(axis=0)
 
 
-Primitive = Box | Cylinder | Sphere | Plane
+def _readonly(a: np.ndarray) -> np.ndarray:
+    a = np.array(a, copy=True)
+    a.setflags(write=False)
+    return a
+
+
+@dataclass(frozen=True, eq=False)
+class Mesh:
+    """Triangle mesh obstacle in the world frame: vertices (V, 3) m and triangles (T, 3) vertex
+    indices (counter-clockwise seen from outside for a closed mesh), stored as read-only numpy
+    arrays (float64, int64). Equality and hashing compare the array contents.
+
+    A closed mesh (watertight, consistently wound) is a solid: the signed distance is negative
+    inside. An open mesh (a sheet, a terrain without skirt) is a thin shell: its distance is
+    unsigned, so a vehicle collides when it comes within its radius of the surface."""
+
+    vertices: np.ndarray  # (V, 3) float64 m, read-only
+    triangles: np.ndarray  # (T, 3) int64 indices into vertices, read-only
+    object_id: int = 0
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        who = f"Mesh {self.name!r}" if self.name else "Mesh"
+        try:
+            v = np.asarray(self.vertices, dtype=float)
+            t = np.asarray(self.triangles)
+        except (TypeError, ValueError) as e:
+            raise ConfigError(f"{who}: vertices/triangles: expected numeric arrays ({e})") from e
+        if v.ndim != 2 or v.shape[1] != 3:
+            raise ConfigError(f"{who}.vertices: expected shape (V, 3), got {v.shape}")
+        if not np.all(np.isfinite(v)):
+            bad = int((~np.isfinite(v)).any(axis=1).sum())
+            raise ConfigError(f"{who}.vertices: expected finite values, {bad} rows are NaN/inf")
+        if t.ndim != 2 or t.shape[1] != 3 or len(t) < 1:
+            raise ConfigError(f"{who}.triangles: expected shape (T, 3) with T >= 1, got {t.shape}")
+        if t.dtype.kind not in "iu" and not (
+            t.dtype.kind == "f" and np.all(np.isfinite(t)) and np.all(t == np.round(t))
+        ):
+            raise ConfigError(f"{who}.triangles: expected integer vertex indices, got {t.dtype}")
+        t = t.astype(np.int64)
+        if t.min() < 0 or t.max() >= len(v):
+            raise ConfigError(f"{who}.triangles: index out of range [0, {len(v)}): "
+                              f"min {t.min()}, max {t.max()}")
+        object.__setattr__(self, "vertices", _readonly(v))
+        object.__setattr__(self, "triangles", _readonly(t))
+        key = (v.tobytes(), t.tobytes(), int(self.object_id), self.name)
+        object.__setattr__(self, "_hash", hash(key))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Mesh):
+            return NotImplemented
+        return (self.object_id == other.object_id and self.name == other.name
+                and np.array_equal(self.vertices, other.vertices)
+                and np.array_equal(self.triangles, other.triangles))
+
+    def __hash__(self) -> int:
+        return self.__dict__["_hash"]
+
+    @property
+    def corners(self) -> np.ndarray:
+        """(T, 3, 3) m: the three corners of every triangle."""
+        return self.vertices[self.triangles]
+
+    @cached_property
+    def closed(self) -> bool:
+        """True for a watertight, consistently wound mesh (a solid with an inside)."""
+        from volary.worlds.meshgeom import is_closed
+
+        return is_closed(self.triangles, len(self.vertices))
+
+    @cached_property
+    def pseudo_normals(self) -> np.ndarray:
+        """(T, 7, 3) unit angle-weighted pseudo-normals per triangle feature (face, edges
+        01/12/20, vertices 0/1/2), outward; all zero for an open mesh (unsigned distance)."""
+        from volary.worlds.meshgeom import pseudo_normals
+
+        out = pseudo_normals(self.vertices, self.triangles)
+        out.setflags(write=False)
+        return out
+
+    @property
+    def bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        """Axis-aligned bounds (m) of the vertices."""
+        return self.vertices.min(axis=0), self.vertices.max(axis=0)
+
+
+Primitive = Box | Cylinder | Sphere | Plane | Mesh
 
 
 @dataclass(frozen=True)
@@ -162,6 +249,10 @@ class Scene:
     plane_normal: Tensor  # (N, Kp, 3) unit, pointing out of the solid
     plane_valid: Tensor  # (N, Kp) bool
     plane_id: Tensor  # (N, Kp) int64
+    tri_vertices: Tensor  # (N, T, 3, 3) m, triangle corners of every Mesh; padding is all zero
+    tri_valid: Tensor  # (N, T) bool
+    tri_id: Tensor  # (N, T) int64 object id of the mesh each triangle belongs to
+    tri_normals: Tensor  # (N, T, 7, 3) unit pseudo-normals (face, edges, vertices); 0 if open
     gate_corners: Tensor  # (N, G, 4, 3) m
     gate_valid: Tensor  # (N, G) bool
     bounds_min: Tensor  # (N, 3) m
