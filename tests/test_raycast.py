@@ -1,0 +1,310 @@
+"""Ray casting: closed-form distances, backend parity, batching of scenes, input checks."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from volary.errors import ConfigError, MissingDependencyError, UnknownNameError
+from volary.sensors.raycast import FLOOR_ID, make_raycaster
+from volary.sensors.raycast.base import tessellation_tolerance, world_triangles
+from volary.worlds import Box, Cylinder, Plane, Scene, SceneSpec, Sphere, make_scenario, scene_sdf
+
+torch.set_num_threads(1)
+SEG = 64
+MESH = ("embree", "warp")
+ALL = ("torch", *MESH)
+
+# One object of each kind around the origin; every ray starts at (0, 0, 1).
+YAW = 0.4
+SPEC = SceneSpec(
+    "analytic",
+    (-10.0, -10.0, 0.0),
+    (10.0, 10.0, 6.0),
+    obstacles=(
+        Plane((8.0, 0.0, 0.0), (-1.0, 0.0, 0.0), object_id=1),  # wall x = 8
+        Sphere((0.0, 5.0, 1.0), 0.7, object_id=2),
+        Cylinder((5.0, 0.0, 1.0), 0.5, 2.0, object_id=3),  # upright, z in [0, 2]
+        Cylinder((-3.0, 0.0, 1.0), 0.5, 2.0, (1.0, 0.0, 1.0), object_id=4),  # tilted 45 deg
+        Box((0.0, -5.0, 1.0), (2.0, 1.0, 2.0), YAW, object_id=5),
+    ),
+)
+S21 = math.sqrt(0.21)
+# (origin, direction, distance, object id, normal facing the origin, kind: flat or curved radius)
+CASES = [
+    ((0, 0, 1), (0, 0, -1), 1.0, FLOOR_ID, (0, 0, 1), 0.0),
+    ((0, 0.2, 4), (1, 0, 0), 8.0, 1, (-1, 0, 0), 0.0),  # wall, above the cylinder
+    ((0, 0, 1), (0, 1, 0), 5 - 0.7, 2, (0, -1, 0), 0.7),
+    ((0.3, 0, 1), (0, 1, 0), 5 - math.sqrt(0.49 - 0.09), 2, (0.3 / 0.7, -0.4 / 0.7 * 1, 0), 0.7),
+    ((0, 0.2, 1), (1, 0, 0), 5 - S21, 3, (-S21 / 0.5, 0.2 / 0.5, 0), 0.5),
+    ((5, 0.1, 4), (0, 0, -1), 2.0, 3, (0, 0, 1), 0.0),  # top cap
+    ((0, 0, 1), (-1, 0, 0), 3 - 0.5 * math.sqrt(2), 4, (math.sqrt(0.5), 0, -math.sqrt(0.5)), 0.5),
+    ((0, 0, 1), (0, -1, 0), 5 - 0.5 / math.cos(YAW), 5, (-math.sin(YAW), math.cos(YAW), 0), 0.0),
+]
+# the sphere normal at the off-centre hit: (x, y - 5, 0) / r with y - 5 = -sqrt(0.4)
+CASES[3] = (*CASES[3][:4], (0.3 / 0.7, -math.sqrt(0.4) / 0.7, 0.0), 0.7)
+
+
+def _rays(cases, dtype=torch.float64):
+    o = torch.tensor([[c[0] for c in cases]], dtype=dtype)
+    d = torch.nn.functional.normalize(torch.tensor([[c[1] for c in cases]], dtype=dtype), dim=-1)
+    return o, d
+
+
+def test_torch_reference_matches_closed_form():
+    caster = make_raycaster(SPEC, backend="torch", dtype=torch.float64)
+    hits = caster.cast(*_rays(CASES), 50.0)
+    want = torch.tensor([[c[2] for c in CASES]], dtype=torch.float64)
+    torch.testing.assert_close(hits.distance, want, atol=1e-9, rtol=0)
+    assert hits.object_id.tolist() == [[c[3] for c in CASES]]
+    normals = torch.tensor([[c[4] for c in CASES]], dtype=torch.float64)
+    torch.testing.assert_close(hits.normal, normals, atol=1e-9, rtol=0)
+
+
+@pytest.mark.parametrize("backend", MESH)
+def test_mesh_backends_match_closed_form_within_tessellation_bound(backend):
+    caster = make_raycaster(SPEC, backend=backend, segments=SEG)
+    hits = caster.cast(*_rays(CASES, torch.float32), 50.0)
+    assert hits.object_id.tolist() == [[c[3] for c in CASES]]
+    for i, (*_, dist, _, normal, radius) in enumerate(CASES):
+        # hit lies beyond the true one by at most the chord of one facet (base.py), never nearer
+        bound = 2 * radius * math.sin(2 * math.pi / SEG) + 1e-5
+        err = float(hits.distance[0, i]) - dist
+        assert -1e-5 <= err <= bound, (i, err, bound)
+        cos = float((hits.normal[0, i] * torch.tensor(normal)).sum())
+        assert cos >= math.cos(2 * math.pi / SEG) - 1e-6 if radius else cos > 1 - 1e-6
+
+
+def _free_origins(spec: SceneSpec, n: int, clearance: float, gen: torch.Generator) -> torch.Tensor:
+    """n points in the bounds at least `clearance` from every obstacle (plus the start)."""
+    lo, hi = torch.tensor(spec.bounds_min), torch.tensor(spec.bounds_max)
+    p = lo + (hi - lo) * torch.rand(4 * n, 3, generator=gen, dtype=torch.float64)
+    p[:, 2] = p[:, 2].clamp(min=0.1)
+    sdf = scene_sdf(Scene.stack(spec, dtype=torch.float64), p[None]).distance[0]
+    p = torch.cat([torch.tensor([spec.start], dtype=torch.float64), p[sdf > clearance]])
+    return p[:n]
+
+
+def _scenario_rays(spec: SceneSpec, n_origins: int, per_origin: int, seed: int):
+    gen = torch.Generator().manual_seed(seed)
+    o = _free_origins(spec, n_origins, 0.05, gen).repeat_interleave(per_origin, 0)
+    d = torch.nn.functional.normalize(torch.randn(len(o), 3, generator=gen, dtype=torch.float64))
+    return o[None], d[None]
+
+
+SCENARIOS = [("forest", 0), ("urban", 1), ("maze", 2), ("random_cylinders", 3), ("perlin", 4)]
+
+
+@pytest.mark.parametrize(("kind", "seed"), SCENARIOS)
+def test_embree_agrees_with_torch_reference(kind, seed):
+    spec = make_scenario(kind, seed)
+    o, d = _scenario_rays(spec, 16, 256, seed)
+    ref = make_raycaster(spec, backend="torch", dtype=torch.float64).cast(o, d, 60.0)
+    emb = make_raycaster(spec, backend="embree", segments=SEG).cast(o.float(), d.float(), 60.0)
+    assert (ref.hit == emb.hit).double().mean() >= 0.995
+    err = emb.distance.double() - ref.distance
+    both = ref.hit & emb.hit
+    assert err[both].min() >= -1e-4  # the mesh solid lies inside the true one
+    # same object, or coincident faces of touching objects (maze walls): either id is right
+    same = both & ((ref.object_id == emb.object_id) | (err.abs() <= 1e-4))
+    assert same.double().sum() >= 0.995 * both.double().sum()
+    assert err[same].max() <= tessellation_tolerance(spec, SEG) + 1e-4
+    assert (emb.normal.double() * ref.normal).sum(-1)[same].quantile(0.01) > 0.99
+
+
+@pytest.mark.parametrize(("kind", "seed"), SCENARIOS[:3])
+def test_warp_cpu_agrees_with_embree_to_1e4_m(kind, seed):
+    spec = make_scenario(kind, seed)
+    o, d = _scenario_rays(spec, 16, 256, seed)
+    o, d = o.float(), d.float()
+    emb = make_raycaster(spec, backend="embree").cast(o, d, 60.0)
+    wrp = make_raycaster(spec, backend="warp").cast(o, d, 60.0)
+    assert (emb.hit == wrp.hit).double().mean() >= 0.9995
+    both = emb.hit & wrp.hit
+    assert (emb.distance - wrp.distance)[both].abs().max() <= 1e-4
+    # ids agree except on coincident faces of touching objects (either id is right there)
+    assert ((emb.object_id == wrp.object_id) | both).all()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_warp_cuda_agrees_with_embree_to_1e4_m():
+    spec = make_scenario("forest", 0)
+    o, d = _scenario_rays(spec, 64, 1024, 0)
+    o, d = o.float(), d.float()
+    emb = make_raycaster(spec, backend="embree").cast(o, d, 60.0)
+    wrp = make_raycaster(spec, backend="warp", device="cuda").cast(o.cuda(), d.cuda(), 60.0)
+    assert wrp.distance.device.type == "cuda"
+    assert (emb.hit == wrp.hit.cpu()).double().mean() >= 0.9995
+    both = emb.hit & wrp.hit.cpu()
+    assert (emb.distance - wrp.distance.cpu())[both].abs().max() <= 1e-4
+
+
+def test_torch_triangles_agree_with_embree():
+    """Scene triangle fields (when a Scene carries them) go through Moller-Trumbore."""
+    spec = SceneSpec("t", (-10, -10, 0), (10, 10, 6), obstacles=SPEC.obstacles[1:])
+    tris, ids = world_triangles(spec, 16, ground=False)
+    caster = make_raycaster(SceneSpec("empty", spec.bounds_min, spec.bounds_max), backend="torch")
+    s = caster.scene  # type: ignore[attr-defined]
+    for name, value in (
+        ("tri_vertices", torch.from_numpy(tris)[None]),
+        ("tri_valid", torch.ones(1, len(tris), dtype=torch.bool)),
+        ("tri_id", torch.from_numpy(ids)[None]),
+    ):
+        object.__setattr__(s, name, value)
+    o = torch.tensor([[[0.0, 0.0, 1.0]]]).expand(1, 2000, 3)
+    d = torch.nn.functional.normalize(
+        torch.randn(1, 2000, 3, generator=torch.Generator().manual_seed(0)), dim=-1
+    )
+    ref = caster.cast(o, d, 30.0)
+    emb = make_raycaster(spec, backend="embree", segments=16).cast(o, d, 30.0)
+    assert (ref.hit == emb.hit).double().mean() >= 0.999
+    both = ref.hit & emb.hit
+    assert ref.hit.any() and (ref.distance - emb.distance)[both].abs().max() <= 1e-4
+    assert (ref.object_id == emb.object_id).double().mean() >= 0.999
+
+
+@pytest.mark.parametrize("backend", ALL)
+def test_each_env_sees_only_its_own_scene(backend):
+    specs = [make_scenario("forest", 0), make_scenario("urban", 1), make_scenario("maze", 2)]
+    gen = torch.Generator().manual_seed(1)
+    o = torch.tensor([s.start for s in specs])[:, None].expand(3, 300, 3).contiguous()
+    d = torch.nn.functional.normalize(torch.randn(3, 300, 3, generator=gen), dim=-1)
+    batched = make_raycaster(specs, backend=backend).cast(o, d, 40.0)
+    for i, spec in enumerate(specs):
+        alone = make_raycaster(spec, backend=backend).cast(o[i : i + 1], d[i : i + 1], 40.0)
+        torch.testing.assert_close(batched.distance[i], alone.distance[0], atol=1e-5, rtol=0)
+        assert torch.equal(batched.object_id[i], alone.object_id[0])
+    # the scenes differ, so the envs' answers to the same rays differ
+    assert not torch.equal(batched.object_id[0], batched.object_id[1])
+
+
+@pytest.mark.parametrize("backend", ALL)
+def test_batch_of_one_equals_env_0_of_many_identical(backend):
+    one = make_raycaster(make_scenario("forest", 5), backend=backend)
+    many = make_raycaster([make_scenario("forest", 5) for _ in range(4)], backend=backend)
+    o = torch.tensor([[make_scenario("forest", 5).start]]).expand(4, 500, 3).contiguous()
+    d = torch.nn.functional.normalize(
+        torch.randn(4, 500, 3, generator=torch.Generator().manual_seed(2)), dim=-1
+    )
+    a, b = one.cast(o[:1], d[:1], 30.0), many.cast(o, d, 30.0)
+    torch.testing.assert_close(a.distance[0], b.distance[0], atol=1e-6, rtol=0)
+    assert torch.equal(a.object_id[0], b.object_id[0])
+    if backend != "torch":  # equal specs share one BVH
+        assert len(getattr(many, "_meshes", getattr(many, "_groups", []))) == 1
+
+
+# ------------------------------------------------------------------------------- bad input
+@pytest.fixture(params=ALL)
+def caster(request):
+    return make_raycaster(SPEC, 2, backend=request.param)
+
+
+def _good():
+    o = torch.zeros(2, 3, 3)
+    o[..., 1:] = torch.tensor([2.0, 1.0])  # clear of the cylinder at y = 0
+    d = torch.zeros(2, 3, 3)
+    d[..., 0] = 1.0
+    return o, d
+
+
+@pytest.mark.parametrize(
+    ("which", "bad", "words"),
+    [
+        ("origins", torch.zeros(2, 3), "origins: expected shape (2, R, 3)"),
+        ("origins", torch.zeros(3, 3, 3), "origins: expected shape (2, R, 3), got (3, 3, 3)"),
+        ("directions", torch.zeros(2, 4, 3), "directions"),
+        ("directions", torch.zeros(2, 3, 3, dtype=torch.float64), "expected dtype torch.float32"),
+        ("origins", torch.zeros(2, 3, 3, device="meta"), "origins: expected device cpu, got meta"),
+        ("origins", [[0.0]], "origins: expected a torch.Tensor"),
+    ],
+)
+def test_bad_arrays_raise_config_error_naming_the_argument(caster, which, bad, words):
+    o, d = _good()
+    args = {"origins": o, "directions": d, which: bad}
+    with pytest.raises(ConfigError, match=words.replace("(", r"\(").replace(")", r"\)")):
+        caster.cast(args["origins"], args["directions"], 10.0)
+
+
+@pytest.mark.parametrize("max_range", [0.0, -1.0, math.inf, math.nan])
+def test_bad_max_range_raises(caster, max_range):
+    with pytest.raises(ConfigError, match="max_range"):
+        caster.cast(*_good(), max_range)
+
+
+def test_non_finite_rays_miss_without_spoiling_the_batch(caster):
+    o, d = _good()
+    o[0, 0, 0] = math.nan
+    d[0, 1, 1] = math.nan
+    o[1, 0, 2] = math.inf
+    d[1, 1] = 0.0  # zero direction
+    hits = caster.cast(o, d, 20.0)
+    bad = torch.tensor([[True, True, False], [True, True, False]])
+    assert torch.isinf(hits.distance[bad]).all() and (hits.object_id[bad] == -1).all()
+    assert (hits.normal[bad] == 0).all()
+    assert torch.allclose(hits.distance[~bad], torch.tensor(8.0))  # the wall x = 8
+
+
+def test_max_range_is_honoured(caster):
+    o, d = _good()
+    assert caster.cast(o, d, 7.99).hit.sum() == 0
+    assert (caster.cast(o, d, 8.01).object_id == 1).all()
+
+
+@pytest.mark.parametrize("backend", ALL)
+def test_ray_starting_inside_an_obstacle_reports_its_exit_surface(backend):
+    """Documented in DESIGN.md: no solid test; the first surface crossed is the exit face."""
+    spec = SceneSpec("in", (-5, -5, 0), (5, 5, 5), obstacles=(Box((0, 0, 2), (2, 2, 2), 0.0, 7),))
+    o = torch.tensor([[[0.0, 0.0, 2.0], [0.5, 0.0, 2.0]]])
+    d = torch.tensor([[[1.0, 0.0, 0.0], [0.0, 0.0, -1.0]]])
+    hits = make_raycaster(spec, backend=backend).cast(o, d, 10.0)
+    torch.testing.assert_close(hits.distance, torch.tensor([[1.0, 1.0]]), atol=1e-5, rtol=0)
+    assert hits.object_id.tolist() == [[7, 7]]
+    torch.testing.assert_close(hits.normal, torch.tensor([[[-1.0, 0, 0], [0, 0, 1.0]]]))
+
+
+@pytest.mark.parametrize("backend", ALL)
+def test_results_come_back_in_the_casters_dtype(backend):
+    caster = make_raycaster(SPEC, backend=backend, dtype=torch.float64)
+    hits = caster.cast(*_rays(CASES), 50.0)
+    assert hits.distance.dtype == torch.float64 and hits.normal.dtype == torch.float64
+    assert hits.object_id.dtype == torch.int64
+
+
+@pytest.mark.parametrize("backend", ALL)
+def test_ground_false_removes_the_floor(backend):
+    o, d = torch.tensor([[[0.0, 0.0, 1.0]]]), torch.tensor([[[0.0, 0.0, -1.0]]])
+    assert make_raycaster(SPEC, backend=backend).cast(o, d, 5.0).object_id.item() == FLOOR_ID
+    assert not make_raycaster(SPEC, backend=backend, ground=False).cast(o, d, 5.0).hit.any()
+
+
+def test_unknown_backend_lists_the_valid_names():
+    with pytest.raises(UnknownNameError, match="auto, embree, torch, warp"):
+        make_raycaster(SPEC, backend="optix")
+
+
+def test_auto_picks_embree_on_cpu():
+    assert make_raycaster(SPEC).name == "embree"
+
+
+@pytest.mark.parametrize(
+    ("backend", "module", "extra"), [("embree", "embreex", "sensors"), ("warp", "warp", "warp")]
+)
+def test_missing_package_names_the_extra(monkeypatch, backend, module, extra):
+    for name in [m for m in sys.modules if m == module or m.startswith(module + ".")]:
+        monkeypatch.setitem(sys.modules, name, None)  # makes `import module` fail
+    monkeypatch.setitem(sys.modules, module, None)
+    with pytest.raises(MissingDependencyError, match=rf"volary\[{extra}\]"):
+        make_raycaster(SPEC, backend=backend)
+
+
+def test_importing_raycast_loads_no_backend_package():
+    code = (
+        "import sys, volary.sensors.raycast; print(sorted({'warp', 'embreex'} & set(sys.modules)))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
