@@ -24,7 +24,14 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 NS = (1, 64, 1024, 16384, 65536)
-VOLARY = ("volary-eager", "volary-compiled", "volary-compiled-x8")
+VOLARY = (
+    "volary-eager",
+    "volary-compiled",
+    "volary-compiled-x8",
+    "volary-numba",
+    "volary-numba-x8",
+    "volary-numba-x32",
+)
 PEERS = ("crazyflow", "l2f", "rotorpy")
 MAX_N = {"rotorpy": 16384}  # rotorpy takes ~5 s per step at N = 65536
 TORCH_THREADS = 2
@@ -40,6 +47,12 @@ VOLARY_INFO = {
     "volary-compiled": "make_stepper(cfg, 1, compile=True): one physics step per call",
     "volary-compiled-x8": "make_stepper(cfg, 8, compile=True): 8 physics steps per call "
     "(command held), counted as 8 env-steps per env",
+    "volary-numba": "make_stepper(cfg, 1, compile='numba'): the same step as one numba kernel "
+    "(single-threaded loop over envs), one physics step per call",
+    "volary-numba-x8": "make_stepper(cfg, 8, compile='numba'): 8 physics steps per call "
+    "(command held), counted as 8 env-steps per env",
+    "volary-numba-x32": "make_stepper(cfg, 32, compile='numba'): 32 physics steps per call "
+    "(command held; 30 Hz control over 960 Hz physics), counted as 32 env-steps per env",
 }
 
 
@@ -85,8 +98,10 @@ def _volary_setup(impl: str, n: int, seed: int):
     w = hover_speeds(params)
     state = MultirotorState.create(n, 4, pos=[0.0, 0.0, 1.0]).replace(rotor_speed=w.clone())
     dist, keys = Disturbance.create(n), env_keys(seed, torch.arange(n))
-    substeps = 8 if impl.endswith("x8") else 1
-    step = make_stepper(DynamicsConfig(), substeps, compile=impl != "volary-eager")
+    kind, _, fused = impl.removeprefix("volary-").partition("-x")
+    substeps = int(fused) if fused else 1
+    backend = {"eager": "eager", "compiled": "inductor", "numba": "numba"}[kind]
+    step = make_stepper(DynamicsConfig(), substeps, compile=backend)
     holder = [state]
 
     def step_fn() -> None:

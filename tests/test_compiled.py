@@ -78,7 +78,7 @@ def test_soa_formulation_matches_rollout_uncompiled(ground):
     """The component (SoA) equations, run eagerly, follow the reference for 100 steps."""
     p, s, w, d, k = _case(16)
     cfg = DynamicsConfig(ground=ground)
-    step, x = _SoAStepper(cfg, 10, compile=False), s
+    step, x = _SoAStepper(cfg, 10, "eager"), s
     for _ in range(10):
         x = step(p, x, w, d, k)
     _assert_close(rollout(p, s, w, d, k, cfg, 100), x, 1e-5)
@@ -89,7 +89,7 @@ def test_soa_nan_command_is_caught_like_rollout():
     w = w.clone()
     w[1, 2] = float("nan")
     cfg = DynamicsConfig()
-    out = _SoAStepper(cfg, 3, compile=False)(p, s, w, d, k)
+    out = _SoAStepper(cfg, 3, "eager")(p, s, w, d, k)
     _assert_close(rollout(p, s, w, d, k, cfg, 3), out, 1e-6)
     assert out.diverged.tolist() == [False, True, False, False]
 
@@ -128,7 +128,7 @@ def test_chunked_batches_match_rollout(monkeypatch):
     monkeypatch.setattr(compiled, "CHUNK", 5)
     p, s, w, d, k = _case(13)
     cfg = DynamicsConfig()
-    step, x = _SoAStepper(cfg, 4, compile=False), s
+    step, x = _SoAStepper(cfg, 4, "eager"), s
     for _ in range(5):
         x = step(p, x, w, d, k)
     _assert_close(rollout(p, s, w, d, k, cfg, 20), x, 1e-5)

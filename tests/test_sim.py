@@ -110,3 +110,15 @@ def test_compiled_simulator_matches_eager():
     a, b = eager.run(target, 1.0), fast.run(target, 1.0)
     torch.testing.assert_close(b.pos, a.pos, rtol=0, atol=1e-4)
     torch.testing.assert_close(b.rotor_speed, a.rotor_speed, rtol=1e-4, atol=1e-2)
+
+
+def test_numba_simulator_matches_eager():
+    """compile='numba' (the small-batch CPU kernel) flies the same closed loop as eager."""
+    pytest.importorskip("numba")
+    kw = dict(n_envs=4, seed=1, stochastic=True)
+    af = quad_x().replace(force_noise=0.02, drag_quadratic=(0.1, 0.1, 0.2))
+    eager, fast = Simulator(af, **kw), Simulator(af, compile="numba", **kw)
+    target = torch.tensor([0.4, -0.2, 1.3, 0.2])
+    a, b = eager.run(target, 1.0), fast.run(target, 1.0)
+    torch.testing.assert_close(b.pos, a.pos, rtol=0, atol=1e-4)
+    torch.testing.assert_close(b.rotor_speed, a.rotor_speed, rtol=1e-4, atol=1e-2)

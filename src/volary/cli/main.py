@@ -216,8 +216,11 @@ def fly(
 @bench_app.command("physics")
 def bench_physics(
     n: Annotated[list[int] | None, typer.Option("--n", help="Batch sizes.")] = None,
-    compile: Annotated[bool, typer.Option(help="Also measure the compiled step.")] = True,
-    substeps: Annotated[int, typer.Option(help="Physics steps fused per compiled call.")] = 8,
+    backend: Annotated[
+        list[str] | None,
+        typer.Option(help="Step backends to measure: eager, inductor, numba (CPU only)."),
+    ] = None,
+    substeps: Annotated[int, typer.Option(help="Physics steps fused per fast call.")] = 8,
     threads: Annotated[int, typer.Option(help="torch CPU threads.")] = 2,
     out: Out = Path("out/bench"),
     device: Device = "cpu",
@@ -232,11 +235,12 @@ def bench_physics(
     torch.set_num_threads(threads)
     sizes = n or [1, 64, 1024, 16384, 65536]
     af = get("flightgoggles")
+    backends = backend or ["eager", "inductor"] + (["numba"] if device == "cpu" else [])
     rows = []
     for size in sizes:
-        rows.append(measure_volary(af, size, device=device))
-        if compile:
-            rows.append(measure_volary(af, size, device=device, compile=True, substeps=substeps))
+        for b in backends:
+            k = 1 if b == "eager" else substeps
+            rows.append(measure_volary(af, size, device=device, compile=b, substeps=k))
     t = Table("impl", "N", "env-steps/s", "IQR", "bytes/env", title=f"physics step on {device}")
     for r in rows:
         t.add_row(

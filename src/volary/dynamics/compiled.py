@@ -408,19 +408,25 @@ def _columns(args: tuple, a: int, b: int) -> tuple:
 
 
 class _SoAStepper:
-    """Packs to SoA, calls the (compiled) fused function, unpacks to a MultirotorState."""
+    """Packs to SoA, calls the fused function (inductor-compiled or the numba kernel), unpacks
+    to a MultirotorState."""
 
-    def __init__(self, cfg: DynamicsConfig, substeps: int, compile: bool) -> None:
-        self.cfg, self.substeps, self.compile = cfg, substeps, compile
+    def __init__(self, cfg: DynamicsConfig, substeps: int, backend: str) -> None:
+        self.cfg, self.substeps, self.backend = cfg, substeps, backend
         self.params, self.dist = _Cached(_PARAM_FIELDS), _Cached(_DIST_FIELDS)
         self.fns: dict[int, Callable] = {}
         self.last: tuple | None = None  # (returned state, its buffers and their versions)
 
     def _fn(self, n_rotors: int) -> Callable:
         if n_rotors not in self.fns:
-            fn = _soa_rollout(self.cfg, self.substeps, n_rotors)
-            if self.compile:
-                fn = torch.compile(fn, dynamic=False, options=_OPTS)
+            if self.backend == "numba":
+                from volary.dynamics.numba_step import soa_rollout
+
+                fn = soa_rollout(self.cfg, self.substeps)
+            else:
+                fn = _soa_rollout(self.cfg, self.substeps, n_rotors)
+                if self.backend == "inductor":
+                    fn = torch.compile(fn, dynamic=False, options=_OPTS)
             self.fns[n_rotors] = fn
         return self.fns[n_rotors]
 
@@ -431,13 +437,13 @@ class _SoAStepper:
             self.params.get(params),
             self.dist.get(dist),
             xbuf,
-            command.t().contiguous(),
+            command if self.backend == "numba" else command.t().contiguous(),
             state.tick,
             flags,
             keys,
         )
         n = params.n_envs
-        if n <= CHUNK:
+        if n <= CHUNK or self.backend == "numba":
             x, tick, fl = fn(*args)
         else:  # cache-sized chunks: a chunk's state and params stay resident across substeps
             parts = [fn(*_columns(args, a, min(a + CHUNK, n))) for a in range(0, n, CHUNK)]
@@ -459,10 +465,12 @@ class _SoAStepper:
 
 
 def _state_from(x: Tensor, tick: Tensor, flags: Tensor, r: int) -> MultirotorState:
-    """(K, N) SoA state -> MultirotorState of (N, k) views (env stride 1) into that buffer."""
-    y = x.t()
-    pos, vel, quat, om = y[:, 0:3], y[:, 3:6], y[:, 6:10], y[:, 10:13]
-    w, gust = y[:, 13 : 13 + r], y[:, 13 + r : 16 + r]
+    """(K, N) SoA state -> MultirotorState of (N, k) views (env stride 1) into that buffer.
+
+    One ``split`` and one ``unbind`` make every view (a slice per field costs about 1 us each,
+    which is the whole budget of a small-batch step)."""
+    pos, vel, quat, om, w, gust, time = torch.split_with_sizes(x.t(), (3, 3, 4, 3, r, 3, 1), 1)
+    landed, crashed, diverged = flags.unbind(0)
     return MultirotorState(
         pos=pos,
         vel=vel,
@@ -470,11 +478,11 @@ def _state_from(x: Tensor, tick: Tensor, flags: Tensor, r: int) -> MultirotorSta
         omega=om,
         rotor_speed=w,
         gust=gust,
-        time=x[16 + r],
+        time=time[:, 0],
         tick=tick,
-        landed=flags[0],
-        crashed=flags[1],
-        diverged=flags[2],
+        landed=landed,
+        crashed=crashed,
+        diverged=diverged,
     )
 
 
@@ -506,24 +514,47 @@ class _Fallback:
         return self.safe(params, state, command, dist, keys)
 
 
-def make_stepper(cfg: DynamicsConfig, substeps: int = 1, compile: bool = False) -> Stepper:
+STEP_BACKENDS = ("eager", "inductor", "numba")
+
+
+def _backend(compile: bool | str) -> str:
+    if compile is True or compile is False:
+        return "inductor" if compile else "eager"
+    if compile not in STEP_BACKENDS:
+        from volary.errors import UnknownNameError
+
+        raise UnknownNameError("step backend (compile=)", str(compile), STEP_BACKENDS)
+    return str(compile)
+
+
+def make_stepper(cfg: DynamicsConfig, substeps: int = 1, compile: bool | str = False) -> Stepper:
     """``step(params, state, command, dist, keys) -> state``: ``substeps`` physics steps of
     ``cfg`` with ``command`` held, like ``rollout``.
 
-    ``compile=False`` returns the eager reference (``rollout``). ``compile=True`` compiles the
-    whole fused multi-substep function with ``torch.compile(dynamic=False)``; the batch size is
-    static, so each new N (or rotor count) triggers one more compile. Floats agree with the
-    reference to float32 rounding; if compiling or running fails it warns and runs eager.
-    """
-    if substeps < 1:
-        from volary.errors import ConfigError
+    ``compile`` picks the backend:
 
+    - ``False`` / ``"eager"``: the reference (``rollout``), any device.
+    - ``True`` / ``"inductor"``: the whole fused multi-substep function compiled with
+      ``torch.compile(dynamic=False)``; any device, fastest for large batches. The batch size
+      is static, so each new N (or rotor count) triggers one more compile.
+    - ``"numba"``: the rigid-body step as one numba kernel over envs and substeps (CPU only),
+      fastest for small batches, where torch's per-op dispatch dominates.
+
+    Floats agree with the reference to float32 rounding; if a fast backend fails to compile or
+    run it warns and runs eager.
+    """
+    from volary.errors import ConfigError
+
+    if substeps < 1:
         raise ConfigError(f"substeps: expected >= 1, got {substeps}")
+    backend = _backend(compile)
     eager = _reference(cfg, substeps)
-    if not compile:
+    if backend == "eager":
         return eager
-    if Model(cfg.model) == Model.RIGID_BODY:
-        fast: Stepper = _SoAStepper(cfg, substeps, compile=True)
-    else:
-        fast = torch.compile(eager, dynamic=False)
+    rigid = Model(cfg.model) == Model.RIGID_BODY
+    if backend == "numba" and not rigid:
+        raise ConfigError("compile='numba': only the rigid_body model has a numba kernel")
+    fast: Stepper = (
+        _SoAStepper(cfg, substeps, backend) if rigid else torch.compile(eager, dynamic=False)
+    )
     return _Fallback(fast, eager)

@@ -52,7 +52,7 @@ class SimConfig:
     on_divergence: str = "reset"
     rate_tau: float = 0.0  # s, body-rate lag of the thrust-rate model
     seed: int = 0
-    compile: bool = False
+    compile: bool | str = False  # False/'eager', True/'inductor', 'numba' (make_stepper)
     imu: str | ImuConfig | None = None
     record: bool = False
 

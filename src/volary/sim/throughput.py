@@ -38,7 +38,7 @@ def measure_volary(
     n_envs: int,
     *,
     device: str = "cpu",
-    compile: bool = False,
+    compile: bool | str = False,
     substeps: int = 1,
     repeats: int = 5,
     min_time: float = 0.3,
@@ -71,7 +71,8 @@ def measure_volary(
         _sync(device)
         rates.append(calls * substeps * n_envs / (time.perf_counter() - t0))
     q = statistics.quantiles(rates, n=4) if len(rates) > 1 else [rates[0]] * 3
-    name = f"volary-{'compiled' if compile else 'eager'}"
+    backend = compile if isinstance(compile, str) else ("inductor" if compile else "eager")
+    name = f"volary-{backend}"
     name += f"-x{substeps}" if substeps > 1 else ""
     return Throughput(name, n_envs, statistics.median(rates), q[2] - q[0], _bytes(p, s) / n_envs)
 
