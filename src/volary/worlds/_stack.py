@@ -29,7 +29,7 @@ def gate_boxes(g: Gate) -> list[Box]:
         (center + u * (width + b) / 2, (b, d, height)),
         (center - u * (width + b) / 2, (b, d, height)),
     ]
-    return [Box(tuple(p), s, yaw, g.object_id) for p, s in bars]  # type: ignore[arg-type]
+    return [Box((float(p[0]), float(p[1]), float(p[2])), s, yaw, g.object_id) for p, s in bars]
 
 
 def _mesh_rows(spec: SceneSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -108,5 +108,5 @@ def stack_specs(specs: SceneSpec | Sequence[SceneSpec], n_envs: int | None, *, d
         tri_vertices=t(tv), tri_valid=bt(tvalid), tri_id=ti(tid), tri_normals=t(tn),
         gate_corners=t(gc), gate_valid=bt(gv), bounds_min=t(arr("bounds_min")),
         bounds_max=t(arr("bounds_max")), ceiling=t([s.flight_ceiling for s in per]),
-        start=t(arr("start")), goal=t(arr("goal")),
+        start=t(arr("start")), goal=t(arr("goal")), has_triangles=bool(tvalid.any()),
     )

@@ -2,7 +2,9 @@
 
 The grid has nodes at ``bounds_min + i * resolution`` (metres, world frame, z up) up to the
 flight ceiling. A node is occupied when a sphere of the vehicle radius centred on it touches an
-obstacle (distance <= radius), the floor/bounds (closer than radius) or the ceiling. The search
+obstacle (distance <= radius), the floor/bounds (closer than radius) or the ceiling. Meshes are
+rasterized by blocks of nodes against the triangles near them (unsigned distance <= radius)
+plus, for closed meshes, the nodes inside (parity of triangle crossings above each node). The search
 is a breadth-first wavefront over 6-connected free nodes (numpy, one frontier at a time), so a
 found path is a chain of axis-aligned steps of one resolution between free nodes.
 """
@@ -16,7 +18,7 @@ import numpy as np
 
 from volary.errors import ConfigError
 from volary.worlds._stack import gate_boxes
-from volary.worlds.primitives import Box, Cylinder, Plane, Primitive, SceneSpec, Sphere
+from volary.worlds.primitives import Box, Cylinder, Mesh, Plane, Primitive, SceneSpec, Sphere
 
 
 def _box_distance(b: Box, p: np.ndarray) -> np.ndarray:
@@ -41,6 +43,22 @@ def _cylinder_distance(cy: Cylinder, p: np.ndarray) -> np.ndarray:
     return outside + np.minimum(q.max(axis=-1), 0.0)
 
 
+def _mesh_distance(m: Mesh, p: np.ndarray, signed: bool = True) -> np.ndarray:
+    """Distance (m) from points ``(..., 3)`` to a mesh: the batched torch mesh SDF in float64
+    (brute force over triangles, chunked); unsigned when ``signed`` is False."""
+    import torch
+
+    from volary.worlds.sdf import mesh_sdf
+
+    flat = torch.as_tensor(p.reshape(1, -1, 3), dtype=torch.float64)
+    corners = torch.tensor(m.corners, dtype=torch.float64)[None]
+    normals = torch.tensor(m.pseudo_normals if signed else np.zeros((len(m.triangles), 7, 3)),
+                              dtype=torch.float64)[None]
+    valid = torch.ones(corners.shape[:2], dtype=torch.bool)
+    d, _, _ = mesh_sdf(flat, corners, normals, valid, torch.zeros_like(valid, dtype=torch.int64))
+    return d[0].numpy().reshape(p.shape[:-1])
+
+
 def point_distance(prim: Primitive, points: np.ndarray) -> np.ndarray:
     """Signed distance (m) from points ``(..., 3)`` to one primitive (negative inside)."""
     p = np.asarray(points, dtype=float)
@@ -52,6 +70,8 @@ def point_distance(prim: Primitive, points: np.ndarray) -> np.ndarray:
         return np.linalg.norm(p - np.asarray(prim.center), axis=-1) - prim.radius
     if isinstance(prim, Plane):
         return (p - np.asarray(prim.point)) @ np.asarray(prim.normal)
+    if isinstance(prim, Mesh):
+        return _mesh_distance(prim, p)
     raise ConfigError(f"point_distance: unsupported primitive {type(prim).__name__}")
 
 
@@ -66,6 +86,8 @@ def aabb(prim: Primitive) -> tuple[np.ndarray, np.ndarray] | None:
         ext = np.abs(a) * prim.length / 2 + prim.radius * np.sqrt(np.clip(1 - a * a, 0, 1))
     elif isinstance(prim, Sphere):
         ext = np.full(3, prim.radius)
+    elif isinstance(prim, Mesh):
+        return prim.bounds
     else:
         return None
     center = np.asarray(prim.center, dtype=float)
@@ -137,6 +159,81 @@ def _mark(occ: np.ndarray, axes: list[np.ndarray], prim: Primitive, radius: floa
     occ[sl[0], sl[1], sl[2]] |= point_distance(prim, pts) <= radius
 
 
+_BLOCK = 8  # nodes per block edge when rasterizing meshes
+
+
+def _column_parity(m: Mesh, xs: np.ndarray, ys: np.ndarray, zs: np.ndarray) -> np.ndarray:
+    """(len(xs), len(ys), len(zs)) bool: an odd number of the mesh's triangles cross the
+    vertical line through the node above it (inside a closed mesh). Triangles are oriented
+    counter-clockwise in x-y and a column on a shared edge is counted by one triangle only (the
+    top-left rule of rasterizers), so edges and vertices are not counted twice."""
+    c = m.corners
+    area = ((c[:, 1, 0] - c[:, 0, 0]) * (c[:, 2, 1] - c[:, 0, 1])
+            - (c[:, 2, 0] - c[:, 0, 0]) * (c[:, 1, 1] - c[:, 0, 1]))
+    c = np.where((area < 0)[:, None, None], c[:, [0, 2, 1]], c)[area != 0]
+    out = np.zeros((len(xs), len(ys), len(zs)), dtype=bool)
+    lo, hi = c.min(axis=1), c.max(axis=1)
+    for i0 in range(0, len(xs), _BLOCK):
+        for j0 in range(0, len(ys), _BLOCK):
+            bx, by = xs[i0:i0 + _BLOCK], ys[j0:j0 + _BLOCK]
+            sel = ((lo[:, 0] <= bx[-1]) & (hi[:, 0] >= bx[0]) & (lo[:, 1] <= by[-1])
+                   & (hi[:, 1] >= by[0]))
+            if not sel.any():
+                continue
+            px, py = np.meshgrid(bx, by, indexing="ij")
+            zc, hit = _vertical_hits(c[sel], px.ravel(), py.ravel())  # (C, K)
+            above = (hit[..., None] & (zc[..., None] > zs)).sum(axis=1) % 2 == 1
+            out[i0:i0 + _BLOCK, j0:j0 + _BLOCK] = above.reshape(len(bx), len(by), len(zs))
+    return out
+
+
+def _vertical_hits(c: np.ndarray, px: np.ndarray, py: np.ndarray) -> tuple[np.ndarray,
+                                                                            np.ndarray]:
+    """Heights (C, K) where the vertical lines through (px, py) (C,) cross the counter-clockwise
+    (in x-y) triangles ``c (K, 3, 3)``, and whether they do (top-left rule on edges)."""
+    inside = np.ones((len(px), len(c)), dtype=bool)
+    w = []
+    for k in range(3):
+        a, b = c[:, k], c[:, (k + 1) % 3]
+        dx, dy = b[:, 0] - a[:, 0], b[:, 1] - a[:, 1]
+        e = dx * (py[:, None] - a[:, 1]) - dy * (px[:, None] - a[:, 0])
+        top_left = (dy < 0) | ((dy == 0) & (dx < 0))
+        inside &= (e > 0) | ((e == 0) & top_left)
+        w.append(e)
+    # barycentric weight of vertex k is the edge function of the opposite edge
+    tot = w[0] + w[1] + w[2]
+    tot = np.where(tot == 0, 1.0, tot)
+    z = (w[1] * c[:, 0, 2] + w[2] * c[:, 1, 2] + w[0] * c[:, 2, 2]) / tot
+    return z, inside
+
+
+def _mark_mesh(occ: np.ndarray, axes: list[np.ndarray], m: Mesh, radius: float) -> None:
+    """Nodes within ``radius`` of the surface (blocks of nodes against the triangles whose
+    inflated bounds overlap them), plus, for a closed mesh, nodes inside it (column parity)."""
+    c = m.corners
+    lo, hi = c.min(axis=1) - radius - 1e-9, c.max(axis=1) + radius + 1e-9
+    shape = [len(a) for a in axes]
+    for i0 in range(0, shape[0], _BLOCK):
+        for j0 in range(0, shape[1], _BLOCK):
+            for k0 in range(0, shape[2], _BLOCK):
+                b = [axes[0][i0:i0 + _BLOCK], axes[1][j0:j0 + _BLOCK], axes[2][k0:k0 + _BLOCK]]
+                sel = np.all((lo <= [x[-1] for x in b]) & (hi >= [x[0] for x in b]), axis=1)
+                if not sel.any():
+                    continue
+                pts = np.stack(np.meshgrid(*b, indexing="ij"), axis=-1)
+                sub = Mesh(m.vertices, m.triangles[sel])
+                near = _mesh_distance(sub, pts, signed=False) <= radius
+                occ[i0:i0 + _BLOCK, j0:j0 + _BLOCK, k0:k0 + _BLOCK] |= near
+    if m.closed:
+        blo, bhi = m.bounds
+        sl = [slice(int(np.searchsorted(a, blo[i], "left")), int(np.searchsorted(a, bhi[i],
+                                                                                 "right")))
+              for i, a in enumerate(axes)]
+        if all(s.stop > s.start for s in sl):
+            occ[sl[0], sl[1], sl[2]] |= _column_parity(m, axes[0][sl[0]], axes[1][sl[1]],
+                                                       axes[2][sl[2]])
+
+
 def occupancy_grid(spec: SceneSpec, radius: float, resolution: float = 0.25) -> OccupancyGrid:
     """Rasterize a spec for a sphere of ``radius`` (m) at node spacing ``resolution`` (m)."""
     if not resolution > 0 or not radius >= 0:
@@ -151,7 +248,10 @@ def occupancy_grid(spec: SceneSpec, radius: float, resolution: float = 0.25) -> 
         bad = (ax < lo[i] + radius - 1e-9) | (ax > hi[i] - radius + 1e-9)
         occ[(slice(None),) * i + (bad,)] = True
     for prim in solid_primitives(spec):
-        _mark(occ, axes, prim, radius)
+        if isinstance(prim, Mesh):
+            _mark_mesh(occ, axes, prim, radius)
+        else:
+            _mark(occ, axes, prim, radius)
     return OccupancyGrid(lo, float(resolution), occ, float(radius))
 
 

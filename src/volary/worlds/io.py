@@ -195,20 +195,20 @@ def _ply_head_bytes(fmt: str, name: str, n_vert: int, n_face: int | None) -> byt
 
 def write_ply(path: str | Path, data: MeshScene | PointCloud, binary: bool = False) -> None:
     """PLY mesh (vertices + faces) or point cloud (vertices only), ascii or binary LE."""
-    is_mesh = isinstance(data, MeshScene)
-    v = data.vertices if is_mesh else data.points
-    nf = len(data.triangles) if is_mesh else None
+    tris = data.triangles if isinstance(data, MeshScene) else None
+    v = data.vertices if isinstance(data, MeshScene) else data.points
+    nf = None if tris is None else len(tris)
     out = [_ply_head_bytes("binary_little_endian" if binary else "ascii", data.name, len(v), nf)]
     if binary:
         out.append(np.ascontiguousarray(v, dtype="<f4").tobytes())
-        if is_mesh:
-            f = np.zeros(nf, dtype=[("n", "u1"), ("i", "<i4", (3,))])
-            f["n"], f["i"] = 3, data.triangles
+        if tris is not None:
+            f = np.zeros(len(tris), dtype=[("n", "u1"), ("i", "<i4", (3,))])
+            f["n"], f["i"] = 3, tris
             out.append(f.tobytes())
     else:
         out.append(_ascii_rows(np.asarray(v, dtype=np.float32), "%.9g"))
-        if is_mesh:
-            tri = np.hstack([np.full((nf, 1), 3), data.triangles])
+        if tris is not None:
+            tri = np.hstack([np.full((len(tris), 1), 3), tris])
             out.append(_ascii_rows(tri, "%d"))
     Path(path).write_bytes(b"".join(out))
 
@@ -305,7 +305,8 @@ def _ply_header(path: str | Path, data: bytes) -> tuple[str, list, int]:
         lines = data[:end].decode("ascii").splitlines()[1:]
     except UnicodeDecodeError as e:
         raise _fail(path, "PLY header is not ASCII text") from e
-    fmt, elements = None, []
+    fmt: str | None = None
+    elements: list[tuple[str, int, list]] = []
     for ln in lines:
         tok = ln.split()
         if not tok or tok[0] in ("comment", "obj_info"):
@@ -595,13 +596,15 @@ def read_pcd(path: str | Path) -> np.ndarray:
     lines = [ln for ln in body.split(b"\n") if ln.strip()]
     if len(lines) < n:
         raise _fail(path, f"truncated: header says {n} points, {len(lines)} rows present")
-    cols = sum(max(1, int(np.prod(dt[k].shape))) for k in range(len(dt.names)))
+    names = list(dt.names or ())
+    widths = [max(1, int(np.prod(dt[k].shape))) for k in range(len(names))]
+    cols = sum(widths)
     arr = _floats(path, b" ".join(lines[:n]).split(), "PCD data")
     if arr.size != n * cols:
         raise _fail(path, f"PCD data: expected {n} rows of {cols} values, got {arr.size} values")
     arr = arr.reshape(n, cols)
-    offs = np.cumsum([0] + [max(1, int(np.prod(dt[k].shape))) for k in range(len(dt.names))])
-    return np.stack([arr[:, offs[dt.names.index(c)]] for c in "xyz"], axis=1)
+    offs = np.cumsum([0, *widths])
+    return np.stack([arr[:, int(offs[names.index(c)])] for c in "xyz"], axis=1)
 
 
 def _check_vertices(path: str | Path, v: np.ndarray, what: str) -> None:

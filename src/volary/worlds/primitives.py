@@ -260,6 +260,7 @@ class Scene:
     ceiling: Tensor  # (N,) m
     start: Tensor  # (N, 3) m
     goal: Tensor  # (N, 3) m
+    has_triangles: bool = True  # False: no env holds a triangle, so queries may skip the mesh
 
     @property
     def n_envs(self) -> int:

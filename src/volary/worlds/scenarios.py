@@ -5,6 +5,11 @@ with ``numpy.random.default_rng(seed)`` only. Defaults are the published sizes a
 Every result has been checked solvable for a sphere of ``params.vehicle_radius`` by a grid search
 (``volary.worlds.grid``); ``meta`` records the type, seed, params, the straight-line reference
 path, the check and whether obstacles had to be cleared from the start-goal corridor.
+
+``make_scenario("custom", seed, path=...)`` loads a scene from a mesh or point-cloud file
+(:mod:`volary.worlds.custom`, :class:`CustomParams`) and checks it solvable. It is the
+:data:`CUSTOM` type, kept out of :data:`SCENARIOS` (the seven generated types, each with ten
+fixed configurations) because it needs a file.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from types import MappingProxyType
 from typing import Any
 
 from volary.errors import ConfigError, UnknownNameError
+from volary.worlds.custom import CustomParams, custom
 from volary.worlds.primitives import SceneSpec
 from volary.worlds.scenarios_classic import (
     ForestParams,
@@ -61,11 +67,20 @@ SCENARIOS: Mapping[str, ScenarioType] = MappingProxyType({
 })
 
 
-def scenario_params(type: str, **overrides: Any) -> Any:
-    """The params dataclass of a type with ``overrides`` applied (a new object)."""
+CUSTOM = ScenarioType("custom", CustomParams(), custom, False)  # from a file: path=...
+
+
+def _type(type: str) -> ScenarioType:
+    if type == CUSTOM.name:
+        return CUSTOM
     if type not in SCENARIOS:
         raise UnknownNameError("scenario type", type, SCENARIOS)
-    base = SCENARIOS[type].params
+    return SCENARIOS[type]
+
+
+def scenario_params(type: str, **overrides: Any) -> Any:
+    """The params dataclass of a type with ``overrides`` applied (a new object)."""
+    base = _type(type).params
     valid = {f.name for f in fields(base)}
     bad = sorted(set(overrides) - valid)
     if bad:
@@ -74,11 +89,12 @@ def scenario_params(type: str, **overrides: Any) -> Any:
 
 
 def make_scenario(type: str, seed: int, **overrides: Any) -> SceneSpec:
-    """Generate scenario ``type`` for ``seed`` (ints >= 0) with param ``overrides``."""
+    """Generate scenario ``type`` for ``seed`` (ints >= 0) with param ``overrides``; ``type``
+    is one of :data:`SCENARIOS` or ``"custom"`` (needs ``path=``, see :class:`CustomParams`)."""
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ConfigError(f"seed: expected an int >= 0, got {seed!r}")
     params = scenario_params(type, **overrides)
-    return SCENARIOS[type].generate(seed, params)
+    return _type(type).generate(seed, params)
 
 
 def fixed_configurations(type: str) -> list[SceneSpec]:
@@ -86,6 +102,7 @@ def fixed_configurations(type: str) -> list[SceneSpec]:
     return [make_scenario(type, s) for s in FIXED_SEEDS]
 
 
-__all__ = ["FIXED_SEEDS", "SCENARIOS", "ForestParams", "MazeParams", "NarrowGapParams",
-           "PerlinParams", "RandomCylindersParams", "ScenarioType", "SuddenDropParams",
-           "UrbanParams", "fixed_configurations", "make_scenario", "scenario_params"]
+__all__ = ["CUSTOM", "FIXED_SEEDS", "SCENARIOS", "CustomParams", "ForestParams", "MazeParams",
+           "NarrowGapParams", "PerlinParams", "RandomCylindersParams", "ScenarioType",
+           "SuddenDropParams", "UrbanParams", "fixed_configurations", "make_scenario",
+           "scenario_params"]

@@ -1,0 +1,190 @@
+"""Custom scenes from files (FLYINGTRUST Sec. III-B also lets users bring their own scene).
+
+:func:`scene_from_file` reads a triangle mesh (PLY/OBJ/STL, one closed or open :class:`Mesh`
+obstacle) or a point cloud (PCD, or a PLY without faces: occupied voxels merged into boxes)
+and wraps it in a :class:`SceneSpec`. ``make_scenario("custom", seed, path=...)`` does the same
+through :class:`CustomParams` and checks the result solvable like the generated types; the
+user's geometry is never altered, so an unsolvable file is an error rather than a cleared
+corridor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from volary.errors import ConfigError, FileFormatError
+from volary.worlds.fields import VoxelGrid
+from volary.worlds.grid import find_path
+from volary.worlds.io import load_mesh, load_points, read_ply
+from volary.worlds.primitives import Mesh, Primitive, SceneSpec, Vec3
+
+DEFAULT_VOXEL = 0.2  # m, voxel edge for point clouds (a 0.3 m vehicle still sees 0.2 m gaps)
+_KINDS = ("auto", "mesh", "points")
+
+
+def _kind(path: Path, kind: str) -> str:
+    """'mesh' or 'points' for a file: OBJ/STL are meshes, PCD are points, a PLY is a mesh when
+    it has at least one face."""
+    if kind not in _KINDS:
+        raise ConfigError(f"kind: expected one of {_KINDS}, got {kind!r}")
+    if kind != "auto":
+        return kind
+    fmt = path.suffix.lower().lstrip(".")
+    if fmt in ("obj", "stl"):
+        return "mesh"
+    if fmt == "pcd":
+        return "points"
+    if fmt == "ply":
+        _, faces = read_ply(path)
+        return "points" if faces is None or len(faces) == 0 else "mesh"
+    raise FileFormatError(
+        f"{path}: unsupported scene file format {fmt!r} (expected ply, obj, stl or pcd)"
+    )
+
+
+def load_obstacles(
+    path: str | Path,
+    *,
+    kind: str = "auto",
+    object_id: int = 1,
+    voxel: float | None = None,
+    drop_nan: bool = False,
+) -> tuple[Primitive, ...]:
+    """The obstacles of a scene file: one Mesh for a mesh file, merged voxel boxes (edge
+    ``voxel`` m, default :data:`DEFAULT_VOXEL`) for a point cloud. Malformed or empty files
+    raise :class:`FileFormatError` naming the file."""
+    path = Path(path)
+    if _kind(path, kind) == "mesh":
+        m = load_mesh(path)
+        return (Mesh(m.vertices, m.triangles, object_id, m.name),)
+    pc = load_points(path, drop_nan=drop_nan)
+    try:
+        grid = VoxelGrid.from_points(
+            pc.points, DEFAULT_VOXEL if voxel is None else voxel, object_id, pc.name
+        )
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from e
+    return grid.to_boxes()
+
+
+def _extent(obstacles: tuple[Primitive, ...]) -> tuple[np.ndarray, np.ndarray]:
+    from volary.worlds.grid import aabb
+
+    boxes = [b for b in (aabb(o) for o in obstacles) if b is not None]
+    return np.min([b[0] for b in boxes], axis=0), np.max([b[1] for b in boxes], axis=0)
+
+
+def _vec(a: Any) -> Vec3:
+    v = np.asarray(a, dtype=float).reshape(3)
+    return (float(v[0]), float(v[1]), float(v[2]))
+
+
+def scene_from_file(
+    path: str | Path,
+    *,
+    bounds: tuple[Vec3, Vec3] | None = None,
+    start: Vec3 | None = None,
+    goal: Vec3 | None = None,
+    object_id: int = 1,
+    voxel: float | None = None,
+    margin: float = 1.0,
+    kind: str = "auto",
+    ceiling: float | None = None,
+    drop_nan: bool = False,
+) -> SceneSpec:
+    """A SceneSpec holding the geometry of a mesh or point-cloud file (world frame, m, z up).
+
+    ``bounds`` default to the data's extent plus ``margin`` (m) on every side; ``start`` and
+    ``goal`` default to the centres of the -x and +x margin slabs at mid height (flight along
+    +x, as in the generated scenarios). ``kind`` forces 'mesh' or 'points'; ``drop_nan`` drops
+    NaN points of organized clouds instead of failing. Not checked for solvability (see
+    ``make_scenario("custom", ...)``)."""
+    if not margin > 0:
+        raise ConfigError(f"margin: expected > 0 m, got {margin}")
+    path = Path(path)
+    obstacles = load_obstacles(path, kind=kind, object_id=object_id, voxel=voxel, drop_nan=drop_nan)
+    lo, hi = _extent(obstacles)
+    if bounds is None:
+        bounds = (_vec(lo - margin), _vec(hi + margin))
+    b0, b1 = np.asarray(bounds[0], float), np.asarray(bounds[1], float)
+    mid = (b0 + b1) / 2
+    start = _vec([b0[0] + margin / 2, mid[1], mid[2]]) if start is None else _vec(start)
+    goal = _vec([b1[0] - margin / 2, mid[1], mid[2]]) if goal is None else _vec(goal)
+    yaw = float(np.arctan2(goal[1] - start[1], goal[0] - start[0]))
+    meta = dict(
+        type="custom", source=str(path), extent=(_vec(lo), _vec(hi)), reference_path=(start, goal)
+    )
+    return SceneSpec(
+        f"custom-{path.stem}", _vec(b0), _vec(b1), obstacles, (), start, yaw, goal, ceiling, meta
+    )
+
+
+@dataclass(frozen=True)
+class CustomParams:
+    """``make_scenario("custom", seed, path=...)``: a scene from a file (the seed is recorded
+    only; the scene is the file's). The other fields are those of :func:`scene_from_file`."""
+
+    path: str = ""  # mesh (ply/obj/stl) or point cloud (pcd/ply) file; required
+    bounds: tuple[Vec3, Vec3] | None = None
+    start: Vec3 | None = None
+    goal: Vec3 | None = None
+    object_id: int = 1
+    voxel: float | None = None  # m; None: DEFAULT_VOXEL
+    margin: float = 1.0  # m around the data when bounds are not given
+    kind: str = "auto"
+    ceiling: float | None = None
+    drop_nan: bool = False
+    vehicle_radius: float = 0.3  # m, solvability check
+    check_resolution: float = 0.25  # m
+
+
+def custom(seed: int, params: CustomParams) -> SceneSpec:
+    """Generator of the "custom" type: load, then require a grid path from start to goal."""
+    if not params.path:
+        raise ConfigError('scenario "custom": expected path=<mesh or point cloud file>')
+    spec = scene_from_file(
+        params.path,
+        bounds=params.bounds,
+        start=params.start,
+        goal=params.goal,
+        object_id=params.object_id,
+        voxel=params.voxel,
+        margin=params.margin,
+        kind=params.kind,
+        ceiling=params.ceiling,
+        drop_nan=params.drop_nan,
+    )
+    res = find_path(spec, params.vehicle_radius, params.check_resolution)
+    if not res.solvable:
+        raise ConfigError(
+            f"{params.path}: custom scene is not solvable for a "
+            f"{params.vehicle_radius} m vehicle ({res.reason})"
+        )
+    meta = dict(
+        spec.meta,
+        seed=int(seed),
+        params=asdict(params),
+        solvable=True,
+        check_radius=params.vehicle_radius,
+        check_resolution=params.check_resolution,
+        cleared_obstacles=0,
+    )
+    return SceneSpec(
+        spec.name,
+        spec.bounds_min,
+        spec.bounds_max,
+        spec.obstacles,
+        (),
+        spec.start,
+        spec.start_yaw,
+        spec.goal,
+        spec.ceiling,
+        meta,
+    )
+
+
+__all__ = ["DEFAULT_VOXEL", "CustomParams", "custom", "load_obstacles", "scene_from_file"]
