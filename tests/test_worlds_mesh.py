@@ -335,7 +335,7 @@ def test_height_field_mesh_is_closed_with_known_heights():
     hf = HeightField((1.0, -1.0), (2.0, 0.5), h, object_id=6)
     m = hf.to_mesh()
     assert hf.floor == -0.5 and m.closed and m.object_id == 6
-    assert len(m.triangles) == 2 * 2 + 2 * 6 + 6
+    assert len(m.triangles) == 2 * 2 + 2 * 6 + 2 * 2
     vol = (
         sum(
             0.5

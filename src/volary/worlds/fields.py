@@ -1,7 +1,7 @@
 """Height fields and voxel grids: plain-data constructors that turn into ordinary primitives.
 
 They are not primitives of their own. A :class:`HeightField` becomes one closed :class:`Mesh`
-(top surface, a skirt down to ``floor`` and a bottom fan) and a :class:`VoxelGrid` becomes
+(top surface, a skirt down to ``floor`` and a flat bottom grid) and a :class:`VoxelGrid` becomes
 axis-aligned :class:`Box` obstacles (runs of occupied voxels merged greedily). Every query
 (signed distance, collisions, occupancy grid, export, ray casting) therefore sees them through
 code that is already tested, and the SDF stays exact: closed-mesh distance for the terrain and
@@ -69,7 +69,8 @@ class HeightField:
 
     def to_mesh(self) -> Mesh:
         """The closed terrain solid: 2 top triangles per cell (counter-clockwise from above),
-        2 skirt triangles per boundary cell edge and a bottom fan around the floor centre."""
+        2 skirt triangles per boundary cell edge and the same grid, flat at ``floor`` and
+        facing down, as the bottom (small triangles keep the grid rasterization cheap)."""
         h = self.heights
         nx, ny = h.shape
         xs = self.origin[0] + self.spacing[0] * np.arange(nx)
@@ -80,18 +81,17 @@ class HeightField:
         a, b, c, d = idx[:-1, :-1], idx[1:, :-1], idx[1:, 1:], idx[:-1, 1:]
         tris = [np.stack([a, b, c], -1).reshape(-1, 3), np.stack([a, c, d], -1).reshape(-1, 3)]
         loop = np.concatenate([idx[:, 0], idx[-1, 1:], idx[-2::-1, -1], idx[0, -2:0:-1]])
-        ring = top[loop] * [1.0, 1.0, 0.0] + [0.0, 0.0, self.floor]
-        n, m = len(top), len(loop)
+        n = len(top)
         u, w = loop, np.roll(loop, -1)  # counter-clockwise boundary edges u -> w (from above)
-        u2, w2 = n + np.arange(m), n + np.roll(np.arange(m), -1)
-        centre = n + m
+        u2, w2 = u + n, w + n  # the same edges on the floor copy of the grid
         tris += [
-            np.stack([u2, w2, w], 1),
+            np.stack([u2, w2, w], 1),  # skirt, facing out of the boundary
             np.stack([u2, w, u], 1),
-            np.stack([np.full(m, centre), w2, u2], 1),
+            np.stack([a, c, b], -1).reshape(-1, 3) + n,  # bottom, facing down
+            np.stack([a, d, c], -1).reshape(-1, 3) + n,
         ]
-        bottom = np.array([[xs.mean(), ys.mean(), self.floor]])
-        return Mesh(np.vstack([top, ring, bottom]), np.vstack(tris), self.object_id, self.name)
+        bottom = top * [1.0, 1.0, 0.0] + [0.0, 0.0, self.floor]
+        return Mesh(np.vstack([top, bottom]), np.vstack(tris), self.object_id, self.name)
 
     def height_at(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Surface height (m) at points inside the grid, interpolated on the same triangles as

@@ -18,6 +18,7 @@ import numpy as np
 
 from volary.errors import ConfigError
 from volary.worlds._stack import gate_boxes
+from volary.worlds.meshgeom import face_normals
 from volary.worlds.primitives import Box, Cylinder, Mesh, Plane, Primitive, SceneSpec, Sphere
 
 
@@ -207,23 +208,54 @@ def _vertical_hits(c: np.ndarray, px: np.ndarray, py: np.ndarray) -> tuple[np.nd
     return z, inside
 
 
+_PAIRS = 1 << 22  # (node, triangle) pairs tested at once when rasterizing a mesh
+
+
+def _node_ranges(axes: list[np.ndarray], lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray,
+                                                                                   np.ndarray]:
+    """First node index (T, 3) and node count (T, 3) of each box [lo, hi] on the grid axes."""
+    first = np.stack([np.searchsorted(a, lo[:, i], "left") for i, a in enumerate(axes)], 1)
+    last = np.stack([np.searchsorted(a, hi[:, i], "right") for i, a in enumerate(axes)], 1)
+    return first, np.maximum(last - first, 0)
+
+
+def _mark_band(occ: np.ndarray, axes: list[np.ndarray], corners: np.ndarray,
+               radius: float) -> None:
+    """Mark nodes within ``radius`` of any triangle: every (node, triangle) pair with the node
+    in the triangle's bounds inflated by ``radius``, tested in chunks of :data:`_PAIRS`."""
+    import torch
+
+    from volary.worlds.sdf import closest_on_triangle
+
+    first, count = _node_ranges(axes, corners.min(axis=1) - radius - 1e-9,
+                                corners.max(axis=1) + radius + 1e-9)
+    per = count.prod(axis=1)
+    tri = np.flatnonzero(per)
+    normal, _ = face_normals(corners)  # zero for degenerate triangles: no plane filter
+    ends = np.cumsum(per[tri])
+    start = 0
+    while start < len(tri):
+        base = ends[start - 1] if start else 0
+        stop = max(start + 1, int(np.searchsorted(ends, base + _PAIRS, "right")))
+        ts = tri[start:stop]
+        rep = np.repeat(ts, per[ts])
+        k = np.arange(len(rep)) - np.repeat(np.cumsum(per[ts]) - per[ts], per[ts])
+        ny, nz = count[rep, 1], count[rep, 2]
+        idx = first[rep] + np.stack([k // (ny * nz), (k // nz) % ny, k % nz], axis=1)
+        pts = np.stack([axes[i][idx[:, i]] for i in range(3)], axis=1)
+        keep = np.abs(np.einsum("ij,ij->i", pts - corners[rep, 0], normal[rep])) <= radius
+        rep, idx, pts = rep[keep], idx[keep], pts[keep]  # off the plane by more than radius
+        t = torch.as_tensor(corners[rep])
+        q, _ = closest_on_triangle(torch.as_tensor(pts), t[:, 0], t[:, 1], t[:, 2])
+        near = (torch.as_tensor(pts) - q).norm(dim=-1).numpy() <= radius
+        occ[tuple(idx[near].T)] = True
+        start = stop
+
+
 def _mark_mesh(occ: np.ndarray, axes: list[np.ndarray], m: Mesh, radius: float) -> None:
-    """Nodes within ``radius`` of the surface (blocks of nodes against the triangles whose
-    inflated bounds overlap them), plus, for a closed mesh, nodes inside it (column parity)."""
-    c = m.corners
-    lo, hi = c.min(axis=1) - radius - 1e-9, c.max(axis=1) + radius + 1e-9
-    shape = [len(a) for a in axes]
-    for i0 in range(0, shape[0], _BLOCK):
-        for j0 in range(0, shape[1], _BLOCK):
-            for k0 in range(0, shape[2], _BLOCK):
-                b = [axes[0][i0:i0 + _BLOCK], axes[1][j0:j0 + _BLOCK], axes[2][k0:k0 + _BLOCK]]
-                sel = np.all((lo <= [x[-1] for x in b]) & (hi >= [x[0] for x in b]), axis=1)
-                if not sel.any():
-                    continue
-                pts = np.stack(np.meshgrid(*b, indexing="ij"), axis=-1)
-                sub = Mesh(m.vertices, m.triangles[sel])
-                near = _mesh_distance(sub, pts, signed=False) <= radius
-                occ[i0:i0 + _BLOCK, j0:j0 + _BLOCK, k0:k0 + _BLOCK] |= near
+    """Nodes within ``radius`` of the surface (each triangle against the nodes in its inflated
+    bounds), plus, for a closed mesh, the nodes inside it (column parity)."""
+    _mark_band(occ, axes, m.corners, radius)
     if m.closed:
         blo, bhi = m.bounds
         sl = [slice(int(np.searchsorted(a, blo[i], "left")), int(np.searchsorted(a, bhi[i],

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from volary.worlds.primitives import Box, Cylinder, Plane, SceneSpec, Sphere
+from volary.worlds.primitives import Box, Cylinder, Mesh, Plane, SceneSpec, Sphere
 
 
 def _box_outline(b: Box) -> np.ndarray:
@@ -41,6 +41,11 @@ def plot_top_view(spec: SceneSpec, path: str | Path, title: str | None = None) -
             ax.add_patch(Circle(tuple(p), o.radius, fc="tab:green", ec="0.2", lw=0.3))
         elif isinstance(o, Sphere):
             ax.add_patch(Circle(o.center[:2], o.radius, fc="tab:brown", ec="0.2", lw=0.3))
+        elif isinstance(o, Mesh):  # footprint: the triangles seen from above
+            from matplotlib.collections import PolyCollection
+
+            ax.add_collection(PolyCollection(list(o.corners[:, :, :2]), fc="0.6", ec="none",
+                                             alpha=0.5))
         elif isinstance(o, Plane):
             continue
     for g in spec.gates:

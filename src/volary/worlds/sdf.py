@@ -167,7 +167,7 @@ def sdf_triangles(points: Tensor, corners: Tensor, normals: Tensor) -> tuple[Ten
     return sign * dist, q
 
 
-MESH_CHUNK = 1 << 21  # (point, triangle) pairs evaluated at once by mesh_sdf
+MESH_CHUNK = 1 << 19  # (point, triangle) pairs per step of mesh_sdf: ~120 MB float32 peak
 
 
 def mesh_sdf(points: Tensor, corners: Tensor, normals: Tensor, valid: Tensor, ids: Tensor,
