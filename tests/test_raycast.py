@@ -308,3 +308,21 @@ def test_importing_raycast_loads_no_backend_package():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_embree_numpy_post_processing_matches_the_numba_kernel():
+    """The fallback used when numba is missing gives the same hits as the fused kernel."""
+    from volary.sensors.raycast.embree_backend import _post_numpy
+
+    spec = make_scenario("forest", 0)
+    o, d = _scenario_rays(spec, 4, 500, 0)
+    o, d = o.float(), d.float()
+    fast = make_raycaster(spec, 2, backend="embree")
+    slow = make_raycaster(spec, 2, backend="embree")
+    slow._post = _post_numpy  # type: ignore[attr-defined]
+    a, b = (
+        fast.cast(o.expand(2, -1, -1), d.expand(2, -1, -1), 30.0),
+        slow.cast(o.expand(2, -1, -1), d.expand(2, -1, -1), 30.0),
+    )
+    assert torch.equal(a.distance, b.distance) and torch.equal(a.object_id, b.object_id)
+    torch.testing.assert_close(a.normal, b.normal, atol=1e-6, rtol=0)

@@ -9,7 +9,7 @@ Embree intersects both triangle faces (no culling) in float32 and keeps the near
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -42,20 +42,39 @@ def _as_numpy(x: Tensor) -> np.ndarray:
     return x.detach().to("cpu", torch.float32).contiguous().numpy().reshape(-1, 3)
 
 
-def _post(
-    res: dict[str, np.ndarray], ids: np.ndarray, d: np.ndarray
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Embree's output -> distance (inf on a miss), object id (-1), unit normal facing the
-    origin (0)."""
+def _post_numpy(
+    res: dict[str, np.ndarray],
+    ids: np.ndarray,
+    normals: np.ndarray,
+    d: np.ndarray,
+    out: tuple[np.ndarray, np.ndarray, np.ndarray],
+) -> None:
+    """Numpy version of ``_embree_post.post_hits`` (used when numba is missing)."""
     hit = res["geomID"] != -1
-    dist = np.where(hit, res["tfar"], np.float32(np.inf))
-    oid = np.where(hit, ids[res["primID"]], -1)
-    ng = res["Ng"]
-    norm = np.sqrt(np.einsum("ij,ij->i", ng, ng))
-    facing = np.einsum("ij,ij->i", ng, d)
-    ok = hit & (norm > 0)
-    scale = np.where(ok, np.where(facing > 0, -1.0, 1.0) / np.where(ok, norm, 1.0), 0.0)
-    return dist, oid, ng * scale.astype(np.float32)[:, None]
+    prim = np.where(hit, res["primID"], 0)
+    n = normals[prim]
+    n *= np.where(np.einsum("ij,ij->i", n, d) > 0, -1.0, 1.0).astype(np.float32)[:, None]
+    out[0][:] = np.where(hit, res["tfar"], np.float32(np.inf))
+    out[1][:] = np.where(hit, ids[prim], -1)
+    out[2][:] = np.where(hit[:, None], n, np.float32(0.0))
+
+
+def _post_fn() -> Callable[..., None]:
+    """The one-pass numba kernel when numba is installed, else the numpy version."""
+    try:
+        from volary.sensors.raycast._embree_post import post_hits
+    except ImportError:
+        return lambda res, ids, normals, d, out: _post_numpy(res, ids, normals, d, out)
+    return lambda res, ids, normals, d, out: post_hits(
+        res["geomID"], res["primID"], res["tfar"], d, ids, normals, *out
+    )
+
+
+def _unit_normals(tris: np.ndarray) -> np.ndarray:
+    """(T, 3) float32 unit normals of (T, 3, 3) triangles (zero for degenerate ones)."""
+    n = np.cross(tris[:, 1] - tris[:, 0], tris[:, 2] - tris[:, 0]).astype(np.float64)
+    norm = np.linalg.norm(n, axis=1, keepdims=True)
+    return (n / np.where(norm > 0, norm, 1.0)).astype(np.float32)
 
 
 class EmbreeCaster:
@@ -84,14 +103,16 @@ class EmbreeCaster:
         self.device = torch.device(device)
         self.dtype = dtype
         self.segments = segments
-        self._groups: list[tuple[Any, np.ndarray, np.ndarray]] = []
+        self._post = _post_fn()
+        self._groups: list[tuple[Any, np.ndarray, np.ndarray, np.ndarray]] = []
         for spec, envs in spec_groups(per):
             tris, ids = world_triangles(spec, segments, ground)
             if len(tris) == 0:
                 continue  # nothing to hit: these envs always miss
             scene = embree_scene()
             triangle_mesh(scene, tris)
-            self._groups.append((scene, ids, np.asarray(envs, dtype=np.int64)))
+            envs_a = np.asarray(envs, dtype=np.int64)
+            self._groups.append((scene, ids, _unit_normals(tris), envs_a))
 
     def cast(self, origins: Tensor, directions: Tensor, max_range: float) -> RayHits:
         check_rays(self, origins, directions, max_range)
@@ -99,28 +120,42 @@ class EmbreeCaster:
         if not self._groups or r == 0:
             return miss_hits((n, r), self.device, self.dtype)
         o, d = _as_numpy(origins), _as_numpy(directions)
-        if len(self._groups) == 1 and len(self._groups[0][2]) == n:
-            scene, ids, _ = self._groups[0]
-            dist, oid, normal = _post(scene.run(o, d, dists=float(max_range), output=1), ids, d)
+        dist = torch.empty(n * r, dtype=torch.float32)
+        oid = torch.empty(n * r, dtype=torch.int64)
+        normal = torch.empty(n * r, 3, dtype=torch.float32)
+        out = (dist.numpy(), oid.numpy(), normal.numpy())
+        if len(self._groups) == 1 and len(self._groups[0][3]) == n:  # one scene for all envs
+            scene, ids, normals, _ = self._groups[0]
+            self._post(scene.run(o, d, dists=float(max_range), output=1), ids, normals, d, out)
         else:
-            dist, oid, normal = self._cast_groups(o.reshape(n, r, 3), d.reshape(n, r, 3), max_range)
+            self._cast_groups(o.reshape(n, r, 3), d.reshape(n, r, 3), max_range, out)
         return RayHits(
-            torch.from_numpy(dist).reshape(n, r).to(self.device, self.dtype),
-            torch.from_numpy(oid).reshape(n, r).to(self.device),
-            torch.from_numpy(normal).reshape(n, r, 3).to(self.device, self.dtype),
+            dist.reshape(n, r).to(self.device, self.dtype),
+            oid.reshape(n, r).to(self.device),
+            normal.reshape(n, r, 3).to(self.device, self.dtype),
         )
 
     def _cast_groups(
-        self, o: np.ndarray, d: np.ndarray, max_range: float
-    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Envs with different scenes: one ``run`` per distinct scene, results scattered back."""
+        self,
+        o: np.ndarray,
+        d: np.ndarray,
+        max_range: float,
+        out: tuple[np.ndarray, np.ndarray, np.ndarray],
+    ) -> None:
+        """Envs with different scenes: one ``run`` per distinct scene, results scattered back.
+        Envs of no group (nothing to hit) miss."""
         n, r = o.shape[:2]
-        dist = np.full((n, r), np.inf, np.float32)
-        oid = np.full((n, r), -1, np.int64)
-        normal = np.zeros((n, r, 3), np.float32)
-        for scene, ids, envs in self._groups:
+        dist, oid, normal = out[0].reshape(n, r), out[1].reshape(n, r), out[2].reshape(n, r, 3)
+        dist.fill(np.inf)
+        oid.fill(-1)
+        normal.fill(0.0)
+        for scene, ids, normals, envs in self._groups:
             og, dg = o[envs].reshape(-1, 3), d[envs].reshape(-1, 3)
-            res = _post(scene.run(og, dg, dists=float(max_range), output=1), ids, dg)
-            dist[envs], oid[envs] = res[0].reshape(-1, r), res[1].reshape(-1, r)
-            normal[envs] = res[2].reshape(-1, r, 3)
-        return dist.reshape(-1), oid.reshape(-1), normal.reshape(-1, 3)
+            part = (
+                np.empty(len(og), np.float32),
+                np.empty(len(og), np.int64),
+                np.empty((len(og), 3), np.float32),
+            )
+            self._post(scene.run(og, dg, dists=float(max_range), output=1), ids, normals, dg, part)
+            dist[envs], oid[envs] = part[0].reshape(-1, r), part[1].reshape(-1, r)
+            normal[envs] = part[2].reshape(-1, r, 3)
