@@ -164,6 +164,22 @@ def test_closed_sphere_mesh_matches_reference(dtype, device):
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_concave_terrain_mesh_matches_reference(dtype):
+    h = np.random.default_rng(5).uniform(0.5, 2.0, (6, 5))
+    m = HeightField((1.0, -2.0), (0.5, 0.7), h, floor=0.0).to_mesh()
+    rng = np.random.default_rng(6)
+    p = np.vstack(
+        [
+            rng.uniform([0.5, -2.5, -0.5], [4.0, 1.5, 3.0], (1500, 3)),
+            _probe_points(rng, m.vertices, 300),
+        ]
+    )
+    ref = ref_mesh(p, m.vertices, m.triangles, closed=True)
+    err = np.abs(_sdf(m, p, dtype).distance[0].double().numpy() - ref)
+    assert err.max() < TOL, err.max()
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 def test_tessellated_box_equals_analytic_box(dtype, device):
     box = Box((1.0, 2.0, 0.5), (1.5, 0.7, 2.2), 0.6)
     v, t = box_mesh(box)

@@ -32,6 +32,10 @@ def gate_boxes(g: Gate) -> list[Box]:
     return [Box((float(p[0]), float(p[1]), float(p[2])), s, yaw, g.object_id) for p, s in bars]
 
 
+def _has_mesh(spec: SceneSpec) -> bool:
+    return any(isinstance(o, Mesh) for o in spec.obstacles)
+
+
 def _mesh_rows(spec: SceneSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Corners (T, 3, 3), object ids (T,) and pseudo-normals (T, 7, 3) of a spec's meshes."""
     meshes = [o for o in spec.obstacles if isinstance(o, Mesh)]
@@ -42,9 +46,10 @@ def _mesh_rows(spec: SceneSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             np.concatenate([m.pseudo_normals for m in meshes]))
 
 
-def _pad_meshes(items: list[SceneSpec], n: int) -> tuple[np.ndarray, ...]:
+def _pad_meshes(items: list[SceneSpec], n: int, device, dtype) -> tuple[torch.Tensor, ...]:
     """Triangle tensors of env i from spec ``items[i % len(items)]``, padded to the longest
-    (at least one all-zero invalid row); built once per distinct spec, then tiled."""
+    (at least one all-zero invalid row); built once per given spec, converted, then tiled on
+    the device (no N-sized float64 copy on the host)."""
     rows = [_mesh_rows(s) for s in items]
     k = max(1, max(len(r[1]) for r in rows))
     m = len(items)
@@ -53,8 +58,10 @@ def _pad_meshes(items: list[SceneSpec], n: int) -> tuple[np.ndarray, ...]:
     for i, (c, o, nrm) in enumerate(rows):
         corners[i, :len(o)], ids[i, :len(o)], normals[i, :len(o)] = c, o, nrm
         valid[i, :len(o)] = True
-    tile = np.arange(n) % m
-    return corners[tile], valid[tile], ids[tile], normals[tile]
+    tile = torch.arange(n, device=device) % m
+    f = lambda a: torch.as_tensor(a, dtype=dtype, device=device)[tile]  # noqa: E731
+    return (f(corners), torch.as_tensor(valid, device=device)[tile],
+            torch.as_tensor(ids, device=device)[tile], f(normals))
 
 
 def stack_specs(specs: SceneSpec | Sequence[SceneSpec], n_envs: int | None, *, device,
@@ -97,7 +104,7 @@ def stack_specs(specs: SceneSpec | Sequence[SceneSpec], n_envs: int | None, *, d
     pn, _ = pad(planes, lambda o: o.normal, (3,), 0.0)
     pi, _ = pad(planes, lambda o: [o.object_id], (1,), -1)
     gc, gv = pad(gates, lambda o: np.asarray(o.corners), (4, 3), 0.0)
-    tv, tvalid, tid, tn = _pad_meshes(items, n)
+    tv, tvalid, tid, tn = _pad_meshes(items, n, device, dtype)
     arr = lambda name: np.asarray([getattr(s, name) for s in per], dtype=float)  # noqa: E731
     return Scene(
         box_center=t(bc), box_half=t(bh), box_yaw=t(by[..., 0]), box_valid=bt(bv),
@@ -105,8 +112,8 @@ def stack_specs(specs: SceneSpec | Sequence[SceneSpec], n_envs: int | None, *, d
         cyl_half_length=t(cr[..., 1]), cyl_valid=bt(cv), cyl_id=ti(cr[..., 2]),
         sph_center=t(sc), sph_radius=t(sr[..., 0]), sph_valid=bt(sv), sph_id=ti(sr[..., 1]),
         plane_point=t(pp), plane_normal=t(pn), plane_valid=bt(pv), plane_id=ti(pi[..., 0]),
-        tri_vertices=t(tv), tri_valid=bt(tvalid), tri_id=ti(tid), tri_normals=t(tn),
+        tri_vertices=tv, tri_valid=tvalid, tri_id=tid, tri_normals=tn,
         gate_corners=t(gc), gate_valid=bt(gv), bounds_min=t(arr("bounds_min")),
         bounds_max=t(arr("bounds_max")), ceiling=t([s.flight_ceiling for s in per]),
-        start=t(arr("start")), goal=t(arr("goal")), has_triangles=bool(tvalid.any()),
+        start=t(arr("start")), goal=t(arr("goal")), has_triangles=any(_has_mesh(s) for s in items),
     )
