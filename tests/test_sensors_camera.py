@@ -222,9 +222,10 @@ def test_stereo_shadow_invalidates_pixels_hidden_from_the_second_view():
     assert (ref != shadow).sum() <= 2
 
 
-def test_camera_inside_an_obstacle_gives_finite_documented_output():
+@pytest.mark.parametrize("name,make,tol", CASTERS, ids=[c[0] for c in CASTERS])
+def test_camera_inside_an_obstacle_gives_finite_documented_output(name, make, tol):
     scene = spec(Box((0.0, 0.0, 5.0), (2.0, 2.0, 2.0), object_id=4))
-    cam = DepthCamera(CameraConfig(width=8, height=8), TinyCaster(scene, 1, dtype=F32))
+    cam = DepthCamera(CameraConfig(width=8, height=8), make(scene, 1))
     r = cam(*pose(1))
     assert torch.isfinite(r.depth).all()
     assert (r.depth[r.valid] <= 1.5).all()  # it sees the inside of the box

@@ -34,6 +34,7 @@ from volary.sensors.rays import (
     check_positive_int,
     check_probability,
     check_range_limits,
+    in_range,
     noisy_ranges,
     pinhole_intrinsics,
     pinhole_rays,
@@ -214,7 +215,7 @@ class DepthCamera:
         origin, dirs, r_wc = self.bundle.world(p, q)
         hits = cast_bundle(self.caster, origin, dirs, c.max_range)
         dist = hits.distance
-        surface = torch.isfinite(dist) & (dist <= c.max_range) & (dist >= c.min_range)
+        surface = in_range(dist, c.min_range, c.max_range)
         if c.stereo_shadow:
             surface_v = surface & ~stereo_shadow(
                 self.caster,
@@ -227,28 +228,29 @@ class DepthCamera:
             )
         else:
             surface_v = surface
-        scale = self.z_per_range if c.depth_mode == "z" else None
-        value = dist * scale if scale is not None else dist
+        exact = dist * self.z_per_range if c.depth_mode == "z" else dist
         value, valid = noisy_ranges(
-            value,
+            exact,
             surface_v,
-            min_range=0.0,
             std=c.noise_std,
             std_quadratic=c.noise_quadratic,
             dropout=c.dropout,
             stream=self.noise,
         )
-        rng = value / scale if scale is not None else value
-        depth = torch.where(valid, value, torch.full_like(value, c.fill_value))
+        if value is exact or c.depth_mode == "range":
+            rng = dist if value is exact else value
+        else:
+            rng = value / self.z_per_range
+        depth = torch.where(valid, value, c.fill_value)
         n, h, w = self.n_envs, c.height, c.width
         seg = None
         if c.segmentation:
-            seg = torch.where(surface, hits.object_id, torch.full_like(hits.object_id, -1))
+            seg = torch.where(surface, hits.object_id, -1)
             seg = seg.reshape(n, h, w)
         normals = None
         if c.normals:
             nc = torch.matmul(hits.normal, r_wc)  # n_C = R_WC^T n_W, row vectors
-            normals = torch.where(surface[..., None], nc, torch.zeros_like(nc)).reshape(n, h, w, 3)
+            normals = torch.where(surface[..., None], nc, 0.0).reshape(n, h, w, 3)
         return CameraReading(
             depth.reshape(n, h, w),
             valid.reshape(n, h, w),

@@ -32,6 +32,7 @@ from volary.sensors.rays import (
     check_positive_int,
     check_probability,
     check_range_limits,
+    in_range,
     noisy_ranges,
     pose_args,
     spherical_rays,
@@ -187,22 +188,17 @@ class Lidar:
         c = self.config
         origin, dirs, r_ws = self.bundle.world(p, q)
         hits = cast_bundle(self.caster, origin, dirs, c.max_range)
-        hit = torch.isfinite(hits.distance) & (hits.distance <= c.max_range)
+        hit = in_range(hits.distance, c.min_range, c.max_range)
         rng, valid = noisy_ranges(
             hits.distance,
             hit,
-            min_range=c.min_range,
             std=c.noise_std,
             std_quadratic=c.noise_quadratic,
             dropout=c.dropout,
             stream=self.noise,
         )
-        out = torch.where(valid, rng, torch.full_like(rng, c.fill_value))
-        ids = torch.where(
-            hit & (hits.distance >= c.min_range),
-            hits.object_id,
-            torch.full_like(hits.object_id, -1),
-        )
+        out = torch.where(valid, rng, c.fill_value)
+        ids = torch.where(hit, hits.object_id, -1)
         shape = (self.n_envs, c.channels, c.columns)
         return LidarReading(
             out.reshape(shape),

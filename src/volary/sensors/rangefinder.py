@@ -38,6 +38,7 @@ from volary.sensors.rays import (
     check_positive_int,
     check_probability,
     check_range_limits,
+    in_range,
     noisy_ranges,
     pinhole_rays,
     pose_args,
@@ -234,20 +235,19 @@ class MultiZoneTof:
         c = self.config
         origin, dirs, r_ws = self.bundle.world(p, q)
         d = cast_bundle(self.caster, origin, dirs, c.max_range).distance
-        ok = torch.isfinite(d) & (d <= c.max_range) & (d >= c.min_range)
+        ok = in_range(d, c.min_range, c.max_range)
         d = d.reshape(self.n_envs, c.zones_y * c.zones_x, c.sub_rays**2)
         ok = ok.reshape(d.shape)
         zone = zone_distance(d, ok, c.reduction)
         rng, valid = noisy_ranges(
             zone,
             ok.any(-1),
-            min_range=0.0,
             std=c.noise_std,
             std_quadratic=c.noise_quadratic,
             dropout=c.dropout,
             stream=self.noise,
         )
-        out = torch.where(valid, rng, torch.full_like(rng, c.fill_value))
+        out = torch.where(valid, rng, c.fill_value)
         shape = (self.n_envs, c.zones_y, c.zones_x)
         return TofReading(out.reshape(shape), valid.reshape(shape), origin, r_ws, self.centre_rays)
 
@@ -283,15 +283,13 @@ class Rangefinder:
         c = self.config
         origin, dirs, r_ws = self.bundle.world(p, q)
         d = cast_bundle(self.caster, origin, dirs, c.max_range).distance
-        hit = torch.isfinite(d) & (d <= c.max_range)
         rng, valid = noisy_ranges(
             d,
-            hit,
-            min_range=c.min_range,
+            in_range(d, c.min_range, c.max_range),
             std=c.noise_std,
             std_quadratic=c.noise_quadratic,
             dropout=c.dropout,
             stream=self.noise,
         )
-        out = torch.where(valid, rng, torch.full_like(rng, c.fill_value))
+        out = torch.where(valid, rng, c.fill_value)
         return RangeReading(out[:, 0], valid[:, 0], origin, r_ws, self.bundle.dirs_s)

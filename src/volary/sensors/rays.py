@@ -277,19 +277,26 @@ class NoiseStream:
         return z
 
 
+def in_range(distance: Tensor, min_range: float, max_range: float) -> Tensor:
+    """(N, R) bool: a return within [min_range, max_range] (misses are +inf, so they fail)."""
+    ok = distance <= max_range
+    if min_range > 0:
+        ok &= distance >= min_range
+    return ok
+
+
 def noisy_ranges(
     distance: Tensor,
-    hit: Tensor,
+    valid: Tensor,
     *,
-    min_range: float,
     std: float,
     std_quadratic: float,
     dropout: float,
     stream: NoiseStream | None,
 ) -> tuple[Tensor, Tensor]:
-    """Measured range and validity (N, R): valid = hit, in [min_range, max_range] and not
-    dropped (probability ``dropout``); noise sigma(d) per :func:`range_noise_std`."""
-    valid = hit & (distance >= min_range)
+    """Measured value and validity (N, R): ``valid`` loses a random fraction ``dropout``; valid
+    values get Gaussian noise of sigma(d) per :func:`range_noise_std`. Without noise the inputs
+    are returned as they are (no copy)."""
     if stream is None or (std == 0 and std_quadratic == 0 and dropout == 0):
         return distance, valid
     n = distance.shape[-1]
