@@ -133,13 +133,27 @@ def scene_preview(
     kind: Annotated[str, typer.Argument(help="Scenario type (volary scene list).")],
     seed: Seed = 0,
     out: Out = Path("out/scene"),
+    sensors: Annotated[
+        bool, typer.Option(help="Also a depth image and a LiDAR scan from the start pose.")
+    ] = True,
+    backend: Annotated[str, typer.Option(help="Ray casting: auto, embree, warp, torch.")] = "auto",
 ) -> None:
-    """Top-down PNG of a generated scenario with start, goal and reference line."""
+    """Top-down PNG of a scenario (start, goal, reference line), plus a depth image and a LiDAR
+    scan from the start pose."""
+    from volary.errors import VolaryError
     from volary.worlds.preview import plot_top_view
 
     spec = _scenario(kind, seed)
-    png = plot_top_view(spec, out / f"{kind}-{seed}.png")
-    console.print(f"wrote {png}")
+    pngs = [plot_top_view(spec, out / f"{kind}-{seed}.png")]
+    if sensors:
+        from volary.sensors.plots import preview_sensors
+
+        try:
+            pngs += preview_sensors(spec, out, f"{kind}-{seed}", backend=backend)
+        except VolaryError as e:
+            _fail(str(e))
+    for png in pngs:
+        console.print(f"wrote {png}")
 
 
 @scene_app.command("export")
