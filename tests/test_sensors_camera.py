@@ -270,3 +270,16 @@ def test_bad_inputs_name_the_argument():
     if torch.cuda.is_available():
         with pytest.raises(ConfigError, match="device"):
             cam(p.cuda(), q)
+
+
+def test_preview_pngs_are_written(tmp_path):
+    from volary.sensors.plots import depth_png, lidar_png
+
+    cam = DepthCamera(CameraConfig(width=16, height=12), TinyCaster(spec(wall_x(5.0)), 1))
+    r = cam(*pose(1))
+    assert depth_png(tmp_path / "d.png", r.depth).stat().st_size > 1000
+    assert lidar_png(tmp_path / "l.png", r.points("world")).stat().st_size > 1000
+    with pytest.raises(ConfigError, match="depth"):
+        depth_png(tmp_path / "x.png", torch.zeros(3))
+    with pytest.raises(ConfigError, match="points"):
+        lidar_png(tmp_path / "x.png", torch.zeros(4, 2))
