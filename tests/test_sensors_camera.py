@@ -47,6 +47,18 @@ def casters():
         )
     except ImportError:
         pass
+    try:
+        import warp  # noqa: F401
+
+        out.append(
+            (
+                "warp",
+                lambda s, n, g=False: make_raycaster(s, n, backend="warp", ground=g),
+                2 * 0.5 * math.sin(math.pi / 64) + 1e-5,
+            )
+        )
+    except ImportError:
+        pass
     return out
 
 

@@ -193,12 +193,19 @@ def pose_args(
             raise ConfigError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
         if t.shape != (n_envs, k):
             raise ConfigError(f"{name}: expected shape ({n_envs}, {k}), got {tuple(t.shape)}")
-        if t.device != device:
+        if not _same_device(t.device, device):
             raise ConfigError(f"{name}: expected device {device}, got {t.device}")
         if not t.is_floating_point():
             raise ConfigError(f"{name}: expected a floating dtype, got {t.dtype}")
     assert isinstance(pose, Tensor) and isinstance(quat, Tensor)
     return pose.to(dtype), quat.to(dtype)
+
+
+def _same_device(a: torch.device, b: torch.device) -> bool:
+    """Same device type, and the same index where both name one ("cuda" matches "cuda:0")."""
+    if a.type != b.type:
+        return False
+    return a.index is None or b.index is None or a.index == b.index
 
 
 class RayBundle:
