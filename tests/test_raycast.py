@@ -96,7 +96,15 @@ def _scenario_rays(spec: SceneSpec, n_origins: int, per_origin: int, seed: int):
     return o[None], d[None]
 
 
-SCENARIOS = [("forest", 0), ("urban", 1), ("maze", 2), ("random_cylinders", 3), ("perlin", 4)]
+SCENARIOS = [
+    ("forest", 0),
+    ("urban", 1),
+    ("maze", 2),
+    ("random_cylinders", 3),
+    ("perlin", 4),
+    ("narrow_gap", 5),
+    ("sudden_drop", 6),
+]
 
 
 @pytest.mark.parametrize(("kind", "seed"), SCENARIOS)
@@ -107,12 +115,13 @@ def test_embree_agrees_with_torch_reference(kind, seed):
     emb = make_raycaster(spec, backend="embree", segments=SEG).cast(o.float(), d.float(), 60.0)
     assert (ref.hit == emb.hit).double().mean() >= 0.995
     err = emb.distance.double() - ref.distance
+    f32 = 1e-4 + 2e-6 * ref.distance  # float32 rounding of the mesh backend, m
     both = ref.hit & emb.hit
-    assert err[both].min() >= -1e-4  # the mesh solid lies inside the true one
+    assert (err >= -f32)[both].all()  # the mesh solid lies inside the true one
     # same object, or coincident faces of touching objects (maze walls): either id is right
-    same = both & ((ref.object_id == emb.object_id) | (err.abs() <= 1e-4))
+    same = both & ((ref.object_id == emb.object_id) | (err.abs() <= f32))
     assert same.double().sum() >= 0.995 * both.double().sum()
-    assert err[same].max() <= tessellation_tolerance(spec, SEG) + 1e-4
+    assert (err <= tessellation_tolerance(spec, SEG) + f32)[same].all()
     assert (emb.normal.double() * ref.normal).sum(-1)[same].quantile(0.01) > 0.99
 
 
