@@ -112,7 +112,9 @@ def run_demo(
     for i, n in enumerate(names):
         traj.to_csv(out / f"{n}.csv", env=i)
     info = {n: (get(n), indicators(get(n))) for n in names}
-    page = _html(rows, info, top, plots, duration, wall, seed)
+    with console.status("generating the seven scenario types and casting sensor rays..."):
+        worlds = _worlds(out / "worlds", seed)
+    page = _html(rows, info, top, plots, duration, wall, seed) + worlds + "</body></html>"
     index = out / "index.html"
     index.write_text(page)
     return index
@@ -147,5 +149,36 @@ waypoints {list(WAYPOINTS)} with {SEGMENT_S:.0f} s per waypoint. {duration:.0f} 
 <th>&alpha;<sub>xy,max</sub> [rad/s&sup2;]</th><th>worst end-of-segment error [cm]</th>
 <th>worst 5 cm settling time [s]</th><th>status</th></tr>{"".join(trs)}</table>
 <h2>Top view</h2><img src="{_img(top)}" style="width:560px">
-<h2>Each platform</h2>{figs}
-</body></html>"""
+<h2>Each platform</h2>{figs}"""
+
+
+SENSOR_SCENES = ("forest", "urban")
+
+
+def _worlds(out: Path, seed: int) -> str:
+    """HTML section: a top view of every scenario type, and a depth image and LiDAR scan from
+    the start pose of a few of them."""
+    from volary.sensors.plots import preview_sensors
+    from volary.worlds import SCENARIOS, make_scenario
+    from volary.worlds.preview import plot_top_view
+
+    out.mkdir(parents=True, exist_ok=True)
+    figs, sensor_figs = [], []
+    for kind in SCENARIOS:
+        spec = make_scenario(kind, seed)
+        figs.append((plot_top_view(spec, out / f"{kind}-{seed}.png"), kind))
+        if kind in SENSOR_SCENES:
+            for p in preview_sensors(spec, out, f"{kind}-{seed}"):
+                sensor_figs.append((p, f"{kind}: {p.stem.rsplit('-', 1)[-1]}"))
+
+    def fig(p: Path, cap: str) -> str:
+        return f'<figure><img src="{_img(p)}"><figcaption>{html.escape(cap)}</figcaption></figure>'
+
+    return (
+        "<h2>Worlds</h2><p>The seven FLYINGTRUST scenario types (seed "
+        f"{seed}), each checked solvable for a 0.3 m vehicle.</p>"
+        + "".join(fig(p, c) for p, c in figs)
+        + "<h2>Sensors</h2><p>Ray-cast depth camera (D455-like, 270 x 480) and LiDAR "
+        "(Ouster OS1-64-like) from the start pose, noise-free.</p>"
+        + "".join(fig(p, c) for p, c in sensor_figs)
+    )
