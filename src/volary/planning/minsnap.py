@@ -216,8 +216,8 @@ def _validated(
     if dur.dim() == 0 or dur.shape[-1] != w - 1:
         raise ConfigError(f"durations: expected shape (..., {w - 1}), got {tuple(dur.shape)}")
     if not bool((torch.isfinite(dur) & (dur > 0)).all()):
-        bad = dur[~(torch.isfinite(dur) & (dur > 0))][0].item()
-        raise ConfigError(f"durations: expected finite segment times > 0 s, got {bad}")
+        worst = dur[~(torch.isfinite(dur) & (dur > 0))][0].item()
+        raise ConfigError(f"durations: expected finite segment times > 0 s, got {worst}")
     yw = torch.zeros(wp.shape[:-1], dtype=wp.dtype, device=wp.device)
     if yaw is not None:
         yw = _as_float64("yaw", yaw, wp.device)
@@ -244,7 +244,9 @@ def _validated(
 
 
 def _check_duplicates(wp: Tensor, yw: Tensor) -> None:
-    step = torch.cat((wp[..., 1:, :] - wp[..., :-1, :], (yw[..., 1:] - yw[..., :-1])[..., None]), -1)
+    step = torch.cat(
+        (wp[..., 1:, :] - wp[..., :-1, :], (yw[..., 1:] - yw[..., :-1])[..., None]), -1
+    )
     same = step.abs().amax(-1) < DUPLICATE_TOL
     if bool(same.any()):
         i = int(torch.nonzero(same)[0, -1])

@@ -34,7 +34,14 @@ class FlatOutputs:
     def setpoint(self) -> Tensor:
         """The ``mellinger`` control setpoint (..., 14): [p, v, a, jerk, yaw, yaw_rate]."""
         return torch.cat(
-            (self.pos, self.vel, self.acc, self.jerk, self.yaw[..., None], self.yaw_rate[..., None]),
+            (
+                self.pos,
+                self.vel,
+                self.acc,
+                self.jerk,
+                self.yaw[..., None],
+                self.yaw_rate[..., None],
+            ),
             dim=-1,
         )
 
