@@ -335,3 +335,37 @@ def test_embree_numpy_post_processing_matches_the_numba_kernel():
     )
     assert torch.equal(a.distance, b.distance) and torch.equal(a.object_id, b.object_id)
     torch.testing.assert_close(a.normal, b.normal, atol=1e-6, rtol=0)
+
+
+class _CountingScene:
+    """Wraps an EmbreeScene and counts `run` calls and rays."""
+
+    def __init__(self, scene):
+        self.scene, self.calls = scene, []
+
+    def run(self, origins, directions, **kw):
+        self.calls.append(len(origins))
+        return self.scene.run(origins, directions, **kw)
+
+
+def test_embree_casts_all_envs_of_one_scene_in_one_run_call():
+    forest, urban = make_scenario("forest", 0), make_scenario("urban", 1)
+    specs = [forest, urban, make_scenario("forest", 0), forest, urban]  # 2 distinct scenes
+    caster = make_raycaster(specs, backend="embree")
+    groups = caster._groups  # type: ignore[attr-defined]
+    assert len(groups) == 2
+    groups[:] = [(_CountingScene(g[0]), *g[1:]) for g in groups]
+    o = torch.zeros(5, 10, 3) + torch.tensor([5.0, 5.0, 1.0])
+    d = torch.zeros(5, 10, 3) + torch.tensor([1.0, 0.0, 0.0])
+    caster.cast(o, d, 10.0)
+    assert [g[0].calls for g in groups] == [[30], [20]]
+    one = make_raycaster([forest] * 4, backend="embree")
+    one._groups[:] = [(_CountingScene(g[0]), *g[1:]) for g in one._groups]  # type: ignore[attr-defined]
+    one.cast(o[:4], d[:4], 10.0)
+    assert one._groups[0][0].calls == [40]  # type: ignore[attr-defined]
+
+
+def test_max_range_accepts_numpy_scalars(caster):
+    import numpy as np
+
+    assert caster.cast(*_good(), np.float32(9.0)).hit.all()

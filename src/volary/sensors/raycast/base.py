@@ -9,6 +9,7 @@ talk to this interface, so a backend can be swapped without touching them.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
@@ -105,9 +106,9 @@ def check_rays(caster: RayCaster, origins: Tensor, directions: Tensor, max_range
             f"directions: expected the shape of origins {tuple(origins.shape)}, "
             f"got {tuple(directions.shape)}"
         )
-    if isinstance(max_range, bool) or not isinstance(max_range, int | float):
+    if isinstance(max_range, bool) or not isinstance(max_range, numbers.Real):
         raise ConfigError(f"max_range: expected a number (m), got {type(max_range).__name__}")
-    if not (math.isfinite(max_range) and max_range > 0):
+    if not (math.isfinite(float(max_range)) and max_range > 0):
         raise ConfigError(f"max_range: expected a finite value > 0 m, got {max_range}")
 
 

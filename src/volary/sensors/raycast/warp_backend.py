@@ -39,11 +39,16 @@ def _warp() -> tuple[Any, Any]:
     return wp, _warp_kernels
 
 
+def _full_device(device: torch.device | str) -> torch.device:
+    """``cuda`` -> ``cuda:<current>``, so the meshes and the rays are on the same GPU."""
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:
+        return torch.device("cuda", torch.cuda.current_device())
+    return device
+
+
 def _warp_device(device: torch.device) -> str:
-    if device.type == "cpu":
-        return "cpu"
-    index = torch.cuda.current_device() if device.index is None else device.index
-    return f"cuda:{index}"
+    return "cpu" if device.type == "cpu" else f"cuda:{device.index}"
 
 
 class WarpCaster:
@@ -65,7 +70,7 @@ class WarpCaster:
         wp = self._wp
         per = as_spec_list(specs, n_envs)
         self.n_envs = len(per)
-        self.device = torch.device(device)
+        self.device = _full_device(device)
         self.dtype = dtype
         self.segments = segments
         self._wdev = _warp_device(self.device)
