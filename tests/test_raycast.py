@@ -125,6 +125,27 @@ def test_embree_agrees_with_torch_reference(kind, seed):
     assert (emb.normal.double() * ref.normal).sum(-1)[same].quantile(0.01) > 0.99
 
 
+@pytest.mark.parametrize("backend", MESH)
+def test_gate_frames_are_the_same_bars_for_every_backend(backend):
+    """Gates are cast as their four frame boxes (worlds._stack.gate_boxes) by every backend."""
+    from volary.worlds import alphapilot_2019
+
+    spec = alphapilot_2019()
+    gen = torch.Generator().manual_seed(0)
+    centers = torch.tensor([g.center.tolist() for g in spec.gates])  # free: inside the opening
+    o = centers.repeat_interleave(200, 0)[None]
+    d = torch.nn.functional.normalize(torch.randn(o.shape, generator=gen), dim=-1)
+    ref = make_raycaster(spec, backend="torch", dtype=torch.float64).cast(
+        o.double(), d.double(), 30.0
+    )
+    got = make_raycaster(spec, backend=backend).cast(o, d, 30.0)
+    gate_hit = ref.object_id >= 1
+    assert gate_hit.sum() > 100  # rays in the gate plane end on a bar
+    assert (ref.object_id == got.object_id).double().mean() >= 0.999
+    both = ref.hit & got.hit
+    assert (ref.distance - got.distance.double())[both].abs().max() <= 1e-4 + 2e-6 * 30
+
+
 @pytest.mark.parametrize(("kind", "seed"), [("forest", 3), ("random_cylinders", 3)])
 def test_torch_reference_float32_is_within_1e4_m_of_float64(kind, seed):
     """Curved surfaces are solved from the ray's closest approach (no |o - c|^2 - r^2
