@@ -402,3 +402,13 @@ def test_max_range_accepts_numpy_scalars(caster):
     import numpy as np
 
     assert caster.cast(*_good(), np.float32(9.0)).hit.all()
+
+
+@pytest.mark.parametrize("backend", ALL)
+def test_zero_rays_and_non_unit_directions(backend):
+    caster = make_raycaster(SPEC, 2, backend=backend)
+    empty = caster.cast(torch.zeros(2, 0, 3), torch.zeros(2, 0, 3), 5.0)
+    assert empty.distance.shape == (2, 0) and empty.normal.shape == (2, 0, 3)
+    o, d = _good()
+    hits = caster.cast(o, 2 * d, 20.0)  # t is in multiples of |d| on every backend
+    assert torch.allclose(hits.distance, torch.tensor(4.0))

@@ -23,6 +23,7 @@ from volary.sensors.raycast.base import (
     as_spec_list,
     check_rays,
     finite_rays,
+    miss_hits,
 )
 from volary.worlds.primitives import Scene, SceneSpec
 
@@ -219,6 +220,8 @@ class TorchCaster:
     def cast(self, origins: Tensor, directions: Tensor, max_range: float) -> RayHits:
         check_rays(self, origins, directions, max_range)
         n, r = origins.shape[:2]
+        if r == 0:
+            return miss_hits((n, 0), self.device, self.dtype)
         k_max = max(self._sizes())
         budget = CHUNK_ELEMENTS.get(self.device.type, 1 << 20)
         step = max(1, budget // max(1, n * k_max))
