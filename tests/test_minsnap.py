@@ -11,6 +11,7 @@ import torch
 
 from volary.errors import ConfigError
 from volary.planning import PolyTrajectory, min_snap, rest_to_rest, single_segment
+from volary.planning import minsnap as ms
 from volary.planning.trajectory import derivative_basis, snap_cost_matrix
 
 JOINT_TOL = 1e-6  # acceptance: continuity to snap at every joint
@@ -131,13 +132,14 @@ def _scipy_min_snap_cost(wp: np.ndarray, dur: np.ndarray) -> float:
         jac=lambda x: 2 * big_q @ x,
         constraints=[{"type": "eq", "fun": lambda x: a_eq @ x - b_eq, "jac": lambda x: a_eq}],
         method="SLSQP",
-        options={"maxiter": 1000, "ftol": 1e-14},
+        options={"maxiter": 1000, "ftol": 1e-10},
     )
+    assert res.success, res.message
     assert np.abs(a_eq @ res.x - b_eq).max() < 1e-6
     return float(res.fun)
 
 
-@pytest.mark.parametrize("n", [5, pytest.param(10, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("n", [4, 8, 12])
 def test_snap_cost_not_above_generic_qp(n):
     pytest.importorskip("scipy")
     wp, dur, _ = _problem(n, seed=10 + n)
@@ -146,6 +148,27 @@ def test_snap_cost_not_above_generic_qp(n):
     for axis in range(3):
         ref = _scipy_min_snap_cost(wp[:, axis].numpy(), dur.numpy())
         assert float(ours[axis]) <= ref * (1 + 1e-7) + 1e-9, (axis, float(ours[axis]), ref)
+
+
+@pytest.mark.parametrize("batch", [(), (3,), (2, 2)])
+def test_banded_solver_matches_dense_reference(batch):
+    """The block-elimination fast path against the dense Cholesky reference (same system)."""
+    g = torch.Generator().manual_seed(7)
+    w = 9
+    dur = 0.3 + torch.rand(*batch, w - 1, generator=g, dtype=torch.float64) * 2
+    values = torch.randn(*batch, 4, w, 4, generator=g, dtype=torch.float64)
+    fixed = torch.rand(*batch, 4, w, 4, generator=g) < 0.3
+    fixed[..., 0] = True  # positions
+    fixed[..., 0, :] = True  # rest to rest
+    fixed[..., -1, :] = True
+    n = 4 * w
+    dense = ms.solve_derivatives(
+        ms.snap_hessian(dur), values.reshape(*batch, 4, n), fixed.reshape(*batch, 4, n)
+    ).reshape(values.shape)
+    banded = ms.solve_derivatives_banded(dur, values, fixed)
+    scale = float(dense.abs().max())
+    torch.testing.assert_close(banded, dense, rtol=1e-8, atol=1e-9 * scale)
+    torch.testing.assert_close(banded[fixed], values[fixed], rtol=0, atol=1e-12 * scale)
 
 
 def test_fixed_intermediate_derivatives_are_met():

@@ -17,9 +17,11 @@ velocity are free): the natural boundary conditions of int (p'''')^2 are continu
 p'''' , p^(5), p^(6) wherever p''', p'', p' may vary.
 
 Numerics: float64; each segment is mapped to unit time (tau = s T), so the per-segment cost
-is T^-7 S H_1 S with H_1 a fixed 8x8 matrix and S = diag(T^k); the assembled system is
-Jacobi-scaled and solved by Cholesky, batched over independent problems and the four flat
-axes [x, y, z, yaw] (which share the segment times).
+is T^-7 S H_1 S with H_1 a fixed 8x8 matrix and S = diag(T^k); the system is Jacobi-scaled,
+batched over independent problems and the four flat axes [x, y, z, yaw] (which share the
+segment times), and solved densely by Cholesky (the reference; small problems) or by block
+elimination over the waypoints on its block-tridiagonal structure (O(W); large problems and
+batches); a test checks that both agree.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from volary.planning.trajectory import N_AXES, PolyTrajectory
 N_COEFFS = 8  # 7th-order polynomial
 N_BC = 4  # boundary conditions per end: position, velocity, acceleration, jerk (eq. 1)
 DUPLICATE_TOL = 1e-9  # m (and rad): consecutive waypoints closer than this are duplicates
+DENSE_MAX_ELEMENTS = 32 * 32  # problems x waypoints^2 up to which the dense solve is used
 
 
 @lru_cache(maxsize=1)
@@ -130,6 +133,61 @@ def solve_derivatives(h: Tensor, values: Tensor, fixed: Tensor) -> Tensor:
     return y[..., 0] * scale
 
 
+def snap_blocks(durations: Tensor) -> tuple[Tensor, Tensor]:
+    """Block-tridiagonal form of :func:`snap_hessian`: diagonal blocks (..., W, 4, 4) coupling a
+    waypoint's derivatives with themselves, off-diagonal blocks (..., M, 4, 4) coupling waypoint
+    j with j + 1 (H[j, j+1]; H[j+1, j] is its transpose)."""
+    _, h1 = _unit(durations.dtype, durations.device)
+    kk = torch.arange(N_BC, device=durations.device).repeat(2).to(durations.dtype)
+    seg = h1 * durations[..., None, None] ** (kk[:, None] + kk[None, :] - 7)  # (..., M, 8, 8)
+    zero = torch.zeros_like(seg[..., :1, :N_BC, :N_BC])
+    diag = torch.cat((seg[..., :N_BC, :N_BC], zero), -3) + torch.cat(
+        (zero, seg[..., N_BC:, N_BC:]), -3
+    )
+    return diag, seg[..., :N_BC, N_BC:]
+
+
+def _neighbour_sum(diag: Tensor, off: Tensor, v: Tensor) -> Tensor:
+    """(H v) for block-tridiagonal H: D_j v_j + O_j v_j+1 + O_j-1^T v_j-1, v (..., W, 4)."""
+    out = (diag @ v[..., None])[..., 0]
+    up = (off @ v[..., 1:, :, None])[..., 0]
+    down = (off.transpose(-1, -2) @ v[..., :-1, :, None])[..., 0]
+    pad = torch.zeros_like(v[..., :1, :])
+    return out + torch.cat((up, pad), -2) + torch.cat((pad, down), -2)
+
+
+def solve_derivatives_banded(durations: Tensor, values: Tensor, fixed: Tensor) -> Tensor:
+    """The solve of :func:`solve_derivatives` by block elimination over the waypoints (block
+    Thomas algorithm on the SPD block-tridiagonal system), O(W) instead of O(W^3): the fast
+    path; ``values``, ``fixed``: (..., A, W, 4); returns d (..., A, W, 4)."""
+    diag, off = snap_blocks(durations)
+    diag, off = diag[..., None, :, :, :], off[..., None, :, :, :]  # broadcast over axes A
+    free = (~fixed).to(values.dtype)
+    vals = torch.where(fixed, values, torch.zeros_like(values))
+    rhs = torch.where(fixed, vals, -_neighbour_sum(diag, off, vals))
+    eye = torch.diag_embed(fixed.to(values.dtype))
+    dk = diag * free[..., :, None] * free[..., None, :] + eye
+    ok = off * free[..., :-1, :, None] * free[..., 1:, None, :]
+    scale = torch.diagonal(dk, dim1=-2, dim2=-1).clamp_min(1e-300).rsqrt()
+    dk = dk * scale[..., :, None] * scale[..., None, :]
+    ok = ok * scale[..., :-1, :, None] * scale[..., 1:, None, :]
+    rhs = rhs * scale
+    w = values.shape[-2]
+    s_j, y_j = dk[..., 0, :, :], rhs[..., 0, :]
+    ok_t = ok.transpose(-1, -2)
+    eliminated = []
+    for j in range(1, w):
+        xz = torch.linalg.solve(s_j, torch.cat((ok[..., j - 1, :, :], y_j[..., None]), -1))
+        eliminated.append(xz)
+        upd = ok_t[..., j - 1, :, :] @ xz
+        s_j = dk[..., j, :, :] - upd[..., :N_BC]
+        y_j = rhs[..., j, :] - upd[..., N_BC]
+    x = [torch.linalg.solve(s_j, y_j[..., None])[..., 0]]
+    for xz in reversed(eliminated):
+        x.append(xz[..., N_BC] - (xz[..., :N_BC] @ x[-1][..., None])[..., 0])
+    return torch.stack(x[::-1], dim=-2) * scale
+
+
 def coefficients_from_derivatives(d: Tensor, durations: Tensor) -> Tensor:
     """Segment coefficients (..., M, A, 8) from waypoint derivatives d (..., A, M+1, 4): eq. 2
     applied to every segment's boundary conditions (d_i, d_i+1)."""
@@ -168,15 +226,28 @@ def min_snap(
     values = torch.cat((torch.cat((wp, yw[..., None]), -1)[..., None, :], der), dim=-2)
     fixed = ~torch.isnan(values)  # (..., W, 4 orders, 4 axes)
     vals = torch.nan_to_num(values, nan=0.0)
-    n = N_BC * wp.shape[-2]
-    to_axes = (*vals.shape[:-3], n, N_AXES)
-    d = solve_derivatives(
-        snap_hessian(dur),
-        vals.reshape(to_axes).transpose(-1, -2),
-        fixed.reshape(to_axes).transpose(-1, -2),
-    )
-    d = d.reshape(*d.shape[:-1], wp.shape[-2], N_BC)  # (..., A, W, 4)
+    perm = (*range(vals.dim() - 3), -1, -3, -2)  # (..., W, 4 orders, A) -> (..., A, W, 4)
+    d = solve_waypoint_derivatives(dur, vals.permute(*perm), fixed.permute(*perm))
     return PolyTrajectory(coefficients_from_derivatives(d, dur), dur)
+
+
+def solve_waypoint_derivatives(durations: Tensor, values: Tensor, fixed: Tensor) -> Tensor:
+    """d (..., A, W, 4) minimizing the snap cost with the ``fixed`` entries of ``values``.
+
+    Picks the dense Cholesky solve (:func:`solve_derivatives`) while the dense matrices are
+    small (problems x W^2 <= DENSE_MAX_ELEMENTS: one problem up to 32 waypoints) and the block
+    elimination (:func:`solve_derivatives_banded`) above; both solve the same system.
+    """
+    w = values.shape[-2]
+    if math.prod(durations.shape[:-1]) * w * w > DENSE_MAX_ELEMENTS:
+        return solve_derivatives_banded(durations, values, fixed)
+    n = N_BC * w
+    d = solve_derivatives(
+        snap_hessian(durations),
+        values.reshape(*values.shape[:-2], n),
+        fixed.reshape(*fixed.shape[:-2], n),
+    )
+    return d.reshape(values.shape)
 
 
 def rest_to_rest(n_waypoints: int, *, dtype=torch.float64, device=None) -> Tensor:
