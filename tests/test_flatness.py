@@ -36,7 +36,7 @@ from volary.planning import (
 )
 
 F64 = torch.float64
-OPEN_LOOP_TOL = 1e-3  # m, position error after 2 s open loop at 960 Hz (measured 2.2e-4 m)
+OPEN_LOOP_TOL = 1e-3  # m, position error after 2 s open loop at 960 Hz (measured 1.9e-4 m)
 OPEN_LOOP_ATT_TOL = 1e-3  # rad, attitude error after 2 s open loop
 
 
@@ -47,11 +47,8 @@ def _traj() -> PolyTrajectory:
 
 
 def _airframes():
-    """Crazyflie, hexa, tilted (fully actuated) hexa with body drag removed: flatness here
-    models no drag (DESIGN.md)."""
-    zero = (0.0, 0.0, 0.0)
-    names = ("crazyflie", "hexa", "tilted_hexa")
-    return [platforms.get(n).replace(drag_linear=zero, drag_quadratic=zero) for n in names]
+    """Crazyflie (linear body drag), hexa (quadratic drag), tilted hexa (fully actuated)."""
+    return [platforms.get(n) for n in ("crazyflie", "hexa", "tilted_hexa")]
 
 
 def test_rates_and_angular_acceleration_are_exact_derivatives():
@@ -84,6 +81,16 @@ def test_state_satisfies_the_rigid_body_model():
     torch.testing.assert_close(d[3], rep(st.omega_dot), rtol=0, atol=1e-7)
 
 
+def test_drag_compensation_matters_and_vanishes_without_drag():
+    cf = _airframes()[0]
+    flat = _traj().evaluate(torch.linspace(0, 2.4, 13, dtype=F64))
+    with_drag, without = flat_to_state(flat, cf), flat_to_state(flat, cf, drag=False)
+    assert float((with_drag.thrust - without.thrust).abs().max()) > 1e-4  # N, of ~0.26 N
+    zero = (0.0, 0.0, 0.0)
+    clean = cf.replace(drag_linear=zero, drag_quadratic=zero)
+    torch.testing.assert_close(flat_to_state(flat, clean).rotor_speed, without.rotor_speed)
+
+
 def test_hover_gives_the_hover_rotor_speeds_and_level_attitude():
     afs = _airframes()
     params = VehicleParams.from_airframes(afs, dtype=F64)
@@ -99,7 +106,7 @@ def test_hover_gives_the_hover_rotor_speeds_and_level_attitude():
 def test_attitude_matches_the_controllers_construction(device):
     traj = _traj().to(device=device)
     flat = traj.evaluate(torch.linspace(0, 2.4, 31, dtype=F64, device=device))
-    st = flat_to_state(flat, _airframes()[0])
+    st = flat_to_state(flat, _airframes()[0], drag=False)  # the controller has no drag term
     thrust_dir = flat.acc + torch.tensor([0.0, 0, 9.81], dtype=F64, device=device)
     r_ctrl = rotation_from_thrust_yaw(thrust_dir, flat.yaw)
     torch.testing.assert_close(quat_to_rotmat(st.quat), r_ctrl, rtol=0, atol=1e-10)
@@ -137,9 +144,9 @@ def _open_loop(params: VehicleParams, traj: PolyTrajectory, dt: float, seconds: 
 
 
 def test_open_loop_rotor_speeds_reproduce_the_trajectory():
-    """Acceptance: flatness rotor speeds fed open loop (float64, RK4 at 960 Hz, motor lag on,
-    no noise/drag/ground) reproduce the trajectory over 2 s within OPEN_LOOP_TOL."""
-    afs = [_airframes()[i] for i in (0, 2)]  # crazyflie, tilted hexa: 4 and 6 rotors
+    """Acceptance: flatness rotor speeds fed open loop (float64, RK4 at 960 Hz, motor lag and
+    body drag on, no noise/wind/ground) reproduce the trajectory over 2 s within OPEN_LOOP_TOL."""
+    afs = [_airframes()[i] for i in (0, 2)]  # crazyflie (drag), tilted hexa: 4 and 6 rotors
     params = VehicleParams.from_airframes(afs, dtype=F64)
     pos_err, att_err = _open_loop(params, _traj(), 1 / 960, 2.0)
     assert float(pos_err.max()) < OPEN_LOOP_TOL, pos_err

@@ -2,9 +2,10 @@
 the full state, body rates, angular acceleration, thrust, torques and rotor speeds.
 
 Mellinger & Kumar (ICRA 2011), Sec. III, in volary's conventions (world z-up, body FLU, R maps
-body to world, gravity -9.81 e3), for the rigid-body model of FlightGoggles Sec. IV without body
-drag (EQUATIONS.md):
-- thrust direction: m a = f z_B - m g e3, so t = a + g e3, z_B = t / |t|, f = m |t|;
+body to world, gravity -9.81 e3), for the rigid-body model of FlightGoggles Sec. IV
+(EQUATIONS.md) with its body drag compensated in still air (:func:`drag_terms`):
+- thrust direction: m a = f z_B - m g e3 (drag-free), so t = a + g e3, z_B = t / |t|,
+  f = m |t|; with drag, t gains e_h v / m and f a term along z_B (:func:`drag_terms`);
 - attitude from yaw: x_C = [cos psi, sin psi, 0], y_B = z_B x x_C / |z_B x x_C|,
   x_B = y_B x z_B (the construction of :func:`volary.control.geometric.rotation_from_thrust_yaw`);
 - body rates from dz_B/dt = q x_B - p y_B and dx_B/dt = r y_B - q z_B (R' = R hat(W)):
@@ -193,28 +194,72 @@ def _per_env(x: Tensor, batch: torch.Size, tail: int) -> Tensor:
     return x.reshape(n, *([1] * extra), *x.shape[x.dim() - tail :])
 
 
-def flat_to_state(flat: FlatOutputs, vehicle: VehicleParams | Airframe) -> FlatState:
+def speed_weighted_velocity(vel: Tensor, acc: Tensor, jerk: Tensor) -> tuple[Tensor, ...]:
+    """u = |v| v and its first two time derivatives (the quadratic-drag term), with
+    d|v|/dt = v^ . a and d^2|v|/dt^2 = (a . a + v . j - (v^ . a)^2) / |v| (|v| clamped)."""
+    speed = vel.norm(dim=-1, keepdim=True)
+    safe = speed.clamp_min(SINGULAR_EPS)
+    s1 = _dot(vel, acc)[..., None] / safe
+    s2 = (_dot(acc, acc) + _dot(vel, jerk))[..., None] / safe - s1 * s1 / safe
+    s2 = torch.where(speed > SINGULAR_EPS, s2, torch.zeros_like(s2))
+    return speed * vel, s1 * vel + speed * acc, s2 * vel + 2 * s1 * acc + speed * jerk
+
+
+def drag_terms(
+    params: VehicleParams, batch: torch.Size, flat: FlatOutputs
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """Body drag as flat quantities, for f_a = -R (D_lin + D_quad |v|) R^T v (volary.dynamics
+    ``body_drag``, no wind) with equal x and y coefficients: then R D R^T = e_h I +
+    (e_z - e_h) z_B z_B^T, so m a = -m g e3 - e_h v + (f - (e_z - e_h) z_B . v) z_B: the thrust
+    direction is that of t = a + g e3 + e_h v / m (Faessler, Franchi & Scaramuzza, RA-L 2018,
+    Sec. IV, for linear drag; here with the speed-dependent e = d + c |v|).
+
+    Returns (e_h v / m and its first two time derivatives (..., 3), e_z - e_h (...,)) in SI.
+    Unequal x/y coefficients use their mean (then the result is approximate).
+    """
+    lin = _per_env(params.drag_lin, batch, 1)
+    quad = _per_env(params.drag_quad, batch, 1)
+    mass = _per_env(params.mass, batch, 0)[..., None]
+    d_h, c_h = lin[..., :2].mean(-1, keepdim=True), quad[..., :2].mean(-1, keepdim=True)
+    u, du, ddu = speed_weighted_velocity(flat.vel, flat.acc, flat.jerk)
+    speed = flat.vel.norm(dim=-1)
+    gap = (lin[..., 2] - d_h[..., 0]) + (quad[..., 2] - c_h[..., 0]) * speed
+    return (
+        (d_h * flat.vel + c_h * u) / mass,
+        (d_h * flat.acc + c_h * du) / mass,
+        (d_h * flat.jerk + c_h * ddu) / mass,
+        gap,
+    )
+
+
+def flat_to_state(
+    flat: FlatOutputs, vehicle: VehicleParams | Airframe, *, drag: bool = True
+) -> FlatState:
     """Full state, inputs and rotor speeds from flat outputs (module docstring, Mellinger Sec. III).
 
     ``flat`` fields are (..., 3) / (...,); ``vehicle`` is one Airframe, or VehicleParams whose
     env dim is 1 or the first dim of the flat outputs (further dims, e.g. times, broadcast).
-    Body drag is not modelled here (see DESIGN.md): flying the result open loop on an airframe
-    with drag leaves the drag force uncompensated.
+    ``drag``: compensate the airframe's body drag in still air (:func:`drag_terms`; exact for
+    equal x/y drag coefficients, as in every catalogue airframe); False: drag-free model.
     """
     params = as_params(vehicle, flat.pos)
     batch = flat.yaw.shape
-    t = thrust_vector(flat.acc)
+    t, dt, ddt = thrust_vector(flat.acc), flat.jerk, flat.snap
+    gap = torch.zeros_like(flat.yaw)
+    if drag:
+        f0, f1, f2, gap = drag_terms(params, batch, flat)
+        t, dt, ddt = t + f0, dt + f1, ddt + f2
     t_norm = t.norm(dim=-1)
     yc = yaw_frame(flat.yaw)
     axes = body_axes(t, yc[0])
     t_safe = t_norm.clamp_min(SINGULAR_EPS)
-    h = thrust_direction_rate(axes[2], t_safe, flat.jerk)
-    h_dot = thrust_direction_acc(axes[2], h, t_safe, flat.jerk, flat.snap)
+    h = thrust_direction_rate(axes[2], t_safe, dt)
+    h_dot = thrust_direction_acc(axes[2], h, t_safe, dt, ddt)
     omega = body_rates(axes, h, yc, flat.yaw_rate)
     omega_dot = angular_acceleration(axes, h, h_dot, yc, omega, flat.yaw_rate, flat.yaw_acc)
     inertia = _per_env(params.inertia, batch, 2)
     torque = body_torque(inertia, _per_env(params.drag_moment, batch, 1), omega, omega_dot)
-    thrust = _per_env(params.mass, batch, 0) * t_norm
+    thrust = _per_env(params.mass, batch, 0) * t_norm + gap * _dot(axes[2], flat.vel)
     rotor_t = rotor_thrusts(_per_env(params.alloc_pinv, batch, 2), thrust, torque)
     quat = quat_from_rotmat(torch.stack(axes[:3], dim=-1))
     return FlatState(
