@@ -28,9 +28,19 @@ from volary.sensors.raycast.base import (
 from volary.worlds.primitives import Scene, SceneSpec
 
 INF = float("inf")
-# bound on N * R_chunk * K of the (N, R, K) temporaries: cache-sized on the CPU (measured 1.35x
-# faster than 2^21 on the forest scenario), large on a GPU (fewer kernel launches)
-CHUNK_ELEMENTS = {"cpu": 1 << 16, "cuda": 1 << 24}
+# bound on N * R_chunk * K of the (N, R, K) temporaries. CPU, one torch thread: cache-sized
+# (forest, 16 envs x 4096 rays: 146 k rays/s vs 85 k at 2^21); several threads need big
+# chunks, or thread syncs per small op dominate (2 threads: 228 k rays/s at 2^21, 17 k at 2^16);
+# a GPU wants big chunks too (fewer launches).
+CHUNK_SINGLE_THREAD = 1 << 16
+CHUNK_PARALLEL = 1 << 21
+CHUNK_CUDA = 1 << 24
+
+
+def _chunk_elements(device: torch.device) -> int:
+    if device.type == "cuda":
+        return CHUNK_CUDA
+    return CHUNK_SINGLE_THREAD if torch.get_num_threads() == 1 else CHUNK_PARALLEL
 
 
 def _dot(a: Tensor, b: Tensor) -> Tensor:
@@ -223,8 +233,7 @@ class TorchCaster:
         if r == 0:
             return miss_hits((n, 0), self.device, self.dtype)
         k_max = max(self._sizes())
-        budget = CHUNK_ELEMENTS.get(self.device.type, 1 << 20)
-        step = max(1, budget // max(1, n * k_max))
+        step = max(1, _chunk_elements(self.device) // max(1, n * k_max))
         parts = [
             self._cast_chunk(origins[:, i : i + step], directions[:, i : i + step], max_range)
             for i in range(0, r, step)
