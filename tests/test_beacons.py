@@ -31,6 +31,12 @@ def casters():
     except ImportError:
         return out
     out.append(("torch", lambda s, n: make_raycaster(s, n, backend="torch")))
+    try:
+        import embreex  # noqa: F401
+
+        out.append(("embree", lambda s, n: make_raycaster(s, n, backend="embree")))
+    except ImportError:
+        pass
     return out
 
 
