@@ -295,3 +295,16 @@ def test_preview_pngs_are_written(tmp_path):
         depth_png(tmp_path / "x.png", torch.zeros(3))
     with pytest.raises(ConfigError, match="points"):
         lidar_png(tmp_path / "x.png", torch.zeros(4, 2))
+
+
+def test_mount_accepts_a_quaternion_or_a_rotation_matrix():
+    r_bc = [[0.0, 0.0, 1.0], [-1.0, 0.0, 0.0], [0.0, -1.0, 0.0]]
+    caster = TinyCaster(spec(wall_x(5.0)), 1, dtype=F32)
+    cfg = CameraConfig(width=4, height=4)
+    a = DepthCamera(cfg, caster, mount=((0.1, 0.0, 0.0), r_bc))(*pose(1)).depth
+    b = DepthCamera(cfg, caster, mount=((0.1, 0.0, 0.0), (0.5, -0.5, 0.5, -0.5)))(*pose(1)).depth
+    assert torch.allclose(a, b) and torch.allclose(a, torch.full_like(a, 4.9), atol=1e-5)
+    with pytest.raises(ConfigError, match="mount"):
+        Mount((0.0, 0.0, 0.0), (0.0, 0.0, 0.0, 0.0))
+    with pytest.raises(ConfigError, match="mount"):
+        DepthCamera(cfg, caster, mount="forward")
