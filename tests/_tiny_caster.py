@@ -102,8 +102,8 @@ def _intersect(p, o: Tensor, d: Tensor) -> tuple[Tensor, Tensor]:
         hitp = w + t.clamp(max=1e9)[:, None] * d
         return t, hitp / hitp.norm(dim=-1, keepdim=True).clamp_min(1e-12)
     if isinstance(p, Box):
-        c, s = math.cos(p.yaw), math.sin(p.yaw)
-        rot = torch.tensor([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]], dtype=torch.float64)
+        cy, sy = math.cos(p.yaw), math.sin(p.yaw)
+        rot = torch.tensor([[cy, -sy, 0.0], [sy, cy, 0.0], [0.0, 0.0, 1.0]], dtype=torch.float64)
         ol = (o - torch.tensor(p.center, dtype=torch.float64)) @ rot
         dl = d @ rot
         h = torch.tensor(p.size, dtype=torch.float64) / 2
