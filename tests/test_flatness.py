@@ -33,6 +33,7 @@ from volary.planning import (
     optimize_times,
     plan,
     proportional_times,
+    rotor_speed_command,
 )
 
 F64 = torch.float64
@@ -115,19 +116,12 @@ def test_attitude_matches_the_controllers_construction(device):
 
 def _open_loop(params: VehicleParams, traj: PolyTrajectory, dt: float, seconds: float):
     """Fly the flatness rotor speeds open loop: the command over [t, t + dt] is the lead-
-    compensated speed w + tau dw/dt at the interval's midpoint (inverts the first-order motor
-    lag; dw/dt by central differences, h = 1e-4 s). Returns (position, attitude) errors."""
+    compensated speed (rotor_speed_command: w + tau dw/dt, inverting the first-order motor lag)
+    at the interval's midpoint. Returns (position, attitude) errors at the end, (N,) each."""
     n_env, steps = params.n_envs, int(round(seconds / dt))
     cfg = DynamicsConfig(stochastic=False, ground=False, dt=dt)
     tk = ((torch.arange(steps, dtype=F64) + 0.5) * dt).expand(n_env, steps)
-    h = 1e-4
-    w = flat_to_state(traj.evaluate(tk), params).rotor_speed
-    w_dot = (
-        flat_to_state(traj.evaluate(tk + h), params).rotor_speed
-        - flat_to_state(traj.evaluate(tk - h), params).rotor_speed
-    ) / (2 * h)
-    tau = torch.where(w_dot > 0, params.tau_up[:, None], params.tau_down[:, None])
-    cmd = w + tau * w_dot
+    cmd = rotor_speed_command(traj, tk, params)
     s0 = flat_to_state(traj.evaluate(torch.zeros(n_env, 1, dtype=F64)), params)
     st = MultirotorState.create(n_env, params.n_rotors, dtype=F64)
     st = st.replace(
@@ -151,6 +145,34 @@ def test_open_loop_rotor_speeds_reproduce_the_trajectory():
     pos_err, att_err = _open_loop(params, _traj(), 1 / 960, 2.0)
     assert float(pos_err.max()) < OPEN_LOOP_TOL, pos_err
     assert float(att_err.max()) < OPEN_LOOP_ATT_TOL, att_err
+
+
+@pytest.mark.slow
+def test_every_catalogue_airframe_flies_its_flatness_commands_open_loop():
+    """Contract: every airframe in the catalogue, on the test path at its fastest feasible
+    timing (rotor_margin 0.95; no faster than 2 s, so the run stays inside the trajectory,
+    whose snap jumps to zero at the end) and slowed further until the lead-compensated
+    commands stay inside the rotor range, follows the path open loop for 2 s within
+    OPEN_LOOP_TOL."""
+    afs = [platforms.get(n) for n in platforms.names()]
+    params = VehicleParams.from_airframes(afs, dtype=F64)
+    base = _traj()
+    n = len(afs)
+    batch = PolyTrajectory(base.coeffs.expand(n, *base.coeffs.shape), base.durations.expand(n, 3))
+    traj = fastest_feasible(batch, params, Limits(rotor_margin=0.95))
+    traj = traj.scaled((2.0 / traj.duration).clamp_min(1.0))  # fly inside [0, T]: 2 s at least
+    tk = torch.linspace(0, 1, 400, dtype=F64) * traj.duration[:, None]
+    for _ in range(20):
+        cmd = rotor_speed_command(traj, tk, params)
+        lo, hi = params.w_min[:, None], params.w_max[:, None]
+        clamped = ((cmd > hi) | (cmd < lo)).flatten(1).any(-1)
+        if not bool(clamped.any()):
+            break
+        traj = traj.scaled(torch.where(clamped, 1.1, 1.0).to(F64))
+    pos_err, att_err = _open_loop(params, traj, 1 / 960, 2.0)
+    worst = int(pos_err.argmax())
+    assert float(pos_err.max()) < OPEN_LOOP_TOL, (afs[worst].name, float(pos_err.max()))
+    assert float(att_err.max()) < OPEN_LOOP_ATT_TOL
 
 
 # ---- feasibility and time allocation ----------------------------------------------------------

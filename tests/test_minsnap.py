@@ -216,8 +216,11 @@ def test_per_trajectory_times_and_clamping():
     wp, dur, _ = _problem(4, seed=5)
     traj = min_snap(torch.stack((wp, wp + 1)), torch.stack((dur, 2 * dur)))
     t = torch.stack((torch.tensor([0.0, 1e6]), torch.tensor([-3.0, 1e6]))).double()
-    out = traj.evaluate(t)  # (2, 2, 3): per-trajectory times, clamped to [0, duration]
+    out = traj.evaluate(t)  # (2, 2, 3): per-trajectory times; outside: end pose held at rest
     torch.testing.assert_close(out.pos[0, 1], wp[-1], rtol=0, atol=1e-9)
+    for f in (out.vel, out.acc, out.jerk, out.snap):
+        assert float(f[0, 1].abs().max()) == 0.0 and float(f[1, 0].abs().max()) == 0.0
+    assert float(traj.derivative(t, 4)[1, 0].abs().max()) == 0.0
     torch.testing.assert_close(out.pos[1, 0], wp[0] + 1, rtol=0, atol=1e-9)
     assert out.setpoint().shape == (2, 2, 14)
 

@@ -22,6 +22,7 @@ from volary.planning.flatness import (
     Limits,
     feasible,
     flat_to_state,
+    rotor_speed_command,
 )
 from volary.planning.minsnap import min_snap, rest_to_rest, single_segment
 from volary.planning.timing import (
@@ -50,5 +51,6 @@ __all__ = [
     "proportional_times",
     "refine_ratios",
     "rest_to_rest",
+    "rotor_speed_command",
     "single_segment",
 ]

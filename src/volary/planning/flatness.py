@@ -276,6 +276,34 @@ def flat_to_state(
     )
 
 
+def rotor_speed_command(
+    traj: PolyTrajectory,
+    t: Tensor,
+    vehicle: VehicleParams | Airframe,
+    *,
+    h: float = 1e-4,
+    drag: bool = True,
+) -> Tensor:
+    """Open-loop rotor speed commands (..., K, R) in rad/s that make the motors *reach* the
+    flatness rotor speeds w(t) through their first-order lag (FlightGoggles Sec. IV,
+    EQUATIONS.md): w_cmd = w + tau dw/dt, tau = tau_up when speeding up else tau_down, dw/dt by
+    central differences of step ``h`` s. Not clamped: compare with the rotor limits yourself.
+    """
+    params = as_params(vehicle, traj.durations)
+    tt = torch.as_tensor(t, dtype=traj.durations.dtype, device=traj.durations.device)
+
+    def speeds(x: Tensor) -> Tensor:
+        return flat_to_state(traj.evaluate(x), params, drag=drag).rotor_speed
+
+    w = speeds(tt)
+    w_dot = (speeds(tt + h) - speeds(tt - h)) / (2 * h)
+    batch = w.shape[:-1]
+    tau = torch.where(
+        w_dot > 0, _per_env(params.tau_up, batch, 1), _per_env(params.tau_down, batch, 1)
+    )
+    return w + tau * w_dot
+
+
 # ---- feasibility -------------------------------------------------------------------------------
 
 

@@ -122,22 +122,25 @@ class PolyTrajectory:
     def derivative(self, t: Tensor | float, order: int) -> Tensor:
         """d^order/dt^order of all four flat axes at times ``t``: (..., K, 4).
 
-        ``t`` is (K,) (shared), or (..., K) broadcasting with the batch; times outside
-        [0, duration] are clamped to it (the trajectory holds its end points).
+        ``t`` is (K,) (shared), or (..., K) broadcasting with the batch. Outside [0, duration]
+        the trajectory holds its end pose: the end position and yaw, all derivatives zero.
         """
         if not 0 <= order < self.coeffs.shape[-1]:
             raise ConfigError(f"order: expected 0..{self.coeffs.shape[-1] - 1}, got {order}")
-        c, tau = self._locate(t)
-        return (c * derivative_basis(tau, c.shape[-1], order)[..., None, :]).sum(-1)
+        c, tau, inside = self._locate(t)
+        out = (c * derivative_basis(tau, c.shape[-1], order)[..., None, :]).sum(-1)
+        return out if order == 0 else out * inside[..., None]
 
     def evaluate(self, t: Tensor | float) -> FlatOutputs:
         """Position through snap and yaw, yaw rate, yaw acceleration at times ``t``.
 
-        Shapes: ``t`` (K,) or (..., K) -> fields (..., K, 3) and (..., K).
+        Shapes: ``t`` (K,) or (..., K) -> fields (..., K, 3) and (..., K). Outside
+        [0, duration] the end pose is held at rest (see :meth:`derivative`).
         """
-        c, tau = self._locate(t)
+        c, tau, inside = self._locate(t)
         d = [
             (c * derivative_basis(tau, c.shape[-1], r)[..., None, :]).sum(-1)
+            * (inside[..., None] if r > 0 else 1.0)
             for r in range(MAX_ORDER + 1)
         ]
         return FlatOutputs(
@@ -151,8 +154,9 @@ class PolyTrajectory:
             yaw_acc=d[2][..., 3],
         )
 
-    def _locate(self, t: Tensor | float) -> tuple[Tensor, Tensor]:
-        """Coefficients (..., K, 4, D) of the segment holding each time and the local time."""
+    def _locate(self, t: Tensor | float) -> tuple[Tensor, Tensor, Tensor]:
+        """Coefficients (..., K, 4, D) of the segment holding each time, the local time, and
+        (..., K) 1.0 where t is inside [0, duration] (0.0 outside, where the end is held)."""
         dur = self.durations
         tt = torch.as_tensor(t, dtype=dur.dtype, device=dur.device)
         if tt.dim() == 0:
@@ -161,12 +165,14 @@ class PolyTrajectory:
         tt = tt.expand(*shape, tt.shape[-1])
         dur = dur.expand(*shape, dur.shape[-1])
         starts = dur.cumsum(-1) - dur
-        tt = torch.minimum(tt.clamp_min(0.0), dur.sum(-1, keepdim=True))
+        total = dur.sum(-1, keepdim=True)
+        inside = ((tt >= 0) & (tt <= total)).to(dur.dtype)
+        tt = torch.minimum(tt.clamp_min(0.0), total)
         seg = torch.searchsorted(starts[..., 1:].contiguous(), tt.contiguous(), right=True)
         tau = torch.minimum(tt - starts.gather(-1, seg), dur.gather(-1, seg))
         coeffs = self.coeffs.expand(*shape, *self.coeffs.shape[-3:])
         idx = seg[..., None, None].expand(*seg.shape, *coeffs.shape[-2:])
-        return coeffs.gather(-3, idx), tau
+        return coeffs.gather(-3, idx), tau, inside
 
     def snap_cost(self) -> Tensor:
         """(..., 4) integral of the squared snap per flat axis, sum over segments (Mellinger &
