@@ -412,3 +412,19 @@ def test_zero_rays_and_non_unit_directions(backend):
     o, d = _good()
     hits = caster.cast(o, 2 * d, 20.0)  # t is in multiples of |d| on every backend
     assert torch.allclose(hits.distance, torch.tensor(4.0))
+
+
+@pytest.mark.parametrize("backend", ALL)
+def test_mesh_obstacle_is_cast_like_the_box_it_tessellates(backend):
+    """A worlds Mesh obstacle (the triangles of a yawed box) gives the box's analytic hits."""
+    from volary.worlds.io import box_mesh
+    from volary.worlds.primitives import Mesh
+
+    box = Box((0.0, -5.0, 1.0), (2.0, 1.0, 2.0), YAW, object_id=5)
+    v, t = box_mesh(box)
+    spec = SceneSpec("mesh", SPEC.bounds_min, SPEC.bounds_max, obstacles=(Mesh(v, t, 5),))
+    o, d = _rays([CASES[-1], CASES[0]], torch.float32)
+    hits = make_raycaster(spec, backend=backend).cast(o, d, 50.0)
+    assert hits.object_id.tolist() == [[5, FLOOR_ID]]
+    torch.testing.assert_close(hits.distance[0], torch.tensor([CASES[-1][2], 1.0]))
+    torch.testing.assert_close(hits.normal[0, 0], torch.tensor(CASES[-1][4], dtype=torch.float32))
