@@ -287,7 +287,8 @@ def rotor_speed_command(
     """Open-loop rotor speed commands (..., K, R) in rad/s that make the motors *reach* the
     flatness rotor speeds w(t) through their first-order lag (FlightGoggles Sec. IV,
     EQUATIONS.md): w_cmd = w + tau dw/dt, tau = tau_up when speeding up else tau_down, dw/dt by
-    central differences of step ``h`` s. Not clamped: compare with the rotor limits yourself.
+    central differences of step ``h`` s (one-sided within ``h`` of the ends; 0 outside
+    [0, T]). Not clamped: compare with the rotor limits yourself.
     """
     params = as_params(vehicle, traj.durations)
     tt = torch.as_tensor(t, dtype=traj.durations.dtype, device=traj.durations.device)
@@ -295,8 +296,12 @@ def rotor_speed_command(
     def speeds(x: Tensor) -> Tensor:
         return flat_to_state(traj.evaluate(x), params, drag=drag).rotor_speed
 
+    total = traj.duration[..., None]
+    lo = torch.minimum((tt - h).clamp_min(0.0), total)  # stay on the trajectory's own side of
+    hi = torch.minimum((tt + h).clamp_min(0.0), total)  # its ends: one-sided there
+    span = (hi - lo)[..., None]
     w = speeds(tt)
-    w_dot = (speeds(tt + h) - speeds(tt - h)) / (2 * h)
+    w_dot = torch.where(span > 0, (speeds(hi) - speeds(lo)) / span.clamp_min(1e-300), 0.0)
     batch = w.shape[:-1]
     tau = torch.where(
         w_dot > 0, _per_env(params.tau_up, batch, 1), _per_env(params.tau_down, batch, 1)
