@@ -193,6 +193,14 @@ def test_feasible_reports_each_limit():
     assert "max_speed" in names and "max_body_rate" in names and "infeasible" in str(tight)
 
 
+def test_free_fall_is_reported_singular():
+    coeffs = torch.zeros(1, 4, 8, dtype=F64)
+    coeffs[0, 2, 0], coeffs[0, 2, 2] = 10.0, -9.81 / 2  # z = 10 - g t^2 / 2: no thrust at all
+    rep = feasible(PolyTrajectory(coeffs, torch.ones(1, dtype=F64)), _airframes()[0])
+    assert bool(rep.singular) and not bool(rep.ok)
+    assert any("flatness singular" in v for v in rep.violations)
+
+
 def test_fastest_feasible_sits_on_the_limit_for_a_batch():
     cf = _airframes()[0]
     lim = Limits(max_speed=2.0, max_body_rate=6.0)

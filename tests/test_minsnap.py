@@ -279,6 +279,12 @@ def test_bad_input_raises_clear_errors(kwargs, match):
         min_snap(wp, dur, **args)
 
 
+def test_mismatched_batches_raise():
+    wp = torch.stack((_wp3(), _wp3() + 1))  # 2 problems
+    with pytest.raises(ConfigError, match="batch dims: expected broadcastable"):
+        min_snap(wp, torch.ones(3, 2))  # 3 problems' durations
+
+
 def test_single_segment_rejects_bad_time():
     with pytest.raises(ConfigError, match="duration"):
         single_segment(torch.zeros(4), torch.ones(4), 0.0)

@@ -438,10 +438,13 @@ def _tilt_cos(quat: Tensor) -> Tensor:
 def _describe(peaks: dict, bad: dict, bounds: dict) -> tuple[str, ...]:
     out = []
     for name, mask in bad.items():
-        if bool(mask.any()):
-            idx = tuple(int(i) for i in torch.nonzero(mask)[0]) if mask.dim() else ()
-            value = peaks[name][idx] if idx else peaks[name]
-            limit = bounds.get(name, 0.0)
-            where = f" (trajectory {list(idx)})" if idx else ""
-            out.append(f"{name} {float(value):.4g} vs limit {limit:.4g}{where}")
+        if not bool(mask.any()):
+            continue
+        idx = tuple(int(i) for i in torch.nonzero(mask)[0]) if mask.dim() else ()
+        where = f" (trajectory {list(idx)})" if idx else ""
+        if name == "singular":
+            out.append(f"flatness singular: free fall or z_B along the yaw heading{where}")
+            continue
+        value = float(peaks[name][idx] if idx else peaks[name])
+        out.append(f"{name} {value:.4g} vs limit {bounds.get(name, 0.0):.4g}{where}")
     return tuple(out)

@@ -275,6 +275,30 @@ def _validated(
     unwrap_yaw: bool,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
     """Check the inputs once, at the public boundary; returns float64 tensors, batch-broadcast."""
+    wp = _checked_waypoints(waypoints)
+    w = wp.shape[-2]
+    dur = _checked_durations(durations, w, wp.device)
+    yw = torch.zeros(wp.shape[:-1], dtype=wp.dtype, device=wp.device)
+    if yaw is not None:
+        yw = _checked_yaw(yaw, w, wp.device)
+        yw = unwrap(yw) if unwrap_yaw else yw
+    der = rest_to_rest(w, device=wp.device)
+    if derivatives is not None:
+        der = _checked_derivatives(derivatives, w, wp.device)
+    try:
+        shape = torch.broadcast_shapes(wp.shape[:-2], dur.shape[:-1], yw.shape[:-1], der.shape[:-3])
+    except RuntimeError as exc:
+        raise ConfigError(
+            f"batch dims: expected broadcastable leading dims, got waypoints {tuple(wp.shape)}, "
+            f"durations {tuple(dur.shape)}, yaw {tuple(yw.shape)}, derivatives {tuple(der.shape)}"
+        ) from exc
+    wp, yw = wp.expand(*shape, w, 3), yw.expand(*shape, w)
+    dur, der = dur.expand(*shape, w - 1), der.expand(*shape, w, 3, N_AXES)
+    _check_duplicates(wp, yw)
+    return wp, dur, yw, der
+
+
+def _checked_waypoints(waypoints: object) -> Tensor:
     dev = waypoints.device if isinstance(waypoints, Tensor) else None
     wp = _as_float64("waypoints", waypoints, dev)
     if wp.dim() < 2 or wp.shape[-1] != 3 or wp.shape[-2] < 2:
@@ -282,36 +306,37 @@ def _validated(
     if not bool(torch.isfinite(wp).all()):
         bad = torch.nonzero(~torch.isfinite(wp).all(-1))[0].tolist()
         raise ConfigError(f"waypoints: expected finite values, got NaN/inf at index {bad}")
-    w = wp.shape[-2]
-    dur = _as_float64("durations", durations, wp.device)
+    return wp
+
+
+def _checked_durations(durations: object, w: int, device: torch.device) -> Tensor:
+    dur = _as_float64("durations", durations, device)
     if dur.dim() == 0 or dur.shape[-1] != w - 1:
         raise ConfigError(f"durations: expected shape (..., {w - 1}), got {tuple(dur.shape)}")
-    if not bool((torch.isfinite(dur) & (dur > 0)).all()):
-        worst = dur[~(torch.isfinite(dur) & (dur > 0))][0].item()
-        raise ConfigError(f"durations: expected finite segment times > 0 s, got {worst}")
-    yw = torch.zeros(wp.shape[:-1], dtype=wp.dtype, device=wp.device)
-    if yaw is not None:
-        yw = _as_float64("yaw", yaw, wp.device)
-        if yw.dim() == 0 or yw.shape[-1] != w:
-            raise ConfigError(f"yaw: expected shape (..., {w}), got {tuple(yw.shape)}")
-        if not bool(torch.isfinite(yw).all()):
-            raise ConfigError("yaw: expected finite values, got NaN/inf")
-        if unwrap_yaw:
-            yw = unwrap(yw)
-    der = rest_to_rest(w, device=wp.device)
-    if derivatives is not None:
-        der = _as_float64("derivatives", derivatives, wp.device)
-        if der.dim() < 3 or der.shape[-3:] != (w, 3, N_AXES):
-            raise ConfigError(
-                f"derivatives: expected shape (..., {w}, 3, 4), got {tuple(der.shape)}"
-            )
-        if bool(torch.isinf(der).any()):
-            raise ConfigError("derivatives: expected finite values or NaN (free), got inf")
-    shape = torch.broadcast_shapes(wp.shape[:-2], dur.shape[:-1], yw.shape[:-1], der.shape[:-3])
-    wp, yw = wp.expand(*shape, w, 3), yw.expand(*shape, w)
-    dur, der = dur.expand(*shape, w - 1), der.expand(*shape, w, 3, N_AXES)
-    _check_duplicates(wp, yw)
-    return wp, dur, yw, der
+    good = torch.isfinite(dur) & (dur > 0)
+    if not bool(good.all()):
+        raise ConfigError(
+            f"durations: expected finite segment times > 0 s, got {dur[~good][0].item()}"
+        )
+    return dur
+
+
+def _checked_yaw(yaw: object, w: int, device: torch.device) -> Tensor:
+    yw = _as_float64("yaw", yaw, device)
+    if yw.dim() == 0 or yw.shape[-1] != w:
+        raise ConfigError(f"yaw: expected shape (..., {w}), got {tuple(yw.shape)}")
+    if not bool(torch.isfinite(yw).all()):
+        raise ConfigError("yaw: expected finite values, got NaN/inf")
+    return yw
+
+
+def _checked_derivatives(derivatives: object, w: int, device: torch.device) -> Tensor:
+    der = _as_float64("derivatives", derivatives, device)
+    if der.dim() < 3 or der.shape[-3:] != (w, 3, N_AXES):
+        raise ConfigError(f"derivatives: expected shape (..., {w}, 3, 4), got {tuple(der.shape)}")
+    if bool(torch.isinf(der).any()):
+        raise ConfigError("derivatives: expected finite values or NaN (free), got inf")
+    return der
 
 
 def _check_duplicates(wp: Tensor, yw: Tensor) -> None:
