@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -101,7 +102,15 @@ def _wrench(p: dict[str, Rows], w: Rows) -> Rows:
     r = len(w)
     t = [p["k_f"][j] * w[j] * w[j].abs() for j in range(r)]
     a = p["alloc"]
-    return tuple(sum(a[i * r + j] * t[j] for j in range(r)) for i in range(6))
+    return tuple(_total([a[i * r + j] * t[j] for j in range(r)]) for i in range(6))
+
+
+def _total(terms: list[Tensor]) -> Tensor:
+    """t_0 + t_1 + ... in order (``sum`` would start from the int 0)."""
+    out = terms[0]
+    for t in terms[1:]:
+        out = out + t
+    return out
 
 
 def _acceleration(p: dict[str, Rows], q: Rows, vel: Rows, f_rot: Rows, ext: dict[str, Rows]):
@@ -238,7 +247,7 @@ def _guard(prev: dict, s: dict, bad_cmd: Tensor) -> dict:
         for c in s[k]:
             finite = finite & torch.isfinite(c)
     bad = ~finite | bad_cmd | prev["diverged"]
-    out = {}
+    out: dict[str, Any] = {}
     for k, v in s.items():
         if isinstance(v, tuple):
             out[k] = tuple(torch.where(bad, a, b) for a, b in zip(prev[k], v, strict=True))
@@ -257,7 +266,7 @@ def _physics_step(cfg: DynamicsConfig, p, d, s: dict, u: Rows, keys: Tensor) -> 
         return _derivative(p, x, cmd, ext)
 
     x0 = (s["pos"], s["vel"], s["quat"], s["omega"], s["rotor"])
-    pos, vel, q, om, w = _integrate(cfg.integrator, f, x0, cfg.dt)
+    pos, vel, q, om, w = _integrate(Integrator(cfg.integrator), f, x0, cfg.dt)
     qn = torch.clamp_min(torch.sqrt(q[0] * q[0] + q[1] * q[1] + q[2] * q[2] + q[3] * q[3]), 1e-12)
     new = {
         **s,
@@ -311,7 +320,7 @@ def _widths(n_rotors: int) -> dict[str, int]:
 
 
 # One loop over N for the whole step: inductor's default caps a fused kernel at 64 nodes.
-_OPTS = {"max_fusion_size": 100_000, "aggressive_fusion": True}
+_OPTS: dict[str, Any] = {"max_fusion_size": 100_000, "aggressive_fusion": True}
 _STATE_FLOATS = ("pos", "vel", "quat", "omega", "rotor", "gust", "time")
 
 
@@ -345,7 +354,9 @@ def _soa_step(cfg: DynamicsConfig, n_rotors: int):
         keys: Tensor,
     ) -> tuple[Tensor, Tensor, Tensor]:
         p, d = _unpack(pbuf, _PARAM_FIELDS, wd), _unpack(dbuf, _DIST_FIELDS, wd)
-        s = {k: (v[0] if k == "time" else v) for k, v in _unpack(xbuf, _STATE_FLOATS, wd).items()}
+        s: dict[str, Any] = {
+            k: (v[0] if k == "time" else v) for k, v in _unpack(xbuf, _STATE_FLOATS, wd).items()
+        }
         s.update(tick=tick, landed=flags[0], crashed=flags[1], diverged=flags[2])
         s = _physics_step(cfg, p, d, s, ubuf.unbind(0), keys)
         rows = [c for k in _STATE_FLOATS[:-1] for c in s[k]] + [s["time"]]
@@ -385,7 +396,10 @@ class _Cached:
     in-place version counter changes."""
 
     def __init__(self, names: Sequence[str]) -> None:
-        self.names, self.obj, self.versions, self.buf = tuple(names), None, None, None
+        self.names = tuple(names)
+        self.obj: object = None
+        self.versions: tuple[int, ...] | None = None
+        self.buf = torch.empty(0)
 
     def get(self, obj) -> Tensor:
         tensors = [getattr(obj, k) for k in self.names]

@@ -7,6 +7,7 @@ command held, renormalize quaternions, resolve ground contact, guard against div
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum, StrEnum
 
@@ -170,6 +171,7 @@ def physics_step(
         )
     wind, force, moment = dist.wind + gust, dist.force + f_noise, dist.moment + m_noise
     omega = state.omega
+    deriv: Callable[..., tuple[Tensor, ...]]
     if cfg.model == Model.THRUST_RATE:
         omega = models.thrust_rate_apply_rates(params, omega, command)
         deriv = models.thrust_rate_derivative
