@@ -31,7 +31,7 @@ NS = (1, 64, 256)
 W = H = 64
 FOV_DEG = 90.0
 MAX_RANGE = 20.0
-TORCH_THREADS = 2
+TORCH_THREADS = 2  # default of --torch-threads
 
 
 def frame_rays(spec, n: int, device: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -74,6 +74,7 @@ def _stats(rays: int, times: list[float]) -> dict:
     med = statistics.median(times)
     return {
         "rays_per_s": rays / med,
+        "best_rays_per_s": rays / min(times),
         "frames_per_s": rays / med / (W * H),
         "median_s": med,
         "iqr_s": q[2] - q[0],
@@ -145,12 +146,14 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--budget-s", type=float, default=1.0, help="timing budget per case")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--torch-threads", type=int, default=TORCH_THREADS)
     args = ap.parse_args()
-    torch.set_num_threads(TORCH_THREADS)
+    torch.set_num_threads(args.torch_threads)
     from volary.worlds import make_scenario
 
     spec = make_scenario("forest", args.seed)
     results: dict[str, dict] = {}
+    load0 = os.getloadavg()  # the dev machine is shared: say how busy it was
     for label, backend, device in cases():
         for n in NS:
             r = bench_case(backend, device, n, spec, args.budget_s)
@@ -159,8 +162,9 @@ def main() -> None:
                 f"  per CPU-s {r['rays_per_cpu_s'] / 1e6:.2f} M" if "rays_per_cpu_s" in r else ""
             )
             print(
-                f"{label:>10} N={n:<4} {r['rays_per_s'] / 1e6:8.2f} M rays/s "
-                f"{r['frames_per_s']:9.1f} frames/s{extra}",
+                f"{label:>10} N={n:<4} median {r['rays_per_s'] / 1e6:6.2f} M rays/s "
+                f"({r['frames_per_s']:7.1f} frames/s), best {r['best_rays_per_s'] / 1e6:6.2f} M"
+                f"{extra}",
                 flush=True,
             )
     doc = {
@@ -170,6 +174,7 @@ def main() -> None:
         f"{MAX_RANGE} m, same frame in every env",
         "segments": 64,
         "machine": machine(),
+        "load_average_1_5_15_min": {"start": load0, "end": os.getloadavg()},
         "results": results,
     }
     kind = "cuda" if torch.cuda.is_available() else "cpu"

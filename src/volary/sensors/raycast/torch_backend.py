@@ -214,6 +214,15 @@ class TorchCaster:
         self.segments = segments  # unused: the reference is exact
         self.scene = Scene.stack(per, device=self.device, dtype=dtype)
         self._planes = self._with_floor(self.scene, ground)
+        sc = self.scene
+        tri_valid = getattr(sc, "tri_valid", None)
+        self._present = {  # kinds with at least one real entry in some env (others are skipped)
+            "box": bool(sc.box_valid.any()),
+            "cyl": bool(sc.cyl_valid.any()),
+            "sph": bool(sc.sph_valid.any()),
+            "plane": bool(self._planes[2].any()),
+            "tri": tri_valid is not None and bool(tri_valid.any()),
+        }
 
     @staticmethod
     def _with_floor(s: Scene, ground: bool) -> tuple[Tensor, ...]:
@@ -248,57 +257,68 @@ class TorchCaster:
         )
 
     def _sizes(self) -> list[int]:
+        """Padded entry counts K of the kinds that are cast (for the chunk size)."""
         s = self.scene
-        sizes = [
-            s.box_valid.shape[1],
-            s.cyl_valid.shape[1],
-            s.sph_valid.shape[1],
-            self._planes[2].shape[1],
-        ]
-        tri = getattr(s, "tri_valid", None)
-        return sizes + ([int(tri.shape[1])] if tri is not None else [])
+        valid = {
+            "box": s.box_valid,
+            "cyl": s.cyl_valid,
+            "sph": s.sph_valid,
+            "plane": self._planes[2],
+            "tri": getattr(s, "tri_valid", None),
+        }
+        return [
+            int(v.shape[1]) for k, v in valid.items() if v is not None and self._present[k]
+        ] or [1]
 
     def _kinds(self, o: Tensor, d: Tensor) -> list[tuple[Tensor, Tensor, Any]]:
         """Per primitive kind: (t (N, R, K) with invalid entries +inf, ids (N, K), normal fn)."""
         s, e = self.scene, lambda x: x[:, None]  # (N, K, ...) -> (N, 1, K, ...)
         pp, pn, pv, pid = self._planes
-        out = [
-            (
-                _t_box(o, d, e(s.box_center), e(s.box_half), e(s.box_yaw)),
-                s.box_valid,
-                s.box_id,
-                lambda p, g: _n_box(p, g(s.box_center), g(s.box_half), g(s.box_yaw)),
-            ),
-            (
-                _t_cylinder(
-                    o, d, e(s.cyl_center), e(s.cyl_axis), e(s.cyl_radius), e(s.cyl_half_length)
-                ),
-                s.cyl_valid,
-                s.cyl_id,
-                lambda p, g: _n_cylinder(
-                    p, g(s.cyl_center), g(s.cyl_axis), g(s.cyl_radius), g(s.cyl_half_length)
-                ),
-            ),
-            (
-                _t_sphere(o, d, e(s.sph_center), e(s.sph_radius)),
-                s.sph_valid,
-                s.sph_id,
-                lambda p, g: _n_sphere(p, g(s.sph_center)),
-            ),
-            (
-                _t_plane(
-                    o, d, e(pp), e(pn), s.bounds_min[:, None, None], s.bounds_max[:, None, None]
-                ),
-                pv,
-                pid,
-                lambda p, g: g(pn),
-            ),
-        ]
-        tri = getattr(s, "tri_vertices", None)
-        if tri is not None and tri.shape[1] > 0:
-            tri = tri.to(o.dtype)
+        has = self._present
+        out = []
+        if has["box"]:
             out.append(
-                (_t_triangle(o, d, e(tri)), s.tri_valid, s.tri_id, lambda p, g: _n_triangle(g(tri)))
+                (
+                    _t_box(o, d, e(s.box_center), e(s.box_half), e(s.box_yaw)),
+                    s.box_valid,
+                    s.box_id,
+                    lambda p, g: _n_box(p, g(s.box_center), g(s.box_half), g(s.box_yaw)),
+                )
+            )
+        if has["cyl"]:
+            out.append(
+                (
+                    _t_cylinder(
+                        o, d, e(s.cyl_center), e(s.cyl_axis), e(s.cyl_radius), e(s.cyl_half_length)
+                    ),
+                    s.cyl_valid,
+                    s.cyl_id,
+                    lambda p, g: _n_cylinder(
+                        p, g(s.cyl_center), g(s.cyl_axis), g(s.cyl_radius), g(s.cyl_half_length)
+                    ),
+                )
+            )
+        if has["sph"]:
+            out.append(
+                (
+                    _t_sphere(o, d, e(s.sph_center), e(s.sph_radius)),
+                    s.sph_valid,
+                    s.sph_id,
+                    lambda p, g: _n_sphere(p, g(s.sph_center)),
+                )
+            )
+        if has["plane"]:
+            lo, hi = s.bounds_min[:, None, None], s.bounds_max[:, None, None]
+            out.append((_t_plane(o, d, e(pp), e(pn), lo, hi), pv, pid, lambda p, g: g(pn)))
+        if has["tri"]:
+            tri = getattr(s, "tri_vertices").to(o.dtype)  # noqa: B009 (Scene may predate it)
+            out.append(
+                (
+                    _t_triangle(o, d, e(tri)),
+                    getattr(s, "tri_valid"),  # noqa: B009
+                    getattr(s, "tri_id"),  # noqa: B009
+                    lambda p, g: _n_triangle(g(tri)),
+                )
             )
         return [(torch.where(valid[:, None], t, INF), ids, fn) for t, valid, ids, fn in out]
 
