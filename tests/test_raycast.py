@@ -429,3 +429,13 @@ def test_mesh_obstacle_is_cast_like_the_box_it_tessellates(backend):
     assert hits.object_id.tolist() == [[5, FLOOR_ID]]
     torch.testing.assert_close(hits.distance[0], torch.tensor([CASES[-1][2], 1.0]))
     torch.testing.assert_close(hits.normal[0, 0], torch.tensor(CASES[-1][4], dtype=torch.float32))
+
+
+@pytest.mark.parametrize("backend", ALL)
+def test_every_backend_satisfies_the_raycaster_protocol(backend):
+    from volary.sensors.raycast import RayCaster
+
+    caster = make_raycaster(SPEC, 3, backend=backend, dtype=torch.float64)
+    assert isinstance(caster, RayCaster) and caster.name == backend
+    assert caster.n_envs == 3 and caster.device == torch.device("cpu")
+    assert caster.dtype == torch.float64
