@@ -56,20 +56,26 @@ def _rays(cases, dtype=torch.float64):
     return o, d
 
 
-def test_torch_reference_matches_closed_form():
-    caster = make_raycaster(SPEC, backend="torch", dtype=torch.float64)
-    hits = caster.cast(*_rays(CASES), 50.0)
+def test_torch_reference_matches_closed_form(device):
+    caster = make_raycaster(SPEC, backend="torch", device=device, dtype=torch.float64)
+    hits = caster.cast(*(x.to(device) for x in _rays(CASES)), 50.0)
+    assert hits.distance.device.type == torch.device(device).type
     want = torch.tensor([[c[2] for c in CASES]], dtype=torch.float64)
-    torch.testing.assert_close(hits.distance, want, atol=1e-9, rtol=0)
+    torch.testing.assert_close(hits.distance.cpu(), want, atol=1e-9, rtol=0)
     assert hits.object_id.tolist() == [[c[3] for c in CASES]]
     normals = torch.tensor([[c[4] for c in CASES]], dtype=torch.float64)
-    torch.testing.assert_close(hits.normal, normals, atol=1e-9, rtol=0)
+    torch.testing.assert_close(hits.normal.cpu(), normals, atol=1e-9, rtol=0)
 
 
-@pytest.mark.parametrize("backend", MESH)
-def test_mesh_backends_match_closed_form_within_tessellation_bound(backend):
-    caster = make_raycaster(SPEC, backend=backend, segments=SEG)
-    hits = caster.cast(*_rays(CASES, torch.float32), 50.0)
+@pytest.mark.parametrize(
+    ("backend", "device"),
+    [("embree", "cpu"), ("warp", "cpu")]
+    + [pytest.param("warp", "cuda", marks=pytest.mark.gpu)] * torch.cuda.is_available(),
+)
+def test_mesh_backends_match_closed_form_within_tessellation_bound(backend, device):
+    caster = make_raycaster(SPEC, backend=backend, device=device, segments=SEG)
+    hits = caster.cast(*(x.to(device) for x in _rays(CASES, torch.float32)), 50.0)
+    hits = type(hits)(hits.distance.cpu(), hits.object_id.cpu(), hits.normal.cpu())
     assert hits.object_id.tolist() == [[c[3] for c in CASES]]
     for i, (*_, dist, _, normal, radius) in enumerate(CASES):
         # hit lies beyond the true one by at most the chord of one facet (base.py), never nearer
@@ -439,3 +445,20 @@ def test_every_backend_satisfies_the_raycaster_protocol(backend):
     assert isinstance(caster, RayCaster) and caster.name == backend
     assert caster.n_envs == 3 and caster.device == torch.device("cpu")
     assert caster.dtype == torch.float64
+
+
+def test_full_frame_batch_warp_cpu_agrees_with_embree():
+    """The benchmark's workload (256 envs x 64x64 frame, forest) on both mesh backends."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "raycast.py"
+    module_spec = importlib.util.spec_from_file_location("raycast_bench", path)
+    bench = importlib.util.module_from_spec(module_spec)  # type: ignore[arg-type]
+    module_spec.loader.exec_module(bench)  # type: ignore[union-attr]
+    spec = make_scenario("forest", 0)
+    o, d = bench.frame_rays(spec, 256, "cpu")
+    emb = make_raycaster(spec, 256, backend="embree").cast(o, d, 20.0)
+    wrp = make_raycaster(spec, 256, backend="warp").cast(o, d, 20.0)
+    assert torch.equal(emb.hit, wrp.hit) and torch.equal(emb.object_id, wrp.object_id)
+    assert (emb.distance - wrp.distance)[emb.hit].abs().max() <= 1e-4
