@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from volary.errors import ConfigError, UnknownNameError
+from volary.errors import ConfigError
 from volary.sensors.rays import (
     FORWARD_CAMERA,
     Mount,
@@ -39,6 +39,7 @@ from volary.sensors.rays import (
     pinhole_intrinsics,
     pinhole_rays,
     pose_args,
+    preset_config,
     to_points,
 )
 
@@ -160,13 +161,7 @@ CAMERA_PRESETS: dict[str, CameraConfig] = {
 
 def camera_config(spec: str | CameraConfig, **overrides: Any) -> CameraConfig:
     """A preset by name (or a config as is), with field overrides; unknown names list presets."""
-    if isinstance(spec, CameraConfig):
-        cfg = spec
-    elif spec in CAMERA_PRESETS:
-        cfg = CAMERA_PRESETS[spec]
-    else:
-        raise UnknownNameError("camera preset", str(spec), CAMERA_PRESETS)
-    return replace(cfg, **overrides) if overrides else cfg
+    return preset_config("camera preset", CAMERA_PRESETS, spec, CameraConfig, overrides)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from volary.errors import ConfigError, UnknownNameError
+from volary.errors import ConfigError
 from volary.sensors.rays import (
     Mount,
     NoiseStream,
@@ -35,6 +35,7 @@ from volary.sensors.rays import (
     in_range,
     noisy_ranges,
     pose_args,
+    preset_config,
     spherical_rays,
     to_points,
 )
@@ -134,13 +135,7 @@ LIDAR_PRESETS: dict[str, LidarConfig] = {
 
 def lidar_config(spec: str | LidarConfig, **overrides: Any) -> LidarConfig:
     """A preset by name (or a config as is) with field overrides; unknown names list presets."""
-    if isinstance(spec, LidarConfig):
-        cfg = spec
-    elif spec in LIDAR_PRESETS:
-        cfg = LIDAR_PRESETS[spec]
-    else:
-        raise UnknownNameError("lidar preset", str(spec), LIDAR_PRESETS)
-    return replace(cfg, **overrides) if overrides else cfg
+    return preset_config("lidar preset", LIDAR_PRESETS, spec, LidarConfig, overrides)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from volary.errors import ConfigError, UnknownNameError
+from volary.errors import ConfigError
 from volary.sensors.rays import (
     FORWARD_CAMERA,
     Mount,
@@ -42,6 +42,7 @@ from volary.sensors.rays import (
     noisy_ranges,
     pinhole_rays,
     pose_args,
+    preset_config,
     to_points,
 )
 
@@ -146,25 +147,16 @@ RANGEFINDER_PRESETS: dict[str, RangefinderConfig] = {
 }
 
 
-def _lookup(kind: str, table: dict[str, Any], spec: Any, cls: type, overrides: dict) -> Any:
-    cfg: Any
-    if isinstance(spec, cls):
-        cfg = spec
-    elif isinstance(spec, str) and spec in table:
-        cfg = table[spec]
-    else:
-        raise UnknownNameError(kind, str(spec), table)
-    return replace(cfg, **overrides) if overrides else cfg
-
-
 def tof_config(spec: str | TofConfig, **overrides: Any) -> TofConfig:
     """A ToF preset by name (or a config as is) with overrides; unknown names list presets."""
-    return _lookup("tof preset", TOF_PRESETS, spec, TofConfig, overrides)
+    return preset_config("tof preset", TOF_PRESETS, spec, TofConfig, overrides)
 
 
 def rangefinder_config(spec: str | RangefinderConfig, **overrides: Any) -> RangefinderConfig:
     """A rangefinder preset by name (or a config) with overrides; unknown names list presets."""
-    return _lookup("rangefinder preset", RANGEFINDER_PRESETS, spec, RangefinderConfig, overrides)
+    return preset_config(
+        "rangefinder preset", RANGEFINDER_PRESETS, spec, RangefinderConfig, overrides
+    )
 
 
 @dataclass(frozen=True)

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from volary.errors import ConfigError
+from volary.errors import ConfigError, UnknownNameError
 from volary.math import random as vrandom
 from volary.math.quaternion import quat_from_euler, quat_normalize, quat_to_rotmat
 
@@ -241,6 +241,19 @@ class RayBundle:
 def cast_bundle(caster: Any, origin: Tensor, dirs: Tensor, max_range: float) -> Any:
     """One cast of all rays of a bundle from one origin per env."""
     return caster.cast(origin[:, None, :].expand_as(dirs), dirs, max_range)
+
+
+def preset_config(kind: str, table: dict[str, Any], spec: Any, cls: type, overrides: dict) -> Any:
+    """``spec`` as is when it is a ``cls``, else the preset of that name, with field overrides;
+    an unknown name raises an error listing the presets."""
+    cfg: Any
+    if isinstance(spec, cls):
+        cfg = spec
+    elif isinstance(spec, str) and spec in table:
+        cfg = table[spec]
+    else:
+        raise UnknownNameError(kind, str(spec), table)
+    return replace(cfg, **overrides) if overrides else cfg
 
 
 def check_caster(caster: Any) -> tuple[torch.device, torch.dtype, int]:
