@@ -430,6 +430,7 @@ class _SoAStepper:
         self.params, self.dist = _Cached(_PARAM_FIELDS), _Cached(_DIST_FIELDS)
         self.fns: dict[int, Callable] = {}
         self.last: tuple | None = None  # (returned state, its buffers and their versions)
+        self.chunks: tuple[tuple, int, dict[int, tuple]] | None = None  # constant inputs per chunk
 
     def _fn(self, n_rotors: int) -> Callable:
         if n_rotors not in self.fns:
@@ -460,13 +461,30 @@ class _SoAStepper:
         if n <= CHUNK or self.backend == "numba":
             x, tick, fl = fn(*args)
         else:  # cache-sized chunks: a chunk's state and params stay resident across substeps
-            parts = [fn(*_columns(args, a, min(a + CHUNK, n))) for a in range(0, n, CHUNK)]
+            parts = [fn(*self._chunk(args, a, min(a + CHUNK, n))) for a in range(0, n, CHUNK)]
             x = torch.cat([p[0] for p in parts], dim=1)
             tick = torch.cat([p[1] for p in parts], dim=0)
             fl = torch.cat([p[2] for p in parts], dim=1)
         out = _state_from(x, tick, fl, params.n_rotors)
         self.last = (out, x, fl, x._version, fl._version)
         return out
+
+    def _chunk(self, args: tuple, a: int, b: int) -> tuple:
+        """Envs a..b of the call's buffers; the parameter, disturbance and key slices are kept
+        while those buffers are the same objects (they rarely change between calls)."""
+        const, version = (args[0], args[1], args[6]), args[6]._version
+        if (
+            self.chunks is None
+            or self.chunks[1] != version
+            or any(x is not y for x, y in zip(const, self.chunks[0], strict=True))
+        ):
+            self.chunks = (const, version, {})
+        cached = self.chunks[2]
+        if a not in cached:
+            cached[a] = _columns(const, a, b)
+        p, d, k = cached[a]
+        x, u, t, f = _columns((args[2], args[3], args[4], args[5]), a, b)
+        return p, d, x, u, t, f, k
 
     def _state_buffers(self, state: MultirotorState) -> tuple[Tensor, Tensor]:
         """The SoA buffers of ``state``: reused when it is this stepper's unmodified output."""
