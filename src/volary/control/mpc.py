@@ -192,7 +192,7 @@ def _derivative(plant: MpcPlant, x: Tensor, thrust_acc: Tensor, half_omega: Tens
     return torch.cat((vel, acc, (half_omega @ quat[..., None])[..., 0]), dim=-1)
 
 
-_GRAVITY = torch.tensor([0.0, 0.0, -GRAVITY])
+_GRAVITY = torch.tensor([0.0, 0.0, -GRAVITY], dtype=torch.float64)
 
 
 def model_step(plant: MpcPlant, x: Tensor, u: Tensor, dt: float) -> Tensor:
@@ -461,15 +461,16 @@ class GaussNewtonSqp:
         """f_d: RK4 of :func:`model_derivative` written in CasADi symbols."""
         x, u, th = ca.SX.sym("x", NX), ca.SX.sym("u", NU), ca.SX.sym("th", 8)
         qw, qx, qy, qz = x[6], x[7], x[8], x[9]
-        rot = ca.vertcat(
-            ca.horzcat(1 - 2 * (qy**2 + qz**2), 2 * (qx * qy - qw * qz), 2 * (qx * qz + qw * qy)),
-            ca.horzcat(2 * (qx * qy + qw * qz), 1 - 2 * (qx**2 + qz**2), 2 * (qy * qz - qw * qx)),
-            ca.horzcat(2 * (qx * qz - qw * qy), 2 * (qy * qz + qw * qx), 1 - 2 * (qx**2 + qy**2)),
-        )
-        v_b = rot.T @ x[3:6]
+        qv = x[7:10]
+
+        def rotate(w: Any, vec: Any, v: Any) -> Any:  # the formula of quat_rotate
+            t = 2 * ca.cross(vec, v)
+            return v + w * t + ca.cross(vec, t)
+
+        v_b = rotate(qw, -qv, x[3:6])
         speed = ca.sqrt(ca.sumsqr(v_b) + DRAG_EPS)
-        f_b = -(th[2:5] + th[5:8] * speed) * v_b + ca.vertcat(0, 0, th[1] * u[0])
-        acc = rot @ f_b / th[0] + ca.vertcat(0, 0, -GRAVITY)
+        acc_b = ca.vertcat(0, 0, th[1] * u[0] / th[0]) - (th[2:5] + th[5:8] * speed) * v_b / th[0]
+        acc = rotate(qw, qv, acc_b) + ca.vertcat(0, 0, -GRAVITY)
         wx, wy, wz = u[1], u[2], u[3]
         q_dot = 0.5 * ca.vertcat(
             -qx * wx - qy * wy - qz * wz,
