@@ -2,7 +2,7 @@
 
 Solves SOUS VIDE eq. 2 (min sum_k dx_k' Q dx_k + du_k' R du_k + dx_N' Q_N dx_N subject to
 x_k+1 = f_d(x_k, u_k) and box limits on u) for B problems in parallel: linearize f_d along
-the current rollout (batched central differences), a Riccati backward pass per problem (Li &
+the current rollout (batched forward differences), a Riccati backward pass per problem (Li &
 Todorov 2004; Tassa, Erez & Todorov 2012 for the regularized form), then a forward rollout
 with a line search over step sizes evaluated side by side. Limits are applied by clamping in
 the forward pass, so every plan is a true rollout of the model (dynamically feasible).
@@ -18,7 +18,7 @@ from torch import Tensor
 
 Step = Callable[[Tensor, Tensor], Tensor]  # (x (..., B, nx), u (..., B, nu)) -> x_next (..., B, nx)
 ALPHAS = (1.0, 0.5, 0.25, 0.1)  # line-search step sizes, tried side by side
-FD_STEP = 1e-6  # central-difference step of the linearization (float64)
+FD_STEP = 1e-7  # forward-difference step of the linearization (float64)
 
 
 @dataclass(frozen=True)
@@ -58,17 +58,25 @@ def tracking_cost(x: Tensor, u: Tensor, x_ref: Tensor, u_ref: Tensor, c: LqrCost
     return stage + (c.q_terminal * dx[..., -1, :] ** 2).sum(-1)
 
 
-def linearize(step: Step, x: Tensor, u: Tensor, h: float = FD_STEP) -> tuple[Tensor, Tensor]:
+def linearize(
+    step: Step, x: Tensor, u: Tensor, *, shift_invariant: int = 0, h: float = FD_STEP
+) -> tuple[Tensor, Tensor]:
     """Jacobians A = df/dx (..., nx, nx), B = df/du (..., nx, nu) at (x, u) (..., nx / nu) by
-    central differences, all 2 (nx + nu) perturbations in one batched call of ``step``
-    (float64 with h = 1e-6: truncation and round-off errors ~1e-10 relative)."""
+    forward differences, all perturbations in one batched call of ``step`` (float64 with
+    h = 1e-7: errors ~1e-7 relative, harmless for Gauss-Newton search directions).
+
+    The first ``shift_invariant`` state coordinates enter ``step`` only as x_next = x + g(rest)
+    (position in a translation-invariant model): their columns are unit vectors, not computed.
+    """
     nx, nu = x.shape[-1], u.shape[-1]
-    n = nx + nu
-    eye = h * torch.eye(n, dtype=x.dtype, device=x.device)
-    delta = torch.cat((eye, -eye)).view(2 * n, *([1] * (x.dim() - 1)), n)
-    xu = torch.cat((x, u), dim=-1) + delta  # (2n, ..., n)
-    f = step(xu[..., :nx], xu[..., nx:])
-    jac = ((f[:n] - f[n:]) / (2.0 * h)).movedim(0, -1)  # (..., nx, n)
+    n, k = nx + nu, shift_invariant
+    eye = torch.eye(n, dtype=x.dtype, device=x.device)
+    delta = torch.cat((torch.zeros_like(eye[:1]), h * eye[k:]))
+    xu = torch.cat((x, u), dim=-1) + delta.view(-1, *([1] * (x.dim() - 1)), n)
+    f = step(xu[..., :nx], xu[..., nx:])  # (1 + n - k, ..., nx)
+    diff = ((f[1:] - f[:1]) / h).movedim(0, -1)  # (..., nx, n - k)
+    fixed = eye[:nx, :k].expand(*diff.shape[:-1], k)
+    jac = torch.cat((fixed, diff), dim=-1)
     return jac[..., :nx], jac[..., nx:]
 
 
@@ -136,12 +144,14 @@ def ilqr(
     max_iter: int,
     tol: float,
     mu: float = 1e-6,
+    shift_invariant: int = 0,
 ) -> IlqrResult:
     """Batched iLQR from the initial guess ``u_init`` (B, H, nu) (clamped to the limits).
 
     ``step`` advances states (..., B, nx): the model's per-problem parameters have the problem
     dim B last among the batch dims, so they broadcast over step sizes and horizon stages.
     A problem keeps its plan when no step size lowers its cost (it has converged).
+    ``shift_invariant``: see :func:`linearize`.
     """
     u = torch.minimum(torch.maximum(u_init, c.u_min[:, None]), c.u_max[:, None])
     x = rollout(step, x0, u)
@@ -150,7 +160,8 @@ def ilqr(
     iterations = 0
     while iterations < max_iter:
         iterations += 1
-        a, b = linearize(step, x[:, :-1].transpose(0, 1), u.transpose(0, 1))  # (H, B, ...)
+        xt, ut = x[:, :-1].transpose(0, 1), u.transpose(0, 1)  # (H, B, ...)
+        a, b = linearize(step, xt, ut, shift_invariant=shift_invariant)
         gain, ff = backward_pass(a.transpose(0, 1), b.transpose(0, 1), x, u, x_ref, u_ref, c, mu)
         xs, us = forward_pass(step, x, u, gain, ff, c)
         costs = tracking_cost(xs, us, x_ref, u_ref, c)  # (S, B)

@@ -672,6 +672,7 @@ class BatchedMpcController(_MpcBase):
             self.cost,
             max_iter=self.config.max_iter,
             tol=self.config.tol,
+            shift_invariant=3,  # f_d depends on the position only through p_k+1 = p_k + ...
         )
         self.last_solve_time = time.perf_counter() - start
         failed = bad_in | ~(torch.isfinite(res.u).all((-1, -2)) & torch.isfinite(res.cost))
