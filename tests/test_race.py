@@ -1,0 +1,154 @@
+"""AlphaPilot 2019 race (volary.bench.race): the score rule on hand-made cases, the race loop's
+bookkeeping on a small scripted course, and the baseline on the nominal and perturbed courses."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from volary.bench.race import (
+    TOP_2019_SCORE,
+    MinSnapRacer,
+    TrajectoryPlan,
+    course_gates,
+    leaderboard,
+    race_cli,
+    race_score,
+    run_race,
+)
+from volary.control import Gains
+from volary.errors import ConfigError
+from volary.planning import min_snap, rest_to_rest
+from volary.planning.timing import proportional_times
+from volary.worlds import Gate, SceneSpec, alphapilot_2019, alphapilot_2019_courses
+from volary.worlds.tracks import vertical_gate
+
+
+def _score(passed, time, finished, collided, timeout=300.0):
+    return race_score(
+        torch.tensor(passed),
+        torch.tensor(time, dtype=torch.float64),
+        torch.tensor(finished),
+        torch.tensor(collided),
+        timeout,
+    )
+
+
+def test_score_rule_hand_made_cases():
+    nan = math.nan
+    s = _score(
+        [11, 10, 11, 7, 11],
+        [20.0, 25.0, 18.0, nan, 301.0],
+        [True, True, True, False, True],
+        [False, False, True, False, False],
+    )
+    # clean run; one gate missed; collision -> 0; final gate never reached -> 0; over time -> 0
+    torch.testing.assert_close(s, torch.tensor([90.0, 75.0, 0.0, 0.0, 0.0], dtype=torch.float64))
+
+
+def test_leaderboard_is_mean_of_best_five():
+    scores = [0.0, 80.0, 90.0, 10.0, 85.0, 70.0, 95.0, 0.0]
+    assert leaderboard(scores) == pytest.approx((95 + 90 + 85 + 80 + 70) / 5)
+    assert leaderboard([50.0, 60.0]) == pytest.approx(55.0)
+    with pytest.raises(ConfigError):
+        leaderboard([])
+
+
+def _three_gate_course() -> SceneSpec:
+    """Three 2 m upright gates at x = 4, 8, 12 m (z = 2 m), normals along +x."""
+    gates = tuple(
+        Gate(tuple(map(tuple, vertical_gate((x, 0.0, 2.0), 0.0, 2.0, 2.0))), name=f"g{i}")
+        for i, x in enumerate((4.0, 8.0, 12.0))
+    )
+    meta = {"order_index": [0, 1, 2], "gate_width": 0.3, "inflation": 0.1, "timeout_s": 60.0}
+    return SceneSpec(
+        name="three_gates",
+        bounds_min=(-5.0, -8.0, 0.0),
+        bounds_max=(25.0, 8.0, 8.0),
+        gates=gates,
+        start=(0.0, 0.0, 2.0),
+        goal=(12.0, 0.0, 2.0),
+        meta=meta,
+    )
+
+
+class ScriptedRacer:
+    """Flies one given waypoint list per env: rest to rest, 3 m/s proportional times, interior
+    velocities fixed at 3 m/s along the neighbours' chord (free ones let min-snap slow down
+    and back up between waypoints)."""
+
+    def __init__(self, paths: list[list[tuple[float, float, float]]]):
+        self.paths = paths
+
+    def gains(self, params):
+        return Gains.default(params)
+
+    def plan(self, courses, params):
+        wp = torch.tensor(np.asarray(self.paths), dtype=torch.float64)
+        der = rest_to_rest(wp.shape[1]).expand(wp.shape[0], -1, -1, -1).clone()
+        chord = wp[:, 2:] - wp[:, :-2]
+        der[:, 1:-1, 0, :3] = 3.0 * chord / chord.norm(dim=-1, keepdim=True)
+        der[:, 1:-1, 0, 3] = 0.0
+        traj = min_snap(wp, proportional_times(wp, 3.0), derivatives=der)
+        return TrajectoryPlan(traj, params.to(dtype=torch.float64), traj.duration)
+
+
+def test_race_loop_counts_gates_missed_gates_collisions_and_timeouts():
+    y = 0.0
+    paths = [
+        [(0, 0, 2), (4, y, 2), (8, y, 2), (12, y, 2), (16, y, 2)],  # clean
+        [(0, 0, 2), (4, y, 2), (8, 3.5, 2), (12, y, 2), (16, y, 2)],  # around gate 2: missed
+        [(0, 0, 2), (4, y, 2), (8, 1.05, 2), (12, y, 2), (16, y, 2)],  # into gate 2's frame
+        [(0, 0, 2), (4, y, 2), (8, y, 2), (9, y, 2), (10, y, 2)],  # stops short of gate 3
+    ]
+    res = run_race([_three_gate_course()] * 4, racer=ScriptedRacer(paths), stochastic=False)
+    assert res.finished.tolist() == [True, True, False, False]
+    assert res.collided.tolist() == [False, False, True, False]
+    assert res.timed_out.tolist() == [False, False, False, True]
+    assert res.gates_passed[[0, 1, 3]].tolist() == [3, 2, 2]
+    assert torch.isnan(res.gate_times[1, 1]) and not torch.isnan(res.gate_times[1, 2])
+    assert bool((res.gate_times[0].diff() > 0).all())
+    want = torch.tensor([30.0, 20.0]) - res.time[:2].float()
+    torch.testing.assert_close(res.score[:2].float(), want)
+    assert res.score[2:].tolist() == [0.0, 0.0]
+
+
+def test_gate_normals_point_along_the_course():
+    spec = alphapilot_2019()
+    centres, normals = course_gates(spec)
+    assert centres.shape == normals.shape == (11, 3)
+    np.testing.assert_allclose(np.linalg.norm(normals, axis=-1), 1.0, atol=1e-6)
+    wp = MinSnapRacer().waypoints(spec)
+    assert wp.shape == (3 * 11 + 2, 3)
+    legs = np.diff(wp, axis=0)
+    assert (np.einsum("ij,ij->i", legs[1:-1:3], normals) > 0).all()  # entry -> centre along n
+
+
+def test_baseline_finishes_the_nominal_course_without_collision():
+    res = run_race(seed=0)
+    assert bool(res.finished[0]) and not bool(res.collided[0]), res.to_dict()
+    assert int(res.gates_passed[0]) == 11
+    assert float(res.score[0]) == pytest.approx(110.0 - float(res.time[0]))
+
+
+@pytest.mark.slow
+def test_baseline_leaderboard_over_25_perturbed_courses(tmp_path):
+    courses = alphapilot_2019_courses(25, 0)
+    res = run_race(courses, seed=0)
+    board = leaderboard(res)
+    print(f"leaderboard {board:.2f} (top 2019 team {TOP_2019_SCORE})", res.score.tolist())
+    assert int(res.finished.sum()) >= 20
+    assert board > 0
+
+
+@pytest.mark.slow
+def test_race_cli_writes_json_and_plots(tmp_path):
+    path = race_cli(tmp_path, seed=1, courses=2)
+    doc = json.loads(path.read_text())
+    assert len(doc["courses"]) == 2 and "leaderboard" in doc and doc["nominal"]["finished"]
+    assert (tmp_path / "race_nominal.png").stat().st_size > 10_000
+    assert (tmp_path / "race_best.png").exists()
