@@ -38,6 +38,7 @@ REF = figure_eight(3.0, 2.0)
 needs_casadi = pytest.mark.skipif(
     __import__("importlib").util.find_spec("casadi") is None, reason="casadi not installed"
 )
+CONTROLLERS = [pytest.param(NmpcController, marks=needs_casadi), BatchedMpcController]
 
 
 def _sim(platforms, hz: float, physics_hz: float = 240.0) -> Simulator:
@@ -211,6 +212,18 @@ def test_batched_mpc_runs_on_device_with_a_polytrajectory(device):
     assert isinstance(ctrl, Controller) and ctrl.mode == "mpc_batched"
 
 
+@pytest.mark.parametrize("cls", CONTROLLERS)
+def test_commands_respect_the_limits(cls):
+    """Limits tighter than the figure-eight needs: every command stays inside them."""
+    params, state = _two_envs()
+    cfg = MpcConfig(thrust_limits=(0.1, 0.45), max_body_rate=(0.3, 0.3, 0.2), max_iter=3)
+    ctrl = cls(params, REF, cfg)
+    for k in range(3):
+        u = ctrl(state, torch.full((2, 1), 0.05 * k), 0.05)
+        assert (u[:, 0] >= 0.1 - 1e-6).all() and (u[:, 0] <= 0.45 + 1e-6).all()
+        assert (u[:, 1:].abs() <= torch.tensor([0.3, 0.3, 0.2]) + 1e-6).all()
+
+
 # ---- failures ----------------------------------------------------------------------------------
 def _two_envs():
     params = _params(["crazyflie", "crazyflie"], dtype=torch.float32)
@@ -227,9 +240,6 @@ def _nan_env0(state: MultirotorState) -> MultirotorState:
     pos = state.pos.clone()
     pos[0] = math.nan
     return state.replace(pos=pos)
-
-
-CONTROLLERS = [pytest.param(NmpcController, marks=needs_casadi), BatchedMpcController]
 
 
 @pytest.mark.parametrize("cls", CONTROLLERS)
@@ -270,20 +280,45 @@ def _far_off(state: MultirotorState) -> MultirotorState:
     return state.replace(pos=state.pos + torch.tensor([5.0, 0.0, 0.0]), quat=upside_down)
 
 
-@needs_casadi
-def test_nmpc_that_does_not_converge_falls_back_and_reports_it():
-    """One SQP iteration from far off the reference (upside down, 5 m away) leaves shooting gaps:
-    the solve counts as failed, the fallback controller flies, nothing is raised."""
+def _nan_after(t_bad: float):
+    """The figure-eight, but NaN from ``t_bad`` s on (a broken reference further ahead)."""
+
+    def ref(t):
+        f = REF.evaluate(t)
+        bad = t >= t_bad
+        out = []
+        for k in f.__dataclass_fields__:
+            v = getattr(f, k)
+            out.append(torch.where(bad if v.dim() == bad.dim() else bad[..., None], math.nan, v))
+        return type(f)(*out)
+
+    return ref
+
+
+@pytest.mark.parametrize("cls", CONTROLLERS)
+def test_fallback_controller_flies_when_the_window_is_broken(cls):
+    """A reference window with NaN ahead makes every solve fail: the fallback controller (fed
+    the reference at the current time) flies, the failure is reported, nothing is raised."""
     params, state = _two_envs()
     fb = make_controller("mellinger", params, model="thrust_rate")
-    ctrl = NmpcController(params, REF, MpcConfig(max_iter=1), fallback=fb)
+    ctrl = cls(params, _nan_after(0.5), fallback=fb)
     with pytest.warns(RuntimeWarning, match="FALLBACK_CONTROLLER"):
-        u = ctrl(_far_off(state), torch.zeros(2, 1), 0.05)
+        u = ctrl(state, torch.zeros(2, 1), 0.05)
     assert torch.isfinite(u).all()
     assert ctrl.last_status.tolist() == [MpcStatus.FALLBACK_CONTROLLER] * 2
-    want = fb(_far_off(state), REF.evaluate(torch.zeros(2, 1)).setpoint()[:, 0].float(), 0.05)
-    hi = torch.tensor([1.0, 10.0, 10.0, 6.0])
-    torch.testing.assert_close(u, want.clamp(min=-hi * torch.tensor([0, 1, 1, 1]), max=hi))
+    want = fb(state, REF.evaluate(torch.zeros(2, 1)).setpoint()[:, 0].float(), 0.05)
+    torch.testing.assert_close(u, want)
+
+
+@needs_casadi
+def test_nmpc_that_does_not_converge_reports_it():
+    """One SQP iteration from far off the reference (upside down, 5 m away) does not converge:
+    ITER_LIMIT is reported and the (dynamically feasible) iterate is applied."""
+    params, state = _two_envs()
+    ctrl = NmpcController(params, REF, MpcConfig(max_iter=1))
+    u = ctrl(_far_off(state), torch.zeros(2, 1), 0.05)
+    assert torch.isfinite(u).all()
+    assert ctrl.last_status.tolist() == [MpcStatus.ITER_LIMIT] * 2
 
 
 def test_batched_mpc_at_iteration_limit_reports_it():

@@ -46,7 +46,6 @@ from volary.planning.trajectory import FlatOutputs
 
 NX, NU = 10, 4  # state [p, v, q], input [f_th, W]
 DRAG_EPS = 1e-6  # (m/s)^2, smooths |v| at rest so the model is differentiable everywhere
-MAX_DEFECT = 1e-3  # largest shooting gap accepted from an SQP solve that hit max_iter
 Reference = Any  # PolyTrajectory, FigureEight or a callable t -> FlatOutputs
 
 
@@ -429,6 +428,7 @@ class GaussNewtonSqp:
         g = ca.vertcat(*defects)
         jac = ca.jacobian(g, w)
         self.constraints = ca.Function("g", [w, theta], [g, jac])
+        self.rollout = self._rollout_function(ca, step, n)
         self.weights = self._weight_vector()
         hess = ca.DM(np.diag(2.0 * self.weights))
         self.hess = ca.DM(ca.sparsify(hess))
@@ -501,13 +501,38 @@ class GaussNewtonSqp:
         xu = w[: n * (NX + NU)].reshape(n, NX + NU)
         return np.concatenate((xu[:, :NX], w[None, n * (NX + NU) :])), xu[:, NX:]
 
+    @staticmethod
+    def _rollout_function(ca: Any, step: Any, n: int) -> Any:
+        """(x_0, u (4 N), theta) -> w: the inputs and the states they produce (no gaps)."""
+        x0, u, theta = ca.SX.sym("x0", NX), ca.SX.sym("u", NU * n), ca.SX.sym("theta", 8)
+        parts, xk = [x0], x0
+        for k in range(n):
+            uk = u[k * NU : (k + 1) * NU]
+            xk = step(xk, uk, theta)
+            parts += [uk, xk]
+        return ca.Function("rollout", [x0, u, theta], [ca.vertcat(*parts)])
+
+    def _inputs(self, w: np.ndarray) -> np.ndarray:
+        return self.unpack(w)[1].reshape(-1)
+
+    def cost(self, w: np.ndarray, w_ref: np.ndarray) -> float:
+        return float(np.sum(self.weights * (w - w_ref) ** 2))
+
     def solve(
-        self, x0: np.ndarray, w_ref: np.ndarray, theta: np.ndarray, w: np.ndarray
+        self, x0: np.ndarray, w_ref: np.ndarray, theta: np.ndarray, u: np.ndarray
     ) -> tuple[np.ndarray, MpcStatus | None, int]:
-        """SQP from the guess ``w``; returns (w, SOLVED / ITER_LIMIT, or None on failure, its)."""
+        """SQP from the inputs ``u`` (N, 4); returns (w, SOLVED / ITER_LIMIT or None on failure,
+        iterations). Every iterate is the rollout of its inputs from x_0, so it is dynamically
+        feasible: the QP gives the search direction du, the step is the largest of 1, ½, ...,
+        1/64 whose rollout lowers the cost (none: the plan is kept, ITER_LIMIT)."""
+        lo, hi = self.lbw[NX : NX + NU], self.ubw[NX : NX + NU]
+        u = np.clip(u, lo, hi).reshape(-1)
+        w = np.asarray(self.rollout(x0, u, theta)).ravel()
+        if not np.isfinite(w).all():
+            return w, None, 0
         lbw, ubw = self.lbw.copy(), self.ubw.copy()
         lbw[:NX] = ubw[:NX] = x0
-        w = np.clip(w, lbw, ubw)
+        cost = self.cost(w, w_ref)
         for it in range(1, self.cfg.max_iter + 1):
             g, jac = self.constraints(w, theta)
             grad = 2.0 * self.weights * (w - w_ref)
@@ -515,11 +540,35 @@ class GaussNewtonSqp:
             dw = np.asarray(sol["x"]).ravel()
             if not self.qp.stats().get("success", False) or not np.isfinite(dw).all():
                 return w, None, it
-            w = np.clip(w + dw, lbw, ubw)
             if np.abs(dw).max() < self.cfg.tol:
                 return w, MpcStatus.SOLVED, it
-        gap = np.abs(np.asarray(self.constraints(w, theta)[0])).max()
-        return w, (MpcStatus.ITER_LIMIT if gap < MAX_DEFECT else None), self.cfg.max_iter
+            step = self._line_search(x0, theta, w, self._inputs(dw), w_ref, cost)
+            if step is None:
+                return w, MpcStatus.ITER_LIMIT, it
+            w, cost = step
+        return w, MpcStatus.ITER_LIMIT, self.cfg.max_iter
+
+    def _line_search(
+        self,
+        x0: np.ndarray,
+        theta: np.ndarray,
+        w: np.ndarray,
+        du: np.ndarray,
+        w_ref: np.ndarray,
+        cost: float,
+    ) -> tuple[np.ndarray, float] | None:
+        """First step size alpha in 1, ½, ..., 1/64 whose rollout of u + alpha du (clipped)
+        has a lower cost; None when none has."""
+        u = self._inputs(w)
+        lo = np.tile(self.lbw[NX : NX + NU], self.cfg.horizon)
+        hi = np.tile(self.ubw[NX : NX + NU], self.cfg.horizon)
+        for k in range(7):
+            trial = np.clip(u + 0.5**k * du, lo, hi)
+            w_new = np.asarray(self.rollout(x0, trial, theta)).ravel()
+            c = self.cost(w_new, w_ref)
+            if np.isfinite(c) and c < cost:
+                return w_new, c
+        return None
 
 
 class NmpcController(_MpcBase):
@@ -555,28 +604,25 @@ class NmpcController(_MpcBase):
         """Thrust-rate command (N, 4) at reference times ``setpoint`` (N, 1) s."""
         t = self._times(setpoint, dt)
         x_ref, u_ref = self.window(t, state.quat)
-        guess_x, guess_u = self._guess(t, x_ref, u_ref, state_vector(state))
         x0 = state_vector(state).cpu().numpy()
         xr, ur = x_ref.cpu().numpy(), u_ref.cpu().numpy()
-        gx, gu = guess_x.cpu().numpy(), guess_u.cpu().numpy()
+        guess = self._guess(t, u_ref).cpu().numpy()
         n = self.params.n_envs
         status = torch.zeros(n, dtype=torch.int64)
         start = time.perf_counter()
         for i in range(n):
-            status[i], self.last_iterations[i] = self._solve_env(
-                i, x0[i], xr[i], ur[i], gx[i], gu[i]
-            )
+            status[i], self.last_iterations[i] = self._solve_env(i, x0[i], xr[i], ur[i], guess[i])
         self.last_solve_time = time.perf_counter() - start
         return self._finish(status, state, t, u_ref, dt)
 
     def _solve_env(
-        self, i: int, x0: np.ndarray, xr: np.ndarray, ur: np.ndarray, gx: np.ndarray, gu: np.ndarray
+        self, i: int, x0: np.ndarray, xr: np.ndarray, ur: np.ndarray, guess: np.ndarray
     ) -> tuple[int, int]:
         s = self.solver
         if not (np.isfinite(x0).all() and np.isfinite(xr).all() and np.isfinite(ur).all()):
             return -1, 0
         try:
-            w, st, it = s.solve(x0, s.pack(xr, ur), self._theta[i], s.pack(gx, gu))
+            w, st, it = s.solve(x0, s.pack(xr, ur), self._theta[i], guess)
         except RuntimeError:  # CasADi raises on NaN/inf met inside its functions
             return -1, 0
         if st is None:
@@ -584,17 +630,12 @@ class NmpcController(_MpcBase):
         self._w[i] = w
         return int(st), it
 
-    def _guess(self, t: Tensor, x_ref: Tensor, u_ref: Tensor, x0: Tensor) -> tuple[Tensor, Tensor]:
-        """Warm start: the previous plan shifted to now where it covers now, else the reference."""
+    def _guess(self, t: Tensor, u_ref: Tensor) -> Tensor:
+        """Warm-start inputs (N, H, 4): the previous plan shifted to now where it still covers
+        now, else the reference feed-forward (the solver rolls them out from the state)."""
         elapsed, usable = self._elapsed(t)
-        w = torch.as_tensor(self._w, device=t.device)
-        plan_x = torch.cat((w[:, :-NX].view(len(w), -1, NX + NU)[..., :NX], w[:, None, -NX:]), 1)
-        plan_u = w[:, :-NX].view(len(w), -1, NX + NU)[..., NX:]
-        gx = torch.where(usable[:, None, None], shift_plan(plan_x, elapsed, self.config.dt), x_ref)
-        gu = torch.where(usable[:, None, None], shift_plan(plan_u, elapsed, self.config.dt), u_ref)
-        gx = gx.clone()
-        gx[:, 0] = torch.nan_to_num(x0)
-        return gx, gu
+        shifted = shift_plan(self._u_plan, elapsed, self.config.dt)
+        return torch.where(usable[:, None, None], shifted, u_ref).nan_to_num()
 
     def _finish(
         self, status: Tensor, state: MultirotorState, t: Tensor, u_ref: Tensor, dt: float
