@@ -94,3 +94,17 @@ def test_scene_errors_name_the_problem(tmp_path):
     assert r.exit_code == 2 and "valid names" in r.output
     r = runner.invoke(app, ["scene", "export", "forest", "--format", "xyz", "--out", str(tmp_path)])
     assert r.exit_code == 2 and "format" in r.output
+
+
+def test_race_rejects_a_negative_course_count(tmp_path):
+    r = runner.invoke(app, ["race", "--courses", "-1", "--out", str(tmp_path)])
+    assert r.exit_code == 2
+    assert "--courses" in r.output
+
+
+@pytest.mark.slow
+def test_race_writes_results_and_plots(tmp_path):
+    r = runner.invoke(app, ["race", "--courses", "1", "--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    assert "leaderboard" in r.output
+    assert {p.name for p in tmp_path.iterdir()} >= {"race.json", "race_nominal.png"}

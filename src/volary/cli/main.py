@@ -271,6 +271,45 @@ def bench_physics(
 
 
 @app.command()
+def race(
+    seed: Seed = 0,
+    courses: Annotated[int, typer.Option(help="Perturbed courses flown besides the nominal.")] = 25,
+    out: Out = Path("out/race"),
+    device: Device = "cpu",
+) -> None:
+    """AlphaPilot 2019 race: the baseline min-snap racer on the nominal course and on perturbed
+    courses; per-gate times, scores, leaderboard (mean of the best five), top-down plots."""
+    import json as _json
+
+    from volary.bench.race import race_cli
+
+    _check_device(device)
+    if courses < 0:
+        _fail(f"--courses: expected >= 0, got {courses}")
+    with console.status(f"flying the nominal course and {courses} perturbed ones..."):
+        path = race_cli(out, seed=seed, courses=courses, device=device)
+    doc = _json.loads(path.read_text())
+    nom = doc["nominal"]
+    t = Table("course", "gates passed", "finished", "collided", "time [s]", "score")
+    for c in [nom, *doc["courses"]]:
+        time_s = "-" if c["time_s"] is None else f"{c['time_s']:.2f}"
+        t.add_row(
+            str(c["course"]),
+            str(c["gates_passed"]),
+            str(c["finished"]),
+            str(c["collided"]),
+            time_s,
+            f"{c['score']:.2f}",
+        )
+    console.print(t)
+    console.print(
+        f"leaderboard (mean of the best {doc['best_of']}): {doc['leaderboard']:.2f}"
+        f"  (top 2019 team: {doc['top_2019_score']})"
+    )
+    console.print(f"wrote {path}")
+
+
+@app.command()
 def demo(
     out: Out = Path("out/demo"),
     seed: Seed = 0,
