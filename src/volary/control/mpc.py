@@ -5,8 +5,8 @@ Two controllers behind volary's Controller protocol, both tracking a reference t
 any callable ``t -> FlatOutputs``) and commanding [f_th in 0..1, W_x, W_y, W_z rad/s], the
 input of ``volary.dynamics``' thrust-rate model:
 
-- :class:`NmpcController`: nonlinear MPC with CasADi, multiple shooting, RK4, solved by a
-  Gauss-Newton SQP (real-time iterations, warm-started from the shifted previous plan) with
+- :class:`NmpcController`: nonlinear MPC with CasADi, RK4, solved by a Gauss-Newton SQP whose
+  iterates are rollouts of their inputs (warm-started from the shifted previous plan) with
   CasADi's bundled QP solvers (qrqp or osqp); one solve per env, in a loop.
 - :class:`BatchedMpcController`: the same problem for every env at once by batched iLQR in torch
   (:mod:`volary.control.ilqr`), on any device.
@@ -351,6 +351,8 @@ class _MpcBase:
         self, failed: Tensor, state: MultirotorState, t: Tensor, u_ref0: Tensor, dt: float
     ) -> tuple[Tensor, Tensor]:
         """Commands (N, 4) and statuses (N,) for the envs whose solve ``failed`` (N,)."""
+        if not bool(failed.any()):
+            return u_ref0, torch.full_like(t, MpcStatus.FALLBACK_REFERENCE, dtype=torch.int64)
         elapsed, usable = self._elapsed(t)
         u_plan = shift_plan(self._u_plan, elapsed, self.config.dt)[:, 0]
         status = torch.full_like(t, MpcStatus.FALLBACK_REFERENCE, dtype=torch.int64)
@@ -406,12 +408,13 @@ def _casadi() -> Any:
 
 
 class GaussNewtonSqp:
-    """Multiple-shooting NLP of eq. 2 built once in CasADi and solved by Gauss-Newton SQP.
+    """The NLP of eq. 2 built once in CasADi and solved by Gauss-Newton SQP.
 
-    Decision vector w = [x_0, u_0, x_1, ..., u_N-1, x_N]; the cost is quadratic in w, so its
-    Hessian H = 2 diag(weights) is exact and constant, and the QP of each iteration is
-    min ½ dw' H dw + grad' dw s.t. g(w) + J_g(w) dw = 0 and the bounds (x_0 fixed to the
-    measured state), solved by CasADi's ``conic`` plugin (qrqp or osqp).
+    Variables w = [x_0, u_0, x_1, ..., u_N-1, x_N] (multiple-shooting layout); the cost is
+    quadratic in w, so its Hessian H = 2 diag(weights) is exact and constant. Each iteration
+    solves the QP min ½ dw' H dw + grad' dw s.t. J_g(w) dw = -g(w) (the linearized dynamics),
+    the input bounds and x_0 fixed to the measured state, with CasADi's ``conic`` plugin (qrqp or
+    osqp), then steps the inputs along du and rolls them out (no gaps at any iterate).
     """
 
     def __init__(self, cfg: MpcConfig) -> None:
@@ -578,8 +581,8 @@ class NmpcController(_MpcBase):
     >>> u = ctrl(state, t[:, None], dt)  # (N, 4) [f_th, W_x, W_y, W_z] for the thrust-rate model
 
     The solver is built once (for the config; per-env mass, thrust and drag enter as parameters)
-    and warm-started from the previous plan shifted by the elapsed time. A failed solve (QP
-    failure, non-finite result, gaps left after max_iter) falls back, per env, to the shifted
+    and warm-started from the previous plan shifted by the elapsed time. A failed solve (state or
+    reference window not finite, QP failure, non-finite iterate) falls back, per env, to the shifted
     previous plan, else to ``fallback`` (a 'mellinger' or 'position' controller of the thrust-rate
     model), else to the reference feed-forward; ``last_status`` (N,) holds the
     :class:`MpcStatus` codes and a RuntimeWarning is issued once.
@@ -698,24 +701,12 @@ class BatchedMpcController(_MpcBase):
         x_ref, u_ref = self.window(t, state.quat)
         x0 = state_vector(state)
         elapsed, usable = self._elapsed(t)
-        u_init = torch.where(
-            usable[:, None, None], shift_plan(self._u_plan, elapsed, self.config.dt), u_ref
-        )
+        shifted = shift_plan(self._u_plan, elapsed, self.config.dt)
+        u_init = torch.where(usable[:, None, None], shifted, u_ref)
         bad_in = ~(torch.isfinite(x0).all(-1) & torch.isfinite(x_ref).all((-1, -2)))
         bad_in = bad_in | ~torch.isfinite(u_ref).all((-1, -2))
-        start = time.perf_counter()
-        res = ilqr.ilqr(
-            self._step,
-            torch.where(bad_in[:, None], x_ref[:, 0].nan_to_num(), x0),
-            u_init.nan_to_num(),
-            x_ref.nan_to_num(),
-            u_ref.nan_to_num(),
-            self.cost,
-            max_iter=self.config.max_iter,
-            tol=self.config.tol,
-            shift_invariant=3,  # f_d depends on the position only through p_k+1 = p_k + ...
-        )
-        self.last_solve_time = time.perf_counter() - start
+        x0 = torch.where(bad_in[:, None], x_ref[:, 0].nan_to_num(), x0)
+        res = self._solve(x0, u_init.nan_to_num(), x_ref.nan_to_num(), u_ref.nan_to_num())
         failed = bad_in | ~(torch.isfinite(res.u).all((-1, -2)) & torch.isfinite(res.cost))
         status = torch.where(res.converged, int(MpcStatus.SOLVED), int(MpcStatus.ITER_LIMIT))
         u_fb, st_fb = self._fallback(failed, state, t, u_ref[:, 0], dt)
@@ -725,6 +716,24 @@ class BatchedMpcController(_MpcBase):
         self._u_plan = torch.where(failed[:, None, None], self._u_plan, res.u)
         self._plan_time = torch.where(failed, self._plan_time, t)
         return self._output(u)
+
+    def _solve(self, x0: Tensor, u_init: Tensor, x_ref: Tensor, u_ref: Tensor) -> ilqr.IlqrResult:
+        start = time.perf_counter()
+        res = ilqr.ilqr(
+            self._step,
+            x0,
+            u_init,
+            x_ref,
+            u_ref,
+            self.cost,
+            max_iter=self.config.max_iter,
+            tol=self.config.tol,
+            shift_invariant=3,  # f_d depends on the position only through p_k+1 = p_k + ...
+        )
+        if x0.is_cuda:
+            torch.cuda.synchronize(x0.device)
+        self.last_solve_time = time.perf_counter() - start
+        return res
 
 
 __all__ = [
