@@ -152,3 +152,8 @@ def test_race_cli_writes_json_and_plots(tmp_path):
     assert len(doc["courses"]) == 2 and "leaderboard" in doc and doc["nominal"]["finished"]
     assert (tmp_path / "race_nominal.png").stat().st_size > 10_000
     assert (tmp_path / "race_best.png").exists()
+
+
+def test_race_cli_rejects_a_negative_course_count(tmp_path):
+    with pytest.raises(ConfigError, match="courses"):
+        race_cli(tmp_path, courses=-1)

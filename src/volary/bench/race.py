@@ -513,27 +513,33 @@ def _title(result: RaceResult, env: int) -> str:
 
 def race_cli(out: str | Path, seed: int = 0, courses: int = 25, device: str = "cpu") -> Path:
     """``volary race``: the nominal course and ``courses`` perturbed ones (seed ``seed``) flown by
-    the baseline; writes ``race.json`` (per-course results, leaderboard) and a top-down PNG of
-    the nominal run and of the best perturbed run. Returns the JSON path."""
+    the baseline in one batch; writes ``race.json`` (per-course results, leaderboard over the
+    perturbed courses, or over the nominal alone when ``courses`` is 0) and top-down PNGs of the
+    nominal run and of the best perturbed run. Returns the JSON path."""
+    if not isinstance(courses, int) or isinstance(courses, bool) or courses < 0:
+        raise ConfigError(f"courses: expected a course count >= 0, got {courses!r}")
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     nominal = alphapilot_2019()
-    specs = [nominal, *alphapilot_2019_courses(courses, seed)]
+    specs = [nominal, *(alphapilot_2019_courses(courses, seed) if courses else [])]
     res = run_race(specs, seed=seed, device=device)
-    scores = res.score[1:]
+    rows = res.to_dict()["courses"]
+    scores = res.score[1:] if courses else res.score
     doc = {
         "seed": seed,
         "platform": RACE_PLATFORM,
         "racer": "MinSnapRacer",
-        "nominal": res.to_dict()["courses"][0],
+        "nominal": rows[0],
         "leaderboard": leaderboard(scores),
+        "leaderboard_over": f"{courses} perturbed courses" if courses else "the nominal course",
         "best_of": BEST_OF,
         "top_2019_score": TOP_2019_SCORE,
-        "courses": res.to_dict()["courses"][1:],
+        "courses": rows[1:],
     }
     plot_race(res, nominal, out_dir / "race_nominal.png", env=0)
-    best = 1 + int(scores.argmax())
-    plot_race(res, specs[best], out_dir / "race_best.png", env=best)
+    if courses:
+        best = 1 + int(scores.argmax())
+        plot_race(res, specs[best], out_dir / "race_best.png", env=best)
     path = out_dir / "race.json"
     path.write_text(json.dumps(doc, indent=2))
     return path
