@@ -144,6 +144,19 @@ def test_torch_model_matches_simulator_thrust_rate_physics():
     torch.testing.assert_close(q, nxt.quat, rtol=0, atol=1e-9)
 
 
+def test_analytic_step_jacobians_match_finite_differences():
+    from volary.control import ilqr
+    from volary.control.mpc import model_step_jacobians
+
+    plant = MpcPlant.from_params(_params(PLATFORMS))
+    x, u = _random_xu(4, torch.Generator().manual_seed(2))
+    x[:, 3:6] *= 3.0  # a few m/s, so the drag terms matter
+    a, b = model_step_jacobians(plant, x, u, 0.05)
+    a_fd, b_fd = ilqr.linearize(lambda xx, uu: model_step(plant, xx, uu, 0.05), x, u)
+    torch.testing.assert_close(a, a_fd, rtol=0, atol=1e-6)
+    torch.testing.assert_close(b, b_fd, rtol=0, atol=1e-6)
+
+
 # ---- tracking ----------------------------------------------------------------------------------
 @needs_casadi
 def test_nmpc_tracks_figure_eight_within_5cm():
@@ -210,6 +223,21 @@ def test_batched_mpc_runs_on_device_with_a_polytrajectory(device):
     assert u.shape == (2, 4) and u.device.type == torch.device(device).type
     assert torch.isfinite(u).all() and (u[:, 0] > 0).all()
     assert isinstance(ctrl, Controller) and ctrl.mode == "mpc_batched"
+
+
+def test_batched_mpc_same_commands_with_analytic_and_difference_jacobians():
+    """32 envs x 20 stages use analytic Jacobians, 2 envs forward differences: same commands."""
+    params, state = _two_envs()
+    off = state.replace(pos=state.pos + torch.tensor([0.1, -0.1, 0.05]))
+    big = BatchedMpcController(_params(["crazyflie"] * 32, dtype=torch.float32), REF)
+    small = BatchedMpcController(params, REF)
+    assert big._analytic and not small._analytic
+    states = MultirotorState.create(32, params.n_rotors).where(
+        torch.ones(32, dtype=torch.bool), off.index(torch.zeros(32, dtype=torch.long))
+    )
+    u_big = big(states, torch.zeros(32, 1), 0.05)
+    u_small = small(off, torch.zeros(2, 1), 0.05)
+    torch.testing.assert_close(u_big[:2], u_small, rtol=0, atol=1e-5)
 
 
 @pytest.mark.parametrize("cls", CONTROLLERS)

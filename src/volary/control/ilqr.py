@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+Step2 = Callable[[Tensor, Tensor], tuple[Tensor, Tensor]]  # (x, u) -> (A, B) of a Step
 Step = Callable[[Tensor, Tensor], Tensor]  # (x (..., B, nx), u (..., B, nu)) -> x_next (..., B, nx)
 ALPHAS = (1.0, 0.5, 0.25, 0.1)  # line-search step sizes, tried side by side
 FD_STEP = 1e-7  # forward-difference step of the linearization (float64)
@@ -145,13 +146,15 @@ def ilqr(
     tol: float,
     mu: float = 1e-6,
     shift_invariant: int = 0,
+    jacobians: Step2 | None = None,
 ) -> IlqrResult:
     """Batched iLQR from the initial guess ``u_init`` (B, H, nu) (clamped to the limits).
 
     ``step`` advances states (..., B, nx): the model's per-problem parameters have the problem
     dim B last among the batch dims, so they broadcast over step sizes and horizon stages.
     A problem keeps its plan when no step size lowers its cost (it has converged).
-    ``shift_invariant``: see :func:`linearize`.
+    ``jacobians``: (x, u) (..., B, nx / nu) -> (A, B) of ``step``; default :func:`linearize`
+    (forward differences, ``shift_invariant`` as there).
     """
     u = torch.minimum(torch.maximum(u_init, c.u_min[:, None]), c.u_max[:, None])
     x = rollout(step, x0, u)
@@ -161,7 +164,10 @@ def ilqr(
     while iterations < max_iter:
         iterations += 1
         xt, ut = x[:, :-1].transpose(0, 1), u.transpose(0, 1)  # (H, B, ...)
-        a, b = linearize(step, xt, ut, shift_invariant=shift_invariant)
+        if jacobians is None:
+            a, b = linearize(step, xt, ut, shift_invariant=shift_invariant)
+        else:
+            a, b = jacobians(xt, ut)
         gain, ff = backward_pass(a.transpose(0, 1), b.transpose(0, 1), x, u, x_ref, u_ref, c, mu)
         xs, us = forward_pass(step, x, u, gain, ff, c)
         costs = tracking_cost(xs, us, x_ref, u_ref, c)  # (S, B)

@@ -45,6 +45,7 @@ from volary.planning.flatness import flat_to_state
 from volary.planning.trajectory import FlatOutputs
 
 NX, NU = 10, 4  # state [p, v, q], input [f_th, W]
+ANALYTIC_STAGES = 640  # envs x horizon from which the iLQR uses analytic Jacobians
 DRAG_EPS = 1e-6  # (m/s)^2, smooths |v| at rest so the model is differentiable everywhere
 Reference = Any  # PolyTrajectory, FigureEight or a callable t -> FlatOutputs
 
@@ -202,6 +203,107 @@ def model_step(plant: MpcPlant, x: Tensor, u: Tensor, dt: float) -> Tensor:
     k3 = _derivative(plant, x + (0.5 * dt) * k2, *terms)
     k4 = _derivative(plant, x + dt * k3, *terms)
     return x + (dt / 6.0) * (k1 + 2.0 * k2 + 2.0 * k3 + k4)
+
+
+def _rotation_jacobians(w: Tensor, r: Tensor, vec: Tensor) -> tuple[Tensor, Tensor]:
+    """d/dw and d/dr (..., 3), (..., 3, 3) of the quat_rotate formula
+    v' = v + 2 w (r x v) + 2 r x (r x v) = v + 2 w (r x v) + 2 (r (r . v) - v (r . r))."""
+    cross = torch.linalg.cross(r, vec, dim=-1)
+    d_w = 2.0 * cross
+    eye = torch.eye(3, dtype=vec.dtype, device=vec.device)
+    vx = _skew(vec)
+    d_r = -2.0 * w[..., None, None] * vx + 2.0 * (
+        (r * vec).sum(-1)[..., None, None] * eye
+        + r[..., :, None] * vec[..., None, :]
+        - 2.0 * vec[..., :, None] * r[..., None, :]
+    )
+    return d_w, d_r
+
+
+def _skew(v: Tensor) -> Tensor:
+    """[v]x (..., 3, 3) with [v]x a = v x a."""
+    z = torch.zeros_like(v[..., 0])
+    x, y, w = v.unbind(-1)
+    return torch.stack(
+        (torch.stack((z, -w, y), -1), torch.stack((w, z, -x), -1), torch.stack((-y, x, z), -1)),
+        dim=-2,
+    )
+
+
+def model_jacobians(plant: MpcPlant, x: Tensor, u: Tensor) -> tuple[Tensor, Tensor]:
+    """Analytic df/dx (..., 10, 10) and df/du (..., 10, 4) of :func:`model_derivative`."""
+    vel, quat = x[..., 3:6], x[..., 6:10]
+    qw, qv = quat[..., 0], quat[..., 1:]
+    thrust_acc, half_omega = _input_terms(plant, u)
+    v_b = quat_rotate_inverse(quat, vel)
+    speed = torch.sqrt((v_b * v_b).sum(-1, keepdim=True) + DRAG_EPS)
+    m = plant.mass[..., None]
+    drag = plant.drag_lin + plant.drag_quad * speed  # (..., 3)
+    acc_b = thrust_acc - drag * v_b / m
+    # d acc_b / d v_b = -(diag(drag) + (D_quad v_b) v_b^T / s) / m
+    dab_dvb = (
+        -(
+            torch.diag_embed(drag)
+            + (plant.drag_quad * v_b)[..., :, None] * v_b[..., None, :] / speed[..., None]
+        )
+        / m[..., None]
+    )
+    rot = _rotmat(quat)
+    # v_b = rotate(conj q) v: d/dqw, d/dqv (the vector part enters with a minus sign)
+    dvb_dw, dvb_dr = _rotation_jacobians(qw, -qv, vel)
+    dvb_dq = torch.cat((dvb_dw[..., None], -dvb_dr), dim=-1)  # (..., 3, 4)
+    da_dw, da_dr = _rotation_jacobians(qw, qv, acc_b)
+    da_dq = torch.cat((da_dw[..., None], da_dr), dim=-1) + rot @ dab_dvb @ dvb_dq
+    da_dv = rot @ dab_dvb @ rot.transpose(-1, -2)
+    zeros = torch.zeros(*x.shape[:-1], 10, 10, dtype=x.dtype, device=x.device)
+    fx = zeros.clone()
+    fx[..., 0:3, 3:6] = torch.eye(3, dtype=x.dtype, device=x.device)
+    fx[..., 3:6, 3:6] = da_dv
+    fx[..., 3:6, 6:10] = da_dq
+    fx[..., 6:10, 6:10] = half_omega
+    fu = zeros[..., :4].clone()
+    fu[..., 3:6, 0] = rot[..., :, 2] * (plant.max_thrust / plant.mass)[..., None]
+    fu[..., 6:10, 1:4] = 0.5 * _quat_rate_matrix(quat)
+    return fx, fu
+
+
+def _rotmat(q: Tensor) -> Tensor:
+    """R(q) (..., 3, 3) of the quat_rotate formula (columns: rotated unit vectors)."""
+    eye = torch.eye(3, dtype=q.dtype, device=q.device)
+    cols = [quat_rotate(q, eye[i].expand_as(q[..., 1:])) for i in range(3)]
+    return torch.stack(cols, dim=-1)
+
+
+def _quat_rate_matrix(q: Tensor) -> Tensor:
+    """d(q (x) [0, W])/dW (..., 4, 3) for [w, x, y, z] quaternions."""
+    w, x, y, z = q.unbind(-1)
+    return torch.stack(
+        (
+            torch.stack((-x, -y, -z), -1),
+            torch.stack((w, -z, y), -1),
+            torch.stack((z, w, -x), -1),
+            torch.stack((-y, x, w), -1),
+        ),
+        dim=-2,
+    )
+
+
+def model_step_jacobians(plant: MpcPlant, x: Tensor, u: Tensor, dt: float) -> tuple[Tensor, Tensor]:
+    """A = d f_d / dx (..., 10, 10), B = d f_d / du (..., 10, 4) of :func:`model_step`, by the
+    chain rule through the four RK4 stages (exact up to round-off)."""
+    terms = _input_terms(plant, u)
+    eye = torch.eye(NX, dtype=x.dtype, device=x.device)
+    k = _derivative(plant, x, *terms)
+    fx, fu = model_jacobians(plant, x, u)
+    kx, ku = fx, fu
+    sum_x, sum_u = kx, ku
+    for c, wgt in ((0.5, 2.0), (0.5, 2.0), (1.0, 1.0)):
+        xs = x + (c * dt) * k
+        k = _derivative(plant, xs, *terms)
+        fx, fu = model_jacobians(plant, xs, u)
+        kx, ku = fx @ (eye + (c * dt) * kx), fx @ ((c * dt) * ku) + fu
+        sum_x, sum_u = sum_x + wgt * kx, sum_u + wgt * ku
+    return eye + (dt / 6.0) * sum_x, (dt / 6.0) * sum_u
 
 
 # ---- reference windowing -----------------------------------------------------------------------
@@ -680,6 +782,8 @@ class BatchedMpcController(_MpcBase):
     ) -> None:
         super().__init__(params, reference, config, fallback)
         self.plant = MpcPlant.from_params(params)
+        # analytic Jacobians pay off from ~640 linearized stages (measured crossover on CPU)
+        self._analytic = params.n_envs * self.config.horizon >= ANALYTIC_STAGES
         dev, n = params.device, params.n_envs
         lo, hi = self._u_lo.expand(n, NU), self._u_hi.expand(n, NU)
         self.cost = ilqr.LqrCost(
@@ -694,6 +798,9 @@ class BatchedMpcController(_MpcBase):
 
     def _step(self, x: Tensor, u: Tensor) -> Tensor:
         return model_step(self.plant, x, u, self.config.dt)
+
+    def _jacobians(self, x: Tensor, u: Tensor) -> tuple[Tensor, Tensor]:
+        return model_step_jacobians(self.plant, x, u, self.config.dt)
 
     def __call__(self, state: MultirotorState, setpoint: Any, dt: float) -> Tensor:
         """Thrust-rate command (N, 4) at reference times ``setpoint`` (N, 1) s."""
@@ -729,6 +836,7 @@ class BatchedMpcController(_MpcBase):
             max_iter=self.config.max_iter,
             tol=self.config.tol,
             shift_invariant=3,  # f_d depends on the position only through p_k+1 = p_k + ...
+            jacobians=self._jacobians if self._analytic else None,
         )
         if x0.is_cuda:
             torch.cuda.synchronize(x0.device)
