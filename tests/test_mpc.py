@@ -276,7 +276,7 @@ def test_failed_solve_falls_back_reports_and_warns_once(cls):
     ctrl = cls(params, REF)
     dt = 0.05
     ctrl(state, torch.zeros(2, 1), dt)  # a plan to fall back on
-    assert ctrl.last_status.tolist() == [MpcStatus.SOLVED] * 2 or (ctrl.last_status <= 1).all()
+    assert (ctrl.last_status <= MpcStatus.ITER_LIMIT).all()
     with pytest.warns(RuntimeWarning, match=r"env\(s\) \[0\].*FALLBACK_PLAN"):
         u = ctrl(_nan_env0(state), torch.full((2, 1), dt), dt)
     assert torch.isfinite(u).all()
