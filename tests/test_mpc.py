@@ -54,7 +54,7 @@ def _sim(platforms, hz: float, physics_hz: float = 240.0) -> Simulator:
 
 def _fly(sim: Simulator, ctrl, ref: FigureEight, laps: float = 1.0, offset=(0.0, 0.0, 0.0)):
     """Start on the reference (plus ``offset`` m), fly ``laps`` laps; position errors (K, N)."""
-    sim.controller = ctrl  # the Simulator takes its controller from make_controller; swap it
+    sim.controller = ctrl  # (Simulator(controller=factory) builds one; here the test owns it)
     t0 = torch.zeros(sim.n_envs, 1, dtype=torch.float64)
     fs = flat_to_state(ref.evaluate(t0), sim.params.to(dtype=torch.float64))
     pos = fs.pos[:, 0] + torch.tensor(offset, dtype=torch.float64)

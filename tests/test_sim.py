@@ -122,3 +122,16 @@ def test_numba_simulator_matches_eager():
     a, b = eager.run(target, 1.0), fast.run(target, 1.0)
     torch.testing.assert_close(b.pos, a.pos, rtol=0, atol=1e-4)
     torch.testing.assert_close(b.rotor_speed, a.rotor_speed, rtol=1e-4, atol=1e-2)
+
+
+def test_controller_factory_replaces_the_built_in_mode():
+    from volary.control import make_controller
+    from volary.errors import ConfigError
+
+    sim = Simulator("crazyflie", n_envs=2, controller=lambda p: make_controller("velocity", p))
+    assert sim.controller.mode == "velocity"
+    for _ in range(240):
+        sim.step(torch.tensor([0.5, 0.0, 0.0, 0.0]))
+    assert abs(float(sim.state.vel[0, 0]) - 0.5) < 0.05  # it flies the velocity setpoint
+    with pytest.raises(ConfigError, match="controller"):
+        Simulator("crazyflie", controller=lambda p: object())

@@ -8,7 +8,7 @@ all substeps of a control period fused into one call).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +30,7 @@ from volary.dynamics.compiled import make_stepper
 from volary.errors import ConfigError
 from volary.math import random as vrandom
 from volary.sensors.imu import Imu, ImuConfig, ImuReading
+from volary.types import Controller
 from volary.sim.recording import Recorder, Trajectory
 
 PlatformSpec = str | Airframe
@@ -70,6 +71,19 @@ def _airframes(platforms: PlatformSpec | Sequence[PlatformSpec]) -> list[Airfram
     return [p if isinstance(p, Airframe) else get(p) for p in items]
 
 
+def _custom_controller(factory: Any, params: VehicleParams) -> Controller:
+    if not callable(factory):
+        raise ConfigError(f"controller: expected a factory params -> Controller, got {factory!r}")
+    ctrl = factory(params)
+    missing = [a for a in ("mode", "setpoint_size", "reset") if not hasattr(ctrl, a)]
+    if missing or not callable(ctrl):
+        raise ConfigError(
+            f"controller: the factory returned {type(ctrl).__name__}, which lacks "
+            f"{', '.join(missing) or '__call__'} of the Controller protocol"
+        )
+    return ctrl
+
+
 def _check_rates(cfg: SimConfig) -> None:
     for name in ("physics_hz", "control_hz"):
         v = getattr(cfg, name)
@@ -95,11 +109,15 @@ class Simulator:
         config: SimConfig | None = None,
         *,
         gains: Any = None,
+        controller: Callable[[VehicleParams], Controller] | None = None,
         **overrides: Any,
     ) -> None:
         """``platforms``: catalogue names or Airframes (one per env, tiled to ``n_envs``);
         ``gains``: a :class:`volary.control.Gains`, or a function ``params -> Gains`` (e.g.
-        ``lambda p: Gains.default(p).override(k_x=...)``); other keywords set SimConfig fields.
+        ``lambda p: Gains.default(p).override(k_x=...)``); ``controller``: a factory
+        ``params -> Controller`` replacing the built-in ``control`` mode (e.g.
+        ``lambda p: NmpcController(p, reference)``; it must produce the command of ``model``);
+        other keywords set SimConfig fields.
         """
         cfg = SimConfig(**overrides) if config is None else _replace(config, overrides)
         _check_rates(cfg)
@@ -117,8 +135,11 @@ class Simulator:
             ground=cfg.ground,
             on_divergence=cfg.on_divergence,
         )
-        g = gains(self.params) if callable(gains) else gains
-        self.controller = make_controller(cfg.control, self.params, model=cfg.model, gains=g)
+        if controller is not None:
+            self.controller = _custom_controller(controller, self.params)
+        else:
+            g = gains(self.params) if callable(gains) else gains
+            self.controller = make_controller(cfg.control, self.params, model=cfg.model, gains=g)
         self.disturbance = Disturbance.create(n, device=cfg.device, dtype=cfg.dtype)
         self.keys = vrandom.env_keys(cfg.seed, torch.arange(n, device=cfg.device))
         self._stepper = make_stepper(self.dynamics, cfg.substeps, compile=cfg.compile)
@@ -263,7 +284,7 @@ class Simulator:
         if sp.shape != (self.n_envs, want):
             raise ConfigError(
                 f"setpoint: expected shape ({self.n_envs}, {want}) or ({want},) for control mode "
-                f"{self.config.control!r}, got {tuple(sp.shape)}"
+                f"{self.controller.mode!r}, got {tuple(sp.shape)}"
             )
         return sp
 
