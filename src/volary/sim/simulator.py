@@ -30,8 +30,8 @@ from volary.dynamics.compiled import make_stepper
 from volary.errors import ConfigError
 from volary.math import random as vrandom
 from volary.sensors.imu import Imu, ImuConfig, ImuReading
-from volary.types import Controller
 from volary.sim.recording import Recorder, Trajectory
+from volary.types import Controller
 
 PlatformSpec = str | Airframe
 
