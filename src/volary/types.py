@@ -15,9 +15,11 @@ class Controller(Protocol):
     """Maps (vehicle state, setpoint) to the command of a lower level, batched over envs.
 
     ``reset(mask)`` clears internal state (integrators, filters) of the envs where mask is True.
+    ``setpoint_size`` is the width of the (N, setpoint_size) setpoint it takes.
     """
 
     mode: str
+    setpoint_size: int
 
     def __call__(self, state: Any, setpoint: Any, dt: float) -> torch.Tensor: ...
 
