@@ -3,8 +3,9 @@
 Default gains are written as closed-loop natural frequencies and damping ratios and turned into
 physical gains with each env's mass and inertia (k_x = m wn^2, k_R = J wn^2, ...), so the same
 defaults fly a 27 g Crazyflie and a 5 kg quad. The attitude bandwidth is further capped by the
-motor time constant (slow motors get a slower attitude loop) and the position bandwidth is a fixed
-fraction of the attitude bandwidth, keeping the cascade separated on every airframe.
+motor time constant (slow motors get a slower attitude loop) and the position bandwidth stays
+within 0.2-0.35 of the attitude bandwidth (0.2 on fast motors, lifted towards a 3.2 rad/s floor on
+slow ones), keeping the cascade separated on every airframe.
 """
 
 from __future__ import annotations
