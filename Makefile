@@ -5,7 +5,7 @@ CONSTRAINTS ?= constraints.txt
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test test-slow lint type bench clean
+.PHONY: venv demo test test-slow lint type bench bench-sensors bench-planning bench-mpc clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -42,6 +42,18 @@ $(BENCH_VENV)/.installed: pyproject.toml constraints.txt
 
 bench: $(BENCH_VENV)/.installed
 	$(BENCH_VENV)/bin/python benchmarks/physics.py --out out/bench
+
+# Depth-camera frames/s and raw ray-cast rates (torch on 1 thread: Embree uses the cores).
+bench-sensors: $(STAMP)
+	$(PY) benchmarks/raycast.py --out out/bench/raycast.json
+	$(PY) benchmarks/sensors.py --threads 1 --out out/bench/sensors.json
+
+# Min-snap solve time (RotorPy's min-snap from .venv-bench side by side).
+bench-planning: $(BENCH_VENV)/.installed
+	$(BENCH_VENV)/bin/python benchmarks/planning.py --out out/bench/planning.json
+
+bench-mpc: $(STAMP)
+	$(PY) benchmarks/mpc.py --out out/bench/mpc.json
 
 clean:
 	rm -rf $(VENV) out build *.egg-info

@@ -398,14 +398,16 @@ class _Cached:
     def __init__(self, names: Sequence[str]) -> None:
         self.names = tuple(names)
         self.obj: object = None
+        self.tensors: list[Tensor] = []
         self.versions: tuple[int, ...] | None = None
         self.buf = torch.empty(0)
 
     def get(self, obj) -> Tensor:
-        tensors = [getattr(obj, k) for k in self.names]
-        versions = tuple(t._version for t in tensors)
-        if obj is not self.obj or versions != self.versions:
-            self.obj, self.versions, self.buf = obj, versions, _pack(tensors)
+        if obj is not self.obj:  # a frozen dataclass: same object, same tensors
+            self.obj, self.tensors, self.versions = obj, [getattr(obj, k) for k in self.names], None
+        versions = tuple(t._version for t in self.tensors)
+        if versions != self.versions:
+            self.versions, self.buf = versions, _pack(self.tensors)
         return self.buf
 
 
