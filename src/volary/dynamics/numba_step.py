@@ -326,7 +326,8 @@ def soa_rollout(cfg: DynamicsConfig, substeps: int) -> Callable:
         g = views.get
         out = kernel(g(pbuf), g(dbuf), g(xbuf), g(command), g(tick), g(flags), g(keys), *consts)
         x, t, fl = (torch.from_numpy(a) for a in out)
-        views.put(x, out[0]), views.put(t, out[1]), views.put(fl, out[2])
+        for tensor, array in zip((x, t, fl), out, strict=True):
+            views.put(tensor, array)
         return x, t, fl
 
     return run
