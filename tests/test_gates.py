@@ -16,8 +16,9 @@ def _gate(x: float, yaw: float = 0.0, w: float = 1.0, h: float = 1.0, z: float =
     """Corners of a vertical gate centred at (x, 0, z), opening w x h, plane yawed by ``yaw``
     from the y-z plane (normal along +x at yaw 0)."""
     u = (-math.sin(yaw) * w / 2, math.cos(yaw) * w / 2)
-    return [[x + s * u[0], s * u[1], z + t * h / 2] for s, t in ((-1, 1), (1, 1), (1, -1),
-                                                                  (-1, -1))]
+    return [
+        [x + s * u[0], s * u[1], z + t * h / 2] for s, t in ((-1, 1), (1, 1), (1, -1), (-1, -1))
+    ]
 
 
 def _tracker(gates, device, n=1, **kw):
@@ -34,8 +35,16 @@ def _once(gates, pos, device, **kw) -> list[bool]:
 def test_inflated_box_inside_and_outside(device):
     """Gate in the plane x = 0, y in [-0.5, 0.5], z in [0.5, 1.5]; inflation 0.1 gives the box
     x in [-0.1, 0.1], y in [-0.6, 0.6], z in [0.4, 1.6]."""
-    pos = [[0.05, 0.55, 1.0], [0.05, 0.65, 1.0], [0.0, 0.0, 1.58], [0.0, 0.0, 1.62],
-           [0.0, -0.59, 0.41], [0.0, -0.59, 0.39], [0.09, 0.0, 1.0], [0.11, 0.0, 1.0]]
+    pos = [
+        [0.05, 0.55, 1.0],
+        [0.05, 0.65, 1.0],
+        [0.0, 0.0, 1.58],
+        [0.0, 0.0, 1.62],
+        [0.0, -0.59, 0.41],
+        [0.0, -0.59, 0.39],
+        [0.09, 0.0, 1.0],
+        [0.11, 0.0, 1.0],
+    ]
     got = _once([_gate(0.0)], pos, device, gate_width=0.3, inflation=0.1)
     assert got == [True, False, True, False, True, False, True, False]
     # no inflation: the same first point is outside the bare corner box
@@ -48,8 +57,13 @@ def test_plane_distance_above_and_below_gate_width(device):
     a = 0.22 -> 0.311 m > 0.3 does not (both inside the inflated box); (0.3, -0.3, 1) is in the
     plane."""
     g = _gate(0.0, yaw=math.pi / 4)
-    got = _once([g], [[0.2, 0.2, 1.0], [0.22, 0.22, 1.0], [0.3, -0.3, 1.0]], device,
-                gate_width=0.3, inflation=0.1)
+    got = _once(
+        [g],
+        [[0.2, 0.2, 1.0], [0.22, 0.22, 1.0], [0.3, -0.3, 1.0]],
+        device,
+        gate_width=0.3,
+        inflation=0.1,
+    )
     assert got == [True, False, True]
     # a wider gate_width admits the second point
     assert _once([g], [[0.22, 0.22, 1.0]], device, gate_width=0.32, inflation=0.1) == [True]
@@ -65,8 +79,9 @@ def test_corner_order_does_not_matter(device):
     pos = torch.tensor([[0.2, 0.2, 1.0], [0.22, 0.22, 1.0]], device=device)
     for corners in (g, z_order):
         c = torch.tensor(corners, device=device)
-        got = inside_passage(pos, c, torch.tensor(0.3, device=device),
-                             torch.tensor(0.1, device=device))
+        got = inside_passage(
+            pos, c, torch.tensor(0.3, device=device), torch.tensor(0.1, device=device)
+        )
         assert got.tolist() == [True, False]
 
 
@@ -93,14 +108,16 @@ def test_in_order_with_a_skipped_gate(device):
 
 def test_course_order_and_scene_input(device):
     """Course order differs from storage order; envs hold different gate counts (padding)."""
-    gates = [Gate(tuple(map(tuple, _gate(x))), object_id=i) for i, x in enumerate((0., 2., 4.))]
+    gates = [Gate(tuple(map(tuple, _gate(x))), object_id=i) for i, x in enumerate((0.0, 2.0, 4.0))]
     a = SceneSpec("a", (-5, -5, 0), (5, 5, 5), gates=tuple(gates))
     b = SceneSpec("b", (-5, -5, 0), (5, 5, 5), gates=tuple(gates[:2]))
     scene = Scene.stack([a, b], device=device)
     t = GateTracker(scene, order=torch.tensor([[2, 0, 1], [1, 0, -1]]))
     assert t.n_gates.tolist() == [3, 2]
-    assert t.update(torch.tensor([[0.0, 0, 1], [0.0, 0, 1]], device=device)).tolist() == \
-        [True, True]
+    assert t.update(torch.tensor([[0.0, 0, 1], [0.0, 0, 1]], device=device)).tolist() == [
+        True,
+        True,
+    ]
     # env 0: course gate 0 is x = 4 and was skipped; env 1: course gate 0 (x = 2) skipped
     assert t.missed.tolist() == [[True, False, False], [True, False, False]]
     assert t.next_gate.tolist() == [2, 2] and t.finished.tolist() == [False, True]

@@ -22,8 +22,15 @@ def fixed() -> dict[str, list[SceneSpec]]:
 
 
 def test_registry_lists_seven_types_and_rejects_unknown_names():
-    assert set(SCENARIOS) == {"forest", "urban", "random_cylinders", "narrow_gap",
-                              "sudden_drop", "maze", "perlin"}
+    assert set(SCENARIOS) == {
+        "forest",
+        "urban",
+        "random_cylinders",
+        "narrow_gap",
+        "sudden_drop",
+        "maze",
+        "perlin",
+    }
     with pytest.raises(UnknownNameError, match="valid names: forest, maze"):
         make_scenario("jungle", 0)
     with pytest.raises(ConfigError, match="unknown params"):
@@ -141,12 +148,23 @@ def test_fbm_noise_is_seeded_and_bounded():
 
 
 def _wall_spec(gap: float | None) -> SceneSpec:
-    boxes = [Box((5.0, 2.5, 1.5), (0.3, 5.0, 3.0))] if gap is None else [
-        Box((5.0, (2.0 - gap / 2) / 2, 1.5), (0.3, 2.0 - gap / 2, 3.0)),
-        Box((5.0, (7.0 + gap / 2) / 2 + 0.0, 1.5), (0.3, 3.0 - gap / 2, 3.0)),
-    ]
-    return SceneSpec("wall", (0, 0, 0), (10, 5, 3), tuple(boxes), start=(1.0, 2.5, 1.5),
-                     goal=(9.0, 2.5, 1.5), ceiling=3.0)
+    boxes = (
+        [Box((5.0, 2.5, 1.5), (0.3, 5.0, 3.0))]
+        if gap is None
+        else [
+            Box((5.0, (2.0 - gap / 2) / 2, 1.5), (0.3, 2.0 - gap / 2, 3.0)),
+            Box((5.0, (7.0 + gap / 2) / 2 + 0.0, 1.5), (0.3, 3.0 - gap / 2, 3.0)),
+        ]
+    )
+    return SceneSpec(
+        "wall",
+        (0, 0, 0),
+        (10, 5, 3),
+        tuple(boxes),
+        start=(1.0, 2.5, 1.5),
+        goal=(9.0, 2.5, 1.5),
+        ceiling=3.0,
+    )
 
 
 def test_grid_search_respects_walls_gaps_and_ceiling():

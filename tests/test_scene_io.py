@@ -47,8 +47,12 @@ def test_same_type_and_seed_give_byte_identical_files(kind, tmp_path):
 
 
 def _mixed_spec() -> SceneSpec:
-    obstacles = (Box((1, 2, 1), (1, 2, 2), 0.4), Cylinder((4, 4, 1), 0.3, 2.0, (1, 1, 1)),
-                 Sphere((6, 1, 1), 0.5), Plane((0, 0, 0.1), (0.1, 0, 1)))
+    obstacles = (
+        Box((1, 2, 1), (1, 2, 2), 0.4),
+        Cylinder((4, 4, 1), 0.3, 2.0, (1, 1, 1)),
+        Sphere((6, 1, 1), 0.5),
+        Plane((0, 0, 0.1), (0.1, 0, 1)),
+    )
     return SceneSpec("mixed", (0, 0, 0), (8, 8, 3), obstacles)
 
 
@@ -67,8 +71,10 @@ def test_stl_round_trip_preserves_triangles(tmp_path):
     write_stl(tmp_path / "m.stl", mesh)
     back = load_mesh(tmp_path / "m.stl")
     assert len(back.triangles) == len(mesh.triangles) and len(back.vertices) == len(mesh.vertices)
-    ascii_stl = "solid t\nfacet normal 0 0 1\nouter loop\nvertex 0 0 0\nvertex 1 0 0\n" \
-                "vertex 0 1 0\nendloop\nendfacet\nendsolid t\n"
+    ascii_stl = (
+        "solid t\nfacet normal 0 0 1\nouter loop\nvertex 0 0 0\nvertex 1 0 0\n"
+        "vertex 0 1 0\nendloop\nendfacet\nendsolid t\n"
+    )
     (tmp_path / "a.stl").write_text(ascii_stl)
     assert load_mesh(tmp_path / "a.stl").triangles.shape == (1, 3)
 
@@ -110,9 +116,11 @@ def test_pcd_export_samples_surfaces_at_the_spacing(tmp_path):
 
 
 # ----------------------------------------------------------------------------- malformed files
-_PLY_HEAD = "ply\nformat ascii 1.0\nelement vertex {nv}\nproperty float x\nproperty float y\n" \
-            "property float z\nelement face {nf}\nproperty list uchar int vertex_indices\n" \
-            "end_header\n"
+_PLY_HEAD = (
+    "ply\nformat ascii 1.0\nelement vertex {nv}\nproperty float x\nproperty float y\n"
+    "property float z\nelement face {nf}\nproperty list uchar int vertex_indices\n"
+    "end_header\n"
+)
 _TRI = "0 0 0\n1 0 0\n0 1 0\n3 0 1 2\n"
 
 
@@ -127,14 +135,22 @@ BAD_FILES = [
     ("m.ply", b"ply\nformat binary_middle_endian 1.0\nend_header\n", "header line"),
     ("m.ply", _PLY_HEAD.format(nv=10, nf=1).encode() + _TRI.encode(), "truncated"),
     ("m.ply", _PLY_HEAD.format(nv=999999999999, nf=1).encode() + _TRI.encode(), "truncated"),
-    ("m.ply", _PLY_HEAD.format(nv=3, nf=1).encode() + b"0 0 0\nnan 0 0\n0 1 0\n3 0 1 2\n",
-     "NaN"),
-    ("m.ply", _PLY_HEAD.format(nv=3, nf=1).encode() + b"0 0 0\n1 0 0\n0 1 0\n3 0 1 7\n",
-     "out of range"),
-    ("m.ply", _PLY_HEAD.format(nv=3, nf=1).encode() + b"0 0 0\n1 x 0\n0 1 0\n3 0 1 2\n",
-     "non-numeric"),
-    ("m.ply", _PLY_HEAD.format(nv=3, nf=1).encode() + b"0 0 0\n1 0 0\n0 1 0\n2 0 1\n",
-     "at least 3"),
+    ("m.ply", _PLY_HEAD.format(nv=3, nf=1).encode() + b"0 0 0\nnan 0 0\n0 1 0\n3 0 1 2\n", "NaN"),
+    (
+        "m.ply",
+        _PLY_HEAD.format(nv=3, nf=1).encode() + b"0 0 0\n1 0 0\n0 1 0\n3 0 1 7\n",
+        "out of range",
+    ),
+    (
+        "m.ply",
+        _PLY_HEAD.format(nv=3, nf=1).encode() + b"0 0 0\n1 x 0\n0 1 0\n3 0 1 2\n",
+        "non-numeric",
+    ),
+    (
+        "m.ply",
+        _PLY_HEAD.format(nv=3, nf=1).encode() + b"0 0 0\n1 0 0\n0 1 0\n2 0 1\n",
+        "at least 3",
+    ),
     ("m.ply", _PLY_HEAD.format(nv=3, nf=0).encode() + b"0 0 0\n1 0 0\n0 1 0\n", "empty mesh"),
     ("m.ply", _bin_ply(3, struct.pack("<9f", *range(9))[:20]), "truncated"),
     ("m.ply", _bin_ply(3, struct.pack("<9fB3i", *range(9), 3, 0, 1, 2)[:-3]), "truncated"),
@@ -151,29 +167,55 @@ BAD_FILES = [
     ("m.stl", b"solid x\nvertex nan 0 0\nvertex 1 0 0\nvertex 0 1 0\nendsolid\n", "NaN"),
     ("m.dae", b"<COLLADA/>", "unsupported mesh format"),
     ("p.pcd", b"VERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\n", "no DATA"),
-    ("p.pcd", b"FIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 5\nHEIGHT 1\nPOINTS 5\n"
-              b"DATA binary\n" + b"\x00" * 30, "truncated"),
-    ("p.pcd", b"FIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 5\nHEIGHT 1\nPOINTS 7\n"
-              b"DATA ascii\n", "WIDTH x HEIGHT"),
-    ("p.pcd", b"FIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nHEIGHT 1\nPOINTS 1\n"
-              b"DATA binary_compressed\n\x00\x00", "unsupported PCD DATA"),
-    ("p.pcd", b"FIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 2\nHEIGHT 1\nPOINTS 2\n"
-              b"DATA ascii\n1 2 3\n4 5\n", "expected 2 rows of 3"),
+    (
+        "p.pcd",
+        b"FIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 5\nHEIGHT 1\nPOINTS 5\n"
+        b"DATA binary\n" + b"\x00" * 30,
+        "truncated",
+    ),
+    (
+        "p.pcd",
+        b"FIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 5\nHEIGHT 1\nPOINTS 7\nDATA ascii\n",
+        "WIDTH x HEIGHT",
+    ),
+    (
+        "p.pcd",
+        b"FIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nHEIGHT 1\nPOINTS 1\n"
+        b"DATA binary_compressed\n\x00\x00",
+        "unsupported PCD DATA",
+    ),
+    (
+        "p.pcd",
+        b"FIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 2\nHEIGHT 1\nPOINTS 2\n"
+        b"DATA ascii\n1 2 3\n4 5\n",
+        "expected 2 rows of 3",
+    ),
     ("p.pcd", b"FIELDS a b\nSIZE 4 4\nTYPE F F\nWIDTH 1\nHEIGHT 1\nDATA ascii\n1 2\n", "x, y, z"),
-    ("p.pcd", b"FIELDS x y z\nSIZE 4 4\nTYPE F F F\nWIDTH 1\nHEIGHT 1\nDATA ascii\n1 2 3\n",
-     "disagree"),
-    ("p.pcd", b"FIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nHEIGHT 1\nDATA ascii\n1 nan 3\n",
-     "NaN"),
-    ("p.pcd", b"FIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 0\nHEIGHT 1\nDATA ascii\n",
-     "empty point"),
+    (
+        "p.pcd",
+        b"FIELDS x y z\nSIZE 4 4\nTYPE F F F\nWIDTH 1\nHEIGHT 1\nDATA ascii\n1 2 3\n",
+        "disagree",
+    ),
+    (
+        "p.pcd",
+        b"FIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 1\nHEIGHT 1\nDATA ascii\n1 nan 3\n",
+        "NaN",
+    ),
+    (
+        "p.pcd",
+        b"FIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 0\nHEIGHT 1\nDATA ascii\n",
+        "empty point",
+    ),
     ("p.xyz", b"1 2 3\n", "unsupported point cloud format"),
 ]
 
 
-@pytest.mark.parametrize("name,content,problem", BAD_FILES,
-                         ids=[f"{i}-{b[0]}-{b[2]}" for i, b in enumerate(BAD_FILES)])
+@pytest.mark.parametrize(
+    "name,content,problem", BAD_FILES, ids=[f"{i}-{b[0]}-{b[2]}" for i, b in enumerate(BAD_FILES)]
+)
 def test_malformed_files_raise_file_format_error_naming_file_and_problem(
-        name, content, problem, tmp_path):
+    name, content, problem, tmp_path
+):
     path = tmp_path / name
     path.write_bytes(content)
     loader = load_points if name.startswith("p.") else load_mesh
@@ -185,8 +227,9 @@ def test_malformed_files_raise_file_format_error_naming_file_and_problem(
 def test_missing_file_and_nan_dropping(tmp_path):
     with pytest.raises(FileFormatError, match="cannot read"):
         load_mesh(tmp_path / "none.ply")
-    (tmp_path / "n.pcd").write_bytes(b"FIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 2\n"
-                                     b"HEIGHT 1\nDATA ascii\nnan nan nan\n1 2 3\n")
+    (tmp_path / "n.pcd").write_bytes(
+        b"FIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nWIDTH 2\nHEIGHT 1\nDATA ascii\nnan nan nan\n1 2 3\n"
+    )
     assert load_points(tmp_path / "n.pcd", drop_nan=True).points.tolist() == [[1.0, 2.0, 3.0]]
 
 

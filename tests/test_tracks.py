@@ -23,8 +23,19 @@ from volary.worlds.tracks import (
     random_gate_course,
 )
 
-ORDER = ["Gate10", "Gate21", "Gate2", "Gate13", "Gate9", "Gate14", "Gate1", "Gate22", "Gate15",
-         "Gate23", "Gate6"]
+ORDER = [
+    "Gate10",
+    "Gate21",
+    "Gate2",
+    "Gate13",
+    "Gate9",
+    "Gate14",
+    "Gate1",
+    "Gate22",
+    "Gate15",
+    "Gate23",
+    "Gate6",
+]
 
 
 def _centres(spec) -> np.ndarray:
@@ -67,8 +78,10 @@ def test_alphapilot_corners_go_around_the_frame():
     idx = spec.meta["order_index"]
     ctr = torch.tensor(_centres(spec)[idx])[None]
     clearance = scene_sdf(scene, ctr).distance[0].numpy()
-    half = [min(np.linalg.norm(np.diff(np.asarray(spec.gates[i].corners)[:3], axis=0), axis=1))
-            / 2 for i in idx]
+    half = [
+        min(np.linalg.norm(np.diff(np.asarray(spec.gates[i].corners)[:3], axis=0), axis=1)) / 2
+        for i in idx
+    ]
     assert np.allclose(clearance, half, atol=1e-6)
     assert (scene_sdf(scene, torch.tensor([[spec.start]], dtype=torch.float64)).distance > 1).all()
     z_order = np.array([[0, 1, 1], [0, -1, 1], [0, 1, 0], [0, -1, 0]], float)

@@ -22,11 +22,24 @@ def _wall_spec() -> SceneSpec:
 
 
 def test_events_sphere_ceiling_bounds(device):
-    spec = SceneSpec("s", (-5, -5, 0), (5, 5, 5), ceiling=3.0,
-                     obstacles=(Sphere((0.0, 0.0, 1.0), 0.5, object_id=3),))
+    spec = SceneSpec(
+        "s",
+        (-5, -5, 0),
+        (5, 5, 5),
+        ceiling=3.0,
+        obstacles=(Sphere((0.0, 0.0, 1.0), 0.5, object_id=3),),
+    )
     scene = Scene.stack(spec, n_envs=5, device=device)
-    pos = torch.tensor([[0.0, 0.0, 1.7], [0.0, 0.0, 1.5 + 0.19], [0.0, 0.0, 2.95],
-                        [6.0, 0.0, 1.0], [0.0, 0.6, 1.0]], device=device)
+    pos = torch.tensor(
+        [
+            [0.0, 0.0, 1.7],
+            [0.0, 0.0, 1.5 + 0.19],
+            [0.0, 0.0, 2.95],
+            [6.0, 0.0, 1.0],
+            [0.0, 0.6, 1.0],
+        ],
+        device=device,
+    )
     ev = collision_events(scene, pos, 0.2)
     assert ev.collided.tolist() == [False, True, False, False, True]
     assert ev.above_ceiling.tolist() == [False, False, True, False, False]
@@ -53,8 +66,9 @@ def test_wall_hit_time_within_one_physics_step():
     """Fly straight at a wall at constant speed; the monitor, stepped every physics step, flags
     the hit at t* = (x_wall - r - x0) / v within one physics step (1/960 s)."""
     speeds = torch.tensor([2.0, 3.0, 4.0])
-    sim = Simulator(quad_x(), n_envs=3, physics_hz=960.0, control_hz=960.0, control="velocity",
-                    stochastic=False)
+    sim = Simulator(
+        quad_x(), n_envs=3, physics_hz=960.0, control_hz=960.0, control="velocity", stochastic=False
+    )
     x0 = 1.5
     sim.reset(pos=[x0, 0.0, 1.0], vel=torch.stack([speeds, 0 * speeds, 0 * speeds], -1))
     scene = Scene.stack(_wall_spec(), n_envs=3)

@@ -25,8 +25,9 @@ def _rect_dist(p2: np.ndarray, half2: np.ndarray) -> np.ndarray:
 def ref_box(p: np.ndarray, c, half, yaw) -> np.ndarray:
     """Box as six face rectangles: unsigned distance = min over faces; sign from containment."""
     c, half = np.asarray(c, float), np.asarray(half, float)
-    rot = np.array([[math.cos(yaw), -math.sin(yaw), 0], [math.sin(yaw), math.cos(yaw), 0],
-                    [0, 0, 1.0]])
+    rot = np.array(
+        [[math.cos(yaw), -math.sin(yaw), 0], [math.sin(yaw), math.cos(yaw), 0], [0, 0, 1.0]]
+    )
     loc = (p - c) @ rot  # world -> box frame (row vectors times R)
     best = np.full(len(p), np.inf)
     for ax in range(3):
@@ -46,8 +47,9 @@ def ref_cylinder(p: np.ndarray, c, axis, r, hl) -> np.ndarray:
     a = d @ axis
     rho = np.linalg.norm(d - a[:, None] * axis, axis=-1)
     tube = np.hypot(rho - r, np.maximum(np.abs(a) - hl, 0.0))
-    disc = np.minimum(np.hypot(a - hl, np.maximum(rho - r, 0.0)),
-                      np.hypot(a + hl, np.maximum(rho - r, 0.0)))
+    disc = np.minimum(
+        np.hypot(a - hl, np.maximum(rho - r, 0.0)), np.hypot(a + hl, np.maximum(rho - r, 0.0))
+    )
     best = np.minimum(tube, disc)
     inside = (rho < r) & (np.abs(a) < hl)
     return np.where(inside, -best, best)
@@ -67,10 +69,19 @@ def _box_points(rng, c, half, yaw) -> np.ndarray:
     """Random points near the box plus every corner, edge midpoint and face centre, nudged in
     and out."""
     c, half = np.asarray(c, float), np.asarray(half, float)
-    rot = np.array([[math.cos(yaw), -math.sin(yaw), 0], [math.sin(yaw), math.cos(yaw), 0],
-                    [0, 0, 1.0]])
-    grid = np.array([[i, j, k] for i in (-1, 0, 1) for j in (-1, 0, 1) for k in (-1, 0, 1)
-                     if (i, j, k) != (0, 0, 0)], float)
+    rot = np.array(
+        [[math.cos(yaw), -math.sin(yaw), 0], [math.sin(yaw), math.cos(yaw), 0], [0, 0, 1.0]]
+    )
+    grid = np.array(
+        [
+            [i, j, k]
+            for i in (-1, 0, 1)
+            for j in (-1, 0, 1)
+            for k in (-1, 0, 1)
+            if (i, j, k) != (0, 0, 0)
+        ],
+        float,
+    )
     feats = np.concatenate([grid * half * s for s in (0.9, 1.0, 1.1, 1.5)])
     rand = rng.uniform(-2.0, 2.0, (400, 3)) * half
     deep = rng.uniform(-0.99, 0.99, (100, 3)) * half
@@ -82,8 +93,11 @@ def _t(a, device, dtype=torch.float32):
     return torch.as_tensor(np.asarray(a), device=device, dtype=dtype)
 
 
-BOXES = [((0.3, -0.2, 1.0), (1.0, 0.4, 2.0), 0.0), ((1.5, 2.0, 0.5), (0.2, 3.0, 0.6), 0.7),
-         ((-1.0, 0.5, 2.0), (2.0, 2.0, 0.1), -2.5)]
+BOXES = [
+    ((0.3, -0.2, 1.0), (1.0, 0.4, 2.0), 0.0),
+    ((1.5, 2.0, 0.5), (0.2, 3.0, 0.6), 0.7),
+    ((-1.0, 0.5, 2.0), (2.0, 2.0, 0.1), -2.5),
+]
 
 
 @pytest.mark.parametrize(("c", "size", "yaw"), BOXES)
@@ -100,8 +114,12 @@ def test_box_matches_face_reference(device, c, size, yaw):
     assert np.abs(np.linalg.norm(cl - p, axis=-1) - np.abs(ref)).max() < TOL
 
 
-CYLS = [((0.0, 0.0, 1.0), (0, 0, 1), 0.4, 2.0), ((1.0, -1.0, 1.5), (1, 0, 0), 0.25, 1.0),
-        ((0.5, 0.5, 1.0), (1, 2, 3), 0.5, 3.0), ((-1.0, 0.0, 0.5), (0, 1, 0.2), 0.3, 0.5)]
+CYLS = [
+    ((0.0, 0.0, 1.0), (0, 0, 1), 0.4, 2.0),
+    ((1.0, -1.0, 1.5), (1, 0, 0), 0.25, 1.0),
+    ((0.5, 0.5, 1.0), (1, 2, 3), 0.5, 3.0),
+    ((-1.0, 0.0, 0.5), (0, 1, 0.2), 0.3, 0.5),
+]
 
 
 def _cyl_points(rng, c, axis, r, hl) -> np.ndarray:
@@ -111,10 +129,15 @@ def _cyl_points(rng, c, axis, r, hl) -> np.ndarray:
     u /= np.linalg.norm(u)
     w = np.cross(axis, u)
     ang = rng.uniform(0, 2 * np.pi, 600)
-    rho = np.concatenate([rng.uniform(0, 2.0 * r, 400), np.full(200, r) * rng.choice(
-        [0.0, 0.95, 1.0, 1.05], 200)])
-    a = np.concatenate([rng.uniform(-1.6 * hl, 1.6 * hl, 400), hl * rng.choice(
-        [-1.05, -1.0, -0.95, 0.0, 0.95, 1.0, 1.05], 200)])
+    rho = np.concatenate(
+        [rng.uniform(0, 2.0 * r, 400), np.full(200, r) * rng.choice([0.0, 0.95, 1.0, 1.05], 200)]
+    )
+    a = np.concatenate(
+        [
+            rng.uniform(-1.6 * hl, 1.6 * hl, 400),
+            hl * rng.choice([-1.05, -1.0, -0.95, 0.0, 0.95, 1.0, 1.05], 200),
+        ]
+    )
     loc = (rho * np.cos(ang))[:, None] * u + (rho * np.sin(ang))[:, None] * w + a[:, None] * axis
     return loc + np.asarray(c, float)
 
@@ -125,8 +148,9 @@ def test_cylinder_matches_tube_disc_reference(device, c, axis, r, length):
     hl = length / 2
     p = _cyl_points(rng, c, axis, r, hl)
     ax = np.asarray(axis, float) / np.linalg.norm(axis)
-    d, closest = sdf_cylinder(_t(p, device), _t(c, device), _t(ax, device), _t(r, device),
-                              _t(hl, device))
+    d, closest = sdf_cylinder(
+        _t(p, device), _t(c, device), _t(ax, device), _t(r, device), _t(hl, device)
+    )
     ref = ref_cylinder(p, c, ax, r, hl)
     assert np.abs(d.cpu().double().numpy() - ref).max() < TOL
     cl = closest.cpu().double().numpy()
@@ -153,26 +177,44 @@ def test_degenerate_queries_are_finite(device):
     d, cl = sdf_sphere(z, z, torch.ones(1, device=device))
     assert d.item() == -1.0 and torch.isfinite(cl).all()
     axis = torch.tensor([[0.0, 0.0, 1.0]], device=device)
-    d, cl = sdf_cylinder(z, z, axis, torch.tensor([0.5], device=device),
-                         torch.tensor([2.0], device=device))
+    d, cl = sdf_cylinder(
+        z, z, axis, torch.tensor([0.5], device=device), torch.tensor([2.0], device=device)
+    )
     assert abs(d.item() + 0.5) < TOL and abs(cl.norm().item() - 0.5) < TOL
 
 
 def test_arbitrary_leading_dims(device):
     p = torch.randn(2, 3, 5, 3, device=device)
-    d, cl = sdf_box(p, torch.zeros(3, device=device), torch.ones(3, device=device),
-                    torch.tensor(0.3, device=device))
+    d, cl = sdf_box(
+        p,
+        torch.zeros(3, device=device),
+        torch.ones(3, device=device),
+        torch.tensor(0.3, device=device),
+    )
     assert d.shape == (2, 3, 5) and cl.shape == (2, 3, 5, 3)
 
 
 def _specs():
-    a = SceneSpec("a", (-5, -5, 0), (5, 5, 5), obstacles=(
-        Box((1.0, 0.0, 1.0), (0.5, 0.5, 2.0), 0.4, object_id=1),
-        Cylinder((-1.0, 1.0, 1.0), 0.3, 2.0, (0.3, 0.0, 1.0), object_id=2),
-        Sphere((0.0, -2.0, 1.5), 0.5, object_id=3),
-        Plane((0.0, 0.0, 0.0), (0.0, 0.0, 1.0), object_id=4)))
-    b = SceneSpec("b", (-5, -5, 0), (5, 5, 5), obstacles=(
-        Sphere((0.5, 0.5, 1.0), 0.7, object_id=7), Sphere((-2.0, 0.0, 1.0), 0.2, object_id=8)))
+    a = SceneSpec(
+        "a",
+        (-5, -5, 0),
+        (5, 5, 5),
+        obstacles=(
+            Box((1.0, 0.0, 1.0), (0.5, 0.5, 2.0), 0.4, object_id=1),
+            Cylinder((-1.0, 1.0, 1.0), 0.3, 2.0, (0.3, 0.0, 1.0), object_id=2),
+            Sphere((0.0, -2.0, 1.5), 0.5, object_id=3),
+            Plane((0.0, 0.0, 0.0), (0.0, 0.0, 1.0), object_id=4),
+        ),
+    )
+    b = SceneSpec(
+        "b",
+        (-5, -5, 0),
+        (5, 5, 5),
+        obstacles=(
+            Sphere((0.5, 0.5, 1.0), 0.7, object_id=7),
+            Sphere((-2.0, 0.0, 1.0), 0.2, object_id=8),
+        ),
+    )
     c = SceneSpec("empty", (-5, -5, 0), (5, 5, 5))
     return [a, b, c]
 
@@ -216,8 +258,12 @@ def test_scene_min_over_padded_primitives(device, dtype):
 def test_scene_includes_gate_frames(device):
     from volary.worlds import Gate
 
-    g = Gate(((0, -0.5, 1.5), (0, 0.5, 1.5), (0, 0.5, 0.5), (0, -0.5, 0.5)), border=0.1,
-             depth=0.1, object_id=9)
+    g = Gate(
+        ((0, -0.5, 1.5), (0, 0.5, 1.5), (0, 0.5, 0.5), (0, -0.5, 0.5)),
+        border=0.1,
+        depth=0.1,
+        object_id=9,
+    )
     scene = Scene.stack(SceneSpec("g", (-5, -5, 0), (5, 5, 5), gates=(g,)), device=device)
     p = torch.tensor([[[0.0, 0.0, 1.0], [0.0, 0.0, 1.55], [0.0, 0.0, 1.8]]], device=device)
     out = scene_sdf(scene, p)

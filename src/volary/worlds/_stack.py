@@ -41,9 +41,11 @@ def _mesh_rows(spec: SceneSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     meshes = [o for o in spec.obstacles if isinstance(o, Mesh)]
     if not meshes:
         return np.zeros((0, 3, 3)), np.zeros(0, np.int64), np.zeros((0, 7, 3))
-    return (np.concatenate([m.corners for m in meshes]),
-            np.concatenate([np.full(len(m.triangles), m.object_id, np.int64) for m in meshes]),
-            np.concatenate([m.pseudo_normals for m in meshes]))
+    return (
+        np.concatenate([m.corners for m in meshes]),
+        np.concatenate([np.full(len(m.triangles), m.object_id, np.int64) for m in meshes]),
+        np.concatenate([m.pseudo_normals for m in meshes]),
+    )
 
 
 def _pad_meshes(items: list[SceneSpec], n: int, device, dtype) -> tuple[torch.Tensor, ...]:
@@ -56,23 +58,30 @@ def _pad_meshes(items: list[SceneSpec], n: int, device, dtype) -> tuple[torch.Te
     corners, normals = np.zeros((m, k, 3, 3)), np.zeros((m, k, 7, 3))
     ids, valid = np.full((m, k), -1, np.int64), np.zeros((m, k), bool)
     for i, (c, o, nrm) in enumerate(rows):
-        corners[i, :len(o)], ids[i, :len(o)], normals[i, :len(o)] = c, o, nrm
-        valid[i, :len(o)] = True
+        corners[i, : len(o)], ids[i, : len(o)], normals[i, : len(o)] = c, o, nrm
+        valid[i, : len(o)] = True
     tile = torch.arange(n, device=device) % m
     f = lambda a: torch.as_tensor(a, dtype=dtype, device=device)[tile]  # noqa: E731
-    return (f(corners), torch.as_tensor(valid, device=device)[tile],
-            torch.as_tensor(ids, device=device)[tile], f(normals))
+    return (
+        f(corners),
+        torch.as_tensor(valid, device=device)[tile],
+        torch.as_tensor(ids, device=device)[tile],
+        f(normals),
+    )
 
 
-def stack_specs(specs: SceneSpec | Sequence[SceneSpec], n_envs: int | None, *, device,
-                dtype) -> Scene:
+def stack_specs(
+    specs: SceneSpec | Sequence[SceneSpec], n_envs: int | None, *, device, dtype
+) -> Scene:
     items = [specs] if isinstance(specs, SceneSpec) else list(specs)
     if not items:
         raise ConfigError("specs: expected at least one SceneSpec")
     n = len(items) if n_envs is None else int(n_envs)
     per = [items[i % len(items)] for i in range(n)]
-    boxes = [[o for o in s.obstacles if isinstance(o, Box)]
-             + [b for g in s.gates for b in gate_boxes(g)] for s in per]
+    boxes = [
+        [o for o in s.obstacles if isinstance(o, Box)] + [b for g in s.gates for b in gate_boxes(g)]
+        for s in per
+    ]
     cyls = [[o for o in s.obstacles if isinstance(o, Cylinder)] for s in per]
     sphs = [[o for o in s.obstacles if isinstance(o, Sphere)] for s in per]
     planes = [[o for o in s.obstacles if isinstance(o, Plane)] for s in per]
@@ -107,13 +116,35 @@ def stack_specs(specs: SceneSpec | Sequence[SceneSpec], n_envs: int | None, *, d
     tv, tvalid, tid, tn = _pad_meshes(items, n, device, dtype)
     arr = lambda name: np.asarray([getattr(s, name) for s in per], dtype=float)  # noqa: E731
     return Scene(
-        box_center=t(bc), box_half=t(bh), box_yaw=t(by[..., 0]), box_valid=bt(bv),
-        box_id=ti(bi[..., 0]), cyl_center=t(cc), cyl_axis=t(ca), cyl_radius=t(cr[..., 0]),
-        cyl_half_length=t(cr[..., 1]), cyl_valid=bt(cv), cyl_id=ti(cr[..., 2]),
-        sph_center=t(sc), sph_radius=t(sr[..., 0]), sph_valid=bt(sv), sph_id=ti(sr[..., 1]),
-        plane_point=t(pp), plane_normal=t(pn), plane_valid=bt(pv), plane_id=ti(pi[..., 0]),
-        tri_vertices=tv, tri_valid=tvalid, tri_id=tid, tri_normals=tn,
-        gate_corners=t(gc), gate_valid=bt(gv), bounds_min=t(arr("bounds_min")),
-        bounds_max=t(arr("bounds_max")), ceiling=t([s.flight_ceiling for s in per]),
-        start=t(arr("start")), goal=t(arr("goal")), has_triangles=any(_has_mesh(s) for s in items),
+        box_center=t(bc),
+        box_half=t(bh),
+        box_yaw=t(by[..., 0]),
+        box_valid=bt(bv),
+        box_id=ti(bi[..., 0]),
+        cyl_center=t(cc),
+        cyl_axis=t(ca),
+        cyl_radius=t(cr[..., 0]),
+        cyl_half_length=t(cr[..., 1]),
+        cyl_valid=bt(cv),
+        cyl_id=ti(cr[..., 2]),
+        sph_center=t(sc),
+        sph_radius=t(sr[..., 0]),
+        sph_valid=bt(sv),
+        sph_id=ti(sr[..., 1]),
+        plane_point=t(pp),
+        plane_normal=t(pn),
+        plane_valid=bt(pv),
+        plane_id=ti(pi[..., 0]),
+        tri_vertices=tv,
+        tri_valid=tvalid,
+        tri_id=tid,
+        tri_normals=tn,
+        gate_corners=t(gc),
+        gate_valid=bt(gv),
+        bounds_min=t(arr("bounds_min")),
+        bounds_max=t(arr("bounds_max")),
+        ceiling=t([s.flight_ceiling for s in per]),
+        start=t(arr("start")),
+        goal=t(arr("goal")),
+        has_triangles=any(_has_mesh(s) for s in items),
     )

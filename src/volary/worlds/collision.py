@@ -45,8 +45,9 @@ def _radius(scene: Scene, radius: Any) -> Tensor:
     if r.dim() == 0:
         r = r.expand(scene.n_envs)
     if r.shape != (scene.n_envs,):
-        raise ConfigError(f"radius: expected a scalar or shape ({scene.n_envs},), "
-                          f"got {tuple(r.shape)}")
+        raise ConfigError(
+            f"radius: expected a scalar or shape ({scene.n_envs},), got {tuple(r.shape)}"
+        )
     if not bool((r >= 0).all()):
         raise ConfigError("radius: expected radii >= 0 m")
     return r
@@ -63,9 +64,14 @@ def collision_events(scene: Scene, pos: Tensor, radius: Any) -> Events:
     hit = dist < r
     contact = torch.where(hit[:, None], near.closest[:, 0], torch.nan)
     oob = ((pos < scene.bounds_min) | (pos > scene.bounds_max)).any(dim=-1)
-    return Events(collided=hit, object_id=near.object_id[:, 0], contact_point=contact,
-                  clearance=dist - r, out_of_bounds=oob,
-                  above_ceiling=pos[:, 2] + r > scene.ceiling)
+    return Events(
+        collided=hit,
+        object_id=near.object_id[:, 0],
+        contact_point=contact,
+        clearance=dist - r,
+        out_of_bounds=oob,
+        above_ceiling=pos[:, 2] + r > scene.ceiling,
+    )
 
 
 class CollisionMonitor:
@@ -101,17 +107,21 @@ class CollisionMonitor:
         self.object_id = torch.where(first, ev.object_id, self.object_id)
         self.contact_point = torch.where(first[:, None], ev.contact_point, self.contact_point)
         bad = (ev.out_of_bounds | ev.above_ceiling) & torch.isnan(self.violation_time)
-        self.violation_time = torch.where(bad, state.time.to(self.time.dtype),
-                                          self.violation_time)
+        self.violation_time = torch.where(bad, state.time.to(self.time.dtype), self.violation_time)
         return ev
 
     def reset(self, mask: Tensor | None = None) -> None:
         """Forget the records of the masked envs (all when None), e.g. after a sim reset."""
-        m = torch.ones_like(self.collided) if mask is None else torch.as_tensor(
-            mask, device=self.time.device)
+        m = (
+            torch.ones_like(self.collided)
+            if mask is None
+            else torch.as_tensor(mask, device=self.time.device)
+        )
         if m.shape != self.collided.shape or m.dtype != torch.bool:
-            raise ConfigError(f"mask: expected a bool tensor of shape {tuple(self.time.shape)}, "
-                              f"got {m.dtype} {tuple(m.shape)}")
+            raise ConfigError(
+                f"mask: expected a bool tensor of shape {tuple(self.time.shape)}, "
+                f"got {m.dtype} {tuple(m.shape)}"
+            )
         self.time = torch.where(m, torch.nan, self.time)
         self.violation_time = torch.where(m, torch.nan, self.violation_time)
         self.object_id = torch.where(m, -1, self.object_id)

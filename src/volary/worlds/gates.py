@@ -28,8 +28,7 @@ def gate_planes(corners: Tensor) -> tuple[Tensor, Tensor]:
     return center, vec[..., :, 0].to(corners.dtype)
 
 
-def inside_passage(pos: Tensor, corners: Tensor, gate_width: Tensor,
-                   inflation: Tensor) -> Tensor:
+def inside_passage(pos: Tensor, corners: Tensor, gate_width: Tensor, inflation: Tensor) -> Tensor:
     """The passage rule for ``pos (..., 3)`` against gates ``corners (..., 4, 3)`` (broadcast):
     inside the inflated corner bounding box and closer than ``gate_width`` to the gate plane."""
     lo = corners.amin(dim=-2) - inflation[..., None]
@@ -37,8 +36,9 @@ def inside_passage(pos: Tensor, corners: Tensor, gate_width: Tensor,
     return _passage(pos, lo, hi, *gate_planes(corners), gate_width)
 
 
-def _passage(pos: Tensor, lo: Tensor, hi: Tensor, center: Tensor, normal: Tensor,
-             gate_width: Tensor) -> Tensor:
+def _passage(
+    pos: Tensor, lo: Tensor, hi: Tensor, center: Tensor, normal: Tensor, gate_width: Tensor
+) -> Tensor:
     in_box = ((pos >= lo) & (pos <= hi)).all(dim=-1)
     return in_box & (((pos - center) * normal).sum(-1).abs() < gate_width)
 
@@ -49,8 +49,9 @@ def _corners(scene_or_corners: Scene | Tensor) -> tuple[Tensor, Tensor]:
     c = scene_or_corners
     if not isinstance(c, Tensor) or c.dim() != 4 or c.shape[-2:] != (4, 3):
         shape = tuple(c.shape) if isinstance(c, Tensor) else type(c).__name__
-        raise ConfigError(f"scene_or_corners: expected a Scene or corners of shape (N, G, 4, 3), "
-                          f"got {shape}")
+        raise ConfigError(
+            f"scene_or_corners: expected a Scene or corners of shape (N, G, 4, 3), got {shape}"
+        )
     return c, torch.ones(c.shape[:2], dtype=torch.bool, device=c.device)
 
 
@@ -64,8 +65,10 @@ def _order(order: Any, valid: Tensor) -> Tensor:
     if o.dim() == 1:
         o = o.expand(n, -1)
     if o.dim() != 2 or o.shape[0] != n or o.dtype.is_floating_point or o.dtype == torch.bool:
-        raise ConfigError(f"order: expected integer gate indices of shape (L,) or ({n}, L), "
-                          f"got {o.dtype} {tuple(o.shape)}")
+        raise ConfigError(
+            f"order: expected integer gate indices of shape (L,) or ({n}, L), "
+            f"got {o.dtype} {tuple(o.shape)}"
+        )
     if bool(((o < -1) | (o >= g)).any()):
         raise ConfigError(f"order: expected indices in [0, {g}) (or -1 for padding)")
     ok = valid.gather(1, o.clamp_min(0)) | (o < 0)
@@ -96,9 +99,13 @@ class GateTracker:
     >>> passed_now = tracker.update(state.pos)
     """
 
-    def __init__(self, scene_or_corners: Scene | Tensor,
-                 order: Sequence[int] | Tensor | None = None,
-                 gate_width: float | Tensor = 0.3, inflation: float | Tensor = 0.1) -> None:
+    def __init__(
+        self,
+        scene_or_corners: Scene | Tensor,
+        order: Sequence[int] | Tensor | None = None,
+        gate_width: float | Tensor = 0.3,
+        inflation: float | Tensor = 0.1,
+    ) -> None:
         corners, valid = _corners(scene_or_corners)
         n = corners.shape[0]
         o = _order(order, valid)
@@ -123,8 +130,9 @@ class GateTracker:
         else:
             m = torch.as_tensor(mask, device=dev)
             if m.shape != (n,) or m.dtype != torch.bool:
-                raise ConfigError(f"mask: expected a bool tensor of shape ({n},), "
-                                  f"got {m.dtype} {tuple(m.shape)}")
+                raise ConfigError(
+                    f"mask: expected a bool tensor of shape ({n},), got {m.dtype} {tuple(m.shape)}"
+                )
         zero = torch.zeros(n, ln, dtype=torch.bool, device=dev)
         if mask is None:
             self.next_gate = torch.zeros(n, dtype=torch.int64, device=dev)  # (N,) course index
@@ -150,8 +158,9 @@ class GateTracker:
         pos = pos.to(self.corners.dtype)
         k = torch.arange(ln, device=pos.device)
         ahead = self.course_valid & (k >= self.next_gate[:, None])
-        inside = ahead & _passage(pos[:, None], self._lo, self._hi, self._center, self._normal,
-                                  self.gate_width[:, None])
+        inside = ahead & _passage(
+            pos[:, None], self._lo, self._hi, self._center, self._normal, self.gate_width[:, None]
+        )
         now = inside.any(dim=-1)
         first = torch.where(now, inside.int().argmax(dim=-1), ln)  # first gate passed, or L
         self.passed = self.passed | (now[:, None] & (k == first[:, None]))

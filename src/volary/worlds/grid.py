@@ -26,8 +26,9 @@ def _box_distance(b: Box, p: np.ndarray) -> np.ndarray:
     """Signed distance (m) from points ``p (..., 3)`` to an oriented box."""
     c, s = np.cos(b.yaw), np.sin(b.yaw)
     d = p - np.asarray(b.center)
-    local = np.stack([c * d[..., 0] + s * d[..., 1], -s * d[..., 0] + c * d[..., 1],
-                      d[..., 2]], axis=-1)
+    local = np.stack(
+        [c * d[..., 0] + s * d[..., 1], -s * d[..., 0] + c * d[..., 1], d[..., 2]], axis=-1
+    )
     q = np.abs(local) - np.asarray(b.size) / 2
     outside = np.linalg.norm(np.maximum(q, 0.0), axis=-1)
     return outside + np.minimum(q.max(axis=-1), 0.0)
@@ -53,8 +54,9 @@ def _mesh_distance(m: Mesh, p: np.ndarray, signed: bool = True) -> np.ndarray:
 
     flat = torch.as_tensor(p.reshape(1, -1, 3), dtype=torch.float64)
     corners = torch.tensor(m.corners, dtype=torch.float64)[None]
-    normals = torch.tensor(m.pseudo_normals if signed else np.zeros((len(m.triangles), 7, 3)),
-                              dtype=torch.float64)[None]
+    normals = torch.tensor(
+        m.pseudo_normals if signed else np.zeros((len(m.triangles), 7, 3)), dtype=torch.float64
+    )[None]
     valid = torch.ones(corners.shape[:2], dtype=torch.bool)
     d, _, _ = mesh_sdf(flat, corners, normals, valid, torch.zeros_like(valid, dtype=torch.int64))
     return d[0].numpy().reshape(p.shape[:-1])
@@ -169,27 +171,31 @@ def _column_parity(m: Mesh, xs: np.ndarray, ys: np.ndarray, zs: np.ndarray) -> n
     counter-clockwise in x-y and a column on a shared edge is counted by one triangle only (the
     top-left rule of rasterizers), so edges and vertices are not counted twice."""
     c = m.corners
-    area = ((c[:, 1, 0] - c[:, 0, 0]) * (c[:, 2, 1] - c[:, 0, 1])
-            - (c[:, 2, 0] - c[:, 0, 0]) * (c[:, 1, 1] - c[:, 0, 1]))
+    area = (c[:, 1, 0] - c[:, 0, 0]) * (c[:, 2, 1] - c[:, 0, 1]) - (c[:, 2, 0] - c[:, 0, 0]) * (
+        c[:, 1, 1] - c[:, 0, 1]
+    )
     c = np.where((area < 0)[:, None, None], c[:, [0, 2, 1]], c)[area != 0]
     out = np.zeros((len(xs), len(ys), len(zs)), dtype=bool)
     lo, hi = c.min(axis=1), c.max(axis=1)
     for i0 in range(0, len(xs), _BLOCK):
         for j0 in range(0, len(ys), _BLOCK):
-            bx, by = xs[i0:i0 + _BLOCK], ys[j0:j0 + _BLOCK]
-            sel = ((lo[:, 0] <= bx[-1]) & (hi[:, 0] >= bx[0]) & (lo[:, 1] <= by[-1])
-                   & (hi[:, 1] >= by[0]))
+            bx, by = xs[i0 : i0 + _BLOCK], ys[j0 : j0 + _BLOCK]
+            sel = (
+                (lo[:, 0] <= bx[-1])
+                & (hi[:, 0] >= bx[0])
+                & (lo[:, 1] <= by[-1])
+                & (hi[:, 1] >= by[0])
+            )
             if not sel.any():
                 continue
             px, py = np.meshgrid(bx, by, indexing="ij")
             zc, hit = _vertical_hits(c[sel], px.ravel(), py.ravel())  # (C, K)
             above = (hit[..., None] & (zc[..., None] > zs)).sum(axis=1) % 2 == 1
-            out[i0:i0 + _BLOCK, j0:j0 + _BLOCK] = above.reshape(len(bx), len(by), len(zs))
+            out[i0 : i0 + _BLOCK, j0 : j0 + _BLOCK] = above.reshape(len(bx), len(by), len(zs))
     return out
 
 
-def _vertical_hits(c: np.ndarray, px: np.ndarray, py: np.ndarray) -> tuple[np.ndarray,
-                                                                            np.ndarray]:
+def _vertical_hits(c: np.ndarray, px: np.ndarray, py: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Heights (C, K) where the vertical lines through (px, py) (C,) cross the counter-clockwise
     (in x-y) triangles ``c (K, 3, 3)``, and whether they do (top-left rule on edges)."""
     inside = np.ones((len(px), len(c)), dtype=bool)
@@ -211,24 +217,25 @@ def _vertical_hits(c: np.ndarray, px: np.ndarray, py: np.ndarray) -> tuple[np.nd
 _PAIRS = 1 << 22  # (node, triangle) pairs tested at once when rasterizing a mesh
 
 
-def _node_ranges(axes: list[np.ndarray], lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray,
-                                                                                   np.ndarray]:
+def _node_ranges(
+    axes: list[np.ndarray], lo: np.ndarray, hi: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """First node index (T, 3) and node count (T, 3) of each box [lo, hi] on the grid axes."""
     first = np.stack([np.searchsorted(a, lo[:, i], "left") for i, a in enumerate(axes)], 1)
     last = np.stack([np.searchsorted(a, hi[:, i], "right") for i, a in enumerate(axes)], 1)
     return first, np.maximum(last - first, 0)
 
 
-def _mark_band(occ: np.ndarray, axes: list[np.ndarray], corners: np.ndarray,
-               radius: float) -> None:
+def _mark_band(occ: np.ndarray, axes: list[np.ndarray], corners: np.ndarray, radius: float) -> None:
     """Mark nodes within ``radius`` of any triangle: every (node, triangle) pair with the node
     in the triangle's bounds inflated by ``radius``, tested in chunks of :data:`_PAIRS`."""
     import torch
 
     from volary.worlds.sdf import closest_on_triangle
 
-    first, count = _node_ranges(axes, corners.min(axis=1) - radius - 1e-9,
-                                corners.max(axis=1) + radius + 1e-9)
+    first, count = _node_ranges(
+        axes, corners.min(axis=1) - radius - 1e-9, corners.max(axis=1) + radius + 1e-9
+    )
     per = count.prod(axis=1)
     tri = np.flatnonzero(per)
     normal, _ = face_normals(corners)  # zero for degenerate triangles: no plane filter
@@ -258,19 +265,22 @@ def _mark_mesh(occ: np.ndarray, axes: list[np.ndarray], m: Mesh, radius: float) 
     _mark_band(occ, axes, m.corners, radius)
     if m.closed:
         blo, bhi = m.bounds
-        sl = [slice(int(np.searchsorted(a, blo[i], "left")), int(np.searchsorted(a, bhi[i],
-                                                                                 "right")))
-              for i, a in enumerate(axes)]
+        sl = [
+            slice(int(np.searchsorted(a, blo[i], "left")), int(np.searchsorted(a, bhi[i], "right")))
+            for i, a in enumerate(axes)
+        ]
         if all(s.stop > s.start for s in sl):
-            occ[sl[0], sl[1], sl[2]] |= _column_parity(m, axes[0][sl[0]], axes[1][sl[1]],
-                                                       axes[2][sl[2]])
+            occ[sl[0], sl[1], sl[2]] |= _column_parity(
+                m, axes[0][sl[0]], axes[1][sl[1]], axes[2][sl[2]]
+            )
 
 
 def occupancy_grid(spec: SceneSpec, radius: float, resolution: float = 0.25) -> OccupancyGrid:
     """Rasterize a spec for a sphere of ``radius`` (m) at node spacing ``resolution`` (m)."""
     if not resolution > 0 or not radius >= 0:
-        raise ConfigError(f"occupancy_grid: expected resolution > 0 and radius >= 0, got "
-                          f"{resolution}, {radius}")
+        raise ConfigError(
+            f"occupancy_grid: expected resolution > 0 and radius >= 0, got {resolution}, {radius}"
+        )
     axes = _axes(spec, resolution)
     occ = np.zeros([len(a) for a in axes], dtype=bool)
     lo = np.asarray(spec.bounds_min, dtype=float)
@@ -290,8 +300,9 @@ def occupancy_grid(spec: SceneSpec, radius: float, resolution: float = 0.25) -> 
 _STEPS = np.array([[1, 0, 0], [-1, 0, 0], [0, 1, 0], [0, -1, 0], [0, 0, 1], [0, 0, -1]])
 
 
-def _bfs_distance(free: np.ndarray, start: tuple[int, int, int],
-                  goal: tuple[int, int, int]) -> np.ndarray:
+def _bfs_distance(
+    free: np.ndarray, start: tuple[int, int, int], goal: tuple[int, int, int]
+) -> np.ndarray:
     """Hop count from start over 6-connected free nodes (-1: unreached), stopping at goal."""
     padded = np.zeros(np.asarray(free.shape) + 2, dtype=bool)
     padded[1:-1, 1:-1, 1:-1] = free
@@ -357,8 +368,9 @@ def find_path(spec: SceneSpec, radius: float, resolution: float = 0.25) -> Searc
     for name in ("start", "goal"):
         p = np.asarray(getattr(spec, name), dtype=float)
         if float(scene_distance(spec, p[None])[0]) <= radius:
-            return SearchResult(False, None, grid, f"{name} {tuple(p)} is within {radius} m "
-                                                   "of an obstacle")
+            return SearchResult(
+                False, None, grid, f"{name} {tuple(p)} is within {radius} m of an obstacle"
+            )
     start, goal = (_free_node(grid, np.asarray(p, dtype=float)) for p in (spec.start, spec.goal))
     if start is None or goal is None:
         return SearchResult(False, None, grid, "no free grid node next to start or goal")

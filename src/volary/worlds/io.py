@@ -42,8 +42,22 @@ class PointCloud:
 
 
 # ----------------------------------------------------------------------------- tessellation
-_BOX_TRIS = np.array([[0, 2, 1], [1, 2, 3], [4, 5, 6], [5, 7, 6], [0, 1, 5], [0, 5, 4],
-                      [2, 6, 7], [2, 7, 3], [0, 4, 6], [0, 6, 2], [1, 3, 7], [1, 7, 5]])
+_BOX_TRIS = np.array(
+    [
+        [0, 2, 1],
+        [1, 2, 3],
+        [4, 5, 6],
+        [5, 7, 6],
+        [0, 1, 5],
+        [0, 5, 4],
+        [2, 6, 7],
+        [2, 7, 3],
+        [0, 4, 6],
+        [0, 6, 2],
+        [1, 3, 7],
+        [1, 7, 5],
+    ]
+)
 
 
 def box_mesh(b: Box) -> tuple[np.ndarray, np.ndarray]:
@@ -73,8 +87,9 @@ def cylinder_mesh(cy: Cylinder, segments: int = 24) -> tuple[np.ndarray, np.ndar
     verts = np.vstack([c - a * cy.length / 2 + ring, c + a * cy.length / 2 + ring])
     k = np.arange(segments)
     k1 = (k + 1) % segments
-    side = np.vstack([np.stack([k, k1, k1 + segments], 1), np.stack([k, k1 + segments,
-                                                                      k + segments], 1)])
+    side = np.vstack(
+        [np.stack([k, k1, k1 + segments], 1), np.stack([k, k1 + segments, k + segments], 1)]
+    )
     f = np.arange(1, segments - 1)
     top = np.stack([np.full_like(f, segments), f + segments, f + 1 + segments], 1)
     bottom = np.stack([np.zeros_like(f), f + 1, f], 1)
@@ -86,8 +101,14 @@ def sphere_mesh(sp: Sphere, segments: int = 24) -> tuple[np.ndarray, np.ndarray]
     rings = max(2, segments // 2)
     lat = np.pi * np.arange(1, rings) / rings
     lon = 2 * np.pi * np.arange(segments) / segments
-    ring = np.stack([np.outer(np.sin(lat), np.cos(lon)), np.outer(np.sin(lat), np.sin(lon)),
-                     np.repeat(np.cos(lat)[:, None], segments, 1)], -1).reshape(-1, 3)
+    ring = np.stack(
+        [
+            np.outer(np.sin(lat), np.cos(lon)),
+            np.outer(np.sin(lat), np.sin(lon)),
+            np.repeat(np.cos(lat)[:, None], segments, 1),
+        ],
+        -1,
+    ).reshape(-1, 3)
     unit = np.vstack([[0.0, 0.0, 1.0], ring, [0.0, 0.0, -1.0]])
     south = len(unit) - 1
     k = np.arange(segments)
@@ -109,8 +130,11 @@ def plane_mesh(pl: Plane, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, n
     n, p0 = np.asarray(pl.normal), np.asarray(pl.point)
     corners = np.array([[hi[k] if (i >> k) & 1 else lo[k] for k in range(3)] for i in range(8)])
     sd = (corners - p0) @ n
-    pts = [corners[i] + sd[i] / (sd[i] - sd[j]) * (corners[j] - corners[i])
-           for i, j in _BOX_EDGES if (sd[i] < 0) != (sd[j] < 0)]
+    pts = [
+        corners[i] + sd[i] / (sd[i] - sd[j]) * (corners[j] - corners[i])
+        for i, j in _BOX_EDGES
+        if (sd[i] < 0) != (sd[j] < 0)
+    ]
     if len(pts) < 3:
         return np.zeros((0, 3)), np.zeros((0, 3), dtype=np.int64)
     poly = np.asarray(pts)
@@ -145,10 +169,12 @@ def scene_mesh(spec: SceneSpec, segments: int = 24) -> MeshScene:
         ids.append(np.full(len(t), prim.object_id, dtype=np.int64))
         base += len(v)
     if not verts:
-        return MeshScene(np.zeros((0, 3)), np.zeros((0, 3), np.int64), spec.name,
-                         np.zeros(0, np.int64))
-    return MeshScene(np.vstack(verts), np.vstack(tris).astype(np.int64), spec.name,
-                     np.concatenate(ids))
+        return MeshScene(
+            np.zeros((0, 3)), np.zeros((0, 3), np.int64), spec.name, np.zeros(0, np.int64)
+        )
+    return MeshScene(
+        np.vstack(verts), np.vstack(tris).astype(np.int64), spec.name, np.concatenate(ids)
+    )
 
 
 def sample_surface(mesh: MeshScene, spacing: float) -> np.ndarray:
@@ -159,21 +185,28 @@ def sample_surface(mesh: MeshScene, spacing: float) -> np.ndarray:
         raise ConfigError(f"spacing: expected > 0 m, got {spacing}")
     tri = mesh.vertices[mesh.triangles]  # (T, 3, 3)
     e1, e2 = tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0]
-    n = np.maximum(1, np.ceil(np.stack([np.linalg.norm(e1, axis=1),
-                                        np.linalg.norm(e2, axis=1)], 1) / spacing)).astype(int)
+    n = np.maximum(
+        1, np.ceil(np.stack([np.linalg.norm(e1, axis=1), np.linalg.norm(e2, axis=1)], 1) / spacing)
+    ).astype(int)
     out = []
     for n1, n2 in np.unique(n, axis=0):
         i, j = np.meshgrid(np.arange(n1 + 1), np.arange(n2 + 1), indexing="ij")
         keep = i * n2 + j * n1 <= n1 * n2
         a, b = i[keep] / n1, j[keep] / n2  # (P,)
         sel = np.all(n == (n1, n2), axis=1)
-        out.append((tri[sel, None, 0] + a[None, :, None] * e1[sel, None]
-                    + b[None, :, None] * e2[sel, None]).reshape(-1, 3))
+        out.append(
+            (
+                tri[sel, None, 0]
+                + a[None, :, None] * e1[sel, None]
+                + b[None, :, None] * e2[sel, None]
+            ).reshape(-1, 3)
+        )
     if not out:
         return np.zeros((0, 3))
     pts = np.vstack(out)
-    _, first = np.unique(np.floor(pts / (spacing / 2)).astype(np.int64), axis=0,
-                         return_index=True)  # one point per spacing/2 voxel (thin triangles)
+    _, first = np.unique(
+        np.floor(pts / (spacing / 2)).astype(np.int64), axis=0, return_index=True
+    )  # one point per spacing/2 voxel (thin triangles)
     return pts[np.sort(first)]
 
 
@@ -185,9 +218,15 @@ def _ascii_rows(arr: np.ndarray, fmt: str) -> bytes:
 
 
 def _ply_head_bytes(fmt: str, name: str, n_vert: int, n_face: int | None) -> bytes:
-    lines = ["ply", f"format {fmt} 1.0", f"comment volary scene {name}",
-             f"element vertex {n_vert}", "property float x", "property float y",
-             "property float z"]
+    lines = [
+        "ply",
+        f"format {fmt} 1.0",
+        f"comment volary scene {name}",
+        f"element vertex {n_vert}",
+        "property float x",
+        "property float y",
+        "property float z",
+    ]
     if n_face is not None:
         lines += [f"element face {n_face}", "property list uchar int vertex_indices"]
     return ("\n".join(lines + ["end_header"]) + "\n").encode()
@@ -235,10 +274,12 @@ def write_stl(path: str | Path, mesh: MeshScene) -> None:
 def write_pcd(path: str | Path, points: np.ndarray, binary: bool = False) -> None:
     """PCD v0.7 with float x y z, unorganized (HEIGHT 1), ascii or binary."""
     p = np.asarray(points, dtype=np.float32).reshape(-1, 3)
-    head = ("# .PCD v0.7 - Point Cloud Data file format\nVERSION 0.7\nFIELDS x y z\n"
-            "SIZE 4 4 4\nTYPE F F F\nCOUNT 1 1 1\n"
-            f"WIDTH {len(p)}\nHEIGHT 1\nVIEWPOINT 0 0 0 1 0 0 0\nPOINTS {len(p)}\n"
-            f"DATA {'binary' if binary else 'ascii'}\n").encode()
+    head = (
+        "# .PCD v0.7 - Point Cloud Data file format\nVERSION 0.7\nFIELDS x y z\n"
+        "SIZE 4 4 4\nTYPE F F F\nCOUNT 1 1 1\n"
+        f"WIDTH {len(p)}\nHEIGHT 1\nVIEWPOINT 0 0 0 1 0 0 0\nPOINTS {len(p)}\n"
+        f"DATA {'binary' if binary else 'ascii'}\n"
+    ).encode()
     body = p.astype("<f4").tobytes() if binary else _ascii_rows(p, "%.9g")
     Path(path).write_bytes(head + body)
 
@@ -246,8 +287,15 @@ def write_pcd(path: str | Path, points: np.ndarray, binary: bool = False) -> Non
 FORMATS = ("ply", "obj", "stl", "pcd")
 
 
-def export_scene(spec: SceneSpec, path: str | Path, format: str | None = None, *,
-                 binary: bool = False, spacing: float = 0.2, segments: int = 24) -> Path:
+def export_scene(
+    spec: SceneSpec,
+    path: str | Path,
+    format: str | None = None,
+    *,
+    binary: bool = False,
+    spacing: float = 0.2,
+    segments: int = 24,
+) -> Path:
     """Write a spec as a mesh (ply, obj, stl) or a surface point cloud (pcd; ``spacing`` m).
     ``format`` defaults to the file suffix."""
     path = Path(path)
@@ -268,10 +316,24 @@ def export_scene(spec: SceneSpec, path: str | Path, format: str | None = None, *
 
 # ----------------------------------------------------------------------------- readers
 _MAX_HEADER = 1 << 16  # bytes searched for a PLY end_header or PCD DATA line
-_PLY_TYPES = {"char": "i1", "int8": "i1", "uchar": "u1", "uint8": "u1", "short": "i2",
-              "int16": "i2", "ushort": "u2", "uint16": "u2", "int": "i4", "int32": "i4",
-              "uint": "u4", "uint32": "u4", "float": "f4", "float32": "f4", "double": "f8",
-              "float64": "f8"}
+_PLY_TYPES = {
+    "char": "i1",
+    "int8": "i1",
+    "uchar": "u1",
+    "uint8": "u1",
+    "short": "i2",
+    "int16": "i2",
+    "ushort": "u2",
+    "uint16": "u2",
+    "int": "i4",
+    "int32": "i4",
+    "uint": "u4",
+    "uint32": "u4",
+    "float": "f4",
+    "float32": "f4",
+    "double": "f8",
+    "float64": "f8",
+}
 _PLY_FORMATS = {"ascii": "", "binary_little_endian": "<", "binary_big_endian": ">"}
 
 
@@ -317,14 +379,23 @@ def _ply_header(path: str | Path, data: bytes) -> tuple[str, list, int]:
             elements.append((tok[1], int(tok[2]), []))
         elif tok[0] == "property" and elements and len(tok) == 3 and tok[1] in _PLY_TYPES:
             elements[-1][2].append((tok[2], _PLY_TYPES[tok[1]], None))
-        elif (tok[0] == "property" and elements and len(tok) == 5 and tok[1] == "list"
-              and tok[2] in _PLY_TYPES and tok[3] in _PLY_TYPES):
+        elif (
+            tok[0] == "property"
+            and elements
+            and len(tok) == 5
+            and tok[1] == "list"
+            and tok[2] in _PLY_TYPES
+            and tok[3] in _PLY_TYPES
+        ):
             elements[-1][2].append((tok[4], _PLY_TYPES[tok[3]], _PLY_TYPES[tok[2]]))
         else:
             raise _fail(path, f"unsupported or malformed PLY header line {ln.strip()!r}")
     if fmt is None:
-        raise _fail(path, "PLY header has no supported format line (ascii, "
-                          "binary_little_endian, binary_big_endian)")
+        raise _fail(
+            path,
+            "PLY header has no supported format line (ascii, "
+            "binary_little_endian, binary_big_endian)",
+        )
     for name, count, props in elements:
         if count and not props:
             raise _fail(path, f"PLY element {name!r} has rows but no properties")
@@ -341,7 +412,7 @@ def _ascii_list_rows(path: str | Path, name: str, rows: list[bytes], props: list
                 k += ctype is not None
                 if n < 0 or k + n > len(tok):
                     raise IndexError
-                out[pname].append([float(t) for t in tok[k:k + n]] if ctype else float(tok[k]))
+                out[pname].append([float(t) for t in tok[k : k + n]] if ctype else float(tok[k]))
                 k += n
         except (IndexError, ValueError) as e:
             raise _fail(path, f"PLY element {name!r} row {r}: malformed values") from e
@@ -355,23 +426,29 @@ def _ply_ascii(path: str | Path, body: bytes, elements: list) -> dict:
     pos, out = 0, {}
     for name, count, props in elements:
         if pos + count > len(lines):
-            raise _fail(path, f"truncated: PLY element {name!r} declares {count} rows, "
-                              f"{len(lines) - pos} remain")
-        rows, pos = lines[pos:pos + count], pos + count
+            raise _fail(
+                path,
+                f"truncated: PLY element {name!r} declares {count} rows, {len(lines) - pos} remain",
+            )
+        rows, pos = lines[pos : pos + count], pos + count
         if any(p[2] is not None for p in props):
             out[name] = _ascii_list_rows(path, name, rows, props)
             continue
         arr = _floats(path, b" ".join(rows).split(), f"PLY element {name!r}")
         if arr.size != count * len(props):
-            raise _fail(path, f"PLY element {name!r}: expected {count} rows of {len(props)} "
-                              f"values, got {arr.size} values")
+            raise _fail(
+                path,
+                f"PLY element {name!r}: expected {count} rows of {len(props)} "
+                f"values, got {arr.size} values",
+            )
         arr = arr.reshape(count, len(props))
         out[name] = {p[0]: arr[:, k] for k, p in enumerate(props)}
     return out
 
 
-def _ply_binary_rows(path: str | Path, body: bytes, pos: int, name: str, count: int,
-                     props: list, e: str) -> tuple[dict, int]:
+def _ply_binary_rows(
+    path: str | Path, body: bytes, pos: int, name: str, count: int, props: list, e: str
+) -> tuple[dict, int]:
     """Row by row reading of an element with list properties; bounds-checked every read."""
     out: dict[str, list] = {p[0]: [] for p in props}
     for _ in range(count):
@@ -396,8 +473,11 @@ def _ply_binary(path: str | Path, body: bytes, elements: list, e: str) -> dict:
     for name, count, props in elements:
         min_row = sum(np.dtype(c if c else t).itemsize for _, t, c in props)
         if count * min_row > len(body) - pos:
-            raise _fail(path, f"truncated: PLY element {name!r} declares {count} rows, needs at "
-                              f"least {count * min_row} bytes, {len(body) - pos} remain")
+            raise _fail(
+                path,
+                f"truncated: PLY element {name!r} declares {count} rows, needs at "
+                f"least {count * min_row} bytes, {len(body) - pos} remain",
+            )
         if all(p[2] is None for p in props):
             dt = np.dtype([(p[0], e + p[1]) for p in props])
             arr = np.frombuffer(body, dt, count, pos)
@@ -434,8 +514,9 @@ def _fan(path: str | Path, faces: list | np.ndarray) -> np.ndarray:
         if not np.all(np.isfinite(r)) or np.any(r != np.round(r)):
             raise _fail(path, "face indices are not integers")
         k = np.arange(1, r.shape[1] - 1)
-        tris.append(np.stack([np.repeat(r[:, :1], len(k), 1), r[:, k], r[:, k + 1]],
-                             -1).reshape(-1, 3))
+        tris.append(
+            np.stack([np.repeat(r[:, :1], len(k), 1), r[:, k], r[:, k + 1]], -1).reshape(-1, 3)
+        )
     return np.vstack(tris).astype(np.int64) if tris else np.zeros((0, 3), np.int64)
 
 
@@ -518,16 +599,29 @@ def read_stl(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
             raise _fail(path, "ASCII STL vertex count is not a multiple of 3")
         corners = corners.reshape(-1, 3)
     else:
-        raise _fail(path, f"not an STL file: binary size {len(data)} B does not match the "
-                          f"triangle count in its header, and there is no ASCII 'solid' header")
+        raise _fail(
+            path,
+            f"not an STL file: binary size {len(data)} B does not match the "
+            f"triangle count in its header, and there is no ASCII 'solid' header",
+        )
     if not np.all(np.isfinite(corners)):
         raise _fail(path, "NaN or infinite vertex coordinates")
     v, inv = np.unique(corners, axis=0, return_inverse=True)
     return v, inv.reshape(-1, 3).astype(np.int64)
 
 
-_PCD_KINDS = {("F", 4): "f4", ("F", 8): "f8", ("I", 1): "i1", ("I", 2): "i2", ("I", 4): "i4",
-              ("I", 8): "i8", ("U", 1): "u1", ("U", 2): "u2", ("U", 4): "u4", ("U", 8): "u8"}
+_PCD_KINDS = {
+    ("F", 4): "f4",
+    ("F", 8): "f8",
+    ("I", 1): "i1",
+    ("I", 2): "i2",
+    ("I", 4): "i4",
+    ("I", 8): "i8",
+    ("U", 1): "u1",
+    ("U", 2): "u2",
+    ("U", 4): "u4",
+    ("U", 8): "u8",
+}
 
 
 def _pcd_header(path: str | Path, data: bytes) -> tuple[dict[str, list[str]], int]:
@@ -560,8 +654,13 @@ def _pcd_dtype(path: str | Path, head: dict[str, list[str]]) -> np.dtype:
         if not (s.isdigit() and c.isdigit()) or (t.upper(), int(s)) not in _PCD_KINDS:
             raise _fail(path, f"PCD field {nm!r}: unsupported SIZE {s} / TYPE {t} / COUNT {c}")
         shape = (int(c),) if int(c) != 1 else ()
-        fields.append((nm if nm not in names[:k] else f"{nm}_{k}",
-                       "<" + _PCD_KINDS[(t.upper(), int(s))], shape))
+        fields.append(
+            (
+                nm if nm not in names[:k] else f"{nm}_{k}",
+                "<" + _PCD_KINDS[(t.upper(), int(s))],
+                shape,
+            )
+        )
     if not {"x", "y", "z"} <= set(names):
         raise _fail(path, "PCD file has no x, y, z fields")
     return np.dtype(fields)
@@ -587,8 +686,9 @@ def read_pcd(path: str | Path) -> np.ndarray:
     body = data[start:]
     if mode == "binary":
         if n * dt.itemsize > len(body):
-            raise _fail(path, f"truncated: {n} points need {n * dt.itemsize} bytes, "
-                              f"{len(body)} present")
+            raise _fail(
+                path, f"truncated: {n} points need {n * dt.itemsize} bytes, {len(body)} present"
+            )
         rec = np.frombuffer(body, dt, n)
         return np.stack([rec[c].astype(float) for c in "xyz"], axis=1)
     if mode != "ascii":
@@ -646,7 +746,25 @@ def load_points(path: str | Path, drop_nan: bool = False) -> PointCloud:
     return PointCloud(p, Path(path).stem)
 
 
-__all__ = ["FORMATS", "MeshScene", "PointCloud", "box_mesh", "cylinder_mesh", "export_scene",
-           "load_mesh", "load_points", "plane_mesh", "read_obj", "read_pcd", "read_ply",
-           "read_stl", "sample_surface", "scene_mesh", "sphere_mesh", "write_obj", "write_pcd",
-           "write_ply", "write_stl"]
+__all__ = [
+    "FORMATS",
+    "MeshScene",
+    "PointCloud",
+    "box_mesh",
+    "cylinder_mesh",
+    "export_scene",
+    "load_mesh",
+    "load_points",
+    "plane_mesh",
+    "read_obj",
+    "read_pcd",
+    "read_ply",
+    "read_stl",
+    "sample_surface",
+    "scene_mesh",
+    "sphere_mesh",
+    "write_obj",
+    "write_pcd",
+    "write_ply",
+    "write_stl",
+]

@@ -44,8 +44,9 @@ def plot_top_view(spec: SceneSpec, path: str | Path, title: str | None = None) -
         elif isinstance(o, Mesh):  # footprint: the triangles seen from above
             from matplotlib.collections import PolyCollection
 
-            ax.add_collection(PolyCollection(list(o.corners[:, :, :2]), fc="0.6", ec="none",
-                                             alpha=0.5))
+            ax.add_collection(
+                PolyCollection(list(o.corners[:, :, :2]), fc="0.6", ec="none", alpha=0.5)
+            )
         elif isinstance(o, Plane):
             continue
     for g in spec.gates:

@@ -152,8 +152,9 @@ class Mesh:
             raise ConfigError(f"{who}.triangles: expected integer vertex indices, got {t.dtype}")
         t = t.astype(np.int64)
         if t.min() < 0 or t.max() >= len(v):
-            raise ConfigError(f"{who}.triangles: index out of range [0, {len(v)}): "
-                              f"min {t.min()}, max {t.max()}")
+            raise ConfigError(
+                f"{who}.triangles: index out of range [0, {len(v)}): min {t.min()}, max {t.max()}"
+            )
         object.__setattr__(self, "vertices", _readonly(v))
         object.__setattr__(self, "triangles", _readonly(t))
         key = (v.tobytes(), t.tobytes(), int(self.object_id), self.name)
@@ -162,9 +163,12 @@ class Mesh:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Mesh):
             return NotImplemented
-        return (self.object_id == other.object_id and self.name == other.name
-                and np.array_equal(self.vertices, other.vertices)
-                and np.array_equal(self.triangles, other.triangles))
+        return (
+            self.object_id == other.object_id
+            and self.name == other.name
+            and np.array_equal(self.vertices, other.vertices)
+            and np.array_equal(self.triangles, other.triangles)
+        )
 
     def __hash__(self) -> int:
         return self.__dict__["_hash"]
@@ -267,8 +271,13 @@ class Scene:
         return int(self.bounds_min.shape[0])
 
     @staticmethod
-    def stack(specs: SceneSpec | Sequence[SceneSpec], n_envs: int | None = None, *,
-              device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32) -> Scene:
+    def stack(
+        specs: SceneSpec | Sequence[SceneSpec],
+        n_envs: int | None = None,
+        *,
+        device: torch.device | str = "cpu",
+        dtype: torch.dtype = torch.float32,
+    ) -> Scene:
         """Batch one spec per env (a shorter list is tiled to ``n_envs``)."""
         from volary.worlds._stack import stack_specs
 

@@ -54,17 +54,20 @@ class ScenarioType:
     classic: bool  # FLYINGTRUST "classic" (True) or "theoretical" (False) group
 
 
-SCENARIOS: Mapping[str, ScenarioType] = MappingProxyType({
-    t.name: t for t in (
-        ScenarioType("forest", ForestParams(), forest, True),
-        ScenarioType("urban", UrbanParams(), urban, True),
-        ScenarioType("random_cylinders", RandomCylindersParams(), random_cylinders, True),
-        ScenarioType("narrow_gap", NarrowGapParams(), narrow_gap, False),
-        ScenarioType("sudden_drop", SuddenDropParams(), sudden_drop, False),
-        ScenarioType("maze", MazeParams(), maze, False),
-        ScenarioType("perlin", PerlinParams(), perlin, False),
-    )
-})
+SCENARIOS: Mapping[str, ScenarioType] = MappingProxyType(
+    {
+        t.name: t
+        for t in (
+            ScenarioType("forest", ForestParams(), forest, True),
+            ScenarioType("urban", UrbanParams(), urban, True),
+            ScenarioType("random_cylinders", RandomCylindersParams(), random_cylinders, True),
+            ScenarioType("narrow_gap", NarrowGapParams(), narrow_gap, False),
+            ScenarioType("sudden_drop", SuddenDropParams(), sudden_drop, False),
+            ScenarioType("maze", MazeParams(), maze, False),
+            ScenarioType("perlin", PerlinParams(), perlin, False),
+        )
+    }
+)
 
 
 CUSTOM = ScenarioType("custom", CustomParams(), custom, False)  # from a file: path=...
@@ -102,7 +105,20 @@ def fixed_configurations(type: str) -> list[SceneSpec]:
     return [make_scenario(type, s) for s in FIXED_SEEDS]
 
 
-__all__ = ["CUSTOM", "FIXED_SEEDS", "SCENARIOS", "CustomParams", "ForestParams", "MazeParams",
-           "NarrowGapParams", "PerlinParams", "RandomCylindersParams", "ScenarioType",
-           "SuddenDropParams", "UrbanParams", "fixed_configurations", "make_scenario",
-           "scenario_params"]
+__all__ = [
+    "CUSTOM",
+    "FIXED_SEEDS",
+    "SCENARIOS",
+    "CustomParams",
+    "ForestParams",
+    "MazeParams",
+    "NarrowGapParams",
+    "PerlinParams",
+    "RandomCylindersParams",
+    "ScenarioType",
+    "SuddenDropParams",
+    "UrbanParams",
+    "fixed_configurations",
+    "make_scenario",
+    "scenario_params",
+]

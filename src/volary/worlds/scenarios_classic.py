@@ -52,8 +52,16 @@ def forest(seed: int, p: ForestParams) -> SceneSpec:
             continue
         trees.append(tree)
         xy, radii = np.vstack([xy, [x, y]]), np.append(radii, r)
-    return finish("forest", seed, p, bounds=((0.0, 0.0, 0.0), (p.length, p.width, p.ceiling)),
-                  obstacles=list(trees), start=start, goal=goal, ceiling=p.ceiling)
+    return finish(
+        "forest",
+        seed,
+        p,
+        bounds=((0.0, 0.0, 0.0), (p.length, p.width, p.ceiling)),
+        obstacles=list(trees),
+        start=start,
+        goal=goal,
+        ceiling=p.ceiling,
+    )
 
 
 @dataclass(frozen=True)
@@ -90,9 +98,16 @@ def random_cylinders(seed: int, p: RandomCylindersParams) -> SceneSpec:
         cyl = Cylinder(vec(*c), float(r), float(ln), axis, object_id=len(cyls) + 1)
         if clear_of(cyl, [start, goal], p.clearance):
             cyls.append(cyl)
-    return finish("random_cylinders", seed, p,
-                  bounds=((0.0, 0.0, 0.0), (p.length, p.width, p.ceiling)), obstacles=cyls,
-                  start=start, goal=goal, ceiling=p.ceiling)
+    return finish(
+        "random_cylinders",
+        seed,
+        p,
+        bounds=((0.0, 0.0, 0.0), (p.length, p.width, p.ceiling)),
+        obstacles=cyls,
+        start=start,
+        goal=goal,
+        ceiling=p.ceiling,
+    )
 
 
 @dataclass(frozen=True)
@@ -132,8 +147,9 @@ def _buildings(rng: np.random.Generator, p: UrbanParams) -> list[Primitive]:
         h = rng.uniform(*p.building_height)
         x0 = p.street + i * (bx + p.street) + rng.uniform(0, bx - sx)
         y0 = p.street + j * (by + p.street) + rng.uniform(0, by - sy)
-        out.append(Box(vec(x0 + sx / 2, y0 + sy / 2, h / 2), vec(sx, sy, h),
-                       object_id=len(out) + 1))
+        out.append(
+            Box(vec(x0 + sx / 2, y0 + sy / 2, h / 2), vec(sx, sy, h), object_id=len(out) + 1)
+        )
     return out
 
 
@@ -147,10 +163,20 @@ def urban(seed: int, p: UrbanParams) -> SceneSpec:
         ln, h = rng.uniform(*p.wall_length), rng.uniform(*p.wall_height)
         yaw = float(rng.integers(2)) * math.pi / 2
         c = rng.uniform([0, 0], [p.length, p.width])
-        wall = Box(vec(c[0], c[1], h / 2), vec(ln, p.wall_thickness, h), yaw,
-                   object_id=len(obstacles) + 1)
+        wall = Box(
+            vec(c[0], c[1], h / 2), vec(ln, p.wall_thickness, h), yaw, object_id=len(obstacles) + 1
+        )
         if clear_of(wall, [start, goal], p.clearance):
             obstacles.append(wall)
-    return finish("urban", seed, p, bounds=((0.0, 0.0, 0.0), (p.length, p.width, p.ceiling)),
-                  obstacles=obstacles, start=start, goal=goal, ceiling=p.ceiling,
-                  buildings=n_build, walls=p.walls)
+    return finish(
+        "urban",
+        seed,
+        p,
+        bounds=((0.0, 0.0, 0.0), (p.length, p.width, p.ceiling)),
+        obstacles=obstacles,
+        start=start,
+        goal=goal,
+        ceiling=p.ceiling,
+        buildings=n_build,
+        walls=p.walls,
+    )

@@ -36,8 +36,18 @@ def _segment_distance(prim: Primitive, a: np.ndarray, b: np.ndarray, step: float
 
 
 def _with(spec: SceneSpec, obstacles: tuple[Primitive, ...], meta: dict) -> SceneSpec:
-    return SceneSpec(spec.name, spec.bounds_min, spec.bounds_max, obstacles, spec.gates,
-                     spec.start, spec.start_yaw, spec.goal, spec.ceiling, meta)
+    return SceneSpec(
+        spec.name,
+        spec.bounds_min,
+        spec.bounds_max,
+        obstacles,
+        spec.gates,
+        spec.start,
+        spec.start_yaw,
+        spec.goal,
+        spec.ceiling,
+        meta,
+    )
 
 
 def ensure_solvable(spec: SceneSpec, radius: float, resolution: float) -> SceneSpec:
@@ -51,28 +61,59 @@ def ensure_solvable(spec: SceneSpec, radius: float, resolution: float) -> SceneS
     a, b = np.asarray(spec.start, dtype=float), np.asarray(spec.goal, dtype=float)
     margin = radius + 2 * resolution + 0.2
     kept = tuple(o for o in spec.obstacles if _segment_distance(o, a, b, 0.05) > margin)
-    cleared = _with(spec, kept, dict(meta, solvable=True, cleared_obstacles=len(spec.obstacles)
-                                     - len(kept), first_check=res.reason))
+    cleared = _with(
+        spec,
+        kept,
+        dict(
+            meta,
+            solvable=True,
+            cleared_obstacles=len(spec.obstacles) - len(kept),
+            first_check=res.reason,
+        ),
+    )
     if not find_path(cleared, radius, resolution).solvable:
-        raise ConfigError(f"{spec.name}: no collision-free path even after clearing the "
-                          f"start-goal corridor ({res.reason})")
+        raise ConfigError(
+            f"{spec.name}: no collision-free path even after clearing the "
+            f"start-goal corridor ({res.reason})"
+        )
     return cleared
 
 
-def finish(kind: str, seed: int, params: Any, *, bounds: tuple[Vec3, Vec3],
-           obstacles: list[Primitive], start: Vec3, goal: Vec3, ceiling: float,
-           **meta: Any) -> SceneSpec:
+def finish(
+    kind: str,
+    seed: int,
+    params: Any,
+    *,
+    bounds: tuple[Vec3, Vec3],
+    obstacles: list[Primitive],
+    start: Vec3,
+    goal: Vec3,
+    ceiling: float,
+    **meta: Any,
+) -> SceneSpec:
     """Assemble the SceneSpec of a generated scenario and guarantee it is solvable."""
-    full_meta = dict(type=kind, seed=int(seed), params=asdict(params),
-                     reference_path=(start, goal), **meta)
+    full_meta = dict(
+        type=kind, seed=int(seed), params=asdict(params), reference_path=(start, goal), **meta
+    )
     yaw = float(np.arctan2(goal[1] - start[1], goal[0] - start[0]))
-    spec = SceneSpec(f"{kind}-{seed}", bounds[0], bounds[1], tuple(obstacles), (),
-                     start, yaw, goal, float(ceiling), full_meta)
+    spec = SceneSpec(
+        f"{kind}-{seed}",
+        bounds[0],
+        bounds[1],
+        tuple(obstacles),
+        (),
+        start,
+        yaw,
+        goal,
+        float(ceiling),
+        full_meta,
+    )
     return ensure_solvable(spec, params.vehicle_radius, params.check_resolution)
 
 
-def start_goal(rng: np.random.Generator, length: float, width: float, height: float,
-               margin: float) -> tuple[Vec3, Vec3]:
+def start_goal(
+    rng: np.random.Generator, length: float, width: float, height: float, margin: float
+) -> tuple[Vec3, Vec3]:
     """Start near x = 0 and goal near x = length (opposite sides), y in the middle half."""
     ys = rng.uniform(0.25 * width, 0.75 * width, size=2)
     return vec(margin, ys[0], height), vec(length - margin, ys[1], height)

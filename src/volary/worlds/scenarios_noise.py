@@ -39,8 +39,9 @@ def perlin3(perm: np.ndarray, p: np.ndarray) -> np.ndarray:
     x0 = lerp(u[..., 0], _grad(perm[aa], x, y, z), _grad(perm[ba], x - 1, y, z))
     x1 = lerp(u[..., 0], _grad(perm[ab], x, y - 1, z), _grad(perm[bb], x - 1, y - 1, z))
     x2 = lerp(u[..., 0], _grad(perm[aa + 1], x, y, z - 1), _grad(perm[ba + 1], x - 1, y, z - 1))
-    x3 = lerp(u[..., 0], _grad(perm[ab + 1], x, y - 1, z - 1),
-              _grad(perm[bb + 1], x - 1, y - 1, z - 1))
+    x3 = lerp(
+        u[..., 0], _grad(perm[ab + 1], x, y - 1, z - 1), _grad(perm[bb + 1], x - 1, y - 1, z - 1)
+    )
     return lerp(u[..., 2], lerp(u[..., 1], x0, x1), lerp(u[..., 1], x2, x3))
 
 
@@ -66,8 +67,13 @@ def merge_voxels(solid: np.ndarray, voxel: float) -> list[Primitive]:
         for j in range(solid.shape[1] + 1):
             row = solid[:, j, k] if j < solid.shape[1] else np.zeros(solid.shape[0], bool)
             d = np.diff(np.concatenate([[0], row.astype(int), [0]]))
-            runs = set(zip(np.flatnonzero(d == 1).tolist(),
-                           (np.flatnonzero(d == -1) - 1).tolist(), strict=True))
+            runs = set(
+                zip(
+                    np.flatnonzero(d == 1).tolist(),
+                    (np.flatnonzero(d == -1) - 1).tolist(),
+                    strict=True,
+                )
+            )
             for key in sorted(open_runs):
                 if key not in runs:
                     y0, y1 = open_runs.pop(key)

@@ -54,13 +54,26 @@ def narrow_gap(seed: int, p: NarrowGapParams) -> SceneSpec:
         w = float(rng.uniform(*p.gap_width))
         lo, hi = yc - w / 2, yc + w / 2
         for a, b in ((0.0, lo), (hi, p.width)):
-            obstacles.append(Box(vec(x, (a + b) / 2, p.ceiling / 2),
-                                 vec(p.wall_thickness, b - a, p.ceiling),
-                                 object_id=len(obstacles) + 1))
+            obstacles.append(
+                Box(
+                    vec(x, (a + b) / 2, p.ceiling / 2),
+                    vec(p.wall_thickness, b - a, p.ceiling),
+                    object_id=len(obstacles) + 1,
+                )
+            )
         gaps.append((float(x), float(yc), w))
         prev = yc
-    return finish("narrow_gap", seed, p, bounds=((0.0, 0.0, 0.0), (p.length, p.width, p.ceiling)),
-                  obstacles=obstacles, start=start, goal=goal, ceiling=p.ceiling, gaps=tuple(gaps))
+    return finish(
+        "narrow_gap",
+        seed,
+        p,
+        bounds=((0.0, 0.0, 0.0), (p.length, p.width, p.ceiling)),
+        obstacles=obstacles,
+        start=start,
+        goal=goal,
+        ceiling=p.ceiling,
+        gaps=tuple(gaps),
+    )
 
 
 @dataclass(frozen=True)
@@ -90,20 +103,32 @@ def sudden_drop(seed: int, p: SuddenDropParams) -> SceneSpec:
     """Overhanging slabs from z = bottom to the top of the volume, clipped to the width."""
     rng = np.random.default_rng(seed)
     start, goal = start_goal(rng, p.length, p.width, p.start_height, p.margin)
-    n = p.obstacles if p.obstacles is not None else (p.obstacles_first + p.obstacles_step
-                                                     * config_index(seed))
+    n = (
+        p.obstacles
+        if p.obstacles is not None
+        else (p.obstacles_first + p.obstacles_step * config_index(seed))
+    )
     h = p.height - p.bottom
     out: list[Primitive] = []
     while len(out) < n:
         d, s = rng.uniform(*p.depth), rng.uniform(*p.span)
         x = rng.uniform(0, p.length)
         y0, y1 = np.clip(rng.uniform(0, p.width) + np.array([-s, s]) / 2, 0, p.width)
-        slab = Box(vec(x, (y0 + y1) / 2, p.bottom + h / 2), vec(d, y1 - y0, h),
-                   object_id=len(out) + 1)
+        slab = Box(
+            vec(x, (y0 + y1) / 2, p.bottom + h / 2), vec(d, y1 - y0, h), object_id=len(out) + 1
+        )
         if clear_of(slab, [start, goal], p.clearance):
             out.append(slab)
-    return finish("sudden_drop", seed, p, bounds=((0.0, 0.0, 0.0), (p.length, p.width, p.height)),
-                  obstacles=out, start=start, goal=goal, ceiling=p.ceiling)
+    return finish(
+        "sudden_drop",
+        seed,
+        p,
+        bounds=((0.0, 0.0, 0.0), (p.length, p.width, p.height)),
+        obstacles=out,
+        start=start,
+        goal=goal,
+        ceiling=p.ceiling,
+    )
 
 
 @dataclass(frozen=True)
@@ -131,8 +156,11 @@ def _carve(rng: np.random.Generator, nx: int, ny: int) -> tuple[np.ndarray, np.n
     seen[stack[0]] = True
     while stack:
         i, j = stack[-1]
-        nbs = [(i + di, j + dj) for di, dj in ((1, 0), (-1, 0), (0, 1), (0, -1))
-               if 0 <= i + di < nx and 0 <= j + dj < ny and not seen[i + di, j + dj]]
+        nbs = [
+            (i + di, j + dj)
+            for di, dj in ((1, 0), (-1, 0), (0, 1), (0, -1))
+            if 0 <= i + di < nx and 0 <= j + dj < ny and not seen[i + di, j + dj]
+        ]
         if not nbs:
             stack.pop()
             continue
@@ -146,11 +174,17 @@ def _carve(rng: np.random.Generator, nx: int, ny: int) -> tuple[np.ndarray, np.n
     return vert, horiz
 
 
-def _open_loops(rng: np.random.Generator, vert: np.ndarray, horiz: np.ndarray,
-                fraction: float) -> None:
-    inner = [("v", i, j) for i in range(1, vert.shape[0] - 1) for j in range(vert.shape[1])
-             if vert[i, j]] + [("h", i, j) for i in range(horiz.shape[0])
-                               for j in range(1, horiz.shape[1] - 1) if horiz[i, j]]
+def _open_loops(
+    rng: np.random.Generator, vert: np.ndarray, horiz: np.ndarray, fraction: float
+) -> None:
+    inner = [
+        ("v", i, j) for i in range(1, vert.shape[0] - 1) for j in range(vert.shape[1]) if vert[i, j]
+    ] + [
+        ("h", i, j)
+        for i in range(horiz.shape[0])
+        for j in range(1, horiz.shape[1] - 1)
+        if horiz[i, j]
+    ]
     k = int(round(fraction * len(inner)))
     for idx in rng.choice(len(inner), size=k, replace=False) if k else []:
         kind, i, j = inner[int(idx)]
@@ -168,12 +202,22 @@ def _wall_boxes(vert: np.ndarray, horiz: np.ndarray, p: MazeParams) -> list[Prim
     out: list[Primitive] = []
     for i in range(vert.shape[0]):
         for a, b in _runs(vert[i]):
-            out.append(Box(vec(i * c, (a + b + 1) * c / 2, h / 2),
-                           vec(t, (b - a + 1) * c + t, h), object_id=len(out) + 1))
+            out.append(
+                Box(
+                    vec(i * c, (a + b + 1) * c / 2, h / 2),
+                    vec(t, (b - a + 1) * c + t, h),
+                    object_id=len(out) + 1,
+                )
+            )
     for j in range(horiz.shape[1]):
         for a, b in _runs(horiz[:, j]):
-            out.append(Box(vec((a + b + 1) * c / 2, j * c, h / 2),
-                           vec((b - a + 1) * c + t, t, h), object_id=len(out) + 1))
+            out.append(
+                Box(
+                    vec((a + b + 1) * c / 2, j * c, h / 2),
+                    vec((b - a + 1) * c + t, t, h),
+                    object_id=len(out) + 1,
+                )
+            )
     return out
 
 
@@ -187,9 +231,17 @@ def maze(seed: int, p: MazeParams) -> SceneSpec:
     start = vec(p.cell / 2, (js[0] + 0.5) * p.cell, p.flight_height)
     goal = vec((nx - 0.5) * p.cell, (js[1] + 0.5) * p.cell, p.flight_height)
     length, width = nx * p.cell, ny * p.cell
-    return finish("maze", seed, p, bounds=((0.0, 0.0, 0.0), (length, width, p.height)),
-                  obstacles=_wall_boxes(vert, horiz, p), start=start, goal=goal,
-                  ceiling=p.height, cells=(nx, ny))
+    return finish(
+        "maze",
+        seed,
+        p,
+        bounds=((0.0, 0.0, 0.0), (length, width, p.height)),
+        obstacles=_wall_boxes(vert, horiz, p),
+        start=start,
+        goal=goal,
+        ceiling=p.height,
+        cells=(nx, ny),
+    )
 
 
 @dataclass(frozen=True)
@@ -226,10 +278,27 @@ def perlin(seed: int, p: PerlinParams) -> SceneSpec:
     solid = np.zeros(noise.size, bool)
     solid[np.argsort(-noise.ravel(), kind="stable")[:k]] = True
     boxes = merge_voxels(solid.reshape(shape), p.voxel)
-    return finish("perlin", seed, p, bounds=((0.0, 0.0, 0.0), (p.length, p.width, p.ceiling)),
-                  obstacles=boxes, start=start, goal=goal, ceiling=p.ceiling,
-                  voxels=k, voxel_total=int(noise.size))
+    return finish(
+        "perlin",
+        seed,
+        p,
+        bounds=((0.0, 0.0, 0.0), (p.length, p.width, p.ceiling)),
+        obstacles=boxes,
+        start=start,
+        goal=goal,
+        ceiling=p.ceiling,
+        voxels=k,
+        voxel_total=int(noise.size),
+    )
 
 
-__all__ = ["MazeParams", "NarrowGapParams", "PerlinParams", "SuddenDropParams", "maze",
-           "narrow_gap", "perlin", "sudden_drop"]
+__all__ = [
+    "MazeParams",
+    "NarrowGapParams",
+    "PerlinParams",
+    "SuddenDropParams",
+    "maze",
+    "narrow_gap",
+    "perlin",
+    "sudden_drop",
+]

@@ -83,8 +83,9 @@ def sdf_box(points: Tensor, center: Tensor, half: Tensor, yaw: Tensor) -> tuple[
     return outside + inside, center + _rotate_z(closest, c, s)
 
 
-def sdf_cylinder(points: Tensor, center: Tensor, axis: Tensor, radius: Tensor,
-                 half_length: Tensor) -> tuple[Tensor, Tensor]:
+def sdf_cylinder(
+    points: Tensor, center: Tensor, axis: Tensor, radius: Tensor, half_length: Tensor
+) -> tuple[Tensor, Tensor]:
     """Finite solid cylinder with any unit axis (..., 3), radius and half length (...) in m.
 
     In the (radial, axial) half plane it is a rectangle, so the 2-D box formula applies."""
@@ -99,8 +100,9 @@ def sdf_cylinder(points: Tensor, center: Tensor, axis: Tensor, radius: Tensor,
     side_first = q[..., 0] >= q[..., 1]
     rho_c = torch.where(inside & side_first, radius, torch.minimum(rho, radius))
     cap = torch.where(a >= 0, half_length, -half_length)
-    a_c = torch.where(inside & ~side_first, cap, torch.maximum(torch.minimum(a, half_length),
-                                                                -half_length))
+    a_c = torch.where(
+        inside & ~side_first, cap, torch.maximum(torch.minimum(a, half_length), -half_length)
+    )
     return dist, center + a_c[..., None] * axis + rho_c[..., None] * u
 
 
@@ -161,8 +163,9 @@ def sdf_triangles(points: Tensor, corners: Tensor, normals: Tensor) -> tuple[Ten
     q, feat = closest_on_triangle(points, a, b, c)
     diff = points - q
     dist = diff.norm(dim=-1)
-    n = normals.expand(*feat.shape, 7, 3).gather(-2, feat[..., None, None].expand(
-        *feat.shape, 1, 3))[..., 0, :]
+    n = normals.expand(*feat.shape, 7, 3).gather(
+        -2, feat[..., None, None].expand(*feat.shape, 1, 3)
+    )[..., 0, :]
     sign = torch.where(_dot(diff, n) < 0, -1.0, 1.0).to(dist.dtype)
     return sign * dist, q
 
@@ -170,8 +173,14 @@ def sdf_triangles(points: Tensor, corners: Tensor, normals: Tensor) -> tuple[Ten
 MESH_CHUNK = 1 << 19  # (point, triangle) pairs per step of mesh_sdf: ~120 MB float32 peak
 
 
-def mesh_sdf(points: Tensor, corners: Tensor, normals: Tensor, valid: Tensor, ids: Tensor,
-             chunk: int = MESH_CHUNK) -> tuple[Tensor, Tensor, Tensor]:
+def mesh_sdf(
+    points: Tensor,
+    corners: Tensor,
+    normals: Tensor,
+    valid: Tensor,
+    ids: Tensor,
+    chunk: int = MESH_CHUNK,
+) -> tuple[Tensor, Tensor, Tensor]:
     """Nearest valid triangle per point: points (N, P, 3), corners (N, T, 3, 3), normals
     (N, T, 7, 3), valid/ids (N, T) -> signed distance (N, P), closest point (N, P, 3), id
     (N, P) (+inf, NaN, -1 where an env has no valid triangle).
@@ -185,19 +194,19 @@ def mesh_sdf(points: Tensor, corners: Tensor, normals: Tensor, valid: Tensor, id
     tc = max(1, min(t, chunk // max(1, n * p)))
     pc = max(1, min(p, chunk // max(1, n * tc)))
     for p0 in range(0, p, pc):
-        q = points[:, p0:p0 + pc, None, :]
+        q = points[:, p0 : p0 + pc, None, :]
         for t0 in range(0, t, tc):
             sl = slice(t0, t0 + tc)
             d, cp = sdf_triangles(q, corners[:, None, sl], normals[:, None, sl])
             d = torch.where(valid[:, None, sl], d, torch.inf)
             k = d.abs().argmin(dim=-1, keepdim=True)
             dk = d.gather(-1, k)[..., 0]
-            better = dk.abs() < best[:, p0:p0 + pc].abs()
+            better = dk.abs() < best[:, p0 : p0 + pc].abs()
             qk = cp.gather(-2, k[..., None].expand(*k.shape, 3))[..., 0, :]
-            best[:, p0:p0 + pc] = torch.where(better, dk, best[:, p0:p0 + pc])
-            best_q[:, p0:p0 + pc] = torch.where(better[..., None], qk, best_q[:, p0:p0 + pc])
+            best[:, p0 : p0 + pc] = torch.where(better, dk, best[:, p0 : p0 + pc])
+            best_q[:, p0 : p0 + pc] = torch.where(better[..., None], qk, best_q[:, p0 : p0 + pc])
             idk = ids[:, sl].gather(-1, k[..., 0])
-            best_id[:, p0:p0 + pc] = torch.where(better, idk, best_id[:, p0:p0 + pc])
+            best_id[:, p0 : p0 + pc] = torch.where(better, idk, best_id[:, p0 : p0 + pc])
     return best, best_q, best_id
 
 
@@ -208,8 +217,9 @@ def _per_kind(scene: Scene, p: Tensor) -> list[tuple[Tensor, Tensor, Tensor, Ten
     out = []
     d, c = sdf_box(q, e(scene.box_center), e(scene.box_half), e(scene.box_yaw))
     out.append((d, c, scene.box_id, scene.box_valid))
-    d, c = sdf_cylinder(q, e(scene.cyl_center), e(scene.cyl_axis), e(scene.cyl_radius),
-                        e(scene.cyl_half_length))
+    d, c = sdf_cylinder(
+        q, e(scene.cyl_center), e(scene.cyl_axis), e(scene.cyl_radius), e(scene.cyl_half_length)
+    )
     out.append((d, c, scene.cyl_id, scene.cyl_valid))
     d, c = sdf_sphere(q, e(scene.sph_center), e(scene.sph_radius))
     out.append((d, c, scene.sph_id, scene.sph_valid))
@@ -226,8 +236,7 @@ def check_points(scene: Scene, points: Tensor, name: str = "points") -> Tensor:
     if points.dim() != 3 or points.shape[0] != n or points.shape[2] != 3:
         raise ConfigError(f"{name}: expected shape ({n}, P, 3), got {tuple(points.shape)}")
     if points.device != scene.bounds_min.device:
-        raise ConfigError(f"{name}: expected device {scene.bounds_min.device}, "
-                          f"got {points.device}")
+        raise ConfigError(f"{name}: expected device {scene.bounds_min.device}, got {points.device}")
     if points.dtype != scene.bounds_min.dtype:
         raise ConfigError(f"{name}: expected dtype {scene.bounds_min.dtype}, got {points.dtype}")
     return points
@@ -249,9 +258,10 @@ def scene_sdf(scene: Scene, points: Tensor) -> SceneDistance:
     pt = torch.where(none[..., None], torch.nan, pt)
     if not scene.has_triangles:
         return SceneDistance(distance=best, object_id=obj, closest=pt)
-    md, mq, mid = mesh_sdf(p, scene.tri_vertices, scene.tri_normals, scene.tri_valid,
-                           scene.tri_id)
+    md, mq, mid = mesh_sdf(p, scene.tri_vertices, scene.tri_normals, scene.tri_valid, scene.tri_id)
     use = md < best
-    return SceneDistance(distance=torch.where(use, md, best),
-                         object_id=torch.where(use, mid, obj),
-                         closest=torch.where(use[..., None], mq, pt))
+    return SceneDistance(
+        distance=torch.where(use, md, best),
+        object_id=torch.where(use, mid, obj),
+        closest=torch.where(use[..., None], mq, pt),
+    )

@@ -111,20 +111,31 @@ def alphapilot_2019(path: str | Path | None = None) -> SceneSpec:
         index = [names.index(n) for n in order]
     except (KeyError, ValueError, TypeError) as err:
         raise FileFormatError(f"{src}: malformed course file: {err!r}") from err
-    gates = tuple(Gate(_tuple(c), name=n, object_id=_gate_number(n))
-                  for n, c in zip(names, corners, strict=True))
+    gates = tuple(
+        Gate(_tuple(c), name=n, object_id=_gate_number(n))
+        for n, c in zip(names, corners, strict=True)
+    )
     lo, hi = _bounds(corners, ARENA_MARGIN)
     meta = {
-        "source": src, "course": course.get("name", ""), "order": order, "order_index": index,
-        "gate_width": float(course["gate_width"]), "inflation": float(course["inflation"]),
-        "timeout_s": float(course["timeout_s"]), "perturbation": pert,
+        "source": src,
+        "course": course.get("name", ""),
+        "order": order,
+        "order_index": index,
+        "gate_width": float(course["gate_width"]),
+        "inflation": float(course["inflation"]),
+        "timeout_s": float(course["timeout_s"]),
+        "perturbation": pert,
         "start_quaternion_wxyz": tuple(course["start_quaternion_wxyz"]),
     }
     return SceneSpec(
-        name="alphapilot_2019", bounds_min=lo, bounds_max=hi, gates=gates,
+        name="alphapilot_2019",
+        bounds_min=lo,
+        bounds_max=hi,
+        gates=gates,
         start=_vec3(course["start_position"]),
         start_yaw=_start_yaw(course["start_quaternion_wxyz"]),
-        goal=_vec3(corners[index[-1]].mean(axis=0)), meta=meta,
+        goal=_vec3(corners[index[-1]].mean(axis=0)),
+        meta=meta,
     )
 
 
@@ -137,9 +148,15 @@ def perturb_course(spec: SceneSpec, rng: np.random.Generator | int) -> SceneSpec
         raise ConfigError(f"spec: {spec.name} has no meta['perturbation'] bounds")
     lim = np.array([bounds.get(gt.name, (0.0, 0.0, 0.0)) for gt in spec.gates], dtype=float)
     draw = g.uniform(-1.0, 1.0, size=lim.shape) * lim  # (G, 3): dx m, dy m, dyaw deg
-    gates = tuple(replace(gt, corners=_tuple(_yaw_about_centre(
-        np.asarray(gt.corners), d[0], d[1], math.radians(d[2])))) for gt, d in zip(
-        spec.gates, draw, strict=True))
+    gates = tuple(
+        replace(
+            gt,
+            corners=_tuple(
+                _yaw_about_centre(np.asarray(gt.corners), d[0], d[1], math.radians(d[2]))
+            ),
+        )
+        for gt, d in zip(spec.gates, draw, strict=True)
+    )
     last = gates[spec.meta["order_index"][-1]].center
     meta = {**spec.meta, "perturbation_draw": draw.tolist()}
     return replace(spec, gates=gates, goal=_vec3(last), meta=meta)
@@ -190,22 +207,32 @@ def _bisector_yaws(xy: np.ndarray, start_heading: float) -> np.ndarray:
     return np.arctan2(np.sin(inc) + np.sin(out), np.cos(inc) + np.cos(out))
 
 
-def course_from_centres(name: str, centres: np.ndarray, yaws: np.ndarray,
-                        cfg: GateCourseConfig, meta: dict) -> SceneSpec:
+def course_from_centres(
+    name: str, centres: np.ndarray, yaws: np.ndarray, cfg: GateCourseConfig, meta: dict
+) -> SceneSpec:
     """A course through upright gates at ``centres (G, 3)`` with normals along ``yaws (G,)``;
     the start is one mean spacing before the first gate, the goal the last gate's centre."""
-    corners = [vertical_gate(c, y, cfg.opening, cfg.opening) for c, y in zip(centres, yaws,
-                                                                             strict=True)]
-    gates = tuple(Gate(_tuple(c), name=f"gate{i}", border=cfg.border, depth=cfg.depth,
-                       object_id=i + 1) for i, c in enumerate(corners))
+    corners = [
+        vertical_gate(c, y, cfg.opening, cfg.opening) for c, y in zip(centres, yaws, strict=True)
+    ]
+    gates = tuple(
+        Gate(_tuple(c), name=f"gate{i}", border=cfg.border, depth=cfg.depth, object_id=i + 1)
+        for i, c in enumerate(corners)
+    )
     back = np.array([math.cos(yaws[0]), math.sin(yaws[0]), 0.0]) * float(np.mean(cfg.spacing))
     start = centres[0] - back
     lo, hi = _bounds(corners + [start[None]], cfg.margin)
     hi = (hi[0], hi[1], max(hi[2], max(cfg.heights) + cfg.margin))
-    return SceneSpec(name=name, bounds_min=lo, bounds_max=hi, gates=gates,
-                     start=_vec3(start), start_yaw=float(yaws[0]),
-                     goal=_vec3(centres[-1]),
-                     meta={"order_index": list(range(len(gates))), **meta})
+    return SceneSpec(
+        name=name,
+        bounds_min=lo,
+        bounds_max=hi,
+        gates=gates,
+        start=_vec3(start),
+        start_yaw=float(yaws[0]),
+        goal=_vec3(centres[-1]),
+        meta={"order_index": list(range(len(gates))), **meta},
+    )
 
 
 def _heights(cfg: GateCourseConfig, n: int) -> np.ndarray:
@@ -234,9 +261,13 @@ def _snaked(n: int, d: float, turn: float) -> tuple[np.ndarray, np.ndarray]:
 BP_COURSES = {"straight": (_straight, 4), "circular": (_circular, 8), "snaked": (_snaked, 6)}
 
 
-def boundary_predictor_course(kind: str, n_gates: int | None = None, spacing: float = 1.2,
-                              turn: float = math.pi / 4,
-                              config: GateCourseConfig | None = None) -> SceneSpec:
+def boundary_predictor_course(
+    kind: str,
+    n_gates: int | None = None,
+    spacing: float = 1.2,
+    turn: float = math.pi / 4,
+    config: GateCourseConfig | None = None,
+) -> SceneSpec:
     """The BoundaryPredictor lab courses (paper 002 Sec. V-A, Sec. I: circular, straight and
     snaked): gate heights alternating 0.3/0.525 m, ``spacing`` m between consecutive gates,
     heading change ``turn`` rad at each gate (circular: 2 pi / n_gates; snaked: +-turn).
@@ -254,13 +285,18 @@ def boundary_predictor_course(kind: str, n_gates: int | None = None, spacing: fl
     cfg = replace(config or GateCourseConfig(), n_gates=n)
     xy, yaws = build(n, spacing, turn)
     centres = np.concatenate([xy, _heights(cfg, n)[:, None]], axis=-1)
-    meta = {"kind": kind, "spacing": spacing, "turn": turn,
-            "source": "BoundaryPredictor (paper 002) Sec. V-A and Table II ranges"}
+    meta = {
+        "kind": kind,
+        "spacing": spacing,
+        "turn": turn,
+        "source": "BoundaryPredictor (paper 002) Sec. V-A and Table II ranges",
+    }
     return course_from_centres(f"bp_{kind}", centres, yaws, cfg, meta)
 
 
-def random_gate_course(rng: np.random.Generator | int, config: GateCourseConfig | None = None,
-                       max_tries: int = 100) -> SceneSpec:
+def random_gate_course(
+    rng: np.random.Generator | int, config: GateCourseConfig | None = None, max_tries: int = 100
+) -> SceneSpec:
     """A random course: each gate at a distance U(spacing) and heading change U(turn) from the
     previous one, at a height drawn from ``heights``; courses whose non-consecutive gates come
     closer than ``min_separation`` are redrawn (from the same generator, so it stays
@@ -279,5 +315,6 @@ def random_gate_course(rng: np.random.Generator | int, config: GateCourseConfig 
             yaws = _bisector_yaws(xy, float(head[0]))
             meta = {"kind": "random", "legs_m": d.tolist(), "headings_rad": head.tolist()}
             return course_from_centres("random_gates", centres, yaws, cfg, meta)
-    raise ConfigError(f"config: no course with min_separation {cfg.min_separation} m found in "
-                      f"{max_tries} draws")
+    raise ConfigError(
+        f"config: no course with min_separation {cfg.min_separation} m found in {max_tries} draws"
+    )
