@@ -13,7 +13,7 @@ baseline along +x_C. Noise: sigma(z) = std + std_quadratic z^2 (see
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -25,9 +25,9 @@ from volary.sensors.rays import (
     Mount,
     NoiseStream,
     RayBundle,
+    RaySensor,
     as_mount,
     cast_bundle,
-    check_caster,
     check_finite,
     check_fov,
     check_nonneg,
@@ -184,17 +184,13 @@ class CameraReading:
         )
 
 
-class DepthCamera:
+class DepthCamera(RaySensor):
     """Batched ray-cast camera: ``cam(pos (N,3), quat (N,4))`` or ``cam(state)``."""
 
     def __init__(
         self, config: str | CameraConfig, caster: Any, *, mount: Any = None, seed: int = 0
     ) -> None:
-        self.config = camera_config(config)
-        if mount is not None:
-            self.config = replace(self.config, mount=as_mount(mount))
-        self.caster = caster
-        self.device, self.dtype, self.n_envs = check_caster(caster)
+        self._bind(camera_config(config), mount, caster)
         c = self.config
         raw = pinhole_rays(c.width, c.height, c.hfov, c.vfov).reshape(-1, 3)
         norm = raw.norm(dim=-1, keepdim=True)

@@ -13,7 +13,7 @@ Noise sigma(r) = noise_std + noise_quadratic r^2 and random dropouts, per-env st
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -24,9 +24,9 @@ from volary.sensors.rays import (
     Mount,
     NoiseStream,
     RayBundle,
+    RaySensor,
     as_mount,
     cast_bundle,
-    check_caster,
     check_finite,
     check_nonneg,
     check_positive_int,
@@ -161,17 +161,13 @@ class LidarReading:
         )
 
 
-class Lidar:
+class Lidar(RaySensor):
     """Batched ray-cast LiDAR: ``lidar(pos (N,3), quat (N,4))`` or ``lidar(state)``."""
 
     def __init__(
         self, config: str | LidarConfig, caster: Any, *, mount: Any = None, seed: int = 0
     ) -> None:
-        self.config = lidar_config(config)
-        if mount is not None:
-            self.config = replace(self.config, mount=as_mount(mount))
-        self.caster = caster
-        self.device, self.dtype, self.n_envs = check_caster(caster)
+        self._bind(lidar_config(config), mount, caster)
         c = self.config
         dirs = spherical_rays(c.elevations(), c.azimuths()).reshape(-1, 3)
         self.bundle = RayBundle(dirs, c.mount, self.device, self.dtype)

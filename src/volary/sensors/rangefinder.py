@@ -17,7 +17,7 @@ Noise sigma(r) = noise_std + noise_quadratic r^2 and dropouts from per-env count
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -29,9 +29,9 @@ from volary.sensors.rays import (
     Mount,
     NoiseStream,
     RayBundle,
+    RaySensor,
     as_mount,
     cast_bundle,
-    check_caster,
     check_finite,
     check_fov,
     check_nonneg,
@@ -198,17 +198,13 @@ class RangeReading:
         )
 
 
-class MultiZoneTof:
+class MultiZoneTof(RaySensor):
     """Batched multi-zone ToF: ``tof(pos (N,3), quat (N,4))`` or ``tof(state)``."""
 
     def __init__(
         self, config: str | TofConfig, caster: Any, *, mount: Any = None, seed: int = 0
     ) -> None:
-        self.config = tof_config(config)
-        if mount is not None:
-            self.config = replace(self.config, mount=as_mount(mount))
-        self.caster = caster
-        self.device, self.dtype, self.n_envs = check_caster(caster)
+        self._bind(tof_config(config), mount, caster)
         c = self.config
         s = c.sub_rays
         raw = pinhole_rays(c.zones_x * s, c.zones_y * s, c.fov, c.fov)  # (Zy s, Zx s, 3)
@@ -254,17 +250,13 @@ def zone_distance(d: Tensor, ok: Tensor, reduction: str) -> Tensor:
     return s / ok.sum(-1).clamp_min(1).to(d.dtype)
 
 
-class Rangefinder:
+class Rangefinder(RaySensor):
     """Batched single-point range sensor along -z of its mount (FlightGoggles' altimeter)."""
 
     def __init__(
         self, config: str | RangefinderConfig, caster: Any, *, mount: Any = None, seed: int = 0
     ) -> None:
-        self.config = rangefinder_config(config)
-        if mount is not None:
-            self.config = replace(self.config, mount=as_mount(mount))
-        self.caster = caster
-        self.device, self.dtype, self.n_envs = check_caster(caster)
+        self._bind(rangefinder_config(config), mount, caster)
         beam = torch.tensor([[0.0, 0.0, -1.0]], dtype=torch.float64)
         self.bundle = RayBundle(beam, self.config.mount, self.device, self.dtype)
         self.noise = NoiseStream(seed, 0xA17, self.n_envs, self.device)

@@ -256,6 +256,23 @@ def preset_config(kind: str, table: dict[str, Any], spec: Any, cls: type, overri
     return replace(cfg, **overrides) if overrides else cfg
 
 
+class RaySensor:
+    """What every ray-cast sensor does first: resolve its config (preset name or config, with an
+    optional ``mount`` override) and bind to a caster (device, dtype and env count come from
+    it)."""
+
+    config: Any
+    caster: Any
+    device: torch.device
+    dtype: torch.dtype
+    n_envs: int
+
+    def _bind(self, config: Any, mount: Any, caster: Any) -> None:
+        self.config = config if mount is None else replace(config, mount=as_mount(mount))
+        self.caster = caster
+        self.device, self.dtype, self.n_envs = check_caster(caster)
+
+
 def check_caster(caster: Any) -> tuple[torch.device, torch.dtype, int]:
     for attr in ("cast", "n_envs", "device", "dtype"):
         if not hasattr(caster, attr):
