@@ -158,3 +158,21 @@ def room(half: float = 5.0, height: float = 4.0, thickness: float = 0.5) -> Scen
         Box((0, 0, -t / 2), (2 * h + 2 * t, 2 * h + 2 * t, t), 0.0, 6),
     )
     return SceneSpec("room", (-h - 1, -h - 1, -1), (h + 1, h + 1, height + 1), walls)
+
+
+def exact_casters() -> list[tuple[str, object]]:
+    """(name, make(spec, n_envs)) for the casters whose results are exact on boxes and planes:
+    this tiny one, the torch reference and Embree (the latter two when importable)."""
+    out: list[tuple[str, object]] = [("tiny", lambda s, n: TinyCaster(s, n, dtype=torch.float32))]
+    try:
+        from volary.sensors.raycast import make_raycaster
+    except ImportError:
+        return out
+    out.append(("torch", lambda s, n: make_raycaster(s, n, backend="torch")))
+    try:
+        import embreex  # noqa: F401
+
+        out.append(("embree", lambda s, n: make_raycaster(s, n, backend="embree")))
+    except ImportError:
+        pass
+    return out

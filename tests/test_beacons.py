@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from _tiny_caster import TinyCaster
+from _tiny_caster import TinyCaster, exact_casters
 from volary.errors import ConfigError
 from volary.math.quaternion import quat_from_euler
 from volary.sensors import CameraConfig, IrBeacons, Mount, project_pinhole
@@ -24,23 +24,7 @@ def scene(*extra, gates=None) -> SceneSpec:
     return SceneSpec("b", (-20, -20, 0), (20, 20, 20), tuple(extra), g)
 
 
-def casters():
-    out = [("tiny", lambda s, n: TinyCaster(s, n, dtype=F32))]
-    try:
-        from volary.sensors.raycast import make_raycaster
-    except ImportError:
-        return out
-    out.append(("torch", lambda s, n: make_raycaster(s, n, backend="torch")))
-    try:
-        import embreex  # noqa: F401
-
-        out.append(("embree", lambda s, n: make_raycaster(s, n, backend="embree")))
-    except ImportError:
-        pass
-    return out
-
-
-CASTERS = casters()
+CASTERS = exact_casters()
 
 
 def pose(n, pos=(0.0, 0.0, 5.0), yaw=0.0):

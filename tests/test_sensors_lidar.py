@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from _tiny_caster import TinyCaster, room
+from _tiny_caster import TinyCaster, exact_casters, room
 from volary.errors import ConfigError, UnknownNameError
 from volary.math.quaternion import quat_from_euler, quat_to_rotmat
 from volary.sensors import (
@@ -31,23 +31,7 @@ F32 = torch.float32
 HALF, HEIGHT = 5.0, 4.0
 
 
-def casters():
-    out = [("tiny", lambda s, n: TinyCaster(s, n, dtype=F32))]
-    try:
-        from volary.sensors.raycast import make_raycaster
-    except ImportError:
-        return out
-    out.append(("torch", lambda s, n: make_raycaster(s, n, backend="torch")))
-    try:
-        import embreex  # noqa: F401
-
-        out.append(("embree", lambda s, n: make_raycaster(s, n, backend="embree")))
-    except ImportError:
-        pass
-    return out
-
-
-CASTERS = casters()
+CASTERS = exact_casters()
 
 
 def pose(n, pos, roll=0.0, pitch=0.0, yaw=0.0):
