@@ -325,3 +325,17 @@ def demo(
 
 if __name__ == "__main__":
     app()
+
+
+def _register_subcommands() -> None:
+    from volary.cli.bp import bp_app
+    from volary.cli.nav import register
+    from volary.cli.splat import sousvide_app, splat_app
+
+    register(bench_app)
+    app.add_typer(bp_app, name="bp")
+    app.add_typer(splat_app, name="splat")
+    app.add_typer(sousvide_app, name="sousvide")
+
+
+_register_subcommands()

@@ -1,0 +1,137 @@
+"""The navigation-planner interface of the FLYINGTRUST benchmark (volary.bench.nav).
+
+A navigation planner is what a real vehicle would run: it receives its task once per trial
+(start, goal, the platform's limits, the sensors it gets) and then, at its own rate, an
+observation with what the vehicle measures (odometry, a depth image and/or a LiDAR scan), and
+returns a reference the position controller tracks until the next call. Everything is numpy,
+float64, SI units, world frame z-up, quaternions [w, x, y, z] body-to-world; one planner instance
+serves one trial (the runner batches trials across envs and calls each env's planner in turn).
+
+Plug in your own with ``module:Class`` (a class taking keyword options) or the entry point group
+``volary.planners``; see ``volary.planning.planners``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class NavLimits:
+    """What the planner may ask of the platform (FLYINGTRUST Sec. IV: 4 m/s speed cap)."""
+
+    max_speed: float  # m/s, the protocol's cap
+    max_acc: float  # m/s^2, horizontal acceleration the platform can sustain at hover
+    max_vertical_acc: float  # m/s^2, upward (TWR_max - 1) g, capped
+    twr_max: float
+    alpha_xy_max: float  # rad/s^2
+    alpha_z_max: float  # rad/s^2
+    radius: float  # m, the vehicle's collision radius
+
+
+@dataclass(frozen=True)
+class DepthCameraInfo:
+    """Pinhole depth camera rigidly mounted on the body (OpenCV camera frame)."""
+
+    width: int
+    height: int
+    fx: float
+    fy: float
+    cx: float
+    cy: float
+    max_range: float  # m; beyond it the observation reads +inf (no return)
+    rate_hz: float
+    t_body_cam: np.ndarray  # (3,) m, camera origin in the body frame
+    q_body_cam: np.ndarray  # (4,) [w, x, y, z], camera-to-body rotation
+
+
+@dataclass(frozen=True)
+class LidarInfo:
+    """A scanning LiDAR on the body: ``directions`` (K, 3) unit rays in the body frame."""
+
+    directions: np.ndarray
+    max_range: float
+    rate_hz: float
+    t_body_lidar: np.ndarray  # (3,) m
+
+
+@dataclass(frozen=True)
+class NavTask:
+    """Given once per trial, before the first observation."""
+
+    start: np.ndarray  # (3,) m, the start waypoint (the vehicle is flown there first)
+    goal: np.ndarray  # (3,) m
+    goal_radius: float  # m, success radius (2 m in the paper)
+    bounds_min: np.ndarray  # (3,) m, the flight volume (the floor is z = bounds_min[2])
+    bounds_max: np.ndarray  # (3,) m, z: the flight ceiling
+    limits: NavLimits
+    time_limit: float  # s, from the start waypoint
+    planner_rate_hz: float  # how often observe/plan is called
+    depth: DepthCameraInfo | None = None
+    lidar: LidarInfo | None = None
+    seed: int = 0  # for planners that draw random numbers
+    platform: str = ""
+
+
+@dataclass(frozen=True)
+class NavObservation:
+    """What the vehicle measures at time ``t`` (s since the start waypoint)."""
+
+    t: float
+    position: np.ndarray  # (3,) m
+    velocity: np.ndarray  # (3,) m/s, world frame
+    quat: np.ndarray  # (4,) [w, x, y, z] body-to-world
+    omega: np.ndarray  # (3,) rad/s, body frame
+    depth: np.ndarray | None = None  # (H, W) float32 z-depth in m; no return: +inf
+    lidar: np.ndarray | None = None  # (K,) float32 ranges in m along LidarInfo.directions; +inf
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class NavReference:
+    """A trajectory the position controller tracks from ``t0`` until the next plan.
+
+    ``sample(t)`` takes absolute times (s since the start waypoint, shape (K,)) and returns
+    position, velocity, acceleration (K, 3) and yaw (K,). Times past the end hold the last point
+    at rest. A planner that cannot find a plan returns ``None`` from ``plan`` instead.
+    """
+
+    t0: float
+    times: np.ndarray  # (K,) absolute knot times, increasing, times[0] == t0
+    positions: np.ndarray  # (K, 3)
+    velocities: np.ndarray  # (K, 3)
+    accelerations: np.ndarray  # (K, 3)
+    yaws: np.ndarray  # (K,)
+
+    def sample(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Piecewise-linear interpolation of the stored samples; clamped at both ends."""
+        t = np.atleast_1d(np.asarray(t, dtype=np.float64))
+        pos = np.stack([np.interp(t, self.times, self.positions[:, i]) for i in range(3)], -1)
+        vel = np.stack([np.interp(t, self.times, self.velocities[:, i]) for i in range(3)], -1)
+        acc = np.stack([np.interp(t, self.times, self.accelerations[:, i]) for i in range(3)], -1)
+        yaw = np.interp(t, self.times, np.unwrap(self.yaws))
+        past = t >= self.times[-1]
+        vel[past] = 0.0
+        acc[past] = 0.0
+        return pos, vel, acc, yaw
+
+
+@runtime_checkable
+class NavPlanner(Protocol):
+    """One planner instance per trial.
+
+    ``needs``: the sensors it wants, a subset of {"depth", "lidar"}; the runner only renders
+    those. ``reset(task)`` is called once; ``plan(obs)`` at ``task.planner_rate_hz`` and returns
+    the reference to track, or ``None`` when it has no plan (the vehicle then holds its
+    position; a trial with no plan at all is the failure cause "no_plan").
+    """
+
+    name: str
+    needs: frozenset[str]
+
+    def reset(self, task: NavTask) -> None: ...
+
+    def plan(self, obs: NavObservation) -> NavReference | None: ...
