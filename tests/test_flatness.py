@@ -242,6 +242,27 @@ def test_fastest_feasible_sits_on_the_limit_for_a_batch():
     torch.testing.assert_close(ratio, ratio[:, :1].expand_as(ratio))
 
 
+def test_a_trajectorys_timing_does_not_depend_on_its_batch_mates():
+    """Each trajectory is sampled at its own count: adding a much longer trajectory to the
+    batch leaves the feasibility peaks and the fastest scaling of the others unchanged."""
+    cf = _airframes()[0]
+    lim = Limits(max_speed=2.0, max_body_rate=6.0)
+    g = torch.Generator().manual_seed(5)
+    wp = torch.cumsum(torch.rand(2, 5, 3, generator=g, dtype=F64) - 0.5, dim=1)
+    wp[1] *= 40.0  # a far longer course
+    traj = min_snap(wp, proportional_times(wp, 1.0))
+    alone = min_snap(wp[:1], proportional_times(wp[:1], 1.0))
+    both, one = feasible(traj, cf, lim), feasible(alone, cf, lim)
+    for name in ("max_speed", "max_acc", "max_body_rate", "max_thrust_ratio"):
+        torch.testing.assert_close(getattr(both, name)[:1], getattr(one, name), rtol=1e-12, atol=0)
+    torch.testing.assert_close(
+        fastest_feasible(traj, cf, lim).durations[:1],
+        fastest_feasible(alone, cf, lim).durations,
+        rtol=1e-12,
+        atol=0,
+    )
+
+
 def test_optimize_times_lowers_cost_and_meets_limits():
     cf = _airframes()[0]
     lim = Limits(max_speed=3.0, max_acc=8.0, max_body_rate=10.0, thrust_margin=0.9)

@@ -359,17 +359,29 @@ class FeasibilityReport:
         return "infeasible: " + "; ".join(self.violations)
 
 
-def sample_count(traj: PolyTrajectory, dt: float, per_segment: int = 16) -> int:
-    """K = max(ceil(longest duration / dt), per_segment M) + 1 samples per trajectory."""
+def sample_count(traj: PolyTrajectory, dt: float, per_segment: int = 16) -> Tensor:
+    """K_i = max(ceil(duration_i / dt), per_segment M) + 1 samples for each trajectory i (an
+    int64 tensor of the batch shape): a trajectory's checks do not depend on its batch mates."""
     if not (math.isfinite(dt) and dt > 0):
         raise ConfigError(f"dt: expected a finite sample step > 0 s, got {dt}")
-    return max(int(math.ceil(float(traj.duration.max()) / dt)), per_segment * traj.n_segments) + 1
+    steps = torch.ceil(traj.duration / dt).to(torch.int64)
+    return steps.clamp(min=per_segment * traj.n_segments) + 1
 
 
-def sample_times(traj: PolyTrajectory, samples: int) -> Tensor:
-    """(..., K) times spread evenly over each trajectory's own duration, the ends included."""
-    s = torch.linspace(0.0, 1.0, samples, dtype=traj.durations.dtype, device=traj.durations.device)
-    return traj.duration[..., None] * s
+def sample_times(traj: PolyTrajectory, samples: int | Tensor) -> Tensor:
+    """(..., K) times spread evenly over each trajectory's own duration, the ends included.
+
+    ``samples`` is one count for all or a per-trajectory count tensor; with the latter, K is the
+    largest count and a shorter trajectory repeats its final time (a repeated sample changes no
+    peak), so a trajectory is sampled the same way whatever else is in the batch."""
+    dur = traj.duration
+    if isinstance(samples, Tensor):
+        k = samples.to(device=dur.device).expand(dur.shape)
+        j = torch.arange(int(k.max()), device=dur.device, dtype=dur.dtype)
+        last = (k - 1).to(dur.dtype)[..., None]
+        return dur[..., None] * torch.minimum(j, last) / last
+    s = torch.linspace(0.0, 1.0, samples, dtype=dur.dtype, device=dur.device)
+    return dur[..., None] * s
 
 
 def feasible(
@@ -378,14 +390,14 @@ def feasible(
     limits: Limits | None = None,
     *,
     dt: float = 0.01,
-    samples: int | None = None,
+    samples: int | Tensor | None = None,
 ) -> FeasibilityReport:
     """Check a trajectory (batch) against ``limits`` and the airframe's rotor speeds and TWR,
     at ``samples`` evenly spread times per trajectory (default :func:`sample_count`: every
-    ``dt`` s at most and at least 16 times per segment)."""
+    ``dt`` s at most and at least 16 times per segment, counted per trajectory)."""
     lim = limits if limits is not None else Limits()
-    k = sample_count(traj, dt) if samples is None else int(samples)
-    if k < 2:
+    k = sample_count(traj, dt) if samples is None else samples
+    if isinstance(k, bool) or int(k.min() if isinstance(k, Tensor) else k) < 2:
         raise ConfigError(f"samples: expected at least 2, got {k}")
     flat = traj.evaluate(sample_times(traj, k))
     return check_flat(flat, flat_to_state(flat, vehicle), vehicle, lim)
