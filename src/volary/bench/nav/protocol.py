@@ -1,0 +1,323 @@
+"""The benchmark protocol: which trials a suite flies and how they are grouped into work units.
+
+A :class:`Suite` is platforms x scenario types x fixed configurations x trials per
+configuration (FLYINGTRUST Sec. IV). Built-ins (:data:`SUITES`):
+
+- ``flyingtrust``: the 36 Table I platforms x the 7 scenario types x configurations 0-9 x
+  1 trial = 2,520 trials per algorithm. The paper's "10 trials per combination" of a
+  (platform, type) pair are its 10 fixed configurations: trial k flies configuration k.
+- ``quick``: 6 platforms spanning TWR_max 1.4-6.0 x 7 types x configurations 0-1 = 84 trials
+  per algorithm, for the demo and CI.
+
+A user suite is a TOML file (see :func:`load_suite_file`)::
+
+    name = "my-suite"
+    platforms = ["0.60kg-EMAX", "1.00kg-SunnySky"]   # or "flyingtrust" (the 36) / "all"
+    scenarios = ["forest", "maze"]                    # or "all" (the 7 types)
+    configs = [0, 1, 2]                               # fixed configurations, 0..9
+    trials_per_config = 1
+    [settings]                                        # optional ProtocolSettings overrides
+    time_limit = 60.0
+
+Trial numbering: within a (platform, type) pair trials are numbered across configurations,
+``trial = i * trials_per_config + j`` for the i-th listed configuration and repetition j, so
+the key of every trial in a suite is unique. A work unit is one (algorithm, type,
+configuration, trial) with every platform of the suite as one env (the same scene), split into
+chunks of at most ``max_envs`` platforms.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from volary.bench.nav.schema import ProtocolSettings, WorkUnit
+from volary.errors import ConfigError, UnknownNameError
+
+N_FIXED_CONFIGS = 10  # worlds.FIXED_SEEDS: configurations 0..9 per scenario type
+
+# The seven FLYINGTRUST scenario types, in worlds.SCENARIOS order (kept here so that listing
+# suites does not import the scene generators; a test checks they agree).
+SCENARIO_TYPES: tuple[str, ...] = (
+    "forest",
+    "urban",
+    "random_cylinders",
+    "narrow_gap",
+    "sudden_drop",
+    "maze",
+    "perlin",
+)
+
+# quick: six Table I platforms spanning TWR_max (1.4, 1.8, 2.2, 3.3, 4.6, 6.0).
+QUICK_PLATFORMS: tuple[str, ...] = (
+    "1.20kg-JFRC",
+    "1.50kg-DJI",
+    "0.60kg-EMAX",
+    "0.895kg-DJI",
+    "0.98kg-EGO-Planner-DIY",
+    "1.00kg-SunnySky",
+)
+
+SUITES: tuple[str, ...] = ("quick", "flyingtrust")
+
+_FILE_KEYS = ("name", "platforms", "scenarios", "configs", "trials_per_config", "max_envs")
+
+
+@dataclass(frozen=True)
+class Suite:
+    """What a benchmark run flies; every algorithm flies every trial of the suite."""
+
+    name: str
+    platforms: tuple[str, ...]  # catalogue names, one env each
+    scenarios: tuple[str, ...]  # scenario types (worlds.SCENARIOS)
+    configs: tuple[int, ...]  # fixed configuration indices, 0..9
+    trials_per_config: int = 1
+    settings: ProtocolSettings = field(default_factory=ProtocolSettings)
+    max_envs: int = 36  # platforms per work unit (one Simulator batch)
+
+    def __post_init__(self) -> None:
+        _check_suite(self)
+
+    def units(
+        self,
+        algos: Sequence[str],
+        seed: int,
+        algo_options: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> list[WorkUnit]:
+        """Every work unit of the suite for ``algos`` (order: algo, type, config, trial, chunk).
+
+        ``algo_options``: planner keyword options per algorithm name, e.g.
+        ``{"straight": {"speed": 2.0}}``; values must be TOML-like scalars or lists.
+        """
+        algos = _check_algos(algos)
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ConfigError(f"seed: expected an int >= 0, got {seed!r}")
+        options = _freeze_options(algo_options, algos)
+        out = []
+        for algo in algos:
+            for scen in self.scenarios:
+                for i, config in enumerate(self.configs):
+                    for j in range(self.trials_per_config):
+                        trial = i * self.trials_per_config + j
+                        for chunk in self._chunks():
+                            out.append(
+                                WorkUnit(
+                                    algo,
+                                    scen,
+                                    config,
+                                    trial,
+                                    chunk,
+                                    seed,
+                                    options[algo],
+                                    self.settings,
+                                )  # fmt: skip
+                            )
+        return out
+
+    def n_trials(self, n_algos: int = 1) -> int:
+        """Trials the suite flies for ``n_algos`` algorithms."""
+        per = len(self.platforms) * len(self.scenarios) * len(self.configs)
+        return n_algos * per * self.trials_per_config
+
+    def _chunks(self) -> list[tuple[str, ...]]:
+        p = self.platforms
+        return [p[k : k + self.max_envs] for k in range(0, len(p), self.max_envs)]
+
+
+def get_suite(name_or_path: str | Path) -> Suite:
+    """A built-in suite by name (:data:`SUITES`) or a suite TOML file by path."""
+    if isinstance(name_or_path, str) and name_or_path in SUITES:
+        return _builtin(name_or_path)
+    path = Path(name_or_path)
+    if path.suffix == ".toml" or path.exists():
+        return load_suite_file(path)
+    raise UnknownNameError("suite", str(name_or_path), SUITES)
+
+
+def _builtin(name: str) -> Suite:
+    if name == "quick":
+        return Suite("quick", QUICK_PLATFORMS, SCENARIO_TYPES, (0, 1), 1)
+    return Suite("flyingtrust", flyingtrust_platforms(), SCENARIO_TYPES, tuple(range(10)), 1)
+
+
+def flyingtrust_platforms() -> tuple[str, ...]:
+    """The 36 FLYINGTRUST Table I platforms, in table order."""
+    from volary.platforms import table1
+
+    return tuple(table1())
+
+
+def load_suite_file(path: str | Path) -> Suite:
+    """Parse and validate a suite TOML file (format: module docstring)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"suite file {str(path)!r} does not exist")
+    try:
+        data = tomllib.loads(path.read_text())
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"suite file {str(path)!r} is not valid TOML: {exc}") from exc
+    return suite_from_dict(data, default_name=path.stem, source=str(path))
+
+
+def suite_from_dict(
+    data: Mapping[str, Any], default_name: str = "custom", source: str = ""
+) -> Suite:
+    """Build a :class:`Suite` from the TOML table layout; unknown keys raise ConfigError."""
+    where = f"suite {source!r}: " if source else "suite: "
+    valid = (*_FILE_KEYS, "settings")
+    bad = sorted(set(data) - set(valid))
+    if bad:
+        raise ConfigError(f"{where}unknown keys {bad}; valid keys: {sorted(valid)}")
+    for key in ("platforms", "scenarios", "configs"):
+        if key not in data:
+            raise ConfigError(f"{where}missing key {key!r}")
+    kwargs: dict[str, Any] = {
+        "name": _expect(data.get("name", default_name), str, "name", where),
+        "platforms": _platform_list(data["platforms"], where),
+        "scenarios": _scenario_list(data["scenarios"], where),
+        "configs": tuple(_expect_list(data["configs"], int, "configs", where)),
+        "trials_per_config": _expect(
+            data.get("trials_per_config", 1), int, "trials_per_config", where
+        ),
+        "max_envs": _expect(data.get("max_envs", 36), int, "max_envs", where),
+        "settings": _settings(data.get("settings", {}), where),
+    }
+    return Suite(**kwargs)
+
+
+def _settings(table: Any, where: str) -> ProtocolSettings:
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"{where}[settings] must be a table, got {type(table).__name__}")
+    valid = {f.name for f in fields(ProtocolSettings)}
+    bad = sorted(set(table) - valid)
+    if bad:
+        raise ConfigError(f"{where}unknown settings {bad}; valid settings: {sorted(valid)}")
+    values = {}
+    for k, v in table.items():
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise ConfigError(f"{where}settings.{k}: expected a number, got {v!r}")
+        if not v > 0:
+            raise ConfigError(f"{where}settings.{k}: expected > 0, got {v!r}")
+        values[k] = float(v)
+    return ProtocolSettings(**values)
+
+
+def _platform_list(value: Any, where: str) -> tuple[str, ...]:
+    if value == "flyingtrust":
+        return flyingtrust_platforms()
+    if value == "all":
+        from volary.platforms import names
+
+        return tuple(names())
+    return tuple(_expect_list(value, str, "platforms", where))
+
+
+def _scenario_list(value: Any, where: str) -> tuple[str, ...]:
+    if value == "all":
+        return SCENARIO_TYPES
+    return tuple(_expect_list(value, str, "scenarios", where))
+
+
+def _expect(value: Any, typ: type, key: str, where: str) -> Any:
+    if isinstance(value, bool) or not isinstance(value, typ):
+        raise ConfigError(f"{where}{key}: expected {typ.__name__}, got {value!r}")
+    return value
+
+
+def _expect_list(value: Any, typ: type, key: str, where: str) -> list[Any]:
+    if not isinstance(value, list | tuple) or not value:
+        raise ConfigError(
+            f"{where}{key}: expected a non-empty list of {typ.__name__}, got {value!r}"
+        )
+    return [_expect(v, typ, f"{key} item", where) for v in value]
+
+
+def _check_suite(s: Suite) -> None:
+    """Validate names and ranges; unknown platform/scenario names list the valid ones."""
+    if not isinstance(s.name, str) or not s.name:
+        raise ConfigError(f"Suite.name: expected a non-empty str, got {s.name!r}")
+    for attr in ("platforms", "scenarios", "configs"):
+        v = getattr(s, attr)
+        if not isinstance(v, tuple) or not v:
+            raise ConfigError(f"Suite.{attr}: expected a non-empty tuple, got {v!r}")
+        if len(set(v)) != len(v):
+            raise ConfigError(f"Suite.{attr}: duplicates in {v!r}")
+    _check_platforms(s.platforms)
+    for scen in s.scenarios:
+        if scen not in SCENARIO_TYPES:
+            raise UnknownNameError("scenario type", scen, SCENARIO_TYPES)
+    for c in s.configs:
+        if isinstance(c, bool) or not isinstance(c, int) or not 0 <= c < N_FIXED_CONFIGS:
+            raise ConfigError(
+                f"Suite.configs: expected ints in 0..{N_FIXED_CONFIGS - 1}, got {c!r}"
+            )
+    for attr in ("trials_per_config", "max_envs"):
+        v = getattr(s, attr)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ConfigError(f"Suite.{attr}: expected an int >= 1, got {v!r}")
+    if not isinstance(s.settings, ProtocolSettings):
+        raise ConfigError(f"Suite.settings: expected ProtocolSettings, got {s.settings!r}")
+
+
+def _check_platforms(platforms: Iterable[str]) -> None:
+    from volary.platforms import names
+
+    valid = set(names())
+    for p in platforms:
+        if p not in valid:
+            raise UnknownNameError("platform", str(p), valid)
+
+
+def _check_algos(algos: Sequence[str]) -> tuple[str, ...]:
+    if isinstance(algos, str):
+        algos = [a.strip() for a in algos.split(",") if a.strip()]
+    algos = tuple(algos)
+    if not algos or not all(isinstance(a, str) and a for a in algos):
+        raise ConfigError(f"algos: expected a non-empty list of names, got {algos!r}")
+    if len(set(algos)) != len(algos):
+        raise ConfigError(f"algos: duplicates in {algos!r}")
+    return algos
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, list | tuple):
+        return tuple(_freeze(v) for v in value)
+    if isinstance(value, Mapping):
+        return tuple(sorted((str(k), _freeze(v)) for k, v in value.items()))
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    raise ConfigError(f"algo_options: values must be scalars, lists or tables, got {value!r}")
+
+
+def _freeze_options(
+    algo_options: Mapping[str, Mapping[str, Any]] | None, algos: tuple[str, ...]
+) -> dict[str, tuple[tuple[str, Any], ...]]:
+    algo_options = algo_options or {}
+    if not isinstance(algo_options, Mapping):
+        raise ConfigError(f"algo_options: expected a mapping algo -> options, got {algo_options!r}")
+    bad = sorted(set(algo_options) - set(algos))
+    if bad:
+        raise ConfigError(f"algo_options: {bad} are not among the algorithms {list(algos)}")
+    out = {}
+    for a in algos:
+        opts = algo_options.get(a, {})
+        if not isinstance(opts, Mapping):
+            raise ConfigError(f"algo_options[{a!r}]: expected a mapping, got {opts!r}")
+        out[a] = _freeze(opts)
+    return out
+
+
+__all__ = [
+    "N_FIXED_CONFIGS",
+    "QUICK_PLATFORMS",
+    "SCENARIO_TYPES",
+    "SUITES",
+    "Suite",
+    "flyingtrust_platforms",
+    "get_suite",
+    "load_suite_file",
+    "suite_from_dict",
+]

@@ -1,0 +1,143 @@
+"""The benchmark protocol: built-in suites, TOML suite files, work units."""
+
+from __future__ import annotations
+
+import pytest
+
+from volary.bench.nav.protocol import (
+    QUICK_PLATFORMS,
+    SCENARIO_TYPES,
+    SUITES,
+    Suite,
+    get_suite,
+)
+from volary.bench.nav.schema import ProtocolSettings, WorkUnit
+from volary.errors import ConfigError, UnknownNameError
+
+
+def test_scenario_types_match_worlds():
+    from volary.worlds import SCENARIOS
+
+    assert tuple(SCENARIOS) == SCENARIO_TYPES
+
+
+def test_flyingtrust_suite_is_the_full_protocol():
+    s = get_suite("flyingtrust")
+    assert len(s.platforms) == 36 and len(s.scenarios) == 7 and s.configs == tuple(range(10))
+    assert s.n_trials(1) == 2520 and s.n_trials(2) == 5040
+    units = s.units(["straight"], seed=0)
+    assert len(units) == 70 and all(len(u.platforms) == 36 for u in units)
+    keys = [t.key for u in units for t in u.trials()]
+    assert len(keys) == len(set(keys)) == 2520
+    # trial k of a (platform, type) pair flies configuration k
+    assert all(u.trial == u.config for u in units)
+    assert s.settings == ProtocolSettings()
+
+
+def test_quick_suite_spans_twr_and_all_types():
+    from volary.platforms import table1
+
+    s = get_suite("quick")
+    assert set(SUITES) == {"quick", "flyingtrust"}
+    assert s.platforms == QUICK_PLATFORMS and s.scenarios == SCENARIO_TYPES
+    twr = sorted(table1()[p].twr_max for p in s.platforms)
+    assert twr[0] <= 1.5 and twr[-1] >= 5.0
+    assert s.n_trials(1) == 84
+
+
+def test_units_carry_algo_options_and_seed():
+    s = get_suite("quick")
+    units = s.units(["straight", "reactive"], 7, {"straight": {"speed": 2.0, "v": [1, 2]}})
+    assert len(units) == 2 * 7 * 2
+    u = units[0]
+    assert isinstance(u, WorkUnit) and u.seed == 7 and u.algo == "straight"
+    assert dict(u.algo_options) == {"speed": 2.0, "v": (1, 2)}
+    assert units[-1].algo_options == ()
+    hash(u)  # hashable: usable as a task key
+    assert s.units("straight,reactive", 7)[0].algo == "straight"
+
+
+def test_units_split_platforms_into_chunks():
+    s = Suite("x", QUICK_PLATFORMS, ("forest",), (3,), 2, max_envs=4)
+    units = s.units(["straight"], 0)
+    assert [len(u.platforms) for u in units] == [4, 2, 4, 2]
+    assert [u.trial for u in units] == [0, 0, 1, 1] and all(u.config == 3 for u in units)
+
+
+@pytest.mark.parametrize(
+    "kwargs, err",
+    [
+        ({"algos": [], "seed": 0}, ConfigError),
+        ({"algos": ["a", "a"], "seed": 0}, ConfigError),
+        ({"algos": ["a"], "seed": -1}, ConfigError),
+        ({"algos": ["a"], "seed": 0, "algo_options": {"b": {}}}, ConfigError),
+        ({"algos": ["a"], "seed": 0, "algo_options": {"a": {"f": object()}}}, ConfigError),
+    ],
+)
+def test_units_reject_bad_input(kwargs, err):
+    with pytest.raises(err):
+        get_suite("quick").units(**kwargs)
+
+
+def _write(tmp_path, text):
+    p = tmp_path / "suite.toml"
+    p.write_text(text)
+    return p
+
+
+def test_toml_suite_file(tmp_path):
+    p = _write(
+        tmp_path,
+        'name = "mine"\nplatforms = ["0.60kg-EMAX", "crazyflie"]\nscenarios = ["forest", "maze"]\n'
+        "configs = [0, 5]\ntrials_per_config = 3\n[settings]\ntime_limit = 60\n",
+    )
+    s = get_suite(p)
+    assert s.name == "mine" and s.platforms == ("0.60kg-EMAX", "crazyflie")
+    assert s.configs == (0, 5) and s.trials_per_config == 3
+    assert s.settings.time_limit == 60.0 and s.settings.speed_cap == 4.0
+    assert s.n_trials() == 2 * 2 * 2 * 3
+    assert get_suite(str(p)) == s
+
+
+def test_toml_suite_shorthands(tmp_path):
+    p = _write(tmp_path, 'platforms = "flyingtrust"\nscenarios = "all"\nconfigs = [1]\n')
+    s = get_suite(p)
+    assert s.name == "suite" and len(s.platforms) == 36 and s.scenarios == SCENARIO_TYPES
+
+
+OK = 'platforms = ["0.60kg-EMAX"]\nscenarios = ["forest"]\nconfigs = [0]\n'
+
+
+@pytest.mark.parametrize(
+    "text, err, words",
+    [
+        ('platforms = ["0.60kg-EMAX"]\nscenarios = ["forest"]\nconfigs = [0]\nfoo = 1\n',
+         ConfigError, ["foo", "valid keys", "trials_per_config"]),
+        ('platforms = ["nope"]\nscenarios = ["forest"]\nconfigs = [0]\n',
+         UnknownNameError, ["nope", "0.60kg-EMAX"]),
+        ('platforms = ["0.60kg-EMAX"]\nscenarios = ["jungle"]\nconfigs = [0]\n',
+         UnknownNameError, ["jungle", "forest", "perlin"]),
+        ('platforms = ["0.60kg-EMAX"]\nscenarios = ["forest"]\nconfigs = [10]\n',
+         ConfigError, ["configs"]),
+        ('platforms = ["0.60kg-EMAX"]\nscenarios = ["forest"]\n', ConfigError, ["configs"]),
+        (OK + '[settings]\nspeed = 3\n',
+         ConfigError, ["speed", "speed_cap"]),
+        (OK + 'trials_per_config = 0\n',
+         ConfigError, ["trials_per_config"]),
+        ('platforms = "0.60kg-EMAX"\nscenarios = ["forest"]\nconfigs = [0]\n',
+         ConfigError, ["platforms"]),
+        ("platforms = [\n", ConfigError, ["TOML"]),
+    ],
+)  # fmt: skip
+def test_malformed_suite_files_give_clear_errors(tmp_path, text, err, words):
+    with pytest.raises(err) as info:
+        get_suite(_write(tmp_path, text))
+    for w in words:
+        assert w in str(info.value)
+
+
+def test_unknown_suite_name_lists_the_valid_ones(tmp_path):
+    with pytest.raises(UnknownNameError, match="quick"):
+        get_suite("quik")
+    with pytest.raises(ConfigError, match="does not exist"):
+        get_suite(tmp_path / "missing.toml")
