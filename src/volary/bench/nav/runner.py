@@ -1,0 +1,433 @@
+"""Run a suite's work units in a process pool (or inline, or on a dask cluster) and store every
+finished unit's trials in the run database.
+
+Only the main process writes the database, one transaction per unit (:mod:`.db`), so a run
+killed at any point resumes with no trial lost or repeated. Crash isolation: a worker that dies
+(segfault, ``os._exit``, out of memory) or a unit that runs past its wall-clock budget is
+killed with its pool; the unit's trials become rows with cause ``"error"`` and a message, the
+other units that were in flight run again, and the run goes on with a fresh pool. After a
+crash the units that were in flight are re-run one at a time, so only the unit that crashes on
+its own is blamed. Results do not depend on the number of workers or the order of completion:
+each unit is a pure function of its :class:`WorkUnit` (its seeds come from the trial keys).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import time
+import traceback
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import asdict, dataclass
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+from volary.bench.nav.db import RunDB, load_results, unit_to_json
+from volary.bench.nav.schema import TrialResult, WorkUnit
+from volary.errors import ConfigError, UnknownNameError
+
+UnitFn = Callable[[WorkUnit], list[TrialResult]]
+UNIT_TIMEOUT_FACTOR = 2.0  # unit budget = settings.trial_wall_limit x this (one batch per unit)
+_DEFAULT_UNIT_FN = "volary.bench.nav.episode:run_unit"
+
+__all__ = [
+    "UNIT_TIMEOUT_FACTOR",
+    "RunSummary",
+    "load_results",
+    "resume",
+    "run_suite",
+    "run_units",
+]
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What a call to :func:`run_suite` / :func:`resume` did."""
+
+    db_path: Path
+    total: int  # trials in the run
+    done: int  # trials stored now
+    successes: int  # of the stored trials
+    errors: int  # stored trials with cause "error"
+    units_run: int  # units flown by this call
+    wall_s: float  # wall clock of this call
+
+    @property
+    def complete(self) -> bool:
+        return self.done == self.total
+
+
+# -- public entry points ---------------------------------------------------------------------
+def run_suite(
+    suite: Any,
+    algos: str | Sequence[str],
+    db_path: str | Path,
+    workers: int | None = None,
+    cluster: str | None = None,
+    algo_options: Mapping[str, Mapping[str, Any]] | None = None,
+    seed: int = 0,
+    progress: bool = True,
+    *,
+    unit_fn: UnitFn | None = None,
+    unit_timeout: float | None = None,
+) -> RunSummary:
+    """Fly every trial of ``suite`` for ``algos`` and store them in ``db_path``.
+
+    A new ``db_path`` is created; an existing one made with the same suite, algorithms,
+    options and seed is resumed; one made with other settings is refused (ConfigError).
+    ``workers``: pool processes (``None``: one per CPU; ``0``: inline, no isolation).
+    ``cluster``: a dask scheduler address ``tcp://host:port`` or ``local:N`` instead of the pool.
+    ``unit_fn``: replaces ``episode.run_unit`` (a module-level function, so workers can
+    import it). ``unit_timeout``: wall-clock seconds per unit (default
+    ``settings.trial_wall_limit x UNIT_TIMEOUT_FACTOR``).
+    """
+    if unit_fn is None:
+        _check_algo_names(algos)
+    units = suite.units(algos, seed, algo_options)
+    meta = {
+        "suite": _suite_dict(suite),
+        "algos": list(units and dict.fromkeys(u.algo for u in units)),
+        "algo_options": json.loads(json.dumps(algo_options or {}, sort_keys=True)),
+        "seed": seed,
+    }
+    path = Path(db_path)
+    if path.exists():
+        with RunDB.open(path) as db:
+            _check_same_run(db, meta, units)
+    else:
+        RunDB.create(path, meta, units).close()
+    return run_units(path, workers, cluster, progress, unit_fn=unit_fn, unit_timeout=unit_timeout)
+
+
+def resume(
+    db_path: str | Path,
+    workers: int | None = None,
+    cluster: str | None = None,
+    progress: bool = True,
+    *,
+    unit_fn: UnitFn | None = None,
+    unit_timeout: float | None = None,
+) -> RunSummary:
+    """Fly the trials of an existing run that are not stored yet (suite, algorithms, options
+    and seed come from the database)."""
+    if not Path(db_path).is_file():
+        raise ConfigError(f"db_path: no run database at {db_path}")
+    return run_units(
+        db_path, workers, cluster, progress, unit_fn=unit_fn, unit_timeout=unit_timeout
+    )
+
+
+def run_units(
+    db_path: str | Path,
+    workers: int | None = None,
+    cluster: str | None = None,
+    progress: bool = True,
+    *,
+    unit_fn: UnitFn | None = None,
+    unit_timeout: float | None = None,
+    only: Sequence[int] | None = None,
+) -> RunSummary:
+    """Fly the unfinished units of an existing run database (``only``: unit indices)."""
+    workers = _check_workers(workers)
+    t0 = time.perf_counter()
+    with RunDB.open(db_path) as db:
+        units = db.units()
+        done = db.done_keys()
+        todo = [
+            (i, u)
+            for i, u in enumerate(units)
+            if (only is None or i in set(only)) and not {t.key for t in u.trials()} <= done
+        ]
+        fn = unit_fn or _default_unit_fn
+        events = _events(todo, fn, workers, cluster, unit_timeout)
+        n_run = _consume(db, events, progress)
+        stored, ok, total = db.counts()
+        (errors,) = db.conn.execute("SELECT COUNT(*) FROM trials WHERE cause='error'").fetchone()
+    return RunSummary(
+        Path(db_path), total, stored, ok, int(errors), n_run, time.perf_counter() - t0
+    )
+
+
+# -- checks ----------------------------------------------------------------------------------
+def _check_workers(workers: int | None) -> int:
+    if workers is None:
+        return max(1, os.cpu_count() or 1)
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
+        raise ConfigError(f"workers: expected an int >= 0 (0: inline), got {workers!r}")
+    return workers
+
+
+def _check_algo_names(algos: str | Sequence[str]) -> None:
+    """Built-in planner names or ``module:Class`` specs; an unknown name lists the valid ones."""
+    names = [a.strip() for a in algos.split(",")] if isinstance(algos, str) else list(algos)
+    try:
+        registry = importlib.import_module("volary.planning.planners")
+    except ImportError:  # the planner registry is not there: nothing to check against
+        return
+    valid = tuple(getattr(registry, "PLANNERS", ()))
+    if not valid:
+        return
+    for a in names:
+        if isinstance(a, str) and a and ":" not in a and a not in valid:
+            raise UnknownNameError("algorithm", a, valid)
+
+
+def _suite_dict(suite: Any) -> dict[str, Any]:
+    d = asdict(suite) if hasattr(suite, "__dataclass_fields__") else {"name": str(suite.name)}
+    return json.loads(json.dumps(d, sort_keys=True))
+
+
+def _check_same_run(db: RunDB, meta: dict[str, Any], units: Sequence[WorkUnit]) -> None:
+    old = db.meta()
+    diff = [k for k in meta if old.get(k) != meta[k]]
+    if not diff and [unit_to_json(u) for u in db.units()] != [unit_to_json(u) for u in units]:
+        diff = ["work units"]
+    if diff:
+        raise ConfigError(
+            f"db_path: {db.path} holds a run with other settings ({', '.join(diff)} differ); "
+            "resume it with `volary bench resume`, or choose another --db / --out"
+        )
+
+
+# -- events: (unit index, rows) as units finish ------------------------------------------------
+Event = tuple[int, list[TrialResult]]
+
+
+def _events(
+    todo: list[tuple[int, WorkUnit]],
+    fn: UnitFn,
+    workers: int,
+    cluster: str | None,
+    unit_timeout: float | None,
+) -> Iterator[Event]:
+    if not todo:
+        return iter(())
+    if cluster is not None:
+        from volary.bench.nav.cluster import dask_events
+
+        return dask_events(todo, fn, cluster)
+    if workers == 0:
+        return _inline_events(todo, fn)
+    return _pool_events(todo, fn, workers, unit_timeout)
+
+
+def _inline_events(todo: list[tuple[int, WorkUnit]], fn: UnitFn) -> Iterator[Event]:
+    for i, unit in todo:
+        t0 = time.perf_counter()
+        yield i, _unit_rows(unit, call_unit(fn, unit), time.perf_counter() - t0)
+
+
+def call_unit(fn: UnitFn, unit: WorkUnit) -> tuple[str, Any]:
+    """Run one unit, catching what it raises: ("ok", rows) or ("error", traceback)."""
+    try:
+        return "ok", fn(unit)
+    except Exception:
+        return "error", traceback.format_exc()
+
+
+def _default_unit_fn(unit: WorkUnit) -> list[TrialResult]:
+    """``episode.run_unit`` on one torch thread, imported where it runs."""
+    import torch
+
+    torch.set_num_threads(1)
+    mod, name = _DEFAULT_UNIT_FN.split(":")
+    return getattr(importlib.import_module(mod), name)(unit)
+
+
+def error_rows(unit: WorkUnit, message: str, wall: float = float("nan")) -> list[TrialResult]:
+    """One cause-"error" row per trial of a unit that produced no rows of its own."""
+    return [
+        TrialResult(
+            t.algo,
+            t.platform,
+            t.scenario,
+            t.config,
+            t.trial,
+            t.seed,
+            success=False,
+            cause="error",
+            wall_time=wall,
+            error=message,
+        )  # fmt: skip
+        for t in unit.trials()
+    ]
+
+
+def _unit_rows(unit: WorkUnit, outcome: tuple[str, Any], wall: float) -> list[TrialResult]:
+    """The unit's rows, or error rows when it raised or returned the wrong trials."""
+    status, payload = outcome
+    if status != "ok":
+        return error_rows(unit, f"the work unit raised:\n{payload}", wall)
+    want = {t.key for t in unit.trials()}
+    rows = list(payload) if isinstance(payload, list | tuple) else []
+    got = [r.key for r in rows if isinstance(r, TrialResult)]
+    if len(got) != len(rows) or sorted(got) != sorted(want):
+        return error_rows(
+            unit,
+            f"the work unit returned rows for {sorted(got)}, expected one for each of "
+            f"{sorted(want)}",
+            wall,
+        )
+    return rows
+
+
+# -- the process pool with crash and hang isolation --------------------------------------------
+def _init_worker() -> None:
+    os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+
+
+def _new_pool(workers: int) -> ProcessPoolExecutor:
+    return ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_init_worker)
+
+
+def _kill_pool(pool: ProcessPoolExecutor) -> None:
+    """Kill the pool's processes (a hung unit cannot be cancelled any other way)."""
+    procs = list(getattr(pool, "_processes", {}).values())
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+    for p in procs:
+        p.join(timeout=5)
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
+@dataclass
+class _Flight:
+    index: int
+    unit: WorkUnit
+    start: float
+    solo: bool  # run alone after a crash: if the pool breaks now, this unit did it
+
+
+def _pool_events(
+    todo: list[tuple[int, WorkUnit]], fn: UnitFn, workers: int, unit_timeout: float | None
+) -> Iterator[Event]:
+    queue = deque(todo)
+    suspects: deque[tuple[int, WorkUnit]] = deque()  # in flight when a worker died
+    running: dict[Future, _Flight] = {}
+    pool = _new_pool(workers)
+    try:
+        while queue or suspects or running:
+            if not _fill(pool, running, queue, suspects, fn, workers) and not running:
+                _kill_pool(pool)
+                pool = _new_pool(workers)
+                continue
+            budget = [_budget(f.unit, unit_timeout) - (time.perf_counter() - f.start)
+                      for f in running.values()]  # fmt: skip
+            finished, _ = wait(running, timeout=max(0.0, min(budget)), return_when=FIRST_COMPLETED)
+            broken = False
+            for fut in finished:
+                f = running.pop(fut)
+                wall = time.perf_counter() - f.start
+                try:
+                    outcome = fut.result()
+                except BrokenProcessPool:
+                    broken = True
+                    if f.solo:
+                        yield f.index, error_rows(f.unit, _died_message(), wall)
+                    else:
+                        suspects.append((f.index, f.unit))
+                    continue
+                yield f.index, _unit_rows(f.unit, outcome, wall)
+            now = time.perf_counter()
+            late = [
+                fut for fut, f in running.items() if now - f.start >= _budget(f.unit, unit_timeout)
+            ]
+            for fut in late:
+                f = running.pop(fut)
+                msg = (
+                    "the work unit ran past its wall-clock limit of "
+                    f"{_budget(f.unit, unit_timeout):.0f} s and was killed"
+                )
+                yield f.index, error_rows(f.unit, msg, now - f.start)
+            if late or broken:
+                for f in running.values():  # innocent bystanders (or suspects): run them again
+                    (suspects if broken else queue).appendleft((f.index, f.unit))
+                running.clear()
+                _kill_pool(pool)
+                pool = _new_pool(workers)
+    finally:
+        _kill_pool(pool)
+
+
+def _fill(
+    pool: ProcessPoolExecutor,
+    running: dict[Future, _Flight],
+    queue: deque[tuple[int, WorkUnit]],
+    suspects: deque[tuple[int, WorkUnit]],
+    fn: UnitFn,
+    workers: int,
+) -> bool:
+    """Submit units up to one per worker (so a submitted unit is a running unit); after a
+    crash, the suspects run one at a time. False when the pool turned out to be broken."""
+    solo = bool(suspects)
+    source = suspects if solo else queue
+    while source and len(running) < (1 if solo else workers):
+        i, u = source.popleft()
+        try:
+            fut = pool.submit(call_unit, fn, u)
+        except BrokenProcessPool:
+            source.appendleft((i, u))
+            return False
+        running[fut] = _Flight(i, u, time.perf_counter(), solo)
+    return True
+
+
+def _budget(unit: WorkUnit, unit_timeout: float | None) -> float:
+    if unit_timeout is not None:
+        return float(unit_timeout)
+    return unit.settings.trial_wall_limit * UNIT_TIMEOUT_FACTOR
+
+
+def _died_message() -> str:
+    return (
+        "the worker process running this work unit died (segfault, os._exit or out of "
+        "memory); it died again when the unit was re-run alone"
+    )
+
+
+# -- writing and progress ----------------------------------------------------------------------
+def _consume(db: RunDB, events: Iterator[Event], progress: bool) -> int:
+    """Write each finished unit in one transaction; show trials done, success, ETA."""
+    done, ok, total = db.counts()
+    if not progress:
+        n = 0
+        for i, rows in events:
+            db.write_unit(i, rows)
+            n += 1
+        return n
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    cols = (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn(
+            "trials  success {task.fields[ok]}/{task.completed:.0f}  errors {task.fields[err]}"
+        ),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+    )
+    n = err = 0
+    with Progress(*cols) as bar:
+        task = bar.add_task(db.path.parent.name or "run", total=total, completed=done, ok=ok, err=0)
+        for i, rows in events:
+            db.write_unit(i, rows)
+            n += 1
+            ok += sum(bool(r.success) for r in rows)
+            err += sum(r.cause == "error" for r in rows)
+            bar.update(task, advance=len(rows), ok=ok, err=err)
+    return n

@@ -1,0 +1,65 @@
+"""Fakes of the episode for the runner tests: module-level unit functions (so spawned pool
+workers and dask workers can import them) that return rows derived from the trial seeds."""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+
+from volary.bench.nav.schema import TrialResult, WorkUnit
+
+
+def _option(unit: WorkUnit, name: str, default: float) -> float:
+    return float(dict(unit.algo_options).get(name, default))
+
+
+def fake_unit(unit: WorkUnit) -> list[TrialResult]:
+    """Sleeps ``sleep`` s (an algo option), then one deterministic row per trial."""
+    time.sleep(_option(unit, "sleep", 0.0))
+    rows = []
+    for t in unit.trials():
+        rng = random.Random(t.trial_seed)
+        ok = rng.random() < 0.4
+        cause = "success" if ok else rng.choice(("collision", "timeout", "outside_goal"))
+        length = rng.uniform(20.0, 60.0)
+        rows.append(
+            TrialResult(
+                t.algo,
+                t.platform,
+                t.scenario,
+                t.config,
+                t.trial,
+                t.seed,
+                success=ok,
+                cause=cause,
+                time_to_goal=length / 3.0 if ok else float("nan"),
+                flight_time=length / 3.0,
+                path_length=length,
+                mean_speed=3.0,
+                max_speed=rng.uniform(3.0, 4.0),
+                collisions=int(cause == "collision"),
+                collisions_per_m=int(cause == "collision") / length,
+                final_distance=rng.uniform(0.0, 1.9) if ok else rng.uniform(2.0, 40.0),
+                sim_time=length / 3.0 + 2.0,
+                wall_time=time.perf_counter() % 1.0,
+            )  # fmt: skip
+        )
+    return rows
+
+
+def crashy_unit(unit: WorkUnit) -> list[TrialResult]:
+    """fake_unit, except configuration 1 of three types: the worker dies (maze), hangs
+    (perlin) or the unit raises (narrow_gap)."""
+    if unit.config == 1 and unit.scenario == "maze":
+        os._exit(3)
+    if unit.config == 1 and unit.scenario == "perlin":
+        time.sleep(600)
+    if unit.config == 1 and unit.scenario == "narrow_gap":
+        raise RuntimeError("planner exploded")
+    return fake_unit(unit)
+
+
+def wrong_rows_unit(unit: WorkUnit) -> list[TrialResult]:
+    """Returns one row too few."""
+    return fake_unit(unit)[1:]

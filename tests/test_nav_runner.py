@@ -1,0 +1,190 @@
+"""The runner: every trial stored exactly once whatever the worker count, kill -9 and resume,
+crash / hang / raise isolation, the dask cluster option, and refusing a different run."""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from _nav_fakes import crashy_unit, fake_unit, wrong_rows_unit
+from volary.bench.nav.db import RunDB, load_results
+from volary.bench.nav.protocol import QUICK_PLATFORMS, SCENARIO_TYPES, Suite
+from volary.bench.nav.runner import resume, run_suite
+from volary.bench.nav.schema import ROW_FIELDS, TrialResult
+from volary.errors import ConfigError
+
+TESTS = Path(__file__).resolve().parent
+SUITE = Suite("t", QUICK_PLATFORMS[:3], SCENARIO_TYPES, (0, 1), 1)
+ALGOS = ("a", "b")
+
+
+def _table(rows: list[TrialResult]) -> dict[str, tuple]:
+    """Every field but the wall clock, NaN made comparable."""
+    out = {}
+    for r in rows:
+        vals = []
+        for n in ROW_FIELDS:
+            v = getattr(r, n)
+            vals.append("nan" if isinstance(v, float) and math.isnan(v) else v)
+        out[r.key] = tuple(v for n, v in zip(ROW_FIELDS, vals, strict=True) if n != "wall_time")
+    return out
+
+
+def _aggregate(rows: list[TrialResult]) -> tuple:
+    return (
+        len(rows),
+        sum(r.success for r in rows),
+        sorted((c, sum(r.cause == c for r in rows)) for c in {r.cause for r in rows}),
+        round(sum(r.path_length for r in rows), 9),
+    )
+
+
+def _expected_keys(suite: Suite, algos, seed: int) -> set[str]:
+    return {t.key for u in suite.units(algos, seed) for t in u.trials()}
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> dict[str, tuple]:
+    """An uninterrupted inline run (workers=0)."""
+    db = tmp_path_factory.mktemp("ref") / "run.sqlite"
+    s = run_suite(SUITE, ALGOS, db, workers=0, seed=3, progress=False, unit_fn=fake_unit)
+    assert s.complete and s.total == SUITE.n_trials(2) == 84 and s.errors == 0
+    return _table(load_results(db))
+
+
+def test_pool_equals_inline_and_stores_each_trial_once(tmp_path, reference):
+    db = tmp_path / "run.sqlite"
+    s = run_suite(SUITE, ALGOS, db, workers=2, seed=3, progress=True, unit_fn=fake_unit)
+    assert s.complete and s.units_run == len(SUITE.units(ALGOS, 3))
+    rows = load_results(db)
+    assert len(rows) == len({r.key for r in rows}) == 84
+    assert set(_table(rows)) == _expected_keys(SUITE, ALGOS, 3)
+    assert _table(rows) == reference
+    again = run_suite(SUITE, ALGOS, db, workers=2, seed=3, progress=False, unit_fn=fake_unit)
+    assert again.units_run == 0 and again.done == 84  # same settings: resumes, nothing to do
+
+
+def test_other_settings_are_refused(tmp_path):
+    db = tmp_path / "run.sqlite"
+    run_suite(SUITE, ["a"], db, workers=0, seed=3, progress=False, unit_fn=fake_unit)
+    for kwargs in ({"seed": 4}, {"algos": ["a", "b"]}, {"algo_options": {"a": {"k": 1}}}):
+        args = {"algos": ["a"], "seed": 3, **kwargs}
+        with pytest.raises(ConfigError, match="other settings"):
+            run_suite(SUITE, db_path=db, workers=0, progress=False, unit_fn=fake_unit, **args)
+    with pytest.raises(ConfigError, match="no run database"):
+        resume(tmp_path / "nope.sqlite", workers=0, unit_fn=fake_unit)
+    with pytest.raises(ConfigError, match="workers"):
+        run_suite(SUITE, ["a"], tmp_path / "x.sqlite", workers=-1, unit_fn=fake_unit)
+
+
+def test_resume_reads_the_run_from_the_database(tmp_path, reference):
+    db = tmp_path / "run.sqlite"
+    n = len(SUITE.units(ALGOS, 3))
+    from volary.bench.nav.runner import run_units
+
+    run_suite(SUITE, ALGOS, db, workers=0, seed=3, progress=False, unit_fn=fake_unit)
+    with RunDB.open(db) as d:  # forget half the units, as if killed half-way
+        d.conn.execute("DELETE FROM trials WHERE unit % 2 = 1")
+    s = resume(db, workers=0, progress=False, unit_fn=fake_unit)
+    assert s.units_run == n // 2 and s.complete
+    assert _table(load_results(db)) == reference
+    assert run_units(db, 0, progress=False, unit_fn=fake_unit).units_run == 0
+
+
+KILL_SUITE = Suite("k", QUICK_PLATFORMS[:3], SCENARIO_TYPES, (0, 1, 2, 3), 1)
+KILL_OPTS = {"a": {"sleep": 0.1}, "b": {"sleep": 0.1}}
+_SCRIPT = """
+import sys
+sys.path.insert(0, {tests!r})
+from _nav_fakes import fake_unit
+from volary.bench.nav.protocol import QUICK_PLATFORMS, SCENARIO_TYPES, Suite
+from volary.bench.nav.runner import run_suite
+suite = Suite("k", QUICK_PLATFORMS[:3], SCENARIO_TYPES, (0, 1, 2, 3), 1)
+run_suite(suite, ["a", "b"], {db!r}, workers=2, seed=3, progress=False, unit_fn=fake_unit,
+          algo_options={opts!r})
+"""
+
+
+def _stored(db: Path) -> int:
+    if not db.exists():
+        return 0
+    with RunDB.open(db, readonly=True) as d:
+        return d.counts()[0]
+
+
+def test_kill_9_at_random_points_then_resume(tmp_path):
+    """Acceptance: SIGKILL the run (its whole process group) 6 times at seeded random moments
+    while it is writing, resume each time; the final database has every trial exactly once and
+    the same numbers as an uninterrupted run with the same seed and settings."""
+    db = tmp_path / "run.sqlite"
+    total = KILL_SUITE.n_trials(2)
+    script = _SCRIPT.format(tests=str(TESTS), db=str(db), opts=KILL_OPTS)
+    rng = random.Random(12345)
+    seen = []
+    for _ in range(6):
+        before = _stored(db)
+        p = subprocess.Popen([sys.executable, "-c", script], start_new_session=True)
+        deadline = time.monotonic() + 60
+        while _stored(db) <= before and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)  # wait until this attempt has committed something
+        time.sleep(rng.uniform(0.0, 0.25))  # then a random moment
+        assert p.poll() is None, "the run finished before it could be killed"
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+        seen.append(_stored(db))
+    assert 0 < seen[0] and seen[-1] < total and seen == sorted(seen), seen
+    p = subprocess.run([sys.executable, "-c", script], timeout=120)
+    assert p.returncode == 0
+    rows = load_results(db)
+    assert len(rows) == len({r.key for r in rows}) == total
+    ref_db = tmp_path / "ref.sqlite"
+    run_suite(KILL_SUITE, ALGOS, ref_db, 2, None, KILL_OPTS, 3, False, unit_fn=fake_unit)
+    ref = load_results(ref_db)
+    assert _table(rows) == _table(ref)
+    assert _aggregate(rows) == _aggregate(ref)
+
+
+def test_crash_hang_and_raise_are_recorded_and_the_run_completes(tmp_path, reference):
+    db = tmp_path / "run.sqlite"
+    s = run_suite(
+        SUITE, ALGOS, db, workers=2, seed=3, progress=False, unit_fn=crashy_unit, unit_timeout=4
+    )
+    assert s.complete and s.done == 84
+    rows = {r.key: r for r in load_results(db)}
+    bad = {"maze": "died", "perlin": "wall-clock limit of 4 s", "narrow_gap": "planner exploded"}
+    for key, r in rows.items():
+        if r.config == 1 and r.scenario in bad:
+            assert r.cause == "error" and not r.success, key
+            assert bad[r.scenario] in r.error, r.error
+        else:
+            assert _table([r])[key] == reference[key]  # bystanders of a crash are not blamed
+    assert s.errors == 3 * 2 * len(bad)
+
+
+def test_wrong_rows_are_an_error(tmp_path):
+    db = tmp_path / "run.sqlite"
+    s = run_suite(SUITE, ["a"], db, workers=0, seed=3, progress=False, unit_fn=wrong_rows_unit)
+    assert s.complete and s.errors == 42
+    assert "expected one for each of" in load_results(db)[0].error
+
+
+def test_dask_local_cluster(tmp_path, reference):
+    pytest.importorskip("dask.distributed")
+    db = tmp_path / "run.sqlite"
+    s = run_suite(SUITE, ALGOS, db, seed=3, cluster="local:2", progress=False, unit_fn=fake_unit)
+    assert s.complete
+    assert _table(load_results(db)) == reference
+
+
+def test_bad_cluster_address(tmp_path):
+    for bad in ("local:0", "localhost", "local:x"):
+        with pytest.raises(ConfigError, match="cluster"):
+            run_suite(SUITE, ["a"], tmp_path / f"{bad}.sqlite", cluster=bad, unit_fn=fake_unit)
