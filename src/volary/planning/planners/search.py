@@ -1,0 +1,247 @@
+"""Grid path search for the ``mapper`` planner: weighted A* over 26-connected voxels,
+line-of-sight checks and path shortcutting (numba, compiled on first use and cached).
+
+A voxel is *free* when its clearance (:meth:`OccupancyGrid.clearance` in cm: distance to the
+nearest occupied voxel centre or face of the volume) is at least ``thr_cm``. Step cost
+(Hart, Nilsson & Raphael 1968; weighted A* of Pohl 1970, f = g + eps h):
+
+    c(a, b) = res |D (b - a)| (1 + w max(0, soft - clear(b)) / soft),   D = diag(1, 1, kz)
+
+so the search prefers horizontal moves (kz >= 1: the forward camera sees little above and
+below) and keeps away from obstacles up to ``soft`` cm (the clearance cost of ESDF planners such
+as Fast-Planner's kinodynamic search, here on the grid). h is |D (goal - a)| res (admissible
+for eps = 1). A start voxel inside the inflation may be left through voxels of strictly
+increasing clearance (escape). When the goal is not reached within ``max_expand`` expansions,
+or every reachable voxel is explored, the path to the expanded voxel nearest to the goal is
+returned with ``reached = False`` (a receding-horizon partial plan).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from volary.planning.planners.occupancy import OccupancyGrid
+
+
+@numba.njit(cache=True, nogil=True, inline="always")
+def _clear_cm(dist, i, j, k, face_cm, nx, ny, nz):  # pragma: no cover - compiled
+    c = np.int64(dist[i, j, k])
+    # distance (cm) of the voxel centre to the six faces of the volume, in units of res
+    f = min(min(i, nx - 1 - i), min(min(j, ny - 1 - j), min(k, nz - 1 - k)))
+    fc = np.int64(face_cm * (f + 0.5))
+    return min(c, fc)
+
+
+@numba.njit(cache=True, nogil=True)
+def _heap_push(hk, hn, size, key, node):  # pragma: no cover - compiled
+    if size >= hk.shape[0]:
+        nk = np.empty(hk.shape[0] * 2, np.float64)
+        nn = np.empty(hn.shape[0] * 2, np.int64)
+        nk[:size] = hk[:size]
+        nn[:size] = hn[:size]
+        hk, hn = nk, nn
+    i = size
+    hk[i] = key
+    hn[i] = node
+    while i > 0:
+        p = (i - 1) // 2
+        if hk[p] <= hk[i]:
+            break
+        hk[p], hk[i] = hk[i], hk[p]
+        hn[p], hn[i] = hn[i], hn[p]
+        i = p
+    return hk, hn, size + 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _heap_pop(hk, hn, size):  # pragma: no cover - compiled
+    key, node = hk[0], hn[0]
+    size -= 1
+    hk[0], hn[0] = hk[size], hn[size]
+    i = 0
+    while True:
+        left = 2 * i + 1
+        if left >= size:
+            break
+        c = left
+        if left + 1 < size and hk[left + 1] < hk[left]:
+            c = left + 1
+        if hk[i] <= hk[c]:
+            break
+        hk[c], hk[i] = hk[i], hk[c]
+        hn[c], hn[i] = hn[i], hn[c]
+        i = c
+    return key, node, size
+
+
+@numba.njit(cache=True, nogil=True)
+def _astar(
+    dist, start, goal, thr_cm, goal_tol, face_cm, soft_cm, w_clear, kz, eps, max_expand
+):  # pragma: no cover - compiled  # noqa: E501
+    nx, ny, nz = dist.shape
+    n = nx * ny * nz
+    g = np.full(n, np.inf, np.float32)
+    parent = np.full(n, -1, np.int64)
+    closed = np.zeros(n, np.uint8)
+    hk = np.empty(4096, np.float64)
+    hn = np.empty(4096, np.int64)
+    s = (start[0] * ny + start[1]) * nz + start[2]
+    g[s] = 0.0
+    size = 0
+    hk, hn, size = _heap_push(hk, hn, size, 0.0, s)
+    best, best_h = s, np.inf
+    found = False
+    expanded = 0
+    while size > 0 and expanded < max_expand:
+        key, u, size = _heap_pop(hk, hn, size)
+        if closed[u]:
+            continue
+        closed[u] = 1
+        expanded += 1
+        ui = u // (ny * nz)
+        uj = (u // nz) % ny
+        uk = u % nz
+        dx, dy, dz = goal[0] - ui, goal[1] - uj, (goal[2] - uk) * kz
+        hu = np.sqrt(dx * dx + dy * dy + dz * dz)
+        if hu < best_h:
+            best, best_h = u, hu
+        ex, ey, ez = goal[0] - ui, goal[1] - uj, goal[2] - uk
+        if np.sqrt(ex * ex + ey * ey + ez * ez) <= goal_tol:
+            found = True
+            best = u
+            break
+        cu = _clear_cm(dist, ui, uj, uk, face_cm, nx, ny, nz)
+        for a in range(-1, 2):
+            vi = ui + a
+            if vi < 0 or vi >= nx:
+                continue
+            for b in range(-1, 2):
+                vj = uj + b
+                if vj < 0 or vj >= ny:
+                    continue
+                for c in range(-1, 2):
+                    if a == 0 and b == 0 and c == 0:
+                        continue
+                    vk = uk + c
+                    if vk < 0 or vk >= nz:
+                        continue
+                    v = (vi * ny + vj) * nz + vk
+                    if closed[v]:
+                        continue
+                    cv = _clear_cm(dist, vi, vj, vk, face_cm, nx, ny, nz)
+                    if cv < thr_cm and not (cu < thr_cm and cv > cu):
+                        continue
+                    step = np.sqrt(a * a + b * b + (c * kz) ** 2)
+                    pen = 0.0
+                    if cv < soft_cm:
+                        pen = w_clear * (soft_cm - cv) / soft_cm
+                    gv = g[u] + step * (1.0 + pen)
+                    if gv < g[v]:
+                        g[v] = gv
+                        parent[v] = u
+                        fx, fy, fz = goal[0] - vi, goal[1] - vj, (goal[2] - vk) * kz
+                        hv = np.sqrt(fx * fx + fy * fy + fz * fz)
+                        hk, hn, size = _heap_push(hk, hn, size, gv + eps * hv, v)
+    # walk back from the goal (or the best partial node)
+    count = 0
+    v = best
+    while v != -1:
+        count += 1
+        v = parent[v]
+    path = np.empty((count, 3), np.int64)
+    v = best
+    for m in range(count - 1, -1, -1):
+        path[m, 0] = v // (ny * nz)
+        path[m, 1] = (v // nz) % ny
+        path[m, 2] = v % nz
+        v = parent[v]
+    return path, found, expanded
+
+
+@numba.njit(cache=True, nogil=True)
+def _segment_clear(dist, a, b, thr_cm, face_cm):  # pragma: no cover - compiled
+    """True when every sample (every 1/2 voxel) of the segment a -> b (voxel coordinates,
+    continuous: voxel centres at integer + 0.5) lies in a voxel with clearance >= thr_cm."""
+    nx, ny, nz = dist.shape
+    d = np.sqrt(((b - a) ** 2).sum())
+    steps = int(np.ceil(d * 2.0)) + 1
+    for s in range(steps + 1):
+        t = s / steps
+        p0 = a[0] + t * (b[0] - a[0])
+        p1 = a[1] + t * (b[1] - a[1])
+        p2 = a[2] + t * (b[2] - a[2])
+        i, j, k = int(np.floor(p0)), int(np.floor(p1)), int(np.floor(p2))
+        if i < 0 or j < 0 or k < 0 or i >= nx or j >= ny or k >= nz:
+            return False
+        if _clear_cm(dist, i, j, k, face_cm, nx, ny, nz) < thr_cm:
+            return False
+    return True
+
+
+@numba.njit(cache=True, nogil=True)
+def _shortcut(dist, pts, thr_cm, face_cm):  # pragma: no cover - compiled
+    """Indices of a greedy line-of-sight subsequence of ``pts`` (continuous voxel coords): from
+    each kept point, extend while the segment to the next point stays clear."""
+    n = pts.shape[0]
+    keep = np.empty(n, np.int64)
+    m = 0
+    keep[m] = 0
+    m += 1
+    i = 0
+    while i < n - 1:
+        j = i + 1
+        while j + 1 < n and _segment_clear(dist, pts[i], pts[j + 1], thr_cm, face_cm):
+            j += 1
+        keep[m] = j
+        m += 1
+        i = j
+    return keep[:m]
+
+
+def search(
+    grid: OccupancyGrid,
+    start: np.ndarray,
+    goal: np.ndarray,
+    thr: float,
+    *,
+    goal_tol: float = 0.3,
+    soft: float = 1.0,
+    w_clear: float = 2.0,
+    kz: float = 1.5,
+    eps: float = 1.5,
+    max_expand: int = 400_000,
+) -> tuple[np.ndarray, bool, int]:
+    """Path (K, 3) of world voxel centres from ``start`` toward ``goal`` (m), free at
+    clearance ``thr`` (m); returns (path, reached, expansions). See the module docstring."""
+    s = grid.clamp(grid.index(np.asarray(start)[None]))[0]
+    g = grid.clamp(grid.index(np.asarray(goal)[None]))[0]
+    path, found, expanded = _astar(
+        grid.dist_cm,
+        s.astype(np.int64),
+        g.astype(np.int64),
+        int(round(thr * 100.0)),
+        float(goal_tol / grid.res),
+        float(grid.res * 100.0),
+        float(max(soft, 1e-3) * 100.0),
+        float(w_clear),
+        float(kz),
+        float(eps),
+        int(max_expand),
+    )
+    return grid.center(path), bool(found), int(expanded)
+
+
+def segment_clear(grid: OccupancyGrid, a: np.ndarray, b: np.ndarray, thr: float) -> bool:
+    """True when the straight segment a -> b (world, m) keeps clearance >= ``thr`` m."""
+    va = (np.asarray(a, dtype=np.float64) - grid.lo) / grid.res
+    vb = (np.asarray(b, dtype=np.float64) - grid.lo) / grid.res
+    return bool(_segment_clear(grid.dist_cm, va, vb, int(round(thr * 100.0)), grid.res * 100.0))
+
+
+def shortcut(grid: OccupancyGrid, path: np.ndarray, thr: float) -> np.ndarray:
+    """Indices into ``path`` (K, 3 world) of a line-of-sight subsequence (first and last kept)."""
+    if len(path) <= 2:
+        return np.arange(len(path))
+    v = (np.asarray(path, dtype=np.float64) - grid.lo) / grid.res
+    return _shortcut(grid.dist_cm, v, int(round(thr * 100.0)), grid.res * 100.0)
