@@ -63,3 +63,44 @@ def crashy_unit(unit: WorkUnit) -> list[TrialResult]:
 def wrong_rows_unit(unit: WorkUnit) -> list[TrialResult]:
     """Returns one row too few."""
     return fake_unit(unit)[1:]
+
+
+# -- planners that misbehave, for the runs with the real episode (``_nav_fakes:Class``) -------
+class RaisingPlanner:
+    name = "raises"
+    needs: frozenset[str] = frozenset()
+
+    def reset(self, task) -> None:
+        self.task = task
+
+    def plan(self, obs):
+        raise RuntimeError("planner exploded")
+
+
+class HangingPlanner(RaisingPlanner):
+    name = "hangs"
+
+    def plan(self, obs):
+        time.sleep(3600)
+
+
+class NaNPlanner(RaisingPlanner):
+    name = "nan"
+
+    def plan(self, obs):
+        import numpy as np
+
+        from volary.planning.navigation import NavReference
+
+        t = np.array([obs.t, obs.t + 1.0])
+        p = np.full((2, 3), np.nan)
+        return NavReference(obs.t, t, p, p, p, np.zeros(2))
+
+
+class ExitPlanner(RaisingPlanner):
+    """Kills its process, as a segfault in native planner code would."""
+
+    name = "exits"
+
+    def plan(self, obs):
+        os._exit(11)

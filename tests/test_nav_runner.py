@@ -188,3 +188,34 @@ def test_bad_cluster_address(tmp_path):
     for bad in ("local:0", "localhost", "local:x"):
         with pytest.raises(ConfigError, match="cluster"):
             run_suite(SUITE, ["a"], tmp_path / f"{bad}.sqlite", cluster=bad, unit_fn=fake_unit)
+
+
+@pytest.mark.slow
+def test_real_episode_faulty_planners_are_failures_and_the_run_completes(tmp_path):
+    """Acceptance with the real ``episode.run_unit``: planners that raise, hang, return NaN or
+    kill their process are recorded as cause "error"; `straight` beside them is unaffected and
+    the same as in an inline run."""
+    from volary.bench.nav.schema import ProtocolSettings
+
+    settings = ProtocolSettings(time_limit=20.0, trial_wall_limit=5.0)
+    suite = Suite("faults", QUICK_PLATFORMS[4:6], ("random_cylinders",), (0,), 1, settings)
+    bad = {
+        "_nav_fakes:RaisingPlanner": "planner exploded",
+        "_nav_fakes:HangingPlanner": "",
+        "_nav_fakes:NaNPlanner": "",
+        "_nav_fakes:ExitPlanner": "died",
+    }
+    algos = ["straight", *bad]
+    db = tmp_path / "run.sqlite"
+    s = run_suite(suite, algos, db, workers=2, seed=0, progress=False)
+    assert s.complete and s.total == 2 * len(algos)
+    rows = load_results(db)
+    for r in rows:
+        if r.algo in bad:
+            assert r.cause == "error" and not r.success and bad[r.algo] in r.error, r
+        else:
+            assert r.cause != "error", r.error
+    ref = tmp_path / "ref.sqlite"
+    run_suite(suite, ["straight"], ref, workers=0, seed=0, progress=False)
+    mine = {k: v for k, v in _table(rows).items() if k.startswith("straight|")}
+    assert mine == _table(load_results(ref))

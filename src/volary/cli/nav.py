@@ -2,8 +2,285 @@
 
 from __future__ import annotations
 
+import time
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
 import typer
+from rich.console import Console
+from rich.table import Table
+
+RUNS_DIR = Path("out/bench")
+DB_NAME = "run.sqlite"
+console = Console()
+
+Workers = Annotated[
+    int | None,
+    typer.Option("--workers", help="Pool processes (default: one per CPU; 0: inline)."),
+]
+Cluster = Annotated[
+    str | None,
+    typer.Option("--cluster", help="dask scheduler tcp://host:port, or local:N worker processes."),
+]
+Quiet = Annotated[bool, typer.Option("--quiet", help="No progress bar.")]
+UnitTimeout = Annotated[
+    float | None,
+    typer.Option(
+        "--unit-timeout",
+        help="Wall-clock seconds per work unit before its process is killed "
+        "(default: trial_wall_limit x (trials in the unit + 1)).",
+    ),
+]
+
+
+def _fail(msg: str) -> NoReturn:
+    console.print(f"[red]error:[/red] {msg}", soft_wrap=True, highlight=False)
+    raise typer.Exit(2)
 
 
 def register(bench_app: typer.Typer) -> None:
     """Add the navigation-benchmark commands to ``volary bench``."""
+    bench_app.command("run")(bench_run)
+    bench_app.command("resume")(bench_resume)
+    bench_app.command("report")(bench_report)
+    bench_app.command("list")(bench_list)
+
+
+def bench_run(
+    suite: Annotated[
+        str, typer.Option("--suite", help="quick, flyingtrust or a suite TOML file.")
+    ] = "quick",
+    algo: Annotated[
+        str, typer.Option("--algo", help="Comma-separated planners: names or module:Class.")
+    ] = "straight",
+    workers: Workers = None,
+    cluster: Cluster = None,
+    db: Annotated[
+        Path | None, typer.Option("--db", help="Run database (default: OUT/run.sqlite).")
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Base seed of every trial.")] = 0,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Run directory (default: out/bench/<suite>-<time>)."),
+    ] = None,
+    report: Annotated[bool, typer.Option("--report", help="Write the HTML report after.")] = False,
+    unit_timeout: UnitTimeout = None,
+    quiet: Quiet = False,
+) -> None:
+    """Fly a suite for some planners; every finished trial is one row of the run database.
+    Running it again with the same settings resumes; Ctrl-C and `volary bench resume` too."""
+    from volary.bench.nav.protocol import get_suite
+    from volary.bench.nav.runner import run_suite
+    from volary.errors import VolaryError
+
+    try:
+        s = get_suite(suite)
+        algos = [a.strip() for a in algo.split(",") if a.strip()]
+        if seed < 0:
+            _fail(f"--seed: expected >= 0, got {seed}")
+        run_dir = out or RUNS_DIR / f"{s.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        path = db or run_dir / DB_NAME
+        console.print(
+            f"suite {s.name}: {s.n_trials(len(algos))} trials ({', '.join(algos)}) -> {path}"
+        )
+        summary = _interruptible(
+            lambda: run_suite(
+                s,
+                algos,
+                path,
+                workers=workers,
+                cluster=cluster,
+                seed=seed,
+                progress=not quiet,
+                unit_timeout=unit_timeout,
+            ),
+            path,
+        )
+    except VolaryError as e:
+        _fail(str(e))
+    _finish(summary, report)
+
+
+def bench_resume(
+    run: Annotated[
+        Path | None,
+        typer.Argument(help="Run directory or database (default: the latest under out/bench)."),
+    ] = None,
+    workers: Workers = None,
+    cluster: Cluster = None,
+    report: Annotated[bool, typer.Option("--report", help="Write the HTML report after.")] = False,
+    unit_timeout: UnitTimeout = None,
+    quiet: Quiet = False,
+) -> None:
+    """Fly the trials of an interrupted run that are not stored yet."""
+    from volary.bench.nav.runner import resume
+    from volary.errors import VolaryError
+
+    path = _db_path(run) if run is not None else _latest_run()
+    console.print(f"resuming {path}")
+    try:
+        summary = _interruptible(
+            lambda: resume(
+                path,
+                workers=workers,
+                cluster=cluster,
+                progress=not quiet,
+                unit_timeout=unit_timeout,
+            ),
+            path,
+        )
+    except VolaryError as e:
+        _fail(str(e))
+    _finish(summary, report)
+
+
+def bench_report(
+    run: Annotated[Path, typer.Argument(help="Run directory or database.")],
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Report directory (default: RUN/report).")
+    ] = None,
+) -> None:
+    """Write the HTML report (figures, tables, CSV/Parquet exports) of a run."""
+    path = _db_path(run)
+    index = _write_report(path, out or path.parent / "report")
+    console.print(f"[green]wrote {index}[/green]")
+
+
+def bench_list(
+    runs: Annotated[Path, typer.Option("--runs", help="Where to look for runs.")] = RUNS_DIR,
+) -> None:
+    """Suites, planners, and the runs found under out/bench with their progress."""
+    from volary.bench.nav.protocol import SUITES, get_suite
+
+    t = Table("suite", "platforms", "scenario types", "configs", "trials per algorithm")
+    for name in SUITES:
+        s = get_suite(name)
+        t.add_row(
+            name,
+            str(len(s.platforms)),
+            str(len(s.scenarios)),
+            str(len(s.configs)),
+            f"{s.n_trials(1):,}",
+        )
+    console.print(t)
+    console.print("suite files: --suite path/to/suite.toml (see volary.bench.nav.protocol)")
+    console.print(
+        f"planners: {', '.join(_planner_names()) or '(none registered)'}; or module:Class"
+    )
+    console.print(_runs_table(runs))
+
+
+# -- helpers -----------------------------------------------------------------------------------
+def _interruptible(call: Any, path: Path) -> Any:
+    try:
+        return call()
+    except KeyboardInterrupt:
+        console.print(
+            f"\ninterrupted; every finished unit is stored. Resume: volary bench resume {path}"
+        )
+        raise typer.Exit(130) from None
+
+
+def _finish(summary: Any, report: bool) -> None:
+    from volary.bench.nav.db import load_results
+
+    rows = load_results(summary.db_path)
+    console.print(_summary_table(rows))
+    state = "complete" if summary.complete else "incomplete"
+    console.print(
+        f"{state}: {summary.done}/{summary.total} trials, {summary.successes} successes, "
+        f"{summary.errors} errors; {summary.units_run} units in {summary.wall_s:.1f} s"
+    )
+    if report:
+        index = _write_report(summary.db_path, summary.db_path.parent / "report")
+        console.print(f"[green]wrote {index}[/green]")
+    else:
+        console.print(f"report: volary bench report {summary.db_path.parent}")
+
+
+def _summary_table(rows: list[Any]) -> Table:
+    """Success per scenario type and algorithm (plain counts; the report has the CIs)."""
+    algos = sorted({r.algo for r in rows})
+    scens = list(dict.fromkeys(r.scenario for r in rows))
+    t = Table("scenario", *algos, title="success (trials)")
+    for sc in [*scens, None]:
+        cells = []
+        for a in algos:
+            sel = [r for r in rows if r.algo == a and (sc is None or r.scenario == sc)]
+            ok = sum(r.success for r in sel)
+            cells.append(f"{100 * ok / len(sel):.0f}% ({len(sel)})" if sel else "-")
+        t.add_row(sc or "all", *cells)
+    return t
+
+
+def _write_report(path: Path, out: Path) -> Path:
+    from volary.bench.nav.db import load_results
+    from volary.bench.nav.runner import stored_suite
+    from volary.errors import VolaryError
+
+    try:
+        from volary.bench.nav.report import make_report
+    except ImportError:
+        _fail("the HTML report (volary.bench.nav.report) is not part of this volary yet")
+    try:
+        results = load_results(path)
+        if not results:
+            _fail(f"{path} holds no finished trials yet")
+        return Path(make_report(results, out, title=f"volary bench: {path.parent.name}",
+                                suite=stored_suite(path)))  # fmt: skip
+    except VolaryError as e:
+        _fail(str(e))
+
+
+def _db_path(run: Path) -> Path:
+    path = run / DB_NAME if run.is_dir() else run
+    if not path.is_file():
+        _fail(f"no run database at {path} (expected a run directory or a .sqlite file)")
+    return path
+
+
+def _latest_run() -> Path:
+    found = sorted(RUNS_DIR.glob(f"*/{DB_NAME}"), key=lambda p: p.stat().st_mtime)
+    if not found:
+        _fail(f"no runs under {RUNS_DIR}; name one: volary bench resume RUN")
+    return found[-1]
+
+
+def _planner_names() -> list[str]:
+    import importlib
+
+    try:
+        registry = importlib.import_module("volary.planning.planners")
+    except ImportError:
+        return []
+    return list(getattr(registry, "PLANNERS", ()))
+
+
+def _runs_table(runs: Path) -> Table:
+    from volary.bench.nav.db import RunDB
+    from volary.errors import VolaryError
+
+    t = Table(
+        "run", "suite", "algorithms", "trials", "success", "errors", "updated", title=str(runs)
+    )
+    for path in sorted(runs.glob(f"*/{DB_NAME}")):
+        try:
+            with RunDB.open(path, readonly=True) as db:
+                meta = db.meta()
+                done, ok, total = db.counts()
+                (err,) = db.conn.execute(
+                    "SELECT COUNT(*) FROM trials WHERE cause='error'"
+                ).fetchone()
+        except VolaryError as e:
+            t.add_row(path.parent.name, f"[red]{e}[/red]", "", "", "", "", "")
+            continue
+        t.add_row(
+            path.parent.name,
+            str(meta.get("suite", {}).get("name", "?")),
+            ",".join(meta.get("algos", [])),
+            f"{done}/{total}",
+            f"{100 * ok / done:.0f}%" if done else "-",
+            str(err),
+            str(meta.get("updated", "")),
+        )
+    return t

@@ -32,16 +32,20 @@ from volary.bench.nav.schema import TrialResult, WorkUnit
 from volary.errors import ConfigError, UnknownNameError
 
 UnitFn = Callable[[WorkUnit], list[TrialResult]]
-UNIT_TIMEOUT_FACTOR = 2.0  # unit budget = settings.trial_wall_limit x this (one batch per unit)
+# A unit's wall-clock budget is settings.trial_wall_limit x (its trials + UNIT_TIMEOUT_EXTRA):
+# each planner may use up to trial_wall_limit (the episode stops it there), plus the
+# simulation. A backstop for hangs the episode cannot interrupt (simulator, native code).
+UNIT_TIMEOUT_EXTRA = 1
 _DEFAULT_UNIT_FN = "volary.bench.nav.episode:run_unit"
 
 __all__ = [
-    "UNIT_TIMEOUT_FACTOR",
+    "UNIT_TIMEOUT_EXTRA",
     "RunSummary",
     "load_results",
     "resume",
     "run_suite",
     "run_units",
+    "stored_suite",
 ]
 
 
@@ -83,8 +87,8 @@ def run_suite(
     ``workers``: pool processes (``None``: one per CPU; ``0``: inline, no isolation).
     ``cluster``: a dask scheduler address ``tcp://host:port`` or ``local:N`` instead of the pool.
     ``unit_fn``: replaces ``episode.run_unit`` (a module-level function, so workers can
-    import it). ``unit_timeout``: wall-clock seconds per unit (default
-    ``settings.trial_wall_limit x UNIT_TIMEOUT_FACTOR``).
+    import it). ``unit_timeout``: wall-clock seconds per unit before its pool process is
+    killed (default ``settings.trial_wall_limit x (trials in the unit + 1)``).
     """
     if unit_fn is None:
         _check_algo_names(algos)
@@ -134,6 +138,10 @@ def run_units(
 ) -> RunSummary:
     """Fly the unfinished units of an existing run database (``only``: unit indices)."""
     workers = _check_workers(workers)
+    if unit_timeout is not None and not (
+        isinstance(unit_timeout, int | float) and unit_timeout > 0
+    ):
+        raise ConfigError(f"unit_timeout: expected seconds > 0, got {unit_timeout!r}")
     t0 = time.perf_counter()
     with RunDB.open(db_path) as db:
         units = db.units()
@@ -381,7 +389,7 @@ def _fill(
 def _budget(unit: WorkUnit, unit_timeout: float | None) -> float:
     if unit_timeout is not None:
         return float(unit_timeout)
-    return unit.settings.trial_wall_limit * UNIT_TIMEOUT_FACTOR
+    return unit.settings.trial_wall_limit * (len(unit.platforms) + UNIT_TIMEOUT_EXTRA)
 
 
 def _died_message() -> str:
@@ -431,3 +439,17 @@ def _consume(db: RunDB, events: Iterator[Event], progress: bool) -> int:
             err += sum(r.cause == "error" for r in rows)
             bar.update(task, advance=len(rows), ok=ok, err=err)
     return n
+
+
+def stored_suite(db_path: str | Path) -> Any | None:
+    """The run's :class:`~volary.bench.nav.protocol.Suite` rebuilt from the database's meta
+    data, or None when it cannot be (a suite object that was not a protocol Suite)."""
+    from volary.bench.nav.protocol import suite_from_dict
+    from volary.errors import VolaryError
+
+    with RunDB.open(db_path, readonly=True) as db:
+        d = db.meta().get("suite")
+    try:
+        return suite_from_dict(d) if isinstance(d, dict) else None
+    except (VolaryError, TypeError):
+        return None
