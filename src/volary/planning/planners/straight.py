@@ -65,7 +65,7 @@ class StraightPlanner:
         speed = min(self.speed or task.limits.max_speed, task.limits.max_speed)
         accel = self.accel or _line_accel(u, task.limits.max_acc, task.limits.max_vertical_acc)
         _, _, _, t_end = trapezoid(dist, speed, accel, np.zeros(1))
-        t = np.append(np.arange(0.0, float(t_end), self.dt), float(t_end))
+        t = np.append(np.arange(0.0, float(t_end) - 0.5 * self.dt, self.dt), float(t_end))
         s, v, a, _ = trapezoid(dist, speed, accel, t)
         yaw = math.atan2(u[1], u[0]) if np.linalg.norm(u[:2]) > 1e-9 else 0.0
         self._ref = NavReference(
