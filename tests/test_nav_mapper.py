@@ -325,3 +325,25 @@ def test_closed_loop_cluttered_config_0(kind):
     assert result["outcome"] == "success", (result["outcome"], result["t"])
     straight = KinematicFlight(spec, task).fly(Straight(), t_max=90.0)
     assert straight["outcome"] != "success"
+
+
+def test_numpy_min_snap_matches_the_library():
+    from volary.planning.minsnap import min_snap
+    from volary.planning.planners.smoothing import evaluate, min_snap_coefficients
+
+    rng = np.random.default_rng(3)
+    wp = np.cumsum(rng.uniform(-2, 2, size=(6, 3)), axis=0)
+    dur = rng.uniform(0.4, 2.5, size=5)
+    v0, a0 = np.array([1.0, -0.5, 0.2]), np.array([0.3, 0.1, -0.4])
+    coeffs = min_snap_coefficients(wp, dur, np.array([v0, a0, [np.nan] * 3]), np.zeros((3, 3)))
+    der = np.full((6, 3, 4), np.nan)
+    der[0] = 0.0
+    der[0, 0, :3], der[0, 1, :3], der[0, 2, :3] = v0, a0, np.nan
+    der[-1] = 0.0
+    ref = min_snap(torch.as_tensor(wp), torch.as_tensor(dur), derivatives=torch.as_tensor(der))
+    ts = np.linspace(0.0, dur.sum(), 97)
+    out = ref.evaluate(torch.as_tensor(ts))
+    pos, vel, acc = evaluate(coeffs, dur, ts)
+    assert np.allclose(pos, out.pos.numpy(), atol=1e-6)
+    assert np.allclose(vel, out.vel.numpy(), atol=1e-6)
+    assert np.allclose(acc, out.acc.numpy(), atol=1e-5)

@@ -12,8 +12,9 @@ Every call of :meth:`MapperPlanner.plan` (the benchmark calls it at ``task.plann
    clamped into the volume; a partial path toward the goal is used when the goal is not reached
    within the expansion budget.
 3. **Trajectory**: the path from the current reference state is shortcut by line of sight, cut
-   at ``horizon`` m, and a minimum-snap trajectory (:func:`volary.planning.minsnap.min_snap`,
-   Mellinger & Kumar 2011 in the Richter-Bry-Roy form) is fitted through the remaining waypoints
+   at ``horizon`` m, and a minimum-snap trajectory (Mellinger & Kumar 2011; a small numpy
+   solver, :mod:`volary.planning.planners.smoothing`, tested against
+   :func:`volary.planning.minsnap.min_snap`) is fitted through the remaining waypoints
    with the start velocity and acceleration fixed (continuity) and rest at the end (a safe stop
    inside the known map). Durations start from segment length / speed and are scaled
    uniformly, T -> alpha T with alpha = max(1, v_peak / v_max, sqrt(a_peak / a_max)) (velocity
@@ -44,13 +45,12 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-import torch
 
 from volary.errors import ConfigError
-from volary.planning.minsnap import min_snap
 from volary.planning.navigation import NavObservation, NavReference, NavTask
 from volary.planning.planners.occupancy import DepthProjector, OccupancyGrid, quat_to_matrix
 from volary.planning.planners.search import search, shortcut
+from volary.planning.planners.smoothing import evaluate, min_snap_coefficients
 
 G = 9.81
 
@@ -199,12 +199,12 @@ class MapperPlanner:
         p0, v0, a0 = self._start_state(obs, pos)
         self._check_stuck(pos)
         if t < self._look_until:
-            return self._look_around(p0, t)
+            return self._look_around(p0, v0, a0, t)
         if self._needs_search(p0):
             self._search(p0)
         if self._path is None:
             self._begin_look(t)
-            return self._look_around(p0, t)
+            return self._look_around(p0, v0, a0, t)
         return self._fit(p0, v0, a0, t)
 
     def _start_state(
@@ -296,6 +296,8 @@ class MapperPlanner:
         path = self._path
         assert path is not None
         dense = np.vstack([p0[None], path[1:]]) if len(path) > 1 else p0[None]
+        # only the part within ~1.5 horizons matters (dense steps are <= sqrt(3) voxels)
+        dense = dense[: int(1.5 * self.options.horizon / self.grid.res) + 2]
         keep = shortcut(self.grid, dense, self.radius + self.margin)
         wp, idx = dense[keep], keep
         seg = np.linalg.norm(np.diff(wp, axis=0), axis=1)
@@ -327,7 +329,7 @@ class MapperPlanner:
         wp, idx, _ = self._waypoints(p0)
         if len(wp) < 2:
             self.stats["fit_s"] += time.perf_counter() - t1
-            return self._hold(p0, t)
+            return self._brake(p0, v0, a0, t)
         hard = self.radius + self.options.hard_margin
         dense = self._path
         assert dense is not None
@@ -345,8 +347,9 @@ class MapperPlanner:
                 break
             wp = more
         self.stats["fallbacks"] += 1
+        ref = self._follow_path(p0, v0, a0, t, hard)
         self.stats["fit_s"] += time.perf_counter() - t1
-        return self._follow_path(p0, t)
+        return ref
 
     def _split_long(self, wp: np.ndarray, max_len: float = 3.0) -> np.ndarray:
         out = [wp[0]]
@@ -376,30 +379,20 @@ class MapperPlanner:
         return np.vstack([wp[: best + 1], q[None], wp[best + 1 :]])
 
     def _min_snap(
-        self, wp: np.ndarray, v0: np.ndarray, a0: np.ndarray
+        self, wp: np.ndarray, v0: np.ndarray, a0: np.ndarray, speed: float = 0.0
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Min-snap from (v0, a0) to rest through ``wp``, uniformly time-scaled to the limits."""
+        """Min-snap from (v0, a0) to rest through ``wp``, uniformly time-scaled to the limits
+        (numpy solver of :mod:`volary.planning.planners.smoothing`)."""
         seg = np.linalg.norm(np.diff(wp, axis=0), axis=1)
-        dur = np.maximum(seg / self.v_max, 0.15)
-        # the first segment cannot be shorter than what braking from v0 along it allows
-        w = len(wp)
-        der = np.full((w, 3, 4), np.nan)
-        der[0, :, :] = 0.0
-        der[0, 0, :3] = v0
-        der[0, 1, :3] = a0
-        der[0, 2, :3] = np.nan  # jerk free at the start
-        der[-1] = 0.0
-        wpt = torch.as_tensor(wp, dtype=torch.float64)
-        dert = torch.as_tensor(der, dtype=torch.float64)
+        dur = np.maximum(seg / (speed or self.v_max), 0.15)
+        start = np.array([v0, a0, np.full(3, np.nan)])  # jerk free at the start
+        end = np.zeros((3, 3))  # rest at the end
         for _ in range(4):
-            traj = min_snap(wpt, torch.as_tensor(dur), derivatives=dert)
+            coeffs = min_snap_coefficients(wp, dur, start, end)
             total = float(dur.sum())
             n = max(int(math.ceil(total / self.options.sample_dt)), 2)
             ts = np.linspace(0.0, total, n + 1)
-            out = traj.evaluate(torch.as_tensor(ts))
-            pos = out.pos.numpy()
-            vel = out.vel.numpy()
-            acc = out.acc.numpy()
+            pos, vel, acc = evaluate(coeffs, dur, ts)
             alpha = self._time_scale(vel, acc)
             if alpha <= 1.02:
                 break
@@ -420,12 +413,13 @@ class MapperPlanner:
         """Face the direction of motion; hold the heading when slow; rate-limited."""
         yaws = np.empty(len(vel))
         y = self._yaw
-        speed = np.linalg.norm(vel[:, :2], axis=1)
-        target = np.arctan2(vel[:, 1], vel[:, 0])
+        speed = np.hypot(vel[:, 0], vel[:, 1]).tolist()
+        target = np.arctan2(vel[:, 1], vel[:, 0]).tolist()
         step = self.options.yaw_rate * dt
         for k in range(len(vel)):
             if speed[k] > 0.3:
-                y = y + float(np.clip(_wrap(target[k] - y), -step, step))
+                e = (target[k] - y + math.pi) % (2 * math.pi) - math.pi
+                y += min(max(e, -step), step)
             yaws[k] = y
         return yaws
 
@@ -450,24 +444,50 @@ class MapperPlanner:
         z = np.zeros((n, 3))
         return NavReference(t, t + times, np.repeat(p[None], n, 0), z, z.copy(), yaws)
 
-    def _follow_path(self, p0: np.ndarray, t: float) -> NavReference:
-        """Fallback: the search path itself at a low constant speed, ending at rest."""
+    def _follow_path(
+        self, p0: np.ndarray, v0: np.ndarray, a0: np.ndarray, t: float, hard: float
+    ) -> NavReference:
+        """Fallback: min-snap through the search path's points every ~0.6 m (up to half the
+        horizon) at a reduced speed; if that clips too, brake to rest."""
         path = self._path
         assert path is not None
         pts = np.vstack([p0[None], path[1:]])
         seg = np.linalg.norm(np.diff(pts, axis=0), axis=1)
         cum = np.concatenate([[0.0], np.cumsum(seg)])
-        length = min(cum[-1], self.options.horizon)
-        if length < 0.05:
-            return self._hold(p0, t)
-        speed = min(1.0, self.v_max)
+        length = min(cum[-1], 0.5 * self.options.horizon)
+        if length < 0.3:
+            return self._brake(p0, v0, a0, t)
+        s = np.linspace(0.0, length, max(int(math.ceil(length / 0.6)), 1) + 1)
+        wp = np.stack([np.interp(s, cum, pts[:, i]) for i in range(3)], -1)
+        times, pos, vel, acc = self._min_snap(wp, v0, a0, speed=min(1.5, self.v_max))
+        clear = self.grid.clearance(pos)[times > 0.3]
+        if clear.size == 0 or clear.min() >= hard:
+            return self._reference(t, times, pos, vel, acc)
+        return self._brake(p0, v0, a0, t)
+
+    def _brake(
+        self, p0: np.ndarray, v0: np.ndarray, a0: np.ndarray, t: float, yaw_rate: float = 0.0
+    ) -> NavReference:
+        """Come to rest smoothly from (p0, v0, a0) along the current velocity (stopping
+        distance |v|^2 / (2 a_max), min-snap within the limits), then hold for 1 s; the yaw
+        turns at ``yaw_rate`` meanwhile (0: held)."""
+        speed = float(np.linalg.norm(v0))
+        if speed < 0.2:
+            return self._hold(p0, t, yaw_rate)
+        stop = p0 + v0 * (speed / (2.0 * self.a_xy) + 0.05)
+        times, pos, vel, acc = self._min_snap(np.stack([p0, stop]), v0, a0)
         dt = self.options.sample_dt
-        times = np.arange(0.0, length / speed + dt, dt)
-        s = np.minimum(times * speed, length)
-        pos = np.stack([np.interp(s, cum, pts[:, i]) for i in range(3)], -1)
-        vel = np.gradient(pos, dt, axis=0)
-        vel[-1] = 0.0
-        return self._reference(t, times, pos, vel, np.zeros_like(pos))
+        tail = times[-1] + dt * np.arange(1, int(1.0 / dt) + 1)
+        n = len(tail)
+        times = np.concatenate([times, tail])
+        pos = np.vstack([pos, np.repeat(pos[-1:], n, 0)])
+        vel = np.vstack([vel, np.zeros((n, 3))])
+        acc = np.vstack([acc, np.zeros((n, 3))])
+        if yaw_rate == 0.0:
+            return self._reference(t, times, pos, vel, acc)
+        yaws = self._yaw + yaw_rate * times
+        self._yaw = float(_wrap(self._yaw + yaw_rate / self.task.planner_rate_hz))  # type: ignore[union-attr]
+        return NavReference(t, t + times, pos, vel, acc, yaws)
 
     # ------------------------------------------------------------------ recovery
     def _check_stuck(self, pos: np.ndarray) -> None:
@@ -497,7 +517,9 @@ class MapperPlanner:
             self._look_until = t + self.options.look_time
             self._path = None
 
-    def _look_around(self, p0: np.ndarray, t: float) -> NavReference:
-        """Hover and turn (one full turn over ``look_time``) to map around the vehicle."""
+    def _look_around(
+        self, p0: np.ndarray, v0: np.ndarray, a0: np.ndarray, t: float
+    ) -> NavReference:
+        """Brake to rest and turn (one full turn over ``look_time``) to map around."""
         rate = min(2 * math.pi / self.options.look_time, self.options.yaw_rate)
-        return self._hold(p0, t, yaw_rate=rate, dur=1.0)
+        return self._brake(p0, v0, a0, t, yaw_rate=rate)

@@ -18,6 +18,8 @@ returned with ``reached = False`` (a receding-horizon partial plan).
 
 from __future__ import annotations
 
+import threading
+
 import numba
 import numpy as np
 
@@ -76,18 +78,30 @@ def _heap_pop(hk, hn, size):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
+def _touch(touched, n_touched, v):  # pragma: no cover - compiled
+    if n_touched >= touched.shape[0]:
+        nt = np.empty(touched.shape[0] * 2, np.int64)
+        nt[:n_touched] = touched[:n_touched]
+        touched = nt
+    touched[n_touched] = v
+    return touched, n_touched + 1
+
+
+@numba.njit(cache=True, nogil=True)
 def _astar(
-    dist, start, goal, thr_cm, goal_tol, face_cm, soft_cm, w_clear, kz, eps, max_expand
-):  # pragma: no cover - compiled  # noqa: E501
+    dist, g, parent, closed, start, goal, thr_cm, goal_tol, face_cm, soft_cm, w_clear, kz, eps,
+    max_expand,
+):  # pragma: no cover - compiled  # fmt: skip
+    """Weighted A* (module docstring). ``g`` (inf), ``parent`` (-1) and ``closed`` (0) are
+    caller-owned buffers over the grid, left as they were found (only touched nodes reset)."""
     nx, ny, nz = dist.shape
-    n = nx * ny * nz
-    g = np.full(n, np.inf, np.float32)
-    parent = np.full(n, -1, np.int64)
-    closed = np.zeros(n, np.uint8)
     hk = np.empty(4096, np.float64)
     hn = np.empty(4096, np.int64)
+    touched = np.empty(4096, np.int64)
+    n_touched = 0
     s = (start[0] * ny + start[1]) * nz + start[2]
     g[s] = 0.0
+    touched, n_touched = _touch(touched, n_touched, s)
     size = 0
     hk, hn, size = _heap_push(hk, hn, size, 0.0, s)
     best, best_h = s, np.inf
@@ -138,6 +152,8 @@ def _astar(
                         pen = w_clear * (soft_cm - cv) / soft_cm
                     gv = g[u] + step * (1.0 + pen)
                     if gv < g[v]:
+                        if g[v] == np.inf:
+                            touched, n_touched = _touch(touched, n_touched, v)
                         g[v] = gv
                         parent[v] = u
                         fx, fy, fz = goal[0] - vi, goal[1] - vj, (goal[2] - vk) * kz
@@ -156,6 +172,11 @@ def _astar(
         path[m, 1] = (v // nz) % ny
         path[m, 2] = v % nz
         v = parent[v]
+    for m in range(n_touched):
+        v = touched[m]
+        g[v] = np.inf
+        parent[v] = -1
+        closed[v] = 0
     return path, found, expanded
 
 
@@ -199,6 +220,25 @@ def _shortcut(dist, pts, thr_cm, face_cm):  # pragma: no cover - compiled
     return keep[:m]
 
 
+_POOL = threading.local()
+
+
+def _buffers(shape: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Search buffers for a grid of ``shape``, one set per thread, shared by every planner of
+    the thread (planners of a batch are called in turn) and reused across searches: ``_astar``
+    resets the nodes it touched, so no O(grid) initialisation per search."""
+    n = int(np.prod(shape))
+    cached = getattr(_POOL, "buffers", None)
+    if cached is None or cached[0].shape[0] != n:
+        cached = (
+            np.full(n, np.inf, np.float32),
+            np.full(n, -1, np.int64),
+            np.zeros(n, np.uint8),
+        )
+        _POOL.buffers = cached
+    return cached
+
+
 def search(
     grid: OccupancyGrid,
     start: np.ndarray,
@@ -214,10 +254,14 @@ def search(
 ) -> tuple[np.ndarray, bool, int]:
     """Path (K, 3) of world voxel centres from ``start`` toward ``goal`` (m), free at
     clearance ``thr`` (m); returns (path, reached, expansions). See the module docstring."""
+    g_buf, parent, closed = _buffers(grid.shape)
     s = grid.clamp(grid.index(np.asarray(start)[None]))[0]
     g = grid.clamp(grid.index(np.asarray(goal)[None]))[0]
     path, found, expanded = _astar(
         grid.dist_cm,
+        g_buf,
+        parent,
+        closed,
         s.astype(np.int64),
         g.astype(np.int64),
         int(round(thr * 100.0)),
