@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import math
+import time
+from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from volary.bench.nav.episode import run_unit
-from volary.bench.nav.schema import CAUSES, ROW_FIELDS, TrialResult, WorkUnit
+from volary.bench.nav.schema import CAUSES, ROW_FIELDS, ProtocolSettings, TrialResult, WorkUnit
+from volary.errors import ConfigError, UnknownNameError
 
 PAIR = ("0.60kg-EMAX", "1.00kg-SunnySky")
 
@@ -44,3 +48,114 @@ def test_run_unit_is_deterministic(straight_rows):
         ra, rb = a.to_row(), b.to_row()
         ra.pop("wall_time"), rb.pop("wall_time")
         assert ra == rb
+
+
+class Faulty:
+    """A planner whose behaviour depends on the platform: the episode must isolate each env."""
+
+    name = "faulty"
+    needs = frozenset()
+    MODES = {
+        "0.60kg-EMAX": "ok",
+        "0.895kg-DJI": "raise",
+        "0.90kg-DJI": "nan",
+        "1.00kg-SunnySky": "hang",
+        "1.20kg-JFRC": "never",
+        "1.40kg-EMAX": "wrong",
+    }
+
+    def __init__(self, **options):
+        from volary.planning.planners.straight import StraightPlanner
+
+        self.inner = StraightPlanner()
+
+    def reset(self, task):
+        self.mode = self.MODES[task.platform]
+        self.inner.reset(task)
+
+    def plan(self, obs):
+        ref = self.inner.plan(obs)
+        if obs.t < 0.45 or self.mode == "ok":
+            return None if self.mode == "never" else ref
+        if self.mode == "raise":
+            raise RuntimeError("planner bug")
+        if self.mode == "nan":
+            return replace(ref, positions=ref.positions * np.nan)
+        if self.mode == "hang":
+            time.sleep(30)
+        if self.mode == "wrong":
+            return {"positions": ref.positions}
+        return None
+
+
+SHORT = ProtocolSettings(time_limit=3.0, trial_wall_limit=1.0)
+
+
+def test_planner_faults_become_error_rows_and_do_not_stop_the_batch():
+    unit = WorkUnit(f"{__name__}:Faulty", "sudden_drop", 0, 0, tuple(Faulty.MODES), 0, (), SHORT)
+    rows = {r.platform: r for r in run_unit(unit)}
+    causes = {p: rows[p].cause for p in Faulty.MODES}
+    assert causes == {
+        "0.60kg-EMAX": "timeout",  # flies on, 3 s are too short to reach the goal
+        "0.895kg-DJI": "error",
+        "0.90kg-DJI": "error",
+        "1.00kg-SunnySky": "error",
+        "1.20kg-JFRC": "no_plan",
+        "1.40kg-EMAX": "error",
+    }
+    assert "RuntimeError: planner bug" in rows["0.895kg-DJI"].error
+    assert "non-finite" in rows["0.90kg-DJI"].error
+    assert "wall-clock limit" in rows["1.00kg-SunnySky"].error
+    assert "expected NavReference" in rows["1.40kg-EMAX"].error
+    for p in ("0.895kg-DJI", "0.90kg-DJI", "1.00kg-SunnySky", "1.40kg-EMAX"):
+        assert 0.4 <= rows[p].flight_time <= 0.6 and not rows[p].success
+    ok = rows["0.60kg-EMAX"]
+    assert ok.path_length > 5.0 and math.isclose(ok.flight_time, 3.0, abs_tol=0.11)
+    assert rows["1.20kg-JFRC"].path_length < 0.5  # held the start waypoint
+    # an env's row does not depend on the other envs of its batch
+    alone = run_unit(replace(unit, platforms=("0.60kg-EMAX",)))[0].to_row()
+    mixed = ok.to_row()
+    alone.pop("wall_time"), mixed.pop("wall_time")
+    assert alone == mixed
+
+
+def test_run_unit_rejects_bad_units():
+    with pytest.raises(ConfigError):
+        run_unit("straight")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError):
+        run_unit(WorkUnit("straight", "forest", 0, 0, (), 0))
+    with pytest.raises(UnknownNameError):
+        run_unit(WorkUnit("straight", "jungle", 0, 0, ("0.60kg-EMAX",), 0))
+
+
+# ---- metrics on hand-made tracks ----------------------------------------------------------
+def test_metrics_of_a_hand_made_track():
+    from volary.bench.nav.metrics import first_entry_time, track_json, trial_metrics
+
+    t = np.array([0.0, 1.0, 2.0, 3.0, 4.0])
+    pos = np.array([[0, 0, 1], [3, 0, 1], [6, 0.4, 1], [6, 4.4, 1], [9, 4.4, 1]], float)
+    vel = np.array([[0, 0, 0], [3, 0, 0], [0, 4, 0], [3, 0, 0], [0, 0, 0]], float)
+    m = trial_metrics(t, pos, vel, start=[0, 0, 1], goal=[10, 0, 1], collisions=1)
+    length = 3 + math.hypot(3, 0.4) + 4 + 3
+    assert math.isclose(m["path_length"], length)
+    assert m["flight_time"] == 4.0 and math.isclose(m["mean_speed"], length / 4)
+    assert m["max_speed"] == 4.0
+    assert math.isclose(m["collisions_per_m"], 1 / length) and m["collisions"] == 1
+    assert math.isclose(m["tracking_error"], (0 + 0 + 0.4 + 4.4 + 4.4) / 5)
+    assert math.isclose(m["proximity"], 40.0)  # 2 of 5 samples within 0.3 m
+    assert math.isclose(m["final_distance"], math.hypot(1, 4.4))
+    assert first_entry_time(t, pos, [6, 0, 1], 2.0) == 2.0
+    assert math.isnan(first_entry_time(t, pos, [60, 0, 1], 2.0))
+    rows = json.loads(track_json(t + 0.00049, pos + 0.0004, every=3))
+    assert rows == [[0.0, 0.0, 0.0, 1.0], [3.0, 6.0, 4.4, 1.0], [4.0, 9.0, 4.4, 1.0]]
+
+
+def test_metrics_beyond_the_segment_ends_and_degenerate_tracks():
+    from volary.bench.nav.metrics import segment_distance, trial_metrics
+
+    d = segment_distance(np.array([[-3.0, 4, 0], [13, 0, 0], [5, -2, 0]]), [0, 0, 0], [10, 0, 0])
+    np.testing.assert_allclose(d, [5.0, 3.0, 2.0])
+    m = trial_metrics([0.0], [[1.0, 0, 0]], [[0.0, 0, 0]], start=[0, 0, 0], goal=[1, 0, 0])
+    assert m["path_length"] == 0 and m["collisions_per_m"] == 0 and m["final_distance"] == 0
+    with pytest.raises(ConfigError):
+        trial_metrics([0.0, 1.0], [[0, 0, 0]], [[0, 0, 0]], start=[0, 0, 0], goal=[1, 0, 0])
