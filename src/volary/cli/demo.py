@@ -1,5 +1,9 @@
-"""``volary demo``: fly several catalogue platforms in one mixed batch through a setpoint
-sequence, and write a self-contained HTML page with a table and plots."""
+"""``volary demo``: the navigation benchmark's ``quick`` suite (straight + mapper, or straight +
+reactive when the mapper is not installed) in a process pool, then its HTML report.
+
+When the benchmark's episode or report is not importable, the earlier demo runs instead: fly
+several catalogue platforms in one mixed batch through a setpoint sequence and write a
+self-contained HTML page with a table, plots, the scenario types and sensor previews."""
 
 from __future__ import annotations
 
@@ -91,7 +95,73 @@ def _top_view(traj, names: list[str], path: Path) -> Path:
 def run_demo(
     out: Path, *, seed: int = 0, device: str = "cpu", console: Console | None = None
 ) -> Path:
-    """Run the demo and return the path of the HTML page."""
+    """Run the demo and return the path of the HTML page (``out/index.html``)."""
+    console = console or Console()
+    if not _benchmark_available():
+        console.print("[yellow]navigation benchmark not available: vehicles demo[/yellow]")
+        return run_vehicles_demo(out, seed=seed, device=device, console=console)
+    return run_quick_suite_demo(out, seed=seed, console=console)
+
+
+DEMO_DB = "run.sqlite"
+
+
+def _benchmark_available() -> bool:
+    import importlib.util
+
+    return all(
+        importlib.util.find_spec(m) is not None
+        for m in ("volary.bench.nav.episode", "volary.bench.nav.report")
+    )
+
+
+def demo_algos() -> list[str]:
+    """straight + mapper, or straight + reactive when the mapper is not installed."""
+    from volary.planning.planners import available_planners
+
+    have = available_planners()
+    second = "mapper" if "mapper" in have else "reactive"
+    return ["straight", second] if second in have else ["straight"]
+
+
+def run_quick_suite_demo(out: Path, *, seed: int = 0, console: Console | None = None) -> Path:
+    """The quick suite flown afresh into ``out/run.sqlite``, then the report in ``out``."""
+    import os
+
+    from volary.bench.nav.db import load_results
+    from volary.bench.nav.protocol import get_suite
+    from volary.bench.nav.report import make_report
+    from volary.bench.nav.runner import run_suite
+
+    console = console or Console()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    db = out / DEMO_DB
+    db.unlink(missing_ok=True)  # the demo always flies afresh with the code as it is now
+    suite, algos = get_suite("quick"), demo_algos()
+    workers = max(1, os.cpu_count() or 1)
+    console.print(
+        f"quick suite: {suite.n_trials(len(algos))} trials ({', '.join(algos)}), "
+        f"{len(suite.platforms)} platforms x {len(suite.scenarios)} scenario types x "
+        f"{len(suite.configs)} configurations, {workers} workers -> {db}"
+    )
+    t0 = time.perf_counter()
+    summary = run_suite(suite, algos, db, workers=workers, seed=seed, progress=True)
+    console.print(
+        f"{summary.done} trials in {time.perf_counter() - t0:.0f} s, "
+        f"{summary.successes} successes, {summary.errors} errors"
+    )
+    with console.status("writing the report..."):
+        index = make_report(
+            load_results(db), out, title="volary demo: the quick navigation suite", suite=suite
+        )
+    return Path(index)
+
+
+def run_vehicles_demo(
+    out: Path, *, seed: int = 0, device: str = "cpu", console: Console | None = None
+) -> Path:
+    """The earlier demo: platforms flying a setpoint sequence, worlds and sensors."""
     from volary.platforms import get, indicators
     from volary.sim import Simulator
     from volary.sim.plots import plot_trajectory

@@ -28,7 +28,7 @@ UnitTimeout = Annotated[
     typer.Option(
         "--unit-timeout",
         help="Wall-clock seconds per work unit before its process is killed "
-        "(default: trial_wall_limit x (trials in the unit + 1)).",
+        "(default: trial_wall_limit x trials + 2 x time_limit + 60 s).",
     ),
 ]
 

@@ -32,14 +32,15 @@ from volary.bench.nav.schema import TrialResult, WorkUnit
 from volary.errors import ConfigError, UnknownNameError
 
 UnitFn = Callable[[WorkUnit], list[TrialResult]]
-# A unit's wall-clock budget is settings.trial_wall_limit x (its trials + UNIT_TIMEOUT_EXTRA):
-# each planner may use up to trial_wall_limit (the episode stops it there), plus the
-# simulation. A backstop for hangs the episode cannot interrupt (simulator, native code).
-UNIT_TIMEOUT_EXTRA = 1
+# A unit's wall-clock budget (a backstop for hangs the episode cannot interrupt: simulator,
+# native code): each planner may use up to settings.trial_wall_limit (the episode stops it
+# there), the simulation of settings.time_limit must run at least at SIM_MIN_REALTIME x real
+# time, and a fresh worker gets UNIT_STARTUP_S to import torch and compile its kernels.
+SIM_MIN_REALTIME = 0.5
+UNIT_STARTUP_S = 60.0
 _DEFAULT_UNIT_FN = "volary.bench.nav.episode:run_unit"
 
 __all__ = [
-    "UNIT_TIMEOUT_EXTRA",
     "RunSummary",
     "load_results",
     "resume",
@@ -88,7 +89,7 @@ def run_suite(
     ``cluster``: a dask scheduler address ``tcp://host:port`` or ``local:N`` instead of the pool.
     ``unit_fn``: replaces ``episode.run_unit`` (a module-level function, so workers can
     import it). ``unit_timeout``: wall-clock seconds per unit before its pool process is
-    killed (default ``settings.trial_wall_limit x (trials in the unit + 1)``).
+    killed (default: see :func:`_budget`).
     """
     if unit_fn is None:
         _check_algo_names(algos)
@@ -387,9 +388,13 @@ def _fill(
 
 
 def _budget(unit: WorkUnit, unit_timeout: float | None) -> float:
+    """Seconds a unit may run: ``unit_timeout``, or trial_wall_limit x trials +
+    time_limit / SIM_MIN_REALTIME + UNIT_STARTUP_S."""
     if unit_timeout is not None:
         return float(unit_timeout)
-    return unit.settings.trial_wall_limit * (len(unit.platforms) + UNIT_TIMEOUT_EXTRA)
+    st = unit.settings
+    n = len(unit.platforms)
+    return st.trial_wall_limit * n + st.time_limit / SIM_MIN_REALTIME + UNIT_STARTUP_S
 
 
 def _died_message() -> str:
