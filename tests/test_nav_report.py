@@ -145,7 +145,13 @@ def test_findings_name_best_and_hardest():
     means = {
         sc: sum(g.success_rate for g in s.by_scenario if g.scenario == sc) for sc in s.scenarios
     }
-    assert f"Hardest scenario type: {min(means, key=means.get)}" in text
+    hardest = [sc for sc, v in means.items() if v == min(means.values())]
+    assert f"Hardest scenario type{'s' if len(hardest) > 1 else ''}: {', '.join(hardest)}" in text
+    flat = [
+        TrialResult("a", "0.60kg-EMAX", sc, 0, 0, 0, False, "timeout") for sc in ("forest", "maze")
+    ]
+    tied = findings(summarize(flat), composite_scores(flat), flat)
+    assert not any("Hardest" in t for t in tied)  # no ranking of equal types
     assert not math.isnan(s.get("good").success_rate)
 
 
@@ -163,3 +169,21 @@ def test_bad_input(tmp_path):
     blocker.write_text("x")
     with pytest.raises(ConfigError, match="out_dir"):
         make_report(rows, blocker / "sub")
+
+
+def test_failure_plot_outlines_the_obstacle_hit(tmp_path):
+    from volary.bench.nav import figures
+    from volary.worlds import make_scenario
+
+    spec = make_scenario("forest", 0)
+    tree = spec.obstacles[5]
+    row = TrialResult("a", "0.60kg-EMAX", "forest", 0, 0, 0, False, "collision",
+                      error=f"collision: obstacle {tree.object_id}",
+                      track="[[0, 2, 22.7, 1.5], [1.0, 5, 22.0, 1.5]]")  # fmt: skip
+    ring = figures._hit_obstacle(row, spec)
+    assert ring is not None
+    assert abs(ring - tree.center[:2]).max() < tree.radius + 0.2
+    assert figures.failure_plot(row, tmp_path / "f.png").stat().st_size > 1000
+    row.error = "collision: ceiling"
+    assert figures._hit_obstacle(row, spec) is None
+    assert figures.parse_track("not json") is None and figures.parse_track("[]") is None

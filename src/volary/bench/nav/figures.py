@@ -92,6 +92,11 @@ def success_by_scenario(summary: Summary, path: Path) -> Path:
         pos = x - 0.4 + width * (i + 0.5)
         ax.bar(pos, np.nan_to_num(r), width, color=colors[a], label=a, edgecolor="white")
         ax.errorbar(pos, r, yerr=err, fmt="none", ecolor="black", elinewidth=1, capsize=3)
+        if len(algos) <= 4:  # value labels (a 0 % bar is otherwise invisible)
+            for xx, v in zip(pos, r, strict=True):
+                if not math.isnan(v):
+                    ax.text(xx, 1.0, f"{v:.0f}", ha="center", va="bottom", fontsize=7,
+                            color="white" if v > 8 else "black")  # fmt: skip
     ax.set_xticks(x, [scenario_label(s) for s in scen])
     ax.set_ylim(0, 105)
     ax.set_ylabel("success rate [%]")
@@ -369,40 +374,87 @@ def scene_for(scenario: str, config: int) -> Any | None:
         return None
 
 
+ZOOM_HALF = 4.0  # m, half width of the close-up around where a failed trial ended
+
+
 def failure_plot(row: TrialResult, path: Path, color: str = "#1f77b4") -> Path:
-    """Top-down view of one failed trial: the scene's obstacles, the start-goal reference line,
-    the flown track (``row.track``) and where it ended."""
+    """Top-down view of one failed trial: the scene's obstacles (the one hit outlined in red),
+    the start-goal reference line, the flown track (``row.track``) and where it ended, with a
+    close-up of the last 2 x ``ZOOM_HALF`` m."""
     plt = _plt()
     spec = scene_for(row.scenario, row.config)
     track = parse_track(row.track)
-    fig, ax = plt.subplots(figsize=(6.5, 5.2))
+    fig, (ax, zoom) = plt.subplots(
+        1, 2, figsize=(10, 4.4), gridspec_kw={"width_ratios": (2.0, 1.0)}
+    )
+    for a in (ax, zoom):
+        _failure_axes(a, row, spec, track, color)
     if spec is not None:
-        draw_scene(ax, spec)
-        s, g = np.asarray(spec.start), np.asarray(spec.goal)
-        ax.plot([s[0], g[0]], [s[1], g[1]], "--", color="0.2", lw=0.8, label="reference line")
-        ax.plot(*s[:2], "g^", ms=9, label="start")
-        ax.plot(*g[:2], "r*", ms=12, label="goal")
-        ax.add_patch(plt.Circle(g[:2], 2.0, fill=False, ec="r", lw=0.8, ls=":"))
         lo, hi = spec.bounds_min, spec.bounds_max
         ax.set_xlim(lo[0] - 1, hi[0] + 1)
         ax.set_ylim(lo[1] - 1, hi[1] + 1)
     if track is not None:
-        ax.plot(track[:, 1], track[:, 2], "-", color=color, lw=1.6, label="flown track")
-        ax.plot(track[-1, 1], track[-1, 2], "X", color="black", ms=9, label=f"end ({row.cause})")
+        end = track[-1, 1:3]
+        zoom.set_xlim(end[0] - ZOOM_HALF, end[0] + ZOOM_HALF)
+        zoom.set_ylim(end[1] - ZOOM_HALF, end[1] + ZOOM_HALF)
+        zoom.set_title(f"close-up of the end (z = {track[-1, 3]:.1f} m)", fontsize=9)
+    else:
+        zoom.axis("off")
     note = [] if spec is not None else ["scene not rebuilt"]
     note += [] if track is not None else ["no track recorded"]
     if note:
         ax.text(0.5, 0.5, "; ".join(note), transform=ax.transAxes, ha="center", color="0.4")
-    ax.set_aspect("equal")
-    ax.set(xlabel="x [m]", ylabel="y [m]")
     ax.set_title(
         f"{row.algo} | {row.platform} | {scenario_label(row.scenario)} config {row.config}, "
         f"trial {row.trial}\n{row.cause}, {_fmt(row.flight_time, 's')} flown, "
         f"{_fmt(row.final_distance, 'm')} from goal",
         fontsize=9,
     )
-    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
+    handles, labels = ax.get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=max(1, len(labels)), fontsize=8,
+               frameon=False, bbox_to_anchor=(0.5, -0.06))  # fmt: skip
+    fig.tight_layout()
     return _save(fig, path)
+
+
+def _failure_axes(ax: Any, row: TrialResult, spec: Any, track: Any, color: str) -> None:
+    plt = _plt()
+    if spec is not None:
+        draw_scene(ax, spec)
+        hit = _hit_obstacle(row, spec)
+        if hit is not None:
+            ax.add_patch(plt.Polygon(hit, closed=True, fill=False, ec="red", lw=1.5))
+        s, g = np.asarray(spec.start), np.asarray(spec.goal)
+        ax.plot([s[0], g[0]], [s[1], g[1]], "--", color="0.2", lw=0.8, label="reference line")
+        ax.plot(*s[:2], "g^", ms=9, label="start")
+        ax.plot(*g[:2], "r*", ms=12, label="goal (2 m radius)")
+        ax.add_patch(plt.Circle(g[:2], 2.0, fill=False, ec="r", lw=0.8, ls=":"))
+    if track is not None:
+        ax.plot(track[:, 1], track[:, 2], "-", color=color, lw=1.6, label="flown track")
+        ax.plot(track[-1, 1], track[-1, 2], "X", color="black", ms=8, label=f"end ({row.cause})")
+    ax.set_aspect("equal")
+    ax.set(xlabel="x [m]", ylabel="y [m]")
+
+
+def _hit_obstacle(row: TrialResult, spec: Any) -> np.ndarray | None:
+    """Outline (K, 2) of the obstacle named in a collision's error ("obstacle <object_id>")."""
+    import re
+
+    m = re.search(r"obstacle (\d+)", row.error or "")
+    if row.cause != "collision" or m is None:
+        return None
+    from volary.worlds import Box, Cylinder, Sphere
+
+    for o in spec.obstacles:
+        if getattr(o, "object_id", None) != int(m.group(1)):
+            continue
+        if isinstance(o, Box):
+            return _box_outline(o)
+        if isinstance(o, Cylinder | Sphere):
+            a = np.linspace(0, 2 * np.pi, 33)
+            r = o.radius + 0.15
+            return np.stack((o.center[0] + r * np.cos(a), o.center[1] + r * np.sin(a)), -1)
+    return None
 
 
 def _fmt(v: float, unit: str) -> str:

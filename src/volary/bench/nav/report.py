@@ -356,11 +356,14 @@ def findings(summary: Summary, scores: list[ScoreRow], rows: Sequence[TrialResul
             f"95 % CI {100 * g.ci_lo:.1f}-{100 * g.ci_hi:.1f} %){tail}."
         )
     scen = _scenario_means(summary)
-    if len(scen) > 1:
-        hard, easy = min(scen, key=lambda s: scen[s]), max(scen, key=lambda s: scen[s])
+    if len(scen) > 1 and min(scen.values()) < max(scen.values()):
+        lo, hi = min(scen.values()), max(scen.values())
+        hard = [s for s, v in scen.items() if v == lo]
+        easy = [s for s, v in scen.items() if v == hi]
         out.append(
-            f"Hardest scenario type: {hard} (mean success over algorithms "
-            f"{100 * scen[hard]:.1f} %); easiest: {easy} ({100 * scen[easy]:.1f} %)."
+            f"Hardest scenario type{'s' if len(hard) > 1 else ''}: {', '.join(hard)} (mean "
+            f"success over algorithms {100 * lo:.1f} %); easiest: {', '.join(easy)} "
+            f"({100 * hi:.1f} %)."
         )
     out += _indicator_sentences(summary)
     missing = [f"{s.algo}: {', '.join(s.missing_scenarios)}" for s in scores if s.missing_scenarios]
