@@ -1,11 +1,11 @@
 """FLYINGTRUST's straight-flight baseline (paper 004 Sec. IV-A): a constant-velocity direct path
 from the start to the goal without obstacle avoidance.
 
-The reference is a trapezoidal speed profile along the start-goal segment: accelerate at
-``accel`` (default the platform's ``NavLimits.max_acc``, and its vertical limit scaled by the
-segment's climb) to the cruise speed (the protocol's cap, or ``speed``), cruise, brake to rest
-at the goal. Heading along the segment. It is planned once in ``reset`` and returned unchanged
-by every ``plan`` call.
+The reference is a rest-to-rest speed profile along the start-goal segment: a raised-cosine
+ramp with peak acceleration ``accel`` (default the platform's ``NavLimits.max_acc``, and its
+vertical limit scaled by the segment's climb) to the cruise speed (the protocol's cap, or
+``speed``), cruise, and the mirrored ramp to rest at the goal. Heading along the segment. It
+is planned once in ``reset`` and returned unchanged by every ``plan`` call.
 """
 
 from __future__ import annotations
@@ -19,27 +19,32 @@ from volary.planning.navigation import NavObservation, NavReference, NavTask
 
 
 def trapezoid(distance: float, speed: float, accel: float, t: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Arc length, speed and acceleration (each like ``t``) of a rest-to-rest trapezoidal
-    profile over ``distance`` m with cruise ``speed`` m/s and ``accel`` m/s^2 (triangular when
-    the cruise speed is never reached)."""
-    v = min(speed, math.sqrt(max(distance, 0.0) * accel))
-    t_acc = v / accel if v > 0 else 0.0
-    t_cruise = (distance - v * t_acc) / v if v > 0 else 0.0
-    t_end = 2 * t_acc + t_cruise
-    t = np.clip(t, 0.0, t_end)
-    t_dec = np.clip(t - t_acc - t_cruise, 0.0, None)
-    s = np.where(
-        t < t_acc,
-        0.5 * accel * t**2,
-        0.5 * v * t_acc
-        + v * (np.minimum(t, t_acc + t_cruise) - t_acc)
-        + v * t_dec
-        - 0.5 * accel * t_dec**2,
+    """Arc length, speed and acceleration (each like ``t``) and the end time of a rest-to-rest
+    speed profile over ``distance`` m: a raised-cosine ramp to the cruise ``speed`` m/s with
+    peak acceleration ``accel`` m/s^2 (ramp time T = pi v / (2 a), covering v T / 2), cruise,
+    and the mirrored ramp down; the acceleration is continuous (no step the attitude loop would
+    have to follow instantly). Without room to cruise the peak speed is sqrt(2 a d / pi)."""
+    v = min(speed, math.sqrt(2.0 * accel * max(distance, 0.0) / math.pi))
+    ramp = math.pi * v / (2.0 * accel) if v > 0 else 0.0
+    cruise = (distance - v * ramp) / v if v > 0 else 0.0
+    t_end = 2 * ramp + cruise
+    t = np.clip(np.asarray(t, dtype=np.float64), 0.0, t_end)
+    if v <= 0:
+        z = np.zeros_like(t)
+        return z, z, z, np.array(t_end)
+    w = math.pi / ramp
+    up = np.minimum(t, ramp)
+    down = np.clip(t - ramp - cruise, 0.0, ramp)
+    s_up = 0.5 * v * (up - np.sin(w * up) / w)
+    s_down = 0.5 * v * (down + np.sin(w * down) / w)
+    s = s_up + v * np.clip(t - ramp, 0.0, cruise) + s_down
+    vel = np.where(
+        t < ramp,
+        0.5 * v * (1 - np.cos(w * t)),
+        np.where(down > 0, 0.5 * v * (1 + np.cos(w * down)), v),
     )
-    vel = np.where(t < t_acc, accel * t, v - accel * t_dec)
-    acc = np.where(t < t_acc, accel, np.where(t_dec > 0, -accel, 0.0))
-    acc = np.where(t >= t_end, 0.0, acc)
-    return s, np.maximum(vel, 0.0), acc, np.array(t_end)
+    acc = np.where(t < ramp, 0.5 * v * w * np.sin(w * t), -0.5 * v * w * np.sin(w * down))
+    return s, vel, acc, np.array(t_end)
 
 
 class StraightPlanner:
