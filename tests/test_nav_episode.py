@@ -159,3 +159,53 @@ def test_metrics_beyond_the_segment_ends_and_degenerate_tracks():
     assert m["path_length"] == 0 and m["collisions_per_m"] == 0 and m["final_distance"] == 0
     with pytest.raises(ConfigError):
         trial_metrics([0.0, 1.0], [[0, 0, 0]], [[0, 0, 0]], start=[0, 0, 0], goal=[1, 0, 0])
+
+
+class Spy:
+    """Records what the episode hands a planner that needs both sensors; flies straight."""
+
+    name = "spy"
+    needs = frozenset({"depth", "lidar"})
+    seen: list = []
+
+    def __init__(self):
+        from volary.planning.planners.straight import StraightPlanner
+
+        self.inner = StraightPlanner()
+
+    def reset(self, task):
+        self.task = task
+        self.inner.reset(task)
+
+    def plan(self, obs):
+        Spy.seen.append((self.task, obs))
+        return self.inner.plan(obs)
+
+
+def test_sensors_and_task_handed_to_planners():
+    Spy.seen.clear()
+    settings = ProtocolSettings(time_limit=0.25)
+    run_unit(WorkUnit(f"{__name__}:Spy", "forest", 0, 0, ("0.60kg-EMAX",), 5, (), settings))
+    task, obs = Spy.seen[0]
+    assert len(Spy.seen) == 3 and [o.t for _, o in Spy.seen] == pytest.approx([0, 0.1, 0.2])
+    cam, lid = task.depth, task.lidar
+    assert obs.depth.shape == (cam.height, cam.width) and obs.depth.dtype == np.float32
+    assert obs.lidar.shape == (len(lid.directions),)
+    for img, rng in ((obs.depth, cam.max_range), (obs.lidar, lid.max_range)):
+        finite = np.isfinite(img)
+        assert finite.any() and (img[finite] > 0).all() and (img[finite] <= rng).all()
+        assert np.isposinf(img[~finite]).all()
+    np.testing.assert_allclose(obs.position, task.start, atol=0.05)
+    assert task.limits.max_speed == 4.0 and 0 < task.limits.max_acc <= 4.0
+    assert task.limits.radius > 0 and task.goal_radius == 2.0 and task.platform == "0.60kg-EMAX"
+    assert task.bounds_max[2] == 3.0 and task.time_limit == 0.25
+
+
+def test_reactive_unit_is_deterministic():
+    unit = WorkUnit("reactive", "forest", 1, 1, PAIR, 2, (), ProtocolSettings(time_limit=4.0))
+    a, b = run_unit(unit), run_unit(unit)
+    for ra, rb in zip(a, b, strict=True):
+        da, db = ra.to_row(), rb.to_row()
+        da.pop("wall_time"), db.pop("wall_time")
+        assert da == db
+    assert all(r.path_length > 3.0 for r in a)

@@ -141,3 +141,13 @@ def test_unknown_suite_name_lists_the_valid_ones(tmp_path):
         get_suite("quik")
     with pytest.raises(ConfigError, match="does not exist"):
         get_suite(tmp_path / "missing.toml")
+
+
+def test_suite_round_trips_through_a_dict():
+    from dataclasses import asdict
+
+    from volary.bench.nav.protocol import suite_from_dict
+
+    for name in SUITES:
+        s = get_suite(name)
+        assert suite_from_dict(asdict(s)) == s
