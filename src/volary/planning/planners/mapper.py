@@ -287,7 +287,22 @@ class MapperPlanner:
         path[0] = p0
         if reached:
             path = np.vstack([path, goal[None]])
+        if self._keep_old(path, reached):
+            self._path_time = self._t
+            return
         self._path, self._path_reached, self._path_time = path, reached, self._t
+
+    def _keep_old(self, new: np.ndarray, reached: bool) -> bool:
+        """Hysteresis: a periodic re-search keeps the current path while it is still free at
+        the search inflation and not 15 % (+ 1 m) longer than the new one, so the reference
+        does not flip between near-equal detours (the tracking suffers from such flips)."""
+        old = self._path
+        if old is None or len(old) < 2 or (reached and not self._path_reached):
+            return False
+        if (self.grid.clearance(old) < self._thr()).any():
+            return False
+        length = lambda p: float(np.linalg.norm(np.diff(p, axis=0), axis=1).sum())  # noqa: E731
+        return length(old) <= 1.15 * length(new) + 1.0
 
     # ------------------------------------------------------------------ trajectory fit
     def _waypoints(self, p0: np.ndarray) -> tuple[np.ndarray, np.ndarray, bool]:
@@ -331,14 +346,14 @@ class MapperPlanner:
             self.stats["fit_s"] += time.perf_counter() - t1
             return self._brake(p0, v0, a0, t)
         hard = self.radius + self.options.hard_margin
+        c0 = float(self.grid.clearance(p0[None])[0])
         dense = self._path
         assert dense is not None
         for _ in range(5):
             wp = self._split_long(wp)
             times, pos, vel, acc = self._min_snap(wp, v0, a0)
-            bad = np.nonzero(self.grid.clearance(pos) < hard)[0]
-            # the first samples may sit inside the margin (the vehicle is there already)
-            bad = bad[times[bad] > 0.3]
+            # inside the margin already (tracking error, new returns): do not go deeper
+            bad = np.nonzero(self.grid.clearance(pos) < min(hard, c0 - 0.02))[0]
             if bad.size == 0:
                 self.stats["fit_s"] += time.perf_counter() - t1
                 return self._reference(t, times, pos, vel, acc)
@@ -460,8 +475,8 @@ class MapperPlanner:
         s = np.linspace(0.0, length, max(int(math.ceil(length / 0.6)), 1) + 1)
         wp = np.stack([np.interp(s, cum, pts[:, i]) for i in range(3)], -1)
         times, pos, vel, acc = self._min_snap(wp, v0, a0, speed=min(1.5, self.v_max))
-        clear = self.grid.clearance(pos)[times > 0.3]
-        if clear.size == 0 or clear.min() >= hard:
+        c0 = float(self.grid.clearance(p0[None])[0])
+        if self.grid.clearance(pos).min() >= min(hard, c0 - 0.02):
             return self._reference(t, times, pos, vel, acc)
         return self._brake(p0, v0, a0, t)
 
