@@ -2,8 +2,123 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from typing import Annotated, NoReturn
+
 import typer
+from rich.console import Console
 
 bp_app = typer.Typer(
     no_args_is_help=True, help="BoundaryPredictor: sample the dataset, train, fly courses."
 )
+console = Console()
+
+Out = Annotated[Path, typer.Option("--out", help="Output directory.")]
+Seed = Annotated[int, typer.Option("--seed", help="Seed (grid subset, randomization, split).")]
+
+
+def _fail(msg: str) -> NoReturn:
+    console.print(f"[red]error:[/red] {msg}", soft_wrap=True, highlight=False)
+    raise typer.Exit(2)
+
+
+@bp_app.command("sample")
+def bp_sample(
+    out: Out = Path("out/bp"),
+    seed: Seed = 0,
+    fraction: Annotated[
+        float, typer.Option("--fraction", help="Fraction of the 129,600-input Table II grid.")
+    ] = 1.0,
+    chunk: Annotated[int, typer.Option("--chunk", help="Candidates flown at once.")] = 16384,
+    compile_mode: Annotated[
+        str, typer.Option("--compile", help="Simulator fast path: inductor, numba or eager.")
+    ] = "inductor",
+    tail: Annotated[
+        float,
+        typer.Option("--tail", help="Seconds flown past gate i (0: the whole deceleration)."),
+    ] = 1.0,
+    no_prune: Annotated[
+        bool, typer.Option("--no-prune", help="Fly every eq. 3-feasible candidate.")
+    ] = False,
+    fresh: Annotated[
+        bool, typer.Option("--fresh", help="Overwrite an existing dataset instead of resuming.")
+    ] = False,
+) -> None:
+    """Algorithm 1 over (a fraction of) the grid; writes OUT/dataset.h5 (resumable)."""
+    from volary.errors import VolaryError
+    from volary.learning.boundary.dataset import generate_dataset
+    from volary.learning.boundary.sampling import SamplingConfig
+
+    try:
+        cfg = SamplingConfig(
+            chunk=chunk, compile=compile_mode, tail_s=tail if tail > 0 else None, prune=not no_prune
+        )
+        path = generate_dataset(
+            out / "dataset.h5",
+            fraction=fraction,
+            seed=seed,
+            config=cfg,
+            resume=not fresh,
+            progress=lambda d, n, r: console.print(f"{d}/{n} inputs, {r:.0f} candidates/s"),
+        )
+    except VolaryError as e:
+        _fail(str(e))
+    console.print(f"dataset: {path}")
+
+
+@bp_app.command("train")
+def bp_train(
+    out: Out = Path("out/bp"),
+    seed: Seed = 0,
+    dataset: Annotated[
+        Path | None, typer.Option("--dataset", help="Dataset file (default OUT/dataset.h5).")
+    ] = None,
+    epochs: Annotated[int, typer.Option("--epochs", help="Table IV: 1000.")] = 1000,
+    patience: Annotated[int, typer.Option("--patience", help="Table IV: 100.")] = 100,
+    batch_size: Annotated[int, typer.Option("--batch-size", help="Table IV: 1280.")] = 1280,
+) -> None:
+    """Table IV training; writes OUT/model.pt, OUT/train.json and OUT/errors.png (Fig. 2)."""
+    from volary.errors import VolaryError
+    from volary.learning.boundary.train import run_training
+
+    try:
+        summary = run_training(
+            dataset or out / "dataset.h5",
+            out,
+            seed=seed,
+            epochs=epochs,
+            patience=patience,
+            batch_size=batch_size,
+        )
+    except VolaryError as e:
+        _fail(str(e))
+    console.print(json.dumps(summary["test_errors"], indent=2))
+    console.print(f"model: {out / 'model.pt'}")
+
+
+@bp_app.command("fly")
+def bp_fly(
+    out: Out = Path("out/bp"),
+    seed: Seed = 0,
+    model: Annotated[
+        Path | None, typer.Option("--model", help="Checkpoint (default OUT/model.pt).")
+    ] = None,
+    courses: Annotated[
+        str, typer.Option("--courses", help="Comma-separated: circular, straight, snaked.")
+    ] = "circular,straight,snaked",
+) -> None:
+    """Fly the courses with the network's boundary conditions; writes OUT/fly.json, fly.png."""
+    from volary.errors import VolaryError
+    from volary.learning.boundary.deploy import fly_courses
+    from volary.learning.boundary.model import load_checkpoint
+
+    try:
+        net, _ = load_checkpoint(model or out / "model.pt")
+        kinds = [c.strip() for c in courses.split(",") if c.strip()]
+        results = fly_courses(net, kinds, out=out, seed=seed)
+    except VolaryError as e:
+        _fail(str(e))
+    for r in results:
+        status = "finished" if r.finished else ("collided" if r.collided else "incomplete")
+        console.print(f"{r.course}: {r.gates_passed}/{r.gates} gates, {status}, time {r.time_s}")
