@@ -1,5 +1,6 @@
 """AlphaPilot 2019 race (volary.bench.race): the score rule on hand-made cases, the race loop's
-bookkeeping on a small scripted course, and the baseline on the nominal and perturbed courses."""
+bookkeeping on a small scripted course, both racers (min-snap baseline, minimum-time) on a few-gate
+course, the nominal course and the perturbed ones, and picking a racer by name."""
 
 from __future__ import annotations
 
@@ -11,11 +12,15 @@ import pytest
 import torch
 
 from volary.bench.race import (
+    DEFAULT_RACER,
+    RACERS,
     TOP_2019_SCORE,
     MinSnapRacer,
+    MinTimeRacer,
     TrajectoryPlan,
     course_gates,
     leaderboard,
+    make_racer,
     race_cli,
     race_score,
     run_race,
@@ -128,19 +133,91 @@ def test_gate_normals_point_along_the_course():
     assert (np.einsum("ij,ij->i", legs[1:-1:3], normals) > 0).all()  # entry -> centre along n
 
 
+def _turning_course() -> SceneSpec:
+    """Four 2 m upright gates on a left-hand curve (yaw 0 to 90 deg), heights 2-2.5 m."""
+    poses = [((5.0, 0.0, 2.0), 0.0), ((10.0, 2.0, 2.5), 0.5), ((13.0, 7.0, 2.0), 1.1)]
+    poses.append(((14.0, 13.0, 2.0), math.pi / 2))
+    gates = tuple(
+        Gate(tuple(map(tuple, vertical_gate(c, yaw, 2.0, 2.0))), name=f"g{i}")
+        for i, (c, yaw) in enumerate(poses)
+    )
+    meta = {"order_index": [0, 1, 2, 3], "gate_width": 0.3, "inflation": 0.1, "timeout_s": 60.0}
+    return SceneSpec(
+        name="turning_gates",
+        bounds_min=(-5.0, -10.0, 0.0),
+        bounds_max=(30.0, 30.0, 8.0),
+        gates=gates,
+        start=(0.0, 0.0, 2.0),
+        goal=(14.0, 13.0, 2.0),
+        meta=meta,
+    )
+
+
+def test_mintime_racer_finishes_a_few_gate_course_faster_than_the_baseline():
+    course = _turning_course()
+    fast = MinTimeRacer(iters=150, warm_iters=30, samples=600)
+    res = run_race([course] * 2, racer=fast, stochastic=False)
+    base = run_race([course], racer=MinSnapRacer(), stochastic=False)
+    for r in (res, base):
+        assert r.finished.all() and not r.collided.any(), r.to_dict()
+        assert r.gates_passed.tolist() == [4] * len(r.courses)
+        assert bool((r.gate_times.diff(dim=-1) > 0).all())
+        torch.testing.assert_close(r.score, 40.0 - r.time)  # the score rule, unchanged
+    assert float(res.time[1]) <= float(res.time[0]) + 0.05  # warm-started from env 0: no worse
+    assert float(res.time[0]) < float(base.time[0])
+
+
+def test_mintime_waypoints_constrain_the_velocity_at_the_gate_centres_only():
+    spec = alphapilot_2019()
+    centres, normals = course_gates(spec)
+    pts, dirs = MinTimeRacer().waypoints(spec)
+    assert pts.shape == dirs.shape == (11 + 2, 3)
+    np.testing.assert_allclose(pts[1:-1], centres)
+    np.testing.assert_allclose(dirs[1:-1], normals)
+    assert np.isnan(dirs[[0, -1]]).all()  # start (at rest) and the point past the final gate
+
+
+def test_racers_are_picked_by_name_and_errors_name_the_option(tmp_path):
+    assert set(RACERS) == {"minsnap", "mintime"} and DEFAULT_RACER in RACERS
+    assert isinstance(make_racer("minsnap"), MinSnapRacer)
+    assert isinstance(make_racer("mintime"), MinTimeRacer)
+    with pytest.raises(ConfigError, match=r"racer.*'mintime'"):
+        make_racer("fastest")
+    with pytest.raises(ConfigError, match="racer"):
+        race_cli(tmp_path, courses=0, racer="fastest")
+    assert not list(tmp_path.iterdir())  # rejected before anything was flown or written
+    for bad, name in (
+        ({"tail_weight": 1.5}, "tail_weight"),
+        ({"warm_iters": 0}, "warm_iters"),
+        ({"samples": 2.5}, "samples"),
+        ({"overshoot": -1.0}, "overshoot"),
+    ):
+        with pytest.raises(ConfigError, match=name):
+            MinTimeRacer(**bad)
+
+
 def test_baseline_finishes_the_nominal_course_without_collision():
-    res = run_race(seed=0)
+    res = run_race(racer=MinSnapRacer(), seed=0)
     assert bool(res.finished[0]) and not bool(res.collided[0]), res.to_dict()
     assert int(res.gates_passed[0]) == 11
     assert float(res.score[0]) == pytest.approx(110.0 - float(res.time[0]))
 
 
 @pytest.mark.slow
-def test_baseline_leaderboard_over_25_perturbed_courses(tmp_path):
+def test_mintime_racer_finishes_the_nominal_course_without_collision():
+    res = run_race(racer=MinTimeRacer(), seed=0)  # about 2 min on one thread (planning)
+    assert bool(res.finished[0]) and not bool(res.collided[0]), res.to_dict()
+    assert int(res.gates_passed[0]) == 11
+    assert float(res.score[0]) == pytest.approx(110.0 - float(res.time[0]))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("racer", ["minsnap", "mintime"])
+def test_leaderboard_over_25_perturbed_courses(racer):
     courses = alphapilot_2019_courses(25, 0)
-    res = run_race(courses, seed=0)
+    res = run_race(courses, racer=make_racer(racer), seed=0)
     board = leaderboard(res)
-    print(f"leaderboard {board:.2f} (top 2019 team {TOP_2019_SCORE})", res.score.tolist())
+    print(f"{racer}: leaderboard {board:.2f} (top 2019 team {TOP_2019_SCORE})", res.score.tolist())
     assert int(res.finished.sum()) >= 20
     assert board > 0
 
@@ -150,6 +227,7 @@ def test_race_cli_writes_json_and_plots(tmp_path):
     path = race_cli(tmp_path, seed=1, courses=2)
     doc = json.loads(path.read_text())
     assert len(doc["courses"]) == 2 and "leaderboard" in doc and doc["nominal"]["finished"]
+    assert doc["racer"] == type(make_racer(DEFAULT_RACER)).__name__
     assert (tmp_path / "race_nominal.png").stat().st_size > 10_000
     assert (tmp_path / "race_best.png").exists()
 

@@ -276,18 +276,27 @@ def race(
     courses: Annotated[int, typer.Option(help="Perturbed courses flown besides the nominal.")] = 25,
     out: Out = Path("out/race"),
     device: Device = "cpu",
+    racer: Annotated[
+        str,
+        typer.Option(
+            help="mintime (min-snap through the gate centres, minimum-time segment times; "
+            "default) or minsnap (entry/centre/exit points, balanced times)."
+        ),
+    ] = "mintime",
 ) -> None:
-    """AlphaPilot 2019 race: the baseline min-snap racer on the nominal course and on perturbed
-    courses; per-gate times, scores, leaderboard (mean of the best five), top-down plots."""
+    """AlphaPilot 2019 race: a planned racer on the nominal course and on perturbed courses;
+    per-gate times, scores, leaderboard (mean of the best five), top-down plots."""
     import json as _json
 
-    from volary.bench.race import race_cli
+    from volary.bench.race import RACERS, race_cli
 
     _check_device(device)
     if courses < 0:
         _fail(f"--courses: expected >= 0, got {courses}")
-    with console.status(f"flying the nominal course and {courses} perturbed ones..."):
-        path = race_cli(out, seed=seed, courses=courses, device=device)
+    if racer not in RACERS:
+        _fail(f"--racer: expected one of {', '.join(sorted(RACERS))}, got {racer!r}")
+    with console.status(f"{racer}: flying the nominal course and {courses} perturbed ones..."):
+        path = race_cli(out, seed=seed, courses=courses, device=device, racer=racer)
     doc = _json.loads(path.read_text())
     nom = doc["nominal"]
     t = Table("course", "gates passed", "finished", "collided", "time [s]", "score")
@@ -303,7 +312,7 @@ def race(
         )
     console.print(t)
     console.print(
-        f"leaderboard (mean of the best {doc['best_of']}): {doc['leaderboard']:.2f}"
+        f"{doc['racer']}: leaderboard (mean of the best {doc['best_of']}): {doc['leaderboard']:.2f}"
         f"  (top 2019 team: {doc['top_2019_score']})"
     )
     console.print(f"wrote {path}")
