@@ -310,6 +310,8 @@ def load_ply(
     dt = dtype or (torch.float64 if wide else torch.float32)
 
     def cols(ns: Sequence[str]) -> Tensor:
+        if not ns:
+            return torch.zeros(len(data), 0, dtype=dt)
         arr = np.stack([_column(data, n).astype(np.float64) for n in ns], axis=-1)
         return torch.from_numpy(arr).to(dt)
 
@@ -318,7 +320,7 @@ def load_ply(
     else:
         dc = cols(["f_dc_0", "f_dc_1", "f_dc_2"])
     k = _sh_count(deg)
-    rest = cols([f"f_rest_{i}" for i in range(3 * (k - 1))]).reshape(-1, 3, k - 1)
+    rest = cols([f"f_rest_{i}" for i in range(3 * (k - 1))]).reshape(len(data), 3, k - 1)
     sh = torch.cat([dc[:, None, :], rest.transpose(1, 2)], dim=1)
     extra = {n: _column(data, n) for n in fields if n not in core}
     splats = GaussianSplats(

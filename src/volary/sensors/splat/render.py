@@ -29,21 +29,20 @@ o))``: outside that ellipse its alpha is below 1/255 anyway, so the bounding box
 and the tiled path is exact with respect to the reference, not an approximation of it.
 
 Backends: ``"reference"`` (plain torch: every pixel against every Gaussian of its env, any
-device), ``"fast"`` (CPU, numba: 4 x 4 px tiles, per-tile depth-ordered lists by counting sort,
-early termination per pixel), ``"gsplat"`` (CUDA only, optional; untested here: no GPU),
-``"auto"`` (gsplat on CUDA when installed, else the reference on CUDA; fast on the CPU).
+device), ``"fast"`` (CPU, numba, :mod:`volary.sensors.splat.fast`: the same equations in
+Gaussian-major order with 8 x 8 px tile occlusion culling), ``"gsplat"`` (CUDA only, optional;
+``rasterize_mode="classic"``, centre expected depth), ``"auto"`` (gsplat on CUDA when
+installed, else the reference on CUDA; fast on the CPU).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
-import numpy as np
 import torch
 from torch import Tensor
 
@@ -54,7 +53,7 @@ from volary.sensors.splat.io import GaussianSplats, sh_colour
 ALPHA_MIN = 1.0 / 255.0  # contributions below this are skipped (reference code)
 ALPHA_MAX = 0.99  # alpha is capped (reference code)
 T_MIN = 1e-4  # compositing stops before transmittance would fall below this
-TILE = 4  # px, tile edge of the fast path (measured: 4 beats 8 and 16 on CPU, see DESIGN.md)
+COS_EDGE_ON = 0.1  # flat Gaussians seen closer than ~6 deg to edge-on use their centre depth
 BACKENDS = ("auto", "reference", "fast", "gsplat")
 
 
@@ -182,8 +181,9 @@ def covariance_2d(
     c0, c1, c2 = (r_wc[:, None, :, i] for i in range(3))  # camera axes in the world, (N, 1, 3)
     row0 = fx / z * (c0 - tx * c2)  # (N, G, 3): rows of J R_WC^T
     row1 = fy / z * (c1 - ty * c2)
-    m0 = torch.einsum("ngj,...gjk->ngk", row0, l_w)
-    m1 = torch.einsum("ngj,...gjk->ngk", row1, l_w)
+    eq = "ngj,ngjk->ngk" if l_w.dim() == 4 else "ngj,gjk->ngk"  # per-env or shared splats
+    m0 = torch.einsum(eq, row0, l_w)
+    m1 = torch.einsum(eq, row1, l_w)
     return torch.stack(((m0 * m0).sum(-1) + blur, (m0 * m1).sum(-1), (m1 * m1).sum(-1) + blur), -1)
 
 
@@ -238,12 +238,27 @@ def project(
         dirs = mu - t[:, None]
         dirs = dirs / dirs.norm(dim=-1, keepdim=True).clamp_min(1e-12)
         colour = sh_colour(splats.sh, dirs, sh_degree)
-    plane = depth_planes(splats, r_wc, p_c, k, planar=depth_mode == "plane")
+    plane = depth_planes(splats, r_wc, p_c, k, mean2d, radius, planar=depth_mode == "plane")
     return Projected(mean2d, conic, z, opacity, colour, radius, ok, plane)
 
 
-def depth_planes(splats: GaussianSplats, r_wc: Tensor, p_c: Tensor, k: Tensor, planar: bool):
-    """(N, G, 6) per-Gaussian depth model (d, a, b, c, lo, hi), see :class:`Projected`."""
+def depth_planes(
+    splats: GaussianSplats,
+    r_wc: Tensor,
+    p_c: Tensor,
+    k: Tensor,
+    mean2d: Tensor,
+    radius: Tensor,
+    planar: bool,
+) -> Tensor:
+    """(N, G, 6) per-Gaussian depth model (d, a, b, c, lo, hi), see :class:`Projected`.
+
+    A flat Gaussian (shortest axis < half the middle one, plane not within ~6 deg of edge-on
+    at its centre) uses its plane; the clamp [lo, hi] is the range of the plane depth over its
+    footprint box ``mean2d +- radius`` (the extremes of ``d / (a u + b v + c)`` over a box where
+    the denominator keeps its sign lie at the corners), so every pixel it touches gets the exact
+    ray / plane depth. When the plane is seen edge-on somewhere in the box (the denominator
+    changes sign), the centre's z is used instead."""
     z = p_c[..., 2]
     one, zero = torch.ones_like(z), torch.zeros_like(z)
     centre = torch.stack((z, zero, zero, one, z, z), -1)
@@ -259,9 +274,16 @@ def depth_planes(splats: GaussianSplats, r_wc: Tensor, p_c: Tensor, k: Tensor, p
     c = n_c[..., 2] - a * cx - b * cy
     d = (n_c * p_c).sum(-1)
     cos = d.abs() / p_c.norm(dim=-1).clamp_min(1e-12)
-    use = (srt[..., 0] < 0.5 * srt[..., 1]) & (cos > 0.1)
-    band = 3.0 * srt[..., 2]
-    plane = torch.stack((d, a, b, c, z - band, z + band), -1)
+    use = (srt[..., 0] < 0.5 * srt[..., 1]) & (cos > COS_EDGE_ON)
+    den0 = a * mean2d[..., 0] + b * mean2d[..., 1] + c
+    lo, hi = z, z
+    for su in (-1.0, 1.0):
+        for sv in (-1.0, 1.0):
+            den = den0 + radius * (su * a + sv * b)
+            use = use & (den * den0 > 0) & (den.abs() > 1e-12)
+            zk = d / torch.where(den.abs() > 1e-12, den, torch.ones_like(den))
+            lo, hi = torch.minimum(lo, zk), torch.maximum(hi, zk)
+    plane = torch.stack((d, a, b, c, lo, hi), -1)
     return torch.where(use[..., None], plane, centre)
 
 
@@ -324,124 +346,6 @@ def _render_reference(pr: Projected, width: int, height: int, chunk: int = 1 << 
         torch.stack(wz).reshape(n, height, width),
         torch.stack(ws).reshape(n, height, width),
     )
-
-
-# ------------------------------------------------------------------ fast CPU path (numba)
-
-
-@lru_cache(maxsize=1)
-def _build(numba: Any) -> Callable[..., None]:  # noqa: C901 - one kernel, kept together
-    """Compile the tile binning and compositing kernel (cached on disk by numba)."""
-    jit = numba.njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
-
-    @jit
-    def tile_box(mx, my, rad, tile, tx_n, ty_n):
-        x0 = max(0, int(math.floor((mx - rad) / tile)))
-        x1 = min(tx_n - 1, int(math.floor((mx + rad) / tile)))
-        y0 = max(0, int(math.floor((my - rad) / tile)))
-        y1 = min(ty_n - 1, int(math.floor((my + rad) / tile)))
-        return x0, x1, y0, y1
-
-    @jit
-    def bin_tiles(mean2d, radius, order, nv, n, tile, tx_n, ty_n):
-        """Per-tile lists of Gaussian ids in depth order (counting sort): (starts, lists)."""
-        n_tiles = tx_n * ty_n
-        starts = np.zeros(n_tiles + 1, np.int64)
-        for r in range(nv):
-            g = order[n, r]
-            x0, x1, y0, y1 = tile_box(mean2d[n, g, 0], mean2d[n, g, 1], radius[n, g], tile,
-                                      tx_n, ty_n)  # fmt: skip
-            for ty in range(y0, y1 + 1):
-                for tx in range(x0, x1 + 1):
-                    starts[ty * tx_n + tx + 1] += 1
-        for t in range(n_tiles):
-            starts[t + 1] += starts[t]
-        fill = starts[:-1].copy()
-        lists = np.empty(starts[n_tiles], np.int64)
-        for r in range(nv):
-            g = order[n, r]
-            x0, x1, y0, y1 = tile_box(mean2d[n, g, 0], mean2d[n, g, 1], radius[n, g], tile,
-                                      tx_n, ty_n)  # fmt: skip
-            for ty in range(y0, y1 + 1):
-                for tx in range(x0, x1 + 1):
-                    t = ty * tx_n + tx
-                    lists[fill[t]] = g
-                    fill[t] += 1
-        return starts, lists
-
-    @jit
-    def kernel(mean2d, conic, opac, cutoff, colour, plane, radius, order, n_valid, width, height,
-               tile, rgb, wz, ws):  # fmt: skip
-        tx_n = (width + tile - 1) // tile
-        ty_n = (height + tile - 1) // tile
-        for n in range(mean2d.shape[0]):
-            starts, lists = bin_tiles(mean2d, radius, order, n_valid[n], n, tile, tx_n, ty_n)
-            for t in range(tx_n * ty_n):
-                ty, tx = t // tx_n, t % tx_n
-                for i in range(ty * tile, min(height, ty * tile + tile)):
-                    for j in range(tx * tile, min(width, tx * tile + tile)):
-                        px, py = j + 0.5, i + 0.5
-                        tr = 1.0
-                        r_, g_, b_, zz, ww = 0.0, 0.0, 0.0, 0.0, 0.0
-                        for q in range(starts[t], starts[t + 1]):
-                            g = lists[q]
-                            dx, dy = px - mean2d[n, g, 0], py - mean2d[n, g, 1]
-                            power = -0.5 * (conic[n, g, 0] * dx * dx + conic[n, g, 2] * dy * dy)
-                            power -= conic[n, g, 1] * dx * dy
-                            if power > 0.0 or power < cutoff[n, g]:
-                                continue  # alpha < 1/255 without the exp (cutoff = ln(1/255o))
-                            a = min(ALPHA_MAX, opac[n, g] * math.exp(power))
-                            if a < ALPHA_MIN:
-                                continue
-                            t_next = tr * (1.0 - a)
-                            if t_next < T_MIN:
-                                break
-                            w = a * tr
-                            r_ += w * colour[n, g, 0]
-                            g_ += w * colour[n, g, 1]
-                            b_ += w * colour[n, g, 2]
-                            den = plane[n, g, 1] * px + plane[n, g, 2] * py + plane[n, g, 3]
-                            if abs(den) <= 1e-12:
-                                den = 1e-12
-                            zg = min(max(plane[n, g, 0] / den, plane[n, g, 4]), plane[n, g, 5])
-                            zz += w * zg
-                            ww += w
-                            tr = t_next
-                        rgb[n, i, j, 0], rgb[n, i, j, 1], rgb[n, i, j, 2] = r_, g_, b_
-                        wz[n, i, j], ws[n, i, j] = zz, ww
-
-    return kernel
-
-
-def _fast_kernel() -> Callable[..., None]:
-    try:
-        import numba
-    except ImportError as e:  # pragma: no cover - numba is a core dependency
-        raise MissingDependencyError("numba", "fast") from e
-    return _build(numba)
-
-
-def _np(t: Tensor, dtype: Any = np.float64) -> np.ndarray:
-    return np.ascontiguousarray(t.detach().cpu().numpy().astype(dtype, copy=False))
-
-
-def _render_fast(pr: Projected, width: int, height: int, tile: int = TILE):
-    """Tile-binned compositing on the CPU (numba); same equations as the reference."""
-    cutoff = np.log(1.0 / (255.0 * _np(pr.opacity).clip(1e-30))) - 1e-9
-    valid = pr.valid
-    key = torch.where(valid, pr.depth, torch.full_like(pr.depth, math.inf))
-    order = torch.argsort(key, dim=-1, stable=True)
-    n_valid = valid.sum(-1)
-    n = pr.depth.shape[0]
-    rgb = np.zeros((n, height, width, 3))
-    wz, ws = np.zeros((n, height, width)), np.zeros((n, height, width))
-    _fast_kernel()(
-        _np(pr.mean2d), _np(pr.conic), _np(pr.opacity), cutoff, _np(pr.colour), _np(pr.plane),
-        _np(pr.radius), _np(order, np.int64), _np(n_valid, np.int64), width, height, tile,
-        rgb, wz, ws,
-    )  # fmt: skip
-    dev, dt = pr.depth.device, pr.depth.dtype
-    return tuple(torch.from_numpy(a).to(dev, dt) for a in (rgb, wz, ws))
 
 
 # ------------------------------------------------------------------ gsplat adapter (CUDA)
@@ -544,12 +448,14 @@ def render(
     if name == "gsplat":
         rgb, depth, alpha = _render_gsplat(splats, k, t_wc, width, height, bg, near, far, blur, deg)
     else:
-        pr = project(
-            splats, k, t_wc, width, height, near=near, far=far, blur=blur, sh_degree=deg,
-            depth_mode=depth_mode,
-        )  # fmt: skip
-        fn = _render_fast if name == "fast" else _render_reference
-        rgb, wz, alpha = fn(pr, width, height)
+        kw = dict(near=near, far=far, blur=blur, sh_degree=deg, depth_mode=depth_mode)
+        if name == "fast":
+            from volary.sensors.splat.fast import render_fast
+
+            rgb, wz, alpha = render_fast(splats, k, t_wc, width, height, **kw)  # type: ignore[arg-type]
+        else:
+            pr = project(splats, k, t_wc, width, height, **kw)  # type: ignore[arg-type]
+            rgb, wz, alpha = _render_reference(pr, width, height)
         rgb = rgb + (1.0 - alpha)[..., None] * bg
         depth = wz / alpha.clamp_min(1e-12)
     depth = torch.where(alpha >= min_alpha, depth, torch.full_like(depth, depth_fill))
