@@ -23,6 +23,15 @@ def _fail(msg: str) -> NoReturn:
     raise typer.Exit(2)
 
 
+def _check_device(device: str) -> None:
+    import torch
+
+    if device != "cpu" and device != "cuda" and not device.startswith("cuda:"):
+        _fail(f"--device: expected cpu, cuda or cuda:N, got {device!r}")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        _fail(f"--device {device}: no CUDA device is available")
+
+
 @bp_app.command("sample")
 def bp_sample(
     out: Out = Path("out/bp"),
@@ -30,14 +39,21 @@ def bp_sample(
     fraction: Annotated[
         float, typer.Option("--fraction", help="Fraction of the 129,600-input Table II grid.")
     ] = 1.0,
-    chunk: Annotated[int, typer.Option("--chunk", help="Candidates flown at once.")] = 16384,
+    device: Annotated[str, typer.Option("--device", help="cpu, cuda or cuda:N.")] = "cpu",
+    chunk: Annotated[int, typer.Option("--chunk", help="Most candidates flown at once.")] = 16384,
+    block: Annotated[int, typer.Option("--block", help="Inputs labelled per block.")] = 8192,
     compile_mode: Annotated[
-        str, typer.Option("--compile", help="Simulator fast path: inductor, numba or eager.")
-    ] = "inductor",
+        str,
+        typer.Option(
+            "--compile", help="Simulator fast path: auto (numba on CPU), numba, inductor, eager."
+        ),
+    ] = "auto",
     tail: Annotated[
         float,
-        typer.Option("--tail", help="Seconds flown past gate i (0: the whole deceleration)."),
-    ] = 1.0,
+        typer.Option(
+            "--tail", help="Seconds scored past gate i (0: the whole deceleration, Algorithm 1)."
+        ),
+    ] = 0.0,
     no_prune: Annotated[
         bool, typer.Option("--no-prune", help="Fly every eq. 3-feasible candidate.")
     ] = False,
@@ -50,6 +66,9 @@ def bp_sample(
     from volary.learning.boundary.dataset import generate_dataset
     from volary.learning.boundary.sampling import SamplingConfig
 
+    _check_device(device)
+    if tail < 0:
+        _fail(f"--tail: expected seconds >= 0, got {tail}")
     try:
         cfg = SamplingConfig(
             chunk=chunk, compile=compile_mode, tail_s=tail if tail > 0 else None, prune=not no_prune
@@ -59,12 +78,19 @@ def bp_sample(
             fraction=fraction,
             seed=seed,
             config=cfg,
+            block=block,
             resume=not fresh,
+            device=device,
             progress=lambda d, n, r: console.print(f"{d}/{n} inputs, {r:.0f} candidates/s"),
         )
     except VolaryError as e:
         _fail(str(e))
     console.print(f"dataset: {path}")
+
+
+def _log_epoch(epoch: int, train_loss: float, test_loss: float) -> None:
+    if epoch % 10 == 0:
+        console.print(f"epoch {epoch}: train loss {train_loss:.4f}, test loss {test_loss:.4f}")
 
 
 @bp_app.command("train")
@@ -90,6 +116,7 @@ def bp_train(
             epochs=epochs,
             patience=patience,
             batch_size=batch_size,
+            log=_log_epoch,
         )
     except VolaryError as e:
         _fail(str(e))
@@ -107,6 +134,9 @@ def bp_fly(
     courses: Annotated[
         str, typer.Option("--courses", help="Comma-separated: circular, straight, snaked.")
     ] = "circular,straight,snaked",
+    n_gates: Annotated[
+        int | None, typer.Option("--gates", help="Gates per course (default: the course's).")
+    ] = None,
 ) -> None:
     """Fly the courses with the network's boundary conditions; writes OUT/fly.json, fly.png."""
     from volary.errors import VolaryError
@@ -116,9 +146,10 @@ def bp_fly(
     try:
         net, _ = load_checkpoint(model or out / "model.pt")
         kinds = [c.strip() for c in courses.split(",") if c.strip()]
-        results = fly_courses(net, kinds, out=out, seed=seed)
+        results = fly_courses(net, kinds, out=out, seed=seed, n_gates=n_gates)
     except VolaryError as e:
         _fail(str(e))
+    console.print(f"wrote {out / 'fly.json'} and {out / 'fly.png'}")
     for r in results:
         status = "finished" if r.finished else ("collided" if r.collided else "incomplete")
         console.print(f"{r.course}: {r.gates_passed}/{r.gates} gates, {status}, time {r.time_s}")

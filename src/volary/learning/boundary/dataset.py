@@ -36,6 +36,7 @@ from volary.learning.boundary.flight import CandidateFlyer, FlightBatch, FlightO
 from volary.learning.boundary.grid import TABLE_II, grid_inputs, subset_indices
 from volary.learning.boundary.sampling import (
     N_CANDIDATES,
+    W_CRASH,
     SamplingConfig,
     Window,
     candidate_coefficients,
@@ -168,6 +169,15 @@ def _config_doc(cfg: SamplingConfig, seed: int, fraction: float, n: int) -> dict
     }
 
 
+EXECUTION_FIELDS = ("chunk", "min_chunk", "bucket_ratio", "compile")  # do not change labels
+
+
+def _labelling(doc: dict) -> dict:
+    """``doc`` without the sampling fields that only decide how flights are batched."""
+    sampling = {k: v for k, v in doc.get("sampling", {}).items() if k not in EXECUTION_FIELDS}
+    return {**doc, "sampling": sampling}
+
+
 def _create(path: Path, idx: np.ndarray, doc: dict) -> None:
     k = len(idx)
     with h5py.File(path, "w") as f:
@@ -192,8 +202,9 @@ def generate_dataset(
     fraction: float = 1.0,
     seed: int = 0,
     config: SamplingConfig | None = None,
-    block: int = 2048,
+    block: int = 8192,
     resume: bool = True,
+    device: str = "cpu",
     progress: Callable[[int, int, float], None] | None = None,
 ) -> Path:
     """Write (or finish) the dataset for a random ``fraction`` of the Table II grid (chosen by
@@ -201,7 +212,8 @@ def generate_dataset(
 
     An existing file with the same config is resumed (its finished rows are kept); a different
     config raises ConfigError unless ``resume=False`` (then it is overwritten). ``progress`` is
-    called with (rows done, rows total, candidates flown per second) after each block."""
+    called with (rows done, rows total, candidates flown per second) after each block. The
+    flights run on ``device`` (the labels do not depend on it beyond float32 rounding)."""
     cfg = config or SamplingConfig()
     if not isinstance(block, int) or block < 1:
         raise ConfigError(f"block: expected an input count >= 1, got {block!r}")
@@ -211,14 +223,14 @@ def generate_dataset(
     path.parent.mkdir(parents=True, exist_ok=True)
     if path.exists() and resume:
         old = read_config(path)
-        if old != json.loads(json.dumps(doc)):
+        if _labelling(old) != _labelling(json.loads(json.dumps(doc))):
             raise ConfigError(
                 f"out: {path} holds a dataset of another config; pass resume=False to "
                 "overwrite it or choose another path"
             )
     else:
         _create(path, idx, doc)
-    flyer = CandidateFlyer(cfg, seed=seed)
+    flyer = CandidateFlyer(cfg, seed=seed, device=device)
     with h5py.File(path, "r+") as f:
         done = f["done"][:]
         todo = np.flatnonzero(~done)
@@ -271,9 +283,13 @@ class BPDataset:
     cost: np.ndarray  # (K, 70)
     config: dict
 
-    def labelled(self) -> BPDataset:
-        """Rows with a label (some candidate passed eq. 3)."""
+    def labelled(self, drop_crashed: bool = False) -> BPDataset:
+        """Rows with a label (some candidate passed eq. 3); with ``drop_crashed`` also without
+        the rows whose cheapest candidate crashed (every feasible candidate crashed: C_min >=
+        1e6, eq. 7), whose label is no demonstration of a good trajectory."""
         ok = np.isfinite(self.speed) & np.isfinite(self.t0)
+        if drop_crashed:
+            ok &= self.cost_min < W_CRASH
         return replace(self, **{k: getattr(self, k)[ok] for k in _ARRAYS})
 
 

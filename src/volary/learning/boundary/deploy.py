@@ -35,6 +35,7 @@ from volary.learning.boundary.sampling import (
     SamplingConfig,
     gate_velocity,
     interpolated_yaw,
+    simulator_compile,
 )
 from volary.planning import single_segment
 from volary.worlds import CollisionMonitor, GateTracker, Scene, SceneSpec
@@ -54,9 +55,12 @@ class DeployConfig:
     grace_s: float = 1.0  # s flown after the plan ends
     stochastic: bool = False
     yaw_ratio: float = YAW_RATIO
+    time_limit_s: float = 120.0  # s, a flight stops here even if its plan is longer
+    compile: str = "auto"  # Simulator fast path (sampling.simulator_compile)
 
     def __post_init__(self) -> None:
-        for name in ("end_distance", "physics_hz", "control_hz", "grace_s"):
+        simulator_compile(self.compile, "cpu")
+        for name in ("end_distance", "physics_hz", "control_hz", "grace_s", "time_limit_s"):
             v = getattr(self, name)
             if not (math.isfinite(v) and v > 0):
                 raise ConfigError(f"{name}: expected a value > 0, got {v}")
@@ -216,7 +220,7 @@ def fly_course(
     seed: int = 0,
     sampling: SamplingConfig | None = None,
 ) -> FlightResult:
-    """Plan ``spec`` with the network and fly it (module docstring)."""
+    """Plan ``spec`` with the network and fly it on CPU (one vehicle; module docstring)."""
     from volary.sim import Simulator  # layer 4
 
     c, s = cfg or DeployConfig(), sampling or SamplingConfig()
@@ -228,6 +232,7 @@ def fly_course(
         control_hz=c.control_hz,
         stochastic=c.stochastic,
         seed=seed,
+        compile=simulator_compile(c.compile, "cpu"),
     )
     y = float(spec.start_yaw)
     sim.reset(
@@ -241,7 +246,8 @@ def fly_course(
     monitor = CollisionMonitor(scene, sim.params.radius)
     path, collided, t_final = [], False, None
     n = len(order)
-    for k in range(int(math.ceil((plan.duration + c.grace_s) * c.control_hz))):
+    horizon = min(plan.duration + c.grace_s, c.time_limit_s)
+    for k in range(int(math.ceil(horizon * c.control_hz))):
         state = sim.step(plan.setpoint(k * sim.dt).float()[None])
         tracker.update(state.pos)
         path.append(state.pos[0].double().numpy().copy())
@@ -261,11 +267,12 @@ def fly_course(
     )  # fmt: skip
 
 
-def named_course(kind: str) -> SceneSpec:
-    """The BoundaryPredictor lab course ``kind`` (``volary.worlds.boundary_predictor_course``)."""
+def named_course(kind: str, n_gates: int | None = None) -> SceneSpec:
+    """The BoundaryPredictor lab course ``kind`` (``volary.worlds.boundary_predictor_course``),
+    with its default number of gates unless ``n_gates`` is given."""
     if kind not in COURSES:
         raise UnknownNameError("BoundaryPredictor course", kind, COURSES)
-    return _course(kind)
+    return _course(kind, n_gates=n_gates)
 
 
 def plot_flights(results: list[FlightResult], specs: list[SceneSpec], path: str | Path) -> Path:
@@ -303,9 +310,12 @@ def fly_courses(
     out: str | Path | None = None,
     cfg: DeployConfig | None = None,
     seed: int = 0,
+    n_gates: int | None = None,
 ) -> list[FlightResult]:
     """Fly the named courses; with ``out``, write ``fly.json`` and ``fly.png`` there."""
-    specs = [named_course(k) for k in kinds]
+    if not kinds:
+        raise ConfigError(f"kinds: expected at least one course of {COURSES}")
+    specs = [named_course(k, n_gates) for k in kinds]
     results = [fly_course(model, s, cfg, seed=seed) for s in specs]
     if out is not None:
         o = Path(out)

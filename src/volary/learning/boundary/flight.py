@@ -35,7 +35,7 @@ from torch import Tensor
 
 from volary.control import make_controller
 from volary.errors import ConfigError
-from volary.learning.boundary.sampling import COMPILE_MODES, SamplingConfig, interpolated_yaw
+from volary.learning.boundary.sampling import SamplingConfig, interpolated_yaw, simulator_compile
 from volary.math import random as vrandom
 from volary.worlds import GateTracker
 
@@ -139,7 +139,8 @@ class CandidateFlyer:
     """Flies batches of candidates in length-bucketed chunks, one Simulator per chunk."""
 
     def __init__(self, cfg: SamplingConfig, seed: int = 0, device: str = "cpu") -> None:
-        self.cfg, self.seed, self.device = cfg, int(seed), device
+        self.cfg, self.seed, self.device = cfg, int(seed), str(device)
+        self._compile = simulator_compile(cfg.compile, self.device)
         self._sims: dict[int, Simulator] = {}
         self.nominal = self._simulator(1).params
         self.env_steps = 0  # env x control steps simulated (work done, for benchmarks)
@@ -159,11 +160,11 @@ class CandidateFlyer:
             physics_hz=cfg.physics_hz,
             control_hz=cfg.control_hz,
             stochastic=cfg.randomize and cfg.thrust_noise_std > 0,
-            compile=COMPILE_MODES[cfg.compile],
+            compile=self._compile,
             device=self.device,
             seed=self.seed,
         )
-        if cfg.compile == "inductor":
+        if self._compile is True:
             self._sims[n] = sim
         return sim
 
@@ -193,7 +194,7 @@ class CandidateFlyer:
     def _fly_chunk(self, part: FlightBatch) -> FlightOutcome:
         n, dev = part.size, self.device
         # inductor compiles per shape: pad to a power of two (few shapes); others fly as they are
-        size = _padded(n, self.cfg.chunk) if self.cfg.compile == "inductor" else n
+        size = _padded(n, self.cfg.chunk) if self._compile is True else n
         b = part.pad(size)
         self.sim = self._simulator(size)
         self._prepare(b)
@@ -204,28 +205,35 @@ class CandidateFlyer:
         crashed = torch.zeros(size, dtype=torch.bool, device=dev)
         err_sum = torch.zeros(size, dtype=torch.float64, device=dev)
         steps = torch.zeros_like(err_sum)
-        dt = self.sim.dt
-        last = float(end.max()) + self.cfg.grace_s
-        n_steps = int(math.ceil(last / dt)) + 1
+        dt, grace = self.sim.dt, self.cfg.grace_s
+        n_steps = int(math.ceil((float(end.max()) + grace) / dt)) + 1
         self.env_steps += n_steps * size
-        for k in range(n_steps):
-            t = torch.full((size,), k * dt, dtype=torch.float64, device=dev)
+        for k0 in range(0, n_steps, _TIME_BLOCK):
+            # setpoints and scoring of a block of steps at once: fewer small torch calls per step
+            t = torch.arange(k0, min(k0 + _TIME_BLOCK, n_steps), device=dev) * dt
+            t = t.double()[:, None].expand(-1, size)  # (T, C)
             sp = plan.setpoint(t)
-            state = self.sim.step(sp)
+            sp32 = sp.to(self.sim.params.dtype)
+            live = t < end + grace
+            pos, bad = [], []
+            for j in range(t.shape[0]):
+                state = self.sim.step(sp32[j])
+                before = tracker.passed
+                tracker.update(state.pos)
+                tracker.passed = torch.where(live[j, :, None], tracker.passed, before)
+                pos.append(state.pos)
+                bad.append(state.crashed | self.sim.last_reset)
+            p = torch.stack(pos)  # (T, C, 3)
             flying = t < end
-            live = t < end + self.cfg.grace_s
-            err = (state.pos.double() - sp[:, :3]).norm(dim=-1)
-            err_sum += torch.where(flying, err, 0.0)
-            steps += flying.double()
-            before = tracker.passed
-            tracker.update(state.pos)
-            tracker.passed = torch.where(live[:, None], tracker.passed, before)
-            hit = frame_distance(state.pos, *frames) < radius
-            hit |= (state.pos[:, 2] < radius) | state.crashed | self.sim.last_reset
-            crashed |= hit & live
+            err = (p.double() - sp[..., :3]).norm(dim=-1)
+            err_sum += torch.where(flying, err, 0.0).sum(0)
+            steps += flying.double().sum(0)
+            near = frame_distance(p.reshape(-1, 3), *_tile(frames, t.shape[0]))
+            hit = (near.reshape(t.shape) < radius) | (p[..., 2] < radius) | torch.stack(bad)
+            crashed |= (hit & live).any(0)
         skipped = (~tracker.passed & due).sum(-1)
         track = err_sum / steps.clamp_min(1)
-        return FlightOutcome(crashed[:n].clone(), skipped[:n].clone(), track[:n].float().clone())
+        return FlightOutcome(crashed[:n].cpu(), skipped[:n].cpu(), track[:n].float().cpu())
 
     def _horizon(self, plan: _Plan) -> tuple[Tensor, Tensor]:
         """When each flight's scoring ends (s) and which of gates i, i+1 are due by then."""
@@ -240,7 +248,7 @@ class CandidateFlyer:
         sim, cfg = self.sim, self.cfg
         keys = vrandom.env_keys(self.seed, b.ids.to(self.device))
         u = 2.0 * vrandom.uniform(keys, torch.zeros_like(keys), 7) - 1.0  # (C, 7) in (-1, 1)
-        p = self.nominal.index(torch.zeros(b.size, dtype=torch.long))
+        p = self.nominal.index(torch.zeros(b.size, dtype=torch.long, device=self.device))
         if cfg.randomize:
             mass = p.mass + cfg.mass_range * u[:, 0].to(p.dtype)
             inertia = p.inertia + torch.diag_embed(cfg.inertia_range * u[:, 1:4].to(p.dtype))
@@ -280,6 +288,15 @@ class CandidateFlyer:
 _OUT = ("crashed", "skipped", "tracking")
 
 
+_TIME_BLOCK = 32  # control steps whose setpoints and scores are computed together
+
+
+def _tile(frames: tuple[Tensor, Tensor, Tensor], t: int) -> tuple[Tensor, Tensor, Tensor]:
+    """Gate frames (centres (C, G, 3), headings (C, G), sizes) repeated for T steps (T*C)."""
+    c, h, sizes = frames
+    return c.repeat(t, 1, 1), h.repeat(t, 1), sizes
+
+
 def _padded(n: int, cap: int) -> int:
     """The next power of two >= n (at least 256), at most max(cap, n)."""
     return max(n, min(cap, max(256, 1 << (n - 1).bit_length())))
@@ -310,25 +327,25 @@ class _Plan:
         return self.durations.sum(-1)
 
     def setpoint(self, t: Tensor) -> Tensor:
-        """(C, 14) ``mellinger`` setpoint [p, v, a, j, yaw, yaw rate] at plan times ``t`` (C,);
-        after the end the end point is held at rest."""
+        """(..., C, 14) ``mellinger`` setpoints [p, v, a, j, yaw, yaw rate] at plan times
+        ``t (..., C)``; after the end the end point is held at rest."""
         t0, tf = self.durations[:, 0], self.durations[:, 1]
         second = t >= t0
         tau = torch.where(second, torch.minimum(t - t0, tf), t.clamp_min(0.0))
-        moving = (t < t0 + tf).double()[:, None]
-        pw = tau[:, None] ** torch.arange(8, dtype=tau.dtype, device=tau.device)
-        seg = second[:, None, None]
+        moving = (t < t0 + tf).double()[..., None]
+        pw = tau[..., None] ** torch.arange(8, dtype=tau.dtype, device=tau.device)
+        seg = second[..., None, None]
         vals = []
         for r, c in enumerate(self.deriv):
-            coef = torch.where(seg, c[:, 1], c[:, 0])
-            v = (coef * pw[:, None, :]).sum(-1)
+            coef = torch.where(seg, c[:, 1], c[:, 0])  # (..., C, 3, 8)
+            v = (coef * pw[..., None, :]).sum(-1)
             vals.append(v if r == 0 else v * moving)
         h = self.headings
         y1, r1 = interpolated_yaw(tau, t0, h[:, 0], h[:, 1], self.ratio)
         y2, r2 = interpolated_yaw(tau, tf, h[:, 1], h[:, 2], self.ratio)
         yaw = torch.where(second, y2, y1)
-        rate = torch.where(second, r2, r1) * moving[:, 0]
-        return torch.cat((*vals, yaw[:, None], rate[:, None]), dim=-1)
+        rate = torch.where(second, r2, r1) * moving[..., 0]
+        return torch.cat((*vals, yaw[..., None], rate[..., None]), dim=-1)
 
 
 def check_batch(batch: FlightBatch) -> None:

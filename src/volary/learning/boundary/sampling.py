@@ -189,7 +189,7 @@ class SamplingConfig:
     platform: str = "crazyflie"
     physics_hz: float = 240.0  # safe-control-gym's default PyBullet rate (the paper's simulator)
     control_hz: float = 60.0  # safe-control-gym's default control rate
-    tail_s: float | None = 1.0  # s flown past gate i (None: the whole deceleration to gate i+1)
+    tail_s: float | None = None  # s scored past gate i (None: the whole deceleration, Alg. 1)
     yaw_ratio: float = YAW_RATIO
     accel_samples: int = 32  # eq. 3 check points per segment
     grace_s: float = 0.25  # s flown after the plan ends (reaching gate i+1)
@@ -208,7 +208,7 @@ class SamplingConfig:
     chunk: int = 16384  # most candidates flown at once
     min_chunk: int = 256  # fewest candidates flown at once (unless fewer are left)
     bucket_ratio: float = 1.2  # longest / shortest flight in a chunk (flight.length_buckets)
-    compile: str = "numba"  # Simulator fast path: "numba" (CPU), "inductor" or "eager"
+    compile: str = "auto"  # Simulator fast path: numba on CPU, eager on CUDA ("auto"), or named
 
     def __post_init__(self) -> None:
         for name in ("physics_hz", "control_hz", "gate_opening", "passage_width", "grace_s"):
@@ -237,7 +237,24 @@ class SamplingConfig:
         return asdict(self)
 
 
-COMPILE_MODES = {"inductor": True, "numba": "numba", "eager": False}
+COMPILE_MODES: dict[str, bool | str] = {
+    "auto": "auto",
+    "inductor": True,
+    "numba": "numba",
+    "eager": False,
+}
+
+
+def simulator_compile(mode: str, device: str) -> bool | str:
+    """The Simulator ``compile`` argument of a SamplingConfig ``compile`` mode on ``device``:
+    "auto" is the numba kernel on CPU and eager torch elsewhere (numba is CPU-only)."""
+    if mode not in COMPILE_MODES:
+        raise ConfigError(f"compile: expected one of {sorted(COMPILE_MODES)}, got {mode!r}")
+    if mode == "numba" and not str(device).startswith("cpu"):
+        raise ConfigError(f"compile: 'numba' runs on CPU only, got device {device!r}")
+    if mode == "auto":
+        return "numba" if str(device).startswith("cpu") else False
+    return COMPILE_MODES[mode]
 
 
 __all__ = [
@@ -253,6 +270,7 @@ __all__ = [
     "interpolated_yaw",
     "satisfies_acceleration_limit",
     "select_optimal",
+    "simulator_compile",
     "trajectory_cost",
     "window",
 ]

@@ -9,7 +9,8 @@
 - Table IV: Adam, lr 0.01, StepLR (50 epochs, gamma 0.8), batch 1280, up to 1000 epochs, early
   stop after 100 epochs without a lower test loss (the best weights are kept). Table IV's
   "Test / Train Split 92 / 8" is read as 92 % train, 8 % test (the other reading trains on 8 %).
-  The split is a fixed permutation of the labelled rows by ``seed``.
+  The split is a fixed permutation of the labelled rows by ``seed``; rows whose every feasible
+  candidate crashed (C_min >= 1e6) are left out by default (``TrainConfig.drop_crashed``).
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ class TrainConfig:
     test_fraction: float = 0.08
     dropout: float = 0.1
     seed: int = 0
+    drop_crashed: bool = True  # leave out inputs whose every feasible candidate crashed
     loss: LossConfig = LossConfig()
 
     def __post_init__(self) -> None:
@@ -105,10 +107,13 @@ class Split:
     test_rows: np.ndarray  # indices into the labelled dataset
 
 
-def split_dataset(data: BPDataset, test_fraction: float, seed: int) -> Split:
-    """Fixed train/test split by ``seed`` of the labelled rows; labels above the output range
-    (2 m/s, 2 s) are kept as they are (the sigmoid cannot reach them)."""
-    d = data.labelled()
+def split_dataset(
+    data: BPDataset, test_fraction: float, seed: int, drop_crashed: bool = True
+) -> Split:
+    """Fixed train/test split by ``seed`` of the labelled rows (without the all-crashed ones
+    when ``drop_crashed``); labels above the output range (2 m/s, 2 s) are kept as they are
+    (the sigmoid cannot reach them)."""
+    d = data.labelled(drop_crashed)
     n = len(d.speed)
     if n < 2:
         raise ConfigError(f"dataset: expected at least 2 labelled inputs, got {n}")
@@ -136,7 +141,7 @@ def train(data: BPDataset, cfg: TrainConfig | None = None, log=None) -> TrainRes
     c = cfg or TrainConfig()
     gen = torch.Generator().manual_seed(c.seed)
     torch.manual_seed(c.seed)  # dropout masks (nn.Dropout draws from the default generator)
-    split = split_dataset(data, c.test_fraction, c.seed)
+    split = split_dataset(data, c.test_fraction, c.seed, c.drop_crashed)
     model = BoundaryPredictor(c.dropout)
     opt = torch.optim.Adam(model.parameters(), lr=c.lr)
     sched = torch.optim.lr_scheduler.StepLR(opt, step_size=c.step_size, gamma=c.gamma)
@@ -175,7 +180,7 @@ def _epoch(model, opt, split: Split, c: TrainConfig, gen: torch.Generator) -> fl
         opt.zero_grad()
         loss.backward()
         opt.step()
-        total += float(loss) * len(idx)
+        total += float(loss.detach()) * len(idx)
     return total / n
 
 
@@ -270,6 +275,11 @@ def run_training(
         "dataset": str(dataset),
         "dataset_config": data.config,
         "labelled_inputs": int(len(data.labelled().speed)),
+        "all_crashed_inputs_left_out": int(
+            len(data.labelled().speed) - len(data.labelled(True).speed)
+        )
+        if cfg.drop_crashed
+        else 0,
         "train_rows": int(res.split.x_train.shape[0]),
         "test_rows": int(res.split.x_test.shape[0]),
         "labels_above_output_range": int(
