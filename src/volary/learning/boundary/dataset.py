@@ -49,6 +49,7 @@ from volary.learning.boundary.sampling import (
 
 FORMAT = "volary.bp.dataset/1"
 ROW_FIELDS = ("speed", "t0", "cost_min")
+_EQ3_PART = 2048  # inputs per eq. 3 check (its float32 samples take ~70 MB per 1000 inputs)
 CAND_FIELDS = ("cost", "crashed", "skipped", "tracking")
 
 
@@ -80,7 +81,10 @@ def label_inputs(
     so a candidate's flight does not depend on the batch or the round."""
     cand = candidates(e)
     coeffs, dur = candidate_coefficients(e, cand)
-    ok = satisfies_acceleration_limit(coeffs, dur, cfg.accel_samples)  # (K, 70)
+    ok = torch.zeros(cand.t0.shape, dtype=torch.bool)  # (K, 70) eq. 3, in bounded-memory parts
+    for s in range(0, e.shape[0], _EQ3_PART):
+        part = slice(s, s + _EQ3_PART)
+        ok[part] = satisfies_acceleration_limit(coeffs[part], dur[part], cfg.accel_samples)
     res = _Results.create(e.shape[0])
     flights = _Flights(coeffs, dur, window(e), grid_index.to(torch.int64), cfg)
     if cfg.prune:
