@@ -59,7 +59,7 @@ VOLARY_INFO = {
 # ---------------------------------------------------------------- implementations -------------
 
 
-def _volary_setup(impl: str, n: int, seed: int):
+def _volary_setup(impl: str, n: int, seed: int, device: str = "cpu"):
     import torch
 
     from volary.dynamics import (
@@ -94,18 +94,23 @@ def _volary_setup(impl: str, n: int, seed: int):
         force_noise=0.01,
         moment_noise=1e-3,
     )
-    params = VehicleParams.from_airframes(af, n)
+    params = VehicleParams.from_airframes(af, n, device=device)
     w = hover_speeds(params)
-    state = MultirotorState.create(n, 4, pos=[0.0, 0.0, 1.0]).replace(rotor_speed=w.clone())
-    dist, keys = Disturbance.create(n), env_keys(seed, torch.arange(n))
+    state = MultirotorState.create(n, 4, pos=[0.0, 0.0, 1.0], device=device)
+    state = state.replace(rotor_speed=w.clone())
+    dist = Disturbance.create(n, device=device)
+    keys = env_keys(seed, torch.arange(n, device=device))
     kind, _, fused = impl.removeprefix("volary-").partition("-x")
     substeps = int(fused) if fused else 1
     backend = {"eager": "eager", "compiled": "inductor", "numba": "numba"}[kind]
     step = make_stepper(DynamicsConfig(), substeps, compile=backend)
     holder = [state]
 
+    sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
+
     def step_fn() -> None:
         holder[0] = step(params, holder[0], w, dist, keys)
+        sync()  # a call is timed until the GPU has finished it
 
     tensors = [getattr(x, f) for x in (state, params) for f in x.__dataclass_fields__]
     step_fn.bytes_per_env = sum(t.numel() * t.element_size() for t in tensors) / n
@@ -113,9 +118,11 @@ def _volary_setup(impl: str, n: int, seed: int):
     return step_fn
 
 
-def _setup(impl: str, n: int, seed: int):
+def _setup(impl: str, n: int, seed: int, device: str = "cpu"):
     if impl.startswith("volary"):
-        return _volary_setup(impl, n, seed)
+        return _volary_setup(impl, n, seed, device)
+    if device != "cpu":
+        raise ValueError(f"--device {device}: the peers are measured on the CPU only")
     sys.path.insert(0, str(HERE))
     import importlib
 
@@ -125,10 +132,12 @@ def _setup(impl: str, n: int, seed: int):
 # ---------------------------------------------------------------- measuring -------------------
 
 
-def measure(impl: str, n: int, repeats: int, repeat_s: float, seed: int = 0) -> dict:
+def measure(
+    impl: str, n: int, repeats: int, repeat_s: float, seed: int = 0, device: str = "cpu"
+) -> dict:
     """Warm-up, calibrate, then ``repeats`` timed runs of many calls; returns one result row."""
     t0 = time.perf_counter()
-    step_fn = _setup(impl, n, seed)
+    step_fn = _setup(impl, n, seed, device)
     step_fn()  # first call: compile / jit
     warm_s = time.perf_counter() - t0
     t1 = time.perf_counter()
@@ -147,6 +156,7 @@ def measure(impl: str, n: int, repeats: int, repeat_s: float, seed: int = 0) -> 
     return {
         "impl": impl,
         "n": n,
+        "device": device,
         "steps_per_s": statistics.median(rates),
         "iqr": q[2] - q[0],
         "repeats": repeats,
@@ -159,7 +169,7 @@ def measure(impl: str, n: int, repeats: int, repeat_s: float, seed: int = 0) -> 
 
 
 def _child(args) -> None:
-    row = measure(args.impl, args.n, args.repeats, args.repeat_seconds)
+    row = measure(args.impl, args.n, args.repeats, args.repeat_seconds, device=args.device)
     print("RESULT " + json.dumps(row), flush=True)
 
 
@@ -177,6 +187,8 @@ def _run_case(impl: str, n: int, args) -> dict:
         str(repeats),
         "--repeat-seconds",
         str(args.repeat_seconds),
+        "--device",
+        args.device,
     ]
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     try:
@@ -259,6 +271,7 @@ def main() -> None:
     ap.add_argument("--ns", default=",".join(map(str, NS)))
     ap.add_argument("--repeat-seconds", type=float, default=0.3)
     ap.add_argument("--case-timeout", type=float, default=240.0)
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (volary rows only)")
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--impl", help=argparse.SUPPRESS)
     ap.add_argument("--n", type=int, help=argparse.SUPPRESS)
@@ -267,7 +280,7 @@ def main() -> None:
     if args.child:
         return _child(args)
     impls, ns = args.impls.split(","), [int(x) for x in args.ns.split(",")]
-    devices = ["cpu"]
+    devices = [args.device]
     rows = []
     for impl in impls:
         for n in ns:
@@ -285,9 +298,10 @@ def main() -> None:
         "results": rows,
     }
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "physics.json").write_text(json.dumps(info, indent=2))
+    name = "physics.json" if args.device == "cpu" else f"physics-{args.device}.json"
+    (args.out / name).write_text(json.dumps(info, indent=2))
     _table(rows, ns, impls)
-    print(f"wrote {args.out / 'physics.json'}")
+    print(f"wrote {args.out / name}")
 
 
 def _peer_info(name: str) -> dict:
