@@ -98,6 +98,24 @@ def test_bad_files_raise_file_format_error(tmp_path):
     p.write_bytes(b"not a ply")
     with pytest.raises(FileFormatError, match="bad.ply"):
         load_ply(p)
+
+
+def test_truncated_and_empty_files_raise_file_format_error(tmp_path):
+    p = tmp_path / "cut.ply"
+    save_ply(p, random_splats(40, 3))
+    data = p.read_bytes()
+    p.write_bytes(data[: len(data) // 2])  # binary body cut in the middle
+    with pytest.raises(FileFormatError, match="early end-of-file"):
+        load_ply(p)
+    p.write_bytes(data[: data.index(b"end_header\n") + 11])  # header only
+    with pytest.raises(FileFormatError, match="cut.ply"):
+        load_ply(p)
+    names = [n for n, _ in default_layout(1).properties]
+    PlyData([PlyElement.describe(np.zeros(0, dtype=[(n, "<f4") for n in names]), "vertex")]).write(
+        str(p)
+    )
+    with pytest.raises(FileFormatError, match="empty"):
+        load_ply(p)
     names = [n for n, _ in default_layout(0).properties] + ["f_rest_0"]
     arr = np.zeros(2, dtype=[(n, "<f4") for n in names])
     PlyData([PlyElement.describe(arr, "vertex")]).write(str(p))

@@ -252,3 +252,52 @@ def test_gaussians_behind_the_camera_are_not_drawn():
     s = one_gaussian((0.0, 0.0, -2.0), (0.3, 0.3, 0.3), (1.0, 0, 0, 0), 0.9, (1.0, 1.0, 1.0))
     img = render(s, (20.0, 20.0, 16.0, 16.0), torch.eye(4, dtype=torch.float64), 32, 32)
     assert img.alpha.max() == 0 and torch.isnan(img.depth).all()
+
+
+@pytest.mark.parametrize("backend", ["reference", "fast"])
+def test_non_finite_gaussians_are_skipped(backend):
+    """Documented output: Gaussians with a NaN/inf field or a zero quaternion are not drawn;
+    the image equals the one of the scene without them."""
+    s = random_scene(300, 1, seed=2)
+    k, t = (30.0, 30.0, 16.0, 16.0), poses(2, 5)
+    clean = render(s, k, t, 32, 32, backend=backend)
+    fields = {
+        f: getattr(s, f).clone() for f in ("means", "quats", "log_scales", "opacity_logits", "sh")
+    }
+    fields["means"][3, 0] = math.nan
+    fields["quats"][5] = 0.0
+    fields["log_scales"][7, 2] = math.inf
+    fields["opacity_logits"][9] = math.nan
+    fields["sh"][11, 2, 1] = math.nan
+    bad = GaussianSplats(**fields)
+    keep = torch.ones(300, dtype=torch.bool)
+    keep[[3, 5, 7, 9, 11]] = False
+    sub = GaussianSplats(**{f: v[keep] for f, v in fields.items()})
+    a, b = render(bad, k, t, 32, 32, backend=backend), render(sub, k, t, 32, 32, backend=backend)
+    assert torch.isfinite(a.rgb).all()
+    torch.testing.assert_close(a.rgb, b.rgb)
+    torch.testing.assert_close(a.depth, b.depth, equal_nan=True)
+    assert not torch.equal(a.rgb, clean.rgb)  # the dropped ones were visible
+
+
+@pytest.mark.parametrize("backend", ["reference", "fast"])
+def test_empty_scene_and_cameras_outside_the_scene_give_the_background(backend):
+    """Documented output: no Gaussian in view -> background RGB, alpha 0, depth ``depth_fill``
+    (NaN by default) for an empty scene, a camera 1 km away looking away, or inside the near
+    plane of every Gaussian."""
+    bg = (0.1, 0.2, 0.3)
+    empty = GaussianSplats(
+        torch.zeros(0, 3),
+        torch.zeros(0, 4),
+        torch.zeros(0, 3),
+        torch.zeros(0),
+        torch.zeros(0, 1, 3),
+    )
+    s = random_scene(200, 0, seed=1)
+    away = look_at((1000.0, 0.0, 0.0), (2000.0, 0.0, 0.0)).float()
+    for scene, cam in ((empty, torch.eye(4)), (s, away)):
+        img = render(scene, (20.0, 20.0, 8.0, 8.0), cam, 16, 16, backend=backend, background=bg)
+        torch.testing.assert_close(img.rgb, torch.tensor(bg).expand(1, 16, 16, 3))
+        assert img.alpha.max() == 0 and torch.isnan(img.depth).all()
+    filled = render(s, (20.0, 20.0, 8.0, 8.0), away, 16, 16, backend=backend, depth_fill=-1.0)
+    assert (filled.depth == -1.0).all()

@@ -29,7 +29,7 @@ import torch
 from torch import Tensor
 
 from volary.sensors.splat.io import SH_C0, SH_C1, SH_C2, SH_C3, GaussianSplats
-from volary.sensors.splat.render import ALPHA_MAX, ALPHA_MIN, COS_EDGE_ON, T_MIN
+from volary.sensors.splat.render import ALPHA_MAX, ALPHA_MIN, COS_EDGE_ON, T_MIN, usable
 
 OCC_TILE = 8  # px, edge of the tiles used for occlusion culling
 
@@ -370,6 +370,7 @@ def scene_table(splats: GaussianSplats) -> tuple[np.ndarray, np.ndarray]:
         means, _np(sel(splats.quats)), _np(sel(splats.log_scales)),
         _np(sel(splats.opacity_logits)), table,
     )  # fmt: skip
+    table[~_np(sel(usable(splats))), 12] = 0.0  # opacity 0: never drawn
     colour0 = _np((SH_C0 * sel(splats.sh)[..., 0, :] + 0.5).clamp_min(0.0))
     while len(_TABLES) >= 2:
         _TABLES.pop(next(iter(_TABLES)))

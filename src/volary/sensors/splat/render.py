@@ -167,6 +167,17 @@ def _batched(splats: GaussianSplats, n: int) -> GaussianSplats:
     return splats
 
 
+def usable(splats: GaussianSplats) -> Tensor:
+    """(..., G) bool: Gaussians every path draws. Those with a non-finite mean, rotation, scale,
+    opacity logit or SH coefficient, or a zero quaternion, are skipped (documented output: the
+    image is the one of the scene without them)."""
+    ok = torch.isfinite(splats.opacity_logits)
+    for t in (splats.means, splats.quats, splats.log_scales):
+        ok = ok & torch.isfinite(t).all(-1)
+    ok = ok & torch.isfinite(splats.sh).all(-1).all(-1)
+    return ok & (splats.quats.abs().sum(-1) > 0)
+
+
 def covariance_2d(
     p_c: Tensor, r_wc: Tensor, l_w: Tensor, k: Tensor, lim: Tensor, blur: float
 ) -> Tensor:
@@ -225,7 +236,7 @@ def project(
         -1,
     )
     opacity = splats.opacities.expand_as(z)
-    ok = ok & (opacity > ALPHA_MIN)
+    ok = ok & (opacity > ALPHA_MIN) & usable(splats)
     mid = 0.5 * (a + c)
     lam = mid + torch.sqrt((mid * mid - det).clamp_min(0.0))
     sigmas = torch.sqrt(2.0 * torch.log((255.0 * opacity).clamp_min(1.0)))
@@ -357,6 +368,13 @@ def _render_gsplat(splats, k, t_wc, width, height, background, near, far, blur, 
 
     if splats.means.dim() != 2:
         raise ConfigError("backend 'gsplat': per-env splats are not supported; use 'reference'")
+    keep = usable(splats)
+    if not bool(keep.all()):
+        splats = GaussianSplats(
+            *(t[keep] for t in (splats.means, splats.quats, splats.log_scales)),
+            splats.opacity_logits[keep],
+            splats.sh[keep],
+        )
     kk = torch.zeros(k.shape[0], 3, 3, device=k.device, dtype=k.dtype)
     kk[:, 0, 0], kk[:, 1, 1], kk[:, 0, 2], kk[:, 1, 2] = k[:, 0], k[:, 1], k[:, 2], k[:, 3]
     kk[:, 2, 2] = 1.0
@@ -472,4 +490,5 @@ __all__ = [
     "project",
     "render",
     "resolve_backend",
+    "usable",
 ]
