@@ -319,9 +319,13 @@ def test_closed_loop_forest_config_1():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kind", ["maze", "narrow_gap", "random_cylinders", "perlin"])
-def test_closed_loop_cluttered_config_0(kind):
-    result, spec, task = _fly_config(kind, 0)
+@pytest.mark.parametrize(
+    "kind, config",
+    [("maze", 0), ("narrow_gap", 0), ("random_cylinders", 1), ("perlin", 2), ("urban", 0)],
+)
+def test_closed_loop_where_straight_fails(kind, config):
+    """Configurations where straight flight does not succeed (checked here as well)."""
+    result, spec, task = _fly_config(kind, config)
     assert result["outcome"] == "success", (result["outcome"], result["t"])
     straight = KinematicFlight(spec, task).fly(Straight(), t_max=90.0)
     assert straight["outcome"] != "success"
