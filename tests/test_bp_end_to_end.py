@@ -15,7 +15,7 @@ import torch
 from volary.errors import ConfigError
 from volary.learning.boundary import dataset as ds
 from volary.learning.boundary import deploy, grid, model, sampling, train
-from volary.learning.boundary.flight import CandidateFlyer
+from volary.learning.boundary.flight import CandidateFlyer, FlightBatch
 from volary.worlds import boundary_predictor_course
 
 TINY = sampling.SamplingConfig(tail_s=0.5)  # score 0.5 s past gate i: short flights
@@ -51,6 +51,11 @@ def test_dataset_file_holds_algorithm_1_labels_and_its_config(tiny_dataset):
         crashed, tracking = f["crashed"][:], f["tracking"][:]
     assert ((crashed >= 0) == flown).all() and np.isfinite(tracking[flown]).all()
     assert (tracking[flown] < 0.5).all()  # tracked to within half a metre on average
+    summary = ds.summarize(data)
+    parts = ("no_feasible_candidate", "every_flown_candidate_crashed", "labelled_without_crash")
+    assert sum(summary[k] for k in parts) == N_INPUTS
+    assert sum(summary["label_speed_counts"].values()) == summary["labelled_without_crash"]
+    assert summary["flown_per_input"] == pytest.approx(flown.sum() / N_INPUTS)
 
 
 def test_resume_keeps_finished_rows_and_refuses_another_config(tiny_dataset):
@@ -96,3 +101,26 @@ def test_train_then_fly_a_short_course(tiny_dataset, tmp_path):
     assert res.finished == (res.gates_passed == 2 and res.time_s is not None)
     if res.time_s is not None:
         assert res.time_s <= res.plan_time_s + deploy.DeployConfig().grace_s
+
+
+@pytest.mark.slow  # about 30 s on the shared machine (eager physics)
+def test_eager_flights_match_the_numba_kernel():
+    # the CUDA path flies eager torch; on CPU the default is numba: same outcomes
+    idx = grid.GRID_SIZE * 9 // 10 + np.arange(0, 12_960, 4_000)
+    e = grid.grid_inputs(idx)
+    cand = sampling.candidates(e)
+    co, du = sampling.candidate_coefficients(e, cand)
+    w = sampling.window(e)
+    pick = torch.tensor([v * 7 + t for v in (4, 5, 6) for t in (0, 3, 6)])  # ~1 s flights
+    rows = torch.arange(len(idx)).repeat_interleave(len(pick))
+    cols = pick.repeat(len(idx))
+    batch = FlightBatch(
+        co[rows, cols], du[rows, cols], w.headings[rows], w.centres[rows], rows * 70 + cols
+    )
+    out = {}
+    for mode in ("eager", "numba"):
+        cfg = sampling.SamplingConfig(tail_s=0.3, compile=mode)
+        out[mode] = CandidateFlyer(cfg, seed=5).fly(batch)
+    assert torch.equal(out["eager"].crashed, out["numba"].crashed)
+    assert torch.equal(out["eager"].skipped, out["numba"].skipped)
+    torch.testing.assert_close(out["eager"].tracking, out["numba"].tracking, atol=2e-4, rtol=0)

@@ -63,7 +63,7 @@ def bp_sample(
 ) -> None:
     """Algorithm 1 over (a fraction of) the grid; writes OUT/dataset.h5 (resumable)."""
     from volary.errors import VolaryError
-    from volary.learning.boundary.dataset import generate_dataset
+    from volary.learning.boundary.dataset import generate_dataset, load_dataset, summarize
     from volary.learning.boundary.sampling import SamplingConfig
 
     _check_device(device)
@@ -85,7 +85,13 @@ def bp_sample(
         )
     except VolaryError as e:
         _fail(str(e))
-    console.print(f"dataset: {path}")
+    summary = summarize(load_dataset(path))
+    (out / "dataset-summary.json").write_text(json.dumps(summary, indent=2))
+    console.print(
+        f"dataset: {path} ({summary['inputs']} inputs, {summary['labelled_without_crash']} "
+        f"labelled without crash, {summary['flown_per_input']:.2f} flights per input); "
+        f"summary: {out / 'dataset-summary.json'}"
+    )
 
 
 def _log_epoch(epoch: int, train_loss: float, test_loss: float) -> None:

@@ -309,6 +309,30 @@ def load_dataset(path: str | Path) -> BPDataset:
     return BPDataset(**arrays, config=cfg)
 
 
+def summarize(data: BPDataset) -> dict:
+    """Counts and label distributions of a loaded dataset (JSON-ready)."""
+    cost, n = data.cost, len(data.grid_index)
+    flown = np.isfinite(cost)
+    ok = np.isfinite(data.speed) & (data.cost_min < W_CRASH)
+    speeds, counts = np.unique(np.round(data.speed[ok], 4), return_counts=True)
+    t0 = data.t0[ok]
+    return {
+        "inputs": n,
+        "no_feasible_candidate": int(np.isnan(data.speed).sum()),
+        "every_flown_candidate_crashed": int((np.isfinite(data.speed) & ~ok).sum()),
+        "labelled_without_crash": int(ok.sum()),
+        "eq3_feasible_per_input": float((~np.isinf(cost)).sum() / max(n, 1)),
+        "flown_per_input": float(flown.sum() / max(n, 1)),
+        "crashed_share_of_flown": float((cost[flown] >= W_CRASH).mean()) if flown.any() else None,
+        "label_speed_counts": {f"{v:g}": int(c) for v, c in zip(speeds, counts, strict=True)},
+        "label_t0_quantiles_s": {
+            q: float(np.quantile(t0, float(q))) if t0.size else None
+            for q in ("0", "0.05", "0.5", "0.95", "1")
+        },
+        "label_t0_above_2s_share": float((t0 > 2.0).mean()) if t0.size else None,
+    }
+
+
 __all__ = [
     "FORMAT",
     "BPDataset",
@@ -317,4 +341,5 @@ __all__ = [
     "label_inputs",
     "load_dataset",
     "read_config",
+    "summarize",
 ]
