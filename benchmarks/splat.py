@@ -1,7 +1,7 @@
 """Gaussian-splat rendering throughput (frames/s) per backend, resolution, env count and scene size.
 
 Run: ``.venv/bin/python benchmarks/splat.py`` (CPU, numba path) or
-``python benchmarks/splat.py --device cuda --backend all`` (torch reference and, when it
+``python benchmarks/splat.py --device cuda --backend all`` (the torch pair path and, when it
 imports, gsplat); writes ``benchmarks/results/splat-<device>.json`` and prints a table.
 
 Scene: the forest scenario (seed ``--seed``) dressed by :func:`volary.sensors.splat.synth.
@@ -117,16 +117,18 @@ def bench_case(splats, spec, backend: str, device: str, size: int, n: int, args)
 
 
 def backends(device: str, choice: str) -> list[str]:
+    """Render backends to time: torch = the sparse-pair torch path (any device), reference =
+    the every-pixel-against-every-Gaussian torch reference, fast = numba (CPU), gsplat (CUDA)."""
     have_gsplat = device.startswith("cuda") and importlib.util.find_spec("gsplat") is not None
     if choice == "all":
-        out = ["fast"] if device == "cpu" else ["reference"]
+        out = ["fast", "torch"] if device == "cpu" else ["torch"]
         return out + (["gsplat"] if have_gsplat else [])
-    if choice == "torch":
-        return ["reference"]
     if choice == "gsplat" and not have_gsplat:
         raise SystemExit("--backend gsplat: needs --device cuda and an importable gsplat")
+    if choice == "fast" and device != "cpu":
+        raise SystemExit("--backend fast: CPU only (numba); use torch or gsplat on CUDA")
     if choice == "auto":
-        return ["fast"] if device == "cpu" else (["gsplat"] if have_gsplat else ["reference"])
+        return ["fast"] if device == "cpu" else (["gsplat"] if have_gsplat else ["torch"])
     return [choice]
 
 
@@ -183,7 +185,8 @@ def main() -> None:
         "--backend",
         default="auto",
         choices=("auto", "all", "fast", "torch", "reference", "gsplat"),
-        help="auto: fast on CPU, gsplat (else torch) on CUDA; torch = the reference path",
+        help="auto: fast on CPU, gsplat (else torch) on CUDA; all: every one available but "
+        "the slow reference",
     )
     ap.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
     ap.add_argument("--envs", type=int, nargs="+", default=list(NS))

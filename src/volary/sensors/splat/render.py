@@ -29,10 +29,11 @@ o))``: outside that ellipse its alpha is below 1/255 anyway, so the bounding box
 and the tiled path is exact with respect to the reference, not an approximation of it.
 
 Backends: ``"reference"`` (plain torch: every pixel against every Gaussian of its env, any
-device), ``"fast"`` (CPU, numba, :mod:`volary.sensors.splat.fast`: the same equations in
-Gaussian-major order with 8 x 8 px tile occlusion culling), ``"gsplat"`` (CUDA only, optional;
-``rasterize_mode="classic"``, centre expected depth), ``"auto"`` (gsplat on CUDA when
-installed, else the reference on CUDA; fast on the CPU).
+device), ``"torch"`` (:mod:`volary.sensors.splat.pairs`: sparse Gaussian-pixel pairs and
+segmented sums, any device; the CUDA torch path), ``"fast"`` (CPU, numba,
+:mod:`volary.sensors.splat.fast`: Gaussian-major order with 8 x 8 px tile occlusion culling),
+``"gsplat"`` (CUDA only, optional; ``rasterize_mode="classic"``, centre expected depth),
+``"auto"`` (fast on the CPU; gsplat on CUDA when installed, else torch).
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ ALPHA_MIN = 1.0 / 255.0  # contributions below this are skipped (reference code)
 ALPHA_MAX = 0.99  # alpha is capped (reference code)
 T_MIN = 1e-4  # compositing stops before transmittance would fall below this
 COS_EDGE_ON = 0.1  # flat Gaussians seen closer than ~6 deg to edge-on use their centre depth
-BACKENDS = ("auto", "reference", "fast", "gsplat")
+BACKENDS = ("auto", "reference", "torch", "fast", "gsplat")
 
 
 @dataclass(frozen=True)
@@ -395,14 +396,16 @@ def _cuda_gsplat_available(device: torch.device) -> bool:
 
 
 def resolve_backend(backend: str, device: torch.device) -> str:
-    """The backend ``auto`` picks: gsplat on CUDA when installed, the reference elsewhere on a
-    GPU, the numba tile path on the CPU. Unknown names raise UnknownNameError."""
+    """The backend ``auto`` picks: gsplat on CUDA when installed, else the torch pair path on a
+    GPU; the numba path on the CPU. Unknown names raise UnknownNameError."""
     if backend not in BACKENDS:
         raise UnknownNameError("splat backend", backend, BACKENDS)
     if backend == "auto":
         if device.type == "cpu":
             return "fast"
-        return "gsplat" if _cuda_gsplat_available(device) else "reference"
+        return "gsplat" if _cuda_gsplat_available(device) else "torch"
+    if backend == "fast" and device.type != "cpu":
+        raise ConfigError("backend 'fast': CPU only (numba); use 'torch' or 'gsplat' on CUDA")
     if backend == "gsplat" and not _cuda_gsplat_available(device):
         if device.type != "cuda":
             raise ConfigError("backend 'gsplat': needs CUDA tensors; use 'fast' on the CPU")
@@ -473,7 +476,12 @@ def render(
             rgb, wz, alpha = render_fast(splats, k, t_wc, width, height, **kw)  # type: ignore[arg-type]
         else:
             pr = project(splats, k, t_wc, width, height, **kw)  # type: ignore[arg-type]
-            rgb, wz, alpha = _render_reference(pr, width, height)
+            if name == "torch":
+                from volary.sensors.splat.pairs import render_pairs
+
+                rgb, wz, alpha = render_pairs(pr, width, height)
+            else:
+                rgb, wz, alpha = _render_reference(pr, width, height)
         rgb = rgb + (1.0 - alpha)[..., None] * bg
         depth = wz / alpha.clamp_min(1e-12)
     depth = torch.where(alpha >= min_alpha, depth, torch.full_like(depth, depth_fill))
