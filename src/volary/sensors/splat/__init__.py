@@ -1,6 +1,8 @@
 """Gaussian-splat scenes (3DGS PLY I/O, synthesis from scenarios, collision geometry) and the
-batched EWA splat renderer (torch reference, numba CPU tile path, optional gsplat on CUDA)."""
+batched EWA splat renderer (torch reference, torch pair path for any device, numba CPU path,
+optional gsplat on CUDA). See ``volary/sensors/DESIGN.md``."""
 
+from volary.sensors.splat.collision import occupancy, splat_scene
 from volary.sensors.splat.io import (
     GaussianSplats,
     PlyLayout,
@@ -11,19 +13,26 @@ from volary.sensors.splat.io import (
     sh_colour,
     splats_from_colours,
 )
-from volary.sensors.splat.render import SplatImage, camera_poses, look_at, render
+from volary.sensors.splat.render import BACKENDS, SplatImage, camera_poses, look_at, render
+from volary.sensors.splat.synth import SynthConfig, synthesize, synthesize_scenario
 
 __all__ = [
+    "BACKENDS",
     "GaussianSplats",
     "PlyLayout",
     "SplatImage",
+    "SynthConfig",
     "align",
     "camera_poses",
     "load_ply",
     "look_at",
+    "occupancy",
     "render",
     "save_ply",
     "sh_basis",
     "sh_colour",
+    "splat_scene",
     "splats_from_colours",
+    "synthesize",
+    "synthesize_scenario",
 ]
