@@ -111,8 +111,10 @@ def splat_convert(
         typer.Option("--default-layout", help="Write the INRIA layout (float32, f_dc/f_rest)."),
     ] = False,
 ) -> None:
-    """Read a 3DGS PLY, optionally align it to the world and cut its SH degree, write it
-    (by default in the layout it was read with, so a plain convert is a byte-exact copy)."""
+    """Read a 3DGS PLY, optionally align it and cut its SH degree, and write it.
+
+    The layout it was read with is kept unless --default-layout or --ascii is given, so a plain
+    convert is a byte-exact copy."""
     from dataclasses import replace
 
     from volary.errors import VolaryError
