@@ -319,3 +319,20 @@ def test_torch_pair_path_is_independent_of_its_chunking():
     for a, b in zip(one, many, strict=True):
         torch.testing.assert_close(a, b, atol=1e-6, rtol=0)
     assert float(one[2].mean()) > 0.3
+
+
+@pytest.mark.parametrize("batched", [False, True])
+def test_torch_paths_chunked_over_envs_give_the_same_images(monkeypatch, batched):
+    """PROJECT_BUDGET bounds the (N, G) projection by rendering envs in chunks; one env per
+    chunk gives the all-at-once result (shared and per-env splats)."""
+    import importlib
+
+    mod = importlib.import_module("volary.sensors.splat.render")
+    s = random_scene(300, 1, seed=6, batch=3 if batched else None)
+    k, t = (25.0, 25.0, 12.0, 10.0), poses(3, 8)
+    whole = {b: render(s, k, t, 24, 20, backend=b) for b in ("torch", "reference")}
+    monkeypatch.setattr(mod, "PROJECT_BUDGET", 1)
+    for b, img in whole.items():
+        parts = render(s, k, t, 24, 20, backend=b)
+        torch.testing.assert_close(parts.rgb, img.rgb)
+        torch.testing.assert_close(parts.depth, img.depth, equal_nan=True)

@@ -360,6 +360,32 @@ def _render_reference(pr: Projected, width: int, height: int, chunk: int = 1 << 
     )
 
 
+PROJECT_BUDGET = 1 << 25  # Gaussian-envs projected at once by the torch paths (~30 floats each)
+
+
+def _env_slice(splats: GaussianSplats, sl: slice) -> GaussianSplats:
+    if splats.means.dim() == 2 or splats.means.shape[0] == 1:
+        return splats
+    fields = ("means", "quats", "log_scales", "opacity_logits", "sh")
+    return GaussianSplats(*(getattr(splats, f)[sl] for f in fields))
+
+
+def _render_torch(name, splats, k, t_wc, width, height, kw):
+    """The torch paths (reference or pairs), envs in chunks of PROJECT_BUDGET / G so the
+    (N, G, ...) projection stays bounded (256 envs x 1M Gaussians would need ~30 GB)."""
+    from volary.sensors.splat.pairs import render_pairs
+
+    n = t_wc.shape[0]
+    step = max(1, PROJECT_BUDGET // max(1, splats.count))
+    outs = []
+    for a in range(0, n, step):
+        sl = slice(a, a + step)
+        pr = project(_env_slice(splats, sl), k[sl], t_wc[sl], width, height, **kw)
+        fn = render_pairs if name == "torch" else _render_reference
+        outs.append(fn(pr, width, height))
+    return tuple(torch.cat(parts) for parts in zip(*outs, strict=True))
+
+
 # ------------------------------------------------------------------ gsplat adapter (CUDA)
 
 
@@ -475,13 +501,7 @@ def render(
 
             rgb, wz, alpha = render_fast(splats, k, t_wc, width, height, **kw)  # type: ignore[arg-type]
         else:
-            pr = project(splats, k, t_wc, width, height, **kw)  # type: ignore[arg-type]
-            if name == "torch":
-                from volary.sensors.splat.pairs import render_pairs
-
-                rgb, wz, alpha = render_pairs(pr, width, height)
-            else:
-                rgb, wz, alpha = _render_reference(pr, width, height)
+            rgb, wz, alpha = _render_torch(name, splats, k, t_wc, width, height, kw)
         rgb = rgb + (1.0 - alpha)[..., None] * bg
         depth = wz / alpha.clamp_min(1e-12)
     depth = torch.where(alpha >= min_alpha, depth, torch.full_like(depth, depth_fill))
