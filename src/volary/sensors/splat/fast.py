@@ -1,22 +1,24 @@
-"""The fast CPU splat path: one numba kernel per env doing projection, culling, depth sort and
-Gaussian-major compositing with tile occlusion culling.
+"""The fast CPU splat path (numba): per env a cheap cull, a depth sort and Gaussian-major
+compositing with tile occlusion culling.
 
 Same equations as the torch reference (:mod:`volary.sensors.splat.render`), in a different
-loop order. The reference walks pixel by pixel through every Gaussian; here each env
+loop order. The reference walks pixel by pixel through every Gaussian; here, with a per-scene
+table (world covariance, shortest-axis normal, opacity, reach) cached across calls, each env
 
-1. projects every Gaussian (camera frame, 2-D covariance, conic, footprint radius, colour,
-   depth plane) and keeps the ones in front, non-degenerate and overlapping the image;
-2. sorts them by camera z (stable merge sort, the reference's order);
-3. visits them front to back and updates, for each pixel of its footprint box, the running
-   transmittance, colour and depth sums; a pixel whose transmittance would fall below T_MIN is
-   marked done (the reference's "stop before"), and a Gaussian whose whole box lies on 8 x 8 px
-   tiles that are all done is skipped without touching pixels.
+1. keeps the Gaussians in front (near < z < far), opaque enough and not provably off screen
+   (a conservative footprint bound), keyed by camera z;
+2. sorts them by z (stable LSD radix sort: the reference's stable order) and gathers their
+   table rows in that order;
+3. visits them front to back: exact projection (2-D covariance, conic, footprint radius) and
+   image test as the reference; a Gaussian whose box lies on 8 x 8 px tiles that are all done
+   is skipped; else colour (SH) and depth plane, and for each pixel of its footprint the
+   running transmittance, colour and depth sums; a pixel whose transmittance would fall below
+   T_MIN is marked done (the reference's "stop before").
 
 Per pixel the contributions arrive in the same order with the same alpha as in the reference,
-so the two paths agree to float rounding. Occlusion culling is what makes the CPU path fast:
-in a cluttered scene most Gaussians are behind the first opaque surfaces and cost one tile
-check each. (A pixel-major tile loop, the GPU scheme, had to scan each tile's whole list for
-every pixel that never saturates, e.g. sky pixels beside tree tops: 4 x slower here.)
+so the paths agree to float rounding. (The earlier pixel-major tile kernel, the GPU scheme,
+spent 50 ms compositing a 64 x 64 forest frame that this path renders whole in ~25 ms of CPU:
+pixels that never saturate, e.g. sky beside tree tops, scanned their tile's whole list.)
 """
 
 from __future__ import annotations
