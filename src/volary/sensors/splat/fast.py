@@ -179,7 +179,7 @@ def candidates(n, table, k, t_wc, width, height, near, far, blur, keys, ids):
 
 
 @jit
-def splat_env(n, rows, gid, colour0, sh, k, t_wc, width, height, blur, deg, planar, cnt,
+def splat_env(n, rows, gid, colour0, perm, sh, k, t_wc, width, height, blur, deg, planar, cnt,
               rgb, wz, ws):  # fmt: skip
     """Project and composite the depth-sorted candidates of env n front to back. Occluded
     Gaussians (all their 8 x 8 tiles done) stop after the footprint; each row of a
@@ -265,7 +265,7 @@ def splat_env(n, rows, gid, colour0, sh, k, t_wc, width, height, blur, deg, plan
         else:
             nd = math.sqrt(dx * dx + dy * dy + dz * dz)
             nd = nd if nd > 1e-12 else 1e-12
-            sh_eval(sh, bsel, g, dx / nd, dy / nd, dz / nd, deg, col, basis)
+            sh_eval(sh, bsel, perm[bsel, g], dx / nd, dy / nd, dz / nd, deg, col, basis)
         pd, pa, pb, pc, lo, hi = z, 0.0, 0.0, 1.0, z, z
         if planar and rows[q, 14] > 0.5:
             nx, ny, nz = rows[q, 9], rows[q, 10], rows[q, 11]
@@ -327,7 +327,7 @@ def splat_env(n, rows, gid, colour0, sh, k, t_wc, width, height, blur, deg, plan
 
 
 @jit
-def render_envs(table, colour0, sh, k, t_wc, width, height, near, far, blur, deg, planar,
+def render_envs(table, colour0, perm, sh, k, t_wc, width, height, near, far, blur, deg, planar,
                 rgb, wz, ws):  # fmt: skip
     """Every env in turn (one thread; the GIL is released), scratch buffers shared."""
     g = table.shape[1]
@@ -345,7 +345,7 @@ def render_envs(table, colour0, sh, k, t_wc, width, height, near, far, blur, deg
             tmp[q] = gq
             for col in range(16):
                 rows[q, col] = table[b, gq, col]
-        splat_env(n, rows, tmp, colour0, sh, k, t_wc, width, height, blur, deg, planar,
+        splat_env(n, rows, tmp, colour0, perm, sh, k, t_wc, width, height, blur, deg, planar,
                   cnt, rgb, wz, ws)  # fmt: skip
 
 
@@ -353,10 +353,33 @@ def _np(t: Tensor) -> np.ndarray:
     return np.ascontiguousarray(t.detach().cpu().numpy())
 
 
-_TABLES: dict[tuple[int, ...], tuple[tuple[Tensor, ...], np.ndarray, np.ndarray]] = {}
+_TABLES: dict[tuple[int, ...], tuple[tuple[Tensor, ...], np.ndarray, np.ndarray, np.ndarray]] = {}
 
 
-def scene_table(splats: GaussianSplats) -> tuple[np.ndarray, np.ndarray]:
+def _spread(v: np.ndarray) -> np.ndarray:
+    """Bits of 21-bit ints spread to every third bit (for 63-bit Morton codes)."""
+    v = v.astype(np.uint64) & np.uint64(0x1FFFFF)
+    for shift, mask in ((32, 0x1F00000000FFFF), (16, 0x1F0000FF0000FF), (8, 0x100F00F00F00F00F),
+                        (4, 0x10C30C30C30C30C3), (2, 0x1249249249249249)):  # fmt: skip
+        v = (v | (v << np.uint64(shift))) & np.uint64(mask)
+    return v
+
+
+def morton_order(means: np.ndarray) -> np.ndarray:
+    """Permutation (G,) putting Gaussians in Z-order of their means: Gaussians near in space
+    are near in memory, so depth-ordered visits touch fewer cache lines."""
+    if len(means) == 0:
+        return np.zeros(0, np.int64)
+    finite = np.where(np.isfinite(means), means, 0.0)
+    lo, hi = finite.min(0), finite.max(0)
+    q = ((finite - lo) / np.maximum(hi - lo, 1e-12) * (2**21 - 1)).astype(np.int64)
+    code = (
+        _spread(q[:, 0]) | (_spread(q[:, 1]) << np.uint64(1)) | (_spread(q[:, 2]) << np.uint64(2))
+    )
+    return np.argsort(code, kind="stable")
+
+
+def scene_table(splats: GaussianSplats) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The per-scene table of :func:`prepare` and the DC colours, ``(B, G, ...)``,
     cached for the last two scenes (keyed by tensor identity and version, so an in-place edit
     of the splats' tensors is seen)."""
@@ -364,7 +387,7 @@ def scene_table(splats: GaussianSplats) -> tuple[np.ndarray, np.ndarray]:
     key = tuple(x for t in ts for x in (id(t), t._version))
     hit = _TABLES.get(key)
     if hit is not None:
-        return hit[1], hit[2]
+        return hit[1], hit[2], hit[3]
     sel = (lambda t: t[None]) if splats.means.dim() == 2 else (lambda t: t)
     means = _np(sel(splats.means))
     table = np.empty((*means.shape[:2], 16), dtype=means.dtype)
@@ -374,10 +397,13 @@ def scene_table(splats: GaussianSplats) -> tuple[np.ndarray, np.ndarray]:
     )  # fmt: skip
     table[~_np(sel(usable(splats))), 12] = 0.0  # opacity 0: never drawn
     colour0 = _np((SH_C0 * sel(splats.sh)[..., 0, :] + 0.5).clamp_min(0.0))
+    perm = np.stack([morton_order(m) for m in means])  # (B, G) table row -> Gaussian id
+    table = np.ascontiguousarray(np.take_along_axis(table, perm[..., None], 1))
+    colour0 = np.ascontiguousarray(np.take_along_axis(colour0, perm[..., None], 1))
     while len(_TABLES) >= 2:
         _TABLES.pop(next(iter(_TABLES)))
-    _TABLES[key] = (ts, table, colour0)  # ts keeps the tensors alive: ids stay unique
-    return table, colour0
+    _TABLES[key] = (ts, table, colour0, perm)  # ts keeps the tensors alive: ids stay unique
+    return table, colour0, perm
 
 
 def render_fast(
@@ -394,13 +420,13 @@ def render_fast(
     depth_mode: str,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """(rgb (N, H, W, 3), sum w z (N, H, W), sum w (N, H, W)) on the CPU, float64 sums."""
-    table, colour0 = scene_table(splats)
+    table, colour0, perm = scene_table(splats)
     sh = _np(splats.sh if splats.sh.dim() == 4 else splats.sh[None])
     n = t_wc.shape[0]
     rgb = np.zeros((n, height, width, 3))
     wz, ws = np.zeros((n, height, width)), np.zeros((n, height, width))
     render_envs(
-        table, colour0, sh, _np(k.double()), _np(t_wc.double()), width, height, float(near),
+        table, colour0, perm, sh, _np(k.double()), _np(t_wc.double()), width, height, float(near),
         float(far), float(blur), sh_degree, depth_mode == "plane", rgb, wz, ws,
     )  # fmt: skip
     dev, dt = splats.means.device, splats.means.dtype
