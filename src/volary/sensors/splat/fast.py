@@ -419,16 +419,33 @@ def render_fast(
     sh_degree: int,
     depth_mode: str,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """(rgb (N, H, W, 3), sum w z (N, H, W), sum w (N, H, W)) on the CPU, float64 sums."""
+    """(rgb (N, H, W, 3), sum w z (N, H, W), sum w (N, H, W)) on the CPU, float64 sums. Envs
+    are split over ``torch.get_num_threads()`` threads (the kernel releases the GIL; each
+    thread renders its own envs into its own slices, so the result does not depend on it)."""
     table, colour0, perm = scene_table(splats)
     sh = _np(splats.sh if splats.sh.dim() == 4 else splats.sh[None])
     n = t_wc.shape[0]
     rgb = np.zeros((n, height, width, 3))
     wz, ws = np.zeros((n, height, width)), np.zeros((n, height, width))
-    render_envs(
-        table, colour0, perm, sh, _np(k.double()), _np(t_wc.double()), width, height, float(near),
-        float(far), float(blur), sh_degree, depth_mode == "plane", rgb, wz, ws,
-    )  # fmt: skip
+    kk, tt = _np(k.double()), _np(t_wc.double())
+    args = (width, height, float(near), float(far), float(blur), sh_degree, depth_mode == "plane")
+
+    def envs(a: int, b: int) -> None:
+        per = (lambda x: x[a:b]) if table.shape[0] > 1 else (lambda x: x)
+        render_envs(per(table), per(colour0), per(perm), per(sh), kk[a:b], tt[a:b], *args,
+                    rgb[a:b], wz[a:b], ws[a:b])  # fmt: skip
+
+    threads = max(1, min(torch.get_num_threads(), n))
+    if threads == 1:
+        envs(0, n)
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        cuts = np.linspace(0, n, threads + 1).astype(int)
+        with ThreadPoolExecutor(threads) as pool:
+            jobs = [pool.submit(envs, int(cuts[i]), int(cuts[i + 1])) for i in range(threads)]
+            for job in jobs:
+                job.result()
     dev, dt = splats.means.device, splats.means.dtype
     return tuple(torch.from_numpy(a).to(dev, dt) for a in (rgb, wz, ws))  # type: ignore[return-value]
 
