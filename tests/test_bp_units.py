@@ -267,3 +267,23 @@ def test_length_buckets_bound_the_ratio_and_cover_every_flight():
             assert float(part[-1]) <= 1.2 * float(part[0]) + 1e-6
     with pytest.raises(ConfigError, match="lengths"):
         flight.length_buckets(lengths.flip(0), 1024, 1.2, 100)
+
+
+def test_table_i_randomization_stays_in_its_ranges_and_follows_the_keys():
+    from volary.math import random as vrandom
+    from volary.sim import Simulator
+
+    cfg = sampling.SamplingConfig()
+    nominal = Simulator("crazyflie", n_envs=500, control="mellinger").params
+    keys = vrandom.env_keys(4, torch.arange(500))
+    p, force = flight.table_i_randomization(nominal, keys, cfg)
+    dm = p.mass - nominal.mass
+    assert float(dm.abs().max()) <= 0.01 and float(dm.std()) > 0.004  # U(+-0.01): std 0.0058
+    di = torch.diagonal(p.inertia - nominal.inertia, dim1=-2, dim2=-1)
+    assert float(di.abs().max()) <= 1e-6 + 1e-9 and float(di.abs().max()) > 5e-7
+    torch.testing.assert_close(p.inertia_inv @ p.inertia, torch.eye(3).expand(500, 3, 3))
+    assert force.shape == (500, 3) and float(force.abs().max()) <= 1e-6
+    p2, force2 = flight.table_i_randomization(nominal, keys, cfg)
+    assert torch.equal(p2.mass, p.mass) and torch.equal(force2, force)
+    p3, _ = flight.table_i_randomization(nominal, vrandom.env_keys(5, torch.arange(500)), cfg)
+    assert not torch.equal(p3.mass, p.mass)

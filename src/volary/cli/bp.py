@@ -143,16 +143,23 @@ def bp_fly(
     n_gates: Annotated[
         int | None, typer.Option("--gates", help="Gates per course (default: the course's).")
     ] = None,
+    randomize: Annotated[
+        bool,
+        typer.Option(
+            "--randomize", help="Table I randomization and thrust noise, drawn from --seed."
+        ),
+    ] = False,
 ) -> None:
     """Fly the courses with the network's boundary conditions; writes OUT/fly.json, fly.png."""
     from volary.errors import VolaryError
-    from volary.learning.boundary.deploy import fly_courses
+    from volary.learning.boundary.deploy import DeployConfig, fly_courses
     from volary.learning.boundary.model import load_checkpoint
 
     try:
         net, _ = load_checkpoint(model or out / "model.pt")
         kinds = [c.strip() for c in courses.split(",") if c.strip()]
-        results = fly_courses(net, kinds, out=out, seed=seed, n_gates=n_gates)
+        cfg = DeployConfig(randomize=randomize)
+        results = fly_courses(net, kinds, out=out, cfg=cfg, seed=seed, n_gates=n_gates)
     except VolaryError as e:
         _fail(str(e))
     console.print(f"wrote {out / 'fly.json'} and {out / 'fly.png'}")

@@ -56,6 +56,7 @@ class DeployConfig:
     stochastic: bool = False
     yaw_ratio: float = YAW_RATIO
     time_limit_s: float = 120.0  # s, a flight stops here even if its plan is longer
+    randomize: bool = False  # Table I draw for the flight (flight.table_i_randomization)
     compile: str = "auto"  # Simulator fast path (sampling.simulator_compile)
 
     def __post_init__(self) -> None:
@@ -230,10 +231,18 @@ def fly_course(
         control="mellinger",
         physics_hz=c.physics_hz,
         control_hz=c.control_hz,
-        stochastic=c.stochastic,
+        stochastic=c.stochastic or c.randomize,
         seed=seed,
         compile=simulator_compile(c.compile, "cpu"),
     )
+    if c.randomize:
+        from volary.control import make_controller
+        from volary.learning.boundary.flight import table_i_randomization
+        from volary.math import random as vrandom
+
+        p, force = table_i_randomization(sim.params, vrandom.env_keys(seed, torch.arange(1)), s)
+        sim.params, sim.controller = p, make_controller("mellinger", p)  # as in sampling
+        sim.apply_wrench(force=force)
     y = float(spec.start_yaw)
     sim.reset(
         pos=torch.tensor(spec.start), quat=torch.tensor([math.cos(y / 2), 0, 0, math.sin(y / 2)])

@@ -34,6 +34,7 @@ import torch
 from torch import Tensor
 
 from volary.control import make_controller
+from volary.dynamics import VehicleParams
 from volary.errors import ConfigError
 from volary.learning.boundary.sampling import SamplingConfig, interpolated_yaw, simulator_compile
 from volary.math import random as vrandom
@@ -133,6 +134,27 @@ def length_buckets(lengths: Tensor, max_size: int, ratio: float, min_size: int) 
         out.append(slice(s, e))
         s = e
     return out
+
+
+def table_i_randomization(
+    params: VehicleParams, keys: Tensor, cfg: SamplingConfig
+) -> tuple[VehicleParams, Tensor]:
+    """Table I (paper 002): per env (stream ``keys (N,)``) mass + U(+-mass_range) kg, each
+    principal moment + U(+-inertia_range) kg m^2, the motor thrust white noise as the stochastic
+    body force (per-step std 2 thrust_noise_std, four motors summed), and a constant world force
+    U(+-force_range) N per axis, returned as (params, force (N, 3)) for ``apply_wrench``."""
+    u = 2.0 * vrandom.uniform(keys, torch.zeros_like(keys), 7) - 1.0  # (N, 7) in (-1, 1)
+    u = u.to(params.dtype)
+    inertia = params.inertia + torch.diag_embed(cfg.inertia_range * u[:, 1:4])
+    noise = 2.0 * cfg.thrust_noise_std * math.sqrt(1.0 / cfg.physics_hz)
+    p = params.replace(
+        mass=params.mass + cfg.mass_range * u[:, 0],
+        inertia=inertia,
+        inertia_inv=torch.linalg.inv(inertia),
+        force_noise=torch.full_like(params.force_noise, noise),
+        moment_noise=torch.zeros_like(params.moment_noise),
+    )
+    return p, cfg.force_range * u[:, 4:7]
 
 
 class CandidateFlyer:
@@ -247,20 +269,10 @@ class CandidateFlyer:
         """Randomized parameters (Table I), noise streams and the start state of every env."""
         sim, cfg = self.sim, self.cfg
         keys = vrandom.env_keys(self.seed, b.ids.to(self.device))
-        u = 2.0 * vrandom.uniform(keys, torch.zeros_like(keys), 7) - 1.0  # (C, 7) in (-1, 1)
         p = self.nominal.index(torch.zeros(b.size, dtype=torch.long, device=self.device))
         if cfg.randomize:
-            mass = p.mass + cfg.mass_range * u[:, 0].to(p.dtype)
-            inertia = p.inertia + torch.diag_embed(cfg.inertia_range * u[:, 1:4].to(p.dtype))
-            noise = 2.0 * cfg.thrust_noise_std * math.sqrt(1.0 / cfg.physics_hz)
-            p = p.replace(
-                mass=mass,
-                inertia=inertia,
-                inertia_inv=torch.linalg.inv(inertia),
-                force_noise=torch.full_like(p.force_noise, noise),
-                moment_noise=torch.zeros_like(p.moment_noise),
-            )
-            sim.apply_wrench(force=cfg.force_range * u[:, 4:7].to(p.dtype))
+            p, force = table_i_randomization(p, keys, cfg)
+            sim.apply_wrench(force=force)
         sim.params = p
         # the controller knows each env's true mass and inertia (module docstring)
         sim.controller = make_controller("mellinger", p)
@@ -363,4 +375,6 @@ __all__ = [
     "check_batch",
     "gate_corners",
     "gate_frame_boxes",
+    "length_buckets",
+    "table_i_randomization",
 ]
