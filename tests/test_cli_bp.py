@@ -7,6 +7,7 @@ import json
 
 import h5py
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from volary.cli.main import app
@@ -93,6 +94,10 @@ def test_train_rejects_missing_and_malformed_datasets(tmp_path):
     with h5py.File(other, "w") as f:
         f.create_dataset("x", data=[1, 2, 3])
     _bad(["train", "--out", str(tmp_path), "--dataset", str(other)], "expected format")
+    with h5py.File(other, "w") as f:  # the right format tag, the arrays missing
+        f.attrs["format"] = "volary.bp.dataset/1"
+        f.attrs["config"] = "{}"
+    _bad(["train", "--out", str(tmp_path), "--dataset", str(other)], "lacks")
     _bad(["train", "--out", str(tmp_path), "--epochs", "0"], "epochs")
 
 
@@ -101,6 +106,9 @@ def test_fly_rejects_missing_and_malformed_models_and_unknown_courses(tmp_path):
     junk = tmp_path / "junk.pt"
     junk.write_bytes(b"\x00not a checkpoint")
     _bad(["fly", "--out", str(tmp_path), "--model", str(junk)], "not a BoundaryPredictor")
+    wrong = tmp_path / "wrong.pt"
+    torch.save({"format": "volary.bp.checkpoint/1", "dropout": 0.1, "state_dict": {}}, wrong)
+    _bad(["fly", "--out", str(tmp_path), "--model", str(wrong)], "malformed")
     model = str(save_checkpoint(BoundaryPredictor(), tmp_path / "m.pt", {}))
     _bad(["fly", "--model", model, "--out", str(tmp_path), "--courses", "oval"],
          "oval", "circular", "snaked")  # fmt: skip

@@ -304,6 +304,9 @@ def load_dataset(path: str | Path) -> BPDataset:
     """Read the finished rows of a dataset file (plain HDF5 arrays; no pickle)."""
     cfg = read_config(path)
     with h5py.File(path, "r") as f:
+        missing = [k for k in ("done", *_ARRAYS) if k not in f]
+        if missing:
+            raise FileFormatError(f"{path}: dataset file lacks {missing}")
         done = f["done"][:]
         arrays = {k: f[k][:][done] for k in _ARRAYS}
     return BPDataset(**arrays, config=cfg)

@@ -89,10 +89,14 @@ def load_checkpoint(path: str | Path) -> tuple[BoundaryPredictor, dict]:
         raise FileFormatError(f"{p}: not a BoundaryPredictor checkpoint ({err})") from None
     if not isinstance(ck, dict) or ck.get("format") != CHECKPOINT_FORMAT:
         raise FileFormatError(f"{p}: expected format {CHECKPOINT_FORMAT!r}")
-    model = BoundaryPredictor(dropout=float(ck["dropout"]))
-    model.load_state_dict(ck["state_dict"])
+    try:
+        model = BoundaryPredictor(dropout=float(ck["dropout"]))
+        model.load_state_dict(ck["state_dict"])
+        meta = json.loads(ck["meta"])
+    except (KeyError, RuntimeError, TypeError, ValueError) as err:
+        raise FileFormatError(f"{p}: malformed BoundaryPredictor checkpoint ({err})") from None
     model.eval()
-    return model, json.loads(ck["meta"])
+    return model, meta
 
 
 __all__ = [
