@@ -66,12 +66,42 @@ def test_fly_bad_arguments_name_the_option(tmp_path, args, match):
     assert r.exit_code == 2 and match in r.output
 
 
+def _demo_page_checks(out, n_trials: int) -> None:
+    from volary.bench.nav.db import load_results
+
+    page = (out / "index.html").read_text()
+    assert "<table>" in page and "data:image/png;base64," in page
+    rows = load_results(out / "run.sqlite")
+    assert len(rows) == n_trials and {r.algo for r in rows} == {"straight", "mapper"}
+    assert not [r for r in rows if r.cause == "error"], [r.error for r in rows]
+
+
+def test_demo_runs_a_suite_file_and_writes_the_report(tmp_path):
+    """`volary demo --suite FILE`: the same path as the README's main job on a tiny suite
+    (the full quick suite is the slow test below)."""
+    toml = tmp_path / "tiny.toml"
+    toml.write_text(
+        'name = "tiny"\nplatforms = ["0.60kg-EMAX", "1.00kg-SunnySky"]\n'
+        'scenarios = ["random_cylinders"]\nconfigs = [1]\n'
+    )
+    out = tmp_path / "demo"
+    r = runner.invoke(app, ["demo", "--out", str(out), "--suite", str(toml)])
+    assert r.exit_code == 0, r.output
+    assert "tiny suite: 4 trials" in r.output
+    _demo_page_checks(out, 4)
+
+
+def test_demo_with_a_bad_suite_names_it(tmp_path):
+    r = runner.invoke(app, ["demo", "--out", str(tmp_path), "--suite", "nope"])
+    assert r.exit_code == 2 and "nope" in r.output and "quick" in r.output, r.output
+
+
+@pytest.mark.slow
 def test_demo_writes_an_html_page(tmp_path):
+    """The README's main job as it is: the quick suite (168 trials, several minutes)."""
     r = runner.invoke(app, ["demo", "--out", str(tmp_path)])
     assert r.exit_code == 0, r.output
-    page = (tmp_path / "index.html").read_text()
-    assert "<table>" in page and "data:image/png;base64," in page
-    assert "crashed" not in page.split("<h2>Top view")[0].split("</tr>", 1)[1]
+    _demo_page_checks(tmp_path, 168)
 
 
 def test_scene_list_preview_export(tmp_path):

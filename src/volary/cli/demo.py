@@ -93,14 +93,20 @@ def _top_view(traj, names: list[str], path: Path) -> Path:
 
 
 def run_demo(
-    out: Path, *, seed: int = 0, device: str = "cpu", console: Console | None = None
+    out: Path,
+    *,
+    seed: int = 0,
+    device: str = "cpu",
+    suite: str = "quick",
+    console: Console | None = None,
 ) -> Path:
-    """Run the demo and return the path of the HTML page (``out/index.html``)."""
+    """Run the demo and return the path of the HTML page (``out/index.html``). ``suite``: a
+    built-in suite name or a suite TOML file (``volary.bench.nav.protocol.get_suite``)."""
     console = console or Console()
     if not _benchmark_available():
         console.print("[yellow]navigation benchmark not available: vehicles demo[/yellow]")
         return run_vehicles_demo(out, seed=seed, device=device, console=console)
-    return run_quick_suite_demo(out, seed=seed, console=console)
+    return run_quick_suite_demo(out, seed=seed, suite=suite, console=console)
 
 
 DEMO_DB = "run.sqlite"
@@ -124,8 +130,11 @@ def demo_algos() -> list[str]:
     return ["straight", second] if second in have else ["straight"]
 
 
-def run_quick_suite_demo(out: Path, *, seed: int = 0, console: Console | None = None) -> Path:
-    """The quick suite flown afresh into ``out/run.sqlite``, then the report in ``out``."""
+def run_quick_suite_demo(
+    out: Path, *, seed: int = 0, suite: str = "quick", console: Console | None = None
+) -> Path:
+    """A suite (the quick one by default) flown afresh into ``out/run.sqlite``, then the
+    report in ``out``."""
     import os
 
     from volary.bench.nav.db import load_results
@@ -138,22 +147,22 @@ def run_quick_suite_demo(out: Path, *, seed: int = 0, console: Console | None = 
     out.mkdir(parents=True, exist_ok=True)
     db = out / DEMO_DB
     db.unlink(missing_ok=True)  # the demo always flies afresh with the code as it is now
-    suite, algos = get_suite("quick"), demo_algos()
+    spec, algos = get_suite(suite), demo_algos()
     workers = max(1, os.cpu_count() or 1)
     console.print(
-        f"quick suite: {suite.n_trials(len(algos))} trials ({', '.join(algos)}), "
-        f"{len(suite.platforms)} platforms x {len(suite.scenarios)} scenario types x "
-        f"{len(suite.configs)} configurations, {workers} workers -> {db}"
+        f"{spec.name} suite: {spec.n_trials(len(algos))} trials ({', '.join(algos)}), "
+        f"{len(spec.platforms)} platforms x {len(spec.scenarios)} scenario types x "
+        f"{len(spec.configs)} configurations, {workers} workers -> {db}"
     )
     t0 = time.perf_counter()
-    summary = run_suite(suite, algos, db, workers=workers, seed=seed, progress=True)
+    summary = run_suite(spec, algos, db, workers=workers, seed=seed, progress=True)
     console.print(
         f"{summary.done} trials in {time.perf_counter() - t0:.0f} s, "
         f"{summary.successes} successes, {summary.errors} errors"
     )
     with console.status("writing the report..."):
         index = make_report(
-            load_results(db), out, title="volary demo: the quick navigation suite", suite=suite
+            load_results(db), out, title=f"volary demo: the {spec.name} navigation suite", suite=spec
         )
     return Path(index)
 

@@ -323,12 +323,20 @@ def demo(
     out: Out = Path("out/demo"),
     seed: Seed = 0,
     device: Device = "cpu",
+    suite: Annotated[
+        str, typer.Option("--suite", help="quick (default) or a suite TOML file.")
+    ] = "quick",
 ) -> None:
-    """The main job: fly catalogue platforms through a setpoint sequence; write an HTML page."""
+    """The main job: the quick navigation suite (straight + mapper) and its HTML report."""
     from volary.cli.demo import run_demo
+    from volary.errors import VolaryError
 
     _check_device(device)
-    index = run_demo(out, seed=seed, device=device, console=console)
+    try:
+        index = run_demo(out, seed=seed, device=device, suite=suite, console=console)
+    except VolaryError as e:
+        console.print(f"[red]error:[/red] {e}", soft_wrap=True, highlight=False)
+        raise typer.Exit(2) from e
     console.print(f"[green]wrote {index}[/green]")
 
 
