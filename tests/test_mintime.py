@@ -35,7 +35,9 @@ def test_min_time_is_feasible_and_faster_than_one_uniform_scale():
     uniform = optimize_times(wp, fg, LIM, derivatives=der, speed=6.0, iters=15)
     assert float(res.traj.duration[0]) < 0.97 * float(uniform.duration[0])
     # the trajectory still starts at rest and hits every waypoint
-    flat = res.traj.evaluate(torch.cat([torch.zeros(1, 1, dtype=F64), res.traj.knot_times[:, 1:]], 1))
+    flat = res.traj.evaluate(
+        torch.cat([torch.zeros(1, 1, dtype=F64), res.traj.knot_times[:, 1:]], 1)
+    )
     torch.testing.assert_close(flat.pos, wp, atol=1e-6, rtol=0)
     assert float(flat.vel[0, 0].norm()) < 1e-9
 

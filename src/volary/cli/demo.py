@@ -162,7 +162,10 @@ def run_quick_suite_demo(
     )
     with console.status("writing the report..."):
         index = make_report(
-            load_results(db), out, title=f"volary demo: the {spec.name} navigation suite", suite=spec
+            load_results(db),
+            out,
+            title=f"volary demo: the {spec.name} navigation suite",
+            suite=spec,
         )
     return Path(index)
 
