@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from volary.platforms import get, names
@@ -41,6 +42,7 @@ def test_every_catalogue_platform_hovers_10s_under_1cm():
     assert not _over(worst, 0.01, platforms), f"drift >= 1 cm: {_over(worst, 0.01, platforms)}"
 
 
+@pytest.mark.slow  # 30 s; the deterministic hover above is the default contract test
 def test_hover_with_each_platforms_own_process_noise():
     platforms = names()
     sim = Simulator(platforms, control="position", stochastic=True, seed=0)
@@ -53,6 +55,7 @@ def test_hover_with_each_platforms_own_process_noise():
     assert not _over(worst, 0.05, platforms)
 
 
+@pytest.mark.slow  # 25 s; position steps per level are also in tests/test_control.py
 def test_every_catalogue_platform_tracks_a_position_step():
     platforms = names()
     sim = Simulator(platforms, control="position", stochastic=False)
