@@ -5,7 +5,7 @@ CONSTRAINTS ?= constraints.txt
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test test-slow lint type bench bench-sensors bench-planning bench-mpc clean
+.PHONY: venv demo test test-slow lint type bench bench-sensors bench-planning bench-mpc bench-nav bench-bp bench-splat clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -54,6 +54,20 @@ bench-planning: $(BENCH_VENV)/.installed
 
 bench-mpc: $(STAMP)
 	$(PY) benchmarks/mpc.py --out out/bench/mpc.json
+
+# Navigation benchmark throughput: straight over the whole protocol, mapper over every 10th unit.
+bench-nav: $(STAMP)
+	$(PY) benchmarks/bench_throughput.py --algos straight --fraction 1 --workers 2 --out out/bench/bench_throughput.json
+	$(PY) benchmarks/bench_throughput.py --algos mapper --fraction 0.1 --workers 2 --out out/bench/bench_throughput.json
+
+# BoundaryPredictor dataset generation over the whole Table II grid (about 15 minutes here).
+bench-bp: $(STAMP)
+	$(PY) benchmarks/bp.py --fraction 1 --out out/bench/bp.json
+
+# Gaussian-splat frames/s (CPU; add DEVICE=cuda on a GPU machine).
+DEVICE ?= cpu
+bench-splat: $(STAMP)
+	$(PY) benchmarks/splat.py --device $(DEVICE) --out out/bench/splat-$(DEVICE).json
 
 clean:
 	rm -rf $(VENV) out build *.egg-info
