@@ -90,6 +90,17 @@ def test_report_and_incompatible_database(tmp_path):
     _one_line_error(r, "schema 2", "reads schema 1")
 
 
+def test_long_report_path_is_printed_whole(tmp_path):
+    """Paths are printed on one line whatever their length (copy-paste; the 80-column wrap had
+    split 'index.html' on a machine with a long pytest tmp path)."""
+    pytest.importorskip("volary.bench.nav.report")
+    db = _fake_run(tmp_path)
+    out = tmp_path / ("a_rather_long_directory_name_" * 3) / "rep"
+    r = runner.invoke(app, ["bench", "report", str(db.parent), "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert str(out / "index.html") in r.output
+
+
 @pytest.mark.slow
 def test_run_a_small_suite_file_with_straight_then_report(tmp_path):
     """The real episode: a two-platform, one-scene suite flown by `straight`."""

@@ -12,7 +12,7 @@ from rich.console import Console
 bp_app = typer.Typer(
     no_args_is_help=True, help="BoundaryPredictor: sample the dataset, train, fly courses."
 )
-console = Console()
+console = Console(soft_wrap=True)  # paths and messages are not broken at 80 columns
 
 Out = Annotated[Path, typer.Option("--out", help="Output directory.")]
 Seed = Annotated[int, typer.Option("--seed", help="Seed (grid subset, randomization, split).")]

@@ -102,7 +102,7 @@ def run_demo(
 ) -> Path:
     """Run the demo and return the path of the HTML page (``out/index.html``). ``suite``: a
     built-in suite name or a suite TOML file (``volary.bench.nav.protocol.get_suite``)."""
-    console = console or Console()
+    console = console or Console(soft_wrap=True)
     if not _benchmark_available():
         console.print("[yellow]navigation benchmark not available: vehicles demo[/yellow]")
         return run_vehicles_demo(out, seed=seed, device=device, console=console)
@@ -142,7 +142,7 @@ def run_quick_suite_demo(
     from volary.bench.nav.report import make_report
     from volary.bench.nav.runner import run_suite
 
-    console = console or Console()
+    console = console or Console(soft_wrap=True)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     db = out / DEMO_DB
@@ -178,7 +178,7 @@ def run_vehicles_demo(
     from volary.sim import Simulator
     from volary.sim.plots import plot_trajectory
 
-    console = console or Console()
+    console = console or Console(soft_wrap=True)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     names = _platforms()

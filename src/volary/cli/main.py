@@ -21,7 +21,7 @@ scene_app = typer.Typer(no_args_is_help=True, help="Scenario generators and scen
 app.add_typer(platforms_app, name="platforms")
 app.add_typer(bench_app, name="bench")
 app.add_typer(scene_app, name="scene")
-console = Console()
+console = Console(soft_wrap=True)  # paths and messages are not broken at 80 columns
 
 Out = Annotated[Path, typer.Option("--out", help="Directory for the files this command writes.")]
 Seed = Annotated[int, typer.Option("--seed", help="Seed of every random draw.")]

@@ -12,7 +12,7 @@ from rich.table import Table
 
 RUNS_DIR = Path("out/bench")
 DB_NAME = "run.sqlite"
-console = Console()
+console = Console(soft_wrap=True)  # paths and messages are not broken at 80 columns
 
 Workers = Annotated[
     int | None,

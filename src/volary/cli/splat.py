@@ -13,7 +13,7 @@ splat_app = typer.Typer(no_args_is_help=True, help="Gaussian-splat scenes: rende
 sousvide_app = typer.Typer(
     no_args_is_help=True, help="SOUS VIDE: expert data, SV-Net training, evaluation."
 )
-console = Console()
+console = Console(soft_wrap=True)  # paths and messages are not broken at 80 columns
 
 
 def _fail(msg: str) -> NoReturn:
