@@ -207,15 +207,9 @@ def _run_case(impl: str, n: int, args) -> dict:
 
 def _machine() -> dict:
     import torch
+    from _machine import cpu_model
 
-    cpu = platform.processor()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_model()
     versions = {"torch": torch.__version__}
     for mod in ("jax", "crazyflow", "l2f", "rotorpy"):
         try:

@@ -18,7 +18,6 @@ import argparse
 import json
 import math
 import os
-import platform
 import statistics
 import sys
 import time
@@ -117,14 +116,9 @@ def cases() -> list[tuple[str, str, str]]:
 
 
 def machine() -> dict:
-    cpu = platform.processor()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    from _machine import cpu_model
+
+    cpu = cpu_model()
     info = {
         "cpu": cpu,
         "cores": os.cpu_count(),

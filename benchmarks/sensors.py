@@ -29,14 +29,9 @@ CAMERAS = {"64x64": "aerial_gym_64", "270x480": "d455"}
 
 
 def _machine() -> dict:
-    cpu = platform.processor()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    from _machine import cpu_model
+
+    cpu = cpu_model()
     return {
         "platform": platform.platform(),
         "python": platform.python_version(),

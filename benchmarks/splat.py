@@ -26,7 +26,6 @@ import importlib.util
 import json
 import math
 import os
-import platform
 import statistics
 import sys
 import time
@@ -134,14 +133,9 @@ def backends(device: str, choice: str) -> list[str]:
 
 
 def machine(device: str) -> dict:
-    cpu = platform.processor()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    from _machine import cpu_model
+
+    cpu = cpu_model()
     info = {
         "cpu": cpu,
         "cores": os.cpu_count(),
