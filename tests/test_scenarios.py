@@ -11,6 +11,7 @@ from volary.errors import ConfigError, UnknownNameError
 from volary.worlds import Box, Cylinder, SceneSpec
 from volary.worlds.grid import find_path, is_solvable, occupancy_grid, scene_distance
 from volary.worlds.scenarios import FIXED_SEEDS, SCENARIOS, make_scenario
+from volary.worlds.scenarios_common import line_meets
 from volary.worlds.scenarios_noise import fbm3
 
 RADIUS = 0.3
@@ -180,3 +181,30 @@ def test_unsolvable_draw_is_cleared_deterministically_and_recorded():
     b = make_scenario("narrow_gap", 2, gap_width=(0.5, 0.55))
     assert a == b and a.meta["cleared_obstacles"] > 0 and a.meta["first_check"]
     assert is_solvable(a, RADIUS)
+
+
+def test_cluttered_types_put_an_obstacle_on_the_reference_line(fixed):
+    """FLYINGTRUST Sec. V-A: the straight start-goal line is the reference, "with obstacles
+    placed along it"; in the cluttered types no configuration leaves it clear."""
+    for kind in ("random_cylinders", "narrow_gap", "sudden_drop", "maze", "perlin"):
+        for spec in fixed[kind]:
+            assert line_meets(list(spec.obstacles), spec.start, spec.goal), spec.name
+            assert spec.meta["cleared_obstacles"] == 0, spec.name
+
+
+def test_line_blocking_keeps_counts_and_only_redraws_clear_configurations():
+    free = make_scenario("random_cylinders", 0, block_line=False)
+    blocked = make_scenario("random_cylinders", 0)
+    assert not line_meets(list(free.obstacles), free.start, free.goal)
+    assert len(blocked.obstacles) == len(free.obstacles)
+    assert blocked.obstacles[:-1] == free.obstacles[:-1]  # only the last draw moves
+    already = make_scenario("random_cylinders", 1, block_line=False)
+    assert make_scenario("random_cylinders", 1) == make_scenario(
+        "random_cylinders", 1, block_line=True
+    )
+    assert make_scenario("random_cylinders", 1).obstacles == already.obstacles
+    drop = make_scenario("sudden_drop", 0)
+    assert len(drop.obstacles) == 2 and line_meets(list(drop.obstacles), drop.start, drop.goal)
+    pf, pb = make_scenario("perlin", 0, block_line=False), make_scenario("perlin", 0)
+    vol = [sum(np.prod(b.size) for b in s.obstacles) for s in (pf, pb)]
+    assert vol[0] == pytest.approx(vol[1])  # the fill rate is unchanged

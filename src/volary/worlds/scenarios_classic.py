@@ -13,7 +13,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from volary.worlds.primitives import Box, Cylinder, Primitive, SceneSpec
-from volary.worlds.scenarios_common import clear_of, finish, start_goal, vec
+from volary.worlds.scenarios_common import (
+    clear_of,
+    finish,
+    line_meets,
+    point_on_line,
+    start_goal,
+    vec,
+)
 
 
 @dataclass(frozen=True)
@@ -81,6 +88,17 @@ class RandomCylindersParams:
     clearance: float = 2.0  # m
     vehicle_radius: float = 0.3  # m
     check_resolution: float = 0.25  # m
+    block_line: bool = True  # an obstacle always meets the reference line (Sec. V-A)
+
+
+def _random_cylinder(
+    rng: np.random.Generator, p: RandomCylindersParams, center: np.ndarray, object_id: int
+) -> Cylinder:
+    tilt = math.radians(rng.uniform(*p.tilt_deg))
+    az = rng.uniform(0, 2 * math.pi)
+    r, ln = rng.uniform(*p.radius), rng.uniform(*p.cyl_length)
+    axis = vec(math.sin(tilt) * math.cos(az), math.sin(tilt) * math.sin(az), math.cos(tilt))
+    return Cylinder(vec(*center), float(r), float(ln), axis, object_id=object_id)
 
 
 def random_cylinders(seed: int, p: RandomCylindersParams) -> SceneSpec:
@@ -91,13 +109,13 @@ def random_cylinders(seed: int, p: RandomCylindersParams) -> SceneSpec:
     cyls: list[Primitive] = []
     while len(cyls) < n:
         c = rng.uniform([0, 0, 0], [p.length, p.width, p.ceiling])
-        tilt = math.radians(rng.uniform(*p.tilt_deg))
-        az = rng.uniform(0, 2 * math.pi)
-        r, ln = rng.uniform(*p.radius), rng.uniform(*p.cyl_length)
-        axis = vec(math.sin(tilt) * math.cos(az), math.sin(tilt) * math.sin(az), math.cos(tilt))
-        cyl = Cylinder(vec(*c), float(r), float(ln), axis, object_id=len(cyls) + 1)
+        cyl = _random_cylinder(rng, p, c, len(cyls) + 1)
         if clear_of(cyl, [start, goal], p.clearance):
             cyls.append(cyl)
+    if p.block_line and cyls and not line_meets(cyls, start, goal):
+        # the paper places obstacles along the straight reference line: when the uniform draw
+        # left it clear, the last cylinder is redrawn centred on it (count and laws unchanged)
+        cyls[-1] = _random_cylinder(rng, p, point_on_line(rng, start, goal), len(cyls))
     return finish(
         "random_cylinders",
         seed,

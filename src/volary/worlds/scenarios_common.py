@@ -35,6 +35,19 @@ def _segment_distance(prim: Primitive, a: np.ndarray, b: np.ndarray, step: float
     return float(point_distance(prim, pts).min())
 
 
+def line_meets(obstacles: list[Primitive], start: Vec3, goal: Vec3, step: float = 0.05) -> bool:
+    """True when the straight start-goal segment touches or enters an obstacle."""
+    a, b = np.asarray(start, dtype=float), np.asarray(goal, dtype=float)
+    return any(_segment_distance(o, a, b, step) <= 0.0 for o in obstacles)
+
+
+def point_on_line(rng: np.random.Generator, start: Vec3, goal: Vec3) -> np.ndarray:
+    """A point drawn uniformly on the middle 40 % (30-70 %) of the start-goal segment: where
+    the cluttered types put an obstacle "along" the reference line (FLYINGTRUST Sec. V-A)."""
+    a, b = np.asarray(start, dtype=float), np.asarray(goal, dtype=float)
+    return a + rng.uniform(0.3, 0.7) * (b - a)
+
+
 def _with(spec: SceneSpec, obstacles: tuple[Primitive, ...], meta: dict) -> SceneSpec:
     return SceneSpec(
         spec.name,

@@ -11,7 +11,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from volary.worlds.primitives import Box, Primitive, SceneSpec
-from volary.worlds.scenarios_common import clear_of, config_index, finish, start_goal, vec
+from volary.worlds.scenarios_common import (
+    clear_of,
+    config_index,
+    finish,
+    line_meets,
+    point_on_line,
+    start_goal,
+    vec,
+)
 from volary.worlds.scenarios_noise import fbm3, merge_voxels
 
 
@@ -97,6 +105,23 @@ class SuddenDropParams:
     clearance: float = 3.0  # m kept free around start and goal
     vehicle_radius: float = 0.3  # m
     check_resolution: float = 0.25  # m
+    block_line: bool = True  # a slab always hangs across the reference line (Sec. V-A)
+
+
+def _slab(
+    rng: np.random.Generator, p: SuddenDropParams, oid: int, at: np.ndarray | None = None
+) -> Box:
+    """A slab of drawn depth (x) and span (y) hanging from the top of the volume to
+    ``p.bottom``, centred on a uniform (x, y) or on ``at``, clipped to the width (the span
+    always covers the centre's y)."""
+    d, s = rng.uniform(*p.depth), rng.uniform(*p.span)
+    if at is None:
+        x, y = rng.uniform(0, p.length), rng.uniform(0, p.width)
+    else:
+        x, y = float(at[0]), float(at[1])
+    y0, y1 = np.clip(y + np.array([-s, s]) / 2, 0, p.width)
+    h = p.height - p.bottom
+    return Box(vec(x, (y0 + y1) / 2, p.bottom + h / 2), vec(d, y1 - y0, h), object_id=oid)
 
 
 def sudden_drop(seed: int, p: SuddenDropParams) -> SceneSpec:
@@ -108,17 +133,15 @@ def sudden_drop(seed: int, p: SuddenDropParams) -> SceneSpec:
         if p.obstacles is not None
         else (p.obstacles_first + p.obstacles_step * config_index(seed))
     )
-    h = p.height - p.bottom
     out: list[Primitive] = []
     while len(out) < n:
-        d, s = rng.uniform(*p.depth), rng.uniform(*p.span)
-        x = rng.uniform(0, p.length)
-        y0, y1 = np.clip(rng.uniform(0, p.width) + np.array([-s, s]) / 2, 0, p.width)
-        slab = Box(
-            vec(x, (y0 + y1) / 2, p.bottom + h / 2), vec(d, y1 - y0, h), object_id=len(out) + 1
-        )
+        slab = _slab(rng, p, len(out) + 1)
         if clear_of(slab, [start, goal], p.clearance):
             out.append(slab)
+    if p.block_line and out and not line_meets(out, start, goal):
+        # obstacles stand along the straight reference line in the paper: when the uniform
+        # draw left it clear, the last slab is redrawn hanging across it (count unchanged)
+        out[-1] = _slab(rng, p, len(out), at=point_on_line(rng, start, goal))
     return finish(
         "sudden_drop",
         seed,
@@ -261,6 +284,15 @@ class PerlinParams:
     clearance: float = 2.0  # m, voxels kept empty around start and goal
     vehicle_radius: float = 0.3  # m
     check_resolution: float = 0.25  # m
+    block_line: bool = True  # a noise blob always meets the reference line (Sec. V-A)
+    blob_radius: float = 0.75  # m, voxels forced solid around the point on the line
+
+
+def _top_voxels(noise: np.ndarray, k: int) -> np.ndarray:
+    """Boolean grid of the ``k`` voxels with the highest noise (ties broken by index)."""
+    solid = np.zeros(noise.size, bool)
+    solid[np.argsort(-noise.ravel(), kind="stable")[:k]] = True
+    return solid.reshape(noise.shape)
 
 
 def perlin(seed: int, p: PerlinParams) -> SceneSpec:
@@ -275,9 +307,14 @@ def perlin(seed: int, p: PerlinParams) -> SceneSpec:
         near = np.linalg.norm(centers - np.asarray(q), axis=-1) < p.clearance + p.voxel
         noise[near] = -np.inf
     k = int(round(p.fill * noise.size))
-    solid = np.zeros(noise.size, bool)
-    solid[np.argsort(-noise.ravel(), kind="stable")[:k]] = True
-    boxes = merge_voxels(solid.reshape(shape), p.voxel)
+    boxes = merge_voxels(_top_voxels(noise, k), p.voxel)
+    if p.block_line and not line_meets(boxes, start, goal):
+        # the paper's obstacles stand along the straight reference line: when the noise left
+        # it clear, the voxels around a point on it join the fill (the fill rate is unchanged:
+        # they displace the weakest of the k selected voxels)
+        blob = np.linalg.norm(centers - point_on_line(rng, start, goal), axis=-1)
+        noise[blob < p.blob_radius] = np.inf
+        boxes = merge_voxels(_top_voxels(noise, k), p.voxel)
     return finish(
         "perlin",
         seed,
