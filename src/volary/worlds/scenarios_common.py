@@ -35,10 +35,18 @@ def _segment_distance(prim: Primitive, a: np.ndarray, b: np.ndarray, step: float
     return float(point_distance(prim, pts).min())
 
 
+def line_clearance(
+    obstacles: list[Primitive], start: Vec3, goal: Vec3, step: float = 0.05
+) -> float:
+    """Minimum signed distance (m) from the straight start-goal segment (sampled every
+    ``step`` m) to the obstacles; inf without obstacles, <= 0 when the segment meets one."""
+    a, b = np.asarray(start, dtype=float), np.asarray(goal, dtype=float)
+    return min((_segment_distance(o, a, b, step) for o in obstacles), default=float("inf"))
+
+
 def line_meets(obstacles: list[Primitive], start: Vec3, goal: Vec3, step: float = 0.05) -> bool:
     """True when the straight start-goal segment touches or enters an obstacle."""
-    a, b = np.asarray(start, dtype=float), np.asarray(goal, dtype=float)
-    return any(_segment_distance(o, a, b, step) <= 0.0 for o in obstacles)
+    return line_clearance(obstacles, start, goal, step) <= 0.0
 
 
 def point_on_line(rng: np.random.Generator, start: Vec3, goal: Vec3) -> np.ndarray:
