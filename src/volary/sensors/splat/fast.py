@@ -24,10 +24,15 @@ pixels that never saturate, e.g. sky beside tree tops, scanned their tile's whol
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numba
 import numpy as np
 import torch
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
 from torch import Tensor
 
 from volary.sensors.splat.io import SH_C0, SH_C1, SH_C2, SH_C3, GaussianSplats
@@ -124,69 +129,117 @@ def prepare(means, quats, log_scales, logits, table):
             row[15] = kf
 
 
-@jit
-def sort_by_depth(keys, cnt, order, tmp):
-    """Stable LSD radix sort of keys[:cnt] (camera z > 0) on the top 48 bits of the float64
-    pattern (order-preserving for positive floats); keys within 1e-11 relative keep their
-    index order, as a stable sort does for equal keys. Fills order[:cnt]."""
-    bits = np.empty(cnt, np.uint64)
-    for q in range(cnt):
-        bits[q] = np.float64(keys[q]).view(np.uint64) >> np.uint64(16)
-        order[q] = q
-    count = np.empty(65537, np.int64)
-    for shift in (0, 16, 32):
-        count[:] = 0
-        for q in range(cnt):
-            count[((bits[order[q]] >> np.uint64(shift)) & np.uint64(0xFFFF)) + 1] += 1
-        for d in range(65536):
-            count[d + 1] += count[d]
-        for q in range(cnt):
-            d = (bits[order[q]] >> np.uint64(shift)) & np.uint64(0xFFFF)
-            tmp[count[d]] = order[q]
-            count[d] += 1
-        order[:cnt] = tmp[:cnt]
+@intrinsic
+def prefetch(typingctx, arr, i, j):
+    """Hint the CPU to load the cache line of ``arr[i, j]`` (2-D array; ``llvm.prefetch``,
+    read, keep in all cache levels). No effect on results."""
+    sig = types.void(arr, i, j)
+
+    def codegen(context, builder, signature, args):
+        aryty = signature.args[0]
+        ary = context.make_array(aryty)(context, builder, args[0])
+        idx = [context.cast(builder, v, t, types.intp)
+               for v, t in zip(args[1:], signature.args[1:], strict=True)]  # fmt: skip
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, idx, wraparound=False)
+        i8p, i32 = ir.IntType(8).as_pointer(), ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0i8")
+        builder.call(fn, [builder.bitcast(ptr, i8p), i32(0), i32(3), i32(1)])
+        return context.get_dummy_value()
+
+    return sig, codegen
 
 
 @jit
-def candidates(n, table, k, t_wc, width, height, near, far, blur, keys, ids):
-    """Gaussians of env n in front (near < z < far), opaque enough, and not provably off
-    screen (conservative footprint bound), as (keys = z, ids); returns their count."""
+def id_bits(g):
+    """Bits that hold a Gaussian id < g in a packed sort key (at least 1)."""
+    b = 1
+    while (1 << b) < g:
+        b += 1
+    return b
+
+
+@jit
+def sort_by_depth(packed, cnt, tmp, idbits):
+    """Stable LSD radix sort of packed[:cnt] (uint64: depth key above the low ``idbits``
+    bits, Gaussian id in them) on the key bits, in 11-bit digits; digits every key shares
+    are skipped. Keys are emitted in id order, so equal keys keep id order, as a stable sort
+    does. Returns the array (packed or tmp) that holds the result."""
+    nd = (64 - idbits + 10) // 11
+    count = np.zeros((nd, 2049), np.int64)
+    for q in range(cnt):  # every digit's histogram in one pass
+        k = packed[q] >> np.uint64(idbits)
+        for d in range(nd):
+            count[d, ((k >> np.uint64(11 * d)) & np.uint64(0x7FF)) + 1] += 1
+    src, dst = packed, tmp
+    for d in range(nd):
+        trivial = False
+        for b in range(2048):
+            if count[d, b + 1] == cnt:
+                trivial = True
+            count[d, b + 1] += count[d, b]
+        if trivial:
+            continue
+        shift = np.uint64(idbits + 11 * d)
+        for q in range(cnt):
+            b = (src[q] >> shift) & np.uint64(0x7FF)
+            dst[count[d, b]] = src[q]
+            count[d, b] += 1
+        src, dst = dst, src
+    return src
+
+
+@jit
+def candidates(n, cull, k, t_wc, width, height, near, far, blur, idbits, packed):
+    """Gaussians of env n in front (near < z < far), drawable (finite reach) and not
+    provably off screen (conservative footprint bound), as packed (depth key, id) in id
+    order; returns their count. The key is the top 64 - idbits bits of the float64 pattern
+    of z (order-preserving for z > 0)."""
     fx, fy, cx, cy = k[n, 0], k[n, 1], k[n, 2], k[n, 3]
     ox, oy, oz = t_wc[n, 0, 3], t_wc[n, 1, 3], t_wc[n, 2, 3]
+    r00, r01, r02 = t_wc[n, 0, 0], t_wc[n, 0, 1], t_wc[n, 0, 2]
+    r10, r11, r12 = t_wc[n, 1, 0], t_wc[n, 1, 1], t_wc[n, 1, 2]
+    r20, r21, r22 = t_wc[n, 2, 0], t_wc[n, 2, 1], t_wc[n, 2, 2]
     limx = 1.3 * max(cx, width - cx) / fx
     limy = 1.3 * max(cy, height - cy) / fy
     jn = math.sqrt(fx * fx * (1 + limx * limx) + fy * fy * (1 + limy * limy))  # >= |J| z
     kb = 4.0 * math.sqrt(blur) + 2.0  # px: the dilation's reach plus the ceil, generous
-    bsel = n if table.shape[0] > 1 else 0
+    bsel = n if cull.shape[0] > 1 else 0
+    drop = np.uint64(63 - (64 - idbits))
     cnt = 0
-    for g in range(table.shape[1]):
-        if not table[bsel, g, 12] > ALPHA_MIN:
+    for g in range(cull.shape[1]):
+        reach = cull[bsel, g, 3]
+        if not reach >= 0.0:  # NaN: never drawn
             continue
-        dx, dy, dz = table[bsel, g, 0] - ox, table[bsel, g, 1] - oy, table[bsel, g, 2] - oz
-        z = t_wc[n, 0, 2] * dx + t_wc[n, 1, 2] * dy + t_wc[n, 2, 2] * dz
+        dx, dy, dz = cull[bsel, g, 0] - ox, cull[bsel, g, 1] - oy, cull[bsel, g, 2] - oz
+        z = r02 * dx + r12 * dy + r22 * dz
         if not (z > near and z < far):
             continue
-        x = t_wc[n, 0, 0] * dx + t_wc[n, 1, 0] * dy + t_wc[n, 2, 0] * dz
-        y = t_wc[n, 0, 1] * dx + t_wc[n, 1, 1] * dy + t_wc[n, 2, 1] * dz
-        rb = jn * table[bsel, g, 13] / z + kb  # >= the exact footprint radius
-        u, v = fx * x / z + cx, fy * y / z + cy
+        x = r00 * dx + r10 * dy + r20 * dz
+        y = r01 * dx + r11 * dy + r21 * dz
+        iz = 1.0 / z
+        rb = jn * reach * iz + kb  # >= the exact footprint radius
+        u, v = fx * x * iz + cx, fy * y * iz + cy
         if u + rb <= 0 or u - rb >= width or v + rb <= 0 or v - rb >= height:
             continue
-        keys[cnt] = z
-        ids[cnt] = g
+        key = np.float64(z).view(np.uint64) >> drop
+        packed[cnt] = (key << np.uint64(idbits)) | np.uint64(g)
         cnt += 1
     return cnt
 
 
+PREFETCH = 8  # Gaussians ahead whose table rows are requested while one is drawn
+
+
 @jit
-def splat_env(n, rows, gid, colour0, perm, sh, k, t_wc, width, height, blur, deg, planar, cnt,
-              rgb, wz, ws):  # fmt: skip
-    """Project and composite the depth-sorted candidates of env n front to back. Occluded
-    Gaussians (all their 8 x 8 tiles done) stop after the footprint; each row of a
-    footprint is narrowed to the pixel centres where the exponent can reach the 1/255
-    cutoff (roots of the conic's quadratic, widened by 1e-6 px), then every pixel runs the
-    reference's test. rows (cnt, 16): the scene table's rows in depth order, gid their
-    Gaussian ids."""
+def splat_env(n, order, cnt, idbits, table, colour0, perm, sh, k, t_wc, width, height, blur,
+              deg, planar, rgb, wz, ws, tr, done, left, ra, rb):  # fmt: skip
+    """Project and composite the depth-sorted candidates of env n (order[:cnt], packed
+    (key, table row)) front to back. A Gaussian is skipped once its footprint is known to
+    add nothing: all its 8 x 8 tiles done, or every pixel centre of its cut-off ellipse done
+    (each row of the footprint is narrowed to the pixel centres where the exponent can reach
+    the 1/255 cutoff: roots of the conic's quadratic, widened by 1e-6 px). Only then its colour
+    (SH) and depth plane; every remaining pixel runs the reference's test."""
     fx, fy, cx, cy = k[n, 0], k[n, 1], k[n, 2], k[n, 3]
     r00, r01, r02 = t_wc[n, 0, 0], t_wc[n, 0, 1], t_wc[n, 0, 2]
     r10, r11, r12 = t_wc[n, 1, 0], t_wc[n, 1, 1], t_wc[n, 1, 2]
@@ -194,23 +247,29 @@ def splat_env(n, rows, gid, colour0, perm, sh, k, t_wc, width, height, blur, deg
     ox, oy, oz = t_wc[n, 0, 3], t_wc[n, 1, 3], t_wc[n, 2, 3]
     limx = 1.3 * max(cx, width - cx) / fx
     limy = 1.3 * max(cy, height - cy) / fy
-    bsel = n if colour0.shape[0] > 1 else 0
+    bsel = n if table.shape[0] > 1 else 0
+    tab = table[bsel]
+    col0 = colour0[bsel]
     col = np.empty(3)
     basis = np.empty(16)
-    tr = np.ones((height, width))
-    done = np.zeros((height, width), np.bool_)
+    tr[:, :] = 1.0
+    done[:, :] = False
     tw = (width + OCC_TILE - 1) // OCC_TILE
     th = (height + OCC_TILE - 1) // OCC_TILE
-    left = np.zeros((th, tw), np.int64)  # pixels not done per tile
     for ty in range(th):
         for tx in range(tw):
             hh = min(height, ty * OCC_TILE + OCC_TILE) - ty * OCC_TILE
             ww = min(width, tx * OCC_TILE + OCC_TILE) - tx * OCC_TILE
             left[ty, tx] = hh * ww
+    mask = np.uint64((1 << idbits) - 1)
+    for q in range(min(PREFETCH, cnt)):
+        prefetch(tab, order[q] & mask, 0)
     for q in range(cnt):
-        g = gid[q]
-        o = rows[q, 12]
-        dx, dy, dz = rows[q, 0] - ox, rows[q, 1] - oy, rows[q, 2] - oz
+        if q + PREFETCH < cnt:
+            prefetch(tab, order[q + PREFETCH] & mask, 0)
+        g = order[q] & mask
+        o = tab[g, 12]
+        dx, dy, dz = tab[g, 0] - ox, tab[g, 1] - oy, tab[g, 2] - oz
         z = r02 * dx + r12 * dy + r22 * dz
         x = r00 * dx + r10 * dy + r20 * dz
         y = r01 * dx + r11 * dy + r21 * dz
@@ -221,8 +280,8 @@ def splat_env(n, rows, gid, colour0, perm, sh, k, t_wc, width, height, blur, deg
         fz, gz = fx * iz, fy * iz
         a0, a1, a2 = fz * (r00 - tx * r02), fz * (r10 - tx * r12), fz * (r20 - tx * r22)
         b0, b1, b2 = gz * (r01 - ty * r02), gz * (r11 - ty * r12), gz * (r21 - ty * r22)
-        sxx, sxy, sxz = rows[q, 3], rows[q, 4], rows[q, 5]
-        syy, syz, szz = rows[q, 6], rows[q, 7], rows[q, 8]
+        sxx, sxy, sxz = tab[g, 3], tab[g, 4], tab[g, 5]
+        syy, syz, szz = tab[g, 6], tab[g, 7], tab[g, 8]
         v0 = sxx * a0 + sxy * a1 + sxz * a2
         v1 = sxy * a0 + syy * a1 + syz * a2
         v2 = sxz * a0 + syz * a1 + szz * a2
@@ -239,7 +298,7 @@ def splat_env(n, rows, gid, colour0, perm, sh, k, t_wc, width, height, blur, deg
         v = fy * y * iz + cy
         mid = 0.5 * (ca + cc)
         lam = mid + math.sqrt(max(mid * mid - det, 0.0))
-        kf = rows[q, 15]
+        kf = tab[g, 15]
         rad = math.ceil(kf * math.sqrt(lam))
         if not (u + rad > 0 and u - rad < width and v + rad > 0 and v - rad < height):
             continue
@@ -259,16 +318,36 @@ def splat_env(n, rows, gid, colour0, perm, sh, k, t_wc, width, height, blur, deg
         idet = 1.0 / det
         ia, ib, ic = cc * idet, -cb * idet, ca * idet  # conic
         cut = -0.5 * kf * kf - 1e-9  # ln(1 / (255 o)): alpha < 1/255 below it
+        kk = -2.0 * cut  # power >= cut  <=>  ia dx^2 + 2 ib dy dx + ic dy^2 <= kk
+        iia = 1.0 / ia
+        live = False
+        for i in range(i0, i1 + 1):  # the rows' pixel ranges; live if one pixel is open
+            ddy = i + 0.5 - v
+            disc = ib * ib * ddy * ddy - ia * (ic * ddy * ddy - kk)
+            if disc < 0.0:
+                ra[i], rb[i] = 1, 0
+                continue
+            sq = math.sqrt(disc)
+            ja = max(j0, int(math.ceil(u + (-ib * ddy - sq) * iia - 0.5 - 1e-6)))
+            jb = min(j1, int(math.floor(u + (-ib * ddy + sq) * iia - 0.5 + 1e-6)))
+            ra[i], rb[i] = ja, jb
+            if not live:
+                for j in range(ja, jb + 1):
+                    if not done[i, j]:
+                        live = True
+                        break
+        if not live:
+            continue
         if deg == 0:
             for ch in range(3):
-                col[ch] = colour0[bsel, g, ch]
+                col[ch] = col0[g, ch]
         else:
             nd = math.sqrt(dx * dx + dy * dy + dz * dz)
             nd = nd if nd > 1e-12 else 1e-12
             sh_eval(sh, bsel, perm[bsel, g], dx / nd, dy / nd, dz / nd, deg, col, basis)
         pd, pa, pb, pc, lo, hi = z, 0.0, 0.0, 1.0, z, z
-        if planar and rows[q, 14] > 0.5:
-            nx, ny, nz = rows[q, 9], rows[q, 10], rows[q, 11]
+        if planar and tab[g, 14] > 0.5:
+            nx, ny, nz = tab[g, 9], tab[g, 10], tab[g, 11]
             ncx = r00 * nx + r10 * ny + r20 * nz
             ncy = r01 * nx + r11 * ny + r21 * nz
             ncz = r02 * nx + r12 * ny + r22 * nz
@@ -277,27 +356,21 @@ def splat_env(n, rows, gid, colour0, perm, sh, k, t_wc, width, height, blur, deg
             qd = ncx * x + ncy * y + ncz * z
             use = abs(qd) / max(math.sqrt(x * x + y * y + z * z), 1e-12) > COS_EDGE_ON
             den0 = qa * u + qb * v + qc
-            qlo, qhi = z, z
-            for su in (-1.0, 1.0):
-                for sv in (-1.0, 1.0):
-                    den = den0 + rad * (su * qa + sv * qb)
-                    if not (den * den0 > 0 and abs(den) > 1e-12):
-                        use = False
-                    else:
-                        qlo, qhi = min(qlo, qd / den), max(qhi, qd / den)
+            # the box's corner denominators den0 + rad (+-qa +-qb) lie between these two
+            # (rounding is monotone), and d / den is monotone where den keeps its sign: the
+            # same test and range as over all four corners
+            spread = abs(qa) + abs(qb)
+            dlo, dhi = den0 + rad * -spread, den0 + rad * spread
+            if not (dlo * den0 > 0 and dhi * den0 > 0 and abs(dlo) > 1e-12 and abs(dhi) > 1e-12):
+                use = False
             if use:
-                pd, pa, pb, pc, lo, hi = qd, qa, qb, qc, qlo, qhi
-        kk = -2.0 * cut  # power >= cut  <=>  ia dx^2 + 2 ib dy dx + ic dy^2 <= kk
+                zlo, zhi = qd / dlo, qd / dhi
+                pd, pa, pb, pc = qd, qa, qb, qc
+                lo, hi = min(z, min(zlo, zhi)), max(z, max(zlo, zhi))
         for i in range(i0, i1 + 1):
             py = i + 0.5
             ddy = py - v
-            disc = ib * ib * ddy * ddy - ia * (ic * ddy * ddy - kk)
-            if disc < 0.0:
-                continue
-            sq = math.sqrt(disc)
-            ja = max(j0, int(math.ceil(u + (-ib * ddy - sq) / ia - 0.5 - 1e-6)))
-            jb = min(j1, int(math.floor(u + (-ib * ddy + sq) / ia - 0.5 + 1e-6)))
-            for j in range(ja, jb + 1):
+            for j in range(ra[i], rb[i] + 1):
                 if done[i, j]:
                     continue
                 px = j + 0.5
@@ -327,33 +400,40 @@ def splat_env(n, rows, gid, colour0, perm, sh, k, t_wc, width, height, blur, deg
 
 
 @jit
-def render_envs(table, colour0, perm, sh, k, t_wc, width, height, near, far, blur, deg, planar,
-                rgb, wz, ws):  # fmt: skip
+def render_envs(table, cull, colour0, perm, sh, k, t_wc, width, height, near, far, blur, deg,
+                planar, rgb, wz, ws):  # fmt: skip
     """Every env in turn (one thread; the GIL is released), scratch buffers shared."""
-    g = table.shape[1]
-    keys = np.empty(g)
-    ids = np.empty(g, np.int64)
-    order = np.empty(g, np.int64)
-    tmp = np.empty(g, np.int64)
-    rows = np.empty((g, 16), table.dtype)
+    g = cull.shape[1]
+    idbits = id_bits(g)
+    packed = np.empty(g, np.uint64)
+    tmp = np.empty(g, np.uint64)
+    tr = np.empty((height, width))
+    done = np.empty((height, width), np.bool_)
+    th = (height + OCC_TILE - 1) // OCC_TILE
+    left = np.empty((th, (width + OCC_TILE - 1) // OCC_TILE), np.int64)
+    ra = np.empty(height, np.int64)
+    rb = np.empty(height, np.int64)
     for n in range(t_wc.shape[0]):
-        cnt = candidates(n, table, k, t_wc, width, height, near, far, blur, keys, ids)
-        sort_by_depth(keys, cnt, order, tmp)
-        b = n if table.shape[0] > 1 else 0
-        for q in range(cnt):  # gather in depth order: independent loads, then sequential
-            gq = ids[order[q]]
-            tmp[q] = gq
-            for col in range(16):
-                rows[q, col] = table[b, gq, col]
-        splat_env(n, rows, tmp, colour0, perm, sh, k, t_wc, width, height, blur, deg, planar,
-                  cnt, rgb, wz, ws)  # fmt: skip
+        cnt = candidates(n, cull, k, t_wc, width, height, near, far, blur, idbits, packed)
+        order = sort_by_depth(packed, cnt, tmp, idbits)
+        splat_env(n, order, cnt, idbits, table, colour0, perm, sh, k, t_wc, width, height,
+                  blur, deg, planar, rgb, wz, ws, tr, done, left, ra, rb)  # fmt: skip
 
 
 def _np(t: Tensor) -> np.ndarray:
     return np.ascontiguousarray(t.detach().cpu().numpy())
 
 
-_TABLES: dict[tuple[int, ...], tuple[tuple[Tensor, ...], np.ndarray, np.ndarray, np.ndarray]] = {}
+_TABLES: dict[tuple[int, ...], tuple[tuple[Tensor, ...], SceneTable]] = {}
+
+
+def _aligned(shape: tuple[int, ...], dtype: np.dtype, align: int = 64) -> np.ndarray:
+    """An uninitialized C array whose data starts on an ``align``-byte boundary (a float32
+    table row of 16 values is then exactly one cache line)."""
+    size = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    raw = np.empty(size + align, np.uint8)
+    off = (-raw.ctypes.data) % align
+    return raw[off : off + size].view(dtype).reshape(shape)
 
 
 def _spread(v: np.ndarray) -> np.ndarray:
@@ -379,31 +459,44 @@ def morton_order(means: np.ndarray) -> np.ndarray:
     return np.argsort(code, kind="stable")
 
 
-def scene_table(splats: GaussianSplats) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The per-scene table of :func:`prepare` and the DC colours, ``(B, G, ...)``,
-    cached for the last two scenes (keyed by tensor identity and version, so an in-place edit
-    of the splats' tensors is seen)."""
+class SceneTable(NamedTuple):
+    """Per-scene arrays of the fast path, rows in Morton order of the means, ``(B, G, ...)``."""
+
+    table: np.ndarray  # (B, G, 16) the rows of :func:`prepare`, 64-byte aligned
+    cull: np.ndarray  # (B, G, 4) mean and reach (m); reach NaN: never drawn
+    colour0: np.ndarray  # (B, G, 3) view-independent colour max(SH_C0 dc + 0.5, 0)
+    perm: np.ndarray  # (B, G) table row -> Gaussian id
+
+
+def scene_table(splats: GaussianSplats) -> SceneTable:
+    """The per-scene arrays (:class:`SceneTable`), cached for the last two scenes (keyed by
+    tensor identity and version, so an in-place edit of the splats' tensors is seen)."""
     ts = (splats.means, splats.quats, splats.log_scales, splats.opacity_logits, splats.sh)
     key = tuple(x for t in ts for x in (id(t), t._version))
     hit = _TABLES.get(key)
     if hit is not None:
-        return hit[1], hit[2], hit[3]
+        return hit[1]
     sel = (lambda t: t[None]) if splats.means.dim() == 2 else (lambda t: t)
     means = _np(sel(splats.means))
-    table = np.empty((*means.shape[:2], 16), dtype=means.dtype)
+    raw = np.empty((*means.shape[:2], 16), dtype=means.dtype)
     prepare(
         means, _np(sel(splats.quats)), _np(sel(splats.log_scales)),
-        _np(sel(splats.opacity_logits)), table,
+        _np(sel(splats.opacity_logits)), raw,
     )  # fmt: skip
-    table[~_np(sel(usable(splats))), 12] = 0.0  # opacity 0: never drawn
+    raw[~_np(sel(usable(splats))), 12] = 0.0  # opacity 0: never drawn
     colour0 = _np((SH_C0 * sel(splats.sh)[..., 0, :] + 0.5).clamp_min(0.0))
     perm = np.stack([morton_order(m) for m in means])  # (B, G) table row -> Gaussian id
-    table = np.ascontiguousarray(np.take_along_axis(table, perm[..., None], 1))
+    table = _aligned(raw.shape, raw.dtype)
+    table[:] = np.take_along_axis(raw, perm[..., None], 1)
     colour0 = np.ascontiguousarray(np.take_along_axis(colour0, perm[..., None], 1))
+    cull = np.ascontiguousarray(table[..., [0, 1, 2, 13]])
+    with np.errstate(invalid="ignore"):
+        cull[~(table[..., 12] > ALPHA_MIN), 3] = np.nan
+    out = SceneTable(table, cull, colour0, perm)
     while len(_TABLES) >= 2:
         _TABLES.pop(next(iter(_TABLES)))
-    _TABLES[key] = (ts, table, colour0, perm)  # ts keeps the tensors alive: ids stay unique
-    return table, colour0, perm
+    _TABLES[key] = (ts, out)  # ts keeps the tensors alive: ids stay unique
+    return out
 
 
 def render_fast(
@@ -422,7 +515,7 @@ def render_fast(
     """(rgb (N, H, W, 3), sum w z (N, H, W), sum w (N, H, W)) on the CPU, float64 sums. Envs
     are split over ``torch.get_num_threads()`` threads (the kernel releases the GIL; each
     thread renders its own envs into its own slices, so the result does not depend on it)."""
-    table, colour0, perm = scene_table(splats)
+    table, cull, colour0, perm = scene_table(splats)
     sh = _np(splats.sh if splats.sh.dim() == 4 else splats.sh[None])
     n = t_wc.shape[0]
     rgb = np.zeros((n, height, width, 3))
@@ -432,8 +525,8 @@ def render_fast(
 
     def envs(a: int, b: int) -> None:
         per = (lambda x: x[a:b]) if table.shape[0] > 1 else (lambda x: x)
-        render_envs(per(table), per(colour0), per(perm), per(sh), kk[a:b], tt[a:b], *args,
-                    rgb[a:b], wz[a:b], ws[a:b])  # fmt: skip
+        render_envs(per(table), per(cull), per(colour0), per(perm), per(sh), kk[a:b],
+                    tt[a:b], *args, rgb[a:b], wz[a:b], ws[a:b])  # fmt: skip
 
     threads = max(1, min(torch.get_num_threads(), n))
     if threads == 1:
