@@ -194,17 +194,19 @@ def compute_stats(data: SVData, rows: Tensor, chunk: int = 1024) -> NormStats:
 # ---- parameter sets per stage --------------------------------------------------------------------
 def stage_parameters(net: SVNet, stage: int) -> dict[str, torch.nn.Parameter]:
     """The parameters a stage trains: stage 1 the history net (pre-training variants only),
-    stage 2 everything except a frozen history net."""
+    stage 2 everything on the command path except a frozen history net."""
     v = net.variant
     if stage == 1:
         if not v.pretrain or net.history is None:
             return {}
         return {f"history.{k}": p for k, p in net.history.named_parameters()}
     if stage == 2:
-        frozen = v.freeze_history
-        return {
-            k: p for k, p in net.named_parameters() if not (frozen and k.startswith("history."))
-        }
+        # a frozen history net trains nowhere; with the latent as context the theta head is
+        # off the command path (no gradient reaches it), so it is left out too
+        skip: tuple[str, ...] = ("history.",) if v.freeze_history else ()
+        if v.context == "latent":
+            skip += ("history.head.",)
+        return {k: p for k, p in net.named_parameters() if not k.startswith(skip)}
     raise ConfigError(f"stage: expected 1 or 2, got {stage!r}")
 
 

@@ -1,0 +1,278 @@
+"""Two-stage SV-Net training (paper 000 Sec. V, VI-A) on small synthetic SOUS VIDE datasets.
+
+The synthetic expert: each rollout unit has theta = [k_th, m]; its vertical and forward
+accelerations follow a known model (a_z = 0.4 k_th / m - g, a_x = 2 N / m) from a random
+initial velocity, so theta can be read off the eq. 3 history but not off the current state
+(not entirely: p_z and v keep a little of it); images are uniform grey with a per-row
+brightness b; the expert action is f_th = 0.2 + 0.6 b, W_x = 2 (m - 1.2), W_y = 0.5 (b - 0.5),
+W_z = 0.1 p_z.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from volary.errors import ConfigError, UnknownNameError
+from volary.learning.sousvide import dataset as ds
+from volary.learning.sousvide.history import history_windows, observable
+from volary.learning.sousvide.net import ArchConfig, NetConfig, SVNet, load_checkpoint
+from volary.learning.sousvide.policy import SVPolicy
+from volary.learning.sousvide.train import (
+    SVData,
+    TrainConfig,
+    augment_images,
+    compute_stats,
+    fit,
+    pretrain_history,
+    split_units,
+    stage_parameters,
+    train_imitation,
+    train_policy,
+)
+
+DT, G = 0.05, 9.81
+SMALL = ArchConfig(
+    cnn_width=0.25,
+    image_features=16,
+    feature_hidden=(32,),
+    features=16,
+    history_hidden=(64, 32),
+    command_hidden=(64,),
+)
+
+
+def _unit_data(rng: np.random.Generator, b: int, steps: int, size: int, window: int) -> dict:
+    out: dict[str, list] = {
+        k: []
+        for k in ("images", "state", "time", "action", "theta", "objective", "history", "valid")
+    }
+    for _ in range(b):
+        k_th, m = rng.uniform(20, 40), rng.uniform(0.8, 1.6)
+        t = np.arange(steps) * DT
+        acc = np.array([2.0 / m, 0.0, 0.4 * k_th / m - G])
+        v0 = rng.uniform(-1, 1, 3)  # a random start hides theta from the current state
+        v = v0 + t[:, None] * acc + 0.005 * rng.standard_normal((steps, 3))
+        p = np.cumsum(v * DT, axis=0) + np.r_[rng.uniform(-5, 5, 2), rng.uniform(0.5, 2)]
+        q = np.tile([1.0, 0, 0, 0], (steps, 1)) + 0.05 * rng.standard_normal((steps, 4))
+        q /= np.linalg.norm(q, axis=1, keepdims=True)
+        state = np.concatenate((p, v, q), axis=1).astype(np.float32)
+        bright = rng.uniform(0.1, 0.9, steps)
+        noise = rng.integers(-8, 9, (steps, size, size, 3))
+        img = np.clip(bright[:, None, None, None] * 255 + noise, 0, 255).astype(np.uint8)
+        action = np.stack(
+            (
+                0.2 + 0.6 * bright,
+                np.full(steps, 2 * (m - 1.2)),
+                0.5 * (bright - 0.5),
+                0.1 * p[:, 2],
+            ),
+            axis=1,
+        )
+        hist = history_windows(
+            torch.as_tensor(t), observable(torch.as_tensor(state)).double(), window
+        )
+        for key, val in (
+            ("images", img),
+            ("state", state),
+            ("time", t),
+            ("action", action),
+            ("theta", np.tile([k_th, m], (steps, 1))),
+            ("objective", np.tile([0, 0, 1, 5, 0, 1, steps * DT], (steps, 1))),
+            ("history", hist.numpy()),
+            ("valid", np.ones(steps, bool)),
+        ):
+            out[key].append(val)
+    return {k: np.stack(v) for k, v in out.items()}
+
+
+def make_dataset(
+    path, units: int = 12, steps: int = 12, size: int = 32, window: int = 4, seed: int = 0
+):
+    rng = np.random.default_rng(seed)
+    ds.create(
+        path, {"synthetic": seed}, units=units, steps=steps, height=size, width=size, window=window
+    )
+    ds.write_units(path, np.arange(units), _unit_data(rng, units, steps, size, window))
+    return path
+
+
+@pytest.fixture(scope="module")
+def data_path(tmp_path_factory):
+    return make_dataset(tmp_path_factory.mktemp("sv") / "d.h5")
+
+
+def _cfg(**kw) -> TrainConfig:
+    base = dict(
+        lr=1e-3, batch_size=32, stage1_epochs=2, stage2_epochs=2, val_fraction=0.25, arch=SMALL
+    )
+    return TrainConfig(**{**base, **kw})
+
+
+# ---- config and split ----------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("kw", "field"),
+    [
+        ({"lr": 0.0}, "lr"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"val_fraction": 1.0}, "val_fraction"),
+        ({"stage2_epochs": 0}, "stage2_epochs"),
+        ({"device": "tpu?"}, "device"),
+        ({"stage1_epochs": 0}, "stage1_epochs"),
+        ({"stage2_max_steps": 0}, "stage2_max_steps"),
+        ({"seed": -1}, "seed"),
+    ],
+)
+def test_train_config_errors_name_the_field(kw, field) -> None:
+    with pytest.raises(ConfigError, match=field):
+        TrainConfig(**kw)
+    TrainConfig(variant="no_rma", stage1_epochs=0)  # nothing to pre-train
+    with pytest.raises(UnknownNameError, match="svnet"):
+        TrainConfig(variant="sv")
+
+
+def test_validation_split_keeps_rollouts_whole_and_is_seeded() -> None:
+    unit = np.repeat(np.arange(10), 7)
+    tr, va = split_units(unit, 0.3, seed=3)
+    assert set(unit[tr.numpy()]).isdisjoint(unit[va.numpy()])
+    assert len(set(unit[va.numpy()])) == 3 and tr.numel() + va.numel() == 70
+    assert torch.equal(split_units(unit, 0.3, seed=3)[1], va)
+    assert not torch.equal(split_units(unit, 0.3, seed=4)[1], va)
+    assert split_units(unit, 0.0, 0)[1].numel() == 0
+    with pytest.raises(ConfigError, match="val_fraction"):
+        split_units(np.zeros(5, int), 0.2, 0)
+
+
+# ---- stages --------------------------------------------------------------------------------------
+def _setup(path, variant: str, **kw):
+    cfg = _cfg(variant=variant, **kw)
+    data = SVData.from_arrays(ds.read(path))
+    rows = split_units(data.unit, cfg.val_fraction, cfg.seed)
+    gen = torch.Generator().manual_seed(0)
+    net = SVNet(NetConfig(variant, 4, 32, 32, SMALL), gen)
+    net.set_stats(compute_stats(data, rows[0]))
+    return cfg, data, rows, gen, net
+
+
+def _snapshot(module) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in module.state_dict().items()}
+
+
+@pytest.mark.parametrize("variant", ["svnet", "no_latent", "no_pretrain", "no_rma"])
+def test_frozen_and_trainable_parameters_per_stage(data_path, variant: str) -> None:
+    cfg, data, rows, gen, net = _setup(data_path, variant, stage1_max_steps=3, stage2_max_steps=3)
+    s1 = set(stage_parameters(net, 1))
+    assert s1 == (
+        {k for k, _ in net.named_parameters() if k.startswith("history.")}
+        if variant in ("svnet", "no_latent")
+        else set()
+    )
+    before = _snapshot(net)
+    if s1:
+        pretrain_history(net, data, rows, cfg, gen)
+        after1 = _snapshot(net)
+        for k in before:  # stage 1 moves the history net only
+            assert torch.equal(before[k], after1[k]) == (
+                not k.startswith("history.") or k.endswith(("_mean", "_std"))
+            ), k
+    mid = _snapshot(net)
+    train_imitation(net, data, rows, cfg, gen)
+    after = _snapshot(net)
+    hist = [k for k in after if k.startswith("history.")]
+    assert bool(hist) == (variant != "no_rma")
+    for k in hist:  # no_pretrain trains its history body (its theta head is off the path)
+        moved = variant == "no_pretrain" and k.startswith("history.body.")
+        assert torch.equal(mid[k], after[k]) != moved, k
+    assert not torch.equal(mid["cnn.features.0.weight"], after["cnn.features.0.weight"])
+    assert not torch.equal(mid["command.0.weight"], after["command.0.weight"])
+    for k in ("image_mean", "theta_std", "action_mean"):
+        assert torch.equal(mid[k], after[k])  # normalization statistics are not trained
+    assert all(p.requires_grad for p in net.parameters())  # trainable flags restored
+
+
+def test_stage1_recovers_theta_better_than_the_mean(tmp_path) -> None:
+    path = make_dataset(tmp_path / "t.h5", units=100, steps=16, window=4, seed=5)
+    cfg, data, rows, gen, net = _setup(path, "svnet", stage1_epochs=30, lr=1e-2)
+    rep = pretrain_history(net, data, rows, cfg, gen)
+    err = rep["theta_error"]
+    assert err["split"] == "val" and err["rows"] == rows[1].numel()
+    for name in ("k_th_N", "m_kg"):
+        assert err["rmse"][name] < 0.5 * err["mean_predictor_rmse"][name], (name, err)
+    assert rep["final_val_loss"] < 0.3 * rep["initial_val_loss"]
+
+
+# ---- end to end ----------------------------------------------------------------------------------
+def test_train_policy_writes_a_loadable_checkpoint_and_the_loss_drops(data_path, tmp_path) -> None:
+    seen: list[tuple[str, int]] = []
+    cfg = _cfg(stage1_epochs=20, stage2_epochs=12)
+    ck = train_policy(
+        data_path, tmp_path / "out", "svnet", cfg, progress=lambda s, e, tr, va: seen.append((s, e))
+    )
+    assert ck == tmp_path / "out" / "svnet.pt"
+    assert seen[0] == ("stage1", 0) and seen[-1] == ("stage2", 11)
+    rep = json.loads((tmp_path / "out" / "svnet.json").read_text())
+    s2 = rep["stage2"]
+    assert len(s2["curve"]) == 12 and s2["samples_per_s"] > 0 and rep["wall_s"] > 0
+    assert s2["final_val_loss"] < 0.5 * s2["initial_val_loss"], s2
+    assert s2["curve"][-1]["train_loss"] < s2["curve"][0]["train_loss"]
+    assert set(rep["stage1"]["theta_error"]["rmse"]) == {"k_th_N", "m_kg"}
+    assert rep["units"] == {"train": 9, "val": 3} and rep["rows"]["val"] == 36
+    raw = torch.load(ck, weights_only=True)
+    assert raw["meta"]["variant"] == "svnet"
+    pol = SVPolicy.load(ck)
+    a = ds.read(data_path)
+    obs = {
+        "image": torch.as_tensor(a.images[:3]),
+        "state": torch.as_tensor(a.state[:3]),
+        "time": torch.as_tensor(a.time[:3]),
+        "objective": torch.as_tensor(a.objective[:3]),
+    }
+    u = pol.act(obs)
+    assert u.shape == (3, 4) and torch.isfinite(u).all()
+
+
+def test_training_is_deterministic_per_seed(data_path) -> None:
+    arrays = ds.read(data_path)
+    cfg = _cfg(variant="no_latent", stage1_max_steps=4, stage2_max_steps=3, augment=True)
+    a, ra = fit(arrays, cfg)
+    b, rb = fit(arrays, cfg)
+    c, _ = fit(arrays, dataclasses.replace(cfg, seed=1))
+    for k, v in a.state_dict().items():
+        assert torch.equal(v, b.state_dict()[k]), k
+    assert ra["stage2"]["curve"] == rb["stage2"]["curve"]
+    assert not torch.equal(a.command[0].weight, c.command[0].weight)
+
+
+def test_train_policy_rejects_bad_inputs(data_path, tmp_path) -> None:
+    with pytest.raises(UnknownNameError, match="no_rma"):
+        train_policy(data_path, tmp_path, "rma_net", _cfg())
+    with pytest.raises(ConfigError, match="config"):
+        train_policy(data_path, tmp_path, "svnet", {"lr": 1e-3})  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="val_fraction"):
+        one = make_dataset(tmp_path / "one.h5", units=1, steps=4)
+        train_policy(one, tmp_path, "no_rma", _cfg())
+
+
+def test_augmentation_is_seeded_and_stays_uint8() -> None:
+    img = torch.full((4, 32, 32, 3), 128, dtype=torch.uint8)
+    a = augment_images(img, torch.Generator().manual_seed(0))
+    b = augment_images(img, torch.Generator().manual_seed(0))
+    assert a.dtype == torch.uint8 and torch.equal(a, b)
+    assert len({int(x) for x in a[:, 0, 0, 0]}) > 1  # per-image brightness
+
+
+@pytest.mark.slow
+def test_rma_variants_beat_no_rma_when_the_action_depends_on_theta(tmp_path) -> None:
+    """W_x = 2 (m - 1.2) is visible only through the history: no_rma cannot fit it."""
+    path = make_dataset(tmp_path / "big.h5", units=100, steps=10, window=4, seed=2)
+    val = {}
+    for v in ("svnet", "no_rma"):  # about 20 s each on one core
+        cfg = _cfg(variant=v, stage1_epochs=40, stage2_epochs=20, lr=3e-3)
+        ck = train_policy(path, tmp_path / "o", v, cfg)
+        val[v] = json.loads(ck.with_suffix(".json").read_text())["stage2"]["final_val_loss"]
+        load_checkpoint(ck)
+    assert val["svnet"] < 0.7 * val["no_rma"], val
