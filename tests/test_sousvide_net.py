@@ -110,9 +110,16 @@ def test_squeezenet_and_svnet_accept_small_images(size: int) -> None:
     assert net(img, obs, obj, win).shape == (2, 4)
 
 
-def test_image_size_below_32_is_rejected() -> None:
+def test_net_config_errors_name_the_field() -> None:
     with pytest.raises(ConfigError, match="image_height"):
         NetConfig(image_height=31)
+    with pytest.raises(ConfigError, match="window"):
+        NetConfig(window=0)
+    with pytest.raises(ConfigError, match="cnn_width"):
+        ArchConfig(cnn_width=0.0)
+    with pytest.raises(ConfigError, match="history_hidden"):
+        ArchConfig(history_hidden=())
+    assert NetConfig.from_dict(NetConfig(arch=SMALL).to_dict()) == NetConfig(arch=SMALL)
 
 
 # ---- RMA latent and variants ---------------------------------------------------------------------
@@ -300,3 +307,13 @@ def test_policy_rejects_bad_observations() -> None:
         pol.act(_obs(*three, 0))
     with pytest.raises(ConfigError, match="n_envs"):
         pol.reset(0)
+
+
+def test_policy_runs_on_the_device_and_repeats_itself(device: str) -> None:
+    state, img, t, obj = _rollout(3, 2, seed=4)
+    runs = []
+    for _ in range(2):
+        pol = SVPolicy(_net("no_latent"), device=device)
+        runs.append(torch.stack([pol.act(_obs(state, img, t, obj, k)) for k in range(3)]))
+    assert runs[0].device == state.device and torch.isfinite(runs[0]).all()
+    assert torch.equal(runs[0], runs[1])

@@ -98,6 +98,11 @@ def _positive_ints(name: str, v: Any) -> tuple[int, ...]:
     return t
 
 
+def _positive_int(name: str, v: Any) -> None:
+    if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+        raise ConfigError(f"{name}: expected an integer >= 1, got {v!r}")
+
+
 @dataclass(frozen=True)
 class ArchConfig:
     """Layer sizes (not in the paper; chosen here). ``cnn_width`` scales every SqueezeNet
@@ -115,9 +120,7 @@ class ArchConfig:
         if not (isinstance(self.cnn_width, (int, float)) and 0 < self.cnn_width <= 4):
             raise ConfigError(f"cnn_width: expected a factor in (0, 4], got {self.cnn_width!r}")
         for name in ("image_features", "features"):
-            _positive_ints(name, getattr(self, name))
-            if not isinstance(getattr(self, name), int):
-                raise ConfigError(f"{name}: expected one int, got {getattr(self, name)!r}")
+            _positive_int(name, getattr(self, name))
         for name in ("feature_hidden", "history_hidden", "command_hidden"):
             object.__setattr__(self, name, _positive_ints(name, getattr(self, name)))
 
@@ -138,7 +141,7 @@ class NetConfig:
 
     def __post_init__(self) -> None:
         get_variant(self.variant)
-        _positive_ints("window", self.window)
+        _positive_int("window", self.window)
         for name in ("image_height", "image_width"):
             v = getattr(self, name)
             if not isinstance(v, int) or v < MIN_IMAGE_SIZE:
