@@ -216,3 +216,161 @@ def splat_render(
         f"{splats.count} Gaussians, {width}x{height} px, {cover:.0%} covered -> {out}",
         highlight=False,
     )
+
+
+# ---- volary sousvide ----------------------------------------------------------------------------
+def _sv_device(device: str) -> None:
+    import torch
+
+    if device != "cpu" and device != "cuda" and not device.startswith("cuda:"):
+        _fail(f"--device: expected cpu, cuda or cuda:N, got {device!r}")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        _fail(f"--device {device}: no CUDA device is available")
+
+
+@sousvide_app.command("generate")
+def sousvide_generate(
+    out: Annotated[Path, typer.Option("--out", help="Dataset file (.h5); resumed if it exists.")],
+    n_des: Annotated[
+        int, typer.Option("--n-des", help="Desired points along the trajectory.")
+    ] = 60,
+    n_smp: Annotated[int, typer.Option("--n-smp", help="Rollouts per desired point.")] = 10,
+    t_smp: Annotated[float, typer.Option("--t-smp", help="Seconds flown per rollout.")] = 2.0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the theta / start draws.")] = 0,
+    envs: Annotated[int, typer.Option("--envs", help="Rollouts flown at once.")] = 64,
+    size: Annotated[int, typer.Option("--size", help="Square image size in px.")] = 64,
+    window: Annotated[int, typer.Option("--window", help="Eq. 3 history entries T.")] = 10,
+    device: Annotated[str, typer.Option("--device", help="cpu, cuda or cuda:N.")] = "cpu",
+    max_units: Annotated[
+        int | None, typer.Option("--max-units", help="Stop after this many rollouts.")
+    ] = None,
+) -> None:
+    """SOUS VIDE Algorithm 1: MPC expert rollouts with onboard images into OUT (resumable)."""
+    from volary.errors import VolaryError
+    from volary.learning.sousvide.generate import GenerateConfig, generate
+
+    _sv_device(device)
+    if out.exists() and out.is_dir():
+        _fail(f"--out: {out} is a directory; give a dataset file path (e.g. {out}/data.h5)")
+    try:
+        cfg = GenerateConfig(
+            n_des=n_des, n_smp=n_smp, t_smp=t_smp, seed=seed, envs=envs, width=size,
+            height=size, window=window, device=device,
+        )  # fmt: skip
+        console.print(f"generating {cfg.units} rollouts x {cfg.steps} steps into {out}")
+
+        def progress(done: int, total: int) -> None:
+            console.print(f"  {done}/{total} rollouts")
+
+        summary = generate(out, cfg, progress=progress, max_units=max_units)
+    except VolaryError as e:
+        _fail(str(e))
+    for line in summary.lines():
+        console.print(line, highlight=False)
+
+
+@sousvide_app.command("train")
+def sousvide_train(
+    data: Annotated[Path, typer.Option("--data", help="Dataset from `sousvide generate`.")],
+    out: Annotated[Path, typer.Option("--out", help="Output directory (checkpoint, report).")],
+    variant: Annotated[
+        str, typer.Option("--variant", help="svnet, no_rma, no_pretrain or no_latent.")
+    ] = "svnet",
+    steps: Annotated[
+        int | None, typer.Option("--steps", help="Cap on imitation (stage 2) optimizer steps.")
+    ] = None,
+    pretrain_steps: Annotated[
+        int | None, typer.Option("--pretrain-steps", help="Cap on stage 1 optimizer steps.")
+    ] = None,
+    epochs: Annotated[int, typer.Option("--epochs", help="Stage 2 epochs.")] = 5,
+    batch: Annotated[int, typer.Option("--batch", help="Batch size.")] = 64,
+    seed: Annotated[int, typer.Option("--seed", help="Seed (init, split, batches).")] = 0,
+    device: Annotated[str, typer.Option("--device", help="cpu, cuda or cuda:N.")] = "cpu",
+) -> None:
+    """Train SV-Net (or an ablation of Table I) on an expert dataset."""
+    from volary.errors import VolaryError
+    from volary.learning.sousvide.train import TrainConfig, train_policy
+
+    _sv_device(device)
+    if not data.is_file():
+        _fail(f"--data: no such dataset file {str(data)!r}")
+    try:
+        cfg = TrainConfig(
+            variant=variant, stage2_max_steps=steps, stage1_max_steps=pretrain_steps,
+            stage2_epochs=epochs, batch_size=batch, seed=seed, device=device,
+        )  # fmt: skip
+        ckpt = train_policy(data, out, variant, cfg)
+    except VolaryError as e:
+        _fail(str(e))
+    console.print(f"wrote {ckpt}", highlight=False)
+
+
+@sousvide_app.command("eval")
+def sousvide_eval(
+    policy: Annotated[
+        str, typer.Option("--policy", help="Checkpoint from `sousvide train`, or 'expert'.")
+    ],
+    out: Annotated[Path, typer.Option("--out", help="Output directory (eval.json, table.md).")],
+    disturbance: Annotated[
+        str,
+        typer.Option(
+            "--disturbance",
+            help="Comma list of baseline, lighting, dynamic, static, payload, wind.",
+        ),
+    ] = "baseline",
+    trials: Annotated[int, typer.Option("--trials", help="Flights per disturbance.")] = 5,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the start offsets and gusts.")] = 0,
+    size: Annotated[int, typer.Option("--size", help="Image size (expert only).")] = 64,
+    steps: Annotated[
+        int | None, typer.Option("--steps", help="Control steps (default: whole trajectory).")
+    ] = None,
+    device: Annotated[str, typer.Option("--device", help="cpu, cuda or cuda:N.")] = "cpu",
+) -> None:
+    """Fly a policy under Table II disturbances; print the Sec. VI metrics beside the paper."""
+    import json
+
+    from volary.errors import VolaryError
+    from volary.learning.sousvide.evaluate import (
+        DISTURBANCES,
+        PAPER_TABLE_II,
+        EvalConfig,
+        ExpertPolicy,
+        evaluate,
+        format_table,
+        result_json,
+        summarize,
+    )
+    from volary.learning.sousvide.scene import make_scene
+
+    _sv_device(device)
+    names = [d.strip() for d in disturbance.split(",") if d.strip()]
+    bad = [d for d in names if d not in DISTURBANCES]
+    if not names or bad:
+        _fail(f"--disturbance: unknown {bad or disturbance!r}; valid: {', '.join(DISTURBANCES)}")
+    try:
+        if policy == "expert":
+            scene = make_scene(width=size, height=size)
+            pol: Any = ExpertPolicy(scene, device=device)
+        else:
+            if not Path(policy).is_file():
+                _fail(f"--policy: expected a checkpoint file or 'expert', got {policy!r}")
+            from volary.learning.sousvide.policy import SVPolicy
+
+            pol = SVPolicy.load(policy, device=device)
+            c = pol.net.config
+            scene = make_scene(width=c.image_width, height=c.image_height)
+        rows, records = [], []
+        for name in names:
+            cfg = EvalConfig(disturbance=name, trials=trials, seed=seed, steps=steps, device=device)
+            r = evaluate(pol, cfg, scene=scene)
+            rows.append((name, summarize(r)))
+            records.append(result_json(r))
+            console.print(f"{name}: {r.outcome}", highlight=False)
+    except VolaryError as e:
+        _fail(str(e))
+    table = format_table(rows, PAPER_TABLE_II)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "eval.json").write_text(json.dumps({"policy": policy, "runs": records}, indent=2))
+    (out / "table.md").write_text(table + "\n")
+    console.print(table, highlight=False)
+    console.print(f"wrote {out / 'eval.json'} and {out / 'table.md'}", highlight=False)
