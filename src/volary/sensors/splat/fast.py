@@ -150,6 +150,44 @@ def prefetch(typingctx, arr, i, j):
     return sig, codegen
 
 
+@intrinsic
+def cttz(typingctx, x):
+    """Count of trailing zero bits of a uint64 (``llvm.cttz``; 64 for 0)."""
+    sig = types.uint64(types.uint64)
+
+    def codegen(context, builder, signature, args):
+        i64 = ir.IntType(64)
+        fnty = ir.FunctionType(i64, [i64, ir.IntType(1)])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.cttz.i64")
+        return builder.call(fn, [args[0], ir.IntType(1)(0)])
+
+    return sig, codegen
+
+
+_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+@jit
+def span(lo, hi, w):
+    """uint64 mask of the columns lo..hi (inclusive) that fall in word w (columns 64 w ..
+    64 w + 63); 0 if none."""
+    a = max(lo - 64 * w, 0)
+    b = min(hi - 64 * w, 63)
+    if a > b:
+        return np.uint64(0)
+    m = _ONES >> np.uint64(63 - (b - a))
+    return m << np.uint64(a)
+
+
+@jit
+def any_open(dmask, i, lo, hi):
+    """True if a pixel of row i, columns lo..hi, is not done (bit clear in dmask)."""
+    for w in range(lo >> 6, (hi >> 6) + 1):
+        if (~dmask[i, w]) & span(lo, hi, w):
+            return True
+    return False
+
+
 @jit
 def id_bits(g):
     """Bits that hold a Gaussian id < g in a packed sort key (at least 1)."""
@@ -228,12 +266,41 @@ def candidates(n, cull, k, t_wc, width, height, near, far, blur, idbits, packed)
     return cnt
 
 
-PREFETCH = 8  # Gaussians ahead whose table rows are requested while one is drawn
+@jit
+def plane(tab, g, r00, r01, r02, r10, r11, r12, r20, r21, r22, fx, fy, cx, cy, x, y, z, u, v,
+          rad):  # fmt: skip
+    """Depth model (d, a, b, c, lo, hi) of the flat Gaussian tab[g] (render.depth_planes): its
+    plane when not seen within ~6 deg of edge-on and not edge-on anywhere in its footprint box,
+    else the centre's z."""
+    nx, ny, nz = tab[g, 9], tab[g, 10], tab[g, 11]
+    ncx = r00 * nx + r10 * ny + r20 * nz
+    ncy = r01 * nx + r11 * ny + r21 * nz
+    ncz = r02 * nx + r12 * ny + r22 * nz
+    qa, qb = ncx / fx, ncy / fy
+    qc = ncz - qa * cx - qb * cy
+    qd = ncx * x + ncy * y + ncz * z
+    use = abs(qd) / max(math.sqrt(x * x + y * y + z * z), 1e-12) > COS_EDGE_ON
+    den0 = qa * u + qb * v + qc
+    # the box's corner denominators den0 + rad (+-qa +-qb) lie between these two (rounding is
+    # monotone), and d / den is monotone where den keeps its sign: the same test and range as
+    # over all four corners
+    spread = abs(qa) + abs(qb)
+    dlo, dhi = den0 + rad * -spread, den0 + rad * spread
+    if not (dlo * den0 > 0 and dhi * den0 > 0 and abs(dlo) > 1e-12 and abs(dhi) > 1e-12):
+        use = False
+    if not use:
+        return z, 0.0, 0.0, 1.0, z, z
+    zlo, zhi = qd / dlo, qd / dhi
+    return qd, qa, qb, qc, min(z, min(zlo, zhi)), max(z, max(zlo, zhi))
+
+
+BATCH = 64  # Gaussians projected together (vectorized); the next batch's rows are prefetched
+NARROW = 3  # px: wider footprint boxes get each row narrowed to the cut-off ellipse first
 
 
 @jit
 def splat_env(n, order, cnt, idbits, table, colour0, perm, sh, k, t_wc, width, height, blur,
-              deg, planar, rgb, wz, ws, tr, done, left, ra, rb):  # fmt: skip
+              deg, planar, rgb, wz, ws, tr, dmask, ra, rb, inb, outb, gb):  # fmt: skip
     """Project and composite the depth-sorted candidates of env n (order[:cnt], packed
     (key, table row)) front to back. A Gaussian is skipped once its footprint is known to
     add nothing: all its 8 x 8 tiles done, or every pixel centre of its cut-off ellipse done
@@ -253,23 +320,128 @@ def splat_env(n, order, cnt, idbits, table, colour0, perm, sh, k, t_wc, width, h
     col = np.empty(3)
     basis = np.empty(16)
     tr[:, :] = 1.0
-    done[:, :] = False
-    tw = (width + OCC_TILE - 1) // OCC_TILE
-    th = (height + OCC_TILE - 1) // OCC_TILE
-    for ty in range(th):
-        for tx in range(tw):
-            hh = min(height, ty * OCC_TILE + OCC_TILE) - ty * OCC_TILE
-            ww = min(width, tx * OCC_TILE + OCC_TILE) - tx * OCC_TILE
-            left[ty, tx] = hh * ww
+    dmask[:, :] = 0
     mask = np.uint64((1 << idbits) - 1)
-    for q in range(min(PREFETCH, cnt)):
+    for q in range(min(BATCH, cnt)):
         prefetch(tab, order[q] & mask, 0)
-    for q in range(cnt):
-        if q + PREFETCH < cnt:
-            prefetch(tab, order[q + PREFETCH] & mask, 0)
-        g = order[q] & mask
-        o = tab[g, 12]
-        dx, dy, dz = tab[g, 0] - ox, tab[g, 1] - oy, tab[g, 2] - oz
+    for q0 in range(0, cnt, BATCH):
+        nb = min(BATCH, cnt - q0)
+        for t in range(nb):  # this batch's rows (in cache: prefetched one batch ahead)
+            g = np.int64(order[q0 + t] & mask)
+            gb[t] = g
+            for c in range(9):
+                inb[c * BATCH + t] = tab[g, c]
+            inb[9 * BATCH + t] = tab[g, 15]
+        for q in range(q0 + BATCH, min(q0 + 2 * BATCH, cnt)):
+            prefetch(tab, order[q] & mask, 0)
+        project_batch(inb, outb, nb, fx, fy, cx, cy, limx, limy, blur, ox, oy, oz,
+                      r00, r01, r02, r10, r11, r12, r20, r21, r22)  # fmt: skip
+        for t in range(nb):
+            det = outb[8 * BATCH + t]
+            if not det > 0:
+                continue
+            u, v, rad = outb[3 * BATCH + t], outb[4 * BATCH + t], outb[9 * BATCH + t]
+            if not (u + rad > 0 and u - rad < width and v + rad > 0 and v - rad < height):
+                continue
+            g = gb[t]
+            x, y, z = outb[0 * BATCH + t], outb[1 * BATCH + t], outb[2 * BATCH + t]
+            ca, cb, cc = outb[5 * BATCH + t], outb[6 * BATCH + t], outb[7 * BATCH + t]
+            dx, dy, dz = inb[0 * BATCH + t] - ox, inb[1 * BATCH + t] - oy, inb[2 * BATCH + t] - oz
+            kf = inb[9 * BATCH + t]
+            o = tab[g, 12]
+            j0 = max(0, int(math.ceil(u - rad - 0.5)))
+            j1 = min(width - 1, int(math.floor(u + rad - 0.5)))
+            i0 = max(0, int(math.ceil(v - rad - 0.5)))
+            i1 = min(height - 1, int(math.floor(v + rad - 0.5)))
+            if j0 > j1 or i0 > i1:
+                continue
+            live = False
+            for i in range(i0, i1 + 1):  # any pixel of the box not done?
+                if any_open(dmask, i, j0, j1):
+                    live = True
+                    break
+            if not live:
+                continue
+            idet = 1.0 / det
+            ia, ib, ic = cc * idet, -cb * idet, ca * idet  # conic
+            cut = -0.5 * kf * kf - 1e-9  # ln(1 / (255 o)): alpha < 1/255 below it
+            if j1 - j0 >= NARROW:
+                kk = -2.0 * cut  # power >= cut  <=>  ia dx^2 + 2 ib dy dx + ic dy^2 <= kk
+                iia = 1.0 / ia
+                for i in range(i0, i1 + 1):
+                    ddy = i + 0.5 - v
+                    disc = ib * ib * ddy * ddy - ia * (ic * ddy * ddy - kk)
+                    if disc < 0.0:
+                        ra[i], rb[i] = 1, 0
+                        continue
+                    sq = math.sqrt(disc)
+                    ra[i] = max(j0, int(math.ceil(u + (-ib * ddy - sq) * iia - 0.5 - 1e-6)))
+                    rb[i] = min(j1, int(math.floor(u + (-ib * ddy + sq) * iia - 0.5 + 1e-6)))
+            else:
+                for i in range(i0, i1 + 1):
+                    ra[i], rb[i] = j0, j1
+            shaded = False  # colour and depth plane, on the first pixel that takes a share
+            pd, pa, pb, pc, lo, hi = z, 0.0, 0.0, 1.0, z, z
+            for i in range(i0, i1 + 1):
+                if ra[i] > rb[i]:
+                    continue
+                py = i + 0.5
+                ddy = py - v
+                for wd in range(ra[i] >> 6, (rb[i] >> 6) + 1):
+                    m = (~dmask[i, wd]) & span(ra[i], rb[i], wd)
+                    while m:  # the open pixels of the row's range in this word
+                        bit = cttz(m)
+                        m &= m - np.uint64(1)
+                        j = 64 * wd + np.int64(bit)
+                        px = j + 0.5
+                        ddx = px - u
+                        power = -0.5 * (ia * ddx * ddx + ic * ddy * ddy) - ib * ddx * ddy
+                        if power > 0.0 or power < cut:
+                            continue
+                        a = min(ALPHA_MAX, o * math.exp(power))
+                        if a < ALPHA_MIN:
+                            continue
+                        t = tr[i, j]
+                        t_next = t * (1.0 - a)
+                        if t_next < T_MIN:
+                            dmask[i, wd] |= np.uint64(1) << bit
+                            continue
+                        if not shaded:
+                            shaded = True
+                            if deg == 0:
+                                for ch in range(3):
+                                    col[ch] = col0[g, ch]
+                            else:
+                                nd = math.sqrt(dx * dx + dy * dy + dz * dz)
+                                nd = nd if nd > 1e-12 else 1e-12
+                                sh_eval(sh, bsel, perm[bsel, g], dx / nd, dy / nd, dz / nd, deg,
+                                        col, basis)  # fmt: skip
+                            if planar and tab[g, 14] > 0.5:
+                                pd, pa, pb, pc, lo, hi = plane(
+                                    tab, g, r00, r01, r02, r10, r11, r12, r20, r21, r22, fx,
+                                    fy, cx, cy, x, y, z, u, v, rad
+                                )  # fmt: skip
+                        w = a * t
+                        rgb[n, i, j, 0] += w * col[0]
+                        rgb[n, i, j, 1] += w * col[1]
+                        rgb[n, i, j, 2] += w * col[2]
+                        den = pa * px + pb * py + pc
+                        if abs(den) <= 1e-12:
+                            den = 1e-12
+                        wz[n, i, j] += w * min(max(pd / den, lo), hi)
+                        ws[n, i, j] += w
+                        tr[i, j] = t_next
+
+
+@jit
+def project_batch(inb, outb, nb, fx, fy, cx, cy, limx, limy, blur, ox, oy, oz,
+                  r00, r01, r02, r10, r11, r12, r20, r21, r22):  # fmt: skip
+    """Camera-frame mean, pixel mean, 2-D covariance (a, b, c), its determinant and the
+    footprint radius of nb Gaussians (inb rows: mean xyz, covariance xx xy xz yy yz zz,
+    sqrt(2 ln(255 o))) into outb rows (x, y, z, u, v, a, b, c, det, radius). No branches, so
+    the loop vectorizes; values where det <= 0 are meaningless and not used."""
+    for t in range(nb):
+        dx, dy, dz = inb[0 * BATCH + t] - ox, inb[1 * BATCH + t] - oy, inb[2 * BATCH + t] - oz
         z = r02 * dx + r12 * dy + r22 * dz
         x = r00 * dx + r10 * dy + r20 * dz
         y = r01 * dx + r11 * dy + r21 * dz
@@ -280,8 +452,8 @@ def splat_env(n, order, cnt, idbits, table, colour0, perm, sh, k, t_wc, width, h
         fz, gz = fx * iz, fy * iz
         a0, a1, a2 = fz * (r00 - tx * r02), fz * (r10 - tx * r12), fz * (r20 - tx * r22)
         b0, b1, b2 = gz * (r01 - ty * r02), gz * (r11 - ty * r12), gz * (r21 - ty * r22)
-        sxx, sxy, sxz = tab[g, 3], tab[g, 4], tab[g, 5]
-        syy, syz, szz = tab[g, 6], tab[g, 7], tab[g, 8]
+        sxx, sxy, sxz = inb[3 * BATCH + t], inb[4 * BATCH + t], inb[5 * BATCH + t]
+        syy, syz, szz = inb[6 * BATCH + t], inb[7 * BATCH + t], inb[8 * BATCH + t]
         v0 = sxx * a0 + sxy * a1 + sxz * a2
         v1 = sxy * a0 + syy * a1 + syz * a2
         v2 = sxz * a0 + syz * a1 + szz * a2
@@ -292,111 +464,18 @@ def splat_env(n, order, cnt, idbits, table, colour0, perm, sh, k, t_wc, width, h
         w2 = sxz * b0 + syz * b1 + szz * b2
         cc = b0 * w0 + b1 * w1 + b2 * w2 + blur
         det = ca * cc - cb * cb
-        if not det > 0:
-            continue
-        u = fx * x * iz + cx
-        v = fy * y * iz + cy
         mid = 0.5 * (ca + cc)
-        lam = mid + math.sqrt(max(mid * mid - det, 0.0))
-        kf = tab[g, 15]
-        rad = math.ceil(kf * math.sqrt(lam))
-        if not (u + rad > 0 and u - rad < width and v + rad > 0 and v - rad < height):
-            continue
-        j0 = max(0, int(math.ceil(u - rad - 0.5)))
-        j1 = min(width - 1, int(math.floor(u + rad - 0.5)))
-        i0 = max(0, int(math.ceil(v - rad - 0.5)))
-        i1 = min(height - 1, int(math.floor(v + rad - 0.5)))
-        if j0 > j1 or i0 > i1:
-            continue
-        live = False
-        for tyy in range(i0 // OCC_TILE, i1 // OCC_TILE + 1):
-            for txx in range(j0 // OCC_TILE, j1 // OCC_TILE + 1):
-                if left[tyy, txx] > 0:
-                    live = True
-        if not live:
-            continue
-        idet = 1.0 / det
-        ia, ib, ic = cc * idet, -cb * idet, ca * idet  # conic
-        cut = -0.5 * kf * kf - 1e-9  # ln(1 / (255 o)): alpha < 1/255 below it
-        kk = -2.0 * cut  # power >= cut  <=>  ia dx^2 + 2 ib dy dx + ic dy^2 <= kk
-        iia = 1.0 / ia
-        live = False
-        for i in range(i0, i1 + 1):  # the rows' pixel ranges; live if one pixel is open
-            ddy = i + 0.5 - v
-            disc = ib * ib * ddy * ddy - ia * (ic * ddy * ddy - kk)
-            if disc < 0.0:
-                ra[i], rb[i] = 1, 0
-                continue
-            sq = math.sqrt(disc)
-            ja = max(j0, int(math.ceil(u + (-ib * ddy - sq) * iia - 0.5 - 1e-6)))
-            jb = min(j1, int(math.floor(u + (-ib * ddy + sq) * iia - 0.5 + 1e-6)))
-            ra[i], rb[i] = ja, jb
-            if not live:
-                for j in range(ja, jb + 1):
-                    if not done[i, j]:
-                        live = True
-                        break
-        if not live:
-            continue
-        if deg == 0:
-            for ch in range(3):
-                col[ch] = col0[g, ch]
-        else:
-            nd = math.sqrt(dx * dx + dy * dy + dz * dz)
-            nd = nd if nd > 1e-12 else 1e-12
-            sh_eval(sh, bsel, perm[bsel, g], dx / nd, dy / nd, dz / nd, deg, col, basis)
-        pd, pa, pb, pc, lo, hi = z, 0.0, 0.0, 1.0, z, z
-        if planar and tab[g, 14] > 0.5:
-            nx, ny, nz = tab[g, 9], tab[g, 10], tab[g, 11]
-            ncx = r00 * nx + r10 * ny + r20 * nz
-            ncy = r01 * nx + r11 * ny + r21 * nz
-            ncz = r02 * nx + r12 * ny + r22 * nz
-            qa, qb = ncx / fx, ncy / fy
-            qc = ncz - qa * cx - qb * cy
-            qd = ncx * x + ncy * y + ncz * z
-            use = abs(qd) / max(math.sqrt(x * x + y * y + z * z), 1e-12) > COS_EDGE_ON
-            den0 = qa * u + qb * v + qc
-            # the box's corner denominators den0 + rad (+-qa +-qb) lie between these two
-            # (rounding is monotone), and d / den is monotone where den keeps its sign: the
-            # same test and range as over all four corners
-            spread = abs(qa) + abs(qb)
-            dlo, dhi = den0 + rad * -spread, den0 + rad * spread
-            if not (dlo * den0 > 0 and dhi * den0 > 0 and abs(dlo) > 1e-12 and abs(dhi) > 1e-12):
-                use = False
-            if use:
-                zlo, zhi = qd / dlo, qd / dhi
-                pd, pa, pb, pc = qd, qa, qb, qc
-                lo, hi = min(z, min(zlo, zhi)), max(z, max(zlo, zhi))
-        for i in range(i0, i1 + 1):
-            py = i + 0.5
-            ddy = py - v
-            for j in range(ra[i], rb[i] + 1):
-                if done[i, j]:
-                    continue
-                px = j + 0.5
-                ddx = px - u
-                power = -0.5 * (ia * ddx * ddx + ic * ddy * ddy) - ib * ddx * ddy
-                if power > 0.0 or power < cut:
-                    continue
-                a = min(ALPHA_MAX, o * math.exp(power))
-                if a < ALPHA_MIN:
-                    continue
-                t = tr[i, j]
-                t_next = t * (1.0 - a)
-                if t_next < T_MIN:
-                    done[i, j] = True
-                    left[i // OCC_TILE, j // OCC_TILE] -= 1
-                    continue
-                w = a * t
-                rgb[n, i, j, 0] += w * col[0]
-                rgb[n, i, j, 1] += w * col[1]
-                rgb[n, i, j, 2] += w * col[2]
-                den = pa * px + pb * py + pc
-                if abs(den) <= 1e-12:
-                    den = 1e-12
-                wz[n, i, j] += w * min(max(pd / den, lo), hi)
-                ws[n, i, j] += w
-                tr[i, j] = t_next
+        lam = mid + np.sqrt(max(mid * mid - det, 0.0))
+        outb[0 * BATCH + t], outb[1 * BATCH + t], outb[2 * BATCH + t] = x, y, z
+        outb[3 * BATCH + t] = fx * x * iz + cx
+        outb[4 * BATCH + t] = fy * y * iz + cy
+        outb[5 * BATCH + t], outb[6 * BATCH + t], outb[7 * BATCH + t], outb[8 * BATCH + t] = (
+            ca,
+            cb,
+            cc,
+            det,
+        )
+        outb[9 * BATCH + t] = np.ceil(inb[9 * BATCH + t] * np.sqrt(lam))
 
 
 @jit
@@ -408,16 +487,17 @@ def render_envs(table, cull, colour0, perm, sh, k, t_wc, width, height, near, fa
     packed = np.empty(g, np.uint64)
     tmp = np.empty(g, np.uint64)
     tr = np.empty((height, width))
-    done = np.empty((height, width), np.bool_)
-    th = (height + OCC_TILE - 1) // OCC_TILE
-    left = np.empty((th, (width + OCC_TILE - 1) // OCC_TILE), np.int64)
+    dmask = np.empty((height, (width + 63) // 64), np.uint64)  # bit set: pixel done
     ra = np.empty(height, np.int64)
     rb = np.empty(height, np.int64)
+    inb = np.empty(10 * BATCH)
+    outb = np.empty(10 * BATCH)
+    gb = np.empty(BATCH, np.int64)
     for n in range(t_wc.shape[0]):
         cnt = candidates(n, cull, k, t_wc, width, height, near, far, blur, idbits, packed)
         order = sort_by_depth(packed, cnt, tmp, idbits)
         splat_env(n, order, cnt, idbits, table, colour0, perm, sh, k, t_wc, width, height,
-                  blur, deg, planar, rgb, wz, ws, tr, done, left, ra, rb)  # fmt: skip
+                  blur, deg, planar, rgb, wz, ws, tr, dmask, ra, rb, inb, outb, gb)  # fmt: skip
 
 
 def _np(t: Tensor) -> np.ndarray:
