@@ -339,17 +339,20 @@ def test_torch_paths_chunked_over_envs_give_the_same_images(monkeypatch, batched
 
 
 @pytest.mark.parametrize("batched", [False, True])
-def test_fast_path_threads_do_not_change_the_images(batched):
-    """Envs split over torch.get_num_threads() threads: 1 and 3 threads, same bits."""
-    s = random_scene(400, 2, seed=7, batch=5 if batched else None)
-    k, t = (25.0, 25.0, 12.0, 10.0), poses(5, 9)
+@pytest.mark.parametrize(("n", "threads"), [(5, 3), (1, 2), (1, 7), (3, 8)])
+def test_fast_path_threads_do_not_change_the_images(batched, n, threads):
+    """Work split over torch.get_num_threads() threads (runs of envs, or bands of rows when
+    there are fewer envs than threads): same bits as one thread."""
+    s = random_scene(400, 2, seed=7, batch=n if batched else None)
+    k, t = (25.0, 25.0, 12.0, 10.0), poses(n, 9)
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
         one = render(s, k, t, 24, 20, backend="fast")
-        torch.set_num_threads(3)
+        torch.set_num_threads(threads)
         many = render(s, k, t, 24, 20, backend="fast")
     finally:
         torch.set_num_threads(before)
+    assert float(one.alpha.mean()) > 0.2  # a scene, not the background
     assert torch.equal(one.rgb, many.rgb) and torch.equal(one.alpha, many.alpha)
     torch.testing.assert_close(one.depth, many.depth, rtol=0, atol=0, equal_nan=True)

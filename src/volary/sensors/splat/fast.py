@@ -228,7 +228,7 @@ def sort_by_depth(packed, cnt, tmp, idbits):
 
 
 @jit
-def candidates(n, cull, k, t_wc, width, height, near, far, blur, idbits, packed):
+def candidates(n, cull, k, t_wc, width, height, r0, r1, near, far, blur, idbits, packed):
     """Gaussians of env n in front (near < z < far), drawable (finite reach) and not
     provably off screen (conservative footprint bound), as packed (depth key, id) in id
     order; returns their count. The key is the top 64 - idbits bits of the float64 pattern
@@ -258,7 +258,7 @@ def candidates(n, cull, k, t_wc, width, height, near, far, blur, idbits, packed)
         iz = 1.0 / z
         rb = jn * reach * iz + kb  # >= the exact footprint radius
         u, v = fx * x * iz + cx, fy * y * iz + cy
-        if u + rb <= 0 or u - rb >= width or v + rb <= 0 or v - rb >= height:
+        if u + rb <= 0 or u - rb >= width or v + rb <= r0 or v - rb >= r1:
             continue
         key = np.float64(z).view(np.uint64) >> drop
         packed[cnt] = (key << np.uint64(idbits)) | np.uint64(g)
@@ -299,8 +299,8 @@ NARROW = 3  # px: wider footprint boxes get each row narrowed to the cut-off ell
 
 
 @jit
-def splat_env(n, order, cnt, idbits, table, colour0, perm, sh, k, t_wc, width, height, blur,
-              deg, planar, rgb, wz, ws, tr, dmask, ra, rb, inb, outb, gb):  # fmt: skip
+def splat_env(n, order, cnt, idbits, table, colour0, perm, sh, k, t_wc, width, height, r0, r1,
+              blur, deg, planar, rgb, wz, ws, tr, dmask, ra, rb, inb, outb, gb):  # fmt: skip
     """Project and composite the depth-sorted candidates of env n (order[:cnt], packed
     (key, table row)) front to back. A Gaussian is skipped once its footprint is known to
     add nothing: all its 8 x 8 tiles done, or every pixel centre of its cut-off ellipse done
@@ -341,7 +341,7 @@ def splat_env(n, order, cnt, idbits, table, colour0, perm, sh, k, t_wc, width, h
             if not det > 0:
                 continue
             u, v, rad = outb[3 * BATCH + t], outb[4 * BATCH + t], outb[9 * BATCH + t]
-            if not (u + rad > 0 and u - rad < width and v + rad > 0 and v - rad < height):
+            if not (u + rad > 0 and u - rad < width and v + rad > r0 and v - rad < r1):
                 continue
             g = gb[t]
             x, y, z = outb[0 * BATCH + t], outb[1 * BATCH + t], outb[2 * BATCH + t]
@@ -351,8 +351,8 @@ def splat_env(n, order, cnt, idbits, table, colour0, perm, sh, k, t_wc, width, h
             o = tab[g, 12]
             j0 = max(0, int(math.ceil(u - rad - 0.5)))
             j1 = min(width - 1, int(math.floor(u + rad - 0.5)))
-            i0 = max(0, int(math.ceil(v - rad - 0.5)))
-            i1 = min(height - 1, int(math.floor(v + rad - 0.5)))
+            i0 = max(r0, int(math.ceil(v - rad - 0.5)))
+            i1 = min(r1 - 1, int(math.floor(v + rad - 0.5)))
             if j0 > j1 or i0 > i1:
                 continue
             live = False
@@ -479,9 +479,10 @@ def project_batch(inb, outb, nb, fx, fy, cx, cy, limx, limy, blur, ox, oy, oz,
 
 
 @jit
-def render_envs(table, cull, colour0, perm, sh, k, t_wc, width, height, near, far, blur, deg,
-                planar, rgb, wz, ws):  # fmt: skip
-    """Every env in turn (one thread; the GIL is released), scratch buffers shared."""
+def render_envs(table, cull, colour0, perm, sh, k, t_wc, width, height, r0, r1, near, far, blur,
+                deg, planar, rgb, wz, ws):  # fmt: skip
+    """Every env in turn, image rows r0..r1 - 1 (one thread; the GIL is released), scratch
+    buffers shared."""
     g = cull.shape[1]
     idbits = id_bits(g)
     packed = np.empty(g, np.uint64)
@@ -494,9 +495,9 @@ def render_envs(table, cull, colour0, perm, sh, k, t_wc, width, height, near, fa
     outb = np.empty(10 * BATCH)
     gb = np.empty(BATCH, np.int64)
     for n in range(t_wc.shape[0]):
-        cnt = candidates(n, cull, k, t_wc, width, height, near, far, blur, idbits, packed)
+        cnt = candidates(n, cull, k, t_wc, width, height, r0, r1, near, far, blur, idbits, packed)
         order = sort_by_depth(packed, cnt, tmp, idbits)
-        splat_env(n, order, cnt, idbits, table, colour0, perm, sh, k, t_wc, width, height,
+        splat_env(n, order, cnt, idbits, table, colour0, perm, sh, k, t_wc, width, height, r0, r1,
                   blur, deg, planar, rgb, wz, ws, tr, dmask, ra, rb, inb, outb, gb)  # fmt: skip
 
 
@@ -579,6 +580,21 @@ def scene_table(splats: GaussianSplats) -> SceneTable:
     return out
 
 
+def work_units(n: int, height: int, threads: int) -> list[tuple[int, int, int, int]]:
+    """(env a, env b, row r0, row r1) per thread: ``threads`` contiguous runs of envs, or with
+    fewer envs than threads, each env cut into ``threads // n`` bands of rows."""
+    threads = max(1, threads)
+    if n == 0:
+        return []
+    if n >= threads or height < 2:
+        cuts = np.linspace(0, n, min(threads, max(n, 1)) + 1).astype(int)
+        return [(int(a), int(b), 0, height) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+    bands = min(threads // n, height)
+    rows = np.linspace(0, height, bands + 1).astype(int)
+    return [(e, e + 1, int(r0), int(r1)) for e in range(n)
+            for r0, r1 in zip(rows[:-1], rows[1:], strict=True)]  # fmt: skip
+
+
 def render_fast(
     splats: GaussianSplats,
     k: Tensor,
@@ -592,31 +608,33 @@ def render_fast(
     sh_degree: int,
     depth_mode: str,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """(rgb (N, H, W, 3), sum w z (N, H, W), sum w (N, H, W)) on the CPU, float64 sums. Envs
-    are split over ``torch.get_num_threads()`` threads (the kernel releases the GIL; each
-    thread renders its own envs into its own slices, so the result does not depend on it)."""
+    """(rgb (N, H, W, 3), sum w z (N, H, W), sum w (N, H, W)) on the CPU, float64 sums.
+    Work is split over ``torch.get_num_threads()`` threads (the kernel releases the GIL):
+    contiguous runs of envs, or, with fewer envs than threads, bands of image rows (each band
+    culls, sorts and composites the Gaussians that reach its rows). Every pixel sees the same
+    contributions in the same order either way, so the result does not depend on the split."""
     table, cull, colour0, perm = scene_table(splats)
     sh = _np(splats.sh if splats.sh.dim() == 4 else splats.sh[None])
     n = t_wc.shape[0]
     rgb = np.zeros((n, height, width, 3))
     wz, ws = np.zeros((n, height, width)), np.zeros((n, height, width))
     kk, tt = _np(k.double()), _np(t_wc.double())
-    args = (width, height, float(near), float(far), float(blur), sh_degree, depth_mode == "plane")
+    args = (float(near), float(far), float(blur), sh_degree, depth_mode == "plane")
 
-    def envs(a: int, b: int) -> None:
+    def unit(a: int, b: int, r0: int, r1: int) -> None:
         per = (lambda x: x[a:b]) if table.shape[0] > 1 else (lambda x: x)
         render_envs(per(table), per(cull), per(colour0), per(perm), per(sh), kk[a:b],
-                    tt[a:b], *args, rgb[a:b], wz[a:b], ws[a:b])  # fmt: skip
+                    tt[a:b], width, height, r0, r1, *args, rgb[a:b], wz[a:b], ws[a:b])  # fmt: skip
 
-    threads = max(1, min(torch.get_num_threads(), n))
-    if threads == 1:
-        envs(0, n)
+    units = work_units(n, height, torch.get_num_threads())
+    if len(units) <= 1:
+        for u in units:
+            unit(*u)
     else:
         from concurrent.futures import ThreadPoolExecutor
 
-        cuts = np.linspace(0, n, threads + 1).astype(int)
-        with ThreadPoolExecutor(threads) as pool:
-            jobs = [pool.submit(envs, int(cuts[i]), int(cuts[i + 1])) for i in range(threads)]
+        with ThreadPoolExecutor(len(units)) as pool:
+            jobs = [pool.submit(unit, *u) for u in units]
             for job in jobs:
                 job.result()
     dev, dt = splats.means.device, splats.means.dtype
