@@ -300,7 +300,7 @@ NARROW = 3  # px: wider footprint boxes get each row narrowed to the cut-off ell
 
 @jit
 def splat_env(n, order, cnt, idbits, table, colour0, perm, sh, k, t_wc, width, height, r0, r1,
-              blur, deg, planar, rgb, wz, ws, tr, dmask, ra, rb, inb, outb, gb):  # fmt: skip
+              blur, deg, planar, rgb, wz, ws, acc, dmask, ra, rb, inb, outb, gb):  # fmt: skip
     """Project and composite the depth-sorted candidates of env n (order[:cnt], packed
     (key, table row)) front to back. A Gaussian is skipped once its footprint is known to
     add nothing: all its 8 x 8 tiles done, or every pixel centre of its cut-off ellipse done
@@ -319,7 +319,8 @@ def splat_env(n, order, cnt, idbits, table, colour0, perm, sh, k, t_wc, width, h
     col0 = colour0[bsel]
     col = np.empty(3)
     basis = np.empty(16)
-    tr[:, :] = 1.0
+    acc[r0:r1] = 0.0  # per pixel: transmittance, r, g, b, sum w z, sum w
+    acc[r0:r1, :, 0] = 1.0
     dmask[:, :] = 0
     mask = np.uint64((1 << idbits) - 1)
     for q in range(min(BATCH, cnt)):
@@ -401,7 +402,7 @@ def splat_env(n, order, cnt, idbits, table, colour0, perm, sh, k, t_wc, width, h
                         a = min(ALPHA_MAX, o * math.exp(power))
                         if a < ALPHA_MIN:
                             continue
-                        t = tr[i, j]
+                        t = acc[i, j, 0]
                         t_next = t * (1.0 - a)
                         if t_next < T_MIN:
                             dmask[i, wd] |= np.uint64(1) << bit
@@ -422,15 +423,22 @@ def splat_env(n, order, cnt, idbits, table, colour0, perm, sh, k, t_wc, width, h
                                     fy, cx, cy, x, y, z, u, v, rad
                                 )  # fmt: skip
                         w = a * t
-                        rgb[n, i, j, 0] += w * col[0]
-                        rgb[n, i, j, 1] += w * col[1]
-                        rgb[n, i, j, 2] += w * col[2]
+                        acc[i, j, 1] += w * col[0]
+                        acc[i, j, 2] += w * col[1]
+                        acc[i, j, 3] += w * col[2]
                         den = pa * px + pb * py + pc
                         if abs(den) <= 1e-12:
                             den = 1e-12
-                        wz[n, i, j] += w * min(max(pd / den, lo), hi)
-                        ws[n, i, j] += w
-                        tr[i, j] = t_next
+                        acc[i, j, 4] += w * min(max(pd / den, lo), hi)
+                        acc[i, j, 5] += w
+                        acc[i, j, 0] = t_next
+    for i in range(r0, r1):
+        for j in range(width):
+            rgb[n, i, j, 0] = acc[i, j, 1]
+            rgb[n, i, j, 1] = acc[i, j, 2]
+            rgb[n, i, j, 2] = acc[i, j, 3]
+            wz[n, i, j] = acc[i, j, 4]
+            ws[n, i, j] = acc[i, j, 5]
 
 
 @jit
@@ -487,7 +495,7 @@ def render_envs(table, cull, colour0, perm, sh, k, t_wc, width, height, r0, r1, 
     idbits = id_bits(g)
     packed = np.empty(g, np.uint64)
     tmp = np.empty(g, np.uint64)
-    tr = np.empty((height, width))
+    acc = np.empty((height, width, 6))
     dmask = np.empty((height, (width + 63) // 64), np.uint64)  # bit set: pixel done
     ra = np.empty(height, np.int64)
     rb = np.empty(height, np.int64)
@@ -498,7 +506,7 @@ def render_envs(table, cull, colour0, perm, sh, k, t_wc, width, height, r0, r1, 
         cnt = candidates(n, cull, k, t_wc, width, height, r0, r1, near, far, blur, idbits, packed)
         order = sort_by_depth(packed, cnt, tmp, idbits)
         splat_env(n, order, cnt, idbits, table, colour0, perm, sh, k, t_wc, width, height, r0, r1,
-                  blur, deg, planar, rgb, wz, ws, tr, dmask, ra, rb, inb, outb, gb)  # fmt: skip
+                  blur, deg, planar, rgb, wz, ws, acc, dmask, ra, rb, inb, outb, gb)  # fmt: skip
 
 
 def _np(t: Tensor) -> np.ndarray:
