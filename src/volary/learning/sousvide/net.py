@@ -299,6 +299,14 @@ def _init_weights(module: nn.Module, generator: torch.Generator) -> None:
                 nn.init.zeros_(m.bias)
 
 
+def _init_output(layer: nn.Linear, generator: torch.Generator, scale: float = 0.1) -> None:
+    """Small output layer (U(+-scale / sqrt(fan_in)), zero bias): a fresh network predicts
+    about the training mean (0 in normalized units) instead of outputs of order 1 or more."""
+    bound = scale / layer.in_features**0.5
+    nn.init.uniform_(layer.weight, -bound, bound, generator=generator)
+    nn.init.zeros_(layer.bias)
+
+
 # ---- SV-Net -------------------------------------------------------------------------------------
 class SVNet(nn.Module):
     """SV-Net of Fig. 3 for one Table I variant. Raw inputs in, normalized action out.
@@ -340,7 +348,13 @@ class SVNet(nn.Module):
         for k in _STAT_SIZES:
             self.register_buffer(f"{k}_mean", stats.mean[k].clone())
             self.register_buffer(f"{k}_std", stats.std[k].clone())
-        _init_weights(self, generator if generator is not None else torch.Generator())
+        gen = generator if generator is not None else torch.Generator()
+        _init_weights(self, gen)
+        if self.history is not None:
+            _init_output(self.history.head, gen)
+        last = self.command[-1]
+        if isinstance(last, nn.Linear):
+            _init_output(last, gen)
 
     @property
     def has_history(self) -> bool:

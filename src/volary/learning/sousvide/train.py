@@ -7,8 +7,8 @@
   the rest for ``no_pretrain`` and is absent for ``no_rma``; the SqueezeNet encoder always
   trains (the paper re-trains it on its data).
 - Adam, learning rate 1e-4 (Sec. VI-A). The validation split is by rollout unit, so no rollout
-  is in both sets; the stage-2 weights kept are those of the epoch with the lowest validation
-  loss (the last epoch's when there is no validation split).
+  is in both sets; each stage keeps the weights of its epoch with the lowest validation loss
+  (the last epoch's when there is no validation split).
 - Every random draw (weight init, split, batch order, augmentation) derives from ``seed``:
   same seed, same device, same thread count -> the same checkpoint.
 """
@@ -341,7 +341,7 @@ def _run_stage(
         s.curve.append({"epoch": epoch, "train_loss": total / count, "val_loss": _j(val)})
         if progress is not None:
             progress(s.name, epoch, total / count, None if math.isnan(val) else val)
-        if s.stage == 2 and not math.isnan(val) and val < best[0]:
+        if not math.isnan(val) and val < best[0]:
             best = (val, epoch, {k: v.detach().clone() for k, v in net.state_dict().items()})
     if best[2] is not None:
         net.load_state_dict(best[2])
