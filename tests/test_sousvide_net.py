@@ -317,3 +317,12 @@ def test_policy_runs_on_the_device_and_repeats_itself(device: str) -> None:
         runs.append(torch.stack([pol.act(_obs(state, img, t, obj, k)) for k in range(3)]))
     assert runs[0].device == state.device and torch.isfinite(runs[0]).all()
     assert torch.equal(runs[0], runs[1])
+
+
+def test_a_fresh_net_predicts_about_the_mean() -> None:
+    for v in VARIANTS:
+        net = _net(v)
+        y = net(*_inputs(64))
+        assert y.abs().max() < 0.5, v  # normalized units: the target std is 1
+        if net.history is not None:
+            assert net.theta_estimate(_inputs(64)[3]).abs().max() < 0.5, v
