@@ -26,7 +26,8 @@ Disturbances (Table II):
 - ``static``: the gate, ladder and monitor are removed from the splat *and* from the collision
   world (the paper removed the objects physically, so flying through the ladder's space is no
   collision). The paper also occluded the pillars beside the gate; that part is not modelled.
-- ``payload``: mass x (1 + ``payload``) (+30 %, the paper's 350 g) with the nominal k_th.
+- ``payload``: mass x (1 + ``payload``) (+30 %, the paper's 350 g) with the nominal k_th;
+  ``payload`` > -1, so a negative value flies a lighter vehicle (mass-variation sweeps).
 - ``wind``: from t = 4 s to 9 s a lateral gust: mean wind ``wind`` m/s along +y plus a
   Gauss-Markov gust (std 1 m/s, 0.5 s correlation) through the model's body drag (the paper's
   leaf blower; its 40 m/s is at the nozzle, not at the drone). Outside the window still air.
@@ -123,8 +124,9 @@ class EvalConfig:
                 raise ConfigError(f"{name}: expected an integer >= 1, got {v!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ConfigError(f"seed: expected an integer >= 0, got {self.seed!r}")
-        for f in ("start_pos", "start_yaw", "lighting", "payload", "wind", "crash_depth"):
+        for f in ("start_pos", "start_yaw", "lighting", "wind", "crash_depth"):
             _finite(self, f, lo=0.0, strict=False)
+        _finite(self, "payload", lo=-1.0, strict=True)  # a negative payload lightens the vehicle
         for f in ("control_hz", "physics_hz", "proximity_radius", "off_course", "goal_tol",
                   "heading_tol"):  # fmt: skip
             _finite(self, f, lo=0.0, strict=True)
