@@ -16,7 +16,9 @@ one call of N envs would take longer (estimated from a 1-env call) only as many 
 are rendered per call and the row says ``limited``; a case whose single frame exceeds the cap
 is ``skipped``.
 Torch (and numba) threads are set explicitly (``--threads``, default 1: the dev machine is
-shared); on the CPU the CPU time of the process gives frames per CPU-second too.
+shared; ``--threads 2`` writes ``splat-cpu-2threads.json``); on the CPU the CPU time of the
+process (all threads) gives frames per CPU-second too, a figure less sensitive to other
+processes than wall time. Each case is timed ``--min-repeats`` (3) to 7 times.
 """
 
 from __future__ import annotations
@@ -63,13 +65,14 @@ def intrinsics(size: int) -> tuple[float, float, float, float]:
     return (f, f, size / 2, size / 2)
 
 
-def time_calls(fn, device: str, budget_s: float, max_repeats: int = 7):
-    """Repeat (no warm-up here) while another call fits in ``budget_s`` (at least once, at most
-    ``max_repeats``). Returns (wall times, CPU times)."""
+def time_calls(fn, device: str, budget_s: float, max_repeats: int = 7, min_repeats: int = 1):
+    """Repeat (no warm-up here) while another call fits in ``budget_s`` (at least
+    ``min_repeats`` times, at most ``max_repeats``). Returns (wall times, CPU times)."""
     times: list[float] = []
     cpu: list[float] = []
     while len(times) < max_repeats:
-        if times and sum(times) * (1 + 1 / len(times)) > budget_s:
+        enough = len(times) >= min_repeats
+        if enough and times and sum(times) * (1 + 1 / len(times)) > budget_s:
             break
         c0, t0 = time.process_time(), time.perf_counter()
         fn()
@@ -99,7 +102,9 @@ def bench_case(splats, spec, backend: str, device: str, size: int, n: int, args)
     m = n
     if one * n > args.max_case_s / 2:  # leave room for a second repeat
         m = max(1, int(args.max_case_s / 2 / one))
-    times, cpu = time_calls(lambda: call(m), device, min(args.budget_s, args.max_case_s))
+    times, cpu = time_calls(
+        lambda: call(m), device, min(args.budget_s, args.max_case_s), min_repeats=args.min_repeats
+    )
     med = statistics.median(times)
     q = statistics.quantiles(times, n=4) if len(times) >= 2 else [times[0]] * 3
     out = {
@@ -188,7 +193,16 @@ def main() -> None:
     ap.add_argument("--gaussians", type=int, nargs="+", default=list(GAUSSIANS))
     ap.add_argument("--max-case-s", type=float, default=20.0, help="cap per case (s)")
     ap.add_argument("--budget-s", type=float, default=3.0, help="timing budget per case (s)")
-    ap.add_argument("--threads", type=int, default=1, help="torch and numba threads")
+    ap.add_argument(
+        "--min-repeats", type=int, default=3, help="timed calls per case at least (median)"
+    )
+    ap.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads (the fast path splits envs, or rows when N < threads, over them); "
+        "the default output name gets -<T>threads when T > 1",
+    )
     ap.add_argument("--scenario", default="forest")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=None)
@@ -196,7 +210,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     import numba
 
-    numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))
+    numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))  # type: ignore[attr-defined]
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         raise SystemExit("--device cuda: CUDA is not available")
     from volary.sensors.splat.synth import synthesize_scenario
@@ -239,7 +253,8 @@ def main() -> None:
         "results": results,
     }
     kind = "cuda" if args.device.startswith("cuda") else "cpu"
-    out = args.out or HERE / "results" / f"splat-{kind}.json"
+    suffix = f"-{args.threads}threads" if args.threads > 1 else ""
+    out = args.out or HERE / "results" / f"splat-{kind}{suffix}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(doc, indent=2) + "\n")
     table(results, args.sizes, args.envs)
