@@ -48,7 +48,7 @@ def evaluate_all(out: Path, args: argparse.Namespace) -> None:
     scene = make_scene()
     results: dict[str, dict[str, object]] = {}
     cases = [("baseline", {}), ("mass-30", {"payload": -0.3}), ("mass+30", {"payload": 0.3})]
-    for variant in VARIANTS:
+    for variant in args.variants.split(","):
         ckpt = out / f"{variant}.pt"
         if not ckpt.is_file():
             continue
@@ -64,8 +64,18 @@ def evaluate_all(out: Path, args: argparse.Namespace) -> None:
             row["wall_s"] = time.perf_counter() - t0
             results.setdefault(variant, {})[name] = row
             print(variant, name, json.dumps(row.get("summary", row))[:300])
-    (out / "results.json").write_text(json.dumps(results, indent=1, default=float) + "\n")
-    (out / "table.md").write_text(tables(results))
+    for variant, rows in results.items():
+        text = json.dumps(rows, indent=1, default=float) + "\n"
+        (out / f"results-{variant}.json").write_text(text)
+    merged = merge(out)
+    (out / "results.json").write_text(json.dumps(merged, indent=1, default=float) + "\n")
+    (out / "table.md").write_text(tables(merged))
+
+
+def merge(out: Path) -> dict[str, dict]:
+    """Every ``results-<variant>.json`` in OUT, in Table I order."""
+    found = {p.stem.removeprefix("results-"): p for p in out.glob("results-*.json")}
+    return {v: json.loads(found[v].read_text()) for v in VARIANTS if v in found}
 
 
 def tables(results: dict[str, dict[str, dict]]) -> str:
@@ -108,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--width", type=float, default=0.5)
     ap.add_argument("--trials", type=int, default=4)
+    ap.add_argument("--variants", default=",".join(VARIANTS), help="eval: comma-separated")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
@@ -116,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     elif args.stage == "eval":
         evaluate_all(args.out, args)
     else:
-        results = json.loads((args.out / "results.json").read_text())
+        results = merge(args.out)
+        (args.out / "results.json").write_text(json.dumps(results, indent=1) + "\n")
         (args.out / "table.md").write_text(tables(results))
     return 0
 

@@ -58,8 +58,11 @@ def test_train_then_eval_the_checkpoint(tmp_path) -> None:
     assert _sv("generate", "--out", str(out), *TINY).exit_code == 0
     r = _sv("train", "--data", str(out), "--out", str(tmp_path / "t"), "--variant", "big")
     assert r.exit_code == 2 and "variant" in r.output, r.output
+    r = _sv("train", "--data", str(out), "--out", str(tmp_path / "t"), "--width", "0")
+    assert r.exit_code == 2 and "cnn_width" in r.output, r.output
     r = _sv("train", "--data", str(out), "--out", str(tmp_path / "t"), "--steps", "2",
-            "--pretrain-steps", "2", "--epochs", "1", "--batch", "8")  # fmt: skip
+            "--pretrain-steps", "2", "--epochs", "1", "--batch", "8",
+            "--width", "0.25", "--lr", "3e-4")  # fmt: skip
     assert r.exit_code == 0, r.output
     ckpt = tmp_path / "t" / "svnet.pt"
     assert ckpt.is_file()

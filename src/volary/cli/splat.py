@@ -286,9 +286,14 @@ def sousvide_train(
     batch: Annotated[int, typer.Option("--batch", help="Batch size.")] = 64,
     seed: Annotated[int, typer.Option("--seed", help="Seed (init, split, batches).")] = 0,
     device: Annotated[str, typer.Option("--device", help="cpu, cuda or cuda:N.")] = "cpu",
+    lr: Annotated[float, typer.Option("--lr", help="Adam learning rate (paper: 1e-4).")] = 1e-4,
+    width: Annotated[
+        float, typer.Option("--width", help="SqueezeNet channel multiplier (1.0: SqueezeNet 1.1).")
+    ] = 1.0,
 ) -> None:
     """Train SV-Net (or an ablation of Table I) on an expert dataset."""
     from volary.errors import VolaryError
+    from volary.learning.sousvide.net import ArchConfig
     from volary.learning.sousvide.train import TrainConfig, train_policy
 
     _sv_device(device)
@@ -297,7 +302,8 @@ def sousvide_train(
     try:
         cfg = TrainConfig(
             variant=variant, stage2_max_steps=steps, stage1_max_steps=pretrain_steps,
-            stage2_epochs=epochs, batch_size=batch, seed=seed, device=device,
+            stage2_epochs=epochs, batch_size=batch, seed=seed, device=device, lr=lr,
+            arch=ArchConfig(cnn_width=width),
         )  # fmt: skip
         ckpt = train_policy(data, out, variant, cfg)
     except VolaryError as e:
