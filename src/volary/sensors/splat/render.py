@@ -496,12 +496,14 @@ def render(
         rgb, depth, alpha = _render_gsplat(splats, k, t_wc, width, height, bg, near, far, blur, deg)
     else:
         kw = dict(near=near, far=far, blur=blur, sh_degree=deg, depth_mode=depth_mode)
-        if name == "fast":
-            from volary.sensors.splat.fast import render_fast
+        if name == "fast":  # the same last steps, in NumPy (no torch intra-op threads)
+            from volary.sensors.splat.fast import render_fast_image
 
-            rgb, wz, alpha = render_fast(splats, k, t_wc, width, height, **kw)  # type: ignore[arg-type]
-        else:
-            rgb, wz, alpha = _render_torch(name, splats, k, t_wc, width, height, kw)
+            rgb, depth, alpha = render_fast_image(
+                splats, k, t_wc, width, height, bg, min_alpha, depth_fill, **kw
+            )
+            return SplatImage(rgb, depth, alpha)
+        rgb, wz, alpha = _render_torch(name, splats, k, t_wc, width, height, kw)
         rgb = rgb + (1.0 - alpha)[..., None] * bg
         depth = wz / alpha.clamp_min(1e-12)
     depth = torch.where(alpha >= min_alpha, depth, torch.full_like(depth, depth_fill))
