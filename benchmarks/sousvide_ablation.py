@@ -34,6 +34,7 @@ def train(data: Path, out: Path, variant: str, args: argparse.Namespace) -> None
         seed=args.seed,
         threads=1,
         arch=ArchConfig(cnn_width=args.width),
+        history_actions=args.history_actions,
     )
     t0 = time.perf_counter()
     path = train_policy(data, out, variant, cfg)
@@ -117,6 +118,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lr", type=float, default=3e-4)
     ap.add_argument("--epochs", type=int, default=3)
     ap.add_argument("--width", type=float, default=0.5)
+    ap.add_argument(
+        "--history-actions",
+        action="store_true",
+        help="train: history entries also carry the command u^(k-1) (RMA-style, not eq. 3)",
+    )
     ap.add_argument("--trials", type=int, default=4)
     ap.add_argument("--variants", default=",".join(VARIANTS), help="eval: comma-separated")
     ap.add_argument("--seed", type=int, default=0)

@@ -62,7 +62,7 @@ def test_train_then_eval_the_checkpoint(tmp_path) -> None:
     assert r.exit_code == 2 and "cnn_width" in r.output, r.output
     r = _sv("train", "--data", str(out), "--out", str(tmp_path / "t"), "--steps", "2",
             "--pretrain-steps", "2", "--epochs", "1", "--batch", "8",
-            "--width", "0.25", "--lr", "3e-4")  # fmt: skip
+            "--width", "0.25", "--lr", "3e-4", "--history-actions")  # fmt: skip
     assert r.exit_code == 0, r.output
     ckpt = tmp_path / "t" / "svnet.pt"
     assert ckpt.is_file()

@@ -9,7 +9,9 @@ import torch
 from volary.errors import ConfigError, FileFormatError
 from volary.learning.sousvide import dataset as ds
 from volary.learning.sousvide.history import (
+    ActionWindow,
     HistoryBuffer,
+    action_windows,
     history_entry,
     history_windows,
     observable,
@@ -44,6 +46,19 @@ def test_online_buffer_matches_offline_windows_and_pads_the_start() -> None:
     assert offline[5, :, 0] == pytest.approx(0.05)
     buf.reset()
     assert (buf.push(t[:1], obs[:1])[0] == offline[0]).all()
+
+
+def test_command_windows_online_equal_offline_and_pair_each_entry_with_its_command() -> None:
+    u = torch.arange(24, dtype=torch.float32).reshape(6, 4)
+    offline = action_windows(u, 3)
+    assert (offline[0] == 0).all() and (offline[1, -1] == u[0]).all()
+    assert torch.equal(offline[4], u[1:4])  # entries ending at 2, 3, 4 carry u1, u2, u3
+    win = ActionWindow(1, 3)
+    for k in range(6):
+        assert torch.equal(win.push()[0], offline[k])
+        win.record(u[k : k + 1])
+    win.reset()
+    assert (win.push() == 0).all()
 
 
 def _units(b: int, steps: int) -> dict[str, np.ndarray]:

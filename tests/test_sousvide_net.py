@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from volary.errors import ConfigError, FileFormatError, UnknownNameError
-from volary.learning.sousvide.history import history_windows, observable
+from volary.learning.sousvide.history import action_windows, history_windows, observable
 from volary.learning.sousvide.net import (
     VARIANTS,
     ArchConfig,
@@ -35,11 +35,13 @@ SMALL = ArchConfig(
 )
 
 
-def _net(variant: str = "svnet", size: int = 32, seed: int = 0, window: int = 3) -> SVNet:
-    cfg = NetConfig(variant, window, size, size, SMALL)
+def _net(
+    variant: str = "svnet", size: int = 32, seed: int = 0, window: int = 3, actions: bool = False
+) -> SVNet:
+    cfg = NetConfig(variant, window, size, size, SMALL, history_actions=actions)
     net = SVNet(cfg, torch.Generator().manual_seed(seed))
     g = torch.Generator().manual_seed(seed + 100)
-    stats = NormStats.identity()
+    stats = NormStats.identity(cfg.entry_size)
     mean = {k: 0.1 * torch.randn(v.shape, generator=g) for k, v in stats.mean.items()}
     std = {k: 0.5 + torch.rand(v.shape, generator=g) for k, v in stats.std.items()}
     net.set_stats(NormStats.from_moments(mean, std))
@@ -249,6 +251,25 @@ def test_policy_matches_the_offline_eq3_windows_and_is_a_policy(tmp_path) -> Non
     assert again.variant == "svnet"
     acts2 = torch.stack([again.act(_obs(state, img, t, obj, k)) for k in range(6)])
     assert torch.equal(acts, acts2)
+
+
+def test_policy_with_command_history_matches_the_offline_windows() -> None:
+    """history_actions: each entry also carries the command sent over its interval; the
+    online windows (policy) equal the offline ones built from the same commands."""
+    net = _net("svnet", actions=True)
+    assert net.config.entry_size == 15 and net.history is not None
+    pol = SVPolicy(net)
+    state, img, t, obj = _rollout(6, 2, seed=2)
+    acts = torch.stack([pol.act(_obs(state, img, t, obj, k)) for k in range(6)])
+    for e in range(2):
+        o = observable(state[:, e])
+        win = history_windows(t[:, e], o, net.config.window)
+        win = torch.cat((win, action_windows(acts[:, e], net.config.window)), dim=-1)
+        u = net.denormalize_action(net(img[:, e], o, obj[e].expand(6, 7), win))
+        u[:, 0] = u[:, 0].clamp(0, 1)
+        torch.testing.assert_close(acts[:, e], u)
+    with pytest.raises(ConfigError, match="15 fields"):
+        net.set_stats(NormStats.identity())  # eq. 3-only statistics do not fit
 
 
 def test_policy_ignores_lateral_position() -> None:

@@ -235,6 +235,25 @@ def test_train_policy_writes_a_loadable_checkpoint_and_the_loss_drops(data_path,
     assert u.shape == (3, 4) and torch.isfinite(u).all()
 
 
+def test_command_history_pairs_each_entry_with_its_rollouts_command(data_path, tmp_path) -> None:
+    from volary.learning.sousvide.history import action_windows
+    from volary.learning.sousvide.train import with_commands
+
+    a = ds.read(data_path)
+    h = with_commands(a)
+    assert h.shape == (*a.history.shape[:2], 15)
+    np.testing.assert_array_equal(h[..., :11], a.history)
+    for unit in (0, 5):
+        rows = np.flatnonzero(a.unit == unit)
+        want = action_windows(torch.as_tensor(a.action[rows]), a.history.shape[1])
+        np.testing.assert_array_equal(h[rows, :, 11:], want.numpy())  # never across rollouts
+    cfg = _cfg(history_actions=True, stage1_max_steps=3, stage2_max_steps=3)
+    pol = SVPolicy.load(train_policy(data_path, tmp_path / "o", "svnet", cfg))
+    assert pol.net.config.history_actions and pol.net.history_mean.numel() == 15
+    with pytest.raises(ConfigError, match="history_actions"):
+        _cfg(history_actions=1)
+
+
 def test_training_is_deterministic_per_seed(data_path) -> None:
     arrays = ds.read(data_path)
     cfg = _cfg(variant="no_latent", stage1_max_steps=4, stage2_max_steps=3, augment=True)

@@ -290,6 +290,12 @@ def sousvide_train(
     width: Annotated[
         float, typer.Option("--width", help="SqueezeNet channel multiplier (1.0: SqueezeNet 1.1).")
     ] = 1.0,
+    history_actions: Annotated[
+        bool,
+        typer.Option(
+            "--history-actions", help="History entries also carry the command u^(k-1) (not eq. 3)."
+        ),
+    ] = False,
 ) -> None:
     """Train SV-Net (or an ablation of Table I) on an expert dataset."""
     from volary.errors import VolaryError
@@ -303,7 +309,7 @@ def sousvide_train(
         cfg = TrainConfig(
             variant=variant, stage2_max_steps=steps, stage1_max_steps=pretrain_steps,
             stage2_epochs=epochs, batch_size=batch, seed=seed, device=device, lr=lr,
-            arch=ArchConfig(cnn_width=width),
+            arch=ArchConfig(cnn_width=width), history_actions=history_actions,
         )  # fmt: skip
         ckpt = train_policy(data, out, variant, cfg)
     except VolaryError as e:

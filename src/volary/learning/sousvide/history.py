@@ -14,6 +14,10 @@ W"), q_WB^k is conj(q^k), so dq is the rotation from the attitude at k-1 to the 
 expressed in the body frame at k; it is the identity [1, 0, 0, 0] when the attitude holds.
 A window holds the T most recent entries, oldest first. Before a rollout has T+1 samples the
 window is left-padded with the *empty entry* ``[0, 0,0,0, 0,0,0, 1,0,0,0]`` (dt = 0 marks it).
+
+Optional (not in eq. 3; RMA's original state-action history, and the quantity eq. 5 divides
+by): each entry ending at k may carry the command u^{k-1} = [f_th, W] applied from k-1 to k,
+zero for padding and for the first entry (:func:`action_windows`, :class:`ActionWindow`).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from volary.math.quaternion import quat_conj, quat_mul
 
 OBS_SIZE = 8  # [p_z, v_x, v_y, v_z, q_w, q_x, q_y, q_z]
 ENTRY_SIZE = 11  # [dt, dp (3), dv (3), dq (4)]
+ACTION_ENTRY = 4  # [f_th, W (3)] appended per entry when the history carries commands
 
 
 def observable(state: Tensor) -> Tensor:
@@ -101,3 +106,53 @@ class HistoryBuffer:
         self._t, self._obs = t.clone(), obs.clone()
         self._started = torch.ones_like(self._started)
         return self.entries
+
+
+def action_windows(action: Tensor, window: int) -> Tensor:
+    """Commands per window entry for one rollout: action (K, 4) -> (K, window, 4).
+
+    Row k pairs the entries ending at k-window+1 .. k with u^(k-window) .. u^(k-1), the command
+    applied over each entry's interval; indices before the rollout's start are zero.
+    """
+    if window < 1:
+        raise ConfigError(f"window: expected >= 1, got {window}")
+    k = action.shape[0]
+    padded = torch.cat((action.new_zeros(window, action.shape[-1]), action), dim=0)
+    idx = torch.arange(k, device=action.device)[:, None] + torch.arange(
+        window, device=action.device
+    )
+    return padded[idx]  # row k: padded[k .. k+window-1] = u^(k-window) .. u^(k-1)
+
+
+class ActionWindow:
+    """Online twin of :func:`action_windows` for N envs: ``push()`` before each decision,
+    ``record(u)`` with the command then sent."""
+
+    def __init__(
+        self,
+        n_envs: int,
+        window: int,
+        dtype: torch.dtype = torch.float32,
+        device: torch.device | str = "cpu",
+    ) -> None:
+        if n_envs < 1 or window < 1:
+            raise ConfigError(f"n_envs, window: expected >= 1, got {n_envs}, {window}")
+        self.entries = torch.zeros(n_envs, window, ACTION_ENTRY, dtype=dtype, device=device)
+        self._last = torch.zeros(n_envs, ACTION_ENTRY, dtype=dtype, device=device)
+        self._started = torch.zeros(n_envs, dtype=torch.bool, device=device)
+
+    def reset(self, mask: Tensor | None = None) -> None:
+        m = torch.ones_like(self._started) if mask is None else mask.to(self._started.device)
+        self.entries[m] = 0.0
+        self._last[m] = 0.0
+        self._started[m] = False
+
+    def push(self) -> Tensor:
+        """Append the last recorded command (envs past their first step); (N, window, 4)."""
+        rolled = torch.cat((self.entries[:, 1:], self._last[:, None]), dim=1)
+        self.entries = torch.where(self._started[:, None, None], rolled, self.entries)
+        self._started = torch.ones_like(self._started)
+        return self.entries
+
+    def record(self, u: Tensor) -> None:
+        self._last = u.to(self._last).clone()

@@ -7,8 +7,9 @@ Three parts (Fig. 3):
   Iandola et al. 2016 / the 1.1 layer plan, no torchvision) over the normalized RGB image, a 1x1
   conv head to ``image_features`` channels and global average pooling, concatenated with the
   normalized height and attitude [p_z, q] and fused by an MLP.
-- *History network* (RMA, Sec. V): an MLP over the flattened, normalized eq. 3 window (T x 11)
-  whose output layer regresses the normalized dynamics parameters theta = [k_th, m]; the
+- *History network* (RMA, Sec. V): an MLP over the flattened, normalized eq. 3 window
+  (T x 11; T x 15 with ``NetConfig.history_actions``, each entry then carrying u^(k-1)) whose
+  output layer regresses the normalized dynamics parameters theta = [k_th, m]; the
   activations of its second-to-last layer are the *latent* (:meth:`SVNet.latent`).
 - *Command network*: an MLP over [features, history context, observable state (8),
   objective (7)] that outputs the normalized action [f_th, W_x, W_y, W_z].
@@ -33,7 +34,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from volary.errors import ConfigError, FileFormatError, UnknownNameError
-from volary.learning.sousvide.history import ENTRY_SIZE, OBS_SIZE
+from volary.learning.sousvide.history import ACTION_ENTRY, ENTRY_SIZE, OBS_SIZE
 
 OBJECTIVE_SIZE = 7  # first waypoint (3), last waypoint (3), total time (s)
 THETA_SIZE = 2  # [k_th (N), m (kg)]
@@ -138,14 +139,22 @@ class NetConfig:
     image_height: int = 64
     image_width: int = 64
     arch: ArchConfig = field(default_factory=ArchConfig)
+    history_actions: bool = False  # entries carry u^(k-1) (RMA-style; not in eq. 3)
 
     def __post_init__(self) -> None:
         get_variant(self.variant)
         _positive_int("window", self.window)
+        if not isinstance(self.history_actions, bool):
+            raise ConfigError(f"history_actions: expected a bool, got {self.history_actions!r}")
         for name in ("image_height", "image_width"):
             v = getattr(self, name)
             if not isinstance(v, int) or v < MIN_IMAGE_SIZE:
                 raise ConfigError(f"{name}: expected an int >= {MIN_IMAGE_SIZE} px, got {v!r}")
+
+    @property
+    def entry_size(self) -> int:
+        """Fields per history entry: eq. 3's 11, plus the command when ``history_actions``."""
+        return ENTRY_SIZE + (ACTION_ENTRY if self.history_actions else 0)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -236,12 +245,12 @@ def mlp(sizes: tuple[int, ...] | list[int], activate_last: bool) -> nn.Sequentia
 
 
 class HistoryNet(nn.Module):
-    """RMA history network over a normalized flattened window (N, T * 11): ``body`` (Linear +
+    """RMA history network over a normalized flattened window (N, T * entry): ``body`` (Linear +
     ReLU layers) gives the latent, ``head`` (one Linear) the normalized theta estimate (N, 2)."""
 
-    def __init__(self, window: int, hidden: tuple[int, ...]) -> None:
+    def __init__(self, window: int, hidden: tuple[int, ...], entry: int = ENTRY_SIZE) -> None:
         super().__init__()
-        self.body = mlp((window * ENTRY_SIZE, *hidden), activate_last=True)
+        self.body = mlp((window * entry, *hidden), activate_last=True)
         self.head = nn.Linear(hidden[-1], THETA_SIZE)
 
     def forward(self, flat: Tensor) -> Tensor:
@@ -257,6 +266,11 @@ _STAT_SIZES = {
     "theta": THETA_SIZE,
     "action": ACTION_SIZE,
 }
+_HISTORY_SIZES = (ENTRY_SIZE, ENTRY_SIZE + ACTION_ENTRY)
+
+
+def _stat_sizes(entry: int) -> dict[str, int]:
+    return dict(_STAT_SIZES, history=entry)
 
 
 @dataclass(frozen=True)
@@ -268,19 +282,24 @@ class NormStats:
     std: dict[str, Tensor]  # name -> (size,), > 0
 
     @classmethod
-    def identity(cls) -> NormStats:
+    def identity(cls, entry: int = ENTRY_SIZE) -> NormStats:
+        sizes = _stat_sizes(entry)
         return cls(
-            {k: torch.zeros(n) for k, n in _STAT_SIZES.items()},
-            {k: torch.ones(n) for k, n in _STAT_SIZES.items()},
+            {k: torch.zeros(n) for k, n in sizes.items()},
+            {k: torch.ones(n) for k, n in sizes.items()},
         )
 
     @classmethod
     def from_moments(
         cls, mean: dict[str, Tensor], std: dict[str, Tensor], floor: float = 1e-6
     ) -> NormStats:
-        """Checks sizes; a std below ``floor`` (a constant input) becomes 1."""
+        """Checks sizes (the history entry: 11, or 15 with commands); a std below ``floor``
+        (a constant input) becomes 1."""
+        entry = int(torch.as_tensor(mean["history"]).numel())
+        if entry not in _HISTORY_SIZES:
+            raise ConfigError(f"stats['history']: expected {_HISTORY_SIZES} fields, got {entry}")
         m, s = {}, {}
-        for k, n in _STAT_SIZES.items():
+        for k, n in _stat_sizes(entry).items():
             mk, sk = torch.as_tensor(mean[k]).float(), torch.as_tensor(std[k]).float()
             if mk.shape != (n,) or sk.shape != (n,):
                 raise ConfigError(f"stats[{k!r}]: expected shape ({n},), got {tuple(mk.shape)}")
@@ -312,7 +331,7 @@ class SVNet(nn.Module):
     """SV-Net of Fig. 3 for one Table I variant. Raw inputs in, normalized action out.
 
     ``forward(image, obs, objective, window)``: image (N, H, W, 3) uint8, obs (N, 8) observable
-    state [p_z, v, q], objective (N, 7), window (N, T, 11) eq. 3 entries (ignored by ``no_rma``,
+    state [p_z, v, q], objective (N, 7), window (N, T, entry) eq. 3 entries (ignored by ``no_rma``,
     may be None there) -> (N, 4) normalized action; :meth:`denormalize_action` makes it
     physical.
     """
@@ -340,11 +359,15 @@ class SVNet(nn.Module):
         a = config.arch
         self.cnn = SqueezeNet(a.image_features, a.cnn_width)
         self.fusion = mlp((a.image_features + 5, *a.feature_hidden, a.features), True)
-        self.history = HistoryNet(config.window, a.history_hidden) if self.has_history else None
+        self.history = (
+            HistoryNet(config.window, a.history_hidden, config.entry_size)
+            if self.has_history
+            else None
+        )
         ctx = {"latent": a.history_hidden[-1], "theta": THETA_SIZE, "none": 0}
         n_in = a.features + ctx[self.variant.context] + OBS_SIZE + OBJECTIVE_SIZE
         self.command = mlp((n_in, *a.command_hidden, ACTION_SIZE), activate_last=False)
-        stats = NormStats.identity()
+        stats = NormStats.identity(config.entry_size)
         for k in _STAT_SIZES:
             self.register_buffer(f"{k}_mean", stats.mean[k].clone())
             self.register_buffer(f"{k}_std", stats.std[k].clone())
@@ -363,6 +386,12 @@ class SVNet(nn.Module):
     # -- normalization
     def set_stats(self, stats: NormStats) -> None:
         """Copy training-set statistics into the model's buffers."""
+        if stats.mean["history"].numel() != self.config.entry_size:
+            raise ConfigError(
+                f"stats['history']: expected {self.config.entry_size} fields for this net "
+                f"(history_actions={self.config.history_actions}), got "
+                f"{stats.mean['history'].numel()}"
+            )
         for k in _STAT_SIZES:
             getattr(self, f"{k}_mean").copy_(stats.mean[k])
             getattr(self, f"{k}_std").copy_(stats.std[k])

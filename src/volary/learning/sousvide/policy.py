@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from volary.errors import ConfigError
-from volary.learning.sousvide.history import HistoryBuffer, observable
+from volary.learning.sousvide.history import ActionWindow, HistoryBuffer, observable
 from volary.learning.sousvide.net import OBJECTIVE_SIZE, SVNet, load_checkpoint, save_checkpoint
 
 OBS_KEYS = ("image", "state", "time", "objective")
@@ -35,6 +35,7 @@ class SVPolicy:
         self.net = net.to(self.device).eval()
         self.meta = dict(meta or {})
         self._buffer: HistoryBuffer | None = None
+        self._commands: ActionWindow | None = None
 
     @classmethod
     def load(cls, path: str | Path, device: str | torch.device = "cpu") -> SVPolicy:
@@ -65,6 +66,11 @@ class SVPolicy:
                     f"n_envs: a masked reset keeps the {self.n_envs} envs, got n_envs={n_envs}"
                 )
             self._buffer = HistoryBuffer(n_envs, self.net.config.window, device=self.device)
+            self._commands = (
+                ActionWindow(n_envs, self.net.config.window, device=self.device)
+                if self.net.config.history_actions
+                else None
+            )
             return
         m = torch.as_tensor(mask, device=self.device)
         if m.dtype != torch.bool or m.shape != (n_envs,):
@@ -72,6 +78,8 @@ class SVPolicy:
                 f"mask: expected a ({n_envs},) bool tensor, got {tuple(m.shape)} {m.dtype}"
             )
         self._buffer.reset(m)
+        if self._commands is not None:
+            self._commands.reset(m)
 
     def _check(self, obs: Any) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         if not isinstance(obs, dict) or any(k not in obs for k in OBS_KEYS):
@@ -115,9 +123,13 @@ class SVPolicy:
         dev, f32 = self.device, torch.float32
         o = observable(state.to(dev, f32))  # [p_z, v, q]: no lateral position
         window = buf.push(t.to(dev, f32), o)
+        if self._commands is not None:  # entries carry the commands sent (history_actions)
+            window = torch.cat((window, self._commands.push()), dim=-1)
         y = self.net(img.to(dev), o, objective.to(dev, f32), window)
         u = self.net.denormalize_action(y)
         u = torch.cat((u[:, :1].clamp(0.0, 1.0), u[:, 1:]), dim=-1)
+        if self._commands is not None:
+            self._commands.record(u)
         return u.to(state.device)
 
 

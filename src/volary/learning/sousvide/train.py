@@ -60,6 +60,7 @@ class TrainConfig:
     device: str = "cpu"
     threads: int = 1  # torch intra-op threads while training (restored afterwards)
     augment: bool = False  # per-image brightness/contrast jitter in stage 2
+    history_actions: bool = False  # history entries also carry u^(k-1) (RMA-style, not eq. 3)
     eval_batch_size: int = 256
     arch: ArchConfig = field(default_factory=ArchConfig)
 
@@ -78,8 +79,9 @@ class TrainConfig:
                 f"val_fraction: expected a fraction in [0, 1), got {self.val_fraction!r}"
             )
         _check_int("seed", self.seed, 0)
-        if not isinstance(self.augment, bool):
-            raise ConfigError(f"augment: expected a bool, got {self.augment!r}")
+        for name in ("augment", "history_actions"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name}: expected a bool, got {getattr(self, name)!r}")
         if not isinstance(self.arch, ArchConfig):
             raise ConfigError(f"arch: expected an ArchConfig, got {type(self.arch).__name__}")
         _parse_device(self.device)
@@ -115,7 +117,7 @@ class SVData:
     images: Tensor  # (R, H, W, 3) uint8
     obs: Tensor  # (R, 8) observable [p_z, v, q]
     objective: Tensor  # (R, 7)
-    history: Tensor  # (R, T, 11) eq. 3 windows
+    history: Tensor  # (R, T, 11) eq. 3 windows; (R, T, 15) with the commands u^(k-1)
     theta: Tensor  # (R, 2) [k_th N, m kg]
     action: Tensor  # (R, 4) expert [f_th, W rad/s]
     unit: np.ndarray  # (R,) rollout index
@@ -124,7 +126,9 @@ class SVData:
         return int(self.obs.shape[0])
 
     @classmethod
-    def from_arrays(cls, a: SousVideArrays, device: torch.device | str = "cpu") -> SVData:
+    def from_arrays(
+        cls, a: SousVideArrays, device: torch.device | str = "cpu", history_actions: bool = False
+    ) -> SVData:
         if a.images is None:
             raise ConfigError("data: the dataset was read without images (read(images=True))")
         if len(a) == 0:
@@ -137,11 +141,23 @@ class SVData:
             images=torch.as_tensor(np.ascontiguousarray(a.images)).to(device),
             obs=observable(t(a.state)),
             objective=t(a.objective),
-            history=t(a.history),
+            history=t(with_commands(a) if history_actions else a.history),
             theta=t(a.theta),
             action=t(a.action),
             unit=np.asarray(a.unit),
         )
+
+
+def with_commands(a: SousVideArrays) -> np.ndarray:
+    """(R, T, 15): each eq. 3 entry followed by the command applied over its interval, as
+    ``history.action_windows`` per rollout (rows of a unit are consecutive steps from 0: the
+    valid rows of a rollout are a prefix), zero before the rollout's first command."""
+    r, window = a.history.shape[:2]
+    offsets = np.arange(window) - window  # entry i of row k pairs with u^(k - window + i)
+    src = np.arange(r)[:, None] + offsets[None, :]
+    ok = (a.step[:, None] + offsets[None, :]) >= 0
+    cmd = np.where(ok[..., None], a.action[np.clip(src, 0, None)], 0.0).astype(np.float32)
+    return np.concatenate((a.history, cmd), axis=-1)
 
 
 def split_units(unit: np.ndarray, val_fraction: float, seed: int) -> tuple[Tensor, Tensor]:
@@ -402,7 +418,7 @@ def fit(
 ) -> tuple[SVNet, dict[str, Any]]:
     """Both stages on in-memory data; (trained net in eval mode, JSON-able report)."""
     device = _parse_device(config.device)
-    data = SVData.from_arrays(arrays, device)
+    data = SVData.from_arrays(arrays, device, config.history_actions)
     gen = torch.Generator().manual_seed(config.seed)
     rows = split_units(data.unit, config.val_fraction, config.seed)
     if rows[0].numel() == 0:
@@ -414,6 +430,7 @@ def fit(
         image_height=int(h),
         image_width=int(w),
         arch=config.arch,
+        history_actions=config.history_actions,
     )
     net = SVNet(net_cfg, gen).to(device)
     net.set_stats(compute_stats(data, rows[0]))
