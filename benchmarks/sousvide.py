@@ -34,7 +34,8 @@ def run_case(envs: int, units: int, t_smp: float, size: int, device: str) -> dic
     from volary.learning.sousvide.generate import GenerateConfig, generate
     from volary.learning.sousvide.scene import make_scene
 
-    cfg = GenerateConfig(n_des=60, n_smp=10, t_smp=t_smp, envs=envs, width=size, height=size,
+    n_des = max(60, -(-units // 10))  # enough units for the case
+    cfg = GenerateConfig(n_des=n_des, n_smp=10, t_smp=t_smp, envs=envs, width=size, height=size,
                          device=device)  # fmt: skip
     scene = make_scene(width=size, height=size)
     with tempfile.TemporaryDirectory() as d:
@@ -65,6 +66,11 @@ def main() -> None:
     ap.add_argument("--t-smp", type=float, default=2.0, help="seconds per rollout")
     ap.add_argument("--size", type=int, default=64, help="image px (square)")
     ap.add_argument("--quick", action="store_true", help="one small case")
+    ap.add_argument(
+        "--cases",
+        default=None,
+        help="ENVSxUNITS,... (default 16x20,64x20; e.g. 256x256,1024x1024 on a GPU)",
+    )
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     import numba
@@ -77,11 +83,18 @@ def main() -> None:
     load0 = os.getloadavg()  # the dev machine is shared: say how busy it was
     run_case(2, 2, 0.2, args.size, args.device)  # warm-up: numba compile, first allocations
     cases = [(8, 8)] if args.quick else CASES
+    if args.cases:
+        try:
+            cases = [tuple(int(v) for v in c.split("x")) for c in args.cases.split(",")]
+            assert all(len(c) == 2 and min(c) > 0 for c in cases)
+        except (ValueError, AssertionError):
+            raise SystemExit(f"--cases: expected ENVSxUNITS,... got {args.cases!r}") from None
     rows = [run_case(e, u, args.t_smp, args.size, args.device) for e, u in cases]
     doc = {
         "benchmark": "sousvide_generate",
         "device": args.device,
         "cpu": cpu_model(),
+        "cuda": torch.cuda.get_device_name() if args.device.startswith("cuda") else None,
         "python": platform.python_version(),
         "torch": torch.__version__,
         "torch_threads": torch.get_num_threads(),

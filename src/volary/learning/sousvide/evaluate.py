@@ -259,7 +259,8 @@ class MovingPeople:
 
         poses = torch.eye(4, dtype=torch.float64).repeat(len(self.X), 1, 1)
         poses[:, :3, 3] = self.positions(t)
-        people = [place_object(self.body, poses[i : i + 1]) for i in range(len(self.X))]
+        body = self.body.to(splats.means.device)
+        people = [place_object(body, poses[i : i + 1]) for i in range(len(self.X))]
         both = with_objects(splats, *people)
         return GaussianSplats(
             both.means[0], both.quats[0], both.log_scales[0], both.opacity_logits[0], both.sh[0]
@@ -303,7 +304,7 @@ class ExpertPolicy:
         cfg = MpcConfig(
             dt=1.0 / self.control_hz, horizon=round(self.control_hz), max_iter=self.mpc_iters
         )
-        self._mpc = BatchedMpcController(params, self.scene.trajectory, cfg)
+        self._mpc = BatchedMpcController(params, self.scene.to(self.device).trajectory, cfg)
 
     def act(self, obs: dict[str, Tensor]) -> Tensor:
         state = obs["state"]
@@ -399,6 +400,7 @@ def evaluate(
     x0 = _start_states(sc, cfg, n).float().to(dev)
     sim.reset(pos=x0[:, :3], vel=x0[:, 3:6], quat=x0[:, 6:10])
     splats, spec = _world(sc, cfg)
+    splats, sc_dev = splats.to(dev), sc.to(dev)  # rendering and the expert run on ``dev``
     world = Scene.stack(spec, n, device=dev)
     people = MovingPeople() if cfg.disturbance == "dynamic" else None
     steps = int(round(sc.duration * cfg.control_hz)) if cfg.steps is None else cfg.steps
@@ -414,7 +416,7 @@ def evaluate(
         t = k * dt
         st = sim.state
         view = people.scene_at(splats, t) if people is not None else splats
-        rgb = sc.render(st.pos, st.quat, view, backend=cfg.backend)
+        rgb = sc_dev.render(st.pos, st.quat, view, backend=cfg.backend)
         if cfg.disturbance == "lighting":
             from volary.sensors.effects import brightness
 

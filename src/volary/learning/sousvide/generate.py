@@ -321,8 +321,9 @@ def fly_expert(
         mass_frac=d.mass_frac,
         thrust_frac=d.thrust_frac,
     )
-    nominal = nominal_params(cfg.platform, dev)
-    x0 = perturbed_start(desired_state(scene, d.t0.to(dev), nominal), d).float()
+    x_des = desired_state(scene, d.t0, nominal_params(cfg.platform, "cpu"))
+    x0 = perturbed_start(x_des, d).float().to(dev)  # drawn on the CPU, any device flies it
+    scene = scene.to(dev)
     sim.reset(pos=x0[:, :3], vel=x0[:, 3:6], quat=x0[:, 6:10])
     mpc_cfg = MpcConfig(dt=dt, horizon=max(1, round(cfg.control_hz)), max_iter=cfg.mpc_iters)
     expert = BatchedMpcController(sim.params, scene.trajectory, mpc_cfg)
@@ -334,15 +335,16 @@ def fly_expert(
     alive = torch.ones(b, dtype=torch.bool, device=dev)
     theta = torch.stack((sim.params.max_thrust, sim.params.mass), dim=-1).float().cpu().numpy()
     t0 = d.t0.to(dev)
+    sync = torch.device(dev).type == "cuda"  # stage timers wait for the GPU's queue
     for k in range(k_steps):
         t_ref = t0 + k * dt
         st = sim.state
         x = state_rows(st)
-        c0 = time.perf_counter()
+        c0 = _clock(sync)
         img = to_uint8(scene.render(st.pos, st.quat, backend=cfg.backend))
-        c1 = time.perf_counter()
+        c1 = _clock(sync)
         u = expert(st, t_ref[:, None], dt)
-        c2 = time.perf_counter()
+        c2 = _clock(sync)
         p_des = scene.trajectory.evaluate(t_ref[:, None].double()).pos[:, 0]
         e = (x[:, :3].double() - p_des).norm(dim=-1)
         alive &= torch.isfinite(x).all(-1) & (e <= cfg.max_error)
@@ -355,7 +357,7 @@ def fly_expert(
         sim.step(u)
         ev = collision_events(world, sim.state.pos, radius)
         alive &= ~(ev.any | sim.state.diverged)
-        c3 = time.perf_counter()
+        c3 = _clock(sync)
         tm.render += c1 - c0
         tm.mpc += c2 - c1
         tm.physics += c3 - c2
@@ -365,6 +367,12 @@ def fly_expert(
     out["objective"][:] = scene.objective.numpy()
     out["history"][:] = _histories(out["time"], out["state"], cfg.window)
     return Rollouts(out, err, tm)
+
+
+def _clock(sync: bool) -> float:
+    if sync:
+        torch.cuda.synchronize()
+    return time.perf_counter()
 
 
 def _empty_rows(cfg: GenerateConfig, b: int) -> dict[str, np.ndarray]:

@@ -23,7 +23,7 @@ objective O of SV-Net (Sec. V) is [first waypoint (3), last waypoint (3), total 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor
@@ -72,6 +72,20 @@ class SousVideScene:
     def duration(self) -> float:
         """Total time of the desired trajectory (s)."""
         return float(self.trajectory.duration)
+
+    def to(self, device: torch.device | str) -> SousVideScene:
+        """The scene with what batched rollouts compute on (splats, desired trajectory,
+        intrinsics) on ``device``; the small metadata (waypoints, yaws, objective) stays on
+        the CPU, where metrics and dataset rows are computed."""
+        dev = torch.device(device)
+        if self.splats.means.device == dev:
+            return self
+        return replace(
+            self,
+            splats=self.splats.to(dev),
+            trajectory=self.trajectory.to(dev),
+            intrinsics=self.intrinsics.to(dev),
+        )
 
     def camera(self, pos: Tensor, quat: Tensor) -> Tensor:
         """T_WC (N, 4, 4) of the onboard camera for bodies at ``pos`` (N, 3), ``quat`` (N, 4)."""
