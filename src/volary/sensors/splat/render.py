@@ -390,7 +390,8 @@ def _render_torch(name, splats, k, t_wc, width, height, kw):
 
 
 def _render_gsplat(splats, k, t_wc, width, height, background, near, far, blur, sh_degree):
-    """gsplat.rasterization (RGB+ED) on CUDA. Untested in this repository (no GPU)."""
+    """gsplat.rasterization (RGB+ED) on CUDA (parity with the reference: tests/test_splat_cuda.py,
+    run on a GPU machine)."""
     import gsplat
 
     if splats.means.dim() != 2:
@@ -409,9 +410,11 @@ def _render_gsplat(splats, k, t_wc, width, height, background, near, far, blur, 
         splats.means, quat_normalize(splats.quats), splats.scales, splats.opacities, splats.sh,
         torch.linalg.inv(t_wc), kk, width, height, near_plane=near, far_plane=far,
         eps2d=blur, sh_degree=sh_degree, render_mode="RGB+ED",
-        backgrounds=background.expand(k.shape[0], 3),
     )  # fmt: skip
-    return out[..., :3], out[..., 3], alpha[..., 0]
+    # background composited here (C + T bg, T = 1 - alpha): gsplat 1.5.3's packed mode rejects
+    # per-camera ``backgrounds``
+    a = alpha[..., 0]
+    return out[..., :3] + (1.0 - a)[..., None] * background, out[..., 3], a
 
 
 # ------------------------------------------------------------------ public entry
