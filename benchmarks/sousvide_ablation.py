@@ -8,7 +8,11 @@ then fly them in the synthesized room under mass variation and the Table II dist
 ``train`` calls ``volary.learning.sousvide.train.train_policy`` with the reduced budget below
 (a CPU stand-in for the paper's 12 GPU hours); ``eval`` flies every checkpoint found in OUT with
 ``volary.learning.sousvide.evaluate`` and writes ``results.json`` and ``table.md`` beside them
-(copied to ``benchmarks/results/sousvide/`` for the record).
+(copied to ``benchmarks/results/sousvide/`` for the record). ``train --history-actions``
+adds the command u^(k-1) to each history entry, ``train --latent N`` sets the RMA latent width
+(default 64); ``compare --row LABEL=RESULTS.json:VARIANT ...`` puts rows of several ``eval``
+runs side by side, ``probe --row LABEL=CKPT ...`` measures what a history net's latent carries
+(``benchmarks/results/sousvide/latent-width/``).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ def train(data: Path, out: Path, variant: str, args: argparse.Namespace) -> None
         threads=1,
         arch=ArchConfig(cnn_width=args.width),
         history_actions=args.history_actions,
+        latent=args.latent,
     )
     t0 = time.perf_counter()
     path = train_policy(data, out, variant, cfg)
@@ -109,9 +114,94 @@ def tables(results: dict[str, dict[str, dict]]) -> str:
     return "\n".join(out) + "\n"
 
 
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return n
+
+
+def compare(specs: list[str], out: Path) -> None:
+    """Rows from several eval runs side by side: each spec is ``LABEL=RESULTS.json:VARIANT``
+    (a ``results.json`` written by ``eval``); writes ``results.json`` (label -> case -> row)
+    and ``table.md`` (one table per mass case, then each row's disturbances) into OUT."""
+    from volary.learning.sousvide.evaluate import format_table
+
+    picked: dict[str, dict] = {}
+    for spec in specs:
+        label, sep, rest = spec.partition("=")
+        path, sep2, variant = rest.rpartition(":")
+        if not (sep and sep2 and label and path and variant):
+            raise SystemExit(f"--row: expected LABEL=RESULTS.json:VARIANT, got {spec!r}")
+        runs = json.loads(Path(path).read_text())
+        if variant not in runs:
+            raise SystemExit(f"--row {spec!r}: {path} has no variant {variant!r} ({list(runs)})")
+        picked[label] = dict(runs[variant], source={"results": path, "variant": variant})
+    lines: list[str] = []
+    for case in ("baseline", "mass-30", "mass+30"):
+        rows = [(k, r[case]["summary"]) for k, r in picked.items() if case in r]
+        lines += [f"### {case}", "", format_table(rows), ""]
+    for label, r in picked.items():
+        rows = [(d, r[d]["summary"]) for d in ("lighting", "dynamic", "static", "wind") if d in r]
+        if rows:
+            lines += [f"### {label}: Table II disturbances", "", format_table(rows), ""]
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(picked, indent=1, default=float) + "\n")
+    (out / "table.md").write_text("\n".join(lines) + "\n")
+
+
+def probe(specs: list[str], data: Path, out: Path) -> None:
+    """How much of the previous command u^(k-1) (the newest history entry's), the current expert
+    command and the mass each frozen history net's latent carries: a ridge probe (lambda 1e-3 x
+    rows, standardized latent) fit on the training rows, R^2 on the held-out rollouts (each
+    net's own training split: 10 % of units, its training seed). Each spec is
+    ``LABEL=CHECKPOINT.pt`` of a net with the command history; writes ``probe.json`` into OUT."""
+    import numpy as np
+
+    from volary.learning.sousvide import dataset as sv_dataset
+    from volary.learning.sousvide.net import load_checkpoint
+    from volary.learning.sousvide.train import split_units, with_commands
+
+    a = sv_dataset.read(data, images=False)
+    hist = torch.as_tensor(with_commands(a))
+    prev = hist[:, -1, 11:].double().numpy()  # zero at a rollout's first step
+    names = ("f_th", "W_x", "W_y", "W_z")
+    targets = {f"u_prev {n}": prev[:, i] for i, n in enumerate(names)}
+    targets |= {f"u_now {n}": a.action[:, i].astype(np.float64) for i, n in enumerate(names)}
+    targets["m"] = a.theta[:, 1].astype(np.float64)
+
+    def r2(z: np.ndarray, y: np.ndarray, tr: np.ndarray, va: np.ndarray) -> float:
+        x = np.c_[(z - z[tr].mean(0)) / (z[tr].std(0) + 1e-8), np.ones(len(z))]
+        reg = 1e-3 * len(tr) * np.eye(x.shape[1])
+        reg[-1, -1] = 0.0
+        w = np.linalg.solve(x[tr].T @ x[tr] + reg, x[tr].T @ y[tr])
+        return float(1 - (y[va] - x[va] @ w).var() / y[va].var())
+
+    found: dict[str, dict[str, float | int]] = {}
+    for spec in specs:
+        label, sep, path = spec.partition("=")
+        if not (sep and label and path):
+            raise SystemExit(f"--row: expected LABEL=CHECKPOINT.pt, got {spec!r}")
+        net, meta = load_checkpoint(path)
+        seed = int(meta["train_config"]["seed"])
+        tr, va = (x.numpy() for x in split_units(np.asarray(a.unit), 0.1, seed))
+        if not net.config.history_actions:
+            raise SystemExit(f"--row {spec!r}: the net has no command history")
+        with torch.no_grad():
+            z = torch.cat([net.latent(h) for h in hist.split(4096)]).double().numpy()
+        r = {k: round(r2(z, y, tr, va), 3) for k, y in targets.items()}
+        found[label] = {"latent": z.shape[1], "split_seed": seed} | r
+        print(label, json.dumps(found[label]), flush=True)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "probe.json").write_text(json.dumps(found, indent=1) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("stage", choices=("train", "eval", "tables"))
+    ap.add_argument("stage", choices=("train", "eval", "tables", "compare", "probe"))
     ap.add_argument("--data", type=Path, default=Path("out/sv/data.h5"))
     ap.add_argument("--out", type=Path, default=Path("out/sv/ablation"))
     ap.add_argument("--variant", choices=VARIANTS, default="svnet")
@@ -123,15 +213,31 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="train: history entries also carry the command u^(k-1) (RMA-style, not eq. 3)",
     )
+    ap.add_argument(
+        "--latent",
+        type=_positive_int,
+        default=None,
+        help="train: RMA latent width, the history net's last hidden layer (default: 64)",
+    )
     ap.add_argument("--trials", type=int, default=4)
     ap.add_argument("--variants", default=",".join(VARIANTS), help="eval: comma-separated")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--row",
+        action="append",
+        default=[],
+        help="compare: LABEL=RESULTS.json:VARIANT; probe: LABEL=CHECKPOINT.pt (repeat)",
+    )
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     if args.stage == "train":
         train(args.data, args.out, args.variant, args)
     elif args.stage == "eval":
         evaluate_all(args.out, args)
+    elif args.stage == "compare":
+        compare(args.row, args.out)
+    elif args.stage == "probe":
+        probe(args.row, args.data, args.out)
     else:
         results = merge(args.out)
         (args.out / "results.json").write_text(json.dumps(results, indent=1) + "\n")

@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 
 from volary.cli.main import app
 from volary.learning.sousvide import dataset as ds
+from volary.learning.sousvide.net import load_checkpoint
 
 runner = CliRunner()
 TINY = ["--n-des", "2", "--n-smp", "2", "--t-smp", "0.3", "--envs", "2", "--size", "32"]
@@ -44,6 +45,7 @@ def test_generate_resumes_and_eval_expert_writes_the_table(tmp_path) -> None:
         (["eval", "--policy", "nope.pt", "--out", "E"], "--policy"),
         (["eval", "--policy", "expert", "--out", "E", "--trials", "0"], "trials"),
         (["train", "--data", "missing.h5", "--out", "T"], "--data"),
+        (["train", "--data", "missing.h5", "--out", "T", "--latent", "0"], "--latent"),
     ],
 )
 def test_bad_options_exit_2_with_one_line(tmp_path, args, needle) -> None:
@@ -62,10 +64,13 @@ def test_train_then_eval_the_checkpoint(tmp_path) -> None:
     assert r.exit_code == 2 and "cnn_width" in r.output, r.output
     r = _sv("train", "--data", str(out), "--out", str(tmp_path / "t"), "--steps", "2",
             "--pretrain-steps", "2", "--epochs", "1", "--batch", "8",
-            "--width", "0.25", "--lr", "3e-4", "--history-actions")  # fmt: skip
+            "--width", "0.25", "--lr", "3e-4", "--history-actions",
+            "--latent", "6")  # fmt: skip
     assert r.exit_code == 0, r.output
     ckpt = tmp_path / "t" / "svnet.pt"
     assert ckpt.is_file()
+    net, _ = load_checkpoint(ckpt)
+    assert net.config.history_actions and net.config.arch.history_hidden[-1] == 6
     r = _sv("eval", "--policy", str(ckpt), "--out", str(tmp_path / "e"), "--trials", "1",
             "--steps", "3")  # fmt: skip
     assert r.exit_code == 0, r.output

@@ -125,6 +125,9 @@ def _cfg(**kw) -> TrainConfig:
         ({"stage1_epochs": 0}, "stage1_epochs"),
         ({"stage2_max_steps": 0}, "stage2_max_steps"),
         ({"seed": -1}, "seed"),
+        ({"latent": 0}, "latent"),
+        ({"latent": 8.0}, "latent"),
+        ({"latent": True}, "latent"),
     ],
 )
 def test_train_config_errors_name_the_field(kw, field) -> None:
@@ -252,6 +255,32 @@ def test_command_history_pairs_each_entry_with_its_rollouts_command(data_path, t
     assert pol.net.config.history_actions and pol.net.history_mean.numel() == 15
     with pytest.raises(ConfigError, match="history_actions"):
         _cfg(history_actions=1)
+
+
+def test_latent_width_is_honoured_and_round_trips_through_the_checkpoint(
+    data_path, tmp_path
+) -> None:
+    """TrainConfig.latent replaces the last history layer (the RMA latent the command net
+    reads); the checkpoint's NetConfig carries it, so SVPolicy.load rebuilds the same net."""
+    cfg = _cfg(latent=5, history_actions=True, stage1_max_steps=2, stage2_max_steps=2)
+    assert cfg.net_arch.history_hidden == (64, 5) and cfg.arch == SMALL
+    assert _cfg().net_arch == SMALL  # None keeps the arch's own latent
+    ck = train_policy(data_path, tmp_path / "o", "svnet", cfg)
+    pol = SVPolicy.load(ck)
+    net = pol.net
+    assert net.config.arch.history_hidden == (64, 5)
+    assert net.history is not None and net.history.head.in_features == 5
+    win = SVData.from_arrays(ds.read(data_path), history_actions=True).history[:3]
+    assert net.latent(win).shape == (3, 5)
+    first = net.command[0]
+    assert first.in_features == SMALL.features + 5 + 8 + 7  # features, latent, obs, objective
+    raw = torch.load(ck, weights_only=True)
+    assert raw["net_config"]["arch"]["history_hidden"] == [64, 5]
+    assert raw["meta"]["train_config"]["latent"] == 5
+    back, _ = load_checkpoint(ck)
+    assert back.config == net.config
+    for k, v in net.state_dict().items():
+        assert torch.equal(back.state_dict()[k], v), k
 
 
 def test_training_is_deterministic_per_seed(data_path) -> None:

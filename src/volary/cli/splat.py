@@ -296,6 +296,12 @@ def sousvide_train(
             "--history-actions", help="History entries also carry the command u^(k-1) (not eq. 3)."
         ),
     ] = False,
+    latent: Annotated[
+        int | None,
+        typer.Option(
+            "--latent", help="RMA latent width: the history net's last hidden layer (default 64)."
+        ),
+    ] = None,
 ) -> None:
     """Train SV-Net (or an ablation of Table I) on an expert dataset."""
     from volary.errors import VolaryError
@@ -303,13 +309,15 @@ def sousvide_train(
     from volary.learning.sousvide.train import TrainConfig, train_policy
 
     _sv_device(device)
+    if latent is not None and latent < 1:
+        _fail(f"--latent: expected an integer >= 1, got {latent}")
     if not data.is_file():
         _fail(f"--data: no such dataset file {str(data)!r}")
     try:
         cfg = TrainConfig(
             variant=variant, stage2_max_steps=steps, stage1_max_steps=pretrain_steps,
             stage2_epochs=epochs, batch_size=batch, seed=seed, device=device, lr=lr,
-            arch=ArchConfig(cnn_width=width), history_actions=history_actions,
+            arch=ArchConfig(cnn_width=width), history_actions=history_actions, latent=latent,
         )  # fmt: skip
         ckpt = train_policy(data, out, variant, cfg)
     except VolaryError as e:

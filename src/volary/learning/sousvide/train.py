@@ -63,6 +63,8 @@ class TrainConfig:
     history_actions: bool = False  # history entries also carry u^(k-1) (RMA-style, not eq. 3)
     eval_batch_size: int = 256
     arch: ArchConfig = field(default_factory=ArchConfig)
+    # RMA latent width: replaces the last entry of arch.history_hidden (None: keep arch's)
+    latent: int | None = None
 
     def __post_init__(self) -> None:
         get_variant(self.variant)
@@ -84,9 +86,19 @@ class TrainConfig:
                 raise ConfigError(f"{name}: expected a bool, got {getattr(self, name)!r}")
         if not isinstance(self.arch, ArchConfig):
             raise ConfigError(f"arch: expected an ArchConfig, got {type(self.arch).__name__}")
+        if self.latent is not None:
+            _check_int("latent", self.latent, 1)
         _parse_device(self.device)
         if get_variant(self.variant).pretrain and self.stage1_epochs < 1:
             raise ConfigError(f"stage1_epochs: variant {self.variant!r} pre-trains, expected >= 1")
+
+    @property
+    def net_arch(self) -> ArchConfig:
+        """``arch`` with the latent width applied: the layer sizes the trained net gets (and its
+        checkpoint stores in ``NetConfig.arch.history_hidden``)."""
+        if self.latent is None:
+            return self.arch
+        return replace(self.arch, history_hidden=(*self.arch.history_hidden[:-1], self.latent))
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -429,7 +441,7 @@ def fit(
         window=int(data.history.shape[1]),
         image_height=int(h),
         image_width=int(w),
-        arch=config.arch,
+        arch=config.net_arch,
         history_actions=config.history_actions,
     )
     net = SVNet(net_cfg, gen).to(device)
