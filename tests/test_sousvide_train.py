@@ -153,10 +153,10 @@ def test_validation_split_keeps_rollouts_whole_and_is_seeded() -> None:
 # ---- stages --------------------------------------------------------------------------------------
 def _setup(path, variant: str, **kw):
     cfg = _cfg(variant=variant, **kw)
-    data = SVData.from_arrays(ds.read(path))
+    data = SVData.from_arrays(ds.read(path), history_actions=cfg.history_actions)
     rows = split_units(data.unit, cfg.val_fraction, cfg.seed)
     gen = torch.Generator().manual_seed(0)
-    net = SVNet(NetConfig(variant, 4, 32, 32, SMALL), gen)
+    net = SVNet(NetConfig(variant, 4, 32, 32, SMALL, cfg.history_actions), gen)
     net.set_stats(compute_stats(data, rows[0]))
     return cfg, data, rows, gen, net
 
@@ -165,9 +165,15 @@ def _snapshot(module) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in module.state_dict().items()}
 
 
+@pytest.mark.parametrize("history_actions", [True, False], ids=["state+cmd", "eq3"])
 @pytest.mark.parametrize("variant", ["svnet", "no_latent", "no_pretrain", "no_rma"])
-def test_frozen_and_trainable_parameters_per_stage(data_path, variant: str) -> None:
-    cfg, data, rows, gen, net = _setup(data_path, variant, stage1_max_steps=3, stage2_max_steps=3)
+def test_frozen_and_trainable_parameters_per_stage(
+    data_path, variant: str, history_actions: bool
+) -> None:
+    cfg, data, rows, gen, net = _setup(
+        data_path, variant, stage1_max_steps=3, stage2_max_steps=3, history_actions=history_actions
+    )
+    assert net.config.history_actions == history_actions
     s1 = set(stage_parameters(net, 1))
     assert s1 == (
         {k for k, _ in net.named_parameters() if k.startswith("history.")}
@@ -264,7 +270,8 @@ def test_latent_width_is_honoured_and_round_trips_through_the_checkpoint(
     reads); the checkpoint's NetConfig carries it, so SVPolicy.load rebuilds the same net."""
     cfg = _cfg(latent=5, history_actions=True, stage1_max_steps=2, stage2_max_steps=2)
     assert cfg.net_arch.history_hidden == (64, 5) and cfg.arch == SMALL
-    assert _cfg().net_arch == SMALL  # None keeps the arch's own latent
+    assert _cfg(latent=None).net_arch == SMALL  # None keeps the arch's own latent
+    assert _cfg().net_arch.history_hidden == (64, 8)  # the default: an 8-wide latent
     ck = train_policy(data_path, tmp_path / "o", "svnet", cfg)
     pol = SVPolicy.load(ck)
     net = pol.net

@@ -293,15 +293,17 @@ def sousvide_train(
     history_actions: Annotated[
         bool,
         typer.Option(
-            "--history-actions", help="History entries also carry the command u^(k-1) (not eq. 3)."
+            "--history-actions/--eq3-history",
+            help="History entries also carry the command u^(k-1) (default); --eq3-history: the "
+            "paper's eq. 3 states only.",
         ),
-    ] = False,
+    ] = True,
     latent: Annotated[
-        int | None,
+        int,
         typer.Option(
-            "--latent", help="RMA latent width: the history net's last hidden layer (default 64)."
+            "--latent", help="RMA latent width, the history net's last hidden layer (64: wide)."
         ),
-    ] = None,
+    ] = 8,
 ) -> None:
     """Train SV-Net (or an ablation of Table I) on an expert dataset."""
     from volary.errors import VolaryError
@@ -309,7 +311,7 @@ def sousvide_train(
     from volary.learning.sousvide.train import TrainConfig, train_policy
 
     _sv_device(device)
-    if latent is not None and latent < 1:
+    if latent < 1:
         _fail(f"--latent: expected an integer >= 1, got {latent}")
     if not data.is_file():
         _fail(f"--data: no such dataset file {str(data)!r}")

@@ -60,11 +60,14 @@ class TrainConfig:
     device: str = "cpu"
     threads: int = 1  # torch intra-op threads while training (restored afterwards)
     augment: bool = False  # per-image brightness/contrast jitter in stage 2
-    history_actions: bool = False  # history entries also carry u^(k-1) (RMA-style, not eq. 3)
+    # history entries also carry u^(k-1) (RMA's state-action history; eq. 3 alone: False).
+    # Default on: with states only the mass is not identifiable from expert data (DESIGN.md)
+    history_actions: bool = True
     eval_batch_size: int = 256
     arch: ArchConfig = field(default_factory=ArchConfig)
-    # RMA latent width: replaces the last entry of arch.history_hidden (None: keep arch's)
-    latent: int | None = None
+    # RMA latent width: replaces the last entry of arch.history_hidden (None: keep arch's, 64).
+    # Default 8: a wide latent also carries the recent commands and the policy copies them
+    latent: int | None = 8
 
     def __post_init__(self) -> None:
         get_variant(self.variant)
