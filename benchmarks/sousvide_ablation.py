@@ -10,8 +10,10 @@ then fly them in the synthesized room under mass variation and the Table II dist
 ``volary.learning.sousvide.evaluate`` and writes ``results.json`` and ``table.md`` beside them
 (copied to ``benchmarks/results/sousvide/`` for the record). ``train --history-actions``
 adds the command u^(k-1) to each history entry, ``train --latent N`` sets the RMA latent width
-(default 64); ``compare --row LABEL=RESULTS.json:VARIANT ...`` puts rows of several ``eval``
-runs side by side, ``probe --row LABEL=CKPT ...`` measures what a history net's latent carries
+(default 64), ``train --image-norm per_image`` standardizes each image by its own channel
+statistics, ``train --augment`` jitters brightness and contrast in stage 2;
+``compare --row LABEL=RESULTS.json:VARIANT ...`` puts rows of several ``eval`` runs side by side,
+``probe --row LABEL=CKPT ...`` measures what a history net's latent carries
 (``benchmarks/results/sousvide/latent-width/``).
 """
 
@@ -37,9 +39,10 @@ def train(data: Path, out: Path, variant: str, args: argparse.Namespace) -> None
         stage2_epochs=args.epochs,
         seed=args.seed,
         threads=1,
-        arch=ArchConfig(cnn_width=args.width),
+        arch=ArchConfig(cnn_width=args.width, image_norm=args.image_norm),
         history_actions=args.history_actions,
         latent=args.latent,
+        augment=args.augment,
     )
     t0 = time.perf_counter()
     path = train_policy(data, out, variant, cfg)
@@ -218,6 +221,19 @@ def main(argv: list[str] | None = None) -> int:
         type=_positive_int,
         default=None,
         help="train: RMA latent width, the history net's last hidden layer (default: 64)",
+    )
+    ap.add_argument(
+        "--image-norm",
+        choices=("dataset", "per_image"),
+        default="dataset",
+        help="train: image normalization, training-set channel statistics (dataset, the default "
+        "here, as in the earlier studies) or each image's own channel mean and std (per_image, "
+        "the library default)",
+    )
+    ap.add_argument(
+        "--augment",
+        action="store_true",
+        help="train: per-image brightness/contrast jitter in stage 2 (TrainConfig.augment)",
     )
     ap.add_argument("--trials", type=int, default=4)
     ap.add_argument("--variants", default=",".join(VARIANTS), help="eval: comma-separated")

@@ -3,6 +3,8 @@ and the deployable policy."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from torch import nn
@@ -10,6 +12,7 @@ from torch import nn
 from volary.errors import ConfigError, FileFormatError, UnknownNameError
 from volary.learning.sousvide.history import action_windows, history_windows, observable
 from volary.learning.sousvide.net import (
+    IMAGE_NORMS,
     VARIANTS,
     ArchConfig,
     Fire,
@@ -36,9 +39,15 @@ SMALL = ArchConfig(
 
 
 def _net(
-    variant: str = "svnet", size: int = 32, seed: int = 0, window: int = 3, actions: bool = False
+    variant: str = "svnet",
+    size: int = 32,
+    seed: int = 0,
+    window: int = 3,
+    actions: bool = False,
+    image_norm: str = "dataset",
 ) -> SVNet:
-    cfg = NetConfig(variant, window, size, size, SMALL, history_actions=actions)
+    arch = dataclasses.replace(SMALL, image_norm=image_norm)
+    cfg = NetConfig(variant, window, size, size, arch, history_actions=actions)
     net = SVNet(cfg, torch.Generator().manual_seed(seed))
     g = torch.Generator().manual_seed(seed + 100)
     stats = NormStats.identity(cfg.entry_size)
@@ -122,6 +131,62 @@ def test_net_config_errors_name_the_field() -> None:
     with pytest.raises(ConfigError, match="history_hidden"):
         ArchConfig(history_hidden=())
     assert NetConfig.from_dict(NetConfig(arch=SMALL).to_dict()) == NetConfig(arch=SMALL)
+
+
+# ---- image normalization -------------------------------------------------------------------------
+def test_per_image_norm_is_invariant_to_a_brightness_scale_the_dataset_norm_is_not() -> None:
+    """The lighting disturbance scales every pixel (evaluate.py, 40 %): without clipping, the
+    per_image input is unchanged, so is the output; the dataset-statistics net sees it."""
+    img, obs, obj, win = _inputs(3)
+    img = (img // 5) * 5  # multiples of 5: x 0.4 stays an exact uint8 (no rounding, no clip)
+    dim = (img.int() * 2 // 5).to(torch.uint8)
+    assert torch.equal(dim.int() * 5, img.int() * 2)
+    per, dataset = _net(image_norm="per_image"), _net(image_norm="dataset")
+    with torch.no_grad():
+        a, b = per(img, obs, obj, win), per(dim, obs, obj, win)
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+        x = per.preprocess_image(img)
+        assert x.mean(dim=(-2, -1)).abs().max() < 1e-5
+        assert (x.std(dim=(-2, -1), unbiased=False) - 1).abs().max() < 1e-4
+        assert not torch.allclose(dataset(img, obs, obj, win), dataset(dim, obs, obj, win))
+    # a flat image is not blown up: its std is floored, the input stays finite (zero)
+    flat = torch.full((1, 32, 32, 3), 77, dtype=torch.uint8)
+    assert torch.equal(per.preprocess_image(flat), torch.zeros(1, 3, 32, 32))
+
+
+def test_image_norm_round_trips_and_old_checkpoints_load_as_dataset(tmp_path) -> None:
+    assert ArchConfig().image_norm == "per_image" and IMAGE_NORMS == ("dataset", "per_image")
+    assert NetConfig().arch.image_norm == "per_image"  # new nets
+    assert ArchConfig.from_dict({}).image_norm == "dataset"  # serialized before the option
+    net = _net(image_norm="per_image")
+    p = save_checkpoint(net, tmp_path / "n.pt")
+    raw = torch.load(p, weights_only=True)
+    assert raw["net_config"]["arch"]["image_norm"] == "per_image"
+    back, _ = load_checkpoint(p)
+    assert back.config == net.config and back.config.arch.image_norm == "per_image"
+    img, obs, obj, win = _inputs(2)
+    assert torch.equal(back(img, obs, obj, win), net(img, obs, obj, win))
+    # a checkpoint written before the option (no key in its arch) is a dataset-norm net
+    was = _net(image_norm="dataset")
+    raw = torch.load(save_checkpoint(was, p), weights_only=True)
+    del raw["net_config"]["arch"]["image_norm"]
+    old = tmp_path / "old.pt"
+    torch.save(raw, old)
+    loaded, _ = load_checkpoint(old)
+    assert loaded.config.arch.image_norm == "dataset"
+    assert torch.equal(loaded(img, obs, obj, win), was(img, obs, obj, win))
+    raw["net_config"]["arch"]["image_norm"] = "histogram"
+    torch.save(raw, old)
+    with pytest.raises(FileFormatError, match="image_norm"):
+        load_checkpoint(old)
+
+
+@pytest.mark.parametrize("bad", ["Per_Image", "none", "", 1, None])
+def test_bad_image_norm_names_the_field_and_the_choices(bad) -> None:
+    with pytest.raises(ConfigError, match=r"image_norm: expected one of 'dataset', 'per_image'"):
+        ArchConfig(image_norm=bad)
+    with pytest.raises(ConfigError, match="image_norm"):
+        NetConfig.from_dict({"arch": {"image_norm": bad}})
 
 
 # ---- RMA latent and variants ---------------------------------------------------------------------

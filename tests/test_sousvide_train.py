@@ -43,6 +43,7 @@ SMALL = ArchConfig(
     features=16,
     history_hidden=(64, 32),
     command_hidden=(64,),
+    image_norm="dataset",  # the synthetic images code the action in their brightness
 )
 
 
@@ -288,6 +289,26 @@ def test_latent_width_is_honoured_and_round_trips_through_the_checkpoint(
     assert back.config == net.config
     for k, v in net.state_dict().items():
         assert torch.equal(back.state_dict()[k], v), k
+
+
+def test_per_image_norm_trains_and_travels_in_the_checkpoint(data_path, tmp_path) -> None:
+    """ArchConfig.image_norm reaches the trained net (TrainConfig.net_arch keeps it with the
+    latent applied) and its checkpoint; the policy flies it brightness-invariantly."""
+    arch = dataclasses.replace(SMALL, image_norm="per_image")
+    cfg = _cfg(arch=arch, latent=4, stage1_max_steps=2, stage2_max_steps=2, augment=True)
+    assert cfg.net_arch.image_norm == "per_image" and cfg.net_arch.history_hidden == (64, 4)
+    assert cfg.to_dict()["arch"]["image_norm"] == "per_image"
+    assert TrainConfig().arch.image_norm == "per_image"  # the default for new nets
+    ck = train_policy(data_path, tmp_path / "o", "svnet", cfg)
+    net, meta = load_checkpoint(ck)
+    assert net.config.arch.image_norm == "per_image"
+    assert meta["train_config"]["arch"]["image_norm"] == "per_image"
+    data = SVData.from_arrays(ds.read(data_path), history_actions=True)
+    img = (data.images[:4] // 5) * 5
+    dim = (img.int() * 2 // 5).to(torch.uint8)  # exactly 40 % brightness
+    args = (data.obs[:4], data.objective[:4], data.history[:4])
+    with torch.no_grad():
+        torch.testing.assert_close(net(img, *args), net(dim, *args), rtol=1e-4, atol=1e-5)
 
 
 def test_training_is_deterministic_per_seed(data_path) -> None:

@@ -304,22 +304,33 @@ def sousvide_train(
             "--latent", help="RMA latent width, the history net's last hidden layer (64: wide)."
         ),
     ] = 8,
+    image_norm: Annotated[
+        str,
+        typer.Option(
+            "--image-norm",
+            help="Image normalization: per_image (default; each image's own channel mean/std, "
+            "invariant to a global brightness scale) or dataset (training-set channel mean/std).",
+        ),
+    ] = "per_image",
 ) -> None:
     """Train SV-Net (or an ablation of Table I) on an expert dataset."""
     from volary.errors import VolaryError
-    from volary.learning.sousvide.net import ArchConfig
+    from volary.learning.sousvide.net import IMAGE_NORMS, ArchConfig
     from volary.learning.sousvide.train import TrainConfig, train_policy
 
     _sv_device(device)
     if latent < 1:
         _fail(f"--latent: expected an integer >= 1, got {latent}")
+    if image_norm not in IMAGE_NORMS:
+        _fail(f"--image-norm: expected one of {', '.join(IMAGE_NORMS)}, got {image_norm!r}")
     if not data.is_file():
         _fail(f"--data: no such dataset file {str(data)!r}")
     try:
         cfg = TrainConfig(
             variant=variant, stage2_max_steps=steps, stage1_max_steps=pretrain_steps,
             stage2_epochs=epochs, batch_size=batch, seed=seed, device=device, lr=lr,
-            arch=ArchConfig(cnn_width=width), history_actions=history_actions, latent=latent,
+            arch=ArchConfig(cnn_width=width, image_norm=image_norm),
+            history_actions=history_actions, latent=latent,
         )  # fmt: skip
         ckpt = train_policy(data, out, variant, cfg)
     except VolaryError as e:

@@ -40,6 +40,8 @@ OBJECTIVE_SIZE = 7  # first waypoint (3), last waypoint (3), total time (s)
 THETA_SIZE = 2  # [k_th (N), m (kg)]
 ACTION_SIZE = 4  # [f_th in [0, 1], W_x, W_y, W_z (rad/s)]
 MIN_IMAGE_SIZE = 32  # SqueezeNet 1.1's three stride-2 pools leave >= 1 x 1 from 32 px up
+IMAGE_NORMS = ("dataset", "per_image")  # ArchConfig.image_norm
+IMAGE_NORM_EPS = 1e-3  # per_image: floor of an image's per-channel std (pixels in [0, 1])
 CHECKPOINT_FORMAT = "volary.sousvide.svnet/1"
 
 
@@ -108,7 +110,16 @@ def _positive_int(name: str, v: Any) -> None:
 class ArchConfig:
     """Layer sizes (not in the paper; chosen here). ``cnn_width`` scales every SqueezeNet
     channel count (conv1, squeeze and expand layers) by the factor, at least 4 channels each:
-    0.5 has about a quarter of the parameters and multiply-adds of the full 1.1 network."""
+    0.5 has about a quarter of the parameters and multiply-adds of the full 1.1 network.
+
+    ``image_norm`` (Fig. 4's "scaled and normalized"): ``"per_image"`` (the default for new
+    nets) standardizes each image by its own per-channel mean and std over pixels, computed in
+    the forward pass (std floored at :data:`IMAGE_NORM_EPS`), so a global brightness change
+    ``rgb * a`` leaves the network's input unchanged (the dataset image statistics are then
+    stored but unused); ``"dataset"`` standardizes each RGB channel with the training set's
+    mean and std (the ``image_mean`` / ``image_std`` buffers). A serialized arch without the
+    key (a checkpoint from before the option) loads as ``"dataset"``, what it was trained with.
+    Chosen from ``benchmarks/results/sousvide/image-norm/`` (DESIGN.md)."""
 
     cnn_width: float = 1.0
     image_features: int = 128  # channels of the 1x1 conv head before global average pooling
@@ -116,8 +127,14 @@ class ArchConfig:
     features: int = 64  # pose-aware feature size
     history_hidden: tuple[int, ...] = (128, 64)  # the last is the latent size
     command_hidden: tuple[int, ...] = (256, 128)
+    image_norm: str = "per_image"  # "per_image" | "dataset" (IMAGE_NORMS)
 
     def __post_init__(self) -> None:
+        if self.image_norm not in IMAGE_NORMS:
+            raise ConfigError(
+                f"image_norm: expected one of {', '.join(map(repr, IMAGE_NORMS))}, "
+                f"got {self.image_norm!r}"
+            )
         if not (isinstance(self.cnn_width, (int, float)) and 0 < self.cnn_width <= 4):
             raise ConfigError(f"cnn_width: expected a factor in (0, 4], got {self.cnn_width!r}")
         for name in ("image_features", "features"):
@@ -127,7 +144,9 @@ class ArchConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ArchConfig:
-        return cls(**d)
+        """From :meth:`NetConfig.to_dict`'s ``arch``; no ``image_norm`` (written before the
+        option existed) means the dataset statistics those nets were trained with."""
+        return cls(**{"image_norm": "dataset", **d})
 
 
 @dataclass(frozen=True)
@@ -407,8 +426,14 @@ class SVNet(nn.Module):
         return (x.to(dt) - getattr(self, f"{name}_mean")) / getattr(self, f"{name}_std")
 
     def preprocess_image(self, image: Tensor) -> Tensor:
-        """Fig. 4: (N, H, W, 3) uint8 -> (N, 3, H, W) scaled to [0, 1], per-channel normalized."""
+        """Fig. 4: (N, H, W, 3) uint8 -> (N, 3, H, W) scaled to [0, 1], per-channel normalized:
+        with the dataset statistics, or (``arch.image_norm == "per_image"``) with each image's
+        own channel mean and std over its pixels (std floored at ``IMAGE_NORM_EPS``)."""
         x = image.permute(0, 3, 1, 2).to(self.obs_mean.dtype) / 255.0
+        if self.config.arch.image_norm == "per_image":
+            mean = x.mean(dim=(-2, -1), keepdim=True)
+            std = x.std(dim=(-2, -1), keepdim=True, unbiased=False).clamp_min(IMAGE_NORM_EPS)
+            return (x - mean) / std
         return (x - self.image_mean[:, None, None]) / self.image_std[:, None, None]
 
     # -- the three parts
@@ -511,6 +536,8 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> tup
 __all__ = [
     "ACTION_SIZE",
     "CHECKPOINT_FORMAT",
+    "IMAGE_NORMS",
+    "IMAGE_NORM_EPS",
     "MIN_IMAGE_SIZE",
     "OBJECTIVE_SIZE",
     "SQUEEZENET_1_1",

@@ -64,6 +64,8 @@ class TrainConfig:
     # Default on: with states only the mass is not identifiable from expert data (DESIGN.md)
     history_actions: bool = True
     eval_batch_size: int = 256
+    # layer sizes and image normalization (ArchConfig.image_norm: "per_image" by default, each
+    # image standardized by its own channel statistics; "dataset": the training-set ones)
     arch: ArchConfig = field(default_factory=ArchConfig)
     # RMA latent width: replaces the last entry of arch.history_hidden (None: keep arch's, 64).
     # Default 8: a wide latent also carries the recent commands and the policy copies them
