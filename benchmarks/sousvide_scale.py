@@ -18,6 +18,8 @@ writes ``results.json`` and ``table.md``.
 Run tags: the variant name for the paper's eq. 3 history (states only); ``u-`` for the
 state-action history (``history_actions``: each entry also carries u^(k-1)); ``u8-`` for that
 with an 8-wide RMA latent (``latent=8``, the history net's last hidden layer; default 64).
+Images are normalized with the dataset statistics (``--image-norm dataset``, how the recorded
+gpu-100k runs were trained); volary's default became ``per_image`` after them.
 """
 
 from __future__ import annotations
@@ -75,7 +77,8 @@ def run(tag: str, args: argparse.Namespace) -> None:
     out = args.root / tag
     cfg = TrainConfig(variant=variant, lr=3e-4, stage1_epochs=args.stage1_epochs,
                       stage2_epochs=args.epochs, device=args.device, threads=1, seed=args.seed,
-                      arch=ArchConfig(cnn_width=1.0), history_actions=hist_u,
+                      arch=ArchConfig(cnn_width=1.0, image_norm=args.image_norm),
+                      history_actions=hist_u,
                       latent=latent)  # fmt: skip
     t0 = time.perf_counter()
     ckpt = train_policy(args.root / "data.h5", out, variant, cfg)
@@ -105,6 +108,7 @@ def run_all(args: argparse.Namespace) -> None:
         generate(args)
     tags = args.runs.split(",")
     common = ["--root", str(args.root), "--device", args.device, "--seed", str(args.seed),
+              "--image-norm", args.image_norm,
               "--epochs", str(args.epochs), "--stage1-epochs", str(args.stage1_epochs),
               "--trials", str(args.trials)]  # fmt: skip
     procs = {}
@@ -218,6 +222,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", default=",".join(RUNS))
     ap.add_argument("--tag", choices=tuple(RUNS), help="run: which run")
     ap.add_argument("--deadline-s", type=float, default=520.0)
+    ap.add_argument(
+        "--image-norm",
+        choices=("dataset", "per_image"),
+        default="dataset",
+        help="SqueezeNet input normalization (the gpu-100k runs: dataset; volary's default "
+        "since: per_image)",
+    )
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
