@@ -67,8 +67,13 @@ def history_windows(t: Tensor, obs: Tensor, window: int) -> Tensor:
     entries = history_entry(t[:-1], t[1:], obs[:-1], obs[1:])  # (K-1, 11), entry j ends at j+1
     pad = empty_entry((window,), obs.dtype, obs.device)
     padded = torch.cat((pad, entries), dim=0)  # padded[window + j] = entry ending at j+1
-    idx = torch.arange(k, device=obs.device)[:, None] + torch.arange(window, device=obs.device)
-    return padded[idx]  # row k: padded[k .. k+window-1] = entries ending at k-window+1 .. k
+    return _rows(padded, k, window)  # row k: entries ending at k-window+1 .. k
+
+
+def _rows(padded: Tensor, k: int, window: int) -> Tensor:
+    """(k, window, ...) sliding rows of a front-padded sequence: row i = padded[i .. i+window-1]."""
+    dev = padded.device
+    return padded[torch.arange(k, device=dev)[:, None] + torch.arange(window, device=dev)]
 
 
 class HistoryBuffer:
@@ -118,10 +123,7 @@ def action_windows(action: Tensor, window: int) -> Tensor:
         raise ConfigError(f"window: expected >= 1, got {window}")
     k = action.shape[0]
     padded = torch.cat((action.new_zeros(window, action.shape[-1]), action), dim=0)
-    idx = torch.arange(k, device=action.device)[:, None] + torch.arange(
-        window, device=action.device
-    )
-    return padded[idx]  # row k: padded[k .. k+window-1] = u^(k-window) .. u^(k-1)
+    return _rows(padded, k, window)  # row k: u^(k-window) .. u^(k-1)
 
 
 class ActionWindow:
