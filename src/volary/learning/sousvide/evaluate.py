@@ -206,7 +206,8 @@ def without_objects(splats: GaussianSplats, ids: tuple[int, ...]) -> GaussianSpl
     oid = splats.extra.get("object_id")
     if oid is None:
         raise ConfigError("splats: no extra['object_id'] (synthesize the scene with volary)")
-    keep = torch.from_numpy(~np.isin(oid, ids))
+    keep_np = ~np.isin(oid, ids)
+    keep = torch.from_numpy(keep_np).to(splats.means.device)
     return replace(
         splats,
         means=splats.means[keep],
@@ -214,7 +215,7 @@ def without_objects(splats: GaussianSplats, ids: tuple[int, ...]) -> GaussianSpl
         log_scales=splats.log_scales[keep],
         opacity_logits=splats.opacity_logits[keep],
         sh=splats.sh[keep],
-        extra={k: v[keep.numpy()] for k, v in splats.extra.items()},
+        extra={k: v[keep_np] for k, v in splats.extra.items()},
     )
 
 
@@ -304,7 +305,7 @@ class ExpertPolicy:
         cfg = MpcConfig(
             dt=1.0 / self.control_hz, horizon=round(self.control_hz), max_iter=self.mpc_iters
         )
-        self._mpc = BatchedMpcController(params, self.scene.to(self.device).trajectory, cfg)
+        self._mpc = BatchedMpcController(params, self.scene.trajectory.to(self.device), cfg)
 
     def act(self, obs: dict[str, Tensor]) -> Tensor:
         state = obs["state"]
@@ -399,8 +400,8 @@ def evaluate(
                          seed=cfg.seed)  # fmt: skip
     x0 = _start_states(sc, cfg, n).float().to(dev)
     sim.reset(pos=x0[:, :3], vel=x0[:, 3:6], quat=x0[:, 6:10])
-    splats, spec = _world(sc, cfg)
-    splats, sc_dev = splats.to(dev), sc.to(dev)  # rendering and the expert run on ``dev``
+    sc_dev = sc.to(dev)  # rendering runs on ``dev``; metrics use the CPU scene ``sc``
+    splats, spec = _world(sc_dev, cfg)
     world = Scene.stack(spec, n, device=dev)
     people = MovingPeople() if cfg.disturbance == "dynamic" else None
     steps = int(round(sc.duration * cfg.control_hz)) if cfg.steps is None else cfg.steps
