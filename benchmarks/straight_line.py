@@ -9,7 +9,9 @@ distribution (seeds 0..N-1, in blocks of ten as the protocol would draw them).
 
     .venv/bin/python benchmarks/straight_line.py --types forest,urban --seeds 200
 
-Writes ``benchmarks/results/straight_line.json`` and prints a table. Geometry only: no
+Writes ``benchmarks/results/straight_line.json`` and prints a table. ``--flown RUN.sqlite``
+also compares the prediction, trial by trial, with a flown ``straight`` run over the same
+configurations (``benchmarks/suites/straight-forest-urban-100.toml``). Geometry only: no
 flight, so it separates "the scenes" from "the flying" when the baseline disagrees with the
 paper (issue 5: straight ~10-20 % in forest/urban, ~0 % in the cluttered types).
 """
@@ -48,11 +50,46 @@ def expected_success(clear: np.ndarray, radii: np.ndarray) -> float:
     return float((clear[:, None] > radii[None, :]).mean())
 
 
+def compare_flown(db: Path, clear: dict[str, np.ndarray]) -> dict[str, dict]:
+    """Per type: flown straight success vs the clearance prediction, trial by trial."""
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    rows = con.execute(
+        "select scenario, config, platform, success from trials where algo = 'straight'"
+    ).fetchall()
+    con.close()
+    out = {}
+    for kind, c in clear.items():
+        sub = [r for r in rows if r[0] == kind and r[1] < len(c)]
+        if not sub:
+            continue
+        radius = {p: float(catalogue.params(p).radius.reshape(-1)[0]) for p in {r[2] for r in sub}}
+        pred = np.array([c[cfg] > radius[p] for _, cfg, p, _ in sub])
+        flown = np.array([bool(s) for *_, s in sub])
+        cfgs = np.array([cfg for _, cfg, _, _ in sub])
+        blocks = [
+            float(flown[(cfgs >= b) & (cfgs < b + 10)].mean())
+            for b in range(0, int(cfgs.max()) + 1, 10)
+            if ((cfgs >= b) & (cfgs < b + 10)).any()
+        ]
+        out[kind] = {
+            "trials": len(sub),
+            "configs": sorted({int(x) for x in cfgs}),
+            "flown_success": float(flown.mean()),
+            "predicted_success": float(pred.mean()),
+            "mismatches": int((pred != flown).sum()),
+            "flown_blocks_of_10": blocks,
+        }
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--types", default=",".join(SCENARIOS), help="comma-separated types")
     ap.add_argument("--seeds", type=int, default=100, help="generator seeds per type")
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--flown", type=Path, help="a straight run's database to compare with")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     platforms = get_suite("flyingtrust").platforms
@@ -82,6 +119,16 @@ def main(argv: list[str] | None = None) -> int:
             f"{100 * min(b):.0f}-{100 * max(b):.0f} %",
         )
     Console().print(table)
+    flown = {}
+    if args.flown is not None:
+        clear = {k: np.asarray(r["clearance_m"]) for k, r in rows.items()}
+        flown = compare_flown(args.flown, clear)
+        for kind, f in flown.items():
+            Console().print(
+                f"{kind}: flown {100 * f['flown_success']:.2f} % vs predicted "
+                f"{100 * f['predicted_success']:.2f} % over {f['trials']} trials, "
+                f"{f['mismatches']} trial(s) disagree"
+            )
     doc = {
         "benchmark": "straight_line",
         "what": "expected straight-baseline success = share of (configuration, platform) "
@@ -89,6 +136,7 @@ def main(argv: list[str] | None = None) -> int:
         "radii_m": {"min": radii.min(), "median": float(np.median(radii)), "max": radii.max()},
         "seeds": args.seeds,
         "types": rows,
+        **({"flown": {"db": str(args.flown), "types": flown}} if flown else {}),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=1) + "\n")

@@ -105,6 +105,13 @@ def test_toml_suite_shorthands(tmp_path):
     assert s.name == "suite" and len(s.platforms) == 36 and s.scenarios == SCENARIO_TYPES
 
 
+def test_toml_suite_may_draw_configurations_beyond_the_fixed_ten(tmp_path):
+    p = _write(tmp_path, 'platforms = ["0.60kg-EMAX"]\nscenarios = ["forest"]\nconfigs = [3, 42]\n')
+    s = get_suite(p)
+    assert s.configs == (3, 42)
+    assert [u.config for u in s.units(["straight"], seed=0)] == [3, 42]
+
+
 OK = 'platforms = ["0.60kg-EMAX"]\nscenarios = ["forest"]\nconfigs = [0]\n'
 
 
@@ -117,7 +124,9 @@ OK = 'platforms = ["0.60kg-EMAX"]\nscenarios = ["forest"]\nconfigs = [0]\n'
          UnknownNameError, ["nope", "0.60kg-EMAX"]),
         ('platforms = ["0.60kg-EMAX"]\nscenarios = ["jungle"]\nconfigs = [0]\n',
          UnknownNameError, ["jungle", "forest", "perlin"]),
-        ('platforms = ["0.60kg-EMAX"]\nscenarios = ["forest"]\nconfigs = [10]\n',
+        ('platforms = ["0.60kg-EMAX"]\nscenarios = ["forest"]\nconfigs = [-1]\n',
+         ConfigError, ["configs", ">= 0"]),
+        ('platforms = ["0.60kg-EMAX"]\nscenarios = ["forest"]\nconfigs = [1.5]\n',
          ConfigError, ["configs"]),
         ('platforms = ["0.60kg-EMAX"]\nscenarios = ["forest"]\n', ConfigError, ["configs"]),
         (OK + '[settings]\nspeed = 3\n',

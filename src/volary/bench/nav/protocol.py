@@ -14,7 +14,7 @@ A user suite is a TOML file (see :func:`load_suite_file`)::
     name = "my-suite"
     platforms = ["0.60kg-EMAX", "1.00kg-SunnySky"]   # or "flyingtrust" (the 36) / "all"
     scenarios = ["forest", "maze"]                    # or "all" (the 7 types)
-    configs = [0, 1, 2]                               # fixed configurations, 0..9
+    configs = [0, 1, 2]                               # generator seeds; 0..9 are the fixed ones
     trials_per_config = 1
     [settings]                                        # optional ProtocolSettings overrides
     time_limit = 60.0
@@ -73,7 +73,7 @@ class Suite:
     name: str
     platforms: tuple[str, ...]  # catalogue names, one env each
     scenarios: tuple[str, ...]  # scenario types (worlds.SCENARIOS)
-    configs: tuple[int, ...]  # fixed configuration indices, 0..9
+    configs: tuple[int, ...]  # generator seeds: 0..9 are the fixed configurations, more draw more
     trials_per_config: int = 1
     settings: ProtocolSettings = field(default_factory=ProtocolSettings)
     max_envs: int = 36  # platforms per work unit (one Simulator batch)
@@ -250,9 +250,10 @@ def _check_suite(s: Suite) -> None:
         if scen not in SCENARIO_TYPES:
             raise UnknownNameError("scenario type", scen, SCENARIO_TYPES)
     for c in s.configs:
-        if isinstance(c, bool) or not isinstance(c, int) or not 0 <= c < N_FIXED_CONFIGS:
+        if isinstance(c, bool) or not isinstance(c, int) or c < 0:
             raise ConfigError(
-                f"Suite.configs: expected ints in 0..{N_FIXED_CONFIGS - 1}, got {c!r}"
+                f"Suite.configs: expected ints >= 0 (0..{N_FIXED_CONFIGS - 1} are the "
+                f"protocol's fixed configurations), got {c!r}"
             )
     for attr in ("trials_per_config", "max_envs"):
         v = getattr(s, attr)

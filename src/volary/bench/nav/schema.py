@@ -38,8 +38,8 @@ class TrialSpec:
     algo: str
     platform: str
     scenario: str  # scenario type, e.g. "forest"
-    config: int  # fixed configuration index 0..9 (worlds.fixed_configurations)
-    trial: int  # trial index 0..9
+    config: int  # generator seed (0..9: the fixed configurations, worlds.fixed_configurations)
+    trial: int  # trial index within the (platform, type) pair
     seed: int  # base seed of the run
 
     @property
