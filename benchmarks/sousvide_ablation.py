@@ -11,7 +11,8 @@ then fly them in the synthesized room under mass variation and the Table II dist
 (copied to ``benchmarks/results/sousvide/`` for the record). ``train --history-actions``
 adds the command u^(k-1) to each history entry, ``train --latent N`` sets the RMA latent width
 (default 64), ``train --image-norm per_image`` standardizes each image by its own channel
-statistics, ``train --augment`` jitters brightness and contrast in stage 2;
+statistics, ``train --augment`` jitters brightness and contrast in stage 2, ``train
+--occlusion F`` pastes random rectangles into a share F of the stage-2 images;
 ``compare --row LABEL=RESULTS.json:VARIANT ...`` puts rows of several ``eval`` runs side by side,
 ``probe --row LABEL=CKPT ...`` measures what a history net's latent carries
 (``benchmarks/results/sousvide/latent-width/``).
@@ -43,6 +44,7 @@ def train(data: Path, out: Path, variant: str, args: argparse.Namespace) -> None
         history_actions=args.history_actions,
         latent=args.latent,
         augment=args.augment,
+        occlusion=args.occlusion,
     )
     t0 = time.perf_counter()
     path = train_policy(data, out, variant, cfg)
@@ -234,6 +236,13 @@ def main(argv: list[str] | None = None) -> int:
         "--augment",
         action="store_true",
         help="train: per-image brightness/contrast jitter in stage 2 (TrainConfig.augment)",
+    )
+    ap.add_argument(
+        "--occlusion",
+        type=float,
+        default=0.0,
+        help="train: share of stage-2 images given random flat-coloured rectangles "
+        "(TrainConfig.occlusion, random erasing; default 0)",
     )
     ap.add_argument("--trials", type=int, default=4)
     ap.add_argument("--variants", default=",".join(VARIANTS), help="eval: comma-separated")

@@ -47,6 +47,7 @@ def test_generate_resumes_and_eval_expert_writes_the_table(tmp_path) -> None:
         (["train", "--data", "missing.h5", "--out", "T"], "--data"),
         (["train", "--data", "missing.h5", "--out", "T", "--latent", "0"], "--latent"),
         (["train", "--data", "missing.h5", "--out", "T", "--image-norm", "frame"], "--image-norm"),
+        (["train", "--data", "missing.h5", "--out", "T", "--occlusion", "1.5"], "--occlusion"),
     ],
 )
 def test_bad_options_exit_2_with_one_line(tmp_path, args, needle) -> None:
@@ -66,11 +67,12 @@ def test_train_then_eval_the_checkpoint(tmp_path) -> None:
     r = _sv("train", "--data", str(out), "--out", str(tmp_path / "t"), "--steps", "2",
             "--pretrain-steps", "2", "--epochs", "1", "--batch", "8",
             "--width", "0.25", "--lr", "3e-4", "--history-actions",
-            "--latent", "6", "--image-norm", "dataset")  # fmt: skip
+            "--latent", "6", "--image-norm", "dataset", "--occlusion", "0.5")  # fmt: skip
     assert r.exit_code == 0, r.output
     ckpt = tmp_path / "t" / "svnet.pt"
     assert ckpt.is_file()
-    net, _ = load_checkpoint(ckpt)
+    net, meta = load_checkpoint(ckpt)
+    assert meta["train_config"]["occlusion"] == 0.5
     assert net.config.history_actions and net.config.arch.history_hidden[-1] == 6
     assert net.config.arch.image_norm == "dataset"  # the default is per_image
     r = _sv("eval", "--policy", str(ckpt), "--out", str(tmp_path / "e"), "--trials", "1",

@@ -28,6 +28,7 @@ from volary.learning.sousvide.train import (
     augment_images,
     compute_stats,
     fit,
+    occlude_images,
     pretrain_history,
     split_units,
     stage_parameters,
@@ -129,6 +130,8 @@ def _cfg(**kw) -> TrainConfig:
         ({"latent": 0}, "latent"),
         ({"latent": 8.0}, "latent"),
         ({"latent": True}, "latent"),
+        ({"occlusion": 1.5}, "occlusion"),
+        ({"occlusion": True}, "occlusion"),
     ],
 )
 def test_train_config_errors_name_the_field(kw, field) -> None:
@@ -339,6 +342,31 @@ def test_augmentation_is_seeded_and_stays_uint8() -> None:
     b = augment_images(img, torch.Generator().manual_seed(0))
     assert a.dtype == torch.uint8 and torch.equal(a, b)
     assert len({int(x) for x in a[:, 0, 0, 0]}) > 1  # per-image brightness
+
+
+def test_occlusion_is_seeded_and_covers_the_requested_share() -> None:
+    img = torch.full((400, 24, 32, 3), 128, dtype=torch.uint8)
+    a = occlude_images(img, 0.5, torch.Generator().manual_seed(3))
+    b = occlude_images(img, 0.5, torch.Generator().manual_seed(3))
+    assert a.dtype == torch.uint8 and a.shape == img.shape and torch.equal(a, b)
+    changed = (a != 128).any(-1)  # (N, H, W) occluded pixels (a colour of exactly 128 is rare)
+    hit = changed.any(-1).any(-1)
+    assert 0.4 < hit.float().mean() < 0.6  # about half the images
+    cover = changed.flatten(1).float().mean(1)[hit]
+    assert cover.min() > 0.005 and cover.max() < 0.75  # 1-3 rectangles of 10-50 % sides
+    assert torch.equal(occlude_images(img, 0.0, torch.Generator()), img)
+    assert (occlude_images(img, 1.0, torch.Generator()) != 128).any(-1).flatten(1).any(1).all()
+
+
+def test_occlusion_reaches_stage_two_only(data_path) -> None:
+    """TrainConfig.occlusion changes the stage-2 fit (images differ) and not stage 1's."""
+    arrays = ds.read(data_path)
+    cfg = _cfg(variant="svnet", stage1_max_steps=3, stage2_max_steps=3)
+    _, plain = fit(arrays, cfg)
+    _, occ = fit(arrays, dataclasses.replace(cfg, occlusion=1.0))
+    assert plain["stage1"]["curve"] == occ["stage1"]["curve"]
+    assert plain["stage2"]["curve"] != occ["stage2"]["curve"]
+    assert occ["train_config"]["occlusion"] == 1.0
 
 
 @pytest.mark.slow

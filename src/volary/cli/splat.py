@@ -312,6 +312,14 @@ def sousvide_train(
             "invariant to a global brightness scale) or dataset (training-set channel mean/std).",
         ),
     ] = "per_image",
+    occlusion: Annotated[
+        float,
+        typer.Option(
+            "--occlusion",
+            help="Share of stage-2 images given 1-3 random flat-coloured rectangles (random "
+            "erasing, for occluders such as people walking through the view); 0: off.",
+        ),
+    ] = 0.0,
 ) -> None:
     """Train SV-Net (or an ablation of Table I) on an expert dataset."""
     from volary.errors import VolaryError
@@ -323,6 +331,8 @@ def sousvide_train(
         _fail(f"--latent: expected an integer >= 1, got {latent}")
     if image_norm not in IMAGE_NORMS:
         _fail(f"--image-norm: expected one of {', '.join(IMAGE_NORMS)}, got {image_norm!r}")
+    if not 0.0 <= occlusion <= 1.0:
+        _fail(f"--occlusion: expected a fraction in [0, 1], got {occlusion}")
     if not data.is_file():
         _fail(f"--data: no such dataset file {str(data)!r}")
     try:
@@ -330,7 +340,7 @@ def sousvide_train(
             variant=variant, stage2_max_steps=steps, stage1_max_steps=pretrain_steps,
             stage2_epochs=epochs, batch_size=batch, seed=seed, device=device, lr=lr,
             arch=ArchConfig(cnn_width=width, image_norm=image_norm),
-            history_actions=history_actions, latent=latent,
+            history_actions=history_actions, latent=latent, occlusion=occlusion,
         )  # fmt: skip
         ckpt = train_policy(data, out, variant, cfg)
     except VolaryError as e:

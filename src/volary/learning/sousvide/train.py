@@ -60,6 +60,9 @@ class TrainConfig:
     device: str = "cpu"
     threads: int = 1  # torch intra-op threads while training (restored afterwards)
     augment: bool = False  # per-image brightness/contrast jitter in stage 2
+    # stage 2: share of training images given 1-3 random flat-coloured rectangles (random
+    # erasing; occluders such as people walking through the view), 0 = off
+    occlusion: float = 0.0
     # history entries also carry u^(k-1) (RMA's state-action history; eq. 3 alone: False).
     # Default on: with states only the mass is not identifiable from expert data (DESIGN.md)
     history_actions: bool = True
@@ -89,6 +92,9 @@ class TrainConfig:
         for name in ("augment", "history_actions"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name}: expected a bool, got {getattr(self, name)!r}")
+        occ = self.occlusion
+        if isinstance(occ, bool) or not isinstance(occ, (int, float)) or not 0 <= occ <= 1:
+            raise ConfigError(f"occlusion: expected a fraction in [0, 1], got {occ!r}")
         if not isinstance(self.arch, ArchConfig):
             raise ConfigError(f"arch: expected an ArchConfig, got {type(self.arch).__name__}")
         if self.latent is not None:
@@ -266,6 +272,34 @@ def augment_images(images: Tensor, gen: torch.Generator) -> Tensor:
     return ((x - m) * c + m * b).clamp(0, 255).round().to(torch.uint8)
 
 
+OCCLUDER_SIDE = (0.1, 0.5)  # occlude_images: rectangle sides as fractions of the image's
+OCCLUDERS_MAX = 3  # at most this many rectangles per occluded image
+
+
+def occlude_images(images: Tensor, fraction: float, gen: torch.Generator) -> Tensor:
+    """Random erasing on uint8 (N, H, W, 3): each image, with probability ``fraction``, gets
+    1-:data:`OCCLUDERS_MAX` axis-aligned rectangles, sides U(:data:`OCCLUDER_SIDE`) of the
+    image's, each one flat random colour. Untouched images are returned as they are."""
+    n, h, w, _ = images.shape
+    hit = torch.rand(n, generator=gen) < fraction
+    count = torch.randint(1, OCCLUDERS_MAX + 1, (n,), generator=gen)
+    lo, hi = OCCLUDER_SIDE
+    size = lo + (hi - lo) * torch.rand(n, OCCLUDERS_MAX, 2, generator=gen)  # (h, w) fractions
+    corner = torch.rand(n, OCCLUDERS_MAX, 2, generator=gen) * (1.0 - size)
+    colour = torch.randint(0, 256, (n, OCCLUDERS_MAX, 3), generator=gen, dtype=torch.uint8)
+    rows = (torch.arange(h) + 0.5) / h
+    cols = (torch.arange(w) + 0.5) / w
+    out = images.clone()
+    for k in range(OCCLUDERS_MAX):
+        on = hit & (count > k)  # (N,)
+        r0, c0 = corner[:, k, 0, None], corner[:, k, 1, None]
+        in_r = (rows[None] >= r0) & (rows[None] < r0 + size[:, k, 0, None])  # (N, H)
+        in_c = (cols[None] >= c0) & (cols[None] < c0 + size[:, k, 1, None])  # (N, W)
+        mask = (on[:, None, None] & in_r[:, :, None] & in_c[:, None, :]).to(images.device)
+        out = torch.where(mask[..., None], colour[:, k, None, None, :].to(images.device), out)
+    return out
+
+
 # ---- stage 1 -------------------------------------------------------------------------------------
 def _theta_loss(net: SVNet, data: SVData, idx: Tensor, images: Tensor | None = None) -> Tensor:
     target = net.normalize_theta(data.theta[idx])
@@ -358,8 +392,12 @@ def _run_stage(
             idx = idx.to(data.obs.device)
             t = time.perf_counter()
             imgs = None
-            if s.stage == 2 and cfg.augment:
-                imgs = augment_images(data.images[idx], gen)
+            if s.stage == 2 and (cfg.augment or cfg.occlusion > 0):
+                imgs = data.images[idx]
+                if cfg.occlusion > 0:
+                    imgs = occlude_images(imgs, cfg.occlusion, gen)
+                if cfg.augment:
+                    imgs = augment_images(imgs, gen)
             loss = loss_fn(net, data, idx, imgs)
             opt.zero_grad(set_to_none=True)
             loss.backward()
@@ -511,6 +549,7 @@ __all__ = [
     "SVData",
     "TrainConfig",
     "augment_images",
+    "occlude_images",
     "compute_stats",
     "fit",
     "mean_loss",
