@@ -4,6 +4,8 @@ VENV ?= .venv
 CONSTRAINTS ?= constraints.txt
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# pytest-xdist processes for `make test` (each test runs torch on 1 thread)
+TEST_WORKERS ?= 2
 
 .PHONY: venv demo test test-slow lint type bench bench-sensors bench-planning bench-mpc bench-nav bench-bp bench-splat clean
 
@@ -19,7 +21,7 @@ demo: $(STAMP)
 	$(VENV)/bin/volary demo --out out/demo
 
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS)
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m "slow"

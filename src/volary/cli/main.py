@@ -16,7 +16,10 @@ app = typer.Typer(
     help="volary: batched multirotor simulation, control and benchmarking.",
 )
 platforms_app = typer.Typer(no_args_is_help=True, help="The airframe catalogue.")
-bench_app = typer.Typer(no_args_is_help=True, help="Throughput benchmarks.")
+bench_app = typer.Typer(
+    no_args_is_help=True,
+    help="The FLYINGTRUST navigation benchmark (run, resume, report, list) and physics throughput.",
+)
 scene_app = typer.Typer(no_args_is_help=True, help="Scenario generators and scene files.")
 app.add_typer(platforms_app, name="platforms")
 app.add_typer(bench_app, name="bench")
