@@ -350,12 +350,14 @@ if __name__ == "__main__":
 def _register_subcommands() -> None:
     from volary.cli.bp import bp_app
     from volary.cli.nav import register
+    from volary.cli.rl import rl_app
     from volary.cli.splat import sousvide_app, splat_app
 
     register(bench_app)
     app.add_typer(bp_app, name="bp")
     app.add_typer(splat_app, name="splat")
     app.add_typer(sousvide_app, name="sousvide")
+    app.add_typer(rl_app, name="rl")
 
 
 _register_subcommands()

@@ -1,0 +1,202 @@
+"""``volary rl train|eval``: PPO on the ``volary.envs`` tasks (registered by ``main.py``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any, NoReturn
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+rl_app = typer.Typer(no_args_is_help=True, help="Reinforcement learning: PPO train and eval.")
+console = Console(soft_wrap=True)  # paths and messages are not broken at 80 columns
+
+Task = Annotated[str, typer.Option("--task", help="Task name (volary.envs.make_env).")]
+Envs = Annotated[int, typer.Option("--envs", help="Parallel envs (the batch).")]
+Seed = Annotated[int, typer.Option("--seed", help="Seed of the env and every random draw.")]
+Device = Annotated[str, typer.Option("--device", help="cpu or cuda.")]
+Out = Annotated[Path, typer.Option("--out", help="Directory for the files this command writes.")]
+_COLUMNS = ("iter", "episodes", "return", "length", "pi loss", "v loss", "KL", "samples/s")
+
+
+def _fail(msg: str) -> NoReturn:
+    console.print(f"[red]error:[/red] {msg}", soft_wrap=True, highlight=False)
+    raise typer.Exit(2)
+
+
+def _check_positive(value: int, option: str) -> None:
+    if value < 1:
+        _fail(f"{option}: expected an integer >= 1, got {value}")
+
+
+def _check_device(device: str) -> None:
+    import torch
+
+    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
+        _fail(f"--device: expected cpu or cuda, got {device!r}")
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        _fail("--device cuda: no CUDA device is available (torch was built for CPU or no GPU)")
+
+
+EnvOpts = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--env",
+        help="Task option KEY=VALUE (repeatable; a PositionTaskConfig field), e.g. "
+        "control=velocity, compile=numba, physics_hz=960, goal_range=(1,1,0.5).",
+    ),
+]
+
+
+def _env_options(items: list[str] | None) -> dict[str, Any]:
+    """``KEY=VALUE`` strings -> options; VALUE is a Python literal, else taken as a string."""
+    import ast
+
+    opts: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            _fail(f"--env {item!r}: expected KEY=VALUE")
+        try:
+            value = ast.literal_eval(text.strip())
+        except (ValueError, SyntaxError):
+            value = text.strip()
+        opts[key.strip()] = value
+    return opts
+
+
+def _jsonable(options: dict[str, Any]) -> dict[str, Any]:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in options.items()}
+
+
+def _make_env(task: str, envs: int, seed: int, device: str, options: dict[str, Any]) -> Any:
+    from volary.envs import make_env
+    from volary.errors import VolaryError
+
+    try:
+        return make_env(task, n_envs=envs, seed=seed, device=device, **options)
+    except VolaryError as err:
+        _fail(f"--task {task}: {err}")
+
+
+def _fmt(v: Any, spec: str) -> str:
+    return "-" if v is None else format(v, spec)
+
+
+class _Printer:
+    """Prints a rich table of the training rows, every ``every`` iterations (header once)."""
+
+    def __init__(self, every: int, total: int) -> None:
+        self.every, self.total, self.header = every, total, True
+
+    def __call__(self, it: int, row: dict[str, Any]) -> None:
+        if (it + 1) % self.every and it + 1 != self.total:
+            return
+        t = Table(*_COLUMNS, show_header=self.header, box=None, pad_edge=False)
+        for col in t.columns:
+            col.min_width, col.justify = 10, "right"
+        t.add_row(
+            str(it + 1), str(row["episodes"]), _fmt(row["mean_return"], ".2f"),
+            _fmt(row["mean_length"], ".1f"), f"{row['policy_loss']:.4f}",
+            f"{row['value_loss']:.4g}", f"{row['approx_kl']:.4f}", f"{row['samples_per_s']:.0f}",
+        )  # fmt: skip
+        console.print(t)
+        self.header = False
+
+
+@rl_app.command("train")
+def rl_train(
+    task: Task,
+    envs: Envs = 64,
+    iterations: Annotated[int, typer.Option("--iterations", help="PPO iterations.")] = 100,
+    seed: Seed = 0,
+    device: Device = "cpu",
+    out: Out = Path("rl_out"),
+    set_: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="PPOConfig override FIELD=VALUE (repeatable), e.g. lr=1e-3."),
+    ] = None,
+    log_every: Annotated[int, typer.Option("--log-every", help="Print every K iterations.")] = 5,
+    env_opt: EnvOpts = None,
+) -> None:
+    """Train a PPO policy; write policy.pt, report.json and learning_curve.png into --out."""
+    from volary.errors import VolaryError
+    from volary.learning.rl.ppo import PPOConfig, plot_learning_curve, save_policy, train_ppo
+
+    for value, option in ((envs, "--envs"), (iterations, "--iterations"), (log_every,
+                          "--log-every")):  # fmt: skip
+        _check_positive(value, option)
+    _check_device(device)
+    try:
+        cfg = PPOConfig(seed=seed).override(set_ or [])
+    except VolaryError as err:
+        _fail(f"--set: {err}")
+    options = _env_options(env_opt)
+    env = _make_env(task, envs, seed, device, options)
+    try:
+        policy, report = train_ppo(env, cfg, iterations, progress=_Printer(log_every, iterations))
+    except VolaryError as err:
+        _fail(str(err))
+    report["task"] = task
+    out.mkdir(parents=True, exist_ok=True)
+    meta = {"task": task, "envs": envs, "iterations": iterations, "seed": seed, "device": device,
+            "env_options": _jsonable(options)}  # fmt: skip
+    save_policy(out / "policy.pt", policy, cfg, meta)
+    (out / "report.json").write_text(json.dumps(report, indent=2))
+    plot_learning_curve(report, out / "learning_curve.png", title=f"PPO on {task}")
+    console.print(
+        f"{task}: {report['samples']} samples in {report['timing']['total_wall_s']:.1f} s -> "
+        f"{out / 'policy.pt'}, report.json, learning_curve.png",
+        highlight=False,
+    )
+
+
+@rl_app.command("eval")
+def rl_eval(
+    policy: Annotated[Path, typer.Option("--policy", help="policy.pt written by rl train.")],
+    task: Task,
+    episodes: Annotated[int, typer.Option("--episodes", help="Episodes to average.")] = 100,
+    envs: Envs = 16,
+    seed: Seed = 0,
+    device: Device = "cpu",
+    stochastic: Annotated[
+        bool, typer.Option("--stochastic", help="Sample actions instead of the mean.")
+    ] = False,
+    out: Out = Path("rl_eval"),
+    env_opt: EnvOpts = None,
+) -> None:
+    """Evaluate a policy on a task (with the task options it was trained with, then any --env
+    overrides); write eval.json into --out."""
+    from volary.errors import VolaryError
+    from volary.learning.rl.ppo import evaluate_policy, load_policy
+
+    _check_positive(episodes, "--episodes")
+    _check_positive(envs, "--envs")
+    _check_device(device)
+    if not policy.is_file():
+        _fail(f"--policy: no such file {str(policy)!r}")
+    try:
+        net, _, meta = load_policy(policy, device)
+    except VolaryError as err:
+        _fail(f"--policy: {err}")
+    options = {k: tuple(v) if isinstance(v, list) else v
+               for k, v in (meta.get("env_options") or {}).items()}  # fmt: skip
+    options.update(_env_options(env_opt))
+    env = _make_env(task, envs, seed, device, options)
+    try:
+        res = evaluate_policy(env, net, episodes, deterministic=not stochastic, seed=seed)
+    except VolaryError as err:
+        _fail(str(err))
+    res.update(task=task, policy=str(policy), trained_on=meta.get("task"), seed=seed,
+               env_options=_jsonable(options))  # fmt: skip
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "eval.json").write_text(json.dumps(res, indent=2))
+    t = Table("task", "episodes", "mean return", "std return", "mean length", "success")
+    t.add_row(
+        task, str(episodes), f"{res['mean_return']:.2f}", f"{res['std_return']:.2f}",
+        f"{res['mean_length']:.1f}", _fmt(res["success_rate"], ".2%"),
+    )  # fmt: skip
+    console.print(t)
+    console.print(f"-> {out / 'eval.json'}", highlight=False)

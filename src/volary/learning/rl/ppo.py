@@ -1,0 +1,613 @@
+"""Batched, torch-native PPO (Schulman et al. 2017) with GAE (Schulman et al. 2016).
+
+Trains a Gaussian actor-critic against a vector env with same-step autoreset (``DESIGN.md``
+beside this file states the env interface). Everything lives on ``env.device``; every random
+draw takes an explicit ``torch.Generator``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from volary.errors import ConfigError, FileFormatError
+
+CHECKPOINT_FORMAT = "volary.rl.ppo/1"
+Progress = Callable[[int, dict[str, Any]], None]
+
+
+# ---- config --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PPOConfig:
+    """PPO hyper-parameters; validated on construction (``ConfigError`` names the field)."""
+
+    rollout_steps: int = 32  # env steps per iteration (each of N envs)
+    epochs: int = 5  # passes over one rollout
+    minibatches: int = 4  # minibatches per epoch
+    gamma: float = 0.99  # discount
+    gae_lambda: float = 0.95  # GAE lambda (Schulman et al. 2016)
+    clip: float = 0.2  # PPO ratio clip epsilon (Schulman et al. 2017 eq. 7)
+    lr: float = 3e-4  # Adam learning rate
+    value_coef: float = 0.5  # c_1 of eq. 9
+    entropy_coef: float = 0.0  # c_2 of eq. 9
+    max_grad_norm: float = 1.0  # global gradient-norm clip
+    hidden: tuple[int, ...] = (64, 64)  # tanh MLP widths, actor and critic each
+    init_log_std: float = -0.5  # initial log std of the Gaussian policy
+    normalize_obs: bool = True  # running mean/std of observations (stored in the checkpoint)
+    normalize_advantages: bool = True  # per-minibatch advantage standardization
+    seed: int = 0  # network init, sampling and minibatch shuffling
+    threads: int = 1  # torch CPU threads while training
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "hidden", _check_hidden(self.hidden))
+        for name in ("rollout_steps", "epochs", "minibatches", "threads"):
+            _check_int(name, getattr(self, name), low=1)
+        _check_int("seed", self.seed, low=0)
+        for name in ("gamma", "gae_lambda"):
+            _check_float(name, getattr(self, name), "in [0, 1]", lambda v: 0.0 <= v <= 1.0)
+        for name in ("clip", "lr", "max_grad_norm"):
+            _check_float(name, getattr(self, name), "> 0", lambda v: v > 0.0)
+        for name in ("value_coef", "entropy_coef"):
+            _check_float(name, getattr(self, name), ">= 0", lambda v: v >= 0.0)
+        _check_float("init_log_std", self.init_log_std, "in [-20, 2]", lambda v: -20 <= v <= 2)
+        for name in ("normalize_obs", "normalize_advantages"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"PPOConfig.{name}: expected a bool, got {getattr(self, name)!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict (lists, numbers, bools): JSON- and ``weights_only``-safe."""
+        d = asdict(self)
+        d["hidden"] = list(self.hidden)
+        return d
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PPOConfig:
+        """Inverse of ``to_dict``; unknown keys raise ``ConfigError`` listing the valid ones."""
+        _check_keys(data)
+        return cls(**data)
+
+    def override(self, items: Iterable[str]) -> PPOConfig:
+        """A copy with ``"field=value"`` overrides (the CLI's ``--set``), parsed by field type."""
+        changes: dict[str, Any] = {}
+        for item in items:
+            key, sep, text = item.partition("=")
+            key = key.strip()
+            if not sep:
+                raise ConfigError(f"override {item!r}: expected FIELD=VALUE")
+            _check_keys({key: None})
+            changes[key] = _parse_field(key, text.strip())
+        return replace(self, **changes)
+
+
+def _check_keys(data: dict[str, Any]) -> None:
+    valid = {f.name for f in fields(PPOConfig)}
+    unknown = sorted(set(data) - valid)
+    if unknown:
+        raise ConfigError(
+            f"PPOConfig: unknown field(s) {', '.join(unknown)}; valid: {', '.join(sorted(valid))}"
+        )
+
+
+_KIND_NAMES = {int: "an int", float: "a float", bool: "a bool (true/false)", tuple: "ints a,b,..."}
+
+
+def _parse_field(key: str, text: str) -> Any:
+    kind = type(getattr(PPOConfig(), key))
+    try:
+        if kind is tuple:
+            return tuple(int(v) for v in text.split(",") if v.strip())
+        if kind is bool:
+            if text.lower() not in ("true", "false", "1", "0"):
+                raise ValueError(text)
+            return text.lower() in ("true", "1")
+        return kind(text)
+    except ValueError:
+        what = _KIND_NAMES.get(kind, kind.__name__)
+        raise ConfigError(f"PPOConfig.{key}: expected {what}, got {text!r}") from None
+
+
+def _check_int(name: str, value: Any, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ConfigError(f"PPOConfig.{name}: expected an int >= {low}, got {value!r}")
+
+
+def _check_float(name: str, value: Any, expected: str, ok: Callable[[float], bool]) -> None:
+    good = isinstance(value, int | float) and not isinstance(value, bool)
+    if not good or not math.isfinite(value) or not ok(float(value)):
+        raise ConfigError(f"PPOConfig.{name}: expected a finite number {expected}, got {value!r}")
+
+
+def _check_hidden(value: Any) -> tuple[int, ...]:
+    try:
+        widths = tuple(value)
+    except TypeError:
+        widths = ()
+    if not widths or not all(isinstance(w, int) and not isinstance(w, bool) for w in widths):
+        raise ConfigError(f"PPOConfig.hidden: expected a non-empty tuple of ints, got {value!r}")
+    if min(widths) < 1:
+        raise ConfigError(f"PPOConfig.hidden: expected widths >= 1, got {value!r}")
+    return widths
+
+
+# ---- networks ------------------------------------------------------------------------------------
+class RunningNorm(nn.Module):
+    """Running mean/variance of observations (parallel Welford; Chan et al. 1979), float64."""
+
+    mean: Tensor  # (D,)
+    var: Tensor  # (D,)
+    count: Tensor  # () samples seen
+
+    def __init__(self, dim: int, enabled: bool = True, eps: float = 1e-8, clip: float = 10.0):
+        super().__init__()
+        self.enabled, self.eps, self.clip = enabled, eps, clip
+        self.register_buffer("mean", torch.zeros(dim, dtype=torch.float64))
+        self.register_buffer("var", torch.ones(dim, dtype=torch.float64))
+        self.register_buffer("count", torch.zeros((), dtype=torch.float64))
+
+    @torch.no_grad()
+    def update(self, x: Tensor) -> None:
+        """Fold a batch (..., D) into the running moments."""
+        if not self.enabled:
+            return
+        x = x.reshape(-1, x.shape[-1]).to(torch.float64)
+        n, mean, var = x.shape[0], x.mean(0), x.var(0, unbiased=False)
+        total = self.count + n
+        delta = mean - self.mean
+        m2 = self.var * self.count + var * n + delta**2 * self.count * n / total
+        self.mean.add_(delta * n / total)
+        self.var.copy_(m2 / total)
+        self.count.copy_(total)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not self.enabled:
+            return x
+        z = (x - self.mean.to(x.dtype)) / torch.sqrt(self.var.to(x.dtype) + self.eps)
+        return z.clamp(-self.clip, self.clip)
+
+
+def _mlp(sizes: list[int], out_gain: float, generator: torch.Generator) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:], strict=True)):
+        lin = nn.Linear(a, b)
+        last = i == len(sizes) - 2
+        nn.init.orthogonal_(lin.weight, out_gain if last else math.sqrt(2.0), generator=generator)
+        nn.init.zeros_(lin.bias)
+        layers += [lin] if last else [lin, nn.Tanh()]
+    return nn.Sequential(*layers)
+
+
+class ActorCritic(nn.Module):
+    """Gaussian policy N(mu(o), diag(exp(log_std))^2) with a state-independent log std, and a
+    separate value MLP; both see the running-normalized observation."""
+
+    def __init__(self, obs_dim: int, act_dim: int, cfg: PPOConfig) -> None:
+        super().__init__()
+        self.obs_dim, self.act_dim = obs_dim, act_dim
+        gen = torch.Generator().manual_seed(cfg.seed)  # CPU init: same weights on every device
+        self.obs_norm = RunningNorm(obs_dim, enabled=cfg.normalize_obs)
+        self.actor = _mlp([obs_dim, *cfg.hidden, act_dim], 0.01, gen)
+        self.critic = _mlp([obs_dim, *cfg.hidden, 1], 1.0, gen)
+        self.log_std = nn.Parameter(torch.full((act_dim,), float(cfg.init_log_std)))
+
+    def value(self, obs: Tensor) -> Tensor:
+        """V(o) (...,) from raw observations (..., D)."""
+        return self.critic(self.obs_norm(obs))[..., 0]
+
+    def dist(self, obs_n: Tensor) -> torch.distributions.Normal:
+        """The action distribution given normalized observations (..., D)."""
+        mu = self.actor(obs_n)
+        return torch.distributions.Normal(mu, self.log_std.exp().expand_as(mu))
+
+    @torch.no_grad()
+    def sample(self, obs: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:
+        """(unclipped action (N, A), its log-prob (N,), V (N,)) for raw observations (N, D)."""
+        obs_n = self.obs_norm(obs)
+        d = self.dist(obs_n)
+        noise = torch.randn(d.loc.shape, generator=generator, device=obs.device, dtype=obs.dtype)
+        a = d.loc + d.scale * noise
+        return a, d.log_prob(a).sum(-1), self.critic(obs_n)[..., 0]
+
+    @torch.no_grad()
+    def act(
+        self, obs: Tensor, deterministic: bool = False, generator: torch.Generator | None = None
+    ) -> Tensor:
+        """Env actions in [-1, 1]^A: the mean, or a sample (``generator`` on obs's device)."""
+        d = self.dist(self.obs_norm(obs))
+        if deterministic:
+            return d.loc.clamp(-1.0, 1.0)
+        if generator is None:
+            raise ConfigError("ActorCritic.act: a stochastic action needs an explicit generator")
+        noise = torch.randn(d.loc.shape, generator=generator, device=obs.device, dtype=obs.dtype)
+        return (d.loc + d.scale * noise).clamp(-1.0, 1.0)
+
+
+# ---- the equations -------------------------------------------------------------------------------
+def gae(
+    rewards: Tensor,
+    values: Tensor,
+    next_values: Tensor,
+    terminated: Tensor,
+    done: Tensor,
+    gamma: float,
+    lam: float,
+) -> tuple[Tensor, Tensor]:
+    """Generalized advantage estimation (Schulman et al. 2016, eq. 16), all (T, N).
+
+    delta_t = r_t + gamma (1 - term_t) V(s_{t+1}) - V(s_t), A_t = delta_t + gamma lambda
+    (1 - done_t) A_{t+1}, A_T = 0. ``next_values[t]`` is V of the true successor of step t: the
+    next rollout observation, or V(final_obs) where the episode ended (a truncated episode is
+    bootstrapped from it, a terminated one is not). Returns (advantages, value targets A + V).
+    """
+    not_term, not_done = 1.0 - terminated.to(values.dtype), 1.0 - done.to(values.dtype)
+    deltas = rewards + gamma * not_term * next_values - values
+    adv = torch.zeros_like(values)
+    last = torch.zeros_like(values[0])
+    for t in range(values.shape[0] - 1, -1, -1):
+        last = deltas[t] + gamma * lam * not_done[t] * last
+        adv[t] = last
+    return adv, adv + values
+
+
+def ppo_loss(
+    policy: ActorCritic, batch: dict[str, Tensor], cfg: PPOConfig
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """-L^{CLIP+VF+S} (Schulman et al. 2017, eq. 9) of one minibatch, and detached statistics.
+
+    L^CLIP = E[min(r A, clip(r, 1 - eps, 1 + eps) A)] with r = pi(a|s) / pi_old(a|s) (eq. 7);
+    L^VF = 1/2 (V(s) - V_targ)^2; S the Gaussian entropy. approx KL is E[(r - 1) - log r].
+    """
+    d = policy.dist(batch["obs"])
+    logp = d.log_prob(batch["actions"]).sum(-1)
+    log_ratio = logp - batch["logp"]
+    ratio = log_ratio.exp()
+    adv = batch["adv"]
+    if cfg.normalize_advantages and adv.numel() > 1:
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    clipped = ratio.clamp(1.0 - cfg.clip, 1.0 + cfg.clip)
+    policy_loss = -torch.min(ratio * adv, clipped * adv).mean()
+    value_loss = 0.5 * (policy.critic(batch["obs"])[..., 0] - batch["returns"]).pow(2).mean()
+    entropy = d.entropy().sum(-1).mean()
+    loss = policy_loss + cfg.value_coef * value_loss - cfg.entropy_coef * entropy
+    with torch.no_grad():
+        stats = {
+            "policy_loss": policy_loss.detach(),
+            "value_loss": value_loss.detach(),
+            "entropy": entropy.detach(),
+            "approx_kl": ((ratio - 1.0) - log_ratio).mean(),
+            "clip_fraction": ((ratio - 1.0).abs() > cfg.clip).float().mean(),
+        }
+    return loss, stats
+
+
+# ---- rollouts ------------------------------------------------------------------------------------
+class _Episodes:
+    """Sums and counts of episode returns/lengths ended since the last ``pop`` (on device)."""
+
+    def __init__(self, n: int, device: torch.device) -> None:
+        self.ret = torch.zeros(n, dtype=torch.float64, device=device)  # own running return
+        self.len = torch.zeros(n, dtype=torch.float64, device=device)
+        self.sums = torch.zeros(3, dtype=torch.float64, device=device)  # count, return, length
+
+    def add(self, reward: Tensor, done: Tensor, info: dict[str, Any]) -> None:
+        self.ret += reward.to(torch.float64)
+        self.len += 1.0
+        ret = info.get("episode_return", self.ret)
+        length = info.get("episode_length", self.len)
+        mask = done.to(torch.float64)
+        self.sums += torch.stack(
+            [mask.sum(), (ret.to(torch.float64) * mask).sum(), (length * mask).sum()]
+        )
+        self.ret *= 1.0 - mask
+        self.len *= 1.0 - mask
+
+    def pop(self) -> tuple[int, float | None, float | None]:
+        count, ret, length = self.sums.tolist()
+        self.sums.zero_()
+        if count == 0:
+            return 0, None, None
+        return int(count), ret / count, length / count
+
+
+def _final_obs(info: dict[str, Any], obs: Tensor) -> Tensor:
+    final = info.get("final_obs")
+    if final is None:
+        raise ConfigError("env.step: expected info['final_obs'] (N, D) when an episode ends")
+    return final.to(obs.dtype)
+
+
+def collect_rollout(
+    env: Any,
+    policy: ActorCritic,
+    obs: Tensor,
+    cfg: PPOConfig,
+    gen: torch.Generator,
+    episodes: _Episodes,
+) -> tuple[dict[str, Tensor], Tensor]:
+    """Run ``cfg.rollout_steps`` steps; return the flat training batch and the next obs."""
+    buf: dict[str, list[Tensor]] = {k: [] for k in ("obs", "actions", "logp", "values", "r")}
+    term_l, done_l, next_v = [], [], []
+    for _ in range(cfg.rollout_steps):
+        policy.obs_norm.update(obs)
+        action, logp, value = policy.sample(obs, gen)
+        nxt, reward, terminated, truncated, info = env.step(action.clamp(-1.0, 1.0))
+        done = terminated | truncated
+        for k, v in zip(buf, (policy.obs_norm(obs), action, logp, value, reward), strict=True):
+            buf[k].append(v)
+        term_l.append(terminated)
+        done_l.append(done)
+        episodes.add(reward, done, info)
+        with torch.no_grad():  # V(final_obs) bootstraps truncations; terminations get gamma * 0
+            v_end = policy.value(_final_obs(info, nxt)) if bool(done.any()) else value
+        next_v.append(v_end)
+        obs = nxt
+    with torch.no_grad():
+        last_v = policy.value(obs)
+    values, dones = torch.stack(buf["values"]), torch.stack(done_l)
+    following = torch.cat([values[1:], last_v[None]])
+    next_values = torch.where(dones, torch.stack(next_v), following)
+    adv, ret = gae(
+        torch.stack(buf["r"]).to(values.dtype), values, next_values,
+        torch.stack(term_l), dones, cfg.gamma, cfg.gae_lambda,
+    )  # fmt: skip
+    batch = {k: torch.stack(buf[k]).flatten(0, 1) for k in ("obs", "actions", "logp")}
+    batch.update(adv=adv.flatten(), returns=ret.flatten())
+    return batch, obs
+
+
+def update_policy(
+    policy: ActorCritic,
+    opt: torch.optim.Optimizer,
+    batch: dict[str, Tensor],
+    cfg: PPOConfig,
+    gen: torch.Generator,
+) -> dict[str, float]:
+    """``cfg.epochs`` passes of shuffled minibatch gradient steps; mean statistics."""
+    n = batch["adv"].shape[0]
+    totals: dict[str, Tensor] = {}
+    steps = 0
+    for _ in range(cfg.epochs):
+        perm = torch.randperm(n, generator=gen, device=gen.device)
+        for idx in perm.tensor_split(min(cfg.minibatches, n)):
+            loss, stats = ppo_loss(policy, {k: v[idx] for k, v in batch.items()}, cfg)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
+            opt.step()
+            for k, v in stats.items():
+                totals[k] = totals.get(k, torch.zeros_like(v)) + v
+            steps += 1
+    return {k: float(v) / steps for k, v in totals.items()}
+
+
+# ---- training ------------------------------------------------------------------------------------
+def _space_dim(space: Any, what: str) -> int:
+    shape = getattr(space, "shape", None)
+    if shape is None or len(shape) != 1 or shape[0] < 1:
+        raise ConfigError(f"env.{what}: expected a 1-D Box, got {space!r}")
+    return int(shape[0])
+
+
+def _check_obs(obs: Any, n: int, dim: int, device: torch.device) -> Tensor:
+    if not isinstance(obs, Tensor) or tuple(obs.shape) != (n, dim):
+        got = tuple(obs.shape) if isinstance(obs, Tensor) else type(obs).__name__
+        raise ConfigError(f"env.reset: expected an obs tensor of shape ({n}, {dim}), got {got}")
+    if obs.device != device:
+        raise ConfigError(f"env.reset: expected obs on {device}, got {obs.device}")
+    return obs.float()
+
+
+def train_ppo(
+    env: Any, cfg: PPOConfig, iterations: int, progress: Progress | None = None
+) -> tuple[ActorCritic, dict[str, Any]]:
+    """Train a new ActorCritic for ``iterations`` rollouts + updates.
+
+    Returns (policy in eval mode, report). ``report["history"]`` holds per-iteration columns
+    (episodes ended, their mean return and length, losses, approx KL, clip fraction, entropy),
+    deterministic per seed for a deterministic env; ``report["timing"]`` holds samples/s and
+    wall time. ``progress(iteration, row)`` is called after each iteration.
+    """
+    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
+        raise ConfigError(f"train_ppo: iterations expected an int >= 1, got {iterations!r}")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(cfg.threads)
+    try:
+        return _train(env, cfg, iterations, progress)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train(
+    env: Any, cfg: PPOConfig, iterations: int, progress: Progress | None
+) -> tuple[ActorCritic, dict[str, Any]]:
+    device, n = torch.device(env.device), int(env.num_envs)
+    obs_dim = _space_dim(env.single_observation_space, "single_observation_space")
+    act_dim = _space_dim(env.single_action_space, "single_action_space")
+    policy = ActorCritic(obs_dim, act_dim, cfg).to(device)
+    opt = torch.optim.Adam(policy.parameters(), lr=cfg.lr, eps=1e-5)
+    gen = torch.Generator(device=device).manual_seed(cfg.seed)
+    obs, _ = env.reset(seed=cfg.seed)
+    obs = _check_obs(obs, n, obs_dim, device)
+    episodes = _Episodes(n, device)
+    history: dict[str, list[Any]] = {}
+    timing: dict[str, list[float]] = {"samples_per_s": [], "wall_s": []}
+    start = time.perf_counter()
+    for it in range(iterations):
+        t0 = time.perf_counter()
+        policy.train()
+        batch, obs = collect_rollout(env, policy, obs, cfg, gen, episodes)
+        stats = update_policy(policy, opt, batch, cfg, gen)
+        count, ret, length = episodes.pop()
+        row: dict[str, Any] = {"episodes": count, "mean_return": ret, "mean_length": length}
+        row.update(stats)
+        for k, v in row.items():
+            history.setdefault(k, []).append(v)
+        dt = time.perf_counter() - t0
+        timing["samples_per_s"].append(n * cfg.rollout_steps / dt)
+        timing["wall_s"].append(dt)
+        if progress is not None:
+            progress(it, {**row, "samples_per_s": timing["samples_per_s"][-1], "wall_s": dt})
+    report = {
+        "config": cfg.to_dict(),
+        "num_envs": n,
+        "device": str(device),
+        "iterations": iterations,
+        "samples": iterations * n * cfg.rollout_steps,
+        "history": history,
+        "timing": {**timing, "total_wall_s": time.perf_counter() - start},
+    }
+    return policy.eval(), report
+
+
+# ---- evaluation ----------------------------------------------------------------------------------
+@torch.no_grad()
+def evaluate_policy(
+    env: Any,
+    policy: ActorCritic,
+    episodes: int,
+    deterministic: bool = True,
+    seed: int = 0,
+    max_steps: int = 100_000,
+) -> dict[str, Any]:
+    """Run until ``episodes`` episodes have ended (over all envs; the first to end are kept).
+
+    Returns episodes, mean/std return, mean length and the success rate when the env reports
+    ``info["success"]`` at episode end (else None). Stochastic actions draw from a generator
+    seeded with ``seed``.
+    """
+    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
+        raise ConfigError(f"evaluate_policy: episodes expected an int >= 1, got {episodes!r}")
+    device, n = torch.device(env.device), int(env.num_envs)
+    policy = policy.to(device).eval()
+    gen = torch.Generator(device=device).manual_seed(seed)
+    obs, _ = env.reset(seed=seed)
+    obs = _check_obs(obs, n, policy.obs_dim, device)
+    ret = torch.zeros(n, dtype=torch.float64, device=device)
+    length = torch.zeros(n, dtype=torch.float64, device=device)
+    rets: list[Tensor] = []
+    lens: list[Tensor] = []
+    succ: list[Tensor] = []
+    found = 0
+    for _ in range(max_steps):
+        action = policy.act(obs, deterministic=deterministic, generator=gen)
+        obs, reward, terminated, truncated, info = env.step(action)
+        ret += reward.to(torch.float64)
+        length += 1.0
+        done = terminated | truncated
+        if bool(done.any()):
+            rets.append(info.get("episode_return", ret)[done].to(torch.float64))
+            lens.append(info.get("episode_length", length)[done].to(torch.float64))
+            if "success" in info:
+                succ.append(info["success"][done].to(torch.float64))
+            found += int(done.sum())
+            ret, length = ret * ~done, length * ~done
+        if found >= episodes:
+            break
+    else:
+        raise ConfigError(f"evaluate_policy: {found} of {episodes} episodes in {max_steps} steps")
+    r, ln = torch.cat(rets)[:episodes], torch.cat(lens)[:episodes]
+    return {
+        "episodes": episodes,
+        "mean_return": float(r.mean()),
+        "std_return": float(r.std(unbiased=False)),
+        "mean_length": float(ln.mean()),
+        "success_rate": float(torch.cat(succ)[:episodes].mean()) if succ else None,
+    }
+
+
+# ---- checkpoints ---------------------------------------------------------------------------------
+def save_policy(
+    path: str | Path, policy: ActorCritic, cfg: PPOConfig, meta: dict[str, Any] | None = None
+) -> Path:
+    """Write weights + normalizer (state dict), the config as a plain dict and JSON-able
+    metadata; tensors, numbers, strings, lists and dicts only (``torch.load(weights_only=True)``).
+    """
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    meta_text = json.dumps(meta or {})  # fails early on anything that is not plain JSON
+    state = {k: v.detach().cpu().clone() for k, v in policy.state_dict().items()}
+    ck = {
+        "format": CHECKPOINT_FORMAT,
+        "config": cfg.to_dict(),
+        "obs_dim": policy.obs_dim,
+        "act_dim": policy.act_dim,
+        "state_dict": state,
+        "meta": json.loads(meta_text),
+    }
+    tmp = out.with_suffix(out.suffix + ".tmp")
+    torch.save(ck, tmp)
+    tmp.replace(out)
+    return out
+
+
+def load_policy(
+    path: str | Path, device: str | torch.device = "cpu"
+) -> tuple[ActorCritic, PPOConfig, dict[str, Any]]:
+    """(policy in eval mode on ``device``, config, metadata) from ``save_policy``'s file;
+    ``FileFormatError`` for a missing, foreign or malformed file."""
+    p = Path(path)
+    if not p.is_file():
+        raise FileFormatError(f"{p}: no such PPO policy file")
+    try:
+        ck = torch.load(p, weights_only=True, map_location="cpu")
+    except Exception as err:  # noqa: BLE001 - any unreadable file is a format error
+        raise FileFormatError(f"{p}: not a readable PPO policy ({err})") from None
+    if not isinstance(ck, dict) or ck.get("format") != CHECKPOINT_FORMAT:
+        raise FileFormatError(f"{p}: not a PPO policy (format {CHECKPOINT_FORMAT!r})")
+    try:
+        cfg = PPOConfig.from_dict(ck["config"])
+        policy = ActorCritic(int(ck["obs_dim"]), int(ck["act_dim"]), cfg)
+        policy.load_state_dict(ck["state_dict"])
+        meta = dict(ck["meta"])
+    except (KeyError, RuntimeError, TypeError, ValueError) as err:
+        raise FileFormatError(f"{p}: malformed PPO policy ({err})") from None
+    return policy.to(device).eval(), cfg, meta
+
+
+# ---- plots ---------------------------------------------------------------------------------------
+def plot_learning_curve(report: dict[str, Any], path: str | Path, title: str = "PPO") -> Path:
+    """PNG of mean episode return and length per iteration vs. env samples (matplotlib, Agg)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    hist = report["history"]
+    per_iter = report["samples"] / max(report["iterations"], 1)
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
+    for ax, key, label in zip(axes, ("mean_return", "mean_length"), ("return", "length (steps)"),
+                              strict=True):  # fmt: skip
+        pts = [((i + 1) * per_iter, v) for i, v in enumerate(hist[key]) if v is not None]
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".")
+        ax.set(xlabel="env samples", ylabel=f"mean episode {label}", title=title)
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=100)
+    plt.close(fig)
+    return out
+
+
+__all__ = [
+    "CHECKPOINT_FORMAT",
+    "ActorCritic",
+    "PPOConfig",
+    "RunningNorm",
+    "collect_rollout",
+    "evaluate_policy",
+    "gae",
+    "load_policy",
+    "plot_learning_curve",
+    "ppo_loss",
+    "save_policy",
+    "train_ppo",
+    "update_policy",
+]

@@ -1,0 +1,186 @@
+"""volary.envs: the contract every registered env keeps (Gymnasium vector API, SAME_STEP
+autoreset, seeding, batch-size independence, bad input), and the position task's action maps."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import pytest
+import torch
+
+from volary.envs import ENVS, PositionTaskConfig, describe_envs, make_env
+from volary.errors import ConfigError, UnknownNameError
+
+FAST = {"physics_hz": 240.0, "control_hz": 60.0}
+
+
+def _zero_thrust(env) -> torch.Tensor:
+    """Actions that hold the collective thrust at hover (ctbr), rates zero."""
+    a = torch.zeros(env.num_envs, 4)
+    a[:, 0] = 2.0 * env.sim.params.mass * 9.81 / env.sim.params.max_thrust - 1.0
+    return a
+
+
+@pytest.mark.parametrize("name", ENVS)
+def test_registered_env_keeps_the_vector_env_contract(name) -> None:
+    env = make_env(name, n_envs=6, seed=1, **FAST)
+    assert isinstance(env, gym.vector.VectorEnv) and name in describe_envs()
+    assert env.metadata["autoreset_mode"] == gym.vector.AutoresetMode.SAME_STEP
+    d, a = env.single_observation_space.shape[0], env.single_action_space.shape[0]
+    assert env.observation_space.shape == (6, d) and env.action_space.shape == (6, a)
+    obs, info = env.reset(seed=3)
+    assert obs.shape == (6, d) and obs.dtype == torch.float32 and torch.isfinite(obs).all()
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(5):
+        act = torch.rand(6, a, generator=gen) * 2 - 1
+        obs, rew, term, trunc, info = env.step(act)
+        assert obs.shape == (6, d) and torch.isfinite(obs).all()
+        assert rew.shape == (6,) and rew.dtype == torch.float32 and torch.isfinite(rew).all()
+        assert term.dtype == torch.bool and trunc.dtype == torch.bool and not (term & trunc).any()
+        for key in ("done", "final_obs", "episode_return", "episode_length", "success"):
+            assert key in info and info[key].shape[0] == 6, key
+
+
+@pytest.mark.parametrize("name", ENVS)
+def test_same_seed_same_episodes_and_env_i_ignores_the_batch_size(name) -> None:
+    def roll(n: int, seed: int) -> torch.Tensor:
+        env = make_env(name, n_envs=n, seed=seed, **FAST)
+        out = [env.reset(seed=seed)[0][:2]]
+        for k in range(20):
+            act = torch.full((n, env.single_action_space.shape[0]), 0.1 * ((k % 3) - 1))
+            out.append(env.step(act)[0][:2])
+        return torch.stack(out)
+
+    a, b = roll(2, 5), roll(2, 5)
+    assert torch.equal(a, b)
+    torch.testing.assert_close(roll(7, 5), a, rtol=1e-5, atol=1e-5)  # envs 0-1 of a bigger batch
+    assert not torch.equal(roll(2, 6), a)
+
+
+def test_ended_episodes_reset_in_the_same_step_and_report_their_end() -> None:
+    env = make_env("hover", n_envs=4, seed=0, episode_s=1.0, **FAST)  # 60 steps
+    env.reset(seed=0)
+    hold = _zero_thrust(env)
+    fall = hold.clone()
+    fall[:2, 0] = -1.0  # envs 0, 1: no thrust, they fall and terminate on the ground
+    returns = torch.zeros(4)
+    seen_term = seen_trunc = False
+    for _ in range(60):  # a fall from <= 2 m takes < 40 steps
+        obs, rew, term, trunc, info = env.step(fall)
+        returns += rew
+        if term.any():
+            seen_term = True
+            i = int(torch.nonzero(term)[0])
+            assert i < 2 and rew[i] < -5  # the crash penalty
+            assert info["episode_return"][i] == pytest.approx(float(returns[i]), rel=1e-5)
+            # the returned obs is the next episode's start (at least 0.4 m up), final_obs the end
+            assert not torch.equal(obs[i], info["final_obs"][i])
+            assert env.sim.state.pos[i, 2] >= 0.39 and env.episode_length[i] == 0
+            returns[i] = 0.0
+        if trunc.any():
+            seen_trunc = True
+            assert set(torch.nonzero(trunc).flatten().tolist()) <= {2, 3}
+            assert (info["episode_length"][trunc] == 60).all()
+            returns[trunc] = 0.0
+    assert seen_term and seen_trunc
+
+
+def test_success_means_ending_by_time_near_the_goal_and_slow() -> None:
+    env = make_env("hover", n_envs=3, seed=0, episode_s=1.0, start_range=(0.0, 0.0, 0.0),
+                   start_speed=0.0, start_tilt=0.0, stochastic=False, **FAST)  # fmt: skip
+    env.reset(seed=0)
+    for _ in range(59):
+        *_, info = env.step(_zero_thrust(env))
+        assert not info["success"].any()
+    *_, trunc, info = env.step(_zero_thrust(env))
+    assert trunc.all() and info["success"].all() and (info["final_distance"] < 0.05).all()
+
+
+def test_nan_actions_do_not_spread_and_bad_calls_name_the_problem() -> None:
+    env = make_env("hover", n_envs=3, seed=0, **FAST)
+    with pytest.raises(ConfigError, match="reset"):
+        env.step(torch.zeros(3, 4))
+    env.reset(seed=0)
+    act = _zero_thrust(env)
+    act[1] = float("nan")
+    obs, rew, *_ = env.step(act)
+    assert torch.isfinite(obs).all() and torch.isfinite(rew).all()
+    with pytest.raises(ConfigError, match=r"actions: expected shape \(3, 4\)"):
+        env.step(torch.zeros(3, 3))
+    with pytest.raises(ConfigError, match="mask"):
+        env.reset(options={"mask": [True, False]})
+    with pytest.raises(ConfigError, match="seed"):
+        env.reset(seed=-1)
+
+
+def test_reset_mask_restarts_only_those_envs() -> None:
+    env = make_env("reach", n_envs=3, seed=0, **FAST)
+    env.reset(seed=0)
+    for _ in range(5):
+        env.step(_zero_thrust(env))
+    before = env.sim.state.pos.clone()
+    env.reset(options={"mask": torch.tensor([False, True, False])})
+    after = env.sim.state.pos
+    assert torch.equal(after[0], before[0]) and torch.equal(after[2], before[2])
+    assert not torch.equal(after[1], before[1]) and env.episode_length.tolist() == [5, 0, 5]
+
+
+def test_make_env_errors_list_the_valid_choices() -> None:
+    with pytest.raises(UnknownNameError, match="hover"):
+        make_env("hoover")
+    with pytest.raises(ConfigError, match="start_range"):
+        make_env("hover", start_rnge=(1, 1, 1))
+    with pytest.raises(ConfigError, match="control"):
+        make_env("hover", control="rpm")
+    with pytest.raises(ConfigError, match="n_envs"):
+        make_env("hover", n_envs=0)
+    bad = [({"episode_s": 0}, "episode_s"), ({"goal": (0, 1)}, "goal"),
+           ({"max_rates": (-1, 1, 1)}, "max_rates"), ({"seed": -2}, "seed")]  # fmt: skip
+    for kw, field in bad:
+        with pytest.raises(ConfigError, match=field):
+            PositionTaskConfig(**kw)
+
+
+def test_velocity_actions_command_world_velocity() -> None:
+    env = make_env("hover", n_envs=2, seed=0, control="velocity", start_range=(0.0, 0.0, 0.0),
+                   start_speed=0.0, start_tilt=0.0, stochastic=False, **FAST)  # fmt: skip
+    env.reset(seed=0)
+    act = torch.tensor([[0.5, 0.0, 0.0, 0.0], [0.0, -0.25, 0.0, 0.0]])  # 1 m/s +x, 0.5 m/s -y
+    for _ in range(120):
+        obs, *_ = env.step(act)
+    want = torch.tensor(
+        [[1.0, 0.0], [0.0, -0.5]]
+    )  # the map's scale (max_speed 2 m/s), not a tuning
+    torch.testing.assert_close(obs[:, 3:5], want, atol=0.1, rtol=0)
+
+
+def test_rotor_thrust_actions_have_one_entry_per_rotor() -> None:
+    env = make_env("hover", n_envs=2, seed=0, control="rotor_thrusts", platform="hexa", **FAST)
+    assert env.single_action_space.shape == (6,)
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == (2, 18 + 6)
+    obs, *_ = env.step(torch.zeros(2, 6))
+    assert torch.isfinite(obs).all()
+
+
+def test_cli_trains_on_a_real_task_and_eval_reuses_its_options(tmp_path) -> None:
+    """`volary rl train --env control=velocity` then `rl eval`: the policy's task options travel
+    in its checkpoint (eval would otherwise fly a velocity policy through ctbr)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from volary.cli.main import app
+
+    run = CliRunner().invoke
+    common = ["--env", "physics_hz=240.0", "--env", "episode_s=0.5"]
+    r = run(app, ["rl", "train", "--task", "hover", "--envs", "8", "--iterations", "2",
+                  "--out", str(tmp_path / "t"), "--env", "control=velocity", *common])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    r = run(app, ["rl", "eval", "--policy", str(tmp_path / "t" / "policy.pt"), "--task", "hover",
+                  "--episodes", "8", "--envs", "8", "--out", str(tmp_path / "e")])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    res = json.loads((tmp_path / "e" / "eval.json").read_text())
+    assert res["env_options"]["control"] == "velocity" and res["env_options"]["episode_s"] == 0.5
+    r = run(app, ["rl", "train", "--task", "hover", "--envs", "8", "--iterations", "1",
+                  "--out", str(tmp_path / "x"), "--env", "contrl=velocity"])  # fmt: skip
+    assert r.exit_code == 2 and "contrl" in r.output and "control" in r.output
