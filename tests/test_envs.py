@@ -184,3 +184,56 @@ def test_cli_trains_on_a_real_task_and_eval_reuses_its_options(tmp_path) -> None
     r = run(app, ["rl", "train", "--task", "hover", "--envs", "8", "--iterations", "1",
                   "--out", str(tmp_path / "x"), "--env", "contrl=velocity"])  # fmt: skip
     assert r.exit_code == 2 and "contrl" in r.output and "control" in r.output
+
+
+def test_navigate_reaches_an_empty_scene_goal_by_following_the_goal_vector() -> None:
+    """With no trees, steering along the observed goal vector ends every episode in success
+    (the bonus paid), and the depth part of the observation is normalized to [0, 1]."""
+    opts = {"length": 20.0, "width": 10.0, "density": 1e-9}  # no trees
+    env = make_env("navigate", n_envs=4, seed=0, scene_options=opts, stochastic=False, **FAST)
+    obs, _ = env.reset(seed=0)
+    ended = torch.zeros(4, dtype=torch.bool)
+    for _ in range(env.max_steps):
+        g = obs[:, :3]
+        act = torch.zeros(4, 4)
+        act[:, :3] = 0.75 * g / g.norm(dim=-1, keepdim=True)
+        act[:, 3] = torch.atan2(g[:, 1], g[:, 0]).clamp(-1, 1)
+        obs, rew, term, trunc, info = env.step(act)
+        depth = obs[:, 22:]
+        assert depth.shape == (4, 12 * 16) and depth.min() >= 0 and depth.max() <= 1
+        assert not (term & ~info["success"]).any(), "no collision in an empty scene"
+        assert (rew[info["success"]] > 5).all()
+        ended |= info["success"]
+        if ended.all():
+            break
+    assert ended.all()
+
+
+def test_navigate_terminates_on_a_tree_and_sees_it_coming() -> None:
+    """Flying forward at full speed into the default forest: some envs hit a trunk (crash
+    penalty, ``collision`` set), and the nearest depth in view shrinks before the hit."""
+    env = make_env("navigate", n_envs=16, seed=0, stochastic=False, **FAST)
+    obs, _ = env.reset(seed=0)
+    act = torch.tensor([[1.0, 0.0, 0.0, 0.0]]).expand(16, 4)
+    nearest = [obs[:, 22:].min(dim=1).values]
+    crashed = torch.zeros(16, dtype=torch.bool)
+    for _ in range(60):
+        obs, rew, term, trunc, info = env.step(act)
+        hit = term & info["collision"]
+        assert (rew[hit] < -5).all()
+        fresh = hit & ~crashed
+        for i in torch.nonzero(fresh).flatten().tolist():
+            seen = torch.stack(nearest)[:, i]
+            assert seen.min() < 0.1  # within 1 m of the camera before the collision
+        crashed |= hit
+        nearest.append(torch.where(crashed, 1.0, obs[:, 22:].min(dim=1).values))
+    assert crashed.any()
+
+
+def test_navigate_options_are_checked() -> None:
+    with pytest.raises(ConfigError, match="depth_obs"):
+        make_env("navigate", n_envs=2, depth_obs=(5, 16))
+    with pytest.raises(ConfigError, match="action_repeat"):
+        make_env("navigate", n_envs=2, action_repeat=0)
+    with pytest.raises(ConfigError, match="scene_optoins"):
+        make_env("navigate", n_envs=2, scene_optoins={})

@@ -15,37 +15,41 @@ from collections.abc import Callable
 from typing import Any
 
 from volary.envs.base import TorchVectorEnv
+from volary.envs.navigate import NavigateTask, NavigateTaskConfig
 from volary.envs.position import ACTION_MODES, PositionTask, PositionTaskConfig
 from volary.errors import UnknownNameError
 
-# name -> (factory(n_envs, **options), one-line description)
-_PRESETS: dict[str, tuple[dict[str, Any], str]] = {
-    "hover": ({}, "hold a fixed goal from a random start (pose, velocity, tilt)"),
-    "reach": (
-        {"goal_range": (2.0, 2.0, 0.5), "start_range": (0.3, 0.3, 0.2)},
-        "fly to a new random goal every episode (4 x 4 x 1 m box)",
-    ),
-}
-ENVS: tuple[str, ...] = tuple(_PRESETS)
+# name -> (task class, its config class, preset options, one-line description)
+_REGISTRY: dict[str, tuple[Callable[..., TorchVectorEnv], Any, dict[str, Any], str]] = {
+    "hover": (PositionTask, PositionTaskConfig, {},
+              "hold a fixed goal from a random start (pose, velocity, tilt)"),
+    "reach": (PositionTask, PositionTaskConfig,
+              {"goal_range": (2.0, 2.0, 0.5), "start_range": (0.3, 0.3, 0.2)},
+              "fly to a new random goal every episode (4 x 4 x 1 m box)"),
+    "navigate": (NavigateTask, NavigateTaskConfig, {},
+                 "cross a forest to a goal from a forward depth camera (velocity commands)"),
+}  # fmt: skip
+ENVS: tuple[str, ...] = tuple(_REGISTRY)
 
 
 def describe_envs() -> dict[str, str]:
     """Registered env name -> one-line description."""
-    return {k: v[1] for k, v in _PRESETS.items()}
+    return {k: v[3] for k, v in _REGISTRY.items()}
 
 
 def make_env(name: str, n_envs: int = 64, **options: Any) -> TorchVectorEnv:
     """The registered task ``name`` with ``n_envs`` envs; ``options`` override its config."""
-    if name not in _PRESETS:
+    if name not in _REGISTRY:
         raise UnknownNameError("env", str(name), ENVS)
-    preset, _ = _PRESETS[name]
-    factory: Callable[..., TorchVectorEnv] = PositionTask
-    return factory(n_envs, PositionTaskConfig().replace(**{**preset, **options}))
+    task, config, preset, _ = _REGISTRY[name]
+    return task(n_envs, config().replace(**{**preset, **options}))
 
 
 __all__ = [
     "ACTION_MODES",
     "ENVS",
+    "NavigateTask",
+    "NavigateTaskConfig",
     "PositionTask",
     "PositionTaskConfig",
     "TorchVectorEnv",

@@ -1,0 +1,249 @@
+"""``navigate``: fly through a forest to a goal from a forward depth camera (the Aerial Gym
+navigation task family on volary's worlds and ray-cast sensors).
+
+Every env of one instance flies the same scene (``make_scenario(scenario, scene_seed,
+**scene_options)``; default a compact 20 x 10 m forest at 1 tree / 12 m^2, 3 m ceiling) from a
+start near the scene's start to a goal near its goal (both jittered per episode, the generator
+keeps 2 m around them clear). The policy decides at ``control_hz / action_repeat`` (15 Hz by
+default); the Lee velocity controller runs at ``control_hz``.
+
+Observation (float32, 22 + h x w): in the yaw-aligned body frame (x forward, y left, z up),
+the goal vector (3, m, its length clipped to 10 m) and velocity (3, m/s); the body-to-world
+rotation matrix (9); body rates (3, rad/s); the previous action (4); and the depth image
+(``depth_obs`` = (h, w), default 12 x 16): the camera's z-depth (``camera`` = (H, W) px, 90 deg
+hFOV, 10 m range, invalid pixels = range) min-pooled to (h, w) and divided by the range.
+
+Action in [-1, 1]^4: velocity in the yaw-aligned frame a0..2 x ``max_speed`` (a0 forward), and
+a yaw step a3 x ``max_yaw_rate`` / decision rate added to the current yaw (the controller's yaw
+setpoint).
+
+Reward per decision (our shaping): ``progress_weight`` x (distance to goal before - after) -
+0.01 |omega| - 0.02 |a - a_prev|^2; +``goal_bonus`` and termination (success) within
+``goal_radius`` of the goal; ``crash_penalty`` and termination on a collision (the vehicle's
+sphere against the obstacles or the floor), leaving the flight volume, a NaN state. Truncation
+at ``episode_s``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from volary.envs.base import TorchVectorEnv
+from volary.errors import ConfigError
+from volary.math import random as vrandom
+from volary.math.quaternion import quat_from_euler, quat_to_euler, quat_to_rotmat
+
+N_STATE_OBS = 22  # goal (3) + velocity (3) + rotation (9) + body rates (3) + previous action (4)
+
+
+@dataclass(frozen=True)
+class NavigateTaskConfig:
+    """Every knob of ``navigate`` (SI units)."""
+
+    platform: str | tuple[str, ...] = "research_quad_1kg"
+    scenario: str = "forest"  # a volary.worlds scenario type
+    scene_seed: int = 0
+    scene_options: dict[str, Any] = field(
+        default_factory=lambda: {"length": 20.0, "width": 10.0, "density": 1.0 / 12.0}
+    )
+    camera: tuple[int, int] = (24, 32)  # (H, W) px of the ray-cast depth camera
+    depth_obs: tuple[int, int] = (12, 16)  # (h, w) after min-pooling; must divide camera
+    hfov: float = math.pi / 2  # rad
+    depth_range: float = 10.0  # m
+    control_hz: float = 60.0
+    physics_hz: float = 240.0
+    action_repeat: int = 4  # controller steps per policy decision (15 Hz)
+    episode_s: float = 20.0
+    max_speed: float = 2.0  # m/s
+    max_yaw_rate: float = 1.5  # rad/s
+    start_jitter: float = 0.5  # m, in y and z around the scene's start
+    goal_jitter: float = 1.0  # m, in y around the scene's goal
+    goal_radius: float = 1.0  # m
+    progress_weight: float = 1.0
+    goal_bonus: float = 10.0
+    crash_penalty: float = -10.0
+    stochastic: bool = True
+    seed: int = 0
+    device: str = "cpu"
+    compile: bool | str = False
+
+    def __post_init__(self) -> None:
+        for name in ("hfov", "depth_range", "control_hz", "physics_hz", "episode_s",
+                     "max_speed", "max_yaw_rate", "goal_radius"):  # fmt: skip
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int | float) or not v > 0:
+                raise ConfigError(f"{name}: expected a number > 0, got {v!r}")
+        for name in ("scene_seed", "seed"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ConfigError(f"{name}: expected an int >= 0, got {v!r}")
+        if (
+            isinstance(self.action_repeat, bool)
+            or not isinstance(self.action_repeat, int)
+            or (self.action_repeat < 1)
+        ):
+            raise ConfigError(f"action_repeat: expected an int >= 1, got {self.action_repeat!r}")
+        (hh, ww), (h, w) = self.camera, self.depth_obs
+        if min(hh, ww, h, w) < 1 or hh % h or ww % w:
+            raise ConfigError(
+                f"depth_obs: expected (h, w) dividing camera {self.camera}, got {self.depth_obs}"
+            )
+
+    def replace(self, **kw: Any) -> NavigateTaskConfig:
+        valid = {f.name for f in fields(self)}
+        bad = sorted(set(kw) - valid)
+        if bad:
+            raise ConfigError(f"unknown task options {bad}; valid: {sorted(valid)}")
+        return NavigateTaskConfig(**{**{f.name: getattr(self, f.name) for f in fields(self)}, **kw})
+
+
+class NavigateTask(TorchVectorEnv):
+    """N multirotors crossing one scene to a goal from depth images; see the module docstring."""
+
+    def __init__(self, n_envs: int, config: NavigateTaskConfig | None = None) -> None:
+        from volary.sensors.camera import CameraConfig, DepthCamera
+        from volary.sensors.raycast.registry import make_raycaster
+        from volary.sim import Simulator
+        from volary.worlds import Scene, make_scenario
+
+        cfg = config or NavigateTaskConfig()
+        self.config = cfg
+        self.scene_spec = make_scenario(cfg.scenario, cfg.scene_seed, **cfg.scene_options)
+        self.sim = Simulator(
+            cfg.platform if isinstance(cfg.platform, str) else list(cfg.platform),
+            n_envs=n_envs, control="velocity", control_hz=cfg.control_hz,
+            physics_hz=cfg.physics_hz, stochastic=cfg.stochastic, on_divergence="terminate",
+            device=cfg.device, seed=cfg.seed, compile=cfg.compile,
+        )  # fmt: skip
+        h, w = cfg.depth_obs
+        super().__init__(n_envs, N_STATE_OBS + h * w, 4, cfg.device)
+        dev = self.device
+        self.world = Scene.stack(self.scene_spec, n_envs, device=dev)
+        cam = CameraConfig(
+            width=cfg.camera[1], height=cfg.camera[0], hfov=cfg.hfov, max_range=cfg.depth_range,
+            segmentation=False, normals=False,
+        )  # fmt: skip
+        self.camera = DepthCamera(cam, make_raycaster(self.scene_spec, n_envs, device=dev))
+        lo, hi = self.scene_spec.bounds_min, self.scene_spec.bounds_max
+        self._lo = torch.tensor(lo, device=dev, dtype=torch.float32)
+        self._hi = torch.tensor(hi, device=dev, dtype=torch.float32)
+        self._start = torch.tensor(self.scene_spec.start, device=dev, dtype=torch.float32)
+        self._goal0 = torch.tensor(self.scene_spec.goal, device=dev, dtype=torch.float32)
+        self.goal = self._goal0.expand(n_envs, 3).clone()
+        self.prev_action = torch.zeros(n_envs, 4, device=dev)
+        self.prev_prev = torch.zeros(n_envs, 4, device=dev)
+        self.max_steps = max(1, int(round(cfg.episode_s * cfg.control_hz / cfg.action_repeat)))
+        self.depth = torch.ones(n_envs, h, w, device=dev)
+        self._dist = torch.zeros(n_envs, device=dev)
+        self._seed(cfg.seed)
+
+    # ---- randomness ----------------------------------------------------------------------
+    def _seed(self, seed: int) -> None:
+        ids = torch.arange(self.num_envs, device=self.device)
+        self._keys = vrandom.env_keys(seed, ids)
+        self._episode = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
+
+    # ---- hooks -------------------------------------------------------------------------------
+    def _reset_envs(self, mask: Tensor) -> None:
+        cfg = self.config
+        u = vrandom.uniform(self._keys, self._episode, 4) * 2.0 - 1.0
+        self._episode = self._episode + mask.to(torch.int64)
+        start = self._start + torch.stack(
+            (
+                torch.zeros_like(u[:, 0]),
+                u[:, 0] * cfg.start_jitter,
+                u[:, 1] * 0.5 * cfg.start_jitter,
+            ),
+            dim=-1,
+        )
+        goal = self._goal0 + torch.stack(
+            (torch.zeros_like(u[:, 2]), u[:, 2] * cfg.goal_jitter, torch.zeros_like(u[:, 2])),
+            dim=-1,
+        )
+        to_goal = goal - start
+        yaw = torch.atan2(to_goal[:, 1], to_goal[:, 0]) + u[:, 3] * 0.3
+        zero = torch.zeros_like(yaw)
+        self.goal = torch.where(mask[:, None], goal, self.goal)
+        self.sim.reset(mask, pos=start, quat=quat_from_euler(zero, zero, yaw))
+        self._dist = torch.where(mask, (self.goal - start).norm(dim=-1), self._dist)
+        keep = ~mask[:, None]
+        self.prev_action = torch.where(keep, self.prev_action, 0.0)
+        self.prev_prev = torch.where(keep, self.prev_prev, 0.0)
+        self._render(mask)
+
+    def _yaw(self) -> Tensor:
+        return quat_to_euler(self.sim.state.quat)[:, 2]
+
+    def _apply(self, action: Tensor) -> None:
+        cfg = self.config
+        self.prev_prev, self.prev_action = self.prev_action, action
+        yaw = self._yaw()
+        c, s = torch.cos(yaw), torch.sin(yaw)
+        v = action[:, :3] * cfg.max_speed
+        v_world = torch.stack((c * v[:, 0] - s * v[:, 1], s * v[:, 0] + c * v[:, 1], v[:, 2]), -1)
+        decision_dt = cfg.action_repeat / cfg.control_hz
+        yaw_sp = yaw + action[:, 3] * cfg.max_yaw_rate * decision_dt
+        setpoint = torch.cat((v_world, yaw_sp[:, None]), dim=-1)
+        for _ in range(cfg.action_repeat):
+            self.sim.step(setpoint)
+        self._render(torch.ones(self.num_envs, dtype=torch.bool, device=self.device))
+
+    def _render(self, mask: Tensor) -> None:
+        """Min-pooled, range-normalized depth of the masked envs into ``self.depth``."""
+        cfg = self.config
+        st = self.sim.state
+        frame = self.camera(st.pos, st.quat)
+        d = torch.where(frame.valid, frame.depth, cfg.depth_range).clamp(0.0, cfg.depth_range)
+        h, w = cfg.depth_obs
+        pooled = -F.adaptive_max_pool2d(-d[:, None], (h, w))[:, 0] / cfg.depth_range
+        self.depth = torch.where(mask[:, None, None], pooled.to(torch.float32), self.depth)
+
+    def _observe(self) -> Tensor:
+        s = self.sim.state
+        yaw = self._yaw()
+        c, sn = torch.cos(yaw), torch.sin(yaw)
+
+        def to_yaw_frame(v: Tensor) -> Tensor:
+            return torch.stack(
+                (c * v[:, 0] + sn * v[:, 1], -sn * v[:, 0] + c * v[:, 1], v[:, 2]), -1
+            )
+
+        g = to_yaw_frame(self.goal - s.pos)
+        g = g * (10.0 / g.norm(dim=-1, keepdim=True).clamp_min(10.0))  # length clipped to 10 m
+        rot = quat_to_rotmat(s.quat).reshape(-1, 9)
+        obs = torch.cat(
+            (g, to_yaw_frame(s.vel), rot, s.omega, self.prev_action, self.depth.flatten(1)), dim=-1
+        )
+        return torch.nan_to_num(obs.to(torch.float32), nan=0.0, posinf=1e3, neginf=-1e3)
+
+    def _evaluate(self, action: Tensor) -> tuple[Tensor, Tensor, Tensor, dict[str, Tensor]]:
+        from volary.worlds.collision import collision_events
+
+        cfg, s = self.config, self.sim.state
+        dist = (self.goal - s.pos).norm(dim=-1)
+        progress = torch.nan_to_num(self._dist - dist, nan=0.0)
+        self._dist = dist
+        finite = torch.isfinite(s.pos).all(-1)
+        pos = torch.where(finite[:, None], s.pos, self._start)
+        hit = collision_events(self.world, pos.float(), self.sim.params.radius.float()).collided
+        outside = ((pos < self._lo) | (pos > self._hi)).any(-1)
+        crashed = hit | outside | ~finite | s.diverged | s.crashed
+        reached = ~crashed & (dist < cfg.goal_radius)
+        terminated = crashed | reached
+        truncated = ~terminated & (self.episode_length + 1 >= self.max_steps)
+        reward = (
+            cfg.progress_weight * progress
+            - 0.01 * s.omega.norm(dim=-1)
+            - 0.02 * ((action - self.prev_prev) ** 2).sum(-1)
+        )
+        reward = reward + torch.where(reached, cfg.goal_bonus, 0.0)
+        reward = reward + torch.where(crashed, cfg.crash_penalty, 0.0)
+        reward = torch.nan_to_num(reward, nan=cfg.crash_penalty).to(torch.float32)
+        end = {"success": reached, "collision": crashed, "final_distance": torch.nan_to_num(dist)}
+        return reward, terminated, truncated, end
