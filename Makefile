@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # pytest-xdist processes for `make test` (each test runs torch on 1 thread)
 TEST_WORKERS ?= 2
 
-.PHONY: venv demo test test-slow lint type bench bench-sensors bench-planning bench-mpc bench-nav bench-bp bench-splat clean
+.PHONY: venv demo test test-slow lint type bench bench-sensors bench-planning bench-mpc bench-nav bench-bp bench-splat bench-envs clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -65,6 +65,9 @@ bench-nav: $(STAMP)
 # BoundaryPredictor dataset generation over the whole Table II grid (about 15 minutes here).
 bench-bp: $(STAMP)
 	$(PY) benchmarks/bp.py --fraction 1 --out out/bench/bp.json
+
+bench-envs: $(STAMP)
+	$(PY) benchmarks/envs.py --threads 1
 
 # Gaussian-splat frames/s (CPU; add DEVICE=cuda on a GPU machine).
 DEVICE ?= cpu

@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from volary.cli.rl import rl_app
 from volary.errors import ConfigError, FileFormatError
 from volary.learning.rl import (
+    ActorCritic,
     PPOConfig,
     evaluate_policy,
     gae,
@@ -188,10 +189,41 @@ def test_checkpoint_round_trip(trained, tmp_path):
         load_policy(tmp_path / "other.pt")
 
 
+class _Unequal:
+    """Env 0 fails in one step every episode; the others succeed after ten steps."""
+
+    def __init__(self, n: int = 4) -> None:
+        self.num_envs, self.device, self.t = n, torch.device("cpu"), torch.zeros(n)
+        self.single_observation_space = gym.spaces.Box(-np.inf, np.inf, (2,), np.float32)
+        self.single_action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+
+    def reset(self, seed: int | None = None):
+        self.t = torch.zeros(self.num_envs)
+        return torch.zeros(self.num_envs, 2), {}
+
+    def step(self, action):
+        self.t += 1
+        short = torch.arange(self.num_envs) == 0
+        done = short | (self.t >= 10)
+        success = done & ~short
+        info = {"final_obs": torch.zeros(self.num_envs, 2), "success": success,
+                "episode_return": success.float(), "episode_length": self.t.clone()}  # fmt: skip
+        self.t = torch.where(done, 0.0, self.t)
+        return torch.zeros(self.num_envs, 2), success.float(), short, done & ~short, info
+
+
+def test_evaluate_policy_counts_every_env_alike(trained):
+    """Every env's first k episodes: the short failing episodes of env 0 do not crowd out the
+    others (taking the first episodes to end would report 0 % here)."""
+    res = evaluate_policy(_Unequal(4), ActorCritic(2, 1, PPOConfig()), episodes=4)
+    assert res["episodes"] == 4 and res["success_rate"] == pytest.approx(0.75)
+    assert res["mean_length"] == pytest.approx((1 + 10 + 10 + 10) / 4)
+
+
 def test_evaluate_policy_returns_finite_numbers(trained):
     _, _, policy, _ = trained
     res = evaluate_policy(PointMass(num_envs=16), policy, episodes=20)
-    assert res["episodes"] == 20 and 0.0 <= res["success_rate"] <= 1.0
+    assert res["episodes"] == 32 and 0.0 <= res["success_rate"] <= 1.0  # 2 per env
     assert np.isfinite([res["mean_return"], res["std_return"], res["mean_length"]]).all()
     assert 1 <= res["mean_length"] <= 50
     stoch = evaluate_policy(PointMass(num_envs=16), policy, episodes=20, deterministic=False)
@@ -259,4 +291,5 @@ def test_cli_train_and_eval_end_to_end(tmp_path, monkeypatch):
     )  # fmt: skip
     assert r.exit_code == 0, r.output
     res = json.loads((ev / "eval.json").read_text())
-    assert res["episodes"] == 5 and res["trained_on"] == "pm" and np.isfinite(res["mean_return"])
+    assert res["episodes"] == 16 and res["trained_on"] == "pm"  # one per env (16 envs)
+    assert np.isfinite(res["mean_return"])

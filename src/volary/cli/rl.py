@@ -195,7 +195,7 @@ def rl_eval(
     (out / "eval.json").write_text(json.dumps(res, indent=2))
     t = Table("task", "episodes", "mean return", "std return", "mean length", "success")
     t.add_row(
-        task, str(episodes), f"{res['mean_return']:.2f}", f"{res['std_return']:.2f}",
+        task, str(res["episodes"]), f"{res['mean_return']:.2f}", f"{res['std_return']:.2f}",
         f"{res['mean_length']:.1f}", _fmt(res["success_rate"], ".2%"),
     )  # fmt: skip
     console.print(t)

@@ -476,7 +476,8 @@ def evaluate_policy(
     seed: int = 0,
     max_steps: int = 100_000,
 ) -> dict[str, Any]:
-    """Run until ``episodes`` episodes have ended (over all envs; the first to end are kept).
+    """Every env's first ``k = ceil(episodes / num_envs)`` episodes (``k * num_envs`` >=
+    ``episodes`` in all; not "the first to end", which would favour short episodes).
 
     Returns episodes, mean/std return, mean length and the success rate when the env reports
     ``info["success"]`` at episode end (else None). Stochastic actions draw from a generator
@@ -485,16 +486,17 @@ def evaluate_policy(
     if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
         raise ConfigError(f"evaluate_policy: episodes expected an int >= 1, got {episodes!r}")
     device, n = torch.device(env.device), int(env.num_envs)
+    k = -(-episodes // n)
     policy = policy.to(device).eval()
     gen = torch.Generator(device=device).manual_seed(seed)
     obs, _ = env.reset(seed=seed)
     obs = _check_obs(obs, n, policy.obs_dim, device)
     ret = torch.zeros(n, dtype=torch.float64, device=device)
     length = torch.zeros(n, dtype=torch.float64, device=device)
+    count = torch.zeros(n, dtype=torch.int64, device=device)
     rets: list[Tensor] = []
     lens: list[Tensor] = []
     succ: list[Tensor] = []
-    found = 0
     for _ in range(max_steps):
         action = policy.act(obs, deterministic=deterministic, generator=gen)
         obs, reward, terminated, truncated, info = env.step(action)
@@ -502,23 +504,25 @@ def evaluate_policy(
         length += 1.0
         done = terminated | truncated
         if bool(done.any()):
-            rets.append(info.get("episode_return", ret)[done].to(torch.float64))
-            lens.append(info.get("episode_length", length)[done].to(torch.float64))
+            keep = done & (count < k)  # an env's episodes beyond its first k are not counted
+            rets.append(info.get("episode_return", ret)[keep].to(torch.float64))
+            lens.append(info.get("episode_length", length)[keep].to(torch.float64))
             if "success" in info:
-                succ.append(info["success"][done].to(torch.float64))
-            found += int(done.sum())
+                succ.append(info["success"][keep].to(torch.float64))
+            count += done.to(torch.int64)
             ret, length = ret * ~done, length * ~done
-        if found >= episodes:
+        if bool((count >= k).all()):
             break
     else:
-        raise ConfigError(f"evaluate_policy: {found} of {episodes} episodes in {max_steps} steps")
-    r, ln = torch.cat(rets)[:episodes], torch.cat(lens)[:episodes]
+        found = int(count.clamp(max=k).sum())
+        raise ConfigError(f"evaluate_policy: {found} of {k * n} episodes in {max_steps} steps")
+    r, ln = torch.cat(rets), torch.cat(lens)
     return {
-        "episodes": episodes,
+        "episodes": int(r.numel()),
         "mean_return": float(r.mean()),
         "std_return": float(r.std(unbiased=False)),
         "mean_length": float(ln.mean()),
-        "success_rate": float(torch.cat(succ)[:episodes].mean()) if succ else None,
+        "success_rate": float(torch.cat(succ).mean()) if succ else None,
     }
 
 
