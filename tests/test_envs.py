@@ -237,3 +237,14 @@ def test_navigate_options_are_checked() -> None:
         make_env("navigate", n_envs=2, action_repeat=0)
     with pytest.raises(ConfigError, match="scene_optoins"):
         make_env("navigate", n_envs=2, scene_optoins={})
+
+
+def test_navigate_spreads_scenes_over_envs() -> None:
+    env = make_env("navigate", n_envs=4, seed=0, scenes=2, scene_seed=5, **FAST)
+    a, b = env.scene_specs[0], env.scene_specs[1]
+    assert env.scene_specs[2] is a and env.scene_specs[3] is b and a != b
+    assert a == make_env("navigate", 1, scene_seed=5, **FAST).scene_specs[0]  # seeds 5, 6
+    obs, _ = env.reset(seed=0)
+    assert not torch.equal(obs[0, 22:], obs[1, 22:])  # different forests in view
+    with pytest.raises(ConfigError, match="scenes"):
+        make_env("navigate", n_envs=2, scenes=0)

@@ -1,10 +1,11 @@
 """``navigate``: fly through a forest to a goal from a forward depth camera (the Aerial Gym
 navigation task family on volary's worlds and ray-cast sensors).
 
-Every env of one instance flies the same scene (``make_scenario(scenario, scene_seed,
-**scene_options)``; default a compact 20 x 10 m forest at 1 tree / 12 m^2, 3 m ceiling) from a
-start near the scene's start to a goal near its goal (both jittered per episode, the generator
-keeps 2 m around them clear). The policy decides at ``control_hz / action_repeat`` (15 Hz by
+Env i flies scene ``make_scenario(scenario, scene_seed + i % scenes, **scene_options)``
+(default one scene for all envs, a compact 20 x 10 m forest at 1 tree / 12 m^2, 3 m ceiling;
+with one scene a policy can learn that scene's route instead of seeing: train with ``scenes``
+> 1 and evaluate on other seeds) from a start near the scene's start to a goal near its goal
+(both jittered per episode; the generator keeps 2 m around them clear). The policy decides at ``control_hz / action_repeat`` (15 Hz by
 default); the Lee velocity controller runs at ``control_hz``.
 
 Observation (float32, 22 + h x w): in the yaw-aligned body frame (x forward, y left, z up),
@@ -49,6 +50,7 @@ class NavigateTaskConfig:
     platform: str | tuple[str, ...] = "research_quad_1kg"
     scenario: str = "forest"  # a volary.worlds scenario type
     scene_seed: int = 0
+    scenes: int = 1  # distinct scenes: env i flies scene_seed + i % scenes
     scene_options: dict[str, Any] = field(
         default_factory=lambda: {"length": 20.0, "width": 10.0, "density": 1.0 / 12.0}
     )
@@ -79,6 +81,8 @@ class NavigateTaskConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int | float) or not v > 0:
                 raise ConfigError(f"{name}: expected a number > 0, got {v!r}")
+        if isinstance(self.scenes, bool) or not isinstance(self.scenes, int) or self.scenes < 1:
+            raise ConfigError(f"scenes: expected an int >= 1, got {self.scenes!r}")
         for name in ("scene_seed", "seed"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
@@ -114,7 +118,11 @@ class NavigateTask(TorchVectorEnv):
 
         cfg = config or NavigateTaskConfig()
         self.config = cfg
-        self.scene_spec = make_scenario(cfg.scenario, cfg.scene_seed, **cfg.scene_options)
+        specs = [
+            make_scenario(cfg.scenario, cfg.scene_seed + k, **cfg.scene_options)
+            for k in range(min(cfg.scenes, n_envs))
+        ]
+        self.scene_specs = [specs[i % len(specs)] for i in range(n_envs)]  # one per env
         self.sim = Simulator(
             cfg.platform if isinstance(cfg.platform, str) else list(cfg.platform),
             n_envs=n_envs, control="velocity", control_hz=cfg.control_hz,
@@ -124,18 +132,20 @@ class NavigateTask(TorchVectorEnv):
         h, w = cfg.depth_obs
         super().__init__(n_envs, N_STATE_OBS + h * w, 4, cfg.device)
         dev = self.device
-        self.world = Scene.stack(self.scene_spec, n_envs, device=dev)
+        self.world = Scene.stack(self.scene_specs, n_envs, device=dev)
         cam = CameraConfig(
             width=cfg.camera[1], height=cfg.camera[0], hfov=cfg.hfov, max_range=cfg.depth_range,
             segmentation=False, normals=False,
         )  # fmt: skip
-        self.camera = DepthCamera(cam, make_raycaster(self.scene_spec, n_envs, device=dev))
-        lo, hi = self.scene_spec.bounds_min, self.scene_spec.bounds_max
-        self._lo = torch.tensor(lo, device=dev, dtype=torch.float32)
-        self._hi = torch.tensor(hi, device=dev, dtype=torch.float32)
-        self._start = torch.tensor(self.scene_spec.start, device=dev, dtype=torch.float32)
-        self._goal0 = torch.tensor(self.scene_spec.goal, device=dev, dtype=torch.float32)
-        self.goal = self._goal0.expand(n_envs, 3).clone()
+        self.camera = DepthCamera(cam, make_raycaster(self.scene_specs, n_envs, device=dev))
+
+        def per_env(attr: str) -> Tensor:
+            rows = [getattr(sp, attr) for sp in self.scene_specs]
+            return torch.tensor(rows, device=dev, dtype=torch.float32)  # (N, 3)
+
+        self._lo, self._hi = per_env("bounds_min"), per_env("bounds_max")
+        self._start, self._goal0 = per_env("start"), per_env("goal")
+        self.goal = self._goal0.clone()
         self.prev_action = torch.zeros(n_envs, 4, device=dev)
         self.prev_prev = torch.zeros(n_envs, 4, device=dev)
         self.max_steps = max(1, int(round(cfg.episode_s * cfg.control_hz / cfg.action_repeat)))
