@@ -5,8 +5,9 @@ Env i flies scene ``make_scenario(scenario, scene_seed + i % scenes, **scene_opt
 (default one scene for all envs, a compact 20 x 10 m forest at 1 tree / 12 m^2, 3 m ceiling;
 with one scene a policy can learn that scene's route instead of seeing: train with ``scenes``
 > 1 and evaluate on other seeds) from a start near the scene's start to a goal near its goal
-(both jittered per episode; the generator keeps 2 m around them clear). The policy decides at ``control_hz / action_repeat`` (15 Hz by
-default); the Lee velocity controller runs at ``control_hz``.
+(both jittered per episode; the generator keeps 2 m around them clear). The policy decides
+at ``control_hz / action_repeat`` (15 Hz by default); the Lee velocity controller runs at
+``control_hz``.
 
 Observation (float32, 22 + h x w): in the yaw-aligned body frame (x forward, y left, z up),
 the goal vector (3, m, its length clipped to 10 m) and velocity (3, m/s); the body-to-world
