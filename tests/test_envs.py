@@ -4,6 +4,7 @@ autoreset, seeding, batch-size independence, bad input), and the position task's
 from __future__ import annotations
 
 import gymnasium as gym
+import numpy as np
 import pytest
 import torch
 
@@ -264,3 +265,45 @@ def test_ppo_learns_to_stay_up_on_hover() -> None:
     after = evaluate_policy(held_out, trained, 256)
     assert after["mean_length"] > 3 * before["mean_length"]
     assert after["mean_return"] > 5 * before["mean_return"]
+
+
+def test_numpy_adapter_mirrors_the_torch_env() -> None:
+    from volary.envs.adapters import to_numpy
+
+    torch_env = make_env("hover", n_envs=3, seed=0, **FAST)
+    np_env = to_numpy(make_env("hover", n_envs=3, seed=0, **FAST))
+    obs_t, _ = torch_env.reset(seed=4)
+    obs_n, _ = np_env.reset(seed=4)
+    assert isinstance(obs_n, np.ndarray) and obs_n.dtype == np.float32
+    np.testing.assert_array_equal(obs_n, obs_t.numpy())
+    act = np.full((3, 4), 0.2, dtype=np.float32)
+    out_t, out_n = torch_env.step(torch.from_numpy(act)), np_env.step(act)
+    for a, b in zip(out_t[:4], out_n[:4], strict=True):
+        np.testing.assert_array_equal(b, a.numpy())
+    assert isinstance(out_n[4]["final_obs"], np.ndarray)
+    with pytest.raises(ConfigError, match="TorchVectorEnv"):
+        to_numpy(np_env)  # type: ignore[arg-type]
+
+
+def test_sb3_adapter_follows_sb3_conventions_and_trains() -> None:
+    pytest.importorskip("stable_baselines3")
+    from stable_baselines3 import PPO
+
+    from volary.envs.adapters import to_sb3
+
+    venv = to_sb3(make_env("hover", n_envs=4, seed=0, episode_s=0.25, **FAST))  # 15 steps
+    venv.seed(3)
+    obs = venv.reset()
+    assert obs.shape == (4, 22) and obs.dtype == np.float32
+    ended = []
+    for _ in range(15):
+        obs, rew, done, infos = venv.step(np.zeros((4, 4), dtype=np.float32))
+        ended += [i for i in infos if i]
+    assert len(ended) >= 4
+    for info in ended:
+        assert info["terminal_observation"].shape == (22,) and "episode" in info
+        assert isinstance(info["TimeLimit.truncated"], bool) and "is_success" in info
+    model = PPO("MlpPolicy", venv, n_steps=16, batch_size=32, n_epochs=1, seed=0, device="cpu")
+    model.learn(total_timesteps=64)
+    action, _ = model.predict(obs, deterministic=True)
+    assert action.shape == (4, 4)

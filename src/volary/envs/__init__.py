@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from volary.envs.adapters import NumpyVectorEnv, to_numpy, to_sb3
 from volary.envs.base import TorchVectorEnv
 from volary.envs.navigate import NavigateTask, NavigateTaskConfig
 from volary.envs.position import ACTION_MODES, PositionTask, PositionTaskConfig
@@ -49,10 +50,13 @@ __all__ = [
     "ACTION_MODES",
     "ENVS",
     "NavigateTask",
+    "NumpyVectorEnv",
     "NavigateTaskConfig",
     "PositionTask",
     "PositionTaskConfig",
     "TorchVectorEnv",
     "describe_envs",
     "make_env",
+    "to_numpy",
+    "to_sb3",
 ]
