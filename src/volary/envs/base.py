@@ -13,7 +13,8 @@ A task subclass implements four pure-ish hooks over masks of envs:
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import fields, replace
+from typing import Any, TypeVar
 
 import gymnasium as gym
 import numpy as np
@@ -22,6 +23,18 @@ from gymnasium.vector import AutoresetMode
 from torch import Tensor
 
 from volary.errors import ConfigError
+
+C = TypeVar("C")
+
+
+def replace_options(config: C, **options: Any) -> C:
+    """A copy of the task config dataclass ``config`` with ``options``; unknown ones raise,
+    listing the valid ones (``make_env``'s keyword check for every task)."""
+    valid = {f.name for f in fields(config)}  # type: ignore[arg-type]
+    bad = sorted(set(options) - valid)
+    if bad:
+        raise ConfigError(f"unknown task options {bad}; valid: {sorted(valid)}")
+    return replace(config, **options)  # type: ignore[type-var]
 
 
 class TorchVectorEnv(gym.vector.VectorEnv):

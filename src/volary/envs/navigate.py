@@ -29,14 +29,14 @@ at ``episode_s``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from volary.envs.base import TorchVectorEnv
+from volary.envs.base import TorchVectorEnv, replace_options
 from volary.errors import ConfigError
 from volary.math import random as vrandom
 from volary.math.quaternion import quat_from_euler, quat_to_euler, quat_to_rotmat
@@ -101,11 +101,7 @@ class NavigateTaskConfig:
             )
 
     def replace(self, **kw: Any) -> NavigateTaskConfig:
-        valid = {f.name for f in fields(self)}
-        bad = sorted(set(kw) - valid)
-        if bad:
-            raise ConfigError(f"unknown task options {bad}; valid: {sorted(valid)}")
-        return NavigateTaskConfig(**{**{f.name: getattr(self, f.name) for f in fields(self)}, **kw})
+        return replace_options(self, **kw)
 
 
 class NavigateTask(TorchVectorEnv):

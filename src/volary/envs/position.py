@@ -19,13 +19,13 @@ diverged) adds ``crash_penalty``. Success: the episode ends by time with |e_p| <
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from volary.envs.base import TorchVectorEnv
+from volary.envs.base import TorchVectorEnv, replace_options
 from volary.errors import ConfigError
 from volary.math import random as vrandom
 from volary.math.quaternion import quat_from_euler, quat_to_rotmat
@@ -82,11 +82,7 @@ class PositionTaskConfig:
             raise ConfigError(f"seed: expected an int >= 0, got {self.seed!r}")
 
     def replace(self, **kw: Any) -> PositionTaskConfig:
-        valid = {f.name for f in fields(self)}
-        bad = sorted(set(kw) - valid)
-        if bad:
-            raise ConfigError(f"unknown task options {bad}; valid: {sorted(valid)}")
-        return PositionTaskConfig(**{**{f.name: getattr(self, f.name) for f in fields(self)}, **kw})
+        return replace_options(self, **kw)
 
 
 def _finite_number(v: Any) -> bool:
