@@ -4,8 +4,11 @@ Every platform flies the same start-goal segment, so a straight trial succeeds e
 segment clears the obstacles by the platform's collider radius (and the line is flown
 cleanly). This script measures, per scenario type, the minimum clearance of that segment over
 many generator seeds and turns it into the expected success over the 36 FLYINGTRUST
-platforms: for the fixed configurations 0-9 the benchmark flies, and for the generator's
-distribution (seeds 0..N-1, in blocks of ten as the protocol would draw them).
+platforms: for the fixed configurations the benchmark flies (``worlds.FIXED_SEEDS``), for
+seeds 0-9, and for the generator's distribution (seeds 0..N-1, in blocks of ten). It also
+prints the seeds the stratification rule (``worlds.scenarios_common.stratified_seeds``, the
+clearance quantiles (i + 1/2) / 10 over seeds 0-99) picks, which are forest's and urban's fixed
+configurations.
 
     .venv/bin/python benchmarks/straight_line.py --types forest,urban --seeds 200
 
@@ -30,16 +33,21 @@ from rich.table import Table
 
 from volary.bench.nav.protocol import get_suite
 from volary.platforms import catalogue
-from volary.worlds.scenarios import SCENARIOS, make_scenario
-from volary.worlds.scenarios_common import line_clearance
+from volary.worlds.scenarios import FIXED_CANDIDATES, SCENARIOS, fixed_seeds, make_scenario
+from volary.worlds.scenarios_common import line_clearance, stratified_seeds
 
 RESULTS = Path(__file__).resolve().parent / "results" / "straight_line.json"
 
 
 def clearances(kind: str, seeds: int) -> np.ndarray:
     """(seeds,) minimum clearance (m) of the start-goal segment, seeds 0..seeds-1."""
+    return clearances_of(kind, list(range(seeds)))
+
+
+def clearances_of(kind: str, seeds: list[int]) -> np.ndarray:
+    """Line clearance (m) of the given generator seeds."""
     out = []
-    for s in range(seeds):
+    for s in seeds:
         spec = make_scenario(kind, s)
         out.append(line_clearance(list(spec.obstacles), spec.start, spec.goal))
     return np.asarray(out)
@@ -99,7 +107,17 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         clear = clearances(kind, max(args.seeds, 10))
         blocks = [expected_success(clear[i : i + 10], radii) for i in range(0, len(clear), 10)]
+        fixed = fixed_seeds(kind)
+        fixed_clear = np.array(
+            [clear[s] if s < len(clear) else clearances_of(kind, [s])[0] for s in fixed]
+        )
+        rule = (
+            stratified_seeds(clear[:FIXED_CANDIDATES]) if len(clear) >= FIXED_CANDIDATES else None
+        )
         rows[kind] = {
+            "fixed_seeds": list(fixed),
+            "fixed": expected_success(fixed_clear, radii),
+            "stratified_rule_seeds": None if rule is None else list(rule),
             "fixed_0_9": expected_success(clear[:10], radii),
             "distribution": expected_success(clear, radii),
             "blocks_of_10": blocks,
@@ -108,17 +126,26 @@ def main(argv: list[str] | None = None) -> int:
             "seconds": time.perf_counter() - t0,
         }
     table = Table(title="straight baseline: expected success from line clearance")
-    for col in ("type", "configs 0-9", f"seeds 0-{args.seeds - 1}", "10-seed blocks min-max"):
+    cols = ("type", "fixed configs", "seeds 0-9", f"seeds 0-{args.seeds - 1}", "10-seed blocks")
+    for col in cols:
         table.add_column(col)
     for kind, r in rows.items():
         b = r["blocks_of_10"]
         table.add_row(
             kind,
+            f"{100 * r['fixed']:.1f} %",
             f"{100 * r['fixed_0_9']:.1f} %",
             f"{100 * r['distribution']:.1f} %",
             f"{100 * min(b):.0f}-{100 * max(b):.0f} %",
         )
     Console().print(table)
+    for kind, r in rows.items():
+        if r["stratified_rule_seeds"] is not None and r["fixed_seeds"] != list(range(10)):
+            same = r["stratified_rule_seeds"] == r["fixed_seeds"]
+            Console().print(
+                f"{kind}: fixed seeds {r['fixed_seeds']}; the rule picks "
+                f"{r['stratified_rule_seeds']} ({'the same' if same else 'DIFFERENT'})"
+            )
     flown = {}
     if args.flown is not None:
         clear = {k: np.asarray(r["clearance_m"]) for k, r in rows.items()}

@@ -23,15 +23,37 @@ def test_scenario_types_match_worlds():
 
 def test_flyingtrust_suite_is_the_full_protocol():
     s = get_suite("flyingtrust")
-    assert len(s.platforms) == 36 and len(s.scenarios) == 7 and s.configs == tuple(range(10))
+    from volary.worlds import FIXED_SEEDS
+
+    assert len(s.platforms) == 36 and len(s.scenarios) == 7 and s.configs == "fixed"
     assert s.n_trials(1) == 2520 and s.n_trials(2) == 5040
     units = s.units(["straight"], seed=0)
     assert len(units) == 70 and all(len(u.platforms) == 36 for u in units)
     keys = [t.key for u in units for t in u.trials()]
     assert len(keys) == len(set(keys)) == 2520
-    # trial k of a (platform, type) pair flies configuration k
-    assert all(u.trial == u.config for u in units)
+    # trial k of a (platform, type) pair flies the type's k-th fixed configuration (its seed)
+    assert all(u.config == FIXED_SEEDS[u.scenario][u.trial] for u in units)
+    assert {u.config for u in units if u.scenario == "maze"} == set(range(10))
+    assert s.scene_seeds("forest") == FIXED_SEEDS["forest"] != tuple(range(10))
     assert s.settings == ProtocolSettings()
+
+
+def test_fixed_configs_tokens_and_explicit_seeds(tmp_path):
+    from volary.worlds import FIXED_SEEDS
+
+    q = get_suite("quick")
+    assert q.configs == "fixed:2" and q.n_configs() == 2
+    assert q.scene_seeds("urban") == FIXED_SEEDS["urban"][:2]
+    p = _write(tmp_path, 'platforms = ["0.60kg-EMAX"]\nscenarios = ["forest", "maze"]\n'
+                         'configs = "fixed:3"\n')  # fmt: skip
+    s = get_suite(p)
+    assert [u.config for u in s.units(["straight"], 0)] == [
+        *FIXED_SEEDS["forest"][:3], *FIXED_SEEDS["maze"][:3]]  # fmt: skip
+    explicit = Suite("x", ("0.60kg-EMAX",), ("forest", "maze"), (4, 11))
+    assert [u.config for u in explicit.units(["straight"], 0)] == [4, 11, 4, 11]
+    for bad in ("fixed:0", "fixed:11", "fixd", "fixed:two", "fixed:"):
+        with pytest.raises(ConfigError, match="'fixed:N' with 1 <= N <= 10"):
+            Suite("x", ("0.60kg-EMAX",), ("forest",), bad)
 
 
 def test_quick_suite_spans_twr_and_all_types():

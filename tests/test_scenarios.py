@@ -10,8 +10,16 @@ import pytest
 from volary.errors import ConfigError, UnknownNameError
 from volary.worlds import Box, Cylinder, SceneSpec
 from volary.worlds.grid import find_path, is_solvable, occupancy_grid, scene_distance
-from volary.worlds.scenarios import FIXED_SEEDS, SCENARIOS, make_scenario
-from volary.worlds.scenarios_common import line_meets
+from volary.worlds.scenarios import (
+    FIXED_CANDIDATES,
+    FIXED_SEEDS,
+    SCENARIOS,
+    fixed_configurations,
+    fixed_seeds,
+    make_scenario,
+)
+from volary.worlds.scenarios_classic import UrbanParams, street_centres
+from volary.worlds.scenarios_common import line_clearance, line_meets, stratified_seeds
 from volary.worlds.scenarios_noise import fbm3
 
 RADIUS = 0.3
@@ -19,7 +27,7 @@ RADIUS = 0.3
 
 @pytest.fixture(scope="module")
 def fixed() -> dict[str, list[SceneSpec]]:
-    return {t: [make_scenario(t, s) for s in FIXED_SEEDS] for t in SCENARIOS}
+    return {t: fixed_configurations(t) for t in SCENARIOS}
 
 
 def test_registry_lists_seven_types_and_rejects_unknown_names():
@@ -101,6 +109,56 @@ def test_urban_size_ceiling_buildings(fixed):
         assert _extent(spec)[:2] == (60.0, 60.0) and spec.flight_ceiling == 10.0
         assert spec.meta["buildings"] == 12 and len(spec.obstacles) == 12 + 8
         assert all(isinstance(o, Box) for o in spec.obstacles)
+
+
+def test_urban_start_and_goal_look_down_cross_streets(fixed):
+    centres = street_centres(UrbanParams())
+    assert centres.tolist() == [16.0, 30.0, 44.0]  # 4 m streets between 10 m blocks
+    same_street = 0
+    for seed in range(40):
+        spec = make_scenario("urban", seed)
+        assert spec.start[1] in centres and spec.goal[1] in centres
+        assert (spec.start[0], spec.goal[0]) == (2.0, 58.0)
+        same_street += spec.start[1] == spec.goal[1]
+    assert 5 <= same_street <= 25  # independent draws: a third share a street
+    old = make_scenario("urban", 3, street_start_goal=False)
+    assert old.start[1] not in centres and 15.0 <= old.start[1] <= 45.0
+
+
+def test_stratified_seeds_take_each_strata_midpoint():
+    # seeds 0..19 with clearances in reverse seed order: strata of 10, midpoints ranks 4 and 5
+    c = np.arange(20, 0, -1, dtype=float)  # seed 19 is the most blocked, seed 0 the most open
+    assert stratified_seeds(c, k=2) == (4, 14)  # ranks 4/5 -> seeds 15/14 and 5/4: lower wins
+    assert stratified_seeds(np.arange(30.0), k=3) == (4, 14, 24)
+    assert stratified_seeds(np.arange(9.0), k=3) == (1, 4, 7)  # odd strata: the true middle
+    ties = np.zeros(10)
+    assert stratified_seeds(ties, k=2) == (2, 7)  # equal clearances are ordered by seed
+    assert stratified_seeds([0.1, np.inf, -1.0, 0.5], k=4) == (0, 1, 2, 3)
+    for bad in ([0.0] * 15, np.zeros((10, 2)), [np.nan] * 10):
+        with pytest.raises(ConfigError, match="clearance"):
+            stratified_seeds(bad, k=10)
+
+
+def test_fixed_seeds_are_ten_distinct_candidates_per_type():
+    for t in SCENARIOS:
+        seeds = fixed_seeds(t)
+        assert seeds == FIXED_SEEDS[t] and len(set(seeds)) == 10 == len(seeds)
+        assert list(seeds) == sorted(seeds) and max(seeds) < FIXED_CANDIDATES
+    for t in ("random_cylinders", "narrow_gap", "sudden_drop", "maze", "perlin"):
+        assert fixed_seeds(t) == tuple(range(10))  # the line is blocked by construction
+    with pytest.raises(UnknownNameError, match="valid names"):
+        fixed_seeds("jungle")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["forest", "urban"])
+def test_stratified_fixed_seeds_follow_the_rule(kind):
+    """The committed forest/urban fixed seeds are the rule's output over seeds 0..99."""
+    clear = []
+    for s in range(FIXED_CANDIDATES):
+        spec = make_scenario(kind, s)
+        clear.append(line_clearance(list(spec.obstacles), spec.start, spec.goal))
+    assert fixed_seeds(kind) == stratified_seeds(clear)
 
 
 def test_narrow_gap_widths_and_rising_gap_count(fixed):

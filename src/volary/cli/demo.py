@@ -152,7 +152,7 @@ def run_quick_suite_demo(
     console.print(
         f"{spec.name} suite: {spec.n_trials(len(algos))} trials ({', '.join(algos)}), "
         f"{len(spec.platforms)} platforms x {len(spec.scenarios)} scenario types x "
-        f"{len(spec.configs)} configurations, {workers} workers -> {db}"
+        f"{spec.n_configs()} configurations, {workers} workers -> {db}"
     )
     t0 = time.perf_counter()
     summary = run_suite(spec, algos, db, workers=workers, seed=seed, progress=True)

@@ -159,7 +159,7 @@ def bench_list(
             name,
             str(len(s.platforms)),
             str(len(s.scenarios)),
-            str(len(s.configs)),
+            f"{s.n_configs()} ({s.configs})" if isinstance(s.configs, str) else str(s.n_configs()),
             f"{s.n_trials(1):,}",
         )
     console.print(t)

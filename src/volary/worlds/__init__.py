@@ -7,7 +7,13 @@ from volary.worlds.gates import GateTracker
 from volary.worlds.grid import find_path, is_solvable, occupancy_grid
 from volary.worlds.io import MeshScene, PointCloud, export_scene, load_mesh, load_points
 from volary.worlds.primitives import Box, Cylinder, Gate, Mesh, Plane, Scene, SceneSpec, Sphere
-from volary.worlds.scenarios import SCENARIOS, fixed_configurations, make_scenario
+from volary.worlds.scenarios import (
+    FIXED_SEEDS,
+    SCENARIOS,
+    fixed_configurations,
+    fixed_seeds,
+    make_scenario,
+)
 from volary.worlds.sdf import SceneDistance, scene_sdf
 from volary.worlds.tracks import (
     alphapilot_2019,
@@ -22,6 +28,7 @@ __all__ = [
     "CollisionMonitor",
     "Cylinder",
     "Events",
+    "FIXED_SEEDS",
     "Gate",
     "GateTracker",
     "HeightField",
@@ -42,6 +49,7 @@ __all__ = [
     "export_scene",
     "find_path",
     "fixed_configurations",
+    "fixed_seeds",
     "is_solvable",
     "load_mesh",
     "load_points",

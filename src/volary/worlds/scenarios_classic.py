@@ -12,7 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from volary.worlds.primitives import Box, Cylinder, Primitive, SceneSpec
+from volary.errors import ConfigError
+from volary.worlds.primitives import Box, Cylinder, Primitive, SceneSpec, Vec3
 from volary.worlds.scenarios_common import (
     clear_of,
     finish,
@@ -149,6 +150,33 @@ class UrbanParams:
     clearance: float = 1.5  # m (start/goal stand in the perimeter street, 2 m from blocks)
     vehicle_radius: float = 0.3  # m
     check_resolution: float = 0.5  # m (60 x 60 x 10 m at 0.25 m is 2.4 M nodes)
+    # start and goal look down a cross street: their y is a street centre line in the middle
+    # half (not published; False draws y uniformly in the middle half as the other types do)
+    street_start_goal: bool = True
+
+
+def street_centres(p: UrbanParams) -> np.ndarray:
+    """y (m) of the centre lines of the streets along x that lie in the middle half of the
+    width: where :func:`urban` puts start and goal."""
+    nby = p.blocks[1]
+    by = (p.width - (nby + 1) * p.street) / nby
+    ys = p.street / 2 + np.arange(nby + 1) * (by + p.street)
+    return ys[(ys >= 0.25 * p.width) & (ys <= 0.75 * p.width)]
+
+
+def _urban_start_goal(rng: np.random.Generator, p: UrbanParams) -> tuple[Vec3, Vec3]:
+    """Start in the x = 0 perimeter street, goal in the x = length one, each on a cross-street
+    centre line drawn independently (the same street: the straight line runs down it)."""
+    if not p.street_start_goal:
+        return start_goal(rng, p.length, p.width, p.flight_height, p.margin)
+    centres = street_centres(p)
+    if centres.size == 0:
+        raise ConfigError("urban: no street centre line in the middle half of the width")
+    ys = rng.choice(centres, size=2)
+    return (
+        vec(p.margin, ys[0], p.flight_height),
+        vec(p.length - p.margin, ys[1], p.flight_height),
+    )
 
 
 def _buildings(rng: np.random.Generator, p: UrbanParams) -> list[Primitive]:
@@ -172,9 +200,10 @@ def _buildings(rng: np.random.Generator, p: UrbanParams) -> list[Primitive]:
 
 
 def urban(seed: int, p: UrbanParams) -> SceneSpec:
-    """Axis-aligned buildings in city blocks and thin walls across or along the streets."""
+    """Axis-aligned buildings in city blocks and thin walls across or along the streets; start
+    and goal in the perimeter streets at the ends of cross streets."""
     rng = np.random.default_rng(seed)
-    start, goal = start_goal(rng, p.length, p.width, p.flight_height, p.margin)
+    start, goal = _urban_start_goal(rng, p)
     obstacles = [b for b in _buildings(rng, p) if clear_of(b, [start, goal], p.clearance)]
     n_build = len(obstacles)
     while len(obstacles) < n_build + p.walls:

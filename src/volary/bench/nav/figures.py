@@ -362,8 +362,8 @@ def _box_outline(b: Any) -> np.ndarray:
 
 
 def scene_for(scenario: str, config: int) -> Any | None:
-    """The fixed configuration ``config`` of a type (``make_scenario(type, seed=config)``, the
-    seeds of ``worlds.fixed_configurations``), or None when it cannot be rebuilt."""
+    """The scene a row flew (``make_scenario(type, seed=config)``: ``config`` is the generator
+    seed, e.g. one of ``worlds.FIXED_SEEDS[type]``), or None when it cannot be rebuilt."""
     from volary import worlds
 
     if scenario not in worlds.SCENARIOS or not 0 <= int(config):

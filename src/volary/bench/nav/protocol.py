@@ -3,18 +3,21 @@
 A :class:`Suite` is platforms x scenario types x fixed configurations x trials per
 configuration (FLYINGTRUST Sec. IV). Built-ins (:data:`SUITES`):
 
-- ``flyingtrust``: the 36 Table I platforms x the 7 scenario types x configurations 0-9 x
-  1 trial = 2,520 trials per algorithm. The paper's "10 trials per combination" of a
-  (platform, type) pair are its 10 fixed configurations: trial k flies configuration k.
-- ``quick``: 6 platforms spanning TWR_max 1.4-6.0 x 7 types x configurations 0-1 = 84 trials
-  per algorithm, for the demo and CI.
+- ``flyingtrust``: the 36 Table I platforms x the 7 scenario types x each type's 10 fixed
+  configurations x 1 trial = 2,520 trials per algorithm. The paper's "10 trials per
+  combination" of a (platform, type) pair are its 10 fixed configurations: trial k flies the
+  k-th. The fixed configurations are generator seeds (``worlds.FIXED_SEEDS``): 0-9, except
+  forest and urban, whose ten are stratified on the straight line's clearance.
+- ``quick``: 6 platforms spanning TWR_max 1.4-6.0 x 7 types x the first 2 fixed configurations
+  of each type = 84 trials per algorithm, for the demo and CI.
 
 A user suite is a TOML file (see :func:`load_suite_file`)::
 
     name = "my-suite"
     platforms = ["0.60kg-EMAX", "1.00kg-SunnySky"]   # or "flyingtrust" (the 36) / "all"
     scenarios = ["forest", "maze"]                    # or "all" (the 7 types)
-    configs = [0, 1, 2]                               # generator seeds; 0..9 are the fixed ones
+    configs = "fixed"            # each type's 10 fixed configurations; "fixed:2" the first 2;
+                                 # or generator seeds for every type, e.g. [0, 1, 2]
     trials_per_config = 1
     [settings]                                        # optional ProtocolSettings overrides
     time_limit = 60.0
@@ -37,7 +40,8 @@ from typing import Any
 from volary.bench.nav.schema import ProtocolSettings, WorkUnit
 from volary.errors import ConfigError, UnknownNameError
 
-N_FIXED_CONFIGS = 10  # worlds.FIXED_SEEDS: configurations 0..9 per scenario type
+N_FIXED_CONFIGS = 10  # fixed configurations per scenario type (worlds.FIXED_SEEDS)
+FIXED = "fixed"  # Suite.configs: each type's fixed configurations ("fixed:N": the first N)
 
 # The seven FLYINGTRUST scenario types, in worlds.SCENARIOS order (kept here so that listing
 # suites does not import the scene generators; a test checks they agree).
@@ -73,7 +77,9 @@ class Suite:
     name: str
     platforms: tuple[str, ...]  # catalogue names, one env each
     scenarios: tuple[str, ...]  # scenario types (worlds.SCENARIOS)
-    configs: tuple[int, ...]  # generator seeds: 0..9 are the fixed configurations, more draw more
+    # "fixed" / "fixed:N": each type's (first N) fixed configurations (worlds.FIXED_SEEDS);
+    # a tuple of ints: these generator seeds for every type
+    configs: tuple[int, ...] | str
     trials_per_config: int = 1
     settings: ProtocolSettings = field(default_factory=ProtocolSettings)
     max_envs: int = 36  # platforms per work unit (one Simulator batch)
@@ -99,7 +105,7 @@ class Suite:
         out = []
         for algo in algos:
             for scen in self.scenarios:
-                for i, config in enumerate(self.configs):
+                for i, config in enumerate(self.scene_seeds(scen)):
                     for j in range(self.trials_per_config):
                         trial = i * self.trials_per_config + j
                         for chunk in self._chunks():
@@ -117,9 +123,23 @@ class Suite:
                             )
         return out
 
+    def scene_seeds(self, scenario: str) -> tuple[int, ...]:
+        """The generator seeds (the rows' ``config``) this suite flies for ``scenario``."""
+        if isinstance(self.configs, str):
+            from volary.worlds.scenarios import fixed_seeds
+
+            return fixed_seeds(scenario)[: _fixed_count(self.configs)]
+        return self.configs
+
+    def n_configs(self) -> int:
+        """Configurations per scenario type."""
+        if isinstance(self.configs, str):
+            return _fixed_count(self.configs)
+        return len(self.configs)
+
     def n_trials(self, n_algos: int = 1) -> int:
         """Trials the suite flies for ``n_algos`` algorithms."""
-        per = len(self.platforms) * len(self.scenarios) * len(self.configs)
+        per = len(self.platforms) * len(self.scenarios) * self.n_configs()
         return n_algos * per * self.trials_per_config
 
     def _chunks(self) -> list[tuple[str, ...]]:
@@ -139,8 +159,8 @@ def get_suite(name_or_path: str | Path) -> Suite:
 
 def _builtin(name: str) -> Suite:
     if name == "quick":
-        return Suite("quick", QUICK_PLATFORMS, SCENARIO_TYPES, (0, 1), 1)
-    return Suite("flyingtrust", flyingtrust_platforms(), SCENARIO_TYPES, tuple(range(10)), 1)
+        return Suite("quick", QUICK_PLATFORMS, SCENARIO_TYPES, f"{FIXED}:2", 1)
+    return Suite("flyingtrust", flyingtrust_platforms(), SCENARIO_TYPES, FIXED, 1)
 
 
 def flyingtrust_platforms() -> tuple[str, ...]:
@@ -178,7 +198,7 @@ def suite_from_dict(
         "name": _expect(data.get("name", default_name), str, "name", where),
         "platforms": _platform_list(data["platforms"], where),
         "scenarios": _scenario_list(data["scenarios"], where),
-        "configs": tuple(_expect_list(data["configs"], int, "configs", where)),
+        "configs": _configs(data["configs"], where),
         "trials_per_config": _expect(
             data.get("trials_per_config", 1), int, "trials_per_config", where
         ),
@@ -186,6 +206,25 @@ def suite_from_dict(
         "settings": _settings(data.get("settings", {}), where),
     }
     return Suite(**kwargs)
+
+
+def _configs(value: Any, where: str) -> tuple[int, ...] | str:
+    if isinstance(value, str):
+        return value  # "fixed" / "fixed:N", checked by Suite
+    return tuple(_expect_list(value, int, "configs", where))
+
+
+def _fixed_count(token: str) -> int:
+    """N of a ``"fixed"`` (10) or ``"fixed:N"`` configs token; ConfigError otherwise."""
+    head, sep, tail = token.partition(":")
+    n = N_FIXED_CONFIGS if not sep else (int(tail) if tail.isdigit() else -1)
+    if head != FIXED or not 1 <= n <= N_FIXED_CONFIGS:
+        raise ConfigError(
+            f"Suite.configs: expected {FIXED!r}, '{FIXED}:N' with 1 <= N <= "
+            f"{N_FIXED_CONFIGS}, or a non-empty list of generator seeds (ints >= 0), "
+            f"got {token!r}"
+        )
+    return n
 
 
 def _settings(table: Any, where: str) -> ProtocolSettings:
@@ -239,7 +278,9 @@ def _check_suite(s: Suite) -> None:
     """Validate names and ranges; unknown platform/scenario names list the valid ones."""
     if not isinstance(s.name, str) or not s.name:
         raise ConfigError(f"Suite.name: expected a non-empty str, got {s.name!r}")
-    for attr in ("platforms", "scenarios", "configs"):
+    if isinstance(s.configs, str):
+        _fixed_count(s.configs)
+    for attr in ("platforms", "scenarios") + (() if isinstance(s.configs, str) else ("configs",)):
         v = getattr(s, attr)
         if not isinstance(v, tuple) or not v:
             raise ConfigError(f"Suite.{attr}: expected a non-empty tuple, got {v!r}")
@@ -249,11 +290,11 @@ def _check_suite(s: Suite) -> None:
     for scen in s.scenarios:
         if scen not in SCENARIO_TYPES:
             raise UnknownNameError("scenario type", scen, SCENARIO_TYPES)
-    for c in s.configs:
+    for c in () if isinstance(s.configs, str) else s.configs:
         if isinstance(c, bool) or not isinstance(c, int) or c < 0:
             raise ConfigError(
-                f"Suite.configs: expected ints >= 0 (0..{N_FIXED_CONFIGS - 1} are the "
-                f"protocol's fixed configurations), got {c!r}"
+                f"Suite.configs: expected generator seeds (ints >= 0), or {FIXED!r} for "
+                f"each type's fixed configurations, got {c!r}"
             )
     for attr in ("trials_per_config", "max_envs"):
         v = getattr(s, attr)
@@ -312,6 +353,7 @@ def _freeze_options(
 
 
 __all__ = [
+    "FIXED",
     "N_FIXED_CONFIGS",
     "QUICK_PLATFORMS",
     "SCENARIO_TYPES",

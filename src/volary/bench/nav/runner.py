@@ -42,6 +42,7 @@ _DEFAULT_UNIT_FN = "volary.bench.nav.episode:run_unit"
 
 __all__ = [
     "RunSummary",
+    "create_run",
     "load_results",
     "resume",
     "run_suite",
@@ -93,6 +94,19 @@ def run_suite(
     """
     if unit_fn is None:
         _check_algo_names(algos)
+    path = create_run(suite, algos, db_path, algo_options, seed)
+    return run_units(path, workers, cluster, progress, unit_fn=unit_fn, unit_timeout=unit_timeout)
+
+
+def create_run(
+    suite: Any,
+    algos: str | Sequence[str],
+    db_path: str | Path,
+    algo_options: Mapping[str, Mapping[str, Any]] | None = None,
+    seed: int = 0,
+) -> Path:
+    """Create the run database of ``suite`` x ``algos`` (every work unit, no trial flown), or
+    check that an existing one was made with the same settings (ConfigError if not)."""
     units = suite.units(algos, seed, algo_options)
     meta = {
         "suite": _suite_dict(suite),
@@ -106,7 +120,7 @@ def run_suite(
             _check_same_run(db, meta, units)
     else:
         RunDB.create(path, meta, units).close()
-    return run_units(path, workers, cluster, progress, unit_fn=unit_fn, unit_timeout=unit_timeout)
+    return path
 
 
 def resume(

@@ -38,7 +38,7 @@ class TrialSpec:
     algo: str
     platform: str
     scenario: str  # scenario type, e.g. "forest"
-    config: int  # generator seed (0..9: the fixed configurations, worlds.fixed_configurations)
+    config: int  # generator seed of the scene (the fixed ones: worlds.FIXED_SEEDS[scenario])
     trial: int  # trial index within the (platform, type) pair
     seed: int  # base seed of the run
 
