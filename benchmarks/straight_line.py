@@ -12,7 +12,7 @@ configurations.
 
     .venv/bin/python benchmarks/straight_line.py --types forest,urban --seeds 200
 
-Writes ``benchmarks/results/straight_line.json`` and prints a table. ``--flown RUN.sqlite``
+Writes ``benchmarks/results/straight_line.json`` and prints a table. ``--flown RUN.sqlite`` (repeatable)
 also compares the prediction, trial by trial, with a flown ``straight`` run over the same
 configurations (``benchmarks/suites/straight-forest-urban-100.toml``). Geometry only: no
 flight, so it separates "the scenes" from "the flying" when the baseline disagrees with the
@@ -97,7 +97,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--types", default=",".join(SCENARIOS), help="comma-separated types")
     ap.add_argument("--seeds", type=int, default=100, help="generator seeds per type")
     ap.add_argument("--out", type=Path, default=RESULTS)
-    ap.add_argument("--flown", type=Path, help="a straight run's database to compare with")
+    ap.add_argument(
+        "--flown",
+        type=Path,
+        action="append",
+        default=[],
+        help="a straight run's database to compare with (repeatable)",
+    )
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     platforms = get_suite("flyingtrust").platforms
@@ -146,13 +152,14 @@ def main(argv: list[str] | None = None) -> int:
                 f"{kind}: fixed seeds {r['fixed_seeds']}; the rule picks "
                 f"{r['stratified_rule_seeds']} ({'the same' if same else 'DIFFERENT'})"
             )
-    flown = {}
-    if args.flown is not None:
-        clear = {k: np.asarray(r["clearance_m"]) for k, r in rows.items()}
-        flown = compare_flown(args.flown, clear)
-        for kind, f in flown.items():
+    flown = []
+    clear = {k: np.asarray(r["clearance_m"]) for k, r in rows.items()}
+    for db in args.flown:
+        per_type = compare_flown(db, clear)
+        flown.append({"db": str(db), "types": per_type})
+        for kind, f in per_type.items():
             Console().print(
-                f"{kind}: flown {100 * f['flown_success']:.2f} % vs predicted "
+                f"{db}: {kind}: flown {100 * f['flown_success']:.2f} % vs predicted "
                 f"{100 * f['predicted_success']:.2f} % over {f['trials']} trials, "
                 f"{f['mismatches']} trial(s) disagree"
             )
@@ -163,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         "radii_m": {"min": radii.min(), "median": float(np.median(radii)), "max": radii.max()},
         "seeds": args.seeds,
         "types": rows,
-        **({"flown": {"db": str(args.flown), "types": flown}} if flown else {}),
+        **({"flown": flown} if flown else {}),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=1) + "\n")
