@@ -12,8 +12,8 @@ configurations.
 
     .venv/bin/python benchmarks/straight_line.py --types forest,urban --seeds 200
 
-Writes ``benchmarks/results/straight_line.json`` and prints a table. ``--flown RUN.sqlite`` (repeatable)
-also compares the prediction, trial by trial, with a flown ``straight`` run over the same
+Writes ``benchmarks/results/straight_line.json`` and prints a table. ``--flown RUN.sqlite``
+(repeatable) compares the prediction, trial by trial, with a flown ``straight`` run over the same
 configurations (``benchmarks/suites/straight-forest-urban-100.toml``). Geometry only: no
 flight, so it separates "the scenes" from "the flying" when the baseline disagrees with the
 paper (issue 5: straight ~10-20 % in forest/urban, ~0 % in the cluttered types).

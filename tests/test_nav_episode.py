@@ -106,6 +106,49 @@ class Faulty:
 SHORT = ProtocolSettings(time_limit=3.0, trial_wall_limit=1.0)
 
 
+class ThreadProbe:
+    """Records torch's and the native pools' thread counts whenever the episode calls it."""
+
+    name = "thread_probe"
+    needs = frozenset()
+    seen: list[tuple[int, int]] = []
+
+    def __init__(self, **options):
+        pass
+
+    def reset(self, task):
+        pass
+
+    def plan(self, obs):
+        import torch
+        from threadpoolctl import threadpool_info
+
+        pools = max((d["num_threads"] for d in threadpool_info()), default=1)
+        ThreadProbe.seen.append((torch.get_num_threads(), pools))
+        return None
+
+
+def test_run_unit_flies_on_one_thread_and_restores_the_callers_pools():
+    """A 36-platform mapper unit flew 28 of 36 rows differently with two BLAS/OpenMP threads
+    than with one: run_unit pins every pool to one thread, so rows do not depend on how the
+    caller (inline, a dask thread worker, a notebook) set its threads."""
+    import torch
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    unit = WorkUnit(f"{__name__}:ThreadProbe", "sudden_drop", 0, 0, PAIR[:1], 0, (), SHORT)
+    before = torch.get_num_threads()
+    ThreadProbe.seen.clear()
+    try:
+        torch.set_num_threads(2)
+        with threadpool_limits(limits=2):
+            run_unit(unit)
+            assert torch.get_num_threads() == 2
+            assert max(d["num_threads"] for d in threadpool_info()) == 2
+    finally:
+        torch.set_num_threads(before)
+    assert len(ThreadProbe.seen) >= 10 and set(ThreadProbe.seen) == {(1, 1)}
+
+
 def test_planner_faults_become_error_rows_and_do_not_stop_the_batch():
     unit = WorkUnit(f"{__name__}:Faulty", "sudden_drop", 0, 0, tuple(Faulty.MODES), 0, (), SHORT)
     rows = {r.platform: r for r in run_unit(unit)}

@@ -46,13 +46,15 @@ import signal
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field, replace
 from functools import lru_cache, partial
 from typing import Any
 
 import numpy as np
 import torch
+from threadpoolctl import threadpool_limits
 
 from volary.bench.nav.metrics import first_entry_time, track_json, trial_metrics
 from volary.bench.nav.schema import CAUSES, TrialResult, TrialSpec, WorkUnit
@@ -125,19 +127,38 @@ class _Record:
 def run_unit(unit: WorkUnit) -> list[TrialResult]:
     """Fly every trial of ``unit`` in one batch; one TrialResult per platform, in order.
 
-    Deterministic for a given unit (all fields but ``wall_time``). Planner faults never raise:
-    they become rows with cause "error" and the traceback in ``error``.
+    Deterministic for a given unit (all fields but ``wall_time``) on a given machine, whatever
+    the caller's thread settings: torch and the native pools (OpenBLAS, OpenMP) run on one
+    thread during the unit and are restored afterwards. With more threads the order of
+    floating-point reductions depends on the thread count, and the hard closed loops amplify
+    the last bits (a 36-platform mapper unit flew 28 of 36 rows differently with two threads).
+    Planner faults never raise: they become rows with cause "error" and the traceback in
+    ``error``.
     """
     _check_unit(unit)
-    torch_threads = torch.get_num_threads()
     t_wall = time.perf_counter()
-    try:
-        with _Watchdog() as watchdog:
-            ep = _Episode(unit, watchdog)
-            ep.run()
+    with _one_thread(), _Watchdog() as watchdog:
+        ep = _Episode(unit, watchdog)
+        ep.run()
         return ep.results(time.perf_counter() - t_wall)
+
+
+@contextmanager
+def _one_thread() -> Iterator[None]:
+    """torch and every native thread pool (OpenBLAS, OpenMP) on one thread, restored after.
+
+    threadpoolctl limits the libraries loaded when the limit is set; scipy's own OpenBLAS, which
+    numba's ``np.linalg`` calls through ``scipy.linalg.cython_lapack``, loads on first use, so it
+    is loaded here first."""
+    with suppress(ImportError):
+        import scipy.linalg.cython_lapack  # noqa: F401
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with threadpool_limits(limits=1):
+            yield
     finally:
-        torch.set_num_threads(torch_threads)
+        torch.set_num_threads(threads)
 
 
 def _check_unit(unit: WorkUnit) -> None:
