@@ -88,6 +88,22 @@ def test_alphapilot_corners_go_around_the_frame():
     assert np.allclose(around_frame(z_order)[:, 2], [1, 1, 0, 0])
 
 
+def test_unperturbed_gives_back_the_course_a_perturbed_one_was_drawn_from():
+    from dataclasses import replace
+
+    from volary.worlds import perturb_course, unperturbed
+
+    base = alphapilot_2019()
+    assert unperturbed(base) is base  # not perturbed: itself
+    a, b = alphapilot_2019_courses(2, 3)
+    assert a.gates != base.gates and unperturbed(a) == base == unperturbed(b)
+    twice = perturb_course(a, 5)  # a chain of perturbations keeps the first course
+    assert twice.gates != a.gates and unperturbed(twice) == base
+    bad = replace(a, meta={**a.meta, "perturbation_base": {"name": "x"}})
+    with pytest.raises(ConfigError, match="perturbation_base"):
+        unperturbed(bad)
+
+
 def test_perturbation_within_bounds_and_deterministic():
     base = alphapilot_2019()
     courses = alphapilot_2019_courses(25, 7)

@@ -39,7 +39,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Protocol
 
@@ -47,6 +47,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from volary.bench.threads import one_thread
 from volary.bench.tracking import feedforward_setpoint
 from volary.control import Gains
 from volary.dynamics.params import VehicleParams
@@ -68,6 +69,7 @@ from volary.worlds import (
     SceneSpec,
     alphapilot_2019,
     alphapilot_2019_courses,
+    unperturbed,
 )
 from volary.worlds.gates import gate_planes
 
@@ -271,9 +273,65 @@ class MinTimeRacer:
         return pts, dirs
 
     def plan(self, courses: Sequence[SceneSpec], params: VehicleParams) -> TrajectoryPlan:
-        pairs = [self.waypoints(s) for s in courses]
-        if len({len(p) for p, _ in pairs}) != 1:
+        """Plan every course; a course's plan depends only on itself and its vehicle.
+
+        A perturbed course (``worlds.perturb_course``) is warm-started, ``warm_iters`` steps,
+        from the cold solution (``iters`` steps) of the course it was drawn from
+        (``worlds.unperturbed``: e.g. the nominal AlphaPilot course); any other course is
+        solved cold. Each distinct unperturbed course and vehicle is solved once per call.
+        """
+        if len({len(self.waypoints(s)[0]) for s in courses}) != 1:
             raise ConfigError("courses: expected the same number of gates on every course")
+        p64 = params.to(device="cpu", dtype=torch.float64)
+        env = [0 if p64.n_envs == 1 else i for i in range(len(courses))]
+        roots: dict[tuple, int] = {}  # (course, vehicle) key -> row of the cold batch
+        root_specs: list[SceneSpec] = []
+        root_envs: list[int] = []
+        root_row: list[int] = []
+        for i, spec in enumerate(courses):
+            base = unperturbed(spec)
+            key = (_course_key(base), _vehicle_key(p64, env[i]))
+            if key not in roots:
+                roots[key] = len(root_specs)
+                root_specs.append(base)
+                root_envs.append(env[i])
+            root_row.append(roots[key])
+        cold = self._solve(root_specs, p64.index(root_envs), self.iters)
+        warm_idx = [i for i, s in enumerate(courses) if unperturbed(s) is not s]
+        rows = [root_row[i] for i in warm_idx]
+        warm = None
+        if warm_idx:
+            start = MinTimeResult(
+                cold.traj,
+                cold.durations[rows],
+                None if cold.speeds is None else cold.speeds[rows],
+                cold.objective[rows],
+            )
+            warm = self._solve(
+                [courses[i] for i in warm_idx],
+                p64.index([env[i] for i in warm_idx]),
+                self.warm_iters,
+                start,
+            )
+        coeffs, durations = [], []
+        for i in range(len(courses)):
+            src, r = (warm, warm_idx.index(i)) if i in warm_idx else (cold, root_row[i])
+            assert src is not None
+            coeffs.append(src.traj.coeffs[r])
+            durations.append(src.traj.durations[r])
+        traj = PolyTrajectory(torch.stack(coeffs), torch.stack(durations))
+        dev = params.device
+        return TrajectoryPlan(traj.to(dev), params.to(dtype=torch.float64), traj.duration.to(dev))
+
+    def _solve(
+        self,
+        courses: Sequence[SceneSpec],
+        vehicles: VehicleParams,
+        iters: int,
+        warm: MinTimeResult | None = None,
+    ) -> MinTimeResult:
+        """One batched :func:`min_time` over ``courses`` (one vehicle row each)."""
+        pairs = [self.waypoints(s) for s in courses]
         wp = torch.as_tensor(np.stack([p for p, _ in pairs]), dtype=torch.float64)
         dirs = torch.as_tensor(np.stack([d for _, d in pairs]), dtype=torch.float64)
         yaw = torch.tensor([s.start_yaw for s in courses], dtype=torch.float64)
@@ -282,33 +340,31 @@ class MinTimeRacer:
         der[:, 0] = 0.0  # start at rest; the end is free (no braking before the final gate)
         weights = torch.ones(wp.shape[1] - 1, dtype=torch.float64)
         weights[-1] = self.tail_weight
-        p64 = params.to(device="cpu", dtype=torch.float64)
-
-        def solve(sl: slice, iters: int, warm: MinTimeResult | None = None) -> MinTimeResult:
-            return min_time(
-                wp[sl],
-                p64 if p64.n_envs == 1 else p64.index(sl),
-                self.limits,
-                yaw=yaw[sl],
-                derivatives=der[sl],
-                directions=dirs[sl],
-                weights=weights,
-                durations=None if warm is None else warm.durations,
-                speeds=None if warm is None else warm.speeds,
-                iters=iters,
-                samples=self.samples,
-            )
-
-        # Perturbed courses differ little: the first course's solution warm-starts the others.
-        first = solve(slice(0, 1), self.iters)
-        res = first if len(courses) == 1 else solve(slice(1, None), self.warm_iters, first)
-        traj = first.traj if len(courses) == 1 else _cat_traj(first.traj, res.traj)
-        dev = params.device
-        return TrajectoryPlan(traj.to(dev), params.to(dtype=torch.float64), traj.duration.to(dev))
+        return min_time(
+            wp,
+            vehicles,
+            self.limits,
+            yaw=yaw,
+            derivatives=der,
+            directions=dirs,
+            weights=weights,
+            durations=None if warm is None else warm.durations,
+            speeds=None if warm is None else warm.speeds,
+            iters=iters,
+            samples=self.samples,
+        )
 
 
-def _cat_traj(a: PolyTrajectory, b: PolyTrajectory) -> PolyTrajectory:
-    return PolyTrajectory(torch.cat([a.coeffs, b.coeffs]), torch.cat([a.durations, b.durations]))
+def _course_key(spec: SceneSpec) -> tuple:
+    """What a course's plan depends on: its start pose and its gates in course order."""
+    c, n = course_gates(spec)
+    return (tuple(spec.start), spec.start_yaw, c.round(12).tobytes(), n.round(12).tobytes())
+
+
+def _vehicle_key(params: VehicleParams, env: int) -> bytes:
+    """The parameter values of one env (equal vehicles give equal keys)."""
+    one = params.index([env])
+    return b"".join(getattr(one, f.name).detach().double().numpy().tobytes() for f in fields(one))
 
 
 RACERS: dict[str, type[MinSnapRacer] | type[MinTimeRacer]] = {
@@ -456,13 +512,27 @@ def run_race(
     """Fly one env per course (default: the nominal course) with the AlphaPilot vehicle.
 
     ``seed`` seeds the vehicle's process noise (``stochastic``); the courses carry their own.
+    Planning and flight run with one torch/BLAS/OpenMP thread (:mod:`volary.bench.threads`).
     """
-    from volary.sim import Simulator  # layer 4, imported on use
-
     specs = [alphapilot_2019()] if courses is None else list(courses)
     if not specs:
         raise ConfigError("courses: expected at least one course")
     pilot: Racer = racer if racer is not None else make_racer(DEFAULT_RACER)
+    with one_thread():  # the same result however the caller set its threads (bench.threads)
+        return _run_race(specs, pilot, seed, device, stochastic, control_hz, grace_s)
+
+
+def _run_race(
+    specs: list[SceneSpec],
+    pilot: Racer,
+    seed: int,
+    device: str,
+    stochastic: bool,
+    control_hz: float,
+    grace_s: float,
+) -> RaceResult:
+    from volary.sim import Simulator  # layer 4, imported on use
+
     sim = Simulator(
         [RACE_PLATFORM] * len(specs),
         control="mellinger",

@@ -21,6 +21,7 @@ from volary.worlds.tracks import (
     boundary_predictor_course,
     perturb_course,
     random_gate_course,
+    unperturbed,
 )
 
 __all__ = [
@@ -59,4 +60,5 @@ __all__ = [
     "random_gate_course",
     "scene_from_file",
     "scene_sdf",
+    "unperturbed",
 ]

@@ -158,8 +158,35 @@ def perturb_course(spec: SceneSpec, rng: np.random.Generator | int) -> SceneSpec
         for gt, d in zip(spec.gates, draw, strict=True)
     )
     last = gates[spec.meta["order_index"][-1]].center
-    meta = {**spec.meta, "perturbation_draw": draw.tolist()}
+    base = spec.meta.get("perturbation_base") or {
+        "name": spec.name,
+        "gates": [[list(c) for c in gt.corners] for gt in spec.gates],
+        "goal": list(spec.goal),
+    }
+    meta = {**spec.meta, "perturbation_draw": draw.tolist(), "perturbation_base": base}
     return replace(spec, gates=gates, goal=_vec3(last), meta=meta)
+
+
+_PERTURBATION_KEYS = ("perturbation_draw", "perturbation_base")
+
+
+def unperturbed(spec: SceneSpec) -> SceneSpec:
+    """The course that :func:`perturb_course` drew ``spec`` from (its name, gates and goal,
+    from ``meta["perturbation_base"]``; the first course of a chain of perturbations), or
+    ``spec`` itself when it was not perturbed."""
+    base = spec.meta.get("perturbation_base")
+    if base is None:
+        return spec
+    try:
+        corners = [np.asarray(c, dtype=float) for c in base["gates"]]
+        gates = tuple(
+            replace(gt, corners=_tuple(c)) for gt, c in zip(spec.gates, corners, strict=True)
+        )
+        name, goal = str(base["name"]), _vec3(base["goal"])
+    except (KeyError, ValueError, TypeError) as err:
+        raise ConfigError(f"spec: {spec.name} has a malformed meta['perturbation_base']") from err
+    meta = {k: v for k, v in spec.meta.items() if k not in _PERTURBATION_KEYS}
+    return replace(spec, name=name, gates=gates, goal=goal, meta=meta)
 
 
 def alphapilot_2019_courses(n: int = 25, rng: np.random.Generator | int = 0) -> list[SceneSpec]:

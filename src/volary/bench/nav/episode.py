@@ -46,18 +46,17 @@ import signal
 import threading
 import time
 import traceback
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache, partial
 from typing import Any
 
 import numpy as np
 import torch
-from threadpoolctl import threadpool_limits
 
 from volary.bench.nav.metrics import first_entry_time, track_json, trial_metrics
 from volary.bench.nav.schema import CAUSES, TrialResult, TrialSpec, WorkUnit
+from volary.bench.threads import one_thread
 from volary.errors import ConfigError
 from volary.planning.navigation import (
     DepthCameraInfo,
@@ -137,28 +136,10 @@ def run_unit(unit: WorkUnit) -> list[TrialResult]:
     """
     _check_unit(unit)
     t_wall = time.perf_counter()
-    with _one_thread(), _Watchdog() as watchdog:
+    with one_thread(), _Watchdog() as watchdog:
         ep = _Episode(unit, watchdog)
         ep.run()
         return ep.results(time.perf_counter() - t_wall)
-
-
-@contextmanager
-def _one_thread() -> Iterator[None]:
-    """torch and every native thread pool (OpenBLAS, OpenMP) on one thread, restored after.
-
-    threadpoolctl limits the libraries loaded when the limit is set; scipy's own OpenBLAS, which
-    numba's ``np.linalg`` calls through ``scipy.linalg.cython_lapack``, loads on first use, so it
-    is loaded here first."""
-    with suppress(ImportError):
-        import scipy.linalg.cython_lapack  # noqa: F401
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with threadpool_limits(limits=1):
-            yield
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _check_unit(unit: WorkUnit) -> None:
