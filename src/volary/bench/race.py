@@ -284,12 +284,12 @@ class MinTimeRacer:
             raise ConfigError("courses: expected the same number of gates on every course")
         p64 = params.to(device="cpu", dtype=torch.float64)
         env = [0 if p64.n_envs == 1 else i for i in range(len(courses))]
+        bases = [unperturbed(s) for s in courses]
         roots: dict[tuple, int] = {}  # (course, vehicle) key -> row of the cold batch
         root_specs: list[SceneSpec] = []
         root_envs: list[int] = []
         root_row: list[int] = []
-        for i, spec in enumerate(courses):
-            base = unperturbed(spec)
+        for i, base in enumerate(bases):
             key = (_course_key(base), _vehicle_key(p64, env[i]))
             if key not in roots:
                 roots[key] = len(root_specs)
@@ -297,29 +297,23 @@ class MinTimeRacer:
                 root_envs.append(env[i])
             root_row.append(roots[key])
         cold = self._solve(root_specs, p64.index(root_envs), self.iters)
-        warm_idx = [i for i, s in enumerate(courses) if unperturbed(s) is not s]
-        rows = [root_row[i] for i in warm_idx]
-        warm = None
+        source = [(cold, root_row[i]) for i in range(len(courses))]  # (result, row) per course
+        warm_idx = [i for i, (s, b) in enumerate(zip(courses, bases, strict=True)) if b is not s]
         if warm_idx:
-            start = MinTimeResult(
-                cold.traj,
-                cold.durations[rows],
-                None if cold.speeds is None else cold.speeds[rows],
-                cold.objective[rows],
-            )
+            rows = [root_row[i] for i in warm_idx]
             warm = self._solve(
                 [courses[i] for i in warm_idx],
                 p64.index([env[i] for i in warm_idx]),
                 self.warm_iters,
-                start,
+                cold.durations[rows],
+                None if cold.speeds is None else cold.speeds[rows],
             )
-        coeffs, durations = [], []
-        for i in range(len(courses)):
-            src, r = (warm, warm_idx.index(i)) if i in warm_idx else (cold, root_row[i])
-            assert src is not None
-            coeffs.append(src.traj.coeffs[r])
-            durations.append(src.traj.durations[r])
-        traj = PolyTrajectory(torch.stack(coeffs), torch.stack(durations))
+            for k, i in enumerate(warm_idx):
+                source[i] = (warm, k)
+        traj = PolyTrajectory(
+            torch.stack([res.traj.coeffs[r] for res, r in source]),
+            torch.stack([res.traj.durations[r] for res, r in source]),
+        )
         dev = params.device
         return TrajectoryPlan(traj.to(dev), params.to(dtype=torch.float64), traj.duration.to(dev))
 
@@ -328,9 +322,11 @@ class MinTimeRacer:
         courses: Sequence[SceneSpec],
         vehicles: VehicleParams,
         iters: int,
-        warm: MinTimeResult | None = None,
+        durations: Tensor | None = None,
+        speeds: Tensor | None = None,
     ) -> MinTimeResult:
-        """One batched :func:`min_time` over ``courses`` (one vehicle row each)."""
+        """One batched :func:`min_time` over ``courses`` (one vehicle row each), warm-started
+        from ``durations`` / ``speeds`` when given."""
         pairs = [self.waypoints(s) for s in courses]
         wp = torch.as_tensor(np.stack([p for p, _ in pairs]), dtype=torch.float64)
         dirs = torch.as_tensor(np.stack([d for _, d in pairs]), dtype=torch.float64)
@@ -348,8 +344,8 @@ class MinTimeRacer:
             derivatives=der,
             directions=dirs,
             weights=weights,
-            durations=None if warm is None else warm.durations,
-            speeds=None if warm is None else warm.speeds,
+            durations=durations,
+            speeds=speeds,
             iters=iters,
             samples=self.samples,
         )

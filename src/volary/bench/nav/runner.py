@@ -254,10 +254,7 @@ def call_unit(fn: UnitFn, unit: WorkUnit) -> tuple[str, Any]:
 
 
 def _default_unit_fn(unit: WorkUnit) -> list[TrialResult]:
-    """``episode.run_unit`` on one torch thread, imported where it runs."""
-    import torch
-
-    torch.set_num_threads(1)
+    """``episode.run_unit`` (which pins every thread pool itself), imported where it runs."""
     mod, name = _DEFAULT_UNIT_FN.split(":")
     return getattr(importlib.import_module(mod), name)(unit)
 
