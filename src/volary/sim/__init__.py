@@ -1,6 +1,19 @@
-"""Layer 4: the Simulator that runs vehicles, controllers and sensors at their rates."""
+"""Layer 4: the Simulator, the World that flies it through scenes with sensors, the named end
+conditions and the one rollout loop every closed loop in volary uses."""
 
+from volary.sim import terms
 from volary.sim.recording import Trajectory
+from volary.sim.rollout import Episode, rollout
 from volary.sim.simulator import SimConfig, Simulator
+from volary.sim.world import Sensing, World
 
-__all__ = ["SimConfig", "Simulator", "Trajectory"]
+__all__ = [
+    "Episode",
+    "Sensing",
+    "SimConfig",
+    "Simulator",
+    "Trajectory",
+    "World",
+    "rollout",
+    "terms",
+]

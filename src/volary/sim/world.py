@@ -1,0 +1,503 @@
+"""The World: vehicles, their controllers and sensors, flying through one scene per env.
+
+A World owns a :class:`~volary.sim.Simulator` (vehicles, controllers, physics), the per-env
+scene and its collision queries, a ray caster (built on first use), a **sensor rig** (any
+volary sensor at its own rate), optional gates, and the per-vehicle **episode status** that
+end conditions (:mod:`volary.sim.terms`) write: which vehicles are still flying, why each one
+stopped and when.
+
+Several vehicles per env: ``vehicles_per_env=M`` flies ``N x M`` vehicles, flat index
+``b = env * M + slot``. Vehicles of one env share its scene, see each other in every ray-cast
+sensor (each vehicle is a sphere of its ``VehicleParams.radius``, object id
+``VEHICLE_ID + slot``) and collide with each other (:func:`vehicle_contacts`).
+
+>>> world = World("crazyflie", make_scenario("forest", 3), n_envs=8,
+...               sensors={"depth": Sensing(camera_config("aerial_gym_64"), rate_hz=15)})
+>>> world.reset(pos=torch.tensor(world.specs[0].start))
+>>> world.step(setpoint)                                # one control period
+>>> world.readings()["depth"].depth                     # due at 15 Hz, rendered on demand
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from volary.errors import ConfigError
+from volary.sim.simulator import Simulator
+from volary.worlds.primitives import Scene, SceneSpec
+
+VEHICLE_ID = 1_000_000  # object id of vehicle slot m in ray hits: VEHICLE_ID + m
+
+
+@dataclass(frozen=True)
+class Sensing:
+    """One sensor of the rig: what it is, how often it reads, which vehicle slots carry it.
+
+    ``sensor``: a ray-sensor config (``CameraConfig``, ``LidarConfig``, ``TofConfig``,
+    ``RangefinderConfig``: built on the World's caster), a factory ``caster -> sensor``, or any
+    callable ``(pos (B, 3), quat (B, 4)) -> reading`` (a splat camera, say). Its mount lives in
+    its config. ``rate_hz``: None reads every control step; otherwise a divisor of the control
+    rate. ``vehicles``: slots 0..M-1 that carry it (None: all); the others read as misses.
+    """
+
+    sensor: Any
+    rate_hz: float | None = None
+    vehicles: tuple[int, ...] | None = None
+
+
+class World:
+    """N envs x M vehicles flying through their scenes with a sensor rig (module docstring).
+
+    ``platforms``, ``controller``, ``gains`` and other keywords go to the Simulator (one
+    platform per vehicle, tiled to ``n_envs * vehicles_per_env``), unless ``sim`` is a
+    Simulator built already. ``scene``: None, one SceneSpec for every env, one per env, or a
+    ``Scene`` stacked per vehicle. ``noise_seeds``: one seed per vehicle for its process noise
+    (default: the Simulator's ``(seed, index)`` streams). ``gates``: a GateTracker per vehicle.
+    """
+
+    def __init__(
+        self,
+        platforms: Any = None,
+        scene: SceneSpec | Sequence[SceneSpec] | Scene | None = None,
+        *,
+        n_envs: int | None = None,
+        vehicles_per_env: int = 1,
+        sensors: Mapping[str, Any] | None = None,
+        gates: Any = None,
+        noise_seeds: Sequence[int] | None = None,
+        caster: Any = None,
+        sim: Simulator | None = None,
+        **sim_kwargs: Any,
+    ) -> None:
+        self.m = _positive_int(vehicles_per_env, "vehicles_per_env")
+        self.sim = sim if sim is not None else _simulator(platforms, n_envs, self.m, sim_kwargs)
+        if sim is not None and (platforms is not None or sim_kwargs):
+            raise ConfigError("sim: pass either a Simulator or platforms and its settings")
+        if self.sim.n_envs % self.m:
+            raise ConfigError(
+                f"vehicles_per_env: expected a divisor of the {self.sim.n_envs} vehicles, "
+                f"got {self.m}"
+            )
+        self.n = self.sim.n_envs // self.m
+        if noise_seeds is not None:
+            self.seed_noise(noise_seeds)
+        self.specs, self.scene = self._scene(scene)
+        self._caster = caster
+        self.gates = gates
+        self.rig = {name: _sensing(name, s, self) for name, s in (sensors or {}).items()}
+        dev = self.device
+        self.active = torch.ones(self.b, dtype=torch.bool, device=dev)
+        """(B,) bool: the vehicle is flying its episode (ended ones still fly, hovering)."""
+        self.cause = torch.full((self.b,), -1, dtype=torch.int64, device=dev)
+        """(B,) int64: index into :attr:`cause_names` of why the vehicle stopped; -1: flying."""
+        self.cause_names: list[str] = []
+        self.end_time = torch.full((self.b,), math.nan, dtype=torch.float64, device=dev)
+        """(B,) s of episode time when the vehicle stopped; NaN while flying."""
+        self.t0 = self.sim.state.time.to(torch.float64).clone()  # (B,) s, episode starts
+        self.tick = 0  # control steps since construction
+        self.tick0 = 0  # the tick the current rollout began at (sensor and term schedules)
+        self._cache: dict[str, tuple[int, Any]] = {}
+
+    # ---- sizes and views ----------------------------------------------------------------------
+    @property
+    def b(self) -> int:
+        """Vehicles in all: ``n * m``."""
+        return self.sim.n_envs
+
+    @property
+    def device(self) -> torch.device:
+        return self.sim.params.mass.device
+
+    @property
+    def state(self) -> Any:
+        return self.sim.state
+
+    @property
+    def params(self) -> Any:
+        return self.sim.params
+
+    @property
+    def dt(self) -> float:
+        """Control period (s)."""
+        return self.sim.dt
+
+    @property
+    def elapsed(self) -> Tensor:
+        """(B,) float64 s since each vehicle's episode began (:meth:`begin` / :meth:`reset`)."""
+        return self.sim.state.time.to(torch.float64) - self.t0
+
+    @property
+    def env_of(self) -> Tensor:
+        """(B,) int64 env index of every vehicle."""
+        return torch.arange(self.b, device=self.device) // self.m
+
+    @property
+    def caster(self) -> Any:
+        """The ray caster of the envs' scenes (Embree on CPU by default), built on first use;
+        with several vehicles per env it also hits the other vehicles."""
+        if self._caster is None:
+            self._caster = _make_caster(self)
+        elif isinstance(self._caster, str):
+            self._caster = _make_caster(self, self._caster)
+        return self._caster
+
+    # ---- lifecycle ----------------------------------------------------------------------------
+    def seed_noise(self, seeds: Sequence[int]) -> None:
+        """Vehicle b's process noise from ``seeds[b]`` alone (not its index in the batch)."""
+        from volary.math import random as vrandom
+
+        if len(seeds) != self.b:
+            raise ConfigError(f"noise_seeds: expected {self.b} seeds, got {len(seeds)}")
+        zero = torch.zeros(1, dtype=torch.int64, device=self.device)
+        self.sim.keys = torch.cat([vrandom.env_keys(int(s), zero) for s in seeds])
+
+    def reset(self, mask: Tensor | None = None, **pose: Any) -> Any:
+        """Reset the masked vehicles (all when None) to rest at ``pos``/``quat``/``vel`` (see
+        :meth:`Simulator.reset`), restart their gates and begin their episodes."""
+        state = self.sim.reset(mask, **pose)
+        if self.gates is not None:
+            self.gates.reset(mask)
+        self.begin(mask)
+        return state
+
+    def begin(self, mask: Tensor | None = None) -> None:
+        """Start the masked vehicles' episodes (all when None) without moving them: flying,
+        no cause, the episode clock at zero."""
+        m = self._mask(mask)
+        now = self.sim.state.time.to(torch.float64)
+        self.active = self.active | m
+        self.cause = torch.where(m, -1, self.cause)
+        self.end_time = torch.where(m, math.nan, self.end_time)
+        self.t0 = torch.where(m, now, self.t0)
+
+    def end(self, mask: Tensor, cause: str) -> Tensor:
+        """Stop the masked vehicles still flying, for ``cause``; returns the ones it stopped."""
+        stop = self._mask(mask) & self.active
+        if bool(stop.any()):
+            if cause not in self.cause_names:
+                self.cause_names.append(cause)
+            code = self.cause_names.index(cause)
+            self.cause = torch.where(stop, code, self.cause)
+            self.end_time = torch.where(stop, self.elapsed, self.end_time)
+            self.active = self.active & ~stop
+        return stop
+
+    def causes(self) -> list[str]:
+        """Every vehicle's cause name ("" while it flies)."""
+        names = self.cause_names
+        return [names[c] if c >= 0 else "" for c in self.cause.tolist()]
+
+    def step(self, command: Any) -> Any:
+        """One control period of every vehicle (``command``: the controller's setpoint)."""
+        state = self.sim.step(command)
+        self.tick += 1
+        if self.gates is not None:
+            self.gates.update(state.pos)
+        return state
+
+    # ---- sensors ------------------------------------------------------------------------------
+    def due(self, name: str) -> bool:
+        """Whether sensor ``name`` reads at the current control step."""
+        every = self.rig[_known(name, self.rig)].every
+        return (self.tick - self.tick0) % every == 0
+
+    def read(self, name: str) -> Any:
+        """Sensor ``name``'s reading at the current step (rendered once per step, for the
+        vehicles still flying; the others read as misses)."""
+        slot = self.rig[_known(name, self.rig)]
+        hit = self._cache.get(name)
+        if hit is not None and hit[0] == self.tick:
+            return hit[1]
+        value = slot.read(self)
+        self._cache[name] = (self.tick, value)
+        return value
+
+    def readings(self) -> dict[str, Any]:
+        """The readings of every sensor due at the current control step."""
+        return {name: self.read(name) for name in self.rig if self.due(name)}
+
+    # ---- queries ------------------------------------------------------------------------------
+    def collision_events(self) -> Any:
+        """Collision, ceiling and bounds events of every vehicle now (:mod:`volary.worlds`)."""
+        from volary.worlds.collision import collision_events
+
+        if self.scene is None:
+            raise ConfigError("scene: the World has no scene to collide with")
+        return collision_events(self.scene, self.sim.state.pos, self.sim.params.radius)
+
+    def vehicle_contacts(self) -> Tensor:
+        """(B,) bool: the vehicle's sphere touches another vehicle of its env."""
+        return vehicle_contacts(self.sim.state.pos, self.sim.params.radius, self.m)
+
+    # ---- helpers ------------------------------------------------------------------------------
+    def _mask(self, mask: Tensor | None) -> Tensor:
+        if mask is None:
+            return torch.ones(self.b, dtype=torch.bool, device=self.device)
+        m = torch.as_tensor(mask, device=self.device)
+        if m.dtype != torch.bool or m.shape != (self.b,):
+            raise ConfigError(
+                f"mask: expected a bool tensor of shape ({self.b},), got {m.dtype} {tuple(m.shape)}"
+            )
+        return m
+
+    def _scene(self, scene: Any) -> tuple[list[SceneSpec] | None, Scene | None]:
+        if scene is None:
+            return None, None
+        if isinstance(scene, Scene):
+            if scene.n_envs != self.b:
+                raise ConfigError(
+                    f"scene: expected a Scene stacked for {self.b} vehicles, got {scene.n_envs}"
+                )
+            return None, scene
+        items = [scene] if isinstance(scene, SceneSpec) else list(scene)
+        if not items or not all(isinstance(s, SceneSpec) for s in items):
+            raise ConfigError("scene: expected a SceneSpec, one per env, or a Scene")
+        if len(items) not in (1, self.n):
+            raise ConfigError(f"scene: expected 1 or {self.n} SceneSpecs, got {len(items)}")
+        specs = [items[i % len(items)] for i in range(self.n)]
+        per_vehicle = [specs[b // self.m] for b in range(self.b)]
+        dtype = self.sim.params.mass.dtype
+        return specs, Scene.stack(per_vehicle, device=self.device, dtype=dtype)
+
+
+# ---- the rig ------------------------------------------------------------------------------------
+class _Slot:
+    """A built sensor of the rig with its schedule."""
+
+    def __init__(self, sensor: Any, every: int, vehicles: Tensor | None) -> None:
+        self.sensor, self.every, self.vehicles = sensor, every, vehicles
+
+    def read(self, world: World) -> Any:
+        active = world.active if self.vehicles is None else world.active & self.vehicles
+        caster = world._caster
+        if isinstance(caster, _VehicleCaster | _ActiveCaster):
+            caster.active = active
+        st = world.sim.state
+        return self.sensor(st.pos, st.quat)
+
+
+def _sensing(name: str, spec: Any, world: World) -> _Slot:
+    s = spec if isinstance(spec, Sensing) else Sensing(spec)
+    every = 1
+    if s.rate_hz is not None:
+        ratio = world.sim.config.control_hz / s.rate_hz
+        if not (math.isfinite(ratio) and ratio >= 1 - 1e-9 and abs(ratio - round(ratio)) < 1e-6):
+            raise ConfigError(
+                f"sensors[{name!r}].rate_hz: expected a divisor of control_hz="
+                f"{world.sim.config.control_hz:g}, got {s.rate_hz}"
+            )
+        every = int(round(ratio))
+    vehicles = None
+    if s.vehicles is not None:
+        slots = torch.as_tensor(list(s.vehicles), dtype=torch.int64)
+        if slots.numel() and (slots.min() < 0 or slots.max() >= world.m):
+            raise ConfigError(
+                f"sensors[{name!r}].vehicles: expected slots in 0..{world.m - 1}, got {s.vehicles}"
+            )
+        slot_of = torch.arange(world.b) % world.m
+        vehicles = torch.isin(slot_of, slots).to(world.device)
+    return _Slot(_build_sensor(name, s.sensor, world), every, vehicles)
+
+
+def _build_sensor(name: str, sensor: Any, world: World) -> Any:
+    from volary.sensors import (
+        CameraConfig,
+        DepthCamera,
+        Lidar,
+        LidarConfig,
+        MultiZoneTof,
+        Rangefinder,
+        RangefinderConfig,
+        TofConfig,
+    )
+
+    kinds = {
+        CameraConfig: DepthCamera,
+        LidarConfig: Lidar,
+        TofConfig: MultiZoneTof,
+        RangefinderConfig: Rangefinder,
+    }
+    for cfg_type, cls in kinds.items():
+        if isinstance(sensor, cfg_type):
+            return _Lazy(lambda c=sensor, k=cls: k(c, world.caster))
+    if isinstance(sensor, type) or not callable(sensor):
+        raise ConfigError(
+            f"sensors[{name!r}]: expected a ray-sensor config (CameraConfig, LidarConfig, "
+            f"TofConfig, RangefinderConfig) or a callable (pos, quat) -> reading, got {sensor!r}"
+        )
+    return sensor
+
+
+class _Lazy:
+    """A ray sensor built on its first reading (the caster is built only when needed)."""
+
+    def __init__(self, build: Callable[[], Any]) -> None:
+        self.build, self.sensor = build, None
+
+    def __call__(self, pos: Tensor, quat: Tensor) -> Any:
+        if self.sensor is None:
+            self.sensor = self.build()
+        return self.sensor(pos, quat)
+
+
+# ---- casting ------------------------------------------------------------------------------------
+def _make_caster(world: World, backend: str = "auto") -> Any:
+    from volary.sensors.raycast.registry import make_raycaster
+
+    if world.specs is None:
+        raise ConfigError("scene: ray-cast sensors need a World built from SceneSpecs")
+    dtype = world.sim.params.mass.dtype
+    shared = all(s is world.specs[0] for s in world.specs)
+    # one scene shared by every vehicle: one single-scene caster takes the flying vehicles' rays
+    specs = [world.specs[0]] if shared else [world.specs[b // world.m] for b in range(world.b)]
+    inner = make_raycaster(specs, len(specs), backend=backend, device=world.device, dtype=dtype)
+    if world.m == 1:
+        return _ActiveCaster(inner, world.b, shared)
+    return _VehicleCaster(inner, world, shared)
+
+
+class _ActiveCaster:
+    """Casts the rays of the flying vehicles only; the others read as misses. ``shared``: the
+    inner caster holds one scene (every vehicle's rays go to it in one call), else one scene
+    per vehicle."""
+
+    name = "active"
+
+    def __init__(self, inner: Any, n: int, shared: bool) -> None:
+        self.inner, self.n_envs, self.shared = inner, n, shared
+        self.device, self.dtype = inner.device, inner.dtype
+        self.active = torch.ones(n, dtype=torch.bool, device=inner.device)
+
+    def cast(self, origins: Tensor, directions: Tensor, max_range: float) -> Any:
+        from volary.sensors.raycast.base import RayHits, miss_hits
+
+        n, r = origins.shape[:2]
+        if not self.shared:
+            hits = self.inner.cast(origins, directions, max_range)
+            miss = miss_hits((n, r), self.device, self.dtype)
+            keep = self.active[:, None]
+            return RayHits(
+                torch.where(keep, hits.distance, miss.distance),
+                torch.where(keep, hits.object_id, miss.object_id),
+                torch.where(keep[..., None], hits.normal, miss.normal),
+            )
+        idx = torch.nonzero(self.active)[:, 0]
+        out = miss_hits((n, r), self.device, self.dtype)
+        if len(idx) == 0:
+            return out
+        o = origins[idx].reshape(1, -1, 3)
+        d = directions[idx].reshape(1, -1, 3)
+        hits = self.inner.cast(o, d, max_range)
+        dist, oid, nrm = out.distance.clone(), out.object_id.clone(), out.normal.clone()
+        dist[idx] = hits.distance.reshape(len(idx), r)
+        oid[idx] = hits.object_id.reshape(len(idx), r)
+        nrm[idx] = hits.normal.reshape(len(idx), r, 3)
+        return RayHits(dist, oid, nrm)
+
+
+class _VehicleCaster(_ActiveCaster):
+    """The scene plus the other vehicles of each env as spheres (ray-sphere intersection)."""
+
+    name = "vehicles"
+
+    def __init__(self, inner: Any, world: World, shared: bool) -> None:
+        super().__init__(inner, world.b, shared)
+        self.world = world
+
+    def cast(self, origins: Tensor, directions: Tensor, max_range: float) -> Any:
+        from volary.sensors.raycast.base import RayHits
+
+        hits = super().cast(origins, directions, max_range)
+        w = self.world
+        if w.m == 1:
+            return hits
+        d, oid, nrm = sphere_hits(
+            origins, directions, w.sim.state.pos.to(origins.dtype),
+            w.sim.params.radius.to(origins.dtype), w.m, max_range,
+        )  # fmt: skip
+        closer = (d < hits.distance) & self.active[:, None]
+        return RayHits(
+            torch.where(closer, d, hits.distance),
+            torch.where(closer, oid, hits.object_id),
+            torch.where(closer[..., None], nrm, hits.normal),
+        )
+
+
+def sphere_hits(
+    origins: Tensor, directions: Tensor, centers: Tensor, radius: Tensor, m: int, max_range: float
+) -> tuple[Tensor, Tensor, Tensor]:
+    """First hit of each vehicle's rays on the other vehicles of its env (spheres).
+
+    ``origins``/``directions`` (B, R, 3) with unit directions, ``centers`` (B, 3), ``radius``
+    (B,); B = N * m. Solves |o + t d - c|^2 = r^2 for the smallest t >= 0. Returns distance
+    (B, R) (+inf: no hit within ``max_range``), object id ``VEHICLE_ID + slot`` (-1: none) and
+    the outward unit normal (B, R, 3).
+    """
+    b, r = origins.shape[:2]
+    n = b // m
+    c = centers.reshape(n, 1, m, 3).expand(n, m, m, 3).reshape(b, 1, m, 3)
+    rad = radius.reshape(n, 1, m).expand(n, m, m).reshape(b, 1, m)
+    oc = origins[:, :, None, :] - c  # (B, R, m, 3)
+    proj = (oc * directions[:, :, None, :]).sum(-1)
+    disc = proj * proj - ((oc * oc).sum(-1) - rad * rad)
+    root = torch.sqrt(disc.clamp_min(0.0))
+    t_near, t_far = -proj - root, -proj + root
+    t = torch.where(t_near >= 0, t_near, t_far)  # inside a sphere: its far wall
+    self_slot = (torch.arange(b, device=origins.device) % m)[:, None, None]
+    ok = (disc >= 0) & (t >= 0) & (t <= max_range)
+    ok = ok & (torch.arange(m, device=origins.device)[None, None, :] != self_slot)
+    t = torch.where(ok, t, torch.inf)
+    best, slot = t.min(dim=-1)  # (B, R)
+    hit = torch.isfinite(best)
+    point = origins + best.nan_to_num(posinf=0.0)[..., None] * directions
+    center = c[:, 0].gather(1, slot[..., None].expand(b, r, 3))
+    normal = torch.nn.functional.normalize(point - center, dim=-1)
+    normal = torch.where(hit[..., None], normal, 0.0)
+    oid = torch.where(hit, VEHICLE_ID + slot, -1)
+    return best, oid, normal
+
+
+def vehicle_contacts(pos: Tensor, radius: Tensor, m: int) -> Tensor:
+    """(B,) bool: vehicle b's sphere overlaps another vehicle of its env (B = N * m)."""
+    if m == 1:
+        return torch.zeros(pos.shape[0], dtype=torch.bool, device=pos.device)
+    n = pos.shape[0] // m
+    p, r = pos.reshape(n, m, 3), radius.reshape(n, m)
+    gap = (p[:, :, None] - p[:, None, :]).norm(dim=-1) - (r[:, :, None] + r[:, None, :])
+    eye = torch.eye(m, dtype=torch.bool, device=pos.device)
+    return ((gap < 0) & ~eye).any(-1).reshape(-1)
+
+
+# ---- construction helpers -----------------------------------------------------------------------
+def _simulator(platforms: Any, n_envs: int | None, m: int, kwargs: dict[str, Any]) -> Simulator:
+    if platforms is None:
+        raise ConfigError("platforms: expected a platform name, an Airframe or a list of them")
+    if n_envs is not None:
+        kwargs = {**kwargs, "n_envs": _positive_int(n_envs, "n_envs") * m}
+    elif m > 1:
+        count = 1 if isinstance(platforms, str) else len(list(platforms))
+        kwargs = {**kwargs, "n_envs": count * m if count % m else count}
+    return Simulator(platforms, **kwargs)
+
+
+def _positive_int(v: Any, name: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ConfigError(f"{name}: expected an int >= 1, got {v!r}")
+    return v
+
+
+def _known(name: str, rig: Mapping[str, Any]) -> str:
+    if name not in rig:
+        from volary.errors import UnknownNameError
+
+        raise UnknownNameError("sensor", name, list(rig))
+    return name
+
+
+__all__ = ["VEHICLE_ID", "Sensing", "World", "sphere_hits", "vehicle_contacts"]
