@@ -118,7 +118,7 @@ def rollout(
 class _Recorder:
     def __init__(self, probes: dict[str, Callable[[World, Any], Tensor]]) -> None:
         self.probes, self.steps = probes, []
-        self.rows: dict[str, list[Tensor]] = {name: [] for name in probes}
+        self.rows: dict[str, list[Tensor | None]] = {name: [] for name in probes}
 
     def take(self, world: World, k: int, command: Any) -> None:
         if not self.probes:
@@ -128,7 +128,13 @@ class _Recorder:
             self.rows[name].append(probe(world, command))
 
     def stack(self) -> dict[str, Tensor]:
-        return {n: torch.stack(v) for n, v in self.rows.items() if v}
+        out = {}
+        for name, rows in self.rows.items():
+            like = next((r for r in rows if r is not None), None)
+            if like is not None:  # the initial sample has no command yet: NaN
+                out[name] = torch.stack([torch.full_like(like, math.nan) if r is None else r
+                                         for r in rows])  # fmt: skip
+        return out
 
 
 def _probes(record: Any) -> dict[str, Callable[[World, Any], Tensor]]:
@@ -137,7 +143,7 @@ def _probes(record: Any) -> dict[str, Callable[[World, Any], Tensor]]:
     out: dict[str, Callable[[World, Any], Tensor]] = {}
     for name in record:
         if name == "command":
-            out[name] = lambda w, c: torch.as_tensor(c).clone() if c is not None else c
+            out[name] = lambda w, c: None if c is None else torch.as_tensor(c).clone()
         elif name in STATE_FIELDS:
             out[name] = lambda w, c, f=name: getattr(w.state, f).clone()
         else:

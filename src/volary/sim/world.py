@@ -275,8 +275,8 @@ class _Slot:
 
     def read(self, world: World) -> Any:
         active = world.active if self.vehicles is None else world.active & self.vehicles
-        caster = world._caster
-        if isinstance(caster, _VehicleCaster | _ActiveCaster):
+        caster = world.caster if isinstance(self.sensor, _Lazy) else world._caster
+        if isinstance(caster, _ActiveCaster):
             caster.active = active
         st = world.sim.state
         return self.sensor(st.pos, st.quat)

@@ -1,0 +1,230 @@
+"""volary.sim.World, the named end conditions and rollout: each term fires when it should, the
+rig reads at its rates, vehicles of one env see and touch each other, rollout stops vehicles
+as they end and is independent of the batch size."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from volary.errors import ConfigError, UnknownNameError
+from volary.sensors import CameraConfig
+from volary.sensors.raycast.registry import make_raycaster
+from volary.sim import Sensing, World, rollout, terms
+from volary.sim.world import VEHICLE_ID, sphere_hits, vehicle_contacts
+from volary.worlds.primitives import Box, SceneSpec
+
+ROOM = SceneSpec(
+    name="room",
+    bounds_min=(-5.0, -5.0, 0.0),
+    bounds_max=(5.0, 5.0, 4.0),
+    obstacles=(Box(center=(3.0, 0.0, 1.0), size=(0.4, 4.0, 2.0), object_id=1),),
+    start=(0.0, 0.0, 1.0),
+    goal=(1.5, 0.0, 1.0),
+)
+CAM = CameraConfig(width=16, height=12, hfov=math.radians(90.0), max_range=8.0)
+
+
+def _world(n: int = 2, **kw) -> World:
+    kw.setdefault("stochastic", False)
+    return World("crazyflie", ROOM, n_envs=n, **kw)
+
+
+def _hold(world: World, pos) -> torch.Tensor:
+    sp = torch.zeros(world.b, 4)
+    sp[:, :3] = torch.as_tensor(pos)
+    return sp
+
+
+# ---- terms --------------------------------------------------------------------------------------
+def test_collided_fires_inside_an_obstacle_only():
+    w = _world(2)
+    w.reset(pos=torch.tensor([[3.0, 0.0, 1.0], [0.0, 0.0, 1.0]]))
+    assert terms.collided(w).tolist() == [True, False]
+
+
+def test_out_of_volume_fires_outside_the_bounds_and_at_the_ceiling():
+    w = _world(3)
+    w.reset(pos=torch.tensor([[0.0, 0.0, 1.0], [0.0, 6.0, 1.0], [0.0, 0.0, 3.99]]))
+    assert terms.out_of_volume(w).tolist() == [False, True, True]
+
+
+def test_diverged_fires_on_non_finite_state():
+    w = _world(2, on_divergence="terminate")
+    w.sim.state = w.sim.state.replace(pos=torch.tensor([[0.0, 0.0, 1.0], [math.nan, 0.0, 1.0]]))
+    assert terms.diverged(w).tolist() == [False, True]
+
+
+def test_below_tilted_too_far():
+    w = _world(2)
+    q = torch.tensor([[1.0, 0.0, 0.0, 0.0], [math.cos(0.5), math.sin(0.5), 0.0, 0.0]])
+    w.reset(pos=torch.tensor([[0.0, 0.0, 0.2], [0.0, 0.0, 1.0]]), quat=q)
+    assert terms.below(0.3)(w).tolist() == [True, False]
+    assert terms.tilted(0.9)(w).tolist() == [False, True]  # tilt 1 rad on the second
+    assert terms.too_far(torch.tensor([0.0, 0.0, 1.0]), 0.5)(w).tolist() == [True, False]
+
+
+def test_time_limit_ends_every_vehicle_at_its_limit():
+    w = _world(2)
+    w.reset()
+    ep = rollout(w, _hold(w, [0.0, 0.0, 1.0]), (terms.time_limit(0.5),), duration=2.0)
+    assert ep.causes() == ["time_limit", "time_limit"]
+    assert ep.steps == 120  # 0.5 s at 240 Hz, then the call stops
+    assert torch.allclose(ep.end_time, torch.full((2,), 0.5, dtype=torch.float64), atol=1e-6)
+
+
+def test_reached_needs_the_dwell_inside_the_radius():
+    w = _world(1)
+    w.reset()
+    goal = torch.tensor(ROOM.goal)
+    term = terms.reached(goal, radius=0.3, dwell=0.5, speed=1.0)
+    ep = rollout(w, _hold(w, ROOM.goal), (term, terms.time_limit(6.0)), duration=6.0)
+    assert ep.causes() == ["reached"]
+    pos = ep.records.get("pos")
+    assert pos is None  # nothing asked, nothing recorded
+    assert float(ep.end_time[0]) > 0.5
+    assert float((w.state.pos[0] - goal).norm()) < 0.3
+
+
+def test_gates_done_needs_gates():
+    w = _world(1)
+    with pytest.raises(ConfigError, match="gates"):
+        terms.gates_done(w)
+
+
+# ---- rollout -------------------------------------------------------------------------------------
+def test_rollout_stops_each_vehicle_at_its_own_end_and_records():
+    w = _world(2)
+    w.reset(pos=torch.tensor([[0.0, 0.0, 1.0], [2.0, 0.0, 1.0]]))
+    sp = _hold(w, [0.0, 0.0, 1.0])
+    sp[1, :3] = torch.tensor([3.5, 0.0, 1.0])  # flies into the wall at x = 2.8
+    ep = rollout(
+        w, sp, (terms.collided, terms.time_limit(3.0)), duration=5.0,
+        record=("pos", "command"), record_every=24, record_initial=True,
+    )  # fmt: skip
+    assert ep.causes() == ["time_limit", "collided"]
+    assert float(ep.end_time[1]) < float(ep.end_time[0])
+    assert ep.records["pos"].shape == (len(ep.record_steps), 2, 3)
+    assert ep.record_steps[0] == 0 and ep.record_steps[1] == 24
+    assert ep.records["command"].shape[1:] == (2, 4)
+    assert not w.active.any()
+
+
+def test_act_may_end_vehicles_with_a_cause_of_its_own():
+    w = _world(3)
+    w.reset()
+
+    def act(world, k):
+        if k == 10:
+            world.end(torch.tensor([False, True, False]), "error")
+        return _hold(world, [0.0, 0.0, 1.0])
+
+    ep = rollout(w, act, (terms.time_limit(0.2),), duration=1.0)
+    assert ep.causes() == ["time_limit", "error", "time_limit"]
+
+
+def test_rollout_is_independent_of_the_batch_size():
+    def fly(n: int) -> torch.Tensor:
+        w = World("crazyflie", ROOM, n_envs=n, stochastic=True, seed=3)
+        w.reset()
+        ep = rollout(w, _hold(w, [0.5, 0.2, 1.2]), (), steps=60, record=("pos",))
+        return ep.records["pos"][:, :2]
+
+    assert torch.equal(fly(2), fly(5))
+
+
+def test_rollout_checks_its_arguments():
+    w = _world(1)
+    with pytest.raises(ConfigError, match="exactly one"):
+        rollout(w, _hold(w, [0, 0, 1]), ())
+    with pytest.raises(ConfigError, match="record"):
+        rollout(w, _hold(w, [0, 0, 1]), (), steps=1, record=("speed",))
+    with pytest.raises(ConfigError, match="record_every"):
+        rollout(w, _hold(w, [0, 0, 1]), (), steps=1, record_every=0)
+
+
+# ---- the rig ------------------------------------------------------------------------------------
+def test_sensors_read_at_their_rates_and_once_per_step():
+    w = _world(2, sensors={"depth": Sensing(CAM, rate_hz=60.0), "fast": CAM})
+    w.reset()
+    seen = []
+
+    def act(world, k):
+        seen.append(sorted(world.readings()))
+        return _hold(world, [0.0, 0.0, 1.0])
+
+    rollout(w, act, (), steps=8)
+    assert seen[0] == ["depth", "fast"] and seen[1] == ["fast"] and seen[4] == ["depth", "fast"]
+    assert w.read("fast") is w.read("fast")  # rendered once per step
+    with pytest.raises(UnknownNameError):
+        w.read("lidar")
+
+
+def test_ended_vehicles_read_as_misses():
+    w = _world(2, sensors={"depth": CAM})
+    w.reset()
+    w.end(torch.tensor([True, False]), "done")
+    r = w.read("depth")
+    assert not r.valid[0].any() and r.valid[1].any()
+
+
+def test_sensor_rate_must_divide_the_control_rate():
+    with pytest.raises(ConfigError, match="rate_hz"):
+        _world(1, sensors={"depth": Sensing(CAM, rate_hz=7.0)})
+
+
+# ---- several vehicles per env ----------------------------------------------------------------
+def test_vehicles_of_one_env_see_each_other():
+    w = World("crazyflie", ROOM, n_envs=2, vehicles_per_env=2, sensors={"depth": CAM})
+    pos = torch.tensor([[0.0, 0.0, 1.0], [0.5, 0.0, 1.0], [0.0, 0.0, 1.0], [0.0, 3.0, 1.0]])
+    w.reset(pos=pos)
+    seg = w.read("depth").segmentation
+    assert (seg[0] == VEHICLE_ID + 1).any()  # vehicle 1 stands 0.5 m ahead of vehicle 0
+    assert not (seg[2] >= VEHICLE_ID).any()  # env 1's other vehicle is beside it, not ahead
+    assert not (seg[1] >= VEHICLE_ID).any()  # vehicle 1 looks away from vehicle 0
+
+
+def test_vehicles_collide_with_each_other_within_their_env_only():
+    pos = torch.tensor([[0.0, 0.0, 1.0], [0.05, 0.0, 1.0], [0.0, 0.0, 1.0], [2.0, 0.0, 1.0]])
+    r = torch.full((4,), 0.07)
+    assert vehicle_contacts(pos, r, 2).tolist() == [True, True, False, False]
+    assert vehicle_contacts(pos, r, 1).tolist() == [False] * 4
+
+
+def test_sphere_hits_match_the_torch_reference_caster():
+    """The other vehicles' spheres hit where the analytic ray-cast reference puts them."""
+    from volary.worlds.primitives import Sphere
+
+    centers = torch.tensor([[0.0, 0.0, 1.0], [2.0, 0.3, 1.1]])
+    radius = torch.tensor([0.1, 0.25])
+    g = torch.Generator().manual_seed(0)
+    dirs = torch.nn.functional.normalize(
+        torch.tensor([1.0, 0.15, 0.05]) + 0.2 * torch.randn(1, 200, 3, generator=g), dim=-1
+    )
+    origins = centers[:1, None].expand(1, 200, 3)
+    spec = SceneSpec(
+        "s", (-5.0, -5.0, -5.0), (5.0, 5.0, 5.0), obstacles=(Sphere((2.0, 0.3, 1.1), 0.25, 7),)
+    )
+    ref = make_raycaster(spec, 1, backend="torch", ground=False).cast(origins, dirs, 10.0)
+    o = torch.cat([origins, origins])
+    d, oid, nrm = sphere_hits(o, torch.cat([dirs, dirs]), centers, radius, 2, 10.0)
+    assert torch.equal(torch.isfinite(d[0]), ref.hit[0])
+    hit = ref.hit[0]
+    assert hit.sum() > 10
+    assert torch.allclose(d[0][hit], ref.distance[0][hit], atol=1e-5)
+    assert torch.allclose(nrm[0][hit], ref.normal[0][hit], atol=1e-4)
+    assert (oid[0][hit] == VEHICLE_ID + 1).all()
+
+
+def test_world_checks_its_arguments():
+    with pytest.raises(ConfigError, match="vehicles_per_env"):
+        World("crazyflie", ROOM, n_envs=2, vehicles_per_env=0)
+    with pytest.raises(ConfigError, match="scene"):
+        World("crazyflie", [ROOM, ROOM, ROOM], n_envs=2)
+    with pytest.raises(ConfigError, match="noise_seeds"):
+        World("crazyflie", ROOM, n_envs=2, noise_seeds=[1])
+    w = _world(2)
+    with pytest.raises(ConfigError, match="mask"):
+        w.reset(torch.tensor([True]))
