@@ -71,3 +71,29 @@ def test_import_has_no_heavy_side_effects():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def _loop_steps(path: Path) -> list[str]:
+    """``X.step(...)`` calls inside a for/while loop whose receiver is a simulator or a world
+    (its name ends in ``sim``, ``simulator`` or ``world``)."""
+    found = []
+    for loop in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(loop, ast.For | ast.While | ast.AsyncFor):
+            continue
+        for node in ast.walk(loop):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            if node.func.attr != "step":
+                continue
+            receiver = ast.unparse(node.func.value).split(".")[-1].lower()
+            if receiver.endswith(("sim", "simulator", "world")):
+                found.append(f"{path.relative_to(SRC)}:{node.lineno} {ast.unparse(node.func)}")
+    return found
+
+
+def test_only_volary_sim_steps_a_simulator_in_a_loop():
+    """Issue 16: every closed loop goes through volary.sim.rollout; nothing outside volary.sim
+    steps a Simulator (or a World) in a loop of its own."""
+    outside = [p for p in FILES if _subpackage(p) != "sim"]
+    loops = sorted({hit for p in outside for hit in _loop_steps(p)})
+    assert loops == [], "closed loops outside volary.sim:\n" + "\n".join(loops)

@@ -58,7 +58,8 @@ class World:
     platform per vehicle, tiled to ``n_envs * vehicles_per_env``), unless ``sim`` is a
     Simulator built already. ``scene``: None, one SceneSpec for every env, one per env, or a
     ``Scene`` stacked per vehicle. ``noise_seeds``: one seed per vehicle for its process noise
-    (default: the Simulator's ``(seed, index)`` streams). ``gates``: a GateTracker per vehicle.
+    (default: the Simulator's ``(seed, index)`` streams). ``gates``: a GateTracker per vehicle,
+    advanced by every step for the vehicles still flying (the others' ``passed`` stands still).
     """
 
     def __init__(
@@ -197,8 +198,10 @@ class World:
         """One control period of every vehicle (``command``: the controller's setpoint)."""
         state = self.sim.step(command)
         self.tick += 1
-        if self.gates is not None:
+        if self.gates is not None:  # ended vehicles' courses stand still
+            before = self.gates.passed
             self.gates.update(state.pos)
+            self.gates.passed = torch.where(self.active[:, None], self.gates.passed, before)
         return state
 
     # ---- sensors ------------------------------------------------------------------------------
