@@ -1,4 +1,5 @@
-"""Per-trial metrics from a recorded track (pure numpy functions).
+"""Per-trial metrics of the benchmark's rows from a recorded track (numpy, float64), composed
+from the one metric set in :mod:`volary.sim.metrics`.
 
 A track is the vehicle's samples from the start waypoint (t = 0) to the end of the trial:
 times ``t`` (K,) s, positions ``pos`` (K, 3) m and velocities ``vel`` (K, 3) m/s.
@@ -25,6 +26,8 @@ from typing import Any
 import numpy as np
 
 from volary.errors import ConfigError
+from volary.sim import metrics
+from volary.sim.metrics import first_entry_time, segment_distance, speeds
 
 
 def _track(t: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -36,39 +39,17 @@ def _track(t: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def path_length(pos: np.ndarray) -> float:
     """Sum of |p_{k+1} - p_k| (m) over a (K, 3) track; 0 for fewer than two samples."""
-    pos = np.asarray(pos, dtype=np.float64)
-    if len(pos) < 2:
-        return 0.0
-    return float(np.linalg.norm(np.diff(pos, axis=0), axis=1).sum())
-
-
-def segment_distance(pos: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Distance (K,) m of points ``pos`` (K, 3) to the segment from ``a`` to ``b`` (3,)."""
-    pos = np.asarray(pos, dtype=np.float64)
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    d = b - a
-    dd = float(d @ d)
-    s = np.zeros(len(pos)) if dd == 0.0 else np.clip((pos - a) @ d / dd, 0.0, 1.0)
-    return np.linalg.norm(pos - (a + s[:, None] * d), axis=1)
+    return float(metrics.path_length(np.asarray(pos, dtype=np.float64)))
 
 
 def tracking_error(pos: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
     """Mean distance (m) of the samples to the reference segment a-b (SOUS VIDE Sec. VI)."""
-    if len(pos) == 0:
-        return math.nan
-    return float(segment_distance(pos, a, b).mean())
+    return float(metrics.tracking_error(segment_distance(pos, a, b)))
 
 
 def proximity(pos: np.ndarray, a: np.ndarray, b: np.ndarray, radius: float = 0.3) -> float:
     """Share (%) of samples within ``radius`` m of the reference segment (SOUS VIDE Sec. VI)."""
-    if len(pos) == 0:
-        return math.nan
-    return float(100.0 * (segment_distance(pos, a, b) <= radius).mean())
-
-
-def speeds(vel: np.ndarray) -> np.ndarray:
-    """|v| (K,) m/s of sampled velocities (K, 3)."""
-    return np.linalg.norm(np.asarray(vel, dtype=np.float64).reshape(-1, 3), axis=1)
+    return float(metrics.proximity(segment_distance(pos, a, b), radius))
 
 
 def track_json(t: np.ndarray, pos: np.ndarray, every: int = 1) -> str:
@@ -115,13 +96,6 @@ def trial_metrics(
         "proximity": proximity(pos, start, goal, proximity_radius),
         "final_distance": float(np.linalg.norm(pos[-1] - np.asarray(goal, dtype=np.float64))),
     }
-
-
-def first_entry_time(t: np.ndarray, pos: np.ndarray, goal: np.ndarray, radius: float) -> float:
-    """First sample time (s) within ``radius`` m of the goal; NaN if never."""
-    t, pos = _track(t, pos)
-    inside = np.linalg.norm(pos - np.asarray(goal, dtype=np.float64), axis=1) <= radius
-    return float(t[np.argmax(inside)]) if inside.any() else math.nan
 
 
 __all__ = [
