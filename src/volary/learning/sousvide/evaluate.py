@@ -72,7 +72,9 @@ from volary.learning.sousvide.generate import (
 from volary.learning.sousvide.scene import LANDMARK_IDS, SousVideScene, make_scene
 from volary.math.quaternion import quat_from_euler, quat_mul, quat_to_euler
 from volary.sensors.splat import GaussianSplats
-from volary.worlds.primitives import SceneSpec
+from volary.sim import World, rollout
+from volary.sim.metrics import count_hits, path_distance, path_length, proximity, tracking_error
+from volary.worlds.primitives import Scene, SceneSpec
 
 DISTURBANCES = ("baseline", "lighting", "dynamic", "static", "payload", "wind")
 OUTCOMES = ("success", "recovery", "partial", "crash", "off_course")
@@ -144,33 +146,8 @@ def _finite(cfg: Any, name: str, lo: float, strict: bool) -> None:
         )
 
 
-# ---- metrics (Sec. VI) --------------------------------------------------------------------------
-def path_distance(flown: Tensor, desired: Tensor) -> Tensor:
-    """l2 distance of each flown point (..., K, 3) to the nearest desired point (P, 3): (..., K)."""
-    d = torch.cdist(flown.reshape(-1, 3).double(), desired.double())
-    return d.min(dim=-1).values.reshape(flown.shape[:-1])
-
-
-def tracking_error(dist: Tensor) -> Tensor:
-    """Trajectory tracking error (Sec. VI): mean distance to the desired path, (..., K) -> (...)."""
-    return dist.mean(dim=-1)
-
-
-def proximity_percentile(dist: Tensor, radius: float = 0.3) -> Tensor:
-    """Proximity percentile (Sec. VI): % of the flown samples within ``radius`` of the path."""
-    return 100.0 * (dist <= radius).double().mean(dim=-1)
-
-
-def count_hits(in_collision: Tensor) -> Tensor:
-    """Collisions = rising edges of the in-collision flag (..., K) -> (...) int64."""
-    c = in_collision.bool()
-    prev = torch.cat((torch.zeros_like(c[..., :1]), c[..., :-1]), dim=-1)
-    return (c & ~prev).sum(dim=-1)
-
-
-def path_length(flown: Tensor) -> Tensor:
-    """Metres travelled along a sampled path (..., K, 3) -> (...)."""
-    return (flown[..., 1:, :] - flown[..., :-1, :]).norm(dim=-1).sum(dim=-1)
+# ---- metrics (Sec. VI): volary.sim.metrics ------------------------------------------------------
+proximity_percentile = proximity  # the paper's name for the proximity metric
 
 
 def wrap_angle(a: Tensor) -> Tensor:
@@ -382,9 +359,6 @@ def evaluate(
     scene: SousVideScene | None = None,
 ) -> EvalResult:
     """Fly ``policy`` for the desired trajectory's duration, ``config.trials`` trials batched."""
-    from volary.worlds.collision import collision_events
-    from volary.worlds.primitives import Scene
-
     cfg = EvalConfig() if config is None else config
     if not isinstance(cfg, EvalConfig):
         raise ConfigError(f"config: expected an EvalConfig, got {type(cfg).__name__}")
@@ -393,7 +367,7 @@ def evaluate(
             f"policy: expected reset(n_envs) and act(obs), got {type(policy).__name__}"
         )
     sc = scene or make_scene()
-    n, dev, dt = cfg.trials, cfg.device, 1.0 / cfg.control_hz
+    n, dev = cfg.trials, cfg.device
     mass_frac = torch.full((n,), 1.0 + cfg.payload) if cfg.disturbance == "payload" else None
     sim = make_simulator(cfg.platform, n, control_hz=cfg.control_hz, physics_hz=cfg.physics_hz,
                          device=dev, mass_frac=mass_frac, stochastic=cfg.disturbance == "wind",
@@ -402,46 +376,78 @@ def evaluate(
     sim.reset(pos=x0[:, :3], vel=x0[:, 3:6], quat=x0[:, 6:10])
     sc_dev = sc.to(dev)  # rendering runs on ``dev``; metrics use the CPU scene ``sc``
     splats, spec = _world(sc_dev, cfg)
-    world = Scene.stack(spec, n, device=dev)
-    people = MovingPeople() if cfg.disturbance == "dynamic" else None
+    world = World(sim=sim, scene=Scene.stack(spec, n, device=dev))
     steps = int(round(sc.duration * cfg.control_hz)) if cfg.steps is None else cfg.steps
-    objective = sc.objective.to(dev)[None].expand(n, 7)
-    policy.reset(n)
-    lo = torch.tensor([0.0, *(-r for r in MAX_BODY_RATE)], device=dev)
-    hi = torch.tensor([1.0, *MAX_BODY_RATE], device=dev)
-    pos = [sim.state.pos.clone()]
-    inside, img_mean = [], []
-    crashed = torch.zeros(n, dtype=torch.bool, device=dev)
-    frozen = sim.state.pos.clone()
-    for k in range(steps):
-        t = k * dt
-        st = sim.state
-        view = people.scene_at(splats, t) if people is not None else splats
-        rgb = sc_dev.render(st.pos, st.quat, view, backend=cfg.backend)
+    pilot = _Pilot(policy, cfg, sc, sc_dev, splats, n)
+    first = sim.state.pos.clone()
+    crash = _Crash(cfg.crash_depth, first)
+    ep = rollout(world, pilot, (crash,), steps=steps, stop_when_done=False,
+                 record={"pos": crash.frozen_pos, "inside": lambda w: crash.inside})  # fmt: skip
+    crashed = ~world.active
+    flown = torch.cat((first[None], ep.records["pos"]), dim=0).transpose(0, 1).cpu()
+    inside = ep.records["inside"].transpose(0, 1).cpu()
+    return _result(cfg, sc, sim, flown, inside, crashed.cpu(), pilot.img_mean)
+
+
+class _Pilot:
+    """The policy under test as rollout's ``act``: render, observe, act, clip; wind schedule."""
+
+    def __init__(self, policy: Any, cfg: EvalConfig, sc: SousVideScene, sc_dev: SousVideScene,
+                 splats: GaussianSplats, n: int) -> None:  # fmt: skip
+        self.policy, self.cfg, self.sc, self.n = policy, cfg, sc_dev, n
+        dev = cfg.device
+        self.splats = splats
+        self.people = MovingPeople() if cfg.disturbance == "dynamic" else None
+        self.objective = sc.objective.to(dev)[None].expand(n, 7)
+        self.lo = torch.tensor([0.0, *(-r for r in MAX_BODY_RATE)], device=dev)
+        self.hi = torch.tensor([1.0, *MAX_BODY_RATE], device=dev)
+        self.img_mean: list[float] = []
+        policy.reset(n)
+
+    def __call__(self, world: World, k: int) -> Tensor:
+        cfg, n, dev = self.cfg, self.n, self.cfg.device
+        t = k * world.dt
+        st = world.state
+        view = self.people.scene_at(self.splats, t) if self.people is not None else self.splats
+        rgb = self.sc.render(st.pos, st.quat, view, backend=cfg.backend)
         if cfg.disturbance == "lighting":
             from volary.sensors.effects import brightness
 
             rgb = brightness(rgb, cfg.lighting)
         img = to_uint8(rgb)
-        img_mean.append(float(img.float().mean()))
+        self.img_mean.append(float(img.float().mean()))
         obs = {
             "image": img,
             "state": state_rows(st),
             "time": torch.full((n,), t, device=dev),
-            "objective": objective,
+            "objective": self.objective,
         }
-        u = _checked_action(policy.act(obs), n)
-        u = torch.minimum(torch.maximum(u.to(dev, torch.float32), lo), hi)
+        u = _checked_action(self.policy.act(obs), n)
+        u = torch.minimum(torch.maximum(u.to(dev, torch.float32), self.lo), self.hi)
         if cfg.disturbance == "wind":
-            _set_wind(sim, cfg, t)
-        sim.step(u)
-        ev = collision_events(world, sim.state.pos, sim.params.radius)
-        inside.append(ev.collided & ~crashed)  # nothing counts after a crash
-        crashed = crashed | (ev.clearance < -cfg.crash_depth)
-        frozen = torch.where(crashed[:, None], frozen, sim.state.pos)
-        pos.append(frozen.clone())
-    flown = torch.stack(pos, dim=1).cpu()
-    return _result(cfg, sc, sim, flown, torch.stack(inside, 1).cpu(), crashed.cpu(), img_mean)
+            _set_wind(world.sim, cfg, t)
+        return u
+
+
+class _Crash:
+    """End condition "crash": a collision deeper than ``depth`` (m). Keeps the step's shallow
+    in-collision flags of the vehicles not crashed before it, and freezes crashed vehicles'
+    positions where they crashed (nothing counts after a crash)."""
+
+    name = "crash"
+
+    def __init__(self, depth: float, start: Tensor) -> None:
+        self.depth, self.frozen = depth, start.clone()
+        self.inside = torch.zeros_like(start[:, 0], dtype=torch.bool)
+
+    def __call__(self, world: World) -> Tensor:
+        ev = world.collision_events()
+        self.inside = ev.collided & world.active
+        return ev.clearance < -self.depth
+
+    def frozen_pos(self, world: World) -> Tensor:
+        self.frozen = torch.where(world.active[:, None], world.state.pos, self.frozen)
+        return self.frozen.clone()
 
 
 def _checked_action(u: Any, n: int) -> Tensor:
