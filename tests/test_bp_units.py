@@ -208,7 +208,7 @@ def test_table_iii_network_shapes_and_checkpoint_round_trip(tmp_path):
     (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
     with pytest.raises(FileFormatError):
         model.load_checkpoint(tmp_path / "junk.pt")
-    with pytest.raises(ConfigError, match="checkpoint"):
+    with pytest.raises(FileFormatError, match="no such BoundaryPredictor checkpoint file"):
         model.load_checkpoint(tmp_path / "missing.pt")
 
 

@@ -105,7 +105,7 @@ def test_fly_rejects_missing_and_malformed_models_and_unknown_courses(tmp_path):
     _bad(["fly", "--out", str(tmp_path)], "checkpoint")
     junk = tmp_path / "junk.pt"
     junk.write_bytes(b"\x00not a checkpoint")
-    _bad(["fly", "--out", str(tmp_path), "--model", str(junk)], "not a BoundaryPredictor")
+    _bad(["fly", "--out", str(tmp_path), "--model", str(junk)], "not a readable BoundaryPredictor")
     wrong = tmp_path / "wrong.pt"
     torch.save({"format": "volary.bp.checkpoint/1", "dropout": 0.1, "state_dict": {}}, wrong)
     _bad(["fly", "--out", str(tmp_path), "--model", str(wrong)], "malformed")

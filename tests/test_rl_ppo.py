@@ -185,7 +185,7 @@ def test_checkpoint_round_trip(trained, tmp_path):
     with pytest.raises(FileFormatError, match="no such"):
         load_policy(tmp_path / "missing.pt")
     torch.save({"format": "other"}, tmp_path / "other.pt")
-    with pytest.raises(FileFormatError, match="not a PPO policy"):
+    with pytest.raises(FileFormatError, match="field 'format' is 'other'"):
         load_policy(tmp_path / "other.pt")
 
 

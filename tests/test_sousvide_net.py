@@ -273,7 +273,7 @@ def test_bad_checkpoints_raise_file_format_errors(tmp_path) -> None:
         SVPolicy.load(cut)
     foreign = tmp_path / "f.pt"
     torch.save({"format": "something else", "state_dict": {}}, foreign)
-    with pytest.raises(FileFormatError, match="not an SV-Net checkpoint"):
+    with pytest.raises(FileFormatError, match="field 'format' is 'something else'"):
         load_checkpoint(foreign)
     bad = tmp_path / "b.pt"
     ck = torch.load(p, weights_only=True)

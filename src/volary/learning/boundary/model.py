@@ -5,8 +5,8 @@ Input: E normalized to [0, 1] between the Table II bounds (8). Layers: Linear 51
 32 + LeakyReLU (0.02); Linear 2 + Sigmoid. The outputs are (v_i, t_0) normalized by
 [2 m/s, 2 s] (Sec. V-C). The paper does not give the dropout rate; 0.1 is assumed.
 
-Checkpoints hold only tensors, numbers and strings, so they load with
-``torch.load(path, weights_only=True)`` (DESIGN.md: never unpickle).
+Checkpoints go through :mod:`volary.learning.checkpoint`: tensors, numbers and strings only,
+read with ``torch.load(path, weights_only=True)`` (DESIGN.md: never unpickle).
 """
 
 from __future__ import annotations
@@ -17,11 +17,26 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from volary.errors import ConfigError, FileFormatError
+from volary.errors import ConfigError
 from volary.learning.boundary.grid import N_FIELDS, check_inputs, normalize_inputs
+from volary.learning.checkpoint import (
+    CheckpointKind,
+    read_checkpoint,
+    state_on_cpu,
+    write_checkpoint,
+)
 
 OUTPUT_SCALE = (2.0, 2.0)  # m/s, s: output normalization (Sec. V-C)
-CHECKPOINT_FORMAT = "volary.bp.checkpoint/1"
+# version 1, "volary.bp.checkpoint/1", is the legacy layout: a string tag, meta as JSON text
+# (benchmarks/results/bp/model.pt is one)
+CHECKPOINT_KIND = CheckpointKind(
+    name="bp.model",
+    title="BoundaryPredictor checkpoint",
+    fields=("dropout", "state_dict"),
+    version=2,
+    legacy_format="volary.bp.checkpoint/1",
+)
+CHECKPOINT_FORMAT = CHECKPOINT_KIND.tag
 
 
 class BoundaryPredictor(nn.Module):
@@ -63,43 +78,27 @@ class BoundaryPredictor(nn.Module):
 
 
 def save_checkpoint(model: BoundaryPredictor, path: str | Path, meta: dict) -> Path:
-    """Weights plus JSON metadata (training config, split, metrics)."""
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(
-        {
-            "format": CHECKPOINT_FORMAT,
-            "dropout": model.dropout,
-            "state_dict": model.state_dict(),
-            "meta": json.dumps(meta),
-        },
-        out,
-    )
-    return out
+    """Weights plus JSON metadata (training config, split, metrics), written atomically."""
+    fields = {"dropout": model.dropout, "state_dict": state_on_cpu(model)}
+    return write_checkpoint(path, CHECKPOINT_KIND, fields, meta)
 
 
 def load_checkpoint(path: str | Path) -> tuple[BoundaryPredictor, dict]:
-    """The network (eval mode) and its metadata; ``weights_only=True``."""
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"checkpoint: no file at {p}")
-    try:
-        ck = torch.load(p, weights_only=True, map_location="cpu")
-    except Exception as err:  # noqa: BLE001 - any unreadable file is a format error
-        raise FileFormatError(f"{p}: not a BoundaryPredictor checkpoint ({err})") from None
-    if not isinstance(ck, dict) or ck.get("format") != CHECKPOINT_FORMAT:
-        raise FileFormatError(f"{p}: expected format {CHECKPOINT_FORMAT!r}")
-    try:
+    """The network (eval mode) and its metadata; ``weights_only=True``. ``FileFormatError``
+    naming the file and the field for a missing, foreign or malformed file."""
+    ck = read_checkpoint(path, CHECKPOINT_KIND)
+    with ck.reading("dropout"):
         model = BoundaryPredictor(dropout=float(ck["dropout"]))
-        model.load_state_dict(ck["state_dict"])
-        meta = json.loads(ck["meta"])
-    except (KeyError, RuntimeError, TypeError, ValueError) as err:
-        raise FileFormatError(f"{p}: malformed BoundaryPredictor checkpoint ({err})") from None
-    model.eval()
-    return model, meta
+    ck.load_state(model)
+    if ck.version > 1:
+        return model.eval(), ck.meta
+    with ck.reading("meta"):  # version 1 (legacy layout) stored the metadata as a JSON string
+        return model.eval(), json.loads(ck["meta"])
 
 
 __all__ = [
+    "CHECKPOINT_FORMAT",
+    "CHECKPOINT_KIND",
     "OUTPUT_SCALE",
     "BoundaryPredictor",
     "load_checkpoint",

@@ -6,6 +6,7 @@ interface in ``DESIGN.md`` beside this file).
 
 from volary.learning.rl.ppo import (
     CHECKPOINT_FORMAT,
+    CHECKPOINT_KIND,
     ActorCritic,
     PPOConfig,
     evaluate_policy,
@@ -17,6 +18,7 @@ from volary.learning.rl.ppo import (
 
 __all__ = [
     "CHECKPOINT_FORMAT",
+    "CHECKPOINT_KIND",
     "ActorCritic",
     "PPOConfig",
     "evaluate_policy",

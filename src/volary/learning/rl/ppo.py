@@ -7,7 +7,6 @@ draw takes an explicit ``torch.Generator``.
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Callable, Iterable
@@ -18,9 +17,23 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from volary.errors import ConfigError, FileFormatError
+from volary.errors import ConfigError
+from volary.learning.checkpoint import (
+    CheckpointKind,
+    read_checkpoint,
+    state_on_cpu,
+    write_checkpoint,
+)
 
-CHECKPOINT_FORMAT = "volary.rl.ppo/1"
+# version 1, "volary.rl.ppo/1", is the legacy layout (same fields, a string tag)
+CHECKPOINT_KIND = CheckpointKind(
+    name="rl.ppo",
+    title="PPO policy",
+    fields=("config", "obs_dim", "act_dim", "state_dict"),
+    version=2,
+    legacy_format="volary.rl.ppo/1",
+)
+CHECKPOINT_FORMAT = CHECKPOINT_KIND.tag
 Progress = Callable[[int, dict[str, Any]], None]
 
 
@@ -531,48 +544,32 @@ def save_policy(
     path: str | Path, policy: ActorCritic, cfg: PPOConfig, meta: dict[str, Any] | None = None
 ) -> Path:
     """Write weights + normalizer (state dict), the config as a plain dict and JSON-able
-    metadata; tensors, numbers, strings, lists and dicts only (``torch.load(weights_only=True)``).
-    """
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    meta_text = json.dumps(meta or {})  # fails early on anything that is not plain JSON
-    state = {k: v.detach().cpu().clone() for k, v in policy.state_dict().items()}
-    ck = {
-        "format": CHECKPOINT_FORMAT,
+    metadata, atomically, through :mod:`volary.learning.checkpoint` (``weights_only``-safe)."""
+    fields = {
         "config": cfg.to_dict(),
         "obs_dim": policy.obs_dim,
         "act_dim": policy.act_dim,
-        "state_dict": state,
-        "meta": json.loads(meta_text),
+        "state_dict": state_on_cpu(policy),
     }
-    tmp = out.with_suffix(out.suffix + ".tmp")
-    torch.save(ck, tmp)
-    tmp.replace(out)
-    return out
+    return write_checkpoint(path, CHECKPOINT_KIND, fields, meta)
 
 
 def load_policy(
     path: str | Path, device: str | torch.device = "cpu"
 ) -> tuple[ActorCritic, PPOConfig, dict[str, Any]]:
     """(policy in eval mode on ``device``, config, metadata) from ``save_policy``'s file;
-    ``FileFormatError`` for a missing, foreign or malformed file."""
-    p = Path(path)
-    if not p.is_file():
-        raise FileFormatError(f"{p}: no such PPO policy file")
-    try:
-        ck = torch.load(p, weights_only=True, map_location="cpu")
-    except Exception as err:  # noqa: BLE001 - any unreadable file is a format error
-        raise FileFormatError(f"{p}: not a readable PPO policy ({err})") from None
-    if not isinstance(ck, dict) or ck.get("format") != CHECKPOINT_FORMAT:
-        raise FileFormatError(f"{p}: not a PPO policy (format {CHECKPOINT_FORMAT!r})")
-    try:
+    ``FileFormatError`` naming the file and the field for a missing, foreign or malformed
+    file."""
+    ck = read_checkpoint(path, CHECKPOINT_KIND)
+    with ck.reading("obs_dim"):
+        obs_dim = int(ck["obs_dim"])
+    with ck.reading("act_dim"):
+        act_dim = int(ck["act_dim"])
+    with ck.reading("config"):
         cfg = PPOConfig.from_dict(ck["config"])
-        policy = ActorCritic(int(ck["obs_dim"]), int(ck["act_dim"]), cfg)
-        policy.load_state_dict(ck["state_dict"])
-        meta = dict(ck["meta"])
-    except (KeyError, RuntimeError, TypeError, ValueError) as err:
-        raise FileFormatError(f"{p}: malformed PPO policy ({err})") from None
-    return policy.to(device).eval(), cfg, meta
+        policy = ActorCritic(obs_dim, act_dim, cfg)
+    ck.load_state(policy)
+    return policy.to(device).eval(), cfg, ck.meta
 
 
 # ---- plots ---------------------------------------------------------------------------------------
@@ -602,6 +599,7 @@ def plot_learning_curve(report: dict[str, Any], path: str | Path, title: str = "
 
 __all__ = [
     "CHECKPOINT_FORMAT",
+    "CHECKPOINT_KIND",
     "ActorCritic",
     "PPOConfig",
     "RunningNorm",

@@ -24,7 +24,6 @@ the defaults of :class:`ArchConfig` are this implementation's choice.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from volary.errors import ConfigError, FileFormatError, UnknownNameError
+from volary.errors import ConfigError, UnknownNameError
+from volary.learning.checkpoint import (
+    CheckpointKind,
+    read_checkpoint,
+    state_on_cpu,
+    write_checkpoint,
+)
 from volary.learning.sousvide.history import ACTION_ENTRY, ENTRY_SIZE, OBS_SIZE
 
 OBJECTIVE_SIZE = 7  # first waypoint (3), last waypoint (3), total time (s)
@@ -42,7 +47,15 @@ ACTION_SIZE = 4  # [f_th in [0, 1], W_x, W_y, W_z (rad/s)]
 MIN_IMAGE_SIZE = 32  # SqueezeNet 1.1's three stride-2 pools leave >= 1 x 1 from 32 px up
 IMAGE_NORMS = ("dataset", "per_image")  # ArchConfig.image_norm
 IMAGE_NORM_EPS = 1e-3  # per_image: floor of an image's per-channel std (pixels in [0, 1])
-CHECKPOINT_FORMAT = "volary.sousvide.svnet/1"
+# version 1, "volary.sousvide.svnet/1", is the legacy layout (same fields, a string tag)
+CHECKPOINT_KIND = CheckpointKind(
+    name="sousvide.svnet",
+    title="SV-Net checkpoint",
+    fields=("net_config", "state_dict"),
+    version=2,
+    legacy_format="volary.sousvide.svnet/1",
+)
+CHECKPOINT_FORMAT = CHECKPOINT_KIND.tag
 
 
 # ---- variants (Table I) -------------------------------------------------------------------------
@@ -491,51 +504,26 @@ def parameter_count(module: nn.Module) -> int:
 
 # ---- checkpoints ---------------------------------------------------------------------------------
 def save_checkpoint(net: SVNet, path: str | Path, meta: dict[str, Any] | None = None) -> Path:
-    """Weights + normalization buffers (state dict), the net config and JSON-able metadata;
-    only tensors, numbers, strings, lists and dicts, so ``torch.load(weights_only=True)`` reads
-    it (DESIGN.md: never unpickle)."""
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    meta_text = json.dumps(meta or {})  # fails early on anything that is not plain JSON
-    state = {k: v.detach().cpu().clone() for k, v in net.state_dict().items()}
-    tmp = out.with_suffix(out.suffix + ".tmp")
-    torch.save(
-        {
-            "format": CHECKPOINT_FORMAT,
-            "net_config": net.config.to_dict(),
-            "state_dict": state,
-            "meta": json.loads(meta_text),
-        },
-        tmp,
-    )
-    tmp.replace(out)
-    return out
+    """Weights + normalization buffers (state dict), the net config and JSON-able metadata,
+    written atomically by :mod:`volary.learning.checkpoint` (``weights_only``-safe)."""
+    fields = {"net_config": net.config.to_dict(), "state_dict": state_on_cpu(net)}
+    return write_checkpoint(path, CHECKPOINT_KIND, fields, meta)
 
 
 def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> tuple[SVNet, dict]:
-    """(net in eval mode on ``device``, metadata). ``FileFormatError`` for a missing, foreign,
-    truncated or malformed file."""
-    p = Path(path)
-    if not p.is_file():
-        raise FileFormatError(f"{p}: no such SV-Net checkpoint file")
-    try:
-        ck = torch.load(p, weights_only=True, map_location="cpu")
-    except Exception as err:  # noqa: BLE001 - any unreadable file is a format error
-        raise FileFormatError(f"{p}: not a readable SV-Net checkpoint ({err})") from None
-    if not isinstance(ck, dict) or ck.get("format") != CHECKPOINT_FORMAT:
-        raise FileFormatError(f"{p}: not an SV-Net checkpoint (format {CHECKPOINT_FORMAT!r})")
-    try:
+    """(net in eval mode on ``device``, metadata). ``FileFormatError`` naming the file and the
+    field for a missing, foreign, truncated or malformed file."""
+    ck = read_checkpoint(path, CHECKPOINT_KIND)
+    with ck.reading("net_config"):
         net = SVNet(NetConfig.from_dict(ck["net_config"]))
-        net.load_state_dict(ck["state_dict"])
-        meta = dict(ck["meta"])
-    except (KeyError, RuntimeError, TypeError, ValueError) as err:
-        raise FileFormatError(f"{p}: malformed SV-Net checkpoint ({err})") from None
-    return net.to(device).eval(), meta
+    ck.load_state(net)
+    return net.to(device).eval(), ck.meta
 
 
 __all__ = [
     "ACTION_SIZE",
     "CHECKPOINT_FORMAT",
+    "CHECKPOINT_KIND",
     "IMAGE_NORMS",
     "IMAGE_NORM_EPS",
     "MIN_IMAGE_SIZE",
