@@ -307,7 +307,7 @@ def fly_expert(
 ) -> Rollouts:
     """Algorithm 1 lines 5-8 for a batch of units: sample, fly the MPC expert, render."""
     from volary.control.mpc import BatchedMpcController, MpcConfig
-    from volary.worlds.collision import collision_events
+    from volary.sim import World, rollout
 
     tm = Timings() if timings is None else timings
     b, dev, dt = len(units), cfg.device, cfg.dt
@@ -327,46 +327,60 @@ def fly_expert(
     sim.reset(pos=x0[:, :3], vel=x0[:, 3:6], quat=x0[:, 6:10])
     mpc_cfg = MpcConfig(dt=dt, horizon=max(1, round(cfg.control_hz)), max_iter=cfg.mpc_iters)
     expert = BatchedMpcController(sim.params, scene.trajectory, mpc_cfg)
-    world = scene.collision_scene(b, device=dev)
-    radius = sim.params.radius
-    k_steps = cfg.steps
+    world = World(sim=sim, scene=scene.collision_scene(b, device=dev))
     out = _empty_rows(cfg, b)
-    err = np.full((b, k_steps), np.nan, np.float32)
-    alive = torch.ones(b, dtype=torch.bool, device=dev)
+    err = np.full((b, cfg.steps), np.nan, np.float32)
     theta = torch.stack((sim.params.max_thrust, sim.params.mass), dim=-1).float().cpu().numpy()
-    t0 = d.t0.to(dev)
-    sync = torch.device(dev).type == "cuda"  # stage timers wait for the GPU's queue
-    for k in range(k_steps):
-        t_ref = t0 + k * dt
-        st = sim.state
-        x = state_rows(st)
-        c0 = _clock(sync)
-        img = to_uint8(scene.render(st.pos, st.quat, backend=cfg.backend))
-        c1 = _clock(sync)
-        u = expert(st, t_ref[:, None], dt)
-        c2 = _clock(sync)
-        p_des = scene.trajectory.evaluate(t_ref[:, None].double()).pos[:, 0]
-        e = (x[:, :3].double() - p_des).norm(dim=-1)
-        alive &= torch.isfinite(x).all(-1) & (e <= cfg.max_error)
-        out["images"][:, k] = img.cpu().numpy()
-        out["state"][:, k] = x.cpu().numpy()
-        out["time"][:, k] = t_ref.cpu().numpy()
-        out["action"][:, k] = u.float().cpu().numpy()
-        out["valid"][:, k] = alive.cpu().numpy()
-        err[:, k] = e.float().cpu().numpy()
-        sim.step(u)
-        ev = collision_events(world, sim.state.pos, radius)
-        alive &= ~(ev.any | sim.state.diverged)
-        c3 = _clock(sync)
-        tm.render += c1 - c0
-        tm.mpc += c2 - c1
-        tm.physics += c3 - c2
-        if not bool(alive.any()):
-            break
+    expert_act = _Expert(cfg, scene, expert, d.t0.to(dev), out, err, tm)
+    rollout(world, expert_act, (expert_act.collided,), steps=cfg.steps)
     out["theta"][:] = theta[:, None]
     out["objective"][:] = scene.objective.numpy()
     out["history"][:] = _histories(out["time"], out["state"], cfg.window)
     return Rollouts(out, err, tm)
+
+
+class _Expert:
+    """rollout's ``act`` for Algorithm 1 lines 7-8: render, MPC command, one dataset row per
+    step; a vehicle off its reference by more than ``max_error`` (or non-finite) is ended
+    before the step, one that collides or diverges after it (:meth:`collided`)."""
+
+    def __init__(self, cfg: GenerateConfig, scene: SousVideScene, expert: Any, t0: Tensor,
+                 out: dict[str, np.ndarray], err: np.ndarray, tm: Timings) -> None:  # fmt: skip
+        self.cfg, self.scene, self.expert, self.t0 = cfg, scene, expert, t0
+        self.out, self.err, self.tm = out, err, tm
+        self.sync = torch.device(cfg.device).type == "cuda"  # timers wait for the GPU's queue
+        self.c2 = 0.0
+
+    def __call__(self, world: Any, k: int) -> Tensor:
+        cfg, out = self.cfg, self.out
+        dt = cfg.dt
+        t_ref = self.t0 + k * dt
+        st = world.state
+        x = state_rows(st)
+        c0 = _clock(self.sync)
+        img = to_uint8(self.scene.render(st.pos, st.quat, backend=cfg.backend))
+        c1 = _clock(self.sync)
+        u = self.expert(st, t_ref[:, None], dt)
+        self.c2 = _clock(self.sync)
+        p_des = self.scene.trajectory.evaluate(t_ref[:, None].double()).pos[:, 0]
+        e = (x[:, :3].double() - p_des).norm(dim=-1)
+        world.end(~(torch.isfinite(x).all(-1) & (e <= cfg.max_error)), "off_reference")
+        out["images"][:, k] = img.cpu().numpy()
+        out["state"][:, k] = x.cpu().numpy()
+        out["time"][:, k] = t_ref.cpu().numpy()
+        out["action"][:, k] = u.float().cpu().numpy()
+        out["valid"][:, k] = world.active.cpu().numpy()
+        self.err[:, k] = e.float().cpu().numpy()
+        self.tm.render += c1 - c0
+        self.tm.mpc += self.c2 - c1
+        return u
+
+    def collided(self, world: Any) -> Tensor:
+        """Collision with the room or a diverged state, after the step (times the physics)."""
+        ev = world.collision_events()
+        hit = ev.any | world.state.diverged
+        self.tm.physics += _clock(self.sync) - self.c2
+        return hit
 
 
 def _clock(sync: bool) -> float:
