@@ -254,7 +254,8 @@ def section_envs() -> dict:
 
 
 SV_TINY = dict(n_des=3, n_smp=2, t_smp=0.5, width=32, height=32, window=4, envs=2)
-SV_EVAL = (("baseline", 80), ("payload", 40), ("wind", 100))  # the gust starts at t = 4 s (80 steps)
+# wind: the gust starts at t = 4 s (step 80 at 20 Hz)
+SV_EVAL = (("baseline", 80), ("payload", 40), ("wind", 100))
 
 
 def section_sousvide() -> dict:
