@@ -115,6 +115,11 @@ def nav_units() -> list:
     return units
 
 
+def _slice(part: str, n: int) -> tuple[int, int]:
+    a, _, b = part.partition(":")
+    return (int(a or 0), int(b) if b else (int(a) + 1 if not _ else n))
+
+
 def _nav_unit(unit) -> list[tuple[str, dict]]:
     torch.set_num_threads(1)
     from volary.bench.nav.episode import run_unit
@@ -127,10 +132,13 @@ def _nav_unit(unit) -> list[tuple[str, dict]]:
     return out
 
 
-def section_nav(workers: int = 1, limit: int | None = None) -> dict:
+def section_nav(workers: int = 1, limit: int | None = None, pick: str | None = None) -> dict:
     units = nav_units()
     if limit is not None:
         units = units[:limit]
+    if pick:  # "a:b,c:d": unit index slices (a cheap subset, or one share of a split run)
+        idx = sorted({i for part in pick.split(",") for i in range(*_slice(part, len(units)))})
+        units = [units[i] for i in idx]
     items: dict[str, dict] = {}
     if workers > 1:
         from concurrent.futures import ProcessPoolExecutor
@@ -356,7 +364,7 @@ def section_bp() -> dict:
 
 def run_section(name: str, args: argparse.Namespace) -> dict:
     fn: Callable[[], dict] = {
-        "nav": lambda: section_nav(args.workers, args.nav_limit),
+        "nav": lambda: section_nav(args.workers, args.nav_limit, args.nav_units),
         "race": section_race,
         "tracking": section_tracking,
         "envs": section_envs,
@@ -417,7 +425,7 @@ def _first_diff(a: Any, b: Any, path: str = "") -> tuple[str, Any, Any] | None:
     return None if a == b else (path.lstrip("."), a, b)
 
 
-def compare(old_path: str, new_path: str) -> int:
+def compare(old_path: str, new_path: str, allow_missing: bool = False) -> int:
     old, new = (json.loads(Path(p).read_text()) for p in (old_path, new_path))
     bad = 0
     print(f"old: {old_path} ({old['meta'].get('git_head', '')[:10]})")
@@ -449,7 +457,7 @@ def compare(old_path: str, new_path: str) -> int:
             print(f"  DIFF {k}: {field}: old {_short(a)} new {_short(b)}")
         for k, where in missing:
             print(f"  MISSING in {where}: {k}")
-        bad += len(diff) + len(missing)
+        bad += len(diff) + (0 if allow_missing else len(missing))
     print(f"\n{'ALL IDENTICAL' if bad == 0 else f'{bad} item(s) differ or are missing'}")
     return 1 if bad else 0
 
@@ -461,9 +469,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sections", default=",".join(SECTIONS), help="comma-separated subset")
     ap.add_argument("--workers", type=int, default=1, help="nav: processes (units are pure)")
     ap.add_argument("--nav-limit", type=int, default=None, help="nav: only the first N units")
+    ap.add_argument("--nav-units", default=None, help="nav: unit slices, e.g. 0:3,28:30")
+    ap.add_argument(
+        "--allow-missing",
+        action="store_true",
+        help="compare: items or sections in only one file are listed but do not fail (subsets)",
+    )
     args = ap.parse_args(argv)
     if args.compare:
-        return compare(*args.compare)
+        return compare(*args.compare, allow_missing=args.allow_missing)
     if not args.out:
         ap.error("--out FILE or --compare OLD NEW")
     chosen = [s.strip() for s in args.sections.split(",") if s.strip()]
@@ -475,7 +489,7 @@ def main(argv: list[str] | None = None) -> int:
     if out.exists():  # add to / replace sections of an existing file
         prev = json.loads(out.read_text())
         doc["sections"] = prev.get("sections", {})
-    doc["meta"]["nav_limit"] = args.nav_limit
+    doc["meta"]["nav_limit"], doc["meta"]["nav_units"] = args.nav_limit, args.nav_units
     for name in chosen:
         print(f"[{name}] ...", file=sys.stderr, flush=True)
         doc["sections"][name] = run_section(name, args)
