@@ -415,3 +415,15 @@ def test_plyfile_is_imported_only_inside_the_readers():
         n.module for n in top if isinstance(n, ast.ImportFrom) and n.module
     ]
     assert not any(n.split(".")[0] == "plyfile" for n in names)
+
+
+def test_ply_rows_are_lines_and_the_magic_line_is_exact(tmp_path):
+    """Stricter than the hand parser (DESIGN.md): plyfile reads one row per line."""
+    blank = _ascii_tri(b"0 0 0\n\n1 0 0\n0 1 0\n3 0 1 2\n")
+    spaced = _ascii_tri(b"0 0 0\n1 0 0\n0 1 0\n3 0 1 2\n").replace(b"ply\n", b"ply \n", 1)
+    for content, problem in ((blank, "end-of-line"), (spaced, "after 'ply'")):
+        (tmp_path / "s.ply").write_bytes(content)
+        with pytest.raises(FileFormatError, match=problem):
+            read_ply(tmp_path / "s.ply")
+    (tmp_path / "t.ply").write_bytes(_ascii_tri(b"0 0 0\n1 0 0\n0 1 0\n3 0 1 2\n\n\n"))
+    assert read_ply(tmp_path / "t.ply")[1].tolist() == [[0, 1, 2]]
