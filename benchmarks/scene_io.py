@@ -47,7 +47,7 @@ from volary.worlds import io as new_io
 
 HERE = Path(__file__).resolve().parent
 
-BASELINE = "d06313f"  # last commit whose read_ply was the hand parser
+BASELINE = "d06313fe3afa1af093885fb9cd13a311397b1c2e"  # last commit with the hand PLY reader
 GRID = 708  # vertices per side: 2 * 707^2 = 999,698 triangles
 POINTS = 1_000_000
 

@@ -272,7 +272,7 @@ def test_polygons_and_negative_indices_are_triangulated(tmp_path):
 
 
 # ----------------------------------------------------------------------------- PLY via plyfile
-BASELINE = "d06313f"  # the last commit with the hand-written PLY reader
+BASELINE = "d06313fe3afa1af093885fb9cd13a311397b1c2e"  # last commit with the hand PLY reader
 
 
 @functools.cache
@@ -427,3 +427,15 @@ def test_ply_rows_are_lines_and_the_magic_line_is_exact(tmp_path):
             read_ply(tmp_path / "s.ply")
     (tmp_path / "t.ply").write_bytes(_ascii_tri(b"0 0 0\n1 0 0\n0 1 0\n3 0 1 2\n\n\n"))
     assert read_ply(tmp_path / "t.ply")[1].tolist() == [[0, 1, 2]]
+
+
+def test_exports_are_byte_identical_to_the_baseline_writers(tmp_path):
+    hand = _hand_parser()
+    if hand is None:
+        pytest.skip(f"git history with {BASELINE} is not available")
+    spec = _mixed_spec()
+    for fmt, binary in [*EXPORTS, ("stl", True)]:
+        name = f"{int(binary)}.{fmt}"
+        new = export_scene(spec, tmp_path / f"n{name}", binary=binary, spacing=0.5)
+        old = hand.export_scene(spec, tmp_path / f"o{name}", binary=binary, spacing=0.5)
+        assert new.read_bytes() == old.read_bytes(), name
