@@ -1,9 +1,15 @@
-"""Scene files: deterministic PLY/OBJ/PCD export, round trips, tessellation, malformed input."""
+"""Scene files: deterministic PLY/OBJ/PCD export, round trips, tessellation, malformed input;
+the plyfile-based PLY reader against the hand parser it replaced."""
 
 from __future__ import annotations
 
+import ast
+import functools
 import math
 import struct
+import subprocess
+import sys
+import types
 from pathlib import Path
 
 import numpy as np
@@ -12,12 +18,14 @@ import pytest
 from volary.errors import FileFormatError
 from volary.worlds import Box, Cylinder, Plane, SceneSpec, Sphere
 from volary.worlds.io import (
+    PointCloud,
     box_mesh,
     cylinder_mesh,
     export_scene,
     load_mesh,
     load_points,
     plane_mesh,
+    read_ply,
     scene_mesh,
     sphere_mesh,
     write_pcd,
@@ -85,8 +93,6 @@ def test_point_cloud_round_trip(binary, tmp_path):
     write_pcd(tmp_path / "p.pcd", pts, binary)
     back = load_points(tmp_path / "p.pcd").points  # float64; ascii "%.9g" is float32-exact
     assert np.array_equal(back.astype(np.float32), pts)
-    from volary.worlds.io import PointCloud
-
     write_ply(tmp_path / "p.ply", PointCloud(pts.astype(float)), binary)
     assert np.array_equal(load_points(tmp_path / "p.ply").points.astype(np.float32), pts)
 
@@ -124,6 +130,10 @@ _PLY_HEAD = (
 _TRI = "0 0 0\n1 0 0\n0 1 0\n3 0 1 2\n"
 
 
+def _ascii_tri(body: bytes) -> bytes:
+    return _PLY_HEAD.format(nv=3, nf=1).encode() + body
+
+
 def _bin_ply(nv: int, body: bytes) -> bytes:
     head = _PLY_HEAD.replace("ascii", "binary_little_endian").format(nv=nv, nf=1)
     return head.encode() + body
@@ -155,6 +165,26 @@ BAD_FILES = [
     ("m.ply", _bin_ply(3, struct.pack("<9f", *range(9))[:20]), "truncated"),
     ("m.ply", _bin_ply(3, struct.pack("<9fB3i", *range(9), 3, 0, 1, 2)[:-3]), "truncated"),
     ("m.ply", _bin_ply(3, struct.pack("<9fB3i", *range(9), 200, 0, 1, 2)), "truncated"),
+    ("m.ply", _bin_ply(3, struct.pack("<9fB2i", *range(9), 2, 0, 1)), "at least 3"),
+    ("m.ply", _bin_ply(3, struct.pack("<9fB3i", *range(9), 3, 0, 1, 3)), "out of range"),
+    ("m.ply", _PLY_HEAD.format(nv=-3, nf=0).encode(), "negative row count"),
+    (
+        "m.ply",
+        _PLY_HEAD.format(nv=3, nf=1).encode() + b"0 0 0 0\n1 0 0\n0 1 0\n3 0 1 2\n",
+        "end-of-line",
+    ),
+    (
+        "m.ply",
+        _PLY_HEAD.format(nv=3, nf=1).encode() + b"0 0 0\n1 0\n0 1 0\n3 0 1 2\n",
+        "end-of-line",
+    ),
+    ("m.ply", _PLY_HEAD.replace("float z", "float \u00e9").format(nv=0, nf=0).encode(), "ASCII"),
+    ("m.ply", _PLY_HEAD.replace("float z", "float x").format(nv=0, nf=0).encode(), "header"),
+    (
+        "m.ply",
+        b"ply\nformat ascii 1.0\nelement vertex 1\nproperty float x\nend_header\n1\n",
+        "x, y, z",
+    ),
     ("m.obj", b"v 0 0 0\nv 1 0\nf 1 2 3\n", "3 coordinates"),
     ("m.obj", b"v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 0\n", "non-zero"),
     ("m.obj", b"v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 9\n", "out of range"),
@@ -239,3 +269,173 @@ def test_polygons_and_negative_indices_are_triangulated(tmp_path):
     head = _PLY_HEAD.format(nv=4, nf=2).encode()
     (tmp_path / "q.ply").write_bytes(head + b"0 0 0\n1 0 0\n1 1 0\n0 1 0\n4 0 1 2 3\n3 0 1 2\n")
     assert len(load_mesh(tmp_path / "q.ply").triangles) == 3
+
+
+# ----------------------------------------------------------------------------- PLY via plyfile
+BASELINE = "d06313fe3afa1af093885fb9cd13a311397b1c2e"  # last commit with the hand PLY reader
+
+
+@functools.cache
+def _hand_parser() -> types.ModuleType | None:
+    """volary.worlds.io as of BASELINE (its hand-written PLY reader), or None without git."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(root), "show", f"{BASELINE}:src/volary/worlds/io.py"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    mod = types.ModuleType("_volary_io_hand")
+    sys.modules[mod.__name__] = mod  # dataclasses look their module up
+    exec(compile(out, f"{BASELINE}:io.py", "exec"), mod.__dict__)
+    return mod
+
+
+_HEAD = (
+    "ply\nformat {fmt} 1.0\ncomment c\nobj_info o\nelement vertex 4\nproperty {vt} x\n"
+    "property {vt} y\nproperty {vt} z\nproperty uchar red\n{extra}element face {nf}\n"
+    "property list {lt} {it} {key}\nproperty uchar flag\nend_header\n"
+)
+_VERTS = [(0, 0, 0, 1), (1, 0, 0, 2), (1, 1, 0, 3), (0, 1, 0, 4)]
+_MIXED = [[0, 1, 2, 3], [0, 1, 2], [3, 2, 1, 0, 1]]
+
+
+def _ascii_ply(vt="float", lt="uchar", it="int", key="vertex_indices", extra="", nl="\n") -> bytes:
+    s = _HEAD.format(fmt="ascii", vt=vt, lt=lt, it=it, key=key, extra=extra, nf=len(_MIXED))
+    s += "".join(f"{a} {b} {c} {r}\n" for a, b, c, r in _VERTS)
+    s += "".join(f"{len(f)} {' '.join(map(str, f))} 7\n" for f in _MIXED)
+    return s.replace("\n", nl).encode()
+
+
+def _binary_ply(e="<", vt=("float", "f"), lt=("uchar", "B"), it=("int", "i"), faces=None) -> bytes:
+    faces = _MIXED if faces is None else faces
+    fmt = "binary_little_endian" if e == "<" else "binary_big_endian"
+    s = _HEAD.format(
+        fmt=fmt, vt=vt[0], lt=lt[0], it=it[0], key="vertex_indices", extra="", nf=len(faces)
+    ).encode()
+    s += b"".join(struct.pack(e + 3 * vt[1] + "B", *row) for row in _VERTS)
+    return s + b"".join(struct.pack(f"{e}{lt[1]}{len(f) * it[1]}B", len(f), *f, 7) for f in faces)
+
+
+HAND_MADE = {
+    "ascii": _ascii_ply(),
+    "ascii-double": _ascii_ply(vt="double"),
+    "ascii-int": _ascii_ply(vt="int"),
+    "ascii-vertex_index": _ascii_ply(key="vertex_index"),
+    "ascii-crlf": _ascii_ply(nl="\r\n"),
+    "ascii-empty-element": _ascii_ply(extra="element edge 0\nproperty int a\n"),
+    "ascii-ushort-uint": _ascii_ply(lt="ushort", it="uint"),
+    "le-mixed": _binary_ply(),
+    "be-mixed": _binary_ply(">"),
+    "le-double": _binary_ply(vt=("double", "d")),
+    "le-ushort-uint": _binary_ply(lt=("ushort", "H"), it=("uint", "I")),
+    "le-triangles": _binary_ply(faces=[[0, 1, 2], [0, 2, 3]]),
+    "be-triangles": _binary_ply(">", faces=[[0, 1, 2], [0, 2, 3]]),
+    "le-quads": _binary_ply(faces=[[0, 1, 2, 3], [3, 2, 1, 0]]),
+    "le-no-faces": _binary_ply(faces=[]),
+}
+
+
+def _volary_written(folder: Path) -> dict[str, Path]:
+    mesh = scene_mesh(_mixed_spec())
+    cloud = PointCloud(np.random.default_rng(1).normal(size=(300, 3)) * 1e3)
+    out = {}
+    for binary in (False, True):
+        out[f"mesh-{binary}"] = folder / f"m{int(binary)}.ply"
+        out[f"cloud-{binary}"] = folder / f"c{int(binary)}.ply"
+        write_ply(out[f"mesh-{binary}"], mesh, binary)
+        write_ply(out[f"cloud-{binary}"], cloud, binary)
+    return out
+
+
+def _same_as_hand(new: tuple, old: tuple, ascii_float: bool) -> None:
+    """Indices identical; coordinates identical, except that ascii ``float`` properties now hold
+    the declared float32 value where the hand parser kept the float64 of the decimal text."""
+    assert new[0].dtype == old[0].dtype == np.float64
+    expected = old[0].astype(np.float32).astype(float) if ascii_float else old[0]
+    assert np.array_equal(new[0], expected)
+    assert (new[1] is None) == (old[1] is None)
+    if new[1] is not None:
+        assert new[1].dtype == old[1].dtype == np.int64 and np.array_equal(new[1], old[1])
+
+
+def test_ply_reader_matches_the_hand_parser(tmp_path):
+    hand = _hand_parser()
+    if hand is None:
+        pytest.skip(f"git history with {BASELINE} is not available")
+    files = _volary_written(tmp_path)
+    for name, content in HAND_MADE.items():
+        files[name] = tmp_path / f"{name}.ply"
+        files[name].write_bytes(content)
+    for name, path in files.items():
+        ascii_float = name in ("mesh-False", "cloud-False") or (
+            name.startswith("ascii") and name not in ("ascii-double", "ascii-int")
+        )
+        _same_as_hand(read_ply(path), hand.read_ply(path), ascii_float)
+    for name, content, _ in BAD_FILES:
+        if name.endswith(".ply"):
+            (tmp_path / "bad.ply").write_bytes(content)
+            with pytest.raises(FileFormatError):
+                hand.load_mesh(tmp_path / "bad.ply")
+
+
+def test_ascii_and_binary_ply_of_one_mesh_read_the_same_values(tmp_path):
+    files = _volary_written(tmp_path)
+    mesh = scene_mesh(_mixed_spec())
+    for kind in ("mesh", "cloud"):
+        (va, ta), (vb, tb) = read_ply(files[f"{kind}-False"]), read_ply(files[f"{kind}-True"])
+        assert np.array_equal(va, vb) and (ta is None) == (tb is None)
+    v, t = read_ply(files["mesh-True"])
+    assert np.array_equal(v, mesh.vertices.astype(np.float32)) and np.array_equal(t, mesh.triangles)
+
+
+def test_binary_ply_with_polygons_reads_every_layout(tmp_path):
+    """Triangles and quads go through plyfile's memory map; mixed polygons, its row reader."""
+    expected = [[0, 1, 2], [0, 1, 2], [0, 2, 3], [3, 2, 1], [3, 1, 0], [3, 0, 1]]
+    for name in ("le-mixed", "be-mixed", "le-ushort-uint", "ascii", "ascii-crlf"):
+        (tmp_path / "p.ply").write_bytes(HAND_MADE[name])
+        v, t = read_ply(tmp_path / "p.ply")
+        assert t.tolist() == expected and v.tolist() == [list(r[:3]) for r in _VERTS]
+    (tmp_path / "q.ply").write_bytes(HAND_MADE["le-quads"])
+    assert read_ply(tmp_path / "q.ply")[1].tolist() == [[0, 1, 2], [0, 2, 3], [3, 2, 1], [3, 1, 0]]
+    (tmp_path / "n.ply").write_bytes(HAND_MADE["le-no-faces"])
+    assert read_ply(tmp_path / "n.ply")[1].shape == (0, 3)
+
+
+def test_plyfile_is_imported_only_inside_the_readers():
+    """Importing volary loads no parser library (DESIGN.md); plyfile comes in on first use."""
+    import volary.worlds.io as io_module
+
+    tree = ast.parse(Path(io_module.__file__).read_text())
+    top = [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
+    names = [a.name for n in top for a in n.names] + [
+        n.module for n in top if isinstance(n, ast.ImportFrom) and n.module
+    ]
+    assert not any(n.split(".")[0] == "plyfile" for n in names)
+
+
+def test_ply_rows_are_lines_and_the_magic_line_is_exact(tmp_path):
+    """Stricter than the hand parser (DESIGN.md): plyfile reads one row per line."""
+    blank = _ascii_tri(b"0 0 0\n\n1 0 0\n0 1 0\n3 0 1 2\n")
+    spaced = _ascii_tri(b"0 0 0\n1 0 0\n0 1 0\n3 0 1 2\n").replace(b"ply\n", b"ply \n", 1)
+    for content, problem in ((blank, "end-of-line"), (spaced, "after 'ply'")):
+        (tmp_path / "s.ply").write_bytes(content)
+        with pytest.raises(FileFormatError, match=problem):
+            read_ply(tmp_path / "s.ply")
+    (tmp_path / "t.ply").write_bytes(_ascii_tri(b"0 0 0\n1 0 0\n0 1 0\n3 0 1 2\n\n\n"))
+    assert read_ply(tmp_path / "t.ply")[1].tolist() == [[0, 1, 2]]
+
+
+def test_exports_are_byte_identical_to_the_baseline_writers(tmp_path):
+    hand = _hand_parser()
+    if hand is None:
+        pytest.skip(f"git history with {BASELINE} is not available")
+    spec = _mixed_spec()
+    for fmt, binary in [*EXPORTS, ("stl", True)]:
+        name = f"{int(binary)}.{fmt}"
+        new = export_scene(spec, tmp_path / f"n{name}", binary=binary, spacing=0.5)
+        old = hand.export_scene(spec, tmp_path / f"o{name}", binary=binary, spacing=0.5)
+        assert new.read_bytes() == old.read_bytes(), name

@@ -1,11 +1,13 @@
 """Scene files: SceneSpec -> PLY/OBJ/STL triangle meshes and PCD/PLY point clouds, and back.
 
-Readers and writers are written here (no plyfile/open3d): PLY ascii, binary_little_endian and
-binary_big_endian; OBJ (v/f, polygons fan-triangulated, negative indices); STL ascii and binary;
-PCD ascii and binary (``binary_compressed`` is refused). Output is deterministic: the same spec
-gives the same bytes. Every malformed input raises :class:`~volary.errors.FileFormatError`
-whose message starts with the file path, and sizes from headers are checked against the bytes
-present before anything is allocated, so a lying header cannot hang or exhaust memory.
+The writers are written here. PLY files are read by plyfile (ascii, binary_little_endian and
+binary_big_endian; imported on first use). OBJ (v/f, polygons fan-triangulated, negative
+indices), STL (ascii and binary) and PCD (ascii and binary; ``binary_compressed`` is refused)
+are read by the parsers here: the maintained libraries tried read them less well (the reasons
+are in ``worlds/DESIGN.md``). Output is deterministic: the same spec gives the same bytes. Every
+malformed input raises :class:`~volary.errors.FileFormatError` whose message starts with the
+file path, and sizes from headers are checked against the bytes present before anything is
+allocated, so a lying header cannot hang or exhaust memory.
 """
 
 from __future__ import annotations
@@ -15,12 +17,16 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from volary.errors import ConfigError, FileFormatError
 from volary.worlds._stack import gate_boxes
 from volary.worlds.primitives import Box, Cylinder, Mesh, Plane, Primitive, SceneSpec, Sphere
+
+if TYPE_CHECKING:  # plyfile is imported where a PLY file is read
+    from plyfile import PlyData, PlyElement
 
 
 @dataclass(frozen=True)
@@ -316,25 +322,9 @@ def export_scene(
 
 # ----------------------------------------------------------------------------- readers
 _MAX_HEADER = 1 << 16  # bytes searched for a PLY end_header or PCD DATA line
-_PLY_TYPES = {
-    "char": "i1",
-    "int8": "i1",
-    "uchar": "u1",
-    "uint8": "u1",
-    "short": "i2",
-    "int16": "i2",
-    "ushort": "u2",
-    "uint16": "u2",
-    "int": "i4",
-    "int32": "i4",
-    "uint": "u4",
-    "uint32": "u4",
-    "float": "f4",
-    "float32": "f4",
-    "double": "f8",
-    "float64": "f8",
-}
-_PLY_FORMATS = {"ascii": "", "binary_little_endian": "<", "binary_big_endian": ">"}
+# List lengths tried, in order, for plyfile's memory-mapped reading of binary elements with list
+# properties (triangle, then quad meshes) before its general row-by-row reader.
+_PLY_LIST_GUESSES = (3, 4)
 
 
 def _fail(path: str | Path, problem: str) -> FileFormatError:
@@ -355,147 +345,116 @@ def _floats(path: str | Path, tokens: list[bytes], what: str) -> np.ndarray:
         raise _fail(path, f"{what}: non-numeric value ({e})") from e
 
 
-def _ply_header(path: str | Path, data: bytes) -> tuple[str, list, int]:
-    """(endian or '' for ascii, [(element, count, [(prop, type, list count type)])], body)."""
-    if not data.startswith(b"ply"):
-        raise _fail(path, "not a PLY file (missing 'ply' magic line)")
-    end = data.find(b"end_header", 0, _MAX_HEADER)
-    if end < 0:
-        raise _fail(path, "PLY header has no end_header line")
-    nl = data.find(b"\n", end)
+def _head(path: str | Path) -> bytes:
+    """The first :data:`_MAX_HEADER` bytes of a file."""
     try:
-        lines = data[:end].decode("ascii").splitlines()[1:]
+        with open(path, "rb") as f:
+            return f.read(_MAX_HEADER)
+    except OSError as e:
+        raise _fail(path, f"cannot read the file ({e.strerror or e})") from e
+
+
+def _ply_layout(path: str | Path, head: bytes) -> tuple[PlyData, int]:
+    """plyfile's parse of the header (format, elements, counts, property types; no data) and
+    the offset of the body."""
+    from plyfile import PlyData, PlyHeaderParseError
+
+    if not head.startswith(b"ply"):
+        raise _fail(path, "not a PLY file (missing 'ply' magic line)")
+    if b"end_header" not in head:
+        raise _fail(path, f"PLY header has no end_header line in its first {_MAX_HEADER} bytes")
+    stream = _stdio.BytesIO(head)
+    try:
+        layout = PlyData._parse_header(stream)  # the header parser PlyData.read starts with
+    except PlyHeaderParseError as e:
+        if e.message == "early end-of-file":
+            raise _fail(path, "PLY header has no end_header line") from e
+        raise _fail(path, f"unsupported or malformed PLY header line {e.line}: {e.message}") from e
     except UnicodeDecodeError as e:
         raise _fail(path, "PLY header is not ASCII text") from e
-    fmt: str | None = None
-    elements: list[tuple[str, int, list]] = []
-    for ln in lines:
-        tok = ln.split()
-        if not tok or tok[0] in ("comment", "obj_info"):
-            continue
-        if tok[0] == "format" and len(tok) == 3 and tok[1] in _PLY_FORMATS:
-            fmt = _PLY_FORMATS[tok[1]]
-        elif tok[0] == "element" and len(tok) == 3 and tok[2].isdigit():
-            elements.append((tok[1], int(tok[2]), []))
-        elif tok[0] == "property" and elements and len(tok) == 3 and tok[1] in _PLY_TYPES:
-            elements[-1][2].append((tok[2], _PLY_TYPES[tok[1]], None))
-        elif (
-            tok[0] == "property"
-            and elements
-            and len(tok) == 5
-            and tok[1] == "list"
-            and tok[2] in _PLY_TYPES
-            and tok[3] in _PLY_TYPES
-        ):
-            elements[-1][2].append((tok[4], _PLY_TYPES[tok[3]], _PLY_TYPES[tok[2]]))
-        else:
-            raise _fail(path, f"unsupported or malformed PLY header line {ln.strip()!r}")
-    if fmt is None:
-        raise _fail(
-            path,
-            "PLY header has no supported format line (ascii, "
-            "binary_little_endian, binary_big_endian)",
-        )
-    for name, count, props in elements:
-        if count and not props:
-            raise _fail(path, f"PLY element {name!r} has rows but no properties")
-    return fmt, elements, len(data) if nl < 0 else nl + 1
+    except ValueError as e:  # e.g. two elements with the same name
+        raise _fail(path, f"malformed PLY header ({e})") from e
+    return layout, stream.tell()
 
 
-def _ascii_list_rows(path: str | Path, name: str, rows: list[bytes], props: list) -> dict:
-    out: dict[str, list] = {p[0]: [] for p in props}
-    for r, row in enumerate(rows):
-        tok, k = row.split(), 0
+def _ply_min_row(element: PlyElement) -> int:
+    """Fewest bytes a binary row of a plyfile element can take (lists empty)."""
+    from plyfile import PlyListProperty
+
+    return sum(
+        np.dtype(p.list_dtype()[0] if isinstance(p, PlyListProperty) else p.dtype()).itemsize
+        for p in element.properties
+    )
+
+
+def _ply_check_counts(path: str | Path, layout: PlyData, start: int) -> None:
+    """Row counts from the header against the bytes (binary) or lines (ascii) present, before
+    plyfile allocates an array of that many rows."""
+    if layout.text:
+        body = _read(path)[start:]
+        have = max(body.count(b"\n"), body.count(b"\r")) + 1
+    else:
         try:
-            for pname, _, ctype in props:
-                n = 1 if ctype is None else int(tok[k])
-                k += ctype is not None
-                if n < 0 or k + n > len(tok):
-                    raise IndexError
-                out[pname].append([float(t) for t in tok[k : k + n]] if ctype else float(tok[k]))
-                k += n
-        except (IndexError, ValueError) as e:
-            raise _fail(path, f"PLY element {name!r} row {r}: malformed values") from e
-        if k != len(tok):
-            raise _fail(path, f"PLY element {name!r} row {r}: {len(tok) - k} extra values")
-    return out
-
-
-def _ply_ascii(path: str | Path, body: bytes, elements: list) -> dict:
-    lines = [ln for ln in body.split(b"\n") if ln.strip()]
-    pos, out = 0, {}
-    for name, count, props in elements:
-        if pos + count > len(lines):
+            have = Path(path).stat().st_size - start
+        except OSError as e:
+            raise _fail(path, f"cannot read the file ({e.strerror or e})") from e
+    for el in layout.elements:
+        if el.count < 0:
+            raise _fail(path, f"PLY element {el.name!r} has a negative row count {el.count}")
+        if el.count and not el.properties:
+            raise _fail(path, f"PLY element {el.name!r} has rows but no properties")
+        need = el.count * (1 if layout.text else _ply_min_row(el))
+        if need > have:
+            unit = "lines" if layout.text else "bytes"
             raise _fail(
                 path,
-                f"truncated: PLY element {name!r} declares {count} rows, {len(lines) - pos} remain",
+                f"truncated: PLY element {el.name!r} declares {el.count} rows, needs at least "
+                f"{need} {unit}, {max(have, 0)} remain",
             )
-        rows, pos = lines[pos : pos + count], pos + count
-        if any(p[2] is not None for p in props):
-            out[name] = _ascii_list_rows(path, name, rows, props)
-            continue
-        arr = _floats(path, b" ".join(rows).split(), f"PLY element {name!r}")
-        if arr.size != count * len(props):
-            raise _fail(
-                path,
-                f"PLY element {name!r}: expected {count} rows of {len(props)} "
-                f"values, got {arr.size} values",
-            )
-        arr = arr.reshape(count, len(props))
-        out[name] = {p[0]: arr[:, k] for k, p in enumerate(props)}
-    return out
+        have -= need
 
 
-def _ply_binary_rows(
-    path: str | Path, body: bytes, pos: int, name: str, count: int, props: list, e: str
-) -> tuple[dict, int]:
-    """Row by row reading of an element with list properties; bounds-checked every read."""
-    out: dict[str, list] = {p[0]: [] for p in props}
-    for _ in range(count):
-        for pname, ptype, ctype in props:
-            n = 1
-            if ctype is not None:
-                if pos + np.dtype(ctype).itemsize > len(body):
-                    raise _fail(path, f"truncated in PLY element {name!r}")
-                n = int(np.frombuffer(body, e + ctype, 1, pos)[0])
-                pos += np.dtype(ctype).itemsize
-            size = n * np.dtype(ptype).itemsize
-            if n < 0 or pos + size > len(body):
-                raise _fail(path, f"truncated in PLY element {name!r}")
-            vals = np.frombuffer(body, e + ptype, n, pos).astype(float)
-            out[pname].append(vals.tolist() if ctype else float(vals[0]))
-            pos += size
-    return out, pos
+def _ply_problem(e: Exception) -> str:
+    """Our wording for a plyfile element error (which names element, row and property)."""
+    msg = getattr(e, "message", "") or str(e)
+    where = str(e).removesuffix(msg)
+    if msg == "early end-of-file":
+        return f"truncated: PLY {where}the file ends early"
+    if msg == "malformed input":
+        return f"PLY {where}non-numeric value"
+    return f"PLY {where}{msg}"
 
 
-def _ply_binary(path: str | Path, body: bytes, elements: list, e: str) -> dict:
-    pos, out = 0, {}
-    for name, count, props in elements:
-        min_row = sum(np.dtype(c if c else t).itemsize for _, t, c in props)
-        if count * min_row > len(body) - pos:
-            raise _fail(
-                path,
-                f"truncated: PLY element {name!r} declares {count} rows, needs at "
-                f"least {count * min_row} bytes, {len(body) - pos} remain",
-            )
-        if all(p[2] is None for p in props):
-            dt = np.dtype([(p[0], e + p[1]) for p in props])
-            arr = np.frombuffer(body, dt, count, pos)
-            out[name] = {p[0]: arr[p[0]].astype(float) for p in props}
-            pos += dt.itemsize * count
-            continue
-        if len(props) == 1 and count:
-            pname, ptype, ctype = props[0]
-            n = int(np.frombuffer(body, e + ctype, 1, pos)[0])
-            dt = np.dtype([("n", e + ctype), ("i", e + ptype, (max(n, 0),))])
-            if pos + count * dt.itemsize <= len(body):
-                arr = np.frombuffer(body, dt, count, pos)
-                if np.all(arr["n"] == n):
-                    out[name] = {pname: arr["i"].astype(float)}
-                    pos += count * dt.itemsize
-                    continue
-        out[name], pos = _ply_binary_rows(path, body, pos, name, count, props, e)
-    return out
+def _ply_read(path: str | Path, known_list_len: dict) -> PlyData:
+    from plyfile import PlyData
+
+    try:
+        return PlyData.read(str(path), mmap="c", known_list_len=known_list_len)
+    except OSError as e:
+        raise _fail(path, f"cannot read the file ({e.strerror or e})") from e
+    except (ValueError, TypeError) as e:  # plyfile's element errors are not ValueErrors
+        raise _fail(path, f"malformed PLY data ({e})") from e
+
+
+def _ply_data(path: str | Path, layout: PlyData) -> PlyData:
+    """The file read by plyfile. Binary elements with lists are memory-mapped when every row
+    has the same length (tried: 3, then 4), otherwise read row by row."""
+    from plyfile import PlyElementParseError, PlyListProperty
+
+    lists = {
+        el.name: [p.name for p in el.properties if isinstance(p, PlyListProperty)]
+        for el in layout.elements
+    }
+    if not layout.text and any(lists.values()):
+        for n in _PLY_LIST_GUESSES:
+            try:
+                return _ply_read(path, {k: dict.fromkeys(v, n) for k, v in lists.items() if v})
+            except PlyElementParseError:
+                continue  # some row is not n long (or the file is short): the general reader says
+    try:
+        return _ply_read(path, {})
+    except PlyElementParseError as e:
+        raise _fail(path, _ply_problem(e)) from e
 
 
 def _fan(path: str | Path, faces: list | np.ndarray) -> np.ndarray:
@@ -521,22 +480,25 @@ def _fan(path: str | Path, faces: list | np.ndarray) -> np.ndarray:
 
 
 def read_ply(path: str | Path) -> tuple[np.ndarray, np.ndarray | None]:
-    """Vertices ``(V, 3)`` and triangles ``(T, 3)`` (None when the file has no face element)."""
-    data = _read(path)
-    e, elements, start = _ply_header(path, data)
-    body = data[start:]
-    table = _ply_ascii(path, body, elements) if e == "" else _ply_binary(path, body, elements, e)
+    """Vertices ``(V, 3)`` and triangles ``(T, 3)`` (None when the file has no face element),
+    read by plyfile; values are those of the declared property types (``float`` is float32)."""
+    layout, start = _ply_layout(path, _head(path))
+    _ply_check_counts(path, layout, start)
+    table = {el.name: el for el in _ply_data(path, layout).elements}
     vert = table.get("vertex")
-    if vert is None or not all(c in vert for c in "xyz"):
+    if vert is None or not all(c in vert.data.dtype.names for c in "xyz"):
         raise _fail(path, "PLY file has no vertex element with x, y, z properties")
-    v = np.stack([np.asarray(vert[c], dtype=float) for c in "xyz"], axis=1)
+    try:
+        v = np.stack([np.asarray(vert[c], dtype=float) for c in "xyz"], axis=1)
+    except (TypeError, ValueError) as e:
+        raise _fail(path, "PLY vertex x, y, z are not scalar properties") from e
     if "face" not in table:
         return v, None
-    face = table["face"]
-    key = next((k for k in ("vertex_indices", "vertex_index") if k in face), None)
+    names = table["face"].data.dtype.names
+    key = next((k for k in ("vertex_indices", "vertex_index") if k in names), None)
     if key is None:
         raise _fail(path, "PLY face element has no vertex_indices list")
-    return v, _fan(path, face[key])
+    return v, _fan(path, table["face"][key])
 
 
 _OBJ_IGNORED = {"vt", "vn", "vp", "g", "o", "s", "usemtl", "mtllib", "l", "p"}
