@@ -295,9 +295,13 @@ def _fly_block(world: World, setpoints: Tensor, live: Tensor) -> Episode:
     """Fly one block of ``T`` control steps: ``setpoints (T, C, 14)``; a flight is ended before
     the first step at which it is no longer ``live (T, C)`` (its gate passages freeze). Records
     the position and the crash/divergence flags after every step."""
+    stop = ~live  # (T, C): live only turns False, so stop[k] holds every flight ended by step k
+    before = torch.cat((world.active[None], live[:-1]))  # still flying before step k
+    due = (stop & before).any(-1).tolist()  # steps at which some flight stops (one sync)
 
     def act(w: World, k: int) -> Tensor:
-        w.end(~live[k], "flown")
+        if due[k]:
+            w.end(stop[k], "flown")
         return setpoints[k]
 
     return rollout(
