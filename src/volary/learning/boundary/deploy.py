@@ -22,6 +22,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -222,7 +223,8 @@ def fly_course(
     sampling: SamplingConfig | None = None,
 ) -> FlightResult:
     """Plan ``spec`` with the network and fly it on CPU (one vehicle; module docstring)."""
-    from volary.sim import Simulator  # layer 4
+    from volary.sim import Simulator, World, rollout  # layer 4
+    from volary.sim.terms import gates_done
 
     c, s = cfg or DeployConfig(), sampling or SamplingConfig()
     plan = plan_course(model, spec, c)
@@ -252,28 +254,42 @@ def fly_course(
     tracker = GateTracker(
         scene, order=order, gate_width=s.passage_width, inflation=s.passage_inflation
     )
-    monitor = CollisionMonitor(scene, sim.params.radius)
-    path, collided, t_final = [], False, None
-    n = len(order)
+    world = World(sim=sim, gates=tracker)
     horizon = min(plan.duration + c.grace_s, c.time_limit_s)
-    for k in range(int(math.ceil(horizon * c.control_hz))):
-        state = sim.step(plan.setpoint(k * sim.dt).float()[None])
-        tracker.update(state.pos)
-        path.append(state.pos[0].double().numpy().copy())
-        ev = monitor.update(state)
-        hit = bool(ev.any[0] | state.crashed[0] | sim.last_reset[0]) or float(state.pos[0, 2]) < 0
-        hit = hit or float(state.pos[0, 2]) < float(sim.params.radius[0]) - 1e-3
-        if bool(tracker.passed[0, n - 1]):
-            t_final = float(state.time[0])
-            break
-        if hit:
-            collided = True
-            break
+    ep = rollout(
+        world,
+        lambda w, k: plan.setpoint(k * w.dt).float()[None],
+        (gates_done, _Crash(scene, sim.params.radius)),  # the final gate counts first
+        steps=int(math.ceil(horizon * c.control_hz)),
+        record=("pos",),
+    )
+    path = ep.records["pos"][:, 0].double().numpy()
+    finished = ep.causes()[0] == "gates_done"
+    collided = ep.causes()[0] == _Crash.name
+    t_final = float(sim.state.time[0]) if finished else None
+    n = len(order)
     passed = int(tracker.passed[0].sum())
     return FlightResult(
         spec.name, n, passed, passed == n and t_final is not None, collided, t_final,
-        plan.duration, plan.clipped, plan.speeds.tolist(), plan.times.tolist(), np.stack(path),
+        plan.duration, plan.clipped, plan.speeds.tolist(), plan.times.tolist(), path,
     )  # fmt: skip
+
+
+class _Crash:
+    """End condition of a deployment flight: the collision sphere touches a gate frame, leaves
+    the bounds or the ceiling (``CollisionMonitor``), the vehicle crashed on the ground or its
+    simulation diverged, or its centre is below z = 0 or more than 1 mm below its radius."""
+
+    name = "collided"
+
+    def __init__(self, scene: Scene, radius: Tensor) -> None:
+        self.monitor, self.low = CollisionMonitor(scene, radius), radius.double() - 1e-3
+
+    def __call__(self, world: Any) -> Tensor:
+        st = world.state
+        ev = self.monitor.update(st)
+        z = st.pos[:, 2].double()
+        return ev.any | st.crashed | world.sim.last_reset | (z < 0) | (z < self.low)
 
 
 def named_course(kind: str, n_gates: int | None = None) -> SceneSpec:

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
@@ -38,10 +37,8 @@ from volary.dynamics import VehicleParams
 from volary.errors import ConfigError
 from volary.learning.boundary.sampling import SamplingConfig, interpolated_yaw, simulator_compile
 from volary.math import random as vrandom
+from volary.sim import Episode, Simulator, World, rollout
 from volary.worlds import GateTracker
-
-if TYPE_CHECKING:
-    from volary.sim import Simulator
 
 
 @dataclass(frozen=True)
@@ -170,8 +167,6 @@ class CandidateFlyer:
     def _simulator(self, n: int) -> Simulator:
         """A Simulator of ``n`` envs (inductor: built once per size, as it compiles per shape;
         otherwise built fresh, which takes milliseconds)."""
-        from volary.sim import Simulator  # layer 4
-
         if n in self._sims:
             return self._sims[n]
         cfg = self.cfg
@@ -230,28 +225,21 @@ class CandidateFlyer:
         dt, grace = self.sim.dt, self.cfg.grace_s
         n_steps = int(math.ceil((float(end.max()) + grace) / dt)) + 1
         self.env_steps += n_steps * size
+        world = World(sim=self.sim, gates=tracker)  # freezes the gates of ended flights
         for k0 in range(0, n_steps, _TIME_BLOCK):
             # setpoints and scoring of a block of steps at once: fewer small torch calls per step
             t = torch.arange(k0, min(k0 + _TIME_BLOCK, n_steps), device=dev) * dt
             t = t.double()[:, None].expand(-1, size)  # (T, C)
             sp = plan.setpoint(t)
-            sp32 = sp.to(self.sim.params.dtype)
-            live = t < end + grace
-            pos, bad = [], []
-            for j in range(t.shape[0]):
-                state = self.sim.step(sp32[j])
-                before = tracker.passed
-                tracker.update(state.pos)
-                tracker.passed = torch.where(live[j, :, None], tracker.passed, before)
-                pos.append(state.pos)
-                bad.append(state.crashed | self.sim.last_reset)
-            p = torch.stack(pos)  # (T, C, 3)
+            live = t < end + grace  # (T, C): the flight is still scored at the step's start
+            ep = _fly_block(world, sp.to(self.sim.params.dtype), live)
+            p = ep.records["pos"]  # (T, C, 3)
             flying = t < end
             err = (p.double() - sp[..., :3]).norm(dim=-1)
             err_sum += torch.where(flying, err, 0.0).sum(0)
             steps += flying.double().sum(0)
             near = frame_distance(p.reshape(-1, 3), *_tile(frames, t.shape[0]))
-            hit = (near.reshape(t.shape) < radius) | (p[..., 2] < radius) | torch.stack(bad)
+            hit = (near.reshape(t.shape) < radius) | (p[..., 2] < radius) | ep.records["bad"]
             crashed |= (hit & live).any(0)
         skipped = (~tracker.passed & due).sum(-1)
         track = err_sum / steps.clamp_min(1)
@@ -301,6 +289,27 @@ _OUT = ("crashed", "skipped", "tracking")
 
 
 _TIME_BLOCK = 32  # control steps whose setpoints and scores are computed together
+
+
+def _fly_block(world: World, setpoints: Tensor, live: Tensor) -> Episode:
+    """Fly one block of ``T`` control steps: ``setpoints (T, C, 14)``; a flight is ended before
+    the first step at which it is no longer ``live (T, C)`` (its gate passages freeze). Records
+    the position and the crash/divergence flags after every step."""
+    stop = ~live  # (T, C): live only turns False, so stop[k] holds every flight ended by step k
+    before = torch.cat((world.active[None], live[:-1]))  # still flying before step k
+    due = (stop & before).any(-1).tolist()  # steps at which some flight stops (one sync)
+
+    def act(w: World, k: int) -> Tensor:
+        if due[k]:
+            w.end(stop[k], "flown")
+        return setpoints[k]
+
+    return rollout(
+        world, act, steps=setpoints.shape[0], record=_RECORD, begin=False, stop_when_done=False
+    )
+
+
+_RECORD = {"pos": lambda w: w.state.pos, "bad": lambda w: w.state.crashed | w.sim.last_reset}
 
 
 def _tile(frames: tuple[Tensor, Tensor, Tensor], t: int) -> tuple[Tensor, Tensor, Tensor]:
