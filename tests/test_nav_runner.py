@@ -164,9 +164,25 @@ def test_crash_hang_and_raise_are_recorded_and_the_run_completes(tmp_path, refer
         if r.config == 1 and r.scenario in bad:
             assert r.cause == "error" and not r.success, key
             assert bad[r.scenario] in r.error, r.error
+            if r.scenario == "maze":  # the death surfaces as loky's error, exit codes and all
+                assert "TerminatedWorkerError" in r.error, r.error
         else:
             assert _table([r])[key] == reference[key]  # bystanders of a crash are not blamed
     assert s.errors == 3 * 2 * len(bad)
+
+
+def test_killed_workers_are_gone_after_the_run(tmp_path):
+    """A hung unit's worker is killed at its budget, not abandoned: when the run returns, no pool
+    worker is left (only the resource trackers of loky and multiprocessing, which stay)."""
+    psutil = pytest.importorskip("psutil")
+    suite = Suite("h", QUICK_PLATFORMS[:1], ("maze", "perlin", "forest"), (1,), 1)
+    t0 = time.perf_counter()
+    s = run_suite(suite, ["a"], tmp_path / "run.sqlite", workers=2, progress=False,
+                  unit_fn=crashy_unit, unit_timeout=4)  # fmt: skip
+    assert s.complete and s.errors == 2 and time.perf_counter() - t0 < 60
+    children = psutil.Process().children(recursive=True)
+    left = [c.cmdline() for c in children if "resource_tracker" not in " ".join(c.cmdline())]
+    assert not left, left
 
 
 def test_wrong_rows_are_an_error(tmp_path):

@@ -1,5 +1,5 @@
-"""Run a suite's work units in a process pool (or inline, or on a dask cluster) and store every
-finished unit's trials in the run database.
+"""Run a suite's work units in a process pool (loky's, or inline, or on a dask cluster) and
+store every finished unit's trials in the run database.
 
 Only the main process writes the database, one transaction per unit (:mod:`.db`), so a run
 killed at any point resumes with no trial lost or repeated. Crash isolation: a worker that dies
@@ -9,6 +9,9 @@ other units that were in flight run again, and the run goes on with a fresh pool
 crash the units that were in flight are re-run one at a time, so only the unit that crashes on
 its own is blamed. Results do not depend on the number of workers or the order of completion:
 each unit is a pure function of its :class:`WorkUnit` (its seeds come from the trial keys).
+Workers are fresh interpreters (loky's fork+exec start, like spawn: nothing forked from the
+driver) with one native thread each; the pool is stopped only through loky's public
+``shutdown(kill_workers=True)``.
 """
 
 from __future__ import annotations
@@ -20,16 +23,18 @@ import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass
-from multiprocessing import get_context
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from volary.bench.nav.db import RunDB, load_results, unit_to_json
 from volary.bench.nav.schema import TrialResult, WorkUnit
 from volary.errors import ConfigError, UnknownNameError
+
+if TYPE_CHECKING:
+    from loky import ProcessPoolExecutor as LokyPool
 
 UnitFn = Callable[[WorkUnit], list[TrialResult]]
 # A unit's wall-clock budget (a backstop for hangs the episode cannot interrupt: simulator,
@@ -297,23 +302,25 @@ def _unit_rows(unit: WorkUnit, outcome: tuple[str, Any], wall: float) -> list[Tr
 
 
 # -- the process pool with crash and hang isolation --------------------------------------------
-def _init_worker() -> None:
-    os.environ.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+# Set in each worker before its interpreter starts (so before OpenBLAS or OpenMP can load):
+# one native thread per worker; ``episode.run_unit`` pins the pools again with threadpoolctl.
+_WORKER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
 
-def _new_pool(workers: int) -> ProcessPoolExecutor:
-    return ProcessPoolExecutor(workers, mp_context=get_context("spawn"), initializer=_init_worker)
+def _new_pool(workers: int) -> LokyPool:
+    """A loky pool of ``workers`` fresh interpreters (fork+exec: spawn-like, nothing forked
+    from this process) that never retire idle workers; loky reports a worker's death as
+    ``TerminatedWorkerError``, a ``BrokenProcessPool``."""
+    from loky import ProcessPoolExecutor
+    from loky.backend import get_context
+
+    return ProcessPoolExecutor(workers, context=get_context("loky"), env=_WORKER_ENV)
 
 
-def _kill_pool(pool: ProcessPoolExecutor) -> None:
-    """Kill the pool's processes (a hung unit cannot be cancelled any other way)."""
-    procs = list(getattr(pool, "_processes", {}).values())
-    for p in procs:
-        if p.is_alive():
-            p.kill()
-    for p in procs:
-        p.join(timeout=5)
-    pool.shutdown(wait=False, cancel_futures=True)
+def _kill_pool(pool: LokyPool) -> None:
+    """SIGKILL every worker of the pool and its children, hung or not, and wait until they are
+    gone (a running unit cannot be cancelled any other way); unfinished futures fail."""
+    pool.shutdown(wait=True, kill_workers=True)
 
 
 @dataclass
@@ -346,10 +353,10 @@ def _pool_events(
                 wall = time.perf_counter() - f.start
                 try:
                     outcome = fut.result()
-                except BrokenProcessPool:
+                except BrokenProcessPool as exc:  # loky's TerminatedWorkerError among them
                     broken = True
                     if f.solo:
-                        yield f.index, error_rows(f.unit, _died_message(), wall)
+                        yield f.index, error_rows(f.unit, _died_message(exc), wall)
                     else:
                         suspects.append((f.index, f.unit))
                     continue
@@ -376,7 +383,7 @@ def _pool_events(
 
 
 def _fill(
-    pool: ProcessPoolExecutor,
+    pool: LokyPool,
     running: dict[Future, _Flight],
     queue: deque[tuple[int, WorkUnit]],
     suspects: deque[tuple[int, WorkUnit]],
@@ -408,10 +415,11 @@ def _budget(unit: WorkUnit, unit_timeout: float | None) -> float:
     return st.trial_wall_limit * n + st.time_limit / SIM_MIN_REALTIME + UNIT_STARTUP_S
 
 
-def _died_message() -> str:
+def _died_message(exc: BaseException) -> str:
+    """Why the unit is blamed, then what the pool said (loky names the workers' exit codes)."""
     return (
         "the worker process running this work unit died (segfault, os._exit or out of "
-        "memory); it died again when the unit was re-run alone"
+        f"memory); it died again when the unit was re-run alone\n{type(exc).__name__}: {exc}"
     )
 
 
