@@ -15,6 +15,8 @@ LAYER = {
     "math": 0,
     "errors": 0,
     "types": 0,
+    "registry": 0,
+    "config": 0,
     "dynamics": 1,
     "platforms": 2,
     "worlds": 2,

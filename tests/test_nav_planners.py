@@ -8,9 +8,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+import volary.registry
 from volary.bench.nav.episode import _checked
 from volary.errors import ConfigError, UnknownNameError
-from volary.planning import planners as registry
 from volary.planning.navigation import (
     DepthCameraInfo,
     NavLimits,
@@ -174,7 +174,7 @@ def test_module_class_spec_and_entry_points(monkeypatch):
     p = get_planner(f"{__name__}:Hover", height=1.0)
     assert isinstance(p, Hover) and p.height == 1.0
     ep = SimpleNamespace(name="hoverer", load=lambda: Hover)
-    monkeypatch.setattr(registry, "entry_points", lambda group: [ep])
+    monkeypatch.setattr(volary.registry, "entry_points", lambda group: [ep])
     assert isinstance(get_planner("hoverer"), Hover)
     assert "hoverer" in available_planners()
     with pytest.raises(UnknownNameError, match="hoverer"):

@@ -9,6 +9,8 @@ from typing import Annotated, NoReturn
 import typer
 from rich.console import Console
 
+from volary.cli.overrides import SetOption, configure
+
 bp_app = typer.Typer(
     no_args_is_help=True, help="BoundaryPredictor: sample the dataset, train, fly courses."
 )
@@ -40,14 +42,15 @@ def bp_sample(
         float, typer.Option("--fraction", help="Fraction of the 129,600-input Table II grid.")
     ] = 1.0,
     device: Annotated[str, typer.Option("--device", help="cpu, cuda or cuda:N.")] = "cpu",
-    chunk: Annotated[int, typer.Option("--chunk", help="Most candidates flown at once.")] = 16384,
+    chunk: Annotated[int | None, typer.Option("--chunk", help="Flown at once (16384).")] = None,
     block: Annotated[int, typer.Option("--block", help="Inputs labelled per block.")] = 8192,
     compile_mode: Annotated[
-        str,
+        str | None,
         typer.Option(
-            "--compile", help="Simulator fast path: auto (numba on CPU), numba, inductor, eager."
+            "--compile",
+            help="Simulator fast path: auto (default; numba on CPU), numba, inductor, eager.",
         ),
-    ] = "auto",
+    ] = None,
     tail: Annotated[
         float,
         typer.Option(
@@ -60,8 +63,11 @@ def bp_sample(
     fresh: Annotated[
         bool, typer.Option("--fresh", help="Overwrite an existing dataset instead of resuming.")
     ] = False,
+    set_: SetOption = None,
 ) -> None:
-    """Algorithm 1 over (a fraction of) the grid; writes OUT/dataset.h5 (resumable)."""
+    """Algorithm 1 over (a fraction of) the grid; writes OUT/dataset.h5 (resumable).
+
+    --set takes SamplingConfig fields, e.g. --set grace_s=0.5 --set randomize=false."""
     from volary.errors import VolaryError
     from volary.learning.boundary.dataset import generate_dataset, load_dataset, summarize
     from volary.learning.boundary.sampling import SamplingConfig
@@ -70,9 +76,13 @@ def bp_sample(
     if tail < 0:
         _fail(f"--tail: expected seconds >= 0, got {tail}")
     try:
-        cfg = SamplingConfig(
-            chunk=chunk, compile=compile_mode, tail_s=tail if tail > 0 else None, prune=not no_prune
-        )
+        flags = [
+            ("--chunk", "chunk", chunk),
+            ("--compile", "compile", compile_mode),
+            ("--tail", "tail_s", tail if tail > 0 else None),
+            ("--no-prune", "prune", False if no_prune else None),
+        ]
+        cfg = configure(SamplingConfig(), flags, set_)
         path = generate_dataset(
             out / "dataset.h5",
             fraction=fraction,
@@ -106,24 +116,26 @@ def bp_train(
     dataset: Annotated[
         Path | None, typer.Option("--dataset", help="Dataset file (default OUT/dataset.h5).")
     ] = None,
-    epochs: Annotated[int, typer.Option("--epochs", help="Table IV: 1000.")] = 1000,
-    patience: Annotated[int, typer.Option("--patience", help="Table IV: 100.")] = 100,
-    batch_size: Annotated[int, typer.Option("--batch-size", help="Table IV: 1280.")] = 1280,
+    epochs: Annotated[int | None, typer.Option("--epochs", help="Table IV: 1000.")] = None,
+    patience: Annotated[int | None, typer.Option("--patience", help="Table IV: 100.")] = None,
+    batch_size: Annotated[int | None, typer.Option("--batch-size", help="Table IV: 1280.")] = None,
+    set_: SetOption = None,
 ) -> None:
-    """Table IV training; writes OUT/model.pt, OUT/train.json and OUT/errors.png (Fig. 2)."""
+    """Table IV training; writes OUT/model.pt, OUT/train.json and OUT/errors.png (Fig. 2).
+
+    --set takes (boundary) TrainConfig fields, e.g. --set lr=0.005 --set loss.w_unsafe=3."""
     from volary.errors import VolaryError
-    from volary.learning.boundary.train import run_training
+    from volary.learning.boundary.train import TrainConfig, run_training
 
     try:
-        summary = run_training(
-            dataset or out / "dataset.h5",
-            out,
-            seed=seed,
-            epochs=epochs,
-            patience=patience,
-            batch_size=batch_size,
-            log=_log_epoch,
-        )
+        flags = [
+            ("--seed", "seed", seed),
+            ("--epochs", "epochs", epochs),
+            ("--patience", "patience", patience),
+            ("--batch-size", "batch_size", batch_size),
+        ]
+        cfg = configure(TrainConfig(), flags, set_)
+        summary = run_training(dataset or out / "dataset.h5", out, cfg, log=_log_epoch)
     except VolaryError as e:
         _fail(str(e))
     console.print(json.dumps(summary["test_errors"], indent=2))
@@ -149,16 +161,19 @@ def bp_fly(
             "--randomize", help="Table I randomization and thrust noise, drawn from --seed."
         ),
     ] = False,
+    set_: SetOption = None,
 ) -> None:
-    """Fly the courses with the network's boundary conditions; writes OUT/fly.json, fly.png."""
+    """Fly the courses with the network's boundary conditions; writes OUT/fly.json, fly.png.
+
+    --set takes DeployConfig fields, e.g. --set time_limit_s=60 --set stochastic=true."""
     from volary.errors import VolaryError
     from volary.learning.boundary.deploy import DeployConfig, fly_courses
     from volary.learning.boundary.model import load_checkpoint
 
     try:
+        cfg = configure(DeployConfig(), [("--randomize", "randomize", randomize or None)], set_)
         net, _ = load_checkpoint(model or out / "model.pt")
         kinds = [c.strip() for c in courses.split(",") if c.strip()]
-        cfg = DeployConfig(randomize=randomize)
         results = fly_courses(net, kinds, out=out, cfg=cfg, seed=seed, n_gates=n_gates)
     except VolaryError as e:
         _fail(str(e))

@@ -10,6 +10,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from volary.cli.overrides import SetOption
+
 app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
@@ -121,12 +123,23 @@ def scene_list() -> None:
     console.print(t)
 
 
-def _scenario(kind: str, seed: int):
+def _scenario(kind: str, seed: int, sets: list[str] | None = None):
+    """Generate ``kind``; ``sets`` are ``--set`` overrides of its params dataclass."""
+    from volary.config import parse_overrides
     from volary.errors import VolaryError
     from volary.worlds import make_scenario
+    from volary.worlds.scenarios import scenario_params
 
     try:
-        return make_scenario(kind, seed)
+        params = scenario_params(kind)
+    except VolaryError as e:
+        _fail(str(e))
+    try:
+        overrides = parse_overrides(params, sets or [])
+    except VolaryError as e:
+        _fail(f"--set: {e}")
+    try:
+        return make_scenario(kind, seed, **overrides)
     except VolaryError as e:
         _fail(str(e))
 
@@ -140,13 +153,17 @@ def scene_preview(
         bool, typer.Option(help="Also a depth image and a LiDAR scan from the start pose.")
     ] = True,
     backend: Annotated[str, typer.Option(help="Ray casting: auto, embree, warp, torch.")] = "auto",
+    set_: SetOption = None,
 ) -> None:
     """Top-down PNG of a scenario (start, goal, reference line), plus a depth image and a LiDAR
-    scan from the start pose."""
+    scan from the start pose.
+
+    --set takes the type's params fields, e.g. forest --set density=0.2 (custom: --set
+    path=scene.ply)."""
     from volary.errors import VolaryError
     from volary.worlds.preview import plot_top_view
 
-    spec = _scenario(kind, seed)
+    spec = _scenario(kind, seed, set_)
     pngs = [plot_top_view(spec, out / f"{kind}-{seed}.png")]
     if sensors:
         from volary.sensors.plots import preview_sensors
@@ -165,12 +182,15 @@ def scene_export(
     seed: Seed = 0,
     format: Annotated[str, typer.Option("--format", help="ply, obj, stl or pcd.")] = "ply",
     out: Out = Path("out/scene"),
+    set_: SetOption = None,
 ) -> None:
-    """Export a generated scenario as a mesh (PLY/OBJ/STL) or point cloud (PCD)."""
+    """Export a generated scenario as a mesh (PLY/OBJ/STL) or point cloud (PCD).
+
+    --set takes the type's params fields, e.g. maze --set cell=2.0."""
     from volary.errors import VolaryError
     from volary.worlds import export_scene
 
-    spec = _scenario(kind, seed)
+    spec = _scenario(kind, seed, set_)
     try:
         path = export_scene(spec, out / f"{kind}-{seed}.{format}", format)
     except VolaryError as e:

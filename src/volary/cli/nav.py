@@ -10,6 +10,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from volary.cli.overrides import SetOption, configure
+
 RUNS_DIR = Path("out/bench")
 DB_NAME = "run.sqlite"
 console = Console(soft_wrap=True)  # paths and messages are not broken at 80 columns
@@ -66,15 +68,18 @@ def bench_run(
     report: Annotated[bool, typer.Option("--report", help="Write the HTML report after.")] = False,
     unit_timeout: UnitTimeout = None,
     quiet: Quiet = False,
+    set_: SetOption = None,
 ) -> None:
     """Fly a suite for some planners; every finished trial is one row of the run database.
-    Running it again with the same settings resumes; Ctrl-C and `volary bench resume` too."""
+    Running it again with the same settings resumes; Ctrl-C and `volary bench resume` too.
+
+    --set takes Suite fields, e.g. --set trials_per_config=2 --set settings.time_limit=60."""
     from volary.bench.nav.protocol import get_suite
     from volary.bench.nav.runner import run_suite
     from volary.errors import VolaryError
 
     try:
-        s = get_suite(suite)
+        s = configure(get_suite(suite), (), set_)
         algos = [a.strip() for a in algo.split(",") if a.strip()]
         if seed < 0:
             _fail(f"--seed: expected >= 0, got {seed}")

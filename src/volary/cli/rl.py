@@ -10,6 +10,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from volary.cli.overrides import SetOption, configure
+
 rl_app = typer.Typer(no_args_is_help=True, help="Reinforcement learning: PPO train and eval.")
 console = Console(soft_wrap=True)  # paths and messages are not broken at 80 columns
 
@@ -44,27 +46,30 @@ EnvOpts = Annotated[
     list[str] | None,
     typer.Option(
         "--env",
-        help="Task option KEY=VALUE (repeatable; a PositionTaskConfig field), e.g. "
-        "control=velocity, compile=numba, physics_hz=960, goal_range=(1,1,0.5).",
+        metavar="FIELD=VALUE",
+        help="Task option (repeatable): a field of the task's config (PositionTaskConfig, "
+        "NavigateTaskConfig), parsed and checked as --set values are, e.g. control=velocity, "
+        "compile=numba, physics_hz=960, goal_range=(1,1,0.5), scene_options.density=0.1.",
     ),
 ]
 
 
-def _env_options(items: list[str] | None) -> dict[str, Any]:
-    """``KEY=VALUE`` strings -> options; VALUE is a Python literal, else taken as a string."""
-    import ast
+def _env_options(task: str, options: dict[str, Any], items: list[str] | None) -> dict[str, Any]:
+    """``options`` with the ``--env FIELD=VALUE`` items over them, typed by the task's config."""
+    if not items:
+        return dict(options)
+    from volary.config import parse_overrides
+    from volary.envs import env_config
+    from volary.errors import VolaryError
 
-    opts: dict[str, Any] = {}
-    for item in items or []:
-        key, sep, text = item.partition("=")
-        if not sep or not key.strip():
-            _fail(f"--env {item!r}: expected KEY=VALUE")
-        try:
-            value = ast.literal_eval(text.strip())
-        except (ValueError, SyntaxError):
-            value = text.strip()
-        opts[key.strip()] = value
-    return opts
+    try:
+        base = env_config(task, **options)
+    except VolaryError as err:
+        _fail(f"--task {task}: {err}")
+    try:
+        return {**options, **parse_overrides(base, items or [])}
+    except VolaryError as err:
+        _fail(f"--env: {err}")
 
 
 def _jsonable(options: dict[str, Any]) -> dict[str, Any]:
@@ -76,7 +81,7 @@ def _make_env(task: str, envs: int, seed: int, device: str, options: dict[str, A
     from volary.errors import VolaryError
 
     try:
-        return make_env(task, n_envs=envs, seed=seed, device=device, **options)
+        return make_env(task, n_envs=envs, **{"seed": seed, "device": device, **options})
     except VolaryError as err:
         _fail(f"--task {task}: {err}")
 
@@ -114,14 +119,13 @@ def rl_train(
     seed: Seed = 0,
     device: Device = "cpu",
     out: Out = Path("rl_out"),
-    set_: Annotated[
-        list[str] | None,
-        typer.Option("--set", help="PPOConfig override FIELD=VALUE (repeatable), e.g. lr=1e-3."),
-    ] = None,
+    set_: SetOption = None,
     log_every: Annotated[int, typer.Option("--log-every", help="Print every K iterations.")] = 5,
     env_opt: EnvOpts = None,
 ) -> None:
-    """Train a PPO policy; write policy.pt, report.json and learning_curve.png into --out."""
+    """Train a PPO policy; write policy.pt, report.json and learning_curve.png into --out.
+
+    --set takes PPOConfig fields, e.g. --set lr=1e-3 --set hidden=128,128."""
     from volary.errors import VolaryError
     from volary.learning.rl.ppo import PPOConfig, plot_learning_curve, save_policy, train_ppo
 
@@ -130,10 +134,10 @@ def rl_train(
         _check_positive(value, option)
     _check_device(device)
     try:
-        cfg = PPOConfig(seed=seed).override(set_ or [])
+        cfg = configure(PPOConfig(), [("--seed", "seed", seed)], set_)
     except VolaryError as err:
-        _fail(f"--set: {err}")
-    options = _env_options(env_opt)
+        _fail(str(err))
+    options = _env_options(task, {}, env_opt)
     env = _make_env(task, envs, seed, device, options)
     try:
         policy, report = train_ppo(env, cfg, iterations, progress=_Printer(log_every, iterations))
@@ -181,9 +185,9 @@ def rl_eval(
         net, _, meta = load_policy(policy, device)
     except VolaryError as err:
         _fail(f"--policy: {err}")
-    options = {k: tuple(v) if isinstance(v, list) else v
-               for k, v in (meta.get("env_options") or {}).items()}  # fmt: skip
-    options.update(_env_options(env_opt))
+    stored = {k: tuple(v) if isinstance(v, list) else v
+              for k, v in (meta.get("env_options") or {}).items()}  # fmt: skip
+    options = _env_options(task, stored, env_opt)
     env = _make_env(task, envs, seed, device, options)
     try:
         res = evaluate_policy(env, net, episodes, deterministic=not stochastic, seed=seed)

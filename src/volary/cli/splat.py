@@ -9,6 +9,8 @@ from typing import Annotated, Any, NoReturn
 import typer
 from rich.console import Console
 
+from volary.cli.overrides import SetOption, configure
+
 splat_app = typer.Typer(no_args_is_help=True, help="Gaussian-splat scenes: render, convert, synth.")
 sousvide_app = typer.Typer(
     no_args_is_help=True, help="SOUS VIDE: expert data, SV-Net training, evaluation."
@@ -31,10 +33,12 @@ def _floats(text: str, count: int, option: str) -> list[float]:
     return vals
 
 
-def _load_scene(scene: str, seed: int, max_gaussians: int, align: str | None) -> tuple[Any, Any]:
+def _load_scene(
+    scene: str, seed: int, max_gaussians: int | None, align: str | None
+) -> tuple[Any, Any]:
     """(splats, SceneSpec or None) from a .ply path or a scenario name."""
     from volary.sensors.splat import load_ply
-    from volary.sensors.splat.synth import synthesize_scenario
+    from volary.sensors.splat.synth import SynthConfig, synthesize_scenario
     from volary.worlds import SCENARIOS
 
     matrix = None if align is None else _matrix(align)
@@ -45,7 +49,8 @@ def _load_scene(scene: str, seed: int, max_gaussians: int, align: str | None) ->
     if scene not in SCENARIOS:
         _fail(f"SCENE: expected a .ply file or a scenario ({', '.join(sorted(SCENARIOS))}), "
               f"got {scene!r}")  # fmt: skip
-    spec, splats = synthesize_scenario(scene, seed, max_gaussians=max_gaussians)
+    cfg = configure(SynthConfig(), [("--max-gaussians", "max_gaussians", max_gaussians)])
+    spec, splats = synthesize_scenario(scene, seed, cfg)
     return splats, spec
 
 
@@ -63,7 +68,10 @@ Align = Annotated[
     ),
 ]
 Seed = Annotated[int, typer.Option("--seed", help="Scenario and synthesis seed.")]
-MaxG = Annotated[int, typer.Option("--max-gaussians", help="Budget when SCENE is a scenario name.")]
+MaxG = Annotated[
+    int | None,
+    typer.Option("--max-gaussians", help="Gaussian budget (default: SynthConfig's, 300,000)."),
+]
 
 
 @splat_app.command("synth")
@@ -71,21 +79,26 @@ def splat_synth(
     scenario: Annotated[str, typer.Argument(help="Scenario type (volary.worlds.SCENARIOS).")],
     out: Annotated[Path, typer.Option("--out", help="PLY file to write.")] = Path("scene.ply"),
     seed: Seed = 0,
-    max_gaussians: MaxG = 300_000,
-    spacing: Annotated[float, typer.Option("--spacing", help="m between Gaussians.")] = 0.1,
-    floor_spacing: Annotated[float, typer.Option("--floor-spacing", help="m, floor.")] = 0.25,
-    sh_degree: Annotated[int, typer.Option("--sh-degree", help="0..3 (zeros above 0).")] = 0,
+    max_gaussians: MaxG = None,
+    sh_degree: Annotated[
+        int | None, typer.Option("--sh-degree", help="0..3 (zeros above 0; default 0).")
+    ] = None,
+    set_: SetOption = None,
 ) -> None:
-    """Dress a scenario in Gaussians (obstacles, gates, floor) and write a 3DGS PLY."""
+    """Dress a scenario in Gaussians (obstacles, gates, floor) and write a 3DGS PLY.
+
+    --set takes SynthConfig fields, e.g. --set spacing=0.05 --set floor_spacing=0.2."""
     from volary.errors import VolaryError
     from volary.sensors.splat import save_ply
-    from volary.sensors.splat.synth import synthesize_scenario
+    from volary.sensors.splat.synth import SynthConfig, synthesize_scenario
 
     try:
-        spec, splats = synthesize_scenario(
-            scenario, seed, max_gaussians=max_gaussians, spacing=spacing,
-            floor_spacing=floor_spacing, sh_degree=sh_degree,
-        )  # fmt: skip
+        flags = [
+            ("--max-gaussians", "max_gaussians", max_gaussians),
+            ("--sh-degree", "sh_degree", sh_degree),
+        ]
+        cfg = configure(SynthConfig(), flags, set_)
+        spec, splats = synthesize_scenario(scenario, seed, cfg)
         out.parent.mkdir(parents=True, exist_ok=True)
         save_ply(out, splats)
     except VolaryError as e:
@@ -164,7 +177,7 @@ def splat_render(
     brightness: Annotated[float, typer.Option("--brightness", help="Lighting factor.")] = 1.0,
     align: Align = None,
     seed: Seed = 0,
-    max_gaussians: MaxG = 300_000,
+    max_gaussians: MaxG = None,
 ) -> None:
     """Render one RGB frame (and optionally its depth) of a splat scene."""
     import numpy as np
@@ -232,20 +245,24 @@ def _sv_device(device: str) -> None:
 def sousvide_generate(
     out: Annotated[Path, typer.Option("--out", help="Dataset file (.h5); resumed if it exists.")],
     n_des: Annotated[
-        int, typer.Option("--n-des", help="Desired points along the trajectory.")
-    ] = 60,
-    n_smp: Annotated[int, typer.Option("--n-smp", help="Rollouts per desired point.")] = 10,
-    t_smp: Annotated[float, typer.Option("--t-smp", help="Seconds flown per rollout.")] = 2.0,
+        int | None, typer.Option("--n-des", help="Desired points along the trajectory (60).")
+    ] = None,
+    n_smp: Annotated[int | None, typer.Option("--n-smp", help="Rollouts per point (10).")] = None,
+    t_smp: Annotated[
+        float | None, typer.Option("--t-smp", help="Seconds flown per rollout (2).")
+    ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the theta / start draws.")] = 0,
-    envs: Annotated[int, typer.Option("--envs", help="Rollouts flown at once.")] = 64,
-    size: Annotated[int, typer.Option("--size", help="Square image size in px.")] = 64,
-    window: Annotated[int, typer.Option("--window", help="Eq. 3 history entries T.")] = 10,
+    envs: Annotated[int | None, typer.Option("--envs", help="Rollouts flown at once (64).")] = None,
+    size: Annotated[int | None, typer.Option("--size", help="Square image size, px (64).")] = None,
     device: Annotated[str, typer.Option("--device", help="cpu, cuda or cuda:N.")] = "cpu",
     max_units: Annotated[
         int | None, typer.Option("--max-units", help="Stop after this many rollouts.")
     ] = None,
+    set_: SetOption = None,
 ) -> None:
-    """SOUS VIDE Algorithm 1: MPC expert rollouts with onboard images into OUT (resumable)."""
+    """SOUS VIDE Algorithm 1: MPC expert rollouts with onboard images into OUT (resumable).
+
+    --set takes GenerateConfig fields, e.g. --set window=10 --set mass_range=0.7,1.3."""
     from volary.errors import VolaryError
     from volary.learning.sousvide.generate import GenerateConfig, generate
 
@@ -253,9 +270,12 @@ def sousvide_generate(
     if out.exists() and out.is_dir():
         _fail(f"--out: {out} is a directory; give a dataset file path (e.g. {out}/data.h5)")
     try:
-        cfg = GenerateConfig(
-            n_des=n_des, n_smp=n_smp, t_smp=t_smp, seed=seed, envs=envs, width=size,
-            height=size, window=window, device=device,
+        cfg = configure(
+            GenerateConfig(),
+            [("--n-des", "n_des", n_des), ("--n-smp", "n_smp", n_smp), ("--t-smp", "t_smp", t_smp),
+             ("--seed", "seed", seed), ("--envs", "envs", envs), ("--size", "width", size),
+             ("--size", "height", size), ("--device", "device", device)],
+            set_,
         )  # fmt: skip
         console.print(f"generating {cfg.units} rollouts x {cfg.steps} steps into {out}")
 
@@ -282,67 +302,71 @@ def sousvide_train(
     pretrain_steps: Annotated[
         int | None, typer.Option("--pretrain-steps", help="Cap on stage 1 optimizer steps.")
     ] = None,
-    epochs: Annotated[int, typer.Option("--epochs", help="Stage 2 epochs.")] = 5,
-    batch: Annotated[int, typer.Option("--batch", help="Batch size.")] = 64,
+    epochs: Annotated[int | None, typer.Option("--epochs", help="Stage 2 epochs (5).")] = None,
+    batch: Annotated[int | None, typer.Option("--batch", help="Batch size (64).")] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed (init, split, batches).")] = 0,
     device: Annotated[str, typer.Option("--device", help="cpu, cuda or cuda:N.")] = "cpu",
-    lr: Annotated[float, typer.Option("--lr", help="Adam learning rate (paper: 1e-4).")] = 1e-4,
+    lr: Annotated[
+        float | None, typer.Option("--lr", help="Adam learning rate (paper: 1e-4).")
+    ] = None,
     width: Annotated[
-        float, typer.Option("--width", help="SqueezeNet channel multiplier (1.0: SqueezeNet 1.1).")
-    ] = 1.0,
+        float | None,
+        typer.Option("--width", help="SqueezeNet channel multiplier (1.0: SqueezeNet 1.1)."),
+    ] = None,
     history_actions: Annotated[
-        bool,
+        bool | None,
         typer.Option(
             "--history-actions/--eq3-history",
             help="History entries also carry the command u^(k-1) (default); --eq3-history: the "
             "paper's eq. 3 states only.",
         ),
-    ] = True,
+    ] = None,
     latent: Annotated[
-        int,
+        int | None,
         typer.Option(
-            "--latent", help="RMA latent width, the history net's last hidden layer (64: wide)."
+            "--latent", help="RMA latent width, the history net's last hidden layer (8; 64: wide)."
         ),
-    ] = 8,
+    ] = None,
     image_norm: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--image-norm",
             help="Image normalization: per_image (default; each image's own channel mean/std, "
             "invariant to a global brightness scale) or dataset (training-set channel mean/std).",
         ),
-    ] = "per_image",
+    ] = None,
     occlusion: Annotated[
-        float,
+        float | None,
         typer.Option(
             "--occlusion",
             help="Share of stage-2 images given 1-3 random flat-coloured rectangles (random "
-            "erasing, for occluders such as people walking through the view); 0: off.",
+            "erasing, for occluders such as people walking through the view); 0 (default): off.",
         ),
-    ] = 0.0,
+    ] = None,
+    set_: SetOption = None,
 ) -> None:
-    """Train SV-Net (or an ablation of Table I) on an expert dataset."""
+    """Train SV-Net (or an ablation of Table I) on an expert dataset.
+
+    --set takes TrainConfig fields, e.g. --set stage1_epochs=20 --set arch.features=32."""
     from volary.errors import VolaryError
-    from volary.learning.sousvide.net import IMAGE_NORMS, ArchConfig
     from volary.learning.sousvide.train import TrainConfig, train_policy
 
     _sv_device(device)
-    if latent < 1:
-        _fail(f"--latent: expected an integer >= 1, got {latent}")
-    if image_norm not in IMAGE_NORMS:
-        _fail(f"--image-norm: expected one of {', '.join(IMAGE_NORMS)}, got {image_norm!r}")
-    if not 0.0 <= occlusion <= 1.0:
-        _fail(f"--occlusion: expected a fraction in [0, 1], got {occlusion}")
-    if not data.is_file():
-        _fail(f"--data: no such dataset file {str(data)!r}")
     try:
-        cfg = TrainConfig(
-            variant=variant, stage2_max_steps=steps, stage1_max_steps=pretrain_steps,
-            stage2_epochs=epochs, batch_size=batch, seed=seed, device=device, lr=lr,
-            arch=ArchConfig(cnn_width=width, image_norm=image_norm),
-            history_actions=history_actions, latent=latent, occlusion=occlusion,
+        cfg = configure(
+            TrainConfig(),
+            [("--variant", "variant", variant), ("--steps", "stage2_max_steps", steps),
+             ("--pretrain-steps", "stage1_max_steps", pretrain_steps),
+             ("--epochs", "stage2_epochs", epochs), ("--batch", "batch_size", batch),
+             ("--seed", "seed", seed), ("--device", "device", device), ("--lr", "lr", lr),
+             ("--width", "arch.cnn_width", width), ("--image-norm", "arch.image_norm", image_norm),
+             ("--history-actions", "history_actions", history_actions),
+             ("--latent", "latent", latent), ("--occlusion", "occlusion", occlusion)],
+            set_,
         )  # fmt: skip
-        ckpt = train_policy(data, out, variant, cfg)
+        if not data.is_file():
+            _fail(f"--data: no such dataset file {str(data)!r}")
+        ckpt = train_policy(data, out, config=cfg)
     except VolaryError as e:
         _fail(str(e))
     console.print(f"wrote {ckpt}", highlight=False)
@@ -361,16 +385,22 @@ def sousvide_eval(
             help="Comma list of baseline, lighting, dynamic, static, payload, wind.",
         ),
     ] = "baseline",
-    trials: Annotated[int, typer.Option("--trials", help="Flights per disturbance.")] = 5,
+    trials: Annotated[
+        int | None, typer.Option("--trials", help="Flights per disturbance (5).")
+    ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the start offsets and gusts.")] = 0,
     size: Annotated[int, typer.Option("--size", help="Image size (expert only).")] = 64,
     steps: Annotated[
         int | None, typer.Option("--steps", help="Control steps (default: whole trajectory).")
     ] = None,
     device: Annotated[str, typer.Option("--device", help="cpu, cuda or cuda:N.")] = "cpu",
+    set_: SetOption = None,
 ) -> None:
-    """Fly a policy under Table II disturbances; print the Sec. VI metrics beside the paper."""
+    """Fly a policy under Table II disturbances; print the Sec. VI metrics beside the paper.
+
+    --set takes EvalConfig fields, e.g. --set wind=3.0 --set payload=0.2."""
     import json
+    from dataclasses import replace
 
     from volary.errors import VolaryError
     from volary.learning.sousvide.evaluate import (
@@ -391,6 +421,12 @@ def sousvide_eval(
     if not names or bad:
         _fail(f"--disturbance: unknown {bad or disturbance!r}; valid: {', '.join(DISTURBANCES)}")
     try:
+        base = configure(
+            EvalConfig(),
+            [("--trials", "trials", trials), ("--seed", "seed", seed), ("--steps", "steps", steps),
+             ("--device", "device", device)],
+            set_,
+        )  # fmt: skip
         if policy == "expert":
             scene = make_scene(width=size, height=size)
             pol: Any = ExpertPolicy(scene, device=device)
@@ -404,7 +440,7 @@ def sousvide_eval(
             scene = make_scene(width=c.image_width, height=c.image_height)
         rows, records = [], []
         for name in names:
-            cfg = EvalConfig(disturbance=name, trials=trials, seed=seed, steps=steps, device=device)
+            cfg = replace(base, disturbance=name)
             r = evaluate(pol, cfg, scene=scene)
             rows.append((name, summarize(r)))
             records.append(result_json(r))

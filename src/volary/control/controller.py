@@ -21,8 +21,9 @@ from volary.dynamics.allocation import allocate, thrusts_to_speeds
 from volary.dynamics.params import VehicleParams
 from volary.dynamics.state import MultirotorState
 from volary.dynamics.step import Model
-from volary.errors import ConfigError, UnknownNameError
+from volary.errors import ConfigError
 from volary.math.quaternion import quat_from_euler, quat_to_rotmat
+from volary.registry import parse_enum
 
 
 class ControlMode(StrEnum):
@@ -66,14 +67,8 @@ def make_controller(
     Unknown modes or models raise UnknownNameError listing the valid names; rotor- and
     wrench-level modes with the thrust-rate model raise ConfigError.
     """
-    try:
-        m = ControlMode(mode)
-    except ValueError:
-        raise UnknownNameError("control mode", str(mode), CONTROL_MODES) from None
-    try:
-        dyn = Model(model)
-    except ValueError:
-        raise UnknownNameError("model", str(model), [x.value for x in Model]) from None
+    m = parse_enum(ControlMode, mode, "control mode")
+    dyn = parse_enum(Model, model, "model")
     if dyn == Model.THRUST_RATE and m in _RIGID_ONLY:
         raise ConfigError(
             f"mode {m.value!r} commands rotors and needs model 'rigid_body'; the 'thrust_rate' "

@@ -35,6 +35,7 @@ from volary.dynamics.state import MultirotorState
 from volary.dynamics.step import Disturbance, DynamicsConfig, Model, rollout
 from volary.math.integrators import Integrator
 from volary.math.random import hash32
+from volary.registry import check_name
 
 Rows = tuple[Tensor, ...]  # components, each (N,)
 Stepper = Callable[[VehicleParams, MultirotorState, Tensor, Disturbance, Tensor], MultirotorState]
@@ -554,11 +555,7 @@ STEP_BACKENDS = ("eager", "inductor", "numba")
 def _backend(compile: bool | str) -> str:
     if compile is True or compile is False:
         return "inductor" if compile else "eager"
-    if compile not in STEP_BACKENDS:
-        from volary.errors import UnknownNameError
-
-        raise UnknownNameError("step backend (compile=)", str(compile), STEP_BACKENDS)
-    return str(compile)
+    return check_name("step backend (compile=)", compile, STEP_BACKENDS)
 
 
 def make_stepper(cfg: DynamicsConfig, substeps: int = 1, compile: bool | str = False) -> Stepper:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import Enum, StrEnum
+from enum import StrEnum
 
 import torch
 from torch import Tensor
@@ -17,10 +17,11 @@ from torch import Tensor
 from volary.dynamics import models
 from volary.dynamics.params import VehicleParams
 from volary.dynamics.state import MultirotorState
-from volary.errors import ConfigError, UnknownNameError
+from volary.errors import ConfigError
 from volary.math import random as vrandom
 from volary.math.integrators import Integrator, integrate
 from volary.math.quaternion import quat_normalize
+from volary.registry import parse_enum
 
 
 class Model(StrEnum):
@@ -37,13 +38,6 @@ class OnDivergence(StrEnum):
     TERMINATE = "terminate"  # frozen at its last finite state until the user resets it
 
 
-def _enum(kind: type[Enum], value: str | Enum, what: str):
-    try:
-        return kind(value)
-    except ValueError:
-        raise UnknownNameError(what, str(value), [m.value for m in kind]) from None
-
-
 @dataclass(frozen=True)
 class DynamicsConfig:
     """Static settings of the physics step."""
@@ -58,10 +52,12 @@ class DynamicsConfig:
     on_divergence: OnDivergence | str = OnDivergence.RESET
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "model", _enum(Model, self.model, "model"))
-        object.__setattr__(self, "integrator", _enum(Integrator, self.integrator, "integrator"))
+        object.__setattr__(self, "model", parse_enum(Model, self.model, "model"))
         object.__setattr__(
-            self, "on_divergence", _enum(OnDivergence, self.on_divergence, "on_divergence")
+            self, "integrator", parse_enum(Integrator, self.integrator, "integrator")
+        )
+        object.__setattr__(
+            self, "on_divergence", parse_enum(OnDivergence, self.on_divergence, "on_divergence")
         )
         if not (math.isfinite(self.dt) and self.dt > 0):
             raise ConfigError(f"dt: expected a finite time step > 0 s, got {self.dt}")

@@ -12,43 +12,62 @@ fields as keyword options (unknown ones raise, listing the valid ones).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from volary.envs.adapters import NumpyVectorEnv, to_numpy, to_sb3
 from volary.envs.base import TorchVectorEnv
 from volary.envs.navigate import NavigateTask, NavigateTaskConfig
 from volary.envs.position import ACTION_MODES, PositionTask, PositionTaskConfig
-from volary.errors import UnknownNameError
+from volary.registry import Registry
 
-# name -> (task class, its config class, preset options, one-line description)
-_REGISTRY: dict[str, tuple[Callable[..., TorchVectorEnv], Any, dict[str, Any], str]] = {
-    "hover": (PositionTask, PositionTaskConfig, {},
-              "hold a fixed goal from a random start (pose, velocity, tilt)"),
-    "reach": (PositionTask, PositionTaskConfig,
-              {"goal_range": (2.0, 2.0, 0.5), "start_range": (0.3, 0.3, 0.2)},
-              "fly to a new random goal every episode (4 x 4 x 1 m box)"),
-    "navigate": (NavigateTask, NavigateTaskConfig, {},
-                 "cross a forest to a goal from a forward depth camera (velocity commands)"),
-}  # fmt: skip
-ENVS: tuple[str, ...] = tuple(_REGISTRY)
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """A registered task: its class, its config dataclass and the preset applied to that."""
+
+    task: Callable[..., TorchVectorEnv]
+    config: Any  # the task's config dataclass
+    description: str  # one line
+    preset: dict[str, Any] = field(default_factory=dict)  # config fields over its defaults
+
+
+_REGISTRY: Registry[EnvSpec] = Registry(
+    "env",
+    {
+        "hover": EnvSpec(PositionTask, PositionTaskConfig,
+                         "hold a fixed goal from a random start (pose, velocity, tilt)"),
+        "reach": EnvSpec(PositionTask, PositionTaskConfig,
+                         "fly to a new random goal every episode (4 x 4 x 1 m box)",
+                         {"goal_range": (2.0, 2.0, 0.5), "start_range": (0.3, 0.3, 0.2)}),
+        "navigate": EnvSpec(NavigateTask, NavigateTaskConfig,
+                            "cross a forest to a goal from a forward depth camera "
+                            "(velocity commands)"),
+    },
+)  # fmt: skip
+ENVS: tuple[str, ...] = _REGISTRY.names()
 
 
 def describe_envs() -> dict[str, str]:
     """Registered env name -> one-line description."""
-    return {k: v[3] for k, v in _REGISTRY.items()}
+    return {name: spec.description for name, spec in _REGISTRY.items()}
+
+
+def env_config(name: str, **options: Any) -> Any:
+    """The config dataclass the task ``name`` runs with: its preset, then ``options``."""
+    spec = _REGISTRY.get(name)
+    return spec.config().replace(**{**spec.preset, **options})
 
 
 def make_env(name: str, n_envs: int = 64, **options: Any) -> TorchVectorEnv:
     """The registered task ``name`` with ``n_envs`` envs; ``options`` override its config."""
-    if name not in _REGISTRY:
-        raise UnknownNameError("env", str(name), ENVS)
-    task, config, preset, _ = _REGISTRY[name]
-    return task(n_envs, config().replace(**{**preset, **options}))
+    return _REGISTRY.get(name).task(n_envs, env_config(name, **options))
 
 
 __all__ = [
     "ACTION_MODES",
     "ENVS",
+    "EnvSpec",
     "NavigateTask",
     "NumpyVectorEnv",
     "NavigateTaskConfig",
@@ -56,6 +75,7 @@ __all__ = [
     "PositionTaskConfig",
     "TorchVectorEnv",
     "describe_envs",
+    "env_config",
     "make_env",
     "to_numpy",
     "to_sb3",

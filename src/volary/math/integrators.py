@@ -11,6 +11,8 @@ from enum import StrEnum
 
 from torch import Tensor
 
+from volary.registry import parse_enum
+
 Fields = tuple[Tensor, ...]
 Derivative = Callable[[Fields], Fields]
 
@@ -48,9 +50,4 @@ _STEPS = {Integrator.EULER: euler_step, Integrator.RK4: rk4_step}
 
 def integrate(method: Integrator | str, f: Derivative, x: Fields, dt: float) -> Fields:
     """One step of the named integrator; unknown names raise with the valid ones listed."""
-    from volary.errors import UnknownNameError
-
-    try:
-        return _STEPS[Integrator(method)](f, x, dt)
-    except ValueError:
-        raise UnknownNameError("integrator", str(method), [m.value for m in Integrator]) from None
+    return _STEPS[parse_enum(Integrator, method, "integrator")](f, x, dt)

@@ -22,10 +22,11 @@ from torch import Tensor
 
 from volary.dynamics.airframe import Airframe
 from volary.dynamics.params import VehicleParams
-from volary.errors import ConfigError, UnknownNameError
+from volary.errors import ConfigError
 from volary.planning.flatness import Limits, as_params, feasible, sample_count
 from volary.planning.minsnap import DUPLICATE_TOL, min_snap
 from volary.planning.trajectory import PolyTrajectory
+from volary.registry import parse_enum
 
 MAX_SCALE_DOUBLINGS = 20  # alpha up to 2^20 before a trajectory is declared infeasible
 BISECTION_STEPS = 30  # log2-alpha bracket shrinks 2^-30 (relative precision ~1e-9 * bracket)
@@ -191,12 +192,7 @@ def plan(
     ``speed``) or ``"optimized"`` (needs ``vehicle``; :func:`optimize_times`)."""
     if not isinstance(times, str):
         return min_snap(waypoints, times, yaw=yaw, derivatives=derivatives)
-    try:
-        how = TimeAllocation(times)
-    except ValueError:
-        raise UnknownNameError(
-            "time allocation", times, [m.value for m in TimeAllocation]
-        ) from None
+    how = parse_enum(TimeAllocation, times, "time allocation")
     if how == TimeAllocation.GIVEN:
         raise ConfigError("times: 'given' expects the durations tensor itself, got the name")
     if how == TimeAllocation.PROPORTIONAL:

@@ -10,8 +10,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from volary.errors import ConfigError, FileFormatError, UnknownNameError
+from volary.errors import ConfigError, FileFormatError
 from volary.platforms.schema import CATEGORIES, Entry, load_file
+from volary.registry import Registry, check_name
 
 if TYPE_CHECKING:
     import torch
@@ -24,22 +25,19 @@ FILES = ("presets.toml", "flyingtrust.toml")
 
 
 @functools.cache
-def _entries() -> dict[str, Entry]:
-    out: dict[str, Entry] = {}
+def _entries() -> Registry[Entry]:
+    out: Registry[Entry] = Registry("platform")
     for fname in FILES:
         for name, entry in load_file(DATA_DIR / fname).items():
             if name in out:
                 raise FileFormatError(f"{fname}: [{name}] already defined in {out[name].path.name}")
-            out[name] = entry
+            out.register(name, entry)
     return out
 
 
 def entry(name: str) -> Entry:
     """The catalogue entry ``name`` (airframe, category, description, published indicators)."""
-    entries = _entries()
-    if name not in entries:
-        raise UnknownNameError("platform", name, entries)
-    return entries[name]
+    return _entries().get(name)
 
 
 def get(name: str) -> Airframe:
@@ -49,8 +47,8 @@ def get(name: str) -> Airframe:
 
 def names(category: str | None = None) -> list[str]:
     """Registered names in file order, optionally of one category (see :data:`CATEGORIES`)."""
-    if category is not None and category not in CATEGORIES:
-        raise UnknownNameError("platform category", category, CATEGORIES)
+    if category is not None:
+        check_name("platform category", category, CATEGORIES)
     return [n for n, e in _entries().items() if category is None or e.category == category]
 
 

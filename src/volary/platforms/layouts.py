@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from volary.errors import ConfigError, UnknownNameError
+from volary.errors import ConfigError
+from volary.registry import Registry
 
 Layout = tuple[list[tuple[float, float, float]], list[tuple[float, float, float]], list[float]]
 
@@ -76,18 +77,19 @@ def tilted_hexa(arm: float, tilt_deg: float = 30.0) -> Layout:
     return pos, axes, dirs
 
 
-LAYOUTS: dict[str, Callable[..., Layout]] = {
-    "quad_plus": quad_plus,
-    "quad_x": quad_x,
-    "hexa": hexa,
-    "octo": octo,
-    "y6": y6,
-    "tilted_hexa": tilted_hexa,
-}
+LAYOUTS: Registry[Callable[..., Layout]] = Registry(
+    "layout",
+    {
+        "quad_plus": quad_plus,
+        "quad_x": quad_x,
+        "hexa": hexa,
+        "octo": octo,
+        "y6": y6,
+        "tilted_hexa": tilted_hexa,
+    },
+)
 
 
 def layout(name: str, arm: float) -> Layout:
     """The named layout with arm length ``arm`` (m); unknown names list the valid ones."""
-    if name not in LAYOUTS:
-        raise UnknownNameError("layout", name, LAYOUTS)
-    return LAYOUTS[name](arm)
+    return LAYOUTS.get(name)(arm)

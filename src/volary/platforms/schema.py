@@ -131,7 +131,7 @@ def _rotor_layout(where: _Where, raw: Mapping[str, Any], values: dict[str, Any])
         raise where("layout", "expected a table {value = <layout name>, source = ...}")
     name = spec["value"]
     if name not in LAYOUTS:
-        raise where("layout", f"unknown layout {name!r}; valid: {', '.join(sorted(LAYOUTS))}")
+        raise where("layout", str(LAYOUTS.unknown(name)))
     arm = values.pop("arm")
     tilt, gap = values.pop("rotor_tilt", None), values.pop("coaxial_gap", None)
     if tilt is not None and name != "tilted_hexa" or gap is not None and name != "y6":

@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from volary.errors import ConfigError
+from volary.registry import Registry
 from volary.sensors.rays import (
     FORWARD_CAMERA,
     Mount,
@@ -113,7 +114,7 @@ class CameraConfig:
         return self.max_range if self.invalid_value is None else self.invalid_value
 
 
-CAMERA_PRESETS: dict[str, CameraConfig] = {
+_CAMERA_PRESETS: dict[str, CameraConfig] = {
     # Aerial Gym Table II benchmarks its depth camera at 64x64; the FOV is the D455's 87 deg
     # horizontal depth FOV (square pixels), range 0.2-10 m as its D455 sensor config.
     "aerial_gym_64": CameraConfig(
@@ -157,11 +158,12 @@ CAMERA_PRESETS: dict[str, CameraConfig] = {
         source="noise-free 90 deg square camera",
     ),
 }
+CAMERA_PRESETS: Registry[CameraConfig] = Registry("camera preset", _CAMERA_PRESETS)
 
 
 def camera_config(spec: str | CameraConfig, **overrides: Any) -> CameraConfig:
     """A preset by name (or a config as is), with field overrides; unknown names list presets."""
-    return preset_config("camera preset", CAMERA_PRESETS, spec, CameraConfig, overrides)
+    return preset_config(CAMERA_PRESETS, spec, CameraConfig, overrides)
 
 
 @dataclass(frozen=True)

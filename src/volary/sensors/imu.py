@@ -16,9 +16,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from volary.errors import ConfigError, UnknownNameError
+from volary.errors import ConfigError
 from volary.math import random as vrandom
 from volary.math.quaternion import quat_rotate_inverse
+from volary.registry import Registry
 
 _DEG = math.pi / 180.0
 _G = 9.81
@@ -53,7 +54,7 @@ class ImuConfig:
             raise ConfigError(f"imu.rate_hz: expected > 0 Hz, got {self.rate_hz}")
 
 
-IMU_PRESETS: dict[str, ImuConfig] = {
+_IMU_PRESETS: dict[str, ImuConfig] = {
     "ideal": ImuConfig(source="noise-free"),
     # Bosch BMI085 datasheet (BST-BMI085-DS001): accel 175 ug/sqrt(Hz), gyro 0.014 deg/s/sqrt(Hz)
     # typical. The datasheet gives no random walk: the bias walks are typical consumer-MEMS
@@ -89,15 +90,12 @@ IMU_PRESETS: dict[str, ImuConfig] = {
         source="FlightGoggles vehicle configuration (imu variances)",
     ),
 }
+IMU_PRESETS: Registry[ImuConfig] = Registry("imu preset", _IMU_PRESETS)
 
 
 def imu_config(spec: str | ImuConfig) -> ImuConfig:
     """A preset by name or a config as is; unknown names list the presets."""
-    if isinstance(spec, ImuConfig):
-        return spec
-    if spec not in IMU_PRESETS:
-        raise UnknownNameError("imu preset", str(spec), IMU_PRESETS)
-    return IMU_PRESETS[spec]
+    return IMU_PRESETS.resolve(spec, ImuConfig)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from volary.errors import ConfigError
+from volary.registry import Registry
 from volary.sensors.rays import (
     Mount,
     NoiseStream,
@@ -114,7 +115,7 @@ def _ouster(
     )
 
 
-LIDAR_PRESETS: dict[str, LidarConfig] = {
+_LIDAR_PRESETS: dict[str, LidarConfig] = {
     **{f"os0_{c}": _ouster("OS0", c, 90.0, 50.0, 0.3) for c in (16, 32, 64, 128)},
     **{f"os1_{c}": _ouster("OS1", c, 45.0, 120.0, 0.5) for c in (16, 32, 64, 128)},
     # Ouster OS Dome: 180 deg vertical FOV (hemisphere), 128 channels; Aerial Gym ships an
@@ -131,11 +132,12 @@ LIDAR_PRESETS: dict[str, LidarConfig] = {
         "; Aerial Gym (003) Sec. III-D1 / Fig. 4b dome LiDAR; 64x512 pattern",
     ),
 }
+LIDAR_PRESETS: Registry[LidarConfig] = Registry("lidar preset", _LIDAR_PRESETS)
 
 
 def lidar_config(spec: str | LidarConfig, **overrides: Any) -> LidarConfig:
     """A preset by name (or a config as is) with field overrides; unknown names list presets."""
-    return preset_config("lidar preset", LIDAR_PRESETS, spec, LidarConfig, overrides)
+    return preset_config(LIDAR_PRESETS, spec, LidarConfig, overrides)
 
 
 @dataclass(frozen=True)

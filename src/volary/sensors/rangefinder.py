@@ -24,6 +24,7 @@ import torch
 from torch import Tensor
 
 from volary.errors import ConfigError
+from volary.registry import Registry
 from volary.sensors.rays import (
     FORWARD_CAMERA,
     Mount,
@@ -113,7 +114,7 @@ class RangefinderConfig:
         return self.max_range if self.invalid_value is None else self.invalid_value
 
 
-TOF_PRESETS: dict[str, TofConfig] = {
+_TOF_PRESETS: dict[str, TofConfig] = {
     # ST VL53L5CX datasheet (DS13754): 8x8 zones, 45 deg x 45 deg FoV (63 deg diagonal),
     # ranging 2 cm - 4 m. The noise is assumed (a few percent): a 1 cm floor plus 0.005 r^2
     # (0.09 m, ~2 % at 4 m). Aerial Gym ships an idealized VL53L5CX config.
@@ -132,8 +133,9 @@ TOF_PRESETS: dict[str, TofConfig] = {
         source="ST VL53L5CX datasheet DS13754, 4x4 resolution mode",
     ),
 }
+TOF_PRESETS: Registry[TofConfig] = Registry("tof preset", _TOF_PRESETS)
 
-RANGEFINDER_PRESETS: dict[str, RangefinderConfig] = {
+_RANGEFINDER_PRESETS: dict[str, RangefinderConfig] = {
     # FlightGoggles Sec. III-C3: downward single-point range finder with the noise of the
     # LightWare SF11/B [19]: 0.2-120 m, accuracy +-0.1 m (taken as 2 sigma -> 0.05 m).
     "flightgoggles": RangefinderConfig(
@@ -145,18 +147,19 @@ RANGEFINDER_PRESETS: dict[str, RangefinderConfig] = {
     ),
     "ideal": RangefinderConfig(min_range=0.0, max_range=100.0, source="noise-free"),
 }
+RANGEFINDER_PRESETS: Registry[RangefinderConfig] = Registry(
+    "rangefinder preset", _RANGEFINDER_PRESETS
+)
 
 
 def tof_config(spec: str | TofConfig, **overrides: Any) -> TofConfig:
     """A ToF preset by name (or a config as is) with overrides; unknown names list presets."""
-    return preset_config("tof preset", TOF_PRESETS, spec, TofConfig, overrides)
+    return preset_config(TOF_PRESETS, spec, TofConfig, overrides)
 
 
 def rangefinder_config(spec: str | RangefinderConfig, **overrides: Any) -> RangefinderConfig:
     """A rangefinder preset by name (or a config) with overrides; unknown names list presets."""
-    return preset_config(
-        "rangefinder preset", RANGEFINDER_PRESETS, spec, RangefinderConfig, overrides
-    )
+    return preset_config(RANGEFINDER_PRESETS, spec, RangefinderConfig, overrides)
 
 
 @dataclass(frozen=True)

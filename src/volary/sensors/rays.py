@@ -17,9 +17,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from volary.errors import ConfigError, UnknownNameError
+from volary.errors import ConfigError
 from volary.math import random as vrandom
 from volary.math.quaternion import quat_from_euler, quat_normalize, quat_to_rotmat
+from volary.registry import Registry
 
 Vec3 = tuple[float, float, float]
 Quat = tuple[float, float, float, float]
@@ -243,16 +244,10 @@ def cast_bundle(caster: Any, origin: Tensor, dirs: Tensor, max_range: float) -> 
     return caster.cast(origin[:, None, :].expand_as(dirs), dirs, max_range)
 
 
-def preset_config(kind: str, table: dict[str, Any], spec: Any, cls: type, overrides: dict) -> Any:
+def preset_config(presets: Registry[Any], spec: Any, cls: type, overrides: dict) -> Any:
     """``spec`` as is when it is a ``cls``, else the preset of that name, with field overrides;
     an unknown name raises an error listing the presets."""
-    cfg: Any
-    if isinstance(spec, cls):
-        cfg = spec
-    elif isinstance(spec, str) and spec in table:
-        cfg = table[spec]
-    else:
-        raise UnknownNameError(kind, str(spec), table)
+    cfg = presets.resolve(spec, cls)
     return replace(cfg, **overrides) if overrides else cfg
 
 

@@ -21,7 +21,8 @@ from dataclasses import dataclass, fields, replace
 from types import MappingProxyType
 from typing import Any
 
-from volary.errors import ConfigError, UnknownNameError
+from volary.errors import ConfigError
+from volary.registry import Registry
 from volary.worlds.custom import CustomParams, custom
 from volary.worlds.primitives import SceneSpec
 from volary.worlds.scenarios_classic import (
@@ -67,7 +68,8 @@ class ScenarioType:
     fixed_seeds: tuple[int, ...] = FIRST_TEN  # generator seeds of the ten fixed configurations
 
 
-SCENARIOS: Mapping[str, ScenarioType] = MappingProxyType(
+SCENARIOS: Registry[ScenarioType] = Registry(
+    "scenario type",
     {
         t.name: t
         for t in (
@@ -79,7 +81,7 @@ SCENARIOS: Mapping[str, ScenarioType] = MappingProxyType(
             ScenarioType("maze", MazeParams(), maze, False),
             ScenarioType("perlin", PerlinParams(), perlin, False),
         )
-    }
+    },
 )
 
 
@@ -92,11 +94,7 @@ FIXED_SEEDS: Mapping[str, tuple[int, ...]] = MappingProxyType(
 
 
 def _type(type: str) -> ScenarioType:
-    if type == CUSTOM.name:
-        return CUSTOM
-    if type not in SCENARIOS:
-        raise UnknownNameError("scenario type", type, SCENARIOS)
-    return SCENARIOS[type]
+    return CUSTOM if type == CUSTOM.name else SCENARIOS.get(type)
 
 
 def scenario_params(type: str, **overrides: Any) -> Any:
@@ -120,9 +118,7 @@ def make_scenario(type: str, seed: int, **overrides: Any) -> SceneSpec:
 
 def fixed_seeds(type: str) -> tuple[int, ...]:
     """The generator seeds of the ten fixed configurations of a type (:data:`FIXED_SEEDS`)."""
-    if type not in SCENARIOS:
-        raise UnknownNameError("scenario type", type, SCENARIOS)
-    return SCENARIOS[type].fixed_seeds
+    return SCENARIOS.get(type).fixed_seeds
 
 
 def fixed_configurations(type: str) -> list[SceneSpec]:

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import math
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 
 import numpy as np
 
-from volary.errors import ConfigError, FileFormatError, UnknownNameError
+from volary.errors import ConfigError, FileFormatError
+from volary.registry import Registry
 from volary.worlds.primitives import Gate, SceneSpec
 
 ALPHAPILOT_FILE = "alphapilot_2019.toml"
@@ -285,7 +287,11 @@ def _snaked(n: int, d: float, turn: float) -> tuple[np.ndarray, np.ndarray]:
     return xy, _bisector_yaws(xy, -turn / 2)
 
 
-BP_COURSES = {"straight": (_straight, 4), "circular": (_circular, 8), "snaked": (_snaked, 6)}
+_Legs = Callable[[int, float, float], tuple[np.ndarray, np.ndarray]]
+BP_COURSES: Registry[tuple[_Legs, int]] = Registry(
+    "BoundaryPredictor course",  # name -> (centres and yaws of n gates, default n)
+    {"straight": (_straight, 4), "circular": (_circular, 8), "snaked": (_snaked, 6)},
+)
 
 
 def boundary_predictor_course(
@@ -301,9 +307,7 @@ def boundary_predictor_course(
 
     Defaults keep every leg inside the paper's sampling ranges (Table II: 0.8-1.5 m, +-pi/4):
     4 straight gates, 8 on the circle (the fewest with turns <= pi/4), 6 snaked."""
-    if kind not in BP_COURSES:
-        raise UnknownNameError("BoundaryPredictor course", kind, BP_COURSES)
-    build, default_n = BP_COURSES[kind]
+    build, default_n = BP_COURSES.get(kind)
     n = default_n if n_gates is None else int(n_gates)
     if n < (3 if kind == "circular" else 1):
         raise ConfigError(f"n_gates: expected at least {3 if kind == 'circular' else 1}, got {n}")

@@ -32,13 +32,14 @@ chunks of at most ``max_envs`` platforms.
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from volary.bench.nav.schema import ProtocolSettings, WorkUnit
-from volary.errors import ConfigError, UnknownNameError
+from volary.errors import ConfigError
+from volary.registry import Registry, check_name
 
 N_FIXED_CONFIGS = 10  # fixed configurations per scenario type (worlds.FIXED_SEEDS)
 FIXED = "fixed"  # Suite.configs: each type's fixed configurations ("fixed:N": the first N)
@@ -64,8 +65,6 @@ QUICK_PLATFORMS: tuple[str, ...] = (
     "0.98kg-EGO-Planner-DIY",
     "1.00kg-SunnySky",
 )
-
-SUITES: tuple[str, ...] = ("quick", "flyingtrust")
 
 _FILE_KEYS = ("name", "platforms", "scenarios", "configs", "trials_per_config", "max_envs")
 
@@ -149,18 +148,26 @@ class Suite:
 
 def get_suite(name_or_path: str | Path) -> Suite:
     """A built-in suite by name (:data:`SUITES`) or a suite TOML file by path."""
-    if isinstance(name_or_path, str) and name_or_path in SUITES:
-        return _builtin(name_or_path)
+    if isinstance(name_or_path, str) and name_or_path in _BUILTIN:
+        return _BUILTIN.get(name_or_path)()
     path = Path(name_or_path)
     if path.suffix == ".toml" or path.exists():
         return load_suite_file(path)
-    raise UnknownNameError("suite", str(name_or_path), SUITES)
+    raise _BUILTIN.unknown(name_or_path)
 
 
-def _builtin(name: str) -> Suite:
-    if name == "quick":
-        return Suite("quick", QUICK_PLATFORMS, SCENARIO_TYPES, f"{FIXED}:2", 1)
+def _quick() -> Suite:
+    return Suite("quick", QUICK_PLATFORMS, SCENARIO_TYPES, f"{FIXED}:2", 1)
+
+
+def _flyingtrust() -> Suite:
     return Suite("flyingtrust", flyingtrust_platforms(), SCENARIO_TYPES, FIXED, 1)
+
+
+_BUILTIN: Registry[Callable[[], Suite]] = Registry(
+    "suite", {"quick": _quick, "flyingtrust": _flyingtrust}
+)
+SUITES: tuple[str, ...] = _BUILTIN.names()
 
 
 def flyingtrust_platforms() -> tuple[str, ...]:
@@ -288,8 +295,7 @@ def _check_suite(s: Suite) -> None:
             raise ConfigError(f"Suite.{attr}: duplicates in {v!r}")
     _check_platforms(s.platforms)
     for scen in s.scenarios:
-        if scen not in SCENARIO_TYPES:
-            raise UnknownNameError("scenario type", scen, SCENARIO_TYPES)
+        check_name("scenario type", scen, SCENARIO_TYPES)
     for c in () if isinstance(s.configs, str) else s.configs:
         if isinstance(c, bool) or not isinstance(c, int) or c < 0:
             raise ConfigError(
@@ -305,12 +311,10 @@ def _check_suite(s: Suite) -> None:
 
 
 def _check_platforms(platforms: Iterable[str]) -> None:
-    from volary.platforms import names
+    from volary.platforms import entry
 
-    valid = set(names())
     for p in platforms:
-        if p not in valid:
-            raise UnknownNameError("platform", str(p), valid)
+        entry(p)  # unknown names raise, listing the catalogue
 
 
 def _check_algos(algos: Sequence[str]) -> tuple[str, ...]:

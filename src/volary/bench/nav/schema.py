@@ -13,6 +13,8 @@ import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from volary.errors import ConfigError
+
 SCHEMA_VERSION = 1
 
 # Failure causes (FLYINGTRUST Sec. IV): success, or why not. "error": the planner raised,
@@ -31,6 +33,12 @@ class ProtocolSettings:
     planner_rate_hz: float = 10.0
     trial_wall_limit: float = 120.0  # s of wall clock per trial before it is an "error"
     proximity_radius: float = 0.3  # m, SOUS VIDE proximity percentile
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, bool) or not isinstance(v, int | float) or not v > 0:
+                raise ConfigError(f"settings.{f.name}: expected a number > 0, got {v!r}")
 
 
 @dataclass(frozen=True)

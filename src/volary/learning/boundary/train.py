@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from volary.config import apply_overrides
 from volary.errors import ConfigError
 from volary.learning.boundary.dataset import BPDataset
 from volary.learning.boundary.grid import normalize_inputs
@@ -253,21 +254,15 @@ def plot_errors(errors: dict[str, np.ndarray], path: str | Path) -> Path:
 
 
 def run_training(
-    dataset: str | Path,
-    out: str | Path,
-    *,
-    seed: int = 0,
-    epochs: int = 1000,
-    patience: int = 100,
-    batch_size: int = 1280,
-    log=None,
+    dataset: str | Path, out: str | Path, config: TrainConfig | None = None, *, log=None, **fields
 ) -> dict:
     """Train on a dataset file; write ``model.pt`` (weights_only-loadable), ``train.json``
-    (config, history, test-split percent-error summary) and ``errors.png`` (Fig. 2) to ``out``."""
+    (config, history, test-split percent-error summary) and ``errors.png`` (Fig. 2) to ``out``.
+    ``config`` (default: Table IV) with ``fields`` over it (``seed=0, epochs=3, ...``)."""
     from volary.learning.boundary.dataset import load_dataset
     from volary.learning.boundary.model import save_checkpoint
 
-    cfg = TrainConfig(epochs=epochs, patience=patience, batch_size=batch_size, seed=seed)
+    cfg = apply_overrides(config or TrainConfig(), fields)
     data = load_dataset(dataset)
     res = train(data, cfg, log=log)
     errs = percent_errors(res.model, res.split.x_test, res.split.y_test)

@@ -10,13 +10,14 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
+from volary.config import apply_overrides
 from volary.errors import ConfigError
 from volary.learning.checkpoint import (
     CheckpointKind,
@@ -88,16 +89,8 @@ class PPOConfig:
         return cls(**data)
 
     def override(self, items: Iterable[str]) -> PPOConfig:
-        """A copy with ``"field=value"`` overrides (the CLI's ``--set``), parsed by field type."""
-        changes: dict[str, Any] = {}
-        for item in items:
-            key, sep, text = item.partition("=")
-            key = key.strip()
-            if not sep:
-                raise ConfigError(f"override {item!r}: expected FIELD=VALUE")
-            _check_keys({key: None})
-            changes[key] = _parse_field(key, text.strip())
-        return replace(self, **changes)
+        """A copy with ``"field=value"`` overrides (the CLI's ``--set``; volary.config)."""
+        return apply_overrides(self, items)
 
 
 def _check_keys(data: dict[str, Any]) -> None:
@@ -107,24 +100,6 @@ def _check_keys(data: dict[str, Any]) -> None:
         raise ConfigError(
             f"PPOConfig: unknown field(s) {', '.join(unknown)}; valid: {', '.join(sorted(valid))}"
         )
-
-
-_KIND_NAMES = {int: "an int", float: "a float", bool: "a bool (true/false)", tuple: "ints a,b,..."}
-
-
-def _parse_field(key: str, text: str) -> Any:
-    kind = type(getattr(PPOConfig(), key))
-    try:
-        if kind is tuple:
-            return tuple(int(v) for v in text.split(",") if v.strip())
-        if kind is bool:
-            if text.lower() not in ("true", "false", "1", "0"):
-                raise ValueError(text)
-            return text.lower() in ("true", "1")
-        return kind(text)
-    except ValueError:
-        what = _KIND_NAMES.get(kind, kind.__name__)
-        raise ConfigError(f"PPOConfig.{key}: expected {what}, got {text!r}") from None
 
 
 def _check_int(name: str, value: Any, low: int) -> None:

@@ -32,7 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from volary.errors import ConfigError, UnknownNameError
+from volary.errors import ConfigError
 from volary.learning.checkpoint import (
     CheckpointKind,
     read_checkpoint,
@@ -40,6 +40,7 @@ from volary.learning.checkpoint import (
     write_checkpoint,
 )
 from volary.learning.sousvide.history import ACTION_ENTRY, ENTRY_SIZE, OBS_SIZE
+from volary.registry import Registry
 
 OBJECTIVE_SIZE = 7  # first waypoint (3), last waypoint (3), total time (s)
 THETA_SIZE = 2  # [k_th (N), m (kg)]
@@ -70,7 +71,7 @@ class Variant:
     description: str
 
 
-VARIANTS: dict[str, Variant] = {
+_VARIANTS: dict[str, Variant] = {
     v.name: v
     for v in (
         Variant(
@@ -97,13 +98,12 @@ VARIANTS: dict[str, Variant] = {
         ),
     )
 }
+VARIANTS: Registry[Variant] = Registry("SV-Net variant", _VARIANTS)
 
 
 def get_variant(name: str) -> Variant:
     """The Table I variant called ``name``; ``UnknownNameError`` lists the valid ones."""
-    if name not in VARIANTS:
-        raise UnknownNameError("SV-Net variant", name, VARIANTS)
-    return VARIANTS[name]
+    return VARIANTS.get(name)
 
 
 # ---- configs ----------------------------------------------------------------------------------

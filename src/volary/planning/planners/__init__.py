@@ -14,13 +14,11 @@ Every planner satisfies :class:`volary.planning.navigation.NavPlanner`.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
-from importlib.metadata import entry_points
 from typing import Any
 
-from volary.errors import ConfigError, UnknownNameError
+from volary.errors import ConfigError
 from volary.planning.navigation import NavPlanner
+from volary.registry import Registry
 
 ENTRY_POINT_GROUP = "volary.planners"
 
@@ -30,15 +28,16 @@ _BUILTIN: dict[str, str] = {
     "reactive": "volary.planning.planners.reactive:ReactivePlanner",
     "mapper": "volary.planning.planners.mapper:MapperPlanner",
 }
+# the built-ins, then entry points, then any "module:Class" spec
+_REGISTRY: Registry[Any] = Registry("planner", _BUILTIN, group=ENTRY_POINT_GROUP, specs=True)
 
 PLANNERS: tuple[str, ...] = tuple(_BUILTIN)
 """Names of the built-in planners."""
 
 
 def available_planners() -> list[str]:
-    """Built-in planners whose module is present, then entry-point names, sorted."""
-    built = [n for n, spec in _BUILTIN.items() if _module_exists(spec.split(":")[0])]
-    return built + sorted(set(_entry_points()) - set(built))
+    """The built-in planners, then the entry-point names (sorted)."""
+    return list(_REGISTRY.names())
 
 
 def get_planner(name_or_spec: str, **options: Any) -> NavPlanner:
@@ -59,48 +58,10 @@ def get_planner(name_or_spec: str, **options: Any) -> NavPlanner:
 
 def resolve_planner(name_or_spec: str) -> Any:
     """The planner class (or factory) for a name or ``module:Class`` spec, not instantiated."""
-    if name_or_spec in _BUILTIN:
-        return _load(_BUILTIN[name_or_spec], name_or_spec)
-    if ":" in name_or_spec:
-        return _load(name_or_spec, name_or_spec)
-    eps = _entry_points()
-    if name_or_spec in eps:
-        try:
-            return eps[name_or_spec].load()
-        except Exception as exc:
-            raise ConfigError(f"planner {name_or_spec!r}: its entry point failed: {exc}") from exc
-    raise UnknownNameError(
-        "planner", name_or_spec, [*PLANNERS, *eps, "or a 'package.module:Class' spec"]
-    )
-
-
-def _entry_points() -> dict[str, Any]:
-    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
-
-
-def _module_exists(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ImportError:
-        return False
-
-
-def _load(spec: str, name: str) -> Any:
-    module, _, attr = spec.partition(":")
-    if not module or not attr:
-        raise ConfigError(f"planner {name!r}: expected 'package.module:Class'")
-    try:
-        mod = importlib.import_module(module)
-    except ImportError as exc:
-        raise ConfigError(f"planner {name!r}: cannot import {module!r}: {exc}") from exc
-    obj = mod
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise ConfigError(f"planner {name!r}: module {module!r} has no {attr!r}")
-        obj = getattr(obj, part)
-    if not callable(obj):
-        raise ConfigError(f"planner {name!r}: {spec!r} is not a class")
-    return obj
+    cls = _REGISTRY.get(name_or_spec)
+    if not callable(cls):
+        raise ConfigError(f"planner {name_or_spec!r}: {cls!r} is not a class")
+    return cls
 
 
 def _check_planner(planner: Any, name: str) -> None:

@@ -11,18 +11,18 @@ from collections.abc import Sequence
 
 import torch
 
-from volary.errors import UnknownNameError
+from volary.registry import Registry
 from volary.sensors.raycast.base import CasterFactory, RayCaster
 from volary.sensors.raycast.embree_backend import EmbreeCaster
 from volary.sensors.raycast.torch_backend import TorchCaster
 from volary.sensors.raycast.warp_backend import WarpCaster
 from volary.worlds.primitives import SceneSpec
 
-BACKENDS: dict[str, CasterFactory] = {
-    "torch": TorchCaster,
-    "embree": EmbreeCaster,
-    "warp": WarpCaster,
-}
+BACKENDS: Registry[CasterFactory] = Registry(
+    "ray-cast backend",
+    {"torch": TorchCaster, "embree": EmbreeCaster, "warp": WarpCaster},
+    hints=["auto"],
+)
 
 
 def _importable(module: str) -> bool:
@@ -58,8 +58,6 @@ def make_raycaster(
     backends, MissingDependencyError naming the extra to install.
     """
     name = auto_backend(device) if backend == "auto" else backend
-    if name not in BACKENDS:
-        raise UnknownNameError("ray-cast backend", name, [*BACKENDS, "auto"])
-    return BACKENDS[name](
+    return BACKENDS.get(name)(
         specs, n_envs, device=device, dtype=dtype, ground=ground, segments=segments
     )

@@ -47,8 +47,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from volary.errors import ConfigError, MissingDependencyError, UnknownNameError
+from volary.errors import ConfigError, MissingDependencyError
 from volary.math.quaternion import quat_normalize, quat_to_rotmat
+from volary.registry import check_name
 from volary.sensors.splat.io import GaussianSplats, sh_colour
 
 ALPHA_MIN = 1.0 / 255.0  # contributions below this are skipped (reference code)
@@ -427,8 +428,7 @@ def _cuda_gsplat_available(device: torch.device) -> bool:
 def resolve_backend(backend: str, device: torch.device) -> str:
     """The backend ``auto`` picks: gsplat on CUDA when installed, else the torch pair path on a
     GPU; the numba path on the CPU. Unknown names raise UnknownNameError."""
-    if backend not in BACKENDS:
-        raise UnknownNameError("splat backend", backend, BACKENDS)
+    check_name("splat backend", backend, BACKENDS)
     if backend == "auto":
         if device.type == "cpu":
             return "fast"
