@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import torch
@@ -28,6 +29,7 @@ from volary.sim.terms import term_name
 from volary.sim.world import World
 
 Act = Callable[[World, int], Any]
+Probe = Callable[[World, Any], "Tensor | None"]
 STATE_FIELDS = ("pos", "vel", "quat", "omega", "rotor_speed", "time")
 
 
@@ -116,8 +118,9 @@ def rollout(
 
 
 class _Recorder:
-    def __init__(self, probes: dict[str, Callable[[World, Any], Tensor]]) -> None:
-        self.probes, self.steps = probes, []
+    def __init__(self, probes: dict[str, Probe]) -> None:
+        self.probes = probes
+        self.steps: list[int] = []
         self.rows: dict[str, list[Tensor | None]] = {name: [] for name in probes}
 
     def take(self, world: World, k: int, command: Any) -> None:
@@ -128,7 +131,7 @@ class _Recorder:
             self.rows[name].append(probe(world, command))
 
     def stack(self) -> dict[str, Tensor]:
-        out = {}
+        out: dict[str, Tensor] = {}
         for name, rows in self.rows.items():
             like = next((r for r in rows if r is not None), None)
             if like is not None:  # the initial sample has no command yet: NaN
@@ -137,21 +140,33 @@ class _Recorder:
         return out
 
 
-def _probes(record: Any) -> dict[str, Callable[[World, Any], Tensor]]:
+def _probes(record: Any) -> dict[str, Probe]:
     if isinstance(record, Mapping):
-        return {str(n): (lambda w, c, f=f: f(w)) for n, f in record.items()}
-    out: dict[str, Callable[[World, Any], Tensor]] = {}
+        return {str(n): partial(_call_probe, f) for n, f in record.items()}
+    out: dict[str, Probe] = {}
     for name in record:
         if name == "command":
-            out[name] = lambda w, c: None if c is None else torch.as_tensor(c).clone()
+            out[name] = _command_probe
         elif name in STATE_FIELDS:
-            out[name] = lambda w, c, f=name: getattr(w.state, f).clone()
+            out[name] = partial(_state_probe, name)
         else:
             raise ConfigError(
                 f"record: unknown field {name!r}; expected one of {[*STATE_FIELDS, 'command']} "
                 "or a mapping name -> fn(world)"
             )
     return out
+
+
+def _call_probe(fn: Callable[[World], Tensor], world: World, command: Any) -> Tensor:
+    return fn(world)
+
+
+def _state_probe(field_name: str, world: World, command: Any) -> Tensor:
+    return getattr(world.state, field_name).clone()
+
+
+def _command_probe(world: World, command: Any) -> Tensor | None:
+    return None if command is None else torch.as_tensor(command).clone()
 
 
 def _steps(world: World, steps: int | None, duration: float | None) -> int:

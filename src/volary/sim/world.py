@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import torch
@@ -328,7 +329,7 @@ def _build_sensor(name: str, sensor: Any, world: World) -> Any:
     }
     for cfg_type, cls in kinds.items():
         if isinstance(sensor, cfg_type):
-            return _Lazy(lambda c=sensor, k=cls: k(c, world.caster))
+            return _Lazy(partial(_ray_sensor, cls, sensor, world))
     if isinstance(sensor, type) or not callable(sensor):
         raise ConfigError(
             f"sensors[{name!r}]: expected a ray-sensor config (CameraConfig, LidarConfig, "
@@ -337,11 +338,16 @@ def _build_sensor(name: str, sensor: Any, world: World) -> Any:
     return sensor
 
 
+def _ray_sensor(cls: Any, config: Any, world: World) -> Any:
+    return cls(config, world.caster)
+
+
 class _Lazy:
     """A ray sensor built on its first reading (the caster is built only when needed)."""
 
     def __init__(self, build: Callable[[], Any]) -> None:
-        self.build, self.sensor = build, None
+        self.build: Callable[[], Any] = build
+        self.sensor: Any = None
 
     def __call__(self, pos: Tensor, quat: Tensor) -> Any:
         if self.sensor is None:
