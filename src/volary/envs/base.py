@@ -1,4 +1,5 @@
-"""Batched, torch-native Gymnasium vector env: the episode bookkeeping every task shares.
+"""Batched, torch-native Gymnasium vector env over a :class:`volary.sim.World`: the episode
+bookkeeping and the end conditions every task shares.
 
 A :class:`TorchVectorEnv` holds N envs on one device and returns torch tensors (as Isaac Gym and
 Aerial Gym do; wrap it for numpy learners). Autoreset is Gymnasium's ``SAME_STEP`` mode: an env
@@ -7,12 +8,16 @@ the first one of its next episode, and ``info["final_obs"]`` holds the last one 
 episode (rows of envs that did not end are undefined). ``info`` also carries, valid where
 ``info["done"]``: ``episode_return``, ``episode_length`` and the task's end-of-episode fields.
 
-A task subclass implements four pure-ish hooks over masks of envs:
-``_reset_envs(mask)``, ``_apply(action)``, ``_observe()``, ``_evaluate(action)``.
+One step: the task maps the action to a setpoint, the World flies it for ``action_repeat``
+control steps (:func:`volary.sim.rollout`), the task's terms (:mod:`volary.sim.terms`) decide
+which envs terminate and why, ``max_steps`` truncates, the task scores the step. A task
+subclass builds the World and its terms and implements four hooks: ``_start(mask)`` (its reset
+distribution), ``_setpoint(action)`` (its action map), ``_observe()`` and ``_reward(...)``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import fields, replace
 from typing import Any, TypeVar
 
@@ -23,6 +28,9 @@ from gymnasium.vector import AutoresetMode
 from torch import Tensor
 
 from volary.errors import ConfigError
+from volary.math import random as vrandom
+from volary.sim import World, rollout
+from volary.sim.terms import term_name
 
 C = TypeVar("C")
 
@@ -38,11 +46,28 @@ def replace_options(config: C, **options: Any) -> C:
 
 
 class TorchVectorEnv(gym.vector.VectorEnv):
-    """N envs stepped together on ``device``; subclasses define the task."""
+    """N envs stepped together on ``device``; subclasses define the task (module docstring).
+
+    ``world``: the World the envs fly (one vehicle per env); ``terms``: the task's end
+    conditions, evaluated in order after every step (the first that fires is the env's
+    :attr:`cause`); ``max_steps``: steps before an episode is truncated; ``action_repeat``:
+    control steps per env step (the setpoint is held).
+    """
 
     metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.SAME_STEP}
 
-    def __init__(self, num_envs: int, obs_dim: int, act_dim: int, device: str | torch.device):
+    def __init__(
+        self,
+        num_envs: int,
+        obs_dim: int,
+        act_dim: int,
+        device: str | torch.device,
+        *,
+        world: World,
+        terms: Sequence[Any],
+        max_steps: int,
+        action_repeat: int = 1,
+    ) -> None:
         if isinstance(num_envs, bool) or not isinstance(num_envs, int) or num_envs < 1:
             raise ConfigError(f"n_envs: expected an integer >= 1, got {num_envs!r}")
         self.num_envs = num_envs
@@ -55,30 +80,86 @@ class TorchVectorEnv(gym.vector.VectorEnv):
             self.single_observation_space, num_envs
         )
         self.action_space = gym.vector.utils.batch_space(self.single_action_space, num_envs)
-        self.episode_return = torch.zeros(num_envs, device=self.device)
-        self.episode_length = torch.zeros(num_envs, dtype=torch.int64, device=self.device)
+        self.world = world
+        self.terms = tuple(terms)
+        self.term_names = tuple(term_name(t) for t in self.terms)
+        self._stateful = [t for t in self.terms if callable(getattr(t, "reset", None))]
+        self.max_steps = max_steps
+        self.action_repeat = action_repeat
+        dev = self.device
+        self.cause = torch.full((num_envs,), -1, dtype=torch.int64, device=dev)
+        """(N,) int64 index into :attr:`term_names` of the term that ended the env's episode at
+        the last step (the first that fired); -1: it did not terminate."""
+        self.prev_action = torch.zeros(num_envs, act_dim, device=dev)
+        self.prev_prev = torch.zeros(num_envs, act_dim, device=dev)  # the one before it
+        self.episode_return = torch.zeros(num_envs, device=dev)
+        self.episode_length = torch.zeros(num_envs, dtype=torch.int64, device=dev)
         self._started = False
 
+    @property
+    def sim(self) -> Any:
+        """The World's Simulator (vehicles, controller, physics)."""
+        return self.world.sim
+
     # ---- hooks (tasks) -------------------------------------------------------------------------
-    def _reset_envs(self, mask: Tensor) -> None:
-        """Start a new episode in the masked envs (draws come from the task's seeded streams)."""
+    def _start(self, mask: Tensor) -> dict[str, Tensor]:
+        """Draw the masked envs' next episode (from the seeded streams, :meth:`_draw`); returns
+        their start pose for :meth:`World.reset` (``pos``, ``quat``, ``vel``: (N, .) rows)."""
         raise NotImplementedError
 
-    def _apply(self, action: Tensor) -> None:
-        """Advance every env by one step under ``action`` (N, A) in [-1, 1]."""
+    def _setpoint(self, action: Tensor) -> Tensor:
+        """The controller setpoint (N, S) for ``action`` (N, A) in [-1, 1]."""
         raise NotImplementedError
 
     def _observe(self) -> Tensor:
         """(N, obs_dim) float32 observation of every env."""
         raise NotImplementedError
 
-    def _evaluate(self, action: Tensor) -> tuple[Tensor, Tensor, Tensor, dict[str, Tensor]]:
-        """(reward (N,), terminated (N,), truncated (N,), end-of-episode info) after a step."""
+    def _reward(
+        self, action: Tensor, terminated: Tensor, truncated: Tensor
+    ) -> tuple[Tensor, dict[str, Tensor]]:
+        """(reward (N,) float32, end-of-episode info) after a step (:attr:`cause` is set)."""
         raise NotImplementedError
 
+    # ---- randomness ----------------------------------------------------------------------------
     def _seed(self, seed: int) -> None:
-        """Restart the task's random streams from ``seed``."""
-        raise NotImplementedError
+        """Restart the per-env random streams from ``seed`` (env i's stream is keyed by (seed,
+        i), its counter is its episode number, so env i's episodes do not depend on N)."""
+        ids = torch.arange(self.num_envs, device=self.device)
+        self._keys = vrandom.env_keys(seed, ids)
+        self._episode = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
+
+    def _draw(self, mask: Tensor, k: int) -> Tensor:
+        """(N, k) uniform(-1, 1) draws for the masked envs' next episode."""
+        u = vrandom.uniform(self._keys, self._episode, k) * 2.0 - 1.0
+        self._episode = self._episode + mask.to(torch.int64)
+        return u
+
+    # ---- the shared step -----------------------------------------------------------------------
+    def _reset_envs(self, mask: Tensor) -> None:
+        """Start a new episode in the masked envs."""
+        self.world.reset(mask, **self._start(mask))
+        for term in self._stateful:
+            term.reset(mask)
+        keep = ~mask[:, None]
+        self.prev_action = torch.where(keep, self.prev_action, 0.0)
+        self.prev_prev = torch.where(keep, self.prev_prev, 0.0)
+
+    def _fly(self, setpoint: Tensor) -> None:
+        """Hold ``setpoint`` for ``action_repeat`` control steps."""
+        if self.action_repeat == 1:
+            self.world.step(setpoint)
+        else:
+            rollout(self.world, setpoint, steps=self.action_repeat, begin=False,
+                    stop_when_done=False)  # fmt: skip
+
+    def _terminations(self) -> Tensor:
+        """(N,) bool: some term fired; sets :attr:`cause` (tensor ops only, no host sync)."""
+        fired = torch.stack([term(self.world) for term in self.terms])  # (T, N)
+        terminated = fired.any(0)
+        first = fired.to(torch.uint8).argmax(0)  # the first term that fired
+        self.cause = torch.where(terminated, first, -1)
+        return terminated
 
     # ---- Gymnasium API ---------------------------------------------------------------------
     def reset(
@@ -104,8 +185,11 @@ class TorchVectorEnv(gym.vector.VectorEnv):
         if not self._started:
             raise ConfigError("step: call reset() first")
         a = self._action(actions)
-        self._apply(a)
-        reward, terminated, truncated, end = self._evaluate(a)
+        self.prev_prev, self.prev_action = self.prev_action, a
+        self._fly(self._setpoint(a))
+        terminated = self._terminations()
+        truncated = ~terminated & (self.episode_length + 1 >= self.max_steps)
+        reward, end = self._reward(a, terminated, truncated)
         self.episode_return = self.episode_return + reward
         self.episode_length = self.episode_length + 1
         done = terminated | truncated

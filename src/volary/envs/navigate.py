@@ -38,8 +38,8 @@ from torch import Tensor
 
 from volary.envs.base import TorchVectorEnv, replace_options
 from volary.errors import ConfigError
-from volary.math import random as vrandom
 from volary.math.quaternion import quat_from_euler, quat_to_euler, quat_to_rotmat
+from volary.sim import World, terms
 
 N_STATE_OBS = 22  # goal (3) + velocity (3) + rotation (9) + body rates (3) + previous action (4)
 
@@ -105,13 +105,16 @@ class NavigateTaskConfig:
 
 
 class NavigateTask(TorchVectorEnv):
-    """N multirotors crossing one scene to a goal from depth images; see the module docstring."""
+    """N multirotors crossing one scene to a goal from depth images; see the module docstring.
+
+    Terminations (:mod:`volary.sim.terms`, in this order): ``collided`` (an obstacle, the floor
+    or a ground crash), ``out_of_bounds`` (the scene's box), ``diverged`` (a NaN state), and
+    ``reached`` (within ``goal_radius`` of the goal: success, the only one that is not a crash).
+    """
 
     def __init__(self, n_envs: int, config: NavigateTaskConfig | None = None) -> None:
-        from volary.sensors.camera import CameraConfig, DepthCamera
-        from volary.sensors.raycast.registry import make_raycaster
-        from volary.sim import Simulator
-        from volary.worlds import Scene, make_scenario
+        from volary.sensors.camera import CameraConfig
+        from volary.worlds import make_scenario
 
         cfg = config or NavigateTaskConfig()
         self.config = cfg
@@ -119,100 +122,80 @@ class NavigateTask(TorchVectorEnv):
             make_scenario(cfg.scenario, cfg.scene_seed + k, **cfg.scene_options)
             for k in range(min(cfg.scenes, n_envs))
         ]
-        self.scene_specs = [specs[i % len(specs)] for i in range(n_envs)]  # one per env
-        self.sim = Simulator(
-            cfg.platform if isinstance(cfg.platform, str) else list(cfg.platform),
-            n_envs=n_envs, control="velocity", control_hz=cfg.control_hz,
-            physics_hz=cfg.physics_hz, stochastic=cfg.stochastic, on_divergence="terminate",
-            device=cfg.device, seed=cfg.seed, compile=cfg.compile,
-        )  # fmt: skip
-        h, w = cfg.depth_obs
-        super().__init__(n_envs, N_STATE_OBS + h * w, 4, cfg.device)
-        dev = self.device
-        self.world = Scene.stack(self.scene_specs, n_envs, device=dev)
-        cam = CameraConfig(
+        specs = [specs[i % len(specs)] for i in range(n_envs)]  # env i flies scene i % scenes
+        camera = CameraConfig(
             width=cfg.camera[1], height=cfg.camera[0], hfov=cfg.hfov, max_range=cfg.depth_range,
             segmentation=False, normals=False,
         )  # fmt: skip
-        self.camera = DepthCamera(cam, make_raycaster(self.scene_specs, n_envs, device=dev))
-
-        def per_env(attr: str) -> Tensor:
-            rows = [getattr(sp, attr) for sp in self.scene_specs]
-            return torch.tensor(rows, device=dev, dtype=torch.float32)  # (N, 3)
-
-        self._lo, self._hi = per_env("bounds_min"), per_env("bounds_max")
-        self._start, self._goal0 = per_env("start"), per_env("goal")
+        world = World(
+            cfg.platform if isinstance(cfg.platform, str) else list(cfg.platform), specs,
+            n_envs=n_envs, sensors={"depth": camera}, control="velocity",
+            control_hz=cfg.control_hz, physics_hz=cfg.physics_hz, stochastic=cfg.stochastic,
+            on_divergence="terminate", device=cfg.device, seed=cfg.seed, compile=cfg.compile,
+        )  # fmt: skip
+        self.scene_specs = world.specs  # one per env
+        ends = (
+            terms.collided,
+            terms.out_of_bounds,
+            terms.diverged,
+            terms.reached(self._goal, cfg.goal_radius),
+        )
+        h, w = cfg.depth_obs
+        max_steps = max(1, int(round(cfg.episode_s * cfg.control_hz / cfg.action_repeat)))
+        super().__init__(n_envs, N_STATE_OBS + h * w, 4, cfg.device, world=world, terms=ends,
+                         max_steps=max_steps, action_repeat=cfg.action_repeat)  # fmt: skip
+        dev = self.device
+        rows = {k: [getattr(sp, k) for sp in self.scene_specs] for k in ("start", "goal")}
+        self._start0 = torch.tensor(rows["start"], device=dev, dtype=torch.float32)  # (N, 3)
+        self._goal0 = torch.tensor(rows["goal"], device=dev, dtype=torch.float32)  # (N, 3)
         self.goal = self._goal0.clone()
-        self.prev_action = torch.zeros(n_envs, 4, device=dev)
-        self.prev_prev = torch.zeros(n_envs, 4, device=dev)
-        self.max_steps = max(1, int(round(cfg.episode_s * cfg.control_hz / cfg.action_repeat)))
-        self.depth = torch.ones(n_envs, h, w, device=dev)
         self._dist = torch.zeros(n_envs, device=dev)
+        self._reached = self.term_names.index("reached")
         self._seed(cfg.seed)
 
-    # ---- randomness ----------------------------------------------------------------------
-    def _seed(self, seed: int) -> None:
-        ids = torch.arange(self.num_envs, device=self.device)
-        self._keys = vrandom.env_keys(seed, ids)
-        self._episode = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
+    def _goal(self, world: World) -> Tensor:
+        return self.goal
 
     # ---- hooks -------------------------------------------------------------------------------
-    def _reset_envs(self, mask: Tensor) -> None:
+    def _start(self, mask: Tensor) -> dict[str, Tensor]:
         cfg = self.config
-        u = vrandom.uniform(self._keys, self._episode, 4) * 2.0 - 1.0
-        self._episode = self._episode + mask.to(torch.int64)
-        start = self._start + torch.stack(
-            (
-                torch.zeros_like(u[:, 0]),
-                u[:, 0] * cfg.start_jitter,
-                u[:, 1] * 0.5 * cfg.start_jitter,
-            ),
-            dim=-1,
+        u = self._draw(mask, 4)
+        zero = torch.zeros_like(u[:, 0])
+        start = self._start0 + torch.stack(
+            (zero, u[:, 0] * cfg.start_jitter, u[:, 1] * 0.5 * cfg.start_jitter), dim=-1
         )
-        goal = self._goal0 + torch.stack(
-            (torch.zeros_like(u[:, 2]), u[:, 2] * cfg.goal_jitter, torch.zeros_like(u[:, 2])),
-            dim=-1,
-        )
+        goal = self._goal0 + torch.stack((zero, u[:, 2] * cfg.goal_jitter, zero), dim=-1)
         to_goal = goal - start
         yaw = torch.atan2(to_goal[:, 1], to_goal[:, 0]) + u[:, 3] * 0.3
-        zero = torch.zeros_like(yaw)
         self.goal = torch.where(mask[:, None], goal, self.goal)
-        self.sim.reset(mask, pos=start, quat=quat_from_euler(zero, zero, yaw))
         self._dist = torch.where(mask, (self.goal - start).norm(dim=-1), self._dist)
-        keep = ~mask[:, None]
-        self.prev_action = torch.where(keep, self.prev_action, 0.0)
-        self.prev_prev = torch.where(keep, self.prev_prev, 0.0)
-        self._render(mask)
+        return {"pos": start, "quat": quat_from_euler(zero, zero, yaw)}
 
     def _yaw(self) -> Tensor:
-        return quat_to_euler(self.sim.state.quat)[:, 2]
+        return quat_to_euler(self.world.state.quat)[:, 2]
 
-    def _apply(self, action: Tensor) -> None:
+    def _setpoint(self, action: Tensor) -> Tensor:
+        """Velocity (world) and yaw setpoint for ``action``, held for ``action_repeat`` steps."""
         cfg = self.config
-        self.prev_prev, self.prev_action = self.prev_action, action
         yaw = self._yaw()
         c, s = torch.cos(yaw), torch.sin(yaw)
         v = action[:, :3] * cfg.max_speed
         v_world = torch.stack((c * v[:, 0] - s * v[:, 1], s * v[:, 0] + c * v[:, 1], v[:, 2]), -1)
         decision_dt = cfg.action_repeat / cfg.control_hz
         yaw_sp = yaw + action[:, 3] * cfg.max_yaw_rate * decision_dt
-        setpoint = torch.cat((v_world, yaw_sp[:, None]), dim=-1)
-        for _ in range(cfg.action_repeat):
-            self.sim.step(setpoint)
-        self._render(torch.ones(self.num_envs, dtype=torch.bool, device=self.device))
+        return torch.cat((v_world, yaw_sp[:, None]), dim=-1)
 
-    def _render(self, mask: Tensor) -> None:
-        """Min-pooled, range-normalized depth of the masked envs into ``self.depth``."""
+    def _depth(self) -> Tensor:
+        """(N, h, w) min-pooled, range-normalized depth of the World's camera now."""
         cfg = self.config
-        st = self.sim.state
-        frame = self.camera(st.pos, st.quat)
+        frame = self.world.read("depth")
         d = torch.where(frame.valid, frame.depth, cfg.depth_range).clamp(0.0, cfg.depth_range)
         h, w = cfg.depth_obs
         pooled = -F.adaptive_max_pool2d(-d[:, None], (h, w))[:, 0] / cfg.depth_range
-        self.depth = torch.where(mask[:, None, None], pooled.to(torch.float32), self.depth)
+        return pooled.to(torch.float32)
 
     def _observe(self) -> Tensor:
-        s = self.sim.state
+        s = self.world.state
         yaw = self._yaw()
         c, sn = torch.cos(yaw), torch.sin(yaw)
 
@@ -225,25 +208,20 @@ class NavigateTask(TorchVectorEnv):
         g = g * (10.0 / g.norm(dim=-1, keepdim=True).clamp_min(10.0))  # length clipped to 10 m
         rot = quat_to_rotmat(s.quat).reshape(-1, 9)
         obs = torch.cat(
-            (g, to_yaw_frame(s.vel), rot, s.omega, self.prev_action, self.depth.flatten(1)), dim=-1
+            (g, to_yaw_frame(s.vel), rot, s.omega, self.prev_action, self._depth().flatten(1)),
+            dim=-1,
         )
         return torch.nan_to_num(obs.to(torch.float32), nan=0.0, posinf=1e3, neginf=-1e3)
 
-    def _evaluate(self, action: Tensor) -> tuple[Tensor, Tensor, Tensor, dict[str, Tensor]]:
-        from volary.worlds.collision import collision_events
-
-        cfg, s = self.config, self.sim.state
+    def _reward(
+        self, action: Tensor, terminated: Tensor, truncated: Tensor
+    ) -> tuple[Tensor, dict[str, Tensor]]:
+        cfg, s = self.config, self.world.state
         dist = (self.goal - s.pos).norm(dim=-1)
         progress = torch.nan_to_num(self._dist - dist, nan=0.0)
         self._dist = dist
-        finite = torch.isfinite(s.pos).all(-1)
-        pos = torch.where(finite[:, None], s.pos, self._start)
-        hit = collision_events(self.world, pos.float(), self.sim.params.radius.float()).collided
-        outside = ((pos < self._lo) | (pos > self._hi)).any(-1)
-        crashed = hit | outside | ~finite | s.diverged | s.crashed
-        reached = ~crashed & (dist < cfg.goal_radius)
-        terminated = crashed | reached
-        truncated = ~terminated & (self.episode_length + 1 >= self.max_steps)
+        reached = self.cause == self._reached
+        crashed = terminated & ~reached
         reward = (
             cfg.progress_weight * progress
             - 0.01 * s.omega.norm(dim=-1)
@@ -253,4 +231,4 @@ class NavigateTask(TorchVectorEnv):
         reward = reward + torch.where(crashed, cfg.crash_penalty, 0.0)
         reward = torch.nan_to_num(reward, nan=cfg.crash_penalty).to(torch.float32)
         end = {"success": reached, "collision": crashed, "final_distance": torch.nan_to_num(dist)}
-        return reward, terminated, truncated, end
+        return reward, end

@@ -27,8 +27,8 @@ from torch import Tensor
 
 from volary.envs.base import TorchVectorEnv, replace_options
 from volary.errors import ConfigError
-from volary.math import random as vrandom
 from volary.math.quaternion import quat_from_euler, quat_to_rotmat
+from volary.sim import World, terms
 
 OBS_LAYOUT = (("goal_error", 3), ("vel", 3), ("rotmat", 9), ("omega", 3), ("prev_action", -1))
 ACTION_MODES = ("ctbr", "velocity", "acceleration", "rotor_thrusts")
@@ -90,54 +90,48 @@ def _finite_number(v: Any) -> bool:
 
 
 class PositionTask(TorchVectorEnv):
-    """N multirotors, each flying to its goal; see the module docstring for obs/action/reward."""
+    """N multirotors, each flying to its goal; see the module docstring for obs/action/reward.
+
+    Terminations (:mod:`volary.sim.terms`, in this order): ``diverged`` (a NaN state),
+    ``crashed`` (the ground), ``too_far`` from the goal, ``below`` the minimum height,
+    ``tilted`` beyond the maximum tilt.
+    """
 
     def __init__(self, n_envs: int, config: PositionTaskConfig | None = None) -> None:
-        from volary.sim import Simulator
-
         cfg = config or PositionTaskConfig()
         self.config = cfg
-        sim = Simulator(
+        world = World(
             cfg.platform if isinstance(cfg.platform, str) else list(cfg.platform),
-            n_envs=n_envs,
-            control=cfg.control,
-            control_hz=cfg.control_hz,
-            physics_hz=cfg.physics_hz,
-            stochastic=cfg.stochastic,
+            n_envs=n_envs, control=cfg.control, control_hz=cfg.control_hz,
+            physics_hz=cfg.physics_hz, stochastic=cfg.stochastic,
             on_divergence="terminate",  # frozen, flagged; the env ends and resets it
-            device=cfg.device,
-            seed=cfg.seed,
-            compile=cfg.compile,
+            device=cfg.device, seed=cfg.seed, compile=cfg.compile,
+        )  # fmt: skip
+        p = world.params
+        act_dim = p.n_rotors if cfg.control == "rotor_thrusts" else 4
+        ends = (
+            terms.diverged,
+            terms.crashed,
+            terms.too_far(self._goal, cfg.max_distance),
+            terms.below(cfg.min_height),
+            terms.tilted(cfg.max_tilt),
         )
-        self.sim = sim
-        act_dim = sim.params.n_rotors if cfg.control == "rotor_thrusts" else 4
-        super().__init__(n_envs, 18 + act_dim, act_dim, cfg.device)
-        dev = self.device
-        self.max_steps = max(1, int(round(cfg.episode_s * cfg.control_hz)))
-        self.goal = torch.tensor(cfg.goal, device=dev).expand(n_envs, 3).clone()
-        self.prev_action = torch.zeros(n_envs, act_dim, device=dev)
-        self.prev_prev = torch.zeros(n_envs, act_dim, device=dev)
+        max_steps = max(1, int(round(cfg.episode_s * cfg.control_hz)))
+        super().__init__(n_envs, 18 + act_dim, act_dim, cfg.device, world=world, terms=ends,
+                         max_steps=max_steps)  # fmt: skip
+        self.goal = torch.tensor(cfg.goal, device=self.device).expand(n_envs, 3).clone()
         self._seed(cfg.seed)
-        p = sim.params
         self._rotor_max = (p.k_f * p.w_max**2).to(torch.float32)  # (N, R) N
         self._max_thrust = p.max_thrust.to(torch.float32)  # (N,) N
+        self._rates = torch.tensor(cfg.max_rates, device=self.device)
 
-    # ---- randomness ----------------------------------------------------------------------
-    def _seed(self, seed: int) -> None:
-        ids = torch.arange(self.num_envs, device=self.device)
-        self._keys = vrandom.env_keys(seed, ids)  # env i's episodes do not depend on N
-        self._episode = torch.zeros(self.num_envs, dtype=torch.int64, device=self.device)
-
-    def _draw(self, mask: Tensor) -> Tensor:
-        """(N, 14) uniform(-1, 1) draws for the masked envs' next episode."""
-        u = vrandom.uniform(self._keys, self._episode, 14) * 2.0 - 1.0
-        self._episode = self._episode + mask.to(torch.int64)
-        return u
+    def _goal(self, world: World) -> Tensor:
+        return self.goal
 
     # ---- hooks -------------------------------------------------------------------------------
-    def _reset_envs(self, mask: Tensor) -> None:
+    def _start(self, mask: Tensor) -> dict[str, Tensor]:
         cfg, dev = self.config, self.device
-        u = self._draw(mask)
+        u = self._draw(mask, 14)
         base = torch.tensor(cfg.goal, device=dev)
         goal = base + u[:, 0:3] * torch.tensor(cfg.goal_range, device=dev)
         pos = goal + u[:, 3:6] * torch.tensor(cfg.start_range, device=dev)
@@ -146,36 +140,29 @@ class PositionTask(TorchVectorEnv):
         tilt = u[:, 9:11] * cfg.start_tilt
         quat = quat_from_euler(tilt[:, 0], tilt[:, 1], u[:, 11] * math.pi)
         self.goal = torch.where(mask[:, None], goal, self.goal)
-        self.sim.reset(mask, pos=pos, quat=quat, vel=vel)
-        keep = ~mask[:, None]
-        self.prev_action = torch.where(keep, self.prev_action, 0.0)
-        self.prev_prev = torch.where(keep, self.prev_prev, 0.0)
-
-    def _apply(self, action: Tensor) -> None:
-        self.prev_prev = self.prev_action
-        self.prev_action = action
-        self.sim.step(self._setpoint(action))
+        return {"pos": pos, "quat": quat, "vel": vel}
 
     def _setpoint(self, a: Tensor) -> Tensor:
         """The controller setpoint for normalized actions ``a`` (the module docstring's map)."""
         cfg = self.config
         if cfg.control == "ctbr":
             thrust = (a[:, :1] + 1.0) * 0.5 * self._max_thrust[:, None]
-            rates = a[:, 1:] * torch.tensor(cfg.max_rates, device=self.device)
-            return torch.cat((thrust, rates), dim=-1)
+            return torch.cat((thrust, a[:, 1:] * self._rates), dim=-1)
         if cfg.control == "rotor_thrusts":
             return (a + 1.0) * 0.5 * self._rotor_max
         scale = cfg.max_speed if cfg.control == "velocity" else cfg.max_acc
         return torch.cat((a[:, :3] * scale, a[:, 3:] * math.pi), dim=-1)
 
     def _observe(self) -> Tensor:
-        s = self.sim.state
+        s = self.world.state
         rot = quat_to_rotmat(s.quat).reshape(-1, 9)
         obs = torch.cat((self.goal - s.pos, s.vel, rot, s.omega, self.prev_action), dim=-1)
         return torch.nan_to_num(obs.to(torch.float32), nan=0.0, posinf=1e3, neginf=-1e3)
 
-    def _evaluate(self, action: Tensor) -> tuple[Tensor, Tensor, Tensor, dict[str, Tensor]]:
-        cfg, s = self.config, self.sim.state
+    def _reward(
+        self, action: Tensor, terminated: Tensor, truncated: Tensor
+    ) -> tuple[Tensor, dict[str, Tensor]]:
+        cfg, s = self.config, self.world.state
         err = (self.goal - s.pos).norm(dim=-1)
         speed = s.vel.norm(dim=-1)
         close = torch.exp(-err)
@@ -185,17 +172,8 @@ class PositionTask(TorchVectorEnv):
             - 0.02 * s.omega.norm(dim=-1)
             - 0.05 * ((action - self.prev_prev) ** 2).sum(-1)
         )
-        up_z = quat_to_rotmat(s.quat)[:, 2, 2]
-        bad = ~torch.isfinite(s.pos).all(-1) | s.diverged | s.crashed
-        terminated = (
-            bad
-            | (err > cfg.max_distance)
-            | (s.pos[:, 2] < cfg.min_height)
-            | (up_z < math.cos(cfg.max_tilt))
-        )
-        truncated = ~terminated & (self.episode_length + 1 >= self.max_steps)
         reward = torch.where(terminated, reward + cfg.crash_penalty, reward)
         reward = torch.nan_to_num(reward, nan=cfg.crash_penalty).to(torch.float32)
         success = truncated & (err < cfg.success_radius) & (speed < 0.5)
         end = {"success": success, "final_distance": torch.nan_to_num(err, nan=math.inf)}
-        return reward, terminated, truncated, end
+        return reward, end

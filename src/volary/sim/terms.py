@@ -55,6 +55,15 @@ def out_of_volume(world: Any) -> Tensor:
     return ev.out_of_bounds | ev.above_ceiling
 
 
+def out_of_bounds(world: Any) -> Tensor:
+    """The vehicle's centre left its scene's bounds box (no ceiling margin: see
+    :func:`out_of_volume` for the sphere against the ceiling); a NaN position is not out."""
+    if world.scene is None:
+        return torch.zeros(world.b, dtype=torch.bool, device=world.device)
+    pos, scene = world.state.pos, world.scene
+    return ((pos < scene.bounds_min) | (pos > scene.bounds_max)).any(-1)
+
+
 def diverged(world: Any) -> Tensor:
     """The simulation of the vehicle diverged (NaN/inf state, flagged or reset by the
     Simulator) or its position is not finite."""
@@ -184,6 +193,7 @@ __all__ = [
     "crashed",
     "diverged",
     "gates_done",
+    "out_of_bounds",
     "out_of_volume",
     "reached",
     "term_name",

@@ -161,11 +161,13 @@ class World:
 
     def reset(self, mask: Tensor | None = None, **pose: Any) -> Any:
         """Reset the masked vehicles (all when None) to rest at ``pos``/``quat``/``vel`` (see
-        :meth:`Simulator.reset`), restart their gates and begin their episodes."""
+        :meth:`Simulator.reset`), restart their gates and begin their episodes; sensors read
+        again (a reading taken before the reset is not reused within the same step)."""
         state = self.sim.reset(mask, **pose)
         if self.gates is not None:
             self.gates.reset(mask)
         self.begin(mask)
+        self._cache.clear()  # the reset vehicles moved: this step's readings are stale
         return state
 
     def begin(self, mask: Tensor | None = None) -> None:
