@@ -22,8 +22,9 @@ The flight (:func:`run_race`) is one :func:`volary.sim.rollout` of a :class:`vol
 (one env per course, the courses' gates in a GateTracker) with two end conditions, in this
 order: :func:`crashed_out` (the collision rule above) and ``volary.sim.terms.gates_done``
 (the final gate passed). Gates passed and the crash on the same step both count: the env
-finished but collided, and scores 0. Gate times, the path and the finish come from what the
-rollout records after every step (positions, times, gates passed, who is still racing).
+finished but collided, and scores 0. ``World.step`` advances the gates of the envs still racing
+only. Gate times, the path and the finish come from what the rollout records before the first
+and after every step (positions, times, gates passed).
 
 The racers (:class:`Racer`, :class:`MinSnapRacer`, the default :class:`MinTimeRacer`,
 :func:`make_racer`) live in :mod:`volary.planning.racing` and are re-exported here; the
@@ -214,8 +215,7 @@ def crashed_out(world: World) -> Tensor:
 RECORDS = {  # sampled before the first step and after every step (rollout record_initial)
     "pos": lambda w: w.state.pos.clone(),
     "time": lambda w: w.state.time.clone(),
-    "passed": lambda w: w.gates.passed.clone(),
-    "racing": lambda w: w.active.clone(),
+    "passed": lambda w: w.gates.passed.clone(),  # stands still once the env ended (World.step)
 }
 
 
@@ -238,11 +238,11 @@ def _tracker(scene: Scene, specs: Sequence[SceneSpec]) -> GateTracker:
 
 
 def _gate_times(records: dict[str, Tensor]) -> Tensor:
-    """(N, L) s: the time of the step on which each course gate was passed by an env still
-    racing at that step's start (an env's gates stop counting once it crashed or finished);
-    NaN if never. ``records`` start with the state before the first step."""
-    passed, racing = records["passed"], records["racing"]  # (K + 1, N, L), (K + 1, N)
-    new = passed[1:] & ~passed[:-1] & racing[:-1, :, None]  # (K, N, L), at most one step each
+    """(N, L) s: the time of the step on which each course gate was passed (``World.step``
+    counts gates only for the envs still racing, so none after a crash or the finish); NaN if
+    never. ``records`` start with the state before the first step."""
+    passed = records["passed"]  # (K + 1, N, L)
+    new = passed[1:] & ~passed[:-1]  # (K, N, L), at most one step each
     t = records["time"][1:].to(torch.float64)  # (K, N)
     step = new.to(torch.int8).argmax(0)  # (N, L) the step it was passed
     at = t.T.gather(1, step)
