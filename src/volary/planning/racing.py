@@ -42,6 +42,7 @@ from volary.planning.minsnap import min_snap
 from volary.planning.mintime import MinTimeResult, min_time
 from volary.planning.timing import fastest_feasible, optimize_times
 from volary.planning.trajectory import FlatOutputs, PolyTrajectory
+from volary.registry import Registry
 from volary.worlds import SceneSpec, unperturbed
 from volary.worlds.gates import gate_planes
 
@@ -302,10 +303,9 @@ def _vehicle_key(params: VehicleParams, env: int) -> bytes:
     return b"".join(getattr(one, f.name).detach().double().numpy().tobytes() for f in fields(one))
 
 
-RACERS: dict[str, type[MinSnapRacer] | type[MinTimeRacer]] = {
-    "minsnap": MinSnapRacer,
-    "mintime": MinTimeRacer,
-}
+RACERS: Registry[type[MinSnapRacer] | type[MinTimeRacer]] = Registry(
+    "racer", {"minsnap": MinSnapRacer, "mintime": MinTimeRacer}
+)
 DEFAULT_RACER = "mintime"  # leaderboard 92.33 against MinSnapRacer's 89.49 (seed 0, DESIGN.md)
 
 
@@ -313,7 +313,7 @@ def make_racer(name: str) -> MinSnapRacer | MinTimeRacer:
     """The racer registered as ``name`` (:data:`RACERS`) with its default settings."""
     if name not in RACERS:
         raise ConfigError(f"racer: unknown racer {name!r}, expected one of {sorted(RACERS)}")
-    return RACERS[name]()
+    return RACERS.get(name)()
 
 
 def segment_load(
