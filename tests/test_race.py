@@ -22,10 +22,10 @@ from volary.bench.race import (
     course_gates,
     leaderboard,
     make_racer,
-    race_cli,
     race_score,
     run_race,
 )
+from volary.cli.race import race_cli
 from volary.control import Gains
 from volary.errors import ConfigError
 from volary.planning import min_snap, rest_to_rest

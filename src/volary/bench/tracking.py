@@ -5,36 +5,37 @@ x = (L/2) sin(theta), y = (L/4) sin(2 theta), z = h, yaw = 0, theta = w t, flown
 phase rate w chosen so one lap of arc length S takes S / v_avg seconds (v_avg the average speed).
 Position through snap are analytic (d^k/dt^k sin(k' w t) = (k' w)^k sin(k' w t + k pi / 2)).
 
-Feed-forward (:func:`feedforward_setpoint`): the ``mellinger`` setpoint [p, v, a, j, yaw, yaw
-rate] with the acceleration and jerk replaced by those of the *thrust vector* the flatness model
-needs (``volary.planning.flatness.drag_terms``: t = a + g e3 + e_h v / m, Faessler, Franchi &
-Scaramuzza, RA-L 2018, Sec. IV), so the body drag the Mellinger law does not model is fed
-forward; ``drag=False`` gives the plain trajectory derivatives.
+Feed-forward (:func:`volary.planning.flatness.feedforward_setpoint`, re-exported here): the
+``mellinger`` setpoint [p, v, a, j, yaw, yaw rate] with the acceleration and jerk replaced by
+those of the *thrust vector* the flatness model needs (``volary.planning.flatness.drag_terms``:
+t = a + g e3 + e_h v / m, Faessler, Franchi & Scaramuzza, RA-L 2018, Sec. IV), so the body drag
+the Mellinger law does not model is fed forward; ``drag=False`` gives the plain trajectory
+derivatives.
 
 Protocol (:func:`track_figure_eight`): all platforms in one mixed batch, deterministic physics
 (960 Hz RK4, the numba kernel on CPU; 240 Hz control), each env reset onto the reference at
 theta = 0 (the crossing point, where the reference acceleration is zero, so a level vehicle at
 the reference velocity is on the trajectory up to the jerk-driven body rates); the first
 ``settle_laps`` laps are a lead-in, the RMS and peak position errors are taken over the next lap,
-sampled after every control step against the reference at the state's time.
+sampled after every control step against the reference at the state's time. The flight is
+two :func:`volary.sim.rollout` calls on one :class:`volary.sim.World` (lead-in, measured lap),
+ended vehicles (ground crash, divergence) flagged ``crashed`` but flown to the end.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
 
-from volary.dynamics.params import VehicleParams
 from volary.errors import ConfigError
-from volary.math.quaternion import quat_to_rotmat
-from volary.planning import FlatOutputs, flat_to_state
-from volary.planning.flatness import drag_terms
+from volary.planning import FlatOutputs
+from volary.planning.flatness import feedforward_setpoint
 
-GRAVITY = 9.81  # m/s^2
 ARC_SAMPLES = 20001  # trapezoid samples for the lap length
 
 
@@ -84,24 +85,6 @@ def figure_eight(t: Tensor, ref: FigureEight | None = None) -> FlatOutputs:
     return FlatOutputs(d[0], d[1], d[2], d[3], d[4], zero, zero, zero)
 
 
-def feedforward_setpoint(flat: FlatOutputs, params: VehicleParams, *, drag: bool = True) -> Tensor:
-    """``mellinger`` setpoint (N, 14) for flat outputs with fields (N, 3) / (N,).
-
-    With ``drag``, a_ff = f z_B / m - g e3 (f and z_B from ``flat_to_state``, drag included) and
-    j_ff = j + d/dt(e_h v / m) (``drag_terms``): the thrust the drag model needs is fed forward.
-    """
-    sp = flat.setpoint()
-    if not drag:
-        return sp
-    p = params if params.dtype == flat.pos.dtype else params.to(dtype=flat.pos.dtype)
-    st = flat_to_state(flat, p)
-    z_b = quat_to_rotmat(st.quat)[..., :, 2]
-    acc = st.thrust[..., None] * z_b / p.mass[..., None]
-    acc[..., 2] -= GRAVITY
-    _, d_jerk, _, _ = drag_terms(p, flat.yaw.shape, flat)
-    return torch.cat((sp[..., :6], acc, flat.jerk + d_jerk, sp[..., 12:]), dim=-1)
-
-
 @dataclass(frozen=True)
 class TrackingResult:
     """Position errors of each env over the measured lap."""
@@ -124,12 +107,13 @@ def track_figure_eight(
     gains: object = None,
 ) -> TrackingResult:
     """Fly ``ref`` with every platform in one batch (module docstring) and measure the errors."""
-    from volary.sim import Simulator  # layer 4, imported on use
+    from volary.sim import World, rollout  # layer 4, imported on use
+    from volary.sim.terms import crashed, diverged
 
     f = ref if ref is not None else FigureEight()
     if not (math.isfinite(settle_laps) and settle_laps >= 0):
         raise ConfigError(f"settle_laps: expected a lap count >= 0, got {settle_laps}")
-    sim = Simulator(
+    world = World(
         list(platforms),
         control="mellinger",
         stochastic=False,
@@ -137,30 +121,41 @@ def track_figure_eight(
         gains=gains,
         compile="numba" if device == "cpu" else False,
     )
-    n = sim.n_envs
+    n = world.b
     start = figure_eight(torch.zeros(n), f)
-    sim.reset(pos=start.pos, vel=start.vel)
-    hz = sim.config.control_hz
-    p64 = sim.params.to(dtype=torch.float64)
+    world.reset(pos=start.pos, vel=start.vel)
+    hz = world.sim.config.control_hz
+    p64 = world.params.to(dtype=torch.float64)
     k_settle, k_lap = round(settle_laps * f.period * hz), round(f.period * hz)
+
+    def reference(first: int) -> Callable[[Any, int], Tensor]:
+        """Feed-forward setpoints at t = (first + k) / hz for step k of a rollout."""
+
+        def act(world: Any, k: int) -> Tensor:
+            t = torch.full((n,), (first + k) / hz, dtype=torch.float64, device=device)
+            return feedforward_setpoint(figure_eight(t, f), p64, drag=drag_feedforward)
+
+        return act
+
+    def error(world: Any) -> Tensor:
+        want = figure_eight(world.state.time.double(), f).pos
+        return (world.state.pos.double() - want).norm(dim=-1)
+
+    ends = (crashed, diverged)  # recorded as crashed; every vehicle flies the whole time
+    rollout(world, reference(0), ends, steps=k_settle, stop_when_done=False)
+    lap = rollout(world, reference(k_settle), ends, steps=k_lap, begin=False,
+                  stop_when_done=False, record={"error": error})  # fmt: skip
     sq = torch.zeros(n, dtype=torch.float64, device=device)
     peak = torch.zeros_like(sq)
-    crashed = torch.zeros(n, dtype=torch.bool, device=device)
-    for k in range(k_settle + k_lap):
-        t = torch.full((n,), k / hz, dtype=torch.float64, device=device)
-        state = sim.step(feedforward_setpoint(figure_eight(t, f), p64, drag=drag_feedforward))
-        crashed |= state.crashed | sim.last_reset
-        if k >= k_settle:
-            want = figure_eight(state.time.double(), f).pos
-            err = (state.pos.double() - want).norm(dim=-1)
-            sq, peak = sq + err * err, torch.maximum(peak, err)
+    for err in lap.records["error"]:  # step by step, as the errors came (same float sums)
+        sq, peak = sq + err * err, torch.maximum(peak, err)
     return TrackingResult(
         platforms=tuple(platforms),
         rms=(sq / k_lap).sqrt(),
         peak=peak,
         lap_time=f.period,
         settle_time=k_settle / hz,
-        crashed=crashed,
+        crashed=lap.ended,
     )
 
 

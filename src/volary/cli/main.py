@@ -311,7 +311,7 @@ def race(
     per-gate times, scores, leaderboard (mean of the best five), top-down plots."""
     import json as _json
 
-    from volary.bench.race import RACERS, race_cli
+    from volary.cli.race import RACERS, race_cli
 
     _check_device(device)
     if courses < 0:

@@ -21,6 +21,7 @@ from volary.planning.flatness import (
     FlatState,
     Limits,
     feasible,
+    feedforward_setpoint,
     flat_to_state,
     rotor_speed_command,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "TimeAllocation",
     "fastest_feasible",
     "feasible",
+    "feedforward_setpoint",
     "flat_to_state",
     "min_snap",
     "optimize_times",

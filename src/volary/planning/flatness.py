@@ -35,7 +35,7 @@ from volary.dynamics.airframe import Airframe
 from volary.dynamics.models import GRAVITY
 from volary.dynamics.params import VehicleParams
 from volary.errors import ConfigError
-from volary.math.quaternion import quat_from_rotmat
+from volary.math.quaternion import quat_from_rotmat, quat_to_rotmat
 from volary.planning.trajectory import FlatOutputs, PolyTrajectory
 
 SINGULAR_EPS = 1e-6  # |t| in m/s^2 and |z_B x x_C| below which flatness is singular
@@ -307,6 +307,26 @@ def rotor_speed_command(
         w_dot > 0, _per_env(params.tau_up, batch, 1), _per_env(params.tau_down, batch, 1)
     )
     return w + tau * w_dot
+
+
+def feedforward_setpoint(flat: FlatOutputs, params: VehicleParams, *, drag: bool = True) -> Tensor:
+    """``mellinger`` setpoint (N, 14) for flat outputs with fields (N, 3) / (N,).
+
+    With ``drag``, a_ff = f z_B / m - g e3 (f and z_B from :func:`flat_to_state`, drag included)
+    and j_ff = j + d/dt(e_h v / m) (:func:`drag_terms`): the thrust the drag model needs is fed
+    forward (Faessler, Franchi & Scaramuzza, RA-L 2018, Sec. IV); without, the plain trajectory
+    derivatives (:meth:`FlatOutputs.setpoint`).
+    """
+    sp = flat.setpoint()
+    if not drag:
+        return sp
+    p = params if params.dtype == flat.pos.dtype else params.to(dtype=flat.pos.dtype)
+    st = flat_to_state(flat, p)
+    z_b = quat_to_rotmat(st.quat)[..., :, 2]
+    acc = st.thrust[..., None] * z_b / p.mass[..., None]
+    acc[..., 2] -= GRAVITY
+    _, d_jerk, _, _ = drag_terms(p, flat.yaw.shape, flat)
+    return torch.cat((sp[..., :6], acc, flat.jerk + d_jerk, sp[..., 12:]), dim=-1)
 
 
 # ---- feasibility -------------------------------------------------------------------------------

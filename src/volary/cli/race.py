@@ -1,0 +1,119 @@
+"""``volary race``: the AlphaPilot 2019 race flown by a named racer, written as JSON and plots.
+
+The race (rules, score, the flight) is :mod:`volary.bench.race`, the racers
+:mod:`volary.planning.racing`; this module only runs them and writes the files.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from volary.bench.race import (
+    BEST_OF,
+    RACE_PLATFORM,
+    TOP_2019_SCORE,
+    RaceResult,
+    leaderboard,
+    run_race,
+)
+from volary.errors import ConfigError
+from volary.planning.racing import DEFAULT_RACER, RACERS, make_racer
+from volary.worlds import SceneSpec, alphapilot_2019, alphapilot_2019_courses
+
+
+def plot_race(result: RaceResult, spec: SceneSpec, path: str | Path, env: int = 0) -> Path:
+    """Top-down view (x-y) of one env's run: every gate of the arena (course gates numbered in
+    order, passed ones green, missed/unreached red), the flown path coloured by speed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 8))
+    order = list(spec.meta.get("order_index", []))
+    passed = ~torch.isnan(result.gate_times[env])
+    for i, g in enumerate(spec.gates):
+        xy = np.asarray(g.corners)[:, :2]
+        k = order.index(i) if i in order else None
+        color = "0.6" if k is None else ("tab:green" if bool(passed[k]) else "tab:red")
+        ax.plot(xy[:, 0], xy[:, 1], "-", color=color, lw=3)
+        if k is not None:
+            ax.annotate(str(k + 1), xy[:2].mean(0), textcoords="offset points", xytext=(6, 6))
+    p = result.path[:, env].numpy()
+    v = np.linalg.norm(np.diff(p[:, :2], axis=0), axis=-1) / np.diff(result.path_time.numpy())
+    sc = ax.scatter(p[1:, 0], p[1:, 1], c=v, s=3, cmap="viridis")
+    fig.colorbar(sc, ax=ax, label="horizontal speed [m/s]")
+    ax.plot(*spec.start[:2], "k^", ms=9, label="start")
+    ax.set(xlabel="x [m]", ylabel="y [m]", aspect="equal", title=_title(result, env))
+    ax.legend(loc="best")
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return out
+
+
+def _title(result: RaceResult, env: int) -> str:
+    status = (
+        "finished"
+        if bool(result.finished[env])
+        else "collided"
+        if bool(result.collided[env])
+        else "timeout"
+    )
+    t = float(result.time[env])
+    when = "" if math.isnan(t) else f" in {t:.2f} s"
+    return (
+        f"{result.courses[env]}: {int(result.gates_passed[env])} gates, {status}{when}, "
+        f"score {float(result.score[env]):.2f}"
+    )
+
+
+def race_cli(
+    out: str | Path,
+    seed: int = 0,
+    courses: int = 25,
+    device: str = "cpu",
+    racer: str = DEFAULT_RACER,
+) -> Path:
+    """``volary race``: the nominal course and ``courses`` perturbed ones (seed ``seed``) flown by
+    the racer named ``racer`` (:data:`RACERS`) in one batch; writes ``race.json`` (per-course
+    results, leaderboard over the perturbed courses, or over the nominal alone when ``courses`` is
+    0) and top-down PNGs of the nominal run and of the best perturbed run. Returns the JSON
+    path."""
+    if not isinstance(courses, int) or isinstance(courses, bool) or courses < 0:
+        raise ConfigError(f"courses: expected a course count >= 0, got {courses!r}")
+    pilot = make_racer(racer)
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    nominal = alphapilot_2019()
+    specs = [nominal, *(alphapilot_2019_courses(courses, seed) if courses else [])]
+    res = run_race(specs, racer=pilot, seed=seed, device=device)
+    rows = res.to_dict()["courses"]
+    scores = res.score[1:] if courses else res.score
+    doc = {
+        "seed": seed,
+        "platform": RACE_PLATFORM,
+        "racer": type(pilot).__name__,
+        "nominal": rows[0],
+        "leaderboard": leaderboard(scores),
+        "leaderboard_over": f"{courses} perturbed courses" if courses else "the nominal course",
+        "best_of": BEST_OF,
+        "top_2019_score": TOP_2019_SCORE,
+        "courses": rows[1:],
+    }
+    plot_race(res, nominal, out_dir / "race_nominal.png", env=0)
+    if courses:
+        best = 1 + int(scores.argmax())
+        plot_race(res, specs[best], out_dir / "race_best.png", env=best)
+    path = out_dir / "race.json"
+    path.write_text(json.dumps(doc, indent=2))
+    return path
+
+
+__all__ = ["RACERS", "plot_race", "race_cli"]
