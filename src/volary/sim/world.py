@@ -274,6 +274,8 @@ class _Slot:
         self.sensor, self.every, self.vehicles = sensor, every, vehicles
 
     def read(self, world: World) -> Any:
+        if isinstance(self.sensor, _Lazy):
+            self.sensor.ready()  # the caster exists before its mask is set, first reading too
         active = world.active if self.vehicles is None else world.active & self.vehicles
         caster = world._caster
         if isinstance(caster, _VehicleCaster | _ActiveCaster):
@@ -340,9 +342,12 @@ class _Lazy:
     def __init__(self, build: Callable[[], Any]) -> None:
         self.build, self.sensor = build, None
 
-    def __call__(self, pos: Tensor, quat: Tensor) -> Any:
+    def ready(self) -> None:
         if self.sensor is None:
             self.sensor = self.build()
+
+    def __call__(self, pos: Tensor, quat: Tensor) -> Any:
+        self.ready()
         return self.sensor(pos, quat)
 
 
