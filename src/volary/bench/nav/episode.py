@@ -192,6 +192,8 @@ class _Episode:
         s = self.settings
         every = int(round(CONTROL_HZ / RECORD_HZ))
         self.at_goal = GoalDwell(self.goal, s.goal_radius, s.stable_time, STABLE_SPEED, every)
+        self.setpoints = torch.zeros(self.n, self.steps, 14)  # until the next planner tick
+        self.track: Any = None  # the navigation rollout's Episode (the 40 Hz track)
         self.pos0 = self._spawn()
         self._make_planners()
 
@@ -304,6 +306,8 @@ class _Episode:
     def _takeoff(self) -> None:
         """Minimum-jerk climb from the spawn points to the start waypoint, then hold; every env
         still flying gets a collision query at the last step."""
+        from volary.sim import rollout
+
         n_steps = int(round((TAKEOFF_TIME + SETTLE_TIME) * CONTROL_HZ))
         delta, yaw = self.start - self.pos0, self.spec.start_yaw
 
@@ -315,8 +319,6 @@ class _Episode:
             sp[:, 6:9] = a * delta
             sp[:, 12] = yaw
             return torch.as_tensor(sp, dtype=torch.float32)
-
-        from volary.sim import rollout
 
         self.collisions.force_tick = self.world.tick + n_steps
         rollout(
