@@ -280,6 +280,8 @@ class _Slot:
         self.sensor, self.every, self.vehicles = sensor, every, vehicles
 
     def read(self, world: World) -> Any:
+        if isinstance(self.sensor, _Lazy):
+            self.sensor.ready()  # the caster exists before its mask is set, first reading too
         active = world.active if self.vehicles is None else world.active & self.vehicles
         caster = world.caster if isinstance(self.sensor, _Lazy) else world._caster
         if isinstance(caster, _ActiveCaster):
@@ -351,9 +353,12 @@ class _Lazy:
         self.build: Callable[[], Any] = build
         self.sensor: Any = None
 
-    def __call__(self, pos: Tensor, quat: Tensor) -> Any:
+    def ready(self) -> None:
         if self.sensor is None:
             self.sensor = self.build()
+
+    def __call__(self, pos: Tensor, quat: Tensor) -> Any:
+        self.ready()
         return self.sensor(pos, quat)
 
 

@@ -1,4 +1,11 @@
-"""One work unit flown in one Simulator batch: :func:`run_unit` -> one TrialResult per platform.
+"""One work unit flown in one World batch: :func:`run_unit` -> one TrialResult per platform.
+
+Structure: a NavPlanner adapter and its watchdog over :func:`volary.sim.rollout`. One
+:class:`volary.sim.World` per unit (one env per platform, the unit's scene shared by all, the
+depth camera and the LiDAR in its sensor rig); the take-off is one rollout with a scripted
+setpoint, the navigation a second one (``begin=False``: take-off ends carry over) whose ``act``
+calls the planners every ``CONTROL_HZ / planner_rate_hz`` steps and whose terms are the
+benchmark's own (:mod:`volary.bench.nav.terms`); the time-limit causes are decided after it.
 
 Phases (FLYINGTRUST, paper 004 Sec. IV-B): every env spawns hovering below the start waypoint
 (``TAKEOFF_CLIMB`` m, at least ``radius + 0.1`` m above the floor), climbs to it along a
@@ -13,9 +20,9 @@ time constants are >= 10 ms, so 960 Hz resolves them), process noise seeded per 
 
 Planner calls at ``settings.planner_rate_hz`` with the true state as odometry (no estimator
 noise) and the sensors the planner ``needs``: a forward 64 x 48 depth camera (90 deg hFOV,
-10 m) and/or a 16 x 180 LiDAR (30 deg vertical FOV, 20 m), ray-cast with Embree, rendered for
-the envs still flying only. The reference a call returns is tracked until the next call; no
-reference (``None``) holds the position. Planner latency is not simulated.
+10 m) and/or a 16 x 180 LiDAR (30 deg vertical FOV, 20 m), ray-cast with Embree by the World's
+rig, rendered for the envs still flying only. The reference a call returns is tracked until
+the next call; no reference (``None``) holds the position. Planner latency is not simulated.
 
 Ends per env (checked on the env's own schedule, so an env's row does not depend on the other
 envs of its batch):
@@ -47,7 +54,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import lru_cache, partial
 from typing import Any
 
@@ -56,6 +63,7 @@ import torch
 
 from volary.bench.nav.metrics import first_entry_time, track_json, trial_metrics
 from volary.bench.nav.schema import CAUSES, TrialResult, TrialSpec, WorkUnit
+from volary.bench.nav.terms import ClearanceCollisions, GoalDwell
 from volary.bench.threads import one_thread
 from volary.errors import ConfigError
 from volary.planning.navigation import (
@@ -98,29 +106,17 @@ class PlannerTimeout(BaseException):
 
 @dataclass
 class _Env:
-    """Bookkeeping of one env (one trial)."""
+    """The planner side of one env (one trial); the World keeps its episode status."""
 
     spec: TrialSpec
     planner: Any = None
     task: NavTask | None = None
-    active: bool = True
-    cause: str = ""
-    end_time: float = math.nan  # s since the start waypoint
+    end_time: float = math.nan  # s since the start waypoint, for ends the episode decides
     error: str = ""
-    note: str = ""
     had_plan: bool = False
     ref: NavReference | None = None
     hold: np.ndarray | None = None  # position held while there is no reference
     planner_time: float = 0.0  # s of wall clock used by the planner
-    inside_since: float = math.nan
-    next_check: float = -math.inf  # sim time of the next collision query
-
-
-@dataclass
-class _Record:
-    t: list[float] = field(default_factory=list)
-    pos: list[np.ndarray] = field(default_factory=list)
-    vel: list[np.ndarray] = field(default_factory=list)
 
 
 def run_unit(unit: WorkUnit) -> list[TrialResult]:
@@ -161,16 +157,22 @@ def scene_spec(scenario: str, config: int) -> SceneSpec:
 
 # ---------------------------------------------------------------------------------------------
 class _Episode:
+    """A NavPlanner adapter and its watchdog over two rollouts of one World: take-off, then
+    navigation with a planner tick every ``steps`` control steps."""
+
     def __init__(self, unit: WorkUnit, watchdog: _Watchdog) -> None:
-        from volary.sim import Simulator
-        from volary.worlds import CollisionMonitor, Scene
+        from volary.sim import World
 
         self.unit, self.settings, self.watchdog = unit, unit.settings, watchdog
         self.spec = scene_spec(unit.scenario, unit.config)
         self.envs = [_Env(s) for s in unit.trials()]
         self.n = len(self.envs)
-        self.sim = Simulator(
+        self.steps = max(1, int(round(CONTROL_HZ / self.settings.planner_rate_hz)))
+        self.world = World(
             list(unit.platforms),
+            self.spec,
+            sensors=_rig(CONTROL_HZ / self.steps),
+            noise_seeds=[e.spec.trial_seed for e in self.envs],
             control="mellinger",
             compile="numba",
             physics_hz=PHYSICS_HZ,
@@ -178,34 +180,42 @@ class _Episode:
             stochastic=True,
             on_divergence="reset",
         )
-        self._seed_noise()
+        self.sim = self.world.sim
         self.radius = self.sim.params.radius.double().numpy().copy()
-        self.acc_bound = np.array(
-            [GRAVITY * (_indicators(a).twr_max + 1) for a in self.sim.airframes]
-        )
-        self.scene = Scene.stack([self.spec] * self.n)
-        self.monitor = CollisionMonitor(self.scene, self.sim.params.radius)
+        acc_bound = np.array([GRAVITY * (_indicators(a).twr_max + 1) for a in self.sim.airframes])
         self.start = np.asarray(self.spec.start, dtype=np.float64)
         self.goal = np.asarray(self.spec.goal, dtype=np.float64)
-        self.rec = _Record()
         self.t_nav0 = TAKEOFF_TIME + SETTLE_TIME  # sim time of t = 0
-        self.sensors = _Sensors(self.spec, self.n)
+        self.collisions = ClearanceCollisions(
+            self.spec, self.radius, acc_bound, self.t_nav0, COLLISION_MAX_GAP
+        )
+        s = self.settings
+        every = int(round(CONTROL_HZ / RECORD_HZ))
+        self.at_goal = GoalDwell(self.goal, s.goal_radius, s.stable_time, STABLE_SPEED, every)
+        self.setpoints = torch.zeros(self.n, self.steps, 14)  # until the next planner tick
+        self.track: Any = None  # the navigation rollout's Episode (the 40 Hz track)
+        self.pos0 = self._spawn()
         self._make_planners()
 
     # ---- set-up ------------------------------------------------------------------------------
-    def _seed_noise(self) -> None:
-        """Env i's process noise from its trial seed alone (not its index in the batch)."""
-        from volary.math import random as vrandom
-
-        zero = torch.zeros(1, dtype=torch.int64)
-        self.sim.keys = torch.cat([vrandom.env_keys(e.spec.trial_seed, zero) for e in self.envs])
+    def _spawn(self) -> np.ndarray:
+        """Every env at rest below the start waypoint (their episodes begin); the spawn points."""
+        pos0 = np.repeat(self.start[None], self.n, 0)
+        pos0[:, 2] = np.maximum(self.start[2] - TAKEOFF_CLIMB, self.radius + 0.1)
+        yaw = self.spec.start_yaw
+        quat = [math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)]
+        self.world.reset(pos=torch.as_tensor(pos0, dtype=torch.float32), quat=torch.tensor(quat))
+        return pos0
 
     def _make_planners(self) -> None:
         opts = dict(self.unit.algo_options)
         for i, env in enumerate(self.envs):
             env.task = self._task(i)
-            self._guard(env, partial(_start_planner, env, self.unit.algo, opts))
-        self.needs = set().union(*(e.planner.needs for e in self.envs if e.active))
+            self._guard(i, partial(_start_planner, env, self.unit.algo, opts))
+        active = self.world.active.tolist()
+        self.needs = set().union(
+            *(e.planner.needs for e, a in zip(self.envs, active, strict=True) if a)
+        )
 
     def _task(self, i: int) -> NavTask:
         s, spec = self.settings, self.spec
@@ -231,90 +241,110 @@ class _Episode:
             limits=limits,
             time_limit=s.time_limit,
             planner_rate_hz=s.planner_rate_hz,
-            depth=self.sensors.depth_info(s.planner_rate_hz),
-            lidar=self.sensors.lidar_info(s.planner_rate_hz),
+            depth=_depth_info(s.planner_rate_hz),
+            lidar=_lidar_info(s.planner_rate_hz),
             seed=self.envs[i].spec.trial_seed,
             platform=self.envs[i].spec.platform,
         )
 
     # ---- planner guard -----------------------------------------------------------------------
-    def _guard(self, env: _Env, fn: Callable[[], Any]) -> tuple[bool, Any]:
-        """Run ``fn`` within the env's remaining wall-clock budget: (True, its result), or
+    def _guard(self, i: int, fn: Callable[[], Any]) -> tuple[bool, Any]:
+        """Run ``fn`` within env i's remaining wall-clock budget: (True, its result), or
         (False, None) after a fault, which ends the env with cause "error"."""
-        if not env.active:
-            return False, None
+        env = self.envs[i]
         limit = self.settings.trial_wall_limit
         over = f"PlannerTimeout: the planner exceeded the trial wall-clock limit of {limit:g} s"
         t0 = time.perf_counter()
         try:
             out = self.watchdog.call(fn, limit - env.planner_time)
         except PlannerTimeout:
-            self._fail(env, over)
+            self._stop(i, "error", over)
             return False, None
         except Exception:
-            self._fail(env, traceback.format_exc())
+            self._stop(i, "error", traceback.format_exc())
             return False, None
         finally:
             env.planner_time += time.perf_counter() - t0
         if env.planner_time > limit:
-            self._fail(env, over)
+            self._stop(i, "error", over)
             return False, None
         return True, out
 
-    def _fail(self, env: _Env, text: str) -> None:
-        env.active, env.cause, env.error = False, "error", text
-        env.end_time = self._nav_time()
+    def _stop(self, i: int, cause: str, error: str = "") -> None:
+        """End env i now for ``cause`` (the World's status; the time on the simulator clock)."""
+        mask = torch.zeros(self.n, dtype=torch.bool)
+        mask[i] = True
+        self.world.end(mask, cause)
+        env = self.envs[i]
+        env.error, env.end_time = error, self._nav_time()
 
     def _nav_time(self) -> float:
         return max(0.0, float(self.sim.state.time[0]) - self.t_nav0)
 
     # ---- flight ------------------------------------------------------------------------------
     def run(self) -> None:
+        from volary.sim import rollout
+
         self._takeoff()
-        self.hold = self.sim.state.pos.double().numpy().copy()
         for e in self.envs:
             e.hold = self.start.copy()
         rate = self.settings.planner_rate_hz
-        steps = max(1, int(round(CONTROL_HZ / rate)))
         n_ticks = int(math.ceil(self.settings.time_limit * rate))
-        self._record(0)
-        for k in range(n_ticks):
-            if not any(e.active for e in self.envs):
-                break
-            buf = self._plan_tick(k / rate, steps)
-            self._fly(buf, k * steps, steps)
+        self.world.end(self.at_goal.check(self.world, 0), GoalDwell.name)
+        self.track = rollout(
+            self.world,
+            self._act,
+            (self.collisions, self.at_goal),
+            steps=n_ticks * self.steps,
+            record=_TRACK,
+            record_every=self.at_goal.every,
+            record_initial=True,
+            begin=False,
+        )
         self._time_limit()
 
     def _takeoff(self) -> None:
-        spawn = self.start.copy()
-        pos0 = np.repeat(spawn[None], self.n, 0)
-        pos0[:, 2] = np.maximum(spawn[2] - TAKEOFF_CLIMB, self.radius + 0.1)
-        yaw = self.spec.start_yaw
-        quat = [math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)]
-        self.sim.reset(pos=torch.as_tensor(pos0, dtype=torch.float32), quat=torch.tensor(quat))
-        n_steps = int(round((TAKEOFF_TIME + SETTLE_TIME) * CONTROL_HZ))
-        for j in range(n_steps):
-            s = min(j / CONTROL_HZ / TAKEOFF_TIME, 1.0)
-            p, v, a = _min_jerk(s, TAKEOFF_TIME)
-            sp = np.zeros((self.n, 14))
-            sp[:, :3] = pos0 + p * (self.start - pos0)
-            sp[:, 3:6] = v * (self.start - pos0)
-            sp[:, 6:9] = a * (self.start - pos0)
-            sp[:, 12] = yaw
-            self.sim.step(torch.as_tensor(sp, dtype=torch.float32))
-            self._check_collisions(force=j == n_steps - 1)
+        """Minimum-jerk climb from the spawn points to the start waypoint, then hold; every env
+        still flying gets a collision query at the last step."""
+        from volary.sim import rollout
 
-    def _plan_tick(self, t: float, steps: int) -> np.ndarray:
+        n_steps = int(round((TAKEOFF_TIME + SETTLE_TIME) * CONTROL_HZ))
+        delta, yaw = self.start - self.pos0, self.spec.start_yaw
+
+        def climb(world: Any, j: int) -> torch.Tensor:
+            p, v, a = _min_jerk(min(j / CONTROL_HZ / TAKEOFF_TIME, 1.0), TAKEOFF_TIME)
+            sp = np.zeros((self.n, 14))
+            sp[:, :3] = self.pos0 + p * delta
+            sp[:, 3:6] = v * delta
+            sp[:, 6:9] = a * delta
+            sp[:, 12] = yaw
+            return torch.as_tensor(sp, dtype=torch.float32)
+
+        self.collisions.force_tick = self.world.tick + n_steps
+        rollout(
+            self.world, climb, (self.collisions,), steps=n_steps, begin=False,
+            stop_when_done=False,
+        )  # fmt: skip
+
+    def _act(self, world: Any, k: int) -> torch.Tensor:
+        """The setpoint of control step k: a planner tick every ``steps`` steps."""
+        j = k % self.steps
+        if j == 0:
+            buf = self._plan_tick(k // self.steps / self.settings.planner_rate_hz)
+            self.setpoints = torch.as_tensor(buf, dtype=torch.float32)
+        return self.setpoints[:, j]
+
+    def _plan_tick(self, t: float) -> np.ndarray:
         """Call every active env's planner; the (N, steps, 14) setpoints until the next tick."""
         st = self.sim.state
         pos, vel = st.pos.double().numpy(), st.vel.double().numpy()
         quat, omega = st.quat.double().numpy(), st.omega.double().numpy()
-        active = np.array([e.active for e in self.envs])
-        depth, lidar = self.sensors.render(st, active, self.needs)
-        times = t + np.arange(steps) / CONTROL_HZ
-        buf = np.zeros((self.n, steps, 14))
+        active = self.world.active.tolist()
+        depth, lidar = self._render()
+        times = t + np.arange(self.steps) / CONTROL_HZ
+        buf = np.zeros((self.n, self.steps, 14))
         for i, env in enumerate(self.envs):
-            if env.active:
+            if active[i]:
                 obs = NavObservation(
                     t=t,
                     position=pos[i].copy(),
@@ -324,15 +354,30 @@ class _Episode:
                     depth=None if depth is None or "depth" not in env.planner.needs else depth[i],
                     lidar=None if lidar is None or "lidar" not in env.planner.needs else lidar[i],
                 )
-                self._plan_env(env, obs)
-            if not env.active:
-                if env.hold is None or env.ref is not None:
-                    env.hold, env.ref = pos[i].copy(), None
-            buf[i] = _setpoints(env.ref, env.hold, times, self._yaw(env, quat[i]))
+                self._plan_env(i, obs)
+        for i, (env, flying) in enumerate(zip(self.envs, self.world.active.tolist(), strict=True)):
+            if not flying and (env.hold is None or env.ref is not None):
+                env.hold, env.ref = pos[i].copy(), None
+            buf[i] = _setpoints(env.ref, env.hold, times, _yaw(quat[i]))
         return buf
 
-    def _plan_env(self, env: _Env, obs: NavObservation) -> None:
-        ok, out = self._guard(env, lambda: _checked(env.planner.plan(obs)))
+    def _render(self) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """(N, H, W) z-depth and (N, K) LiDAR ranges (+inf: no return) from the World's rig,
+        cast for the envs still flying; None for a sensor no planner needs."""
+        depth = lidar = None
+        if "depth" in self.needs:
+            r = self.world.read("depth")
+            d = r.depth.numpy().astype(np.float32)
+            depth = np.where(r.valid.numpy(), d, np.float32(np.inf))
+        if "lidar" in self.needs:
+            r = self.world.read("lidar")
+            rng = r.range.reshape(self.n, -1).numpy().astype(np.float32)
+            lidar = np.where(r.valid.reshape(self.n, -1).numpy(), rng, np.float32(np.inf))
+        return depth, lidar
+
+    def _plan_env(self, i: int, obs: NavObservation) -> None:
+        env = self.envs[i]
+        ok, out = self._guard(i, lambda: _checked(env.planner.plan(obs)))
         if not ok:
             return
         if isinstance(out, NavReference):
@@ -340,120 +385,52 @@ class _Episode:
         elif env.ref is not None:  # no plan: hold the position where the vehicle is
             env.ref, env.hold = None, obs.position.copy()
 
-    def _yaw(self, env: _Env, quat: np.ndarray) -> float:
-        w, x, y, z = quat
-        return math.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
-
-    def _fly(self, buf: np.ndarray, k0: int, steps: int) -> None:
-        sp = torch.as_tensor(buf, dtype=torch.float32)
-        every = int(round(CONTROL_HZ / RECORD_HZ))
-        for j in range(steps):
-            self.sim.step(sp[:, j])
-            self._check_collisions()
-            if (k0 + j + 1) % every == 0:
-                self._record(k0 + j + 1)
-            if not any(e.active for e in self.envs):
-                return
-
     # ---- ends --------------------------------------------------------------------------------
-    def _check_collisions(self, force: bool = False) -> None:
-        st = self.sim.state
-        t = float(st.time[0])
-        crash = (st.crashed | self.sim.last_reset).numpy()
-        due = [
-            e.active and (force or t >= e.next_check or crash[i]) for i, e in enumerate(self.envs)
-        ]
-        if not any(due):
-            return
-        from volary.worlds.collision import collision_events
-
-        ev = collision_events(self.scene, st.pos, self.monitor.radius)
-        pos = st.pos.double().numpy()
-        speed = np.linalg.norm(st.vel.double().numpy(), axis=1)
-        margin = self._margin(ev.clearance.double().numpy(), pos)
-        hit = (ev.collided | ev.out_of_bounds | ev.above_ceiling).numpy() | (margin < 0) | crash
-        for i, env in enumerate(self.envs):
-            if not due[i]:
-                continue
-            if hit[i]:
-                env.note = _collision_note(ev, i, crash[i], bool(self.sim.last_reset[i]))
-                self._end(env, "collision", self._nav_time())
-                continue
-            gap = margin[i] / (speed[i] + self.acc_bound[i] * COLLISION_MAX_GAP / 2)
-            env.next_check = t + min(COLLISION_MAX_GAP, max(gap, 0.0))
-
-    def _margin(self, clearance: np.ndarray, pos: np.ndarray) -> np.ndarray:
-        """Distance (m) each sphere may move before any event: obstacles, floor, ceiling, bounds."""
-        lo, hi = np.array(self.spec.bounds_min), np.array(self.spec.bounds_max)
-        floor = pos[:, 2] - self.radius - lo[2]
-        ceil = self.spec.flight_ceiling - pos[:, 2] - self.radius
-        box = np.minimum(pos - lo, hi - pos).min(axis=1)
-        return np.minimum.reduce([clearance, floor, ceil, box])
-
-    def _end(self, env: _Env, cause: str, t: float) -> None:
-        env.active, env.cause, env.end_time = False, cause, t
-
-    def _record(self, k: int) -> None:
-        st = self.sim.state
-        t = k / CONTROL_HZ
-        pos, vel = st.pos.double().numpy().copy(), st.vel.double().numpy().copy()
-        self.rec.t.append(t)
-        self.rec.pos.append(pos)
-        self.rec.vel.append(vel)
-        dist = np.linalg.norm(pos - self.goal, axis=1)
-        speed = np.linalg.norm(vel, axis=1)
-        r, stable = self.settings.goal_radius, self.settings.stable_time
-        for i, env in enumerate(self.envs):
-            if not env.active:
-                continue
-            if dist[i] > r:
-                env.inside_since = math.nan
-                continue
-            if math.isnan(env.inside_since):
-                env.inside_since = t
-            if t - env.inside_since >= stable - 1e-9 and speed[i] < STABLE_SPEED:
-                self._end(env, "success", t)
-
     def _time_limit(self) -> None:
-        t = self._nav_time()
-        for env in self.envs:
-            if not env.active:
-                continue
-            if not env.had_plan:
-                self._end(env, "no_plan", t)
-            elif not self._ever_inside(env):
-                self._end(env, "timeout", t)
+        pos = self.track.records["pos"].numpy()  # (K, N, 3)
+        for i in np.flatnonzero(self.world.active.numpy()):
+            ever_inside = np.linalg.norm(pos[:, i] - self.goal, axis=1) <= self.settings.goal_radius
+            if not self.envs[i].had_plan:
+                self._stop(i, "no_plan")
+            elif not ever_inside.any():
+                self._stop(i, "timeout")
             else:
-                self._end(env, "outside_goal", t)
-
-    def _ever_inside(self, env: _Env) -> bool:
-        i = self.envs.index(env)
-        pos = np.stack([p[i] for p in self.rec.pos])
-        return bool((np.linalg.norm(pos - self.goal, axis=1) <= self.settings.goal_radius).any())
+                self._stop(i, "outside_goal")
 
     # ---- results -----------------------------------------------------------------------------
     def results(self, wall: float) -> list[TrialResult]:
-        t_all = np.asarray(self.rec.t)
-        pos_all, vel_all = np.stack(self.rec.pos, 1), np.stack(self.rec.vel, 1)  # (N, K, 3)
+        t_all = np.asarray(self.track.record_steps) / CONTROL_HZ
+        pos_all = np.ascontiguousarray(self.track.records["pos"].numpy().transpose(1, 0, 2))
+        vel_all = np.ascontiguousarray(self.track.records["vel"].numpy().transpose(1, 0, 2))
         planner_total = sum(e.planner_time for e in self.envs)
         shared = max(wall - planner_total, 0.0) / self.n
         every = max(1, int(round(RECORD_HZ / TRACK_HZ)))
+        causes = self.world.causes()
         return [
-            self._row(env, i, t_all, pos_all[i], vel_all[i], shared, every)
-            for i, env in enumerate(self.envs)
+            self._row(i, causes[i], t_all, pos_all[i], vel_all[i], shared, every)
+            for i in range(self.n)
         ]
+
+    def _end_time(self, i: int, cause: str) -> float:
+        if cause == ClearanceCollisions.name:
+            return float(self.collisions.ended_at[i])
+        if cause == GoalDwell.name:
+            return float(self.at_goal.ended_at[i])
+        return self.envs[i].end_time
 
     def _row(
         self,
-        env: _Env,
         i: int,
+        cause: str,
         t_all: np.ndarray,
         pos: np.ndarray,
         vel: np.ndarray,
         shared: float,
         every: int,
     ) -> TrialResult:
-        end = env.end_time if math.isfinite(env.end_time) else 0.0
+        env = self.envs[i]
+        end_time = self._end_time(i, cause)
+        end = end_time if math.isfinite(end_time) else 0.0
         keep = t_all <= end + 1e-9
         t, p, v = t_all[keep], pos[keep], vel[keep]
         s = env.spec
@@ -463,12 +440,12 @@ class _Episode:
             v,
             start=self.start,
             goal=self.goal,
-            collisions=int(env.cause == "collision"),
+            collisions=int(cause == "collision"),
             proximity_radius=self.settings.proximity_radius,
         )
         m["flight_time"] = end
         m["mean_speed"] = m["path_length"] / end if end > 0 else 0.0
-        assert env.cause in CAUSES, env.cause
+        assert cause in CAUSES, cause
         return TrialResult(
             algo=s.algo,
             platform=s.platform,
@@ -476,133 +453,72 @@ class _Episode:
             config=s.config,
             trial=s.trial,
             seed=s.seed,
-            success=env.cause == "success",
-            cause=env.cause,
+            success=cause == "success",
+            cause=cause,
             time_to_goal=first_entry_time(t, p, self.goal, self.settings.goal_radius),
             sim_time=self.t_nav0 + end,
             wall_time=shared + env.planner_time,
-            error=env.error or env.note,
+            error=env.error or self.collisions.notes[i],
             track=track_json(t, p, every),
             **m,
         )
 
 
-# ---------------------------------------------------------------------------------------------
-class _Sensors:
-    """Depth camera / LiDAR for the envs still flying (one Embree scene shared by all envs)."""
-
-    def __init__(self, spec: SceneSpec, n: int) -> None:
-        self.spec, self.n = spec, n
-        self._cam: Any = None
-        self._lidar: Any = None
-        self._caster: Any = None
-
-    def depth_info(self, rate: float) -> DepthCameraInfo:
-        from volary.sensors.rays import FORWARD_CAMERA, pinhole_intrinsics
-
-        w, h = DEPTH_SIZE
-        fx, fy, cx, cy = pinhole_intrinsics(w, h, DEPTH_HFOV, None).tolist()
-        return DepthCameraInfo(
-            width=w, height=h, fx=fx, fy=fy, cx=cx, cy=cy, max_range=DEPTH_RANGE, rate_hz=rate,
-            t_body_cam=np.array(FORWARD_CAMERA.translation, dtype=np.float64),
-            q_body_cam=np.array(FORWARD_CAMERA.rotation, dtype=np.float64),
-        )  # fmt: skip
-
-    def lidar_info(self, rate: float) -> LidarInfo:
-        from volary.sensors.rays import spherical_rays
-
-        cfg = self._lidar_config()
-        dirs = spherical_rays(cfg.elevations(), cfg.azimuths()).reshape(-1, 3)
-        return LidarInfo(
-            directions=dirs.double().numpy(), max_range=LIDAR_RANGE, rate_hz=rate,
-            t_body_lidar=np.zeros(3),
-        )  # fmt: skip
-
-    def _lidar_config(self) -> Any:
-        from volary.sensors.lidar import LidarConfig
-
-        return LidarConfig(
-            channels=LIDAR_CHANNELS,
-            columns=LIDAR_COLUMNS,
-            vfov_min=-LIDAR_VFOV / 2,
-            vfov_max=LIDAR_VFOV / 2,
-            min_range=0.0,
-            max_range=LIDAR_RANGE,
-        )
-
-    def _shared(self) -> Any:
-        if self._caster is None:
-            from volary.sensors.raycast.registry import make_raycaster
-
-            self._caster = _SharedSceneCaster(make_raycaster([self.spec], 1), self.n)
-        return self._caster
-
-    def render(
-        self, state: Any, active: np.ndarray, needs: set[str]
-    ) -> tuple[np.ndarray | None, np.ndarray | None]:
-        """(N, H, W) z-depth and (N, K) LiDAR ranges (+inf: no return) for the active envs."""
-        if not needs or not active.any():
-            return None, None
-        caster = self._shared()
-        caster.active = torch.as_tensor(active)
-        depth = lidar = None
-        if "depth" in needs:
-            depth = self._depth(caster, state)
-        if "lidar" in needs:
-            lidar = self._scan(caster, state)
-        return depth, lidar
-
-    def _depth(self, caster: Any, state: Any) -> np.ndarray:
-        if self._cam is None:
-            from volary.sensors.camera import CameraConfig, DepthCamera
-
-            w, h = DEPTH_SIZE
-            cfg = CameraConfig(
-                width=w, height=h, hfov=DEPTH_HFOV, max_range=DEPTH_RANGE,
-                invalid_value=math.nan, segmentation=False, normals=False,
-            )  # fmt: skip
-            self._cam = DepthCamera(cfg, caster)
-        r = self._cam(state.pos, state.quat)
-        d = r.depth.numpy().astype(np.float32)
-        return np.where(r.valid.numpy(), d, np.float32(np.inf))
-
-    def _scan(self, caster: Any, state: Any) -> np.ndarray:
-        if self._lidar is None:
-            from volary.sensors.lidar import Lidar
-
-            self._lidar = Lidar(replace(self._lidar_config(), invalid_value=math.nan), caster)
-        r = self._lidar(state.pos, state.quat)
-        rng = r.range.reshape(self.n, -1).numpy().astype(np.float32)
-        return np.where(r.valid.reshape(self.n, -1).numpy(), rng, np.float32(np.inf))
+_TRACK = {
+    "pos": lambda w: w.state.pos.double(),
+    "vel": lambda w: w.state.vel.double(),
+}  # (N, 3) float64 samples of the 40 Hz track
 
 
-class _SharedSceneCaster:
-    """A RayCaster for N envs that share one scene: casts the active envs' rays in one call of
-    a one-env caster; inactive envs read as misses."""
+# ---- sensors ------------------------------------------------------------------------------------
+def _rig(rate_hz: float) -> dict[str, Any]:
+    """The World's sensor rig: the forward depth camera and the LiDAR, read at ``rate_hz``."""
+    from volary.sensors.camera import CameraConfig
+    from volary.sim import Sensing
 
-    name = "shared"
+    w, h = DEPTH_SIZE
+    cam = CameraConfig(
+        width=w, height=h, hfov=DEPTH_HFOV, max_range=DEPTH_RANGE, invalid_value=math.nan,
+        segmentation=False, normals=False,
+    )  # fmt: skip
+    lidar = replace(_lidar_config(), invalid_value=math.nan)
+    return {"depth": Sensing(cam, rate_hz=rate_hz), "lidar": Sensing(lidar, rate_hz=rate_hz)}
 
-    def __init__(self, inner: Any, n: int) -> None:
-        self.inner, self.n_envs = inner, n
-        self.device, self.dtype = inner.device, inner.dtype
-        self.active = torch.ones(n, dtype=torch.bool)
 
-    def cast(self, origins: torch.Tensor, directions: torch.Tensor, max_range: float) -> Any:
-        from volary.sensors.raycast.base import RayHits, miss_hits
+def _depth_info(rate: float) -> DepthCameraInfo:
+    from volary.sensors.rays import FORWARD_CAMERA, pinhole_intrinsics
 
-        n, r = origins.shape[:2]
-        idx = torch.nonzero(self.active)[:, 0]
-        out = miss_hits((n, r), self.device, self.dtype)
-        if len(idx) == 0:
-            return out
-        o = origins[idx].reshape(1, -1, 3)
-        d = directions[idx].reshape(1, -1, 3)
-        hits = self.inner.cast(o, d, max_range)
-        dist, oid, nrm = out.distance.clone(), out.object_id.clone(), out.normal.clone()
-        dist[idx] = hits.distance.reshape(len(idx), r)
-        oid[idx] = hits.object_id.reshape(len(idx), r)
-        nrm[idx] = hits.normal.reshape(len(idx), r, 3)
-        return RayHits(dist, oid, nrm)
+    w, h = DEPTH_SIZE
+    fx, fy, cx, cy = pinhole_intrinsics(w, h, DEPTH_HFOV, None).tolist()
+    return DepthCameraInfo(
+        width=w, height=h, fx=fx, fy=fy, cx=cx, cy=cy, max_range=DEPTH_RANGE, rate_hz=rate,
+        t_body_cam=np.array(FORWARD_CAMERA.translation, dtype=np.float64),
+        q_body_cam=np.array(FORWARD_CAMERA.rotation, dtype=np.float64),
+    )  # fmt: skip
+
+
+def _lidar_info(rate: float) -> LidarInfo:
+    from volary.sensors.rays import spherical_rays
+
+    cfg = _lidar_config()
+    dirs = spherical_rays(cfg.elevations(), cfg.azimuths()).reshape(-1, 3)
+    return LidarInfo(
+        directions=dirs.double().numpy(), max_range=LIDAR_RANGE, rate_hz=rate,
+        t_body_lidar=np.zeros(3),
+    )  # fmt: skip
+
+
+def _lidar_config() -> Any:
+    from volary.sensors.lidar import LidarConfig
+
+    return LidarConfig(
+        channels=LIDAR_CHANNELS,
+        columns=LIDAR_COLUMNS,
+        vfov_min=-LIDAR_VFOV / 2,
+        vfov_max=LIDAR_VFOV / 2,
+        min_range=0.0,
+        max_range=LIDAR_RANGE,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -617,6 +533,11 @@ def _start_planner(env: _Env, algo: str, options: dict[str, Any]) -> None:
 
     env.planner = get_planner(algo, **options)
     env.planner.reset(env.task)
+
+
+def _yaw(quat: np.ndarray) -> float:
+    w, x, y, z = quat
+    return math.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
 
 
 def _min_jerk(s: float, duration: float) -> tuple[float, float, float]:
@@ -664,20 +585,6 @@ def _checked(ref: Any) -> NavReference | None:
     if k > 1 and not (np.diff(times) > 0).all():
         raise ValueError("NavReference.times: expected strictly increasing times")
     return ref
-
-
-def _collision_note(ev: Any, i: int, crash: bool, diverged: bool) -> str:
-    if diverged:
-        return "collision: the simulation diverged (state reset)"
-    if crash:
-        return "collision: ground crash"
-    if bool(ev.collided[i]):
-        return f"collision: obstacle {int(ev.object_id[i])}"
-    if bool(ev.above_ceiling[i]):
-        return "collision: ceiling"
-    if bool(ev.out_of_bounds[i]):
-        return "collision: left the flight volume"
-    return "collision: floor or volume boundary"
 
 
 class _Watchdog:
