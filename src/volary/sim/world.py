@@ -283,7 +283,7 @@ class _Slot:
         if isinstance(self.sensor, _Lazy):
             self.sensor.ready()  # the caster exists before its mask is set, first reading too
         active = world.active if self.vehicles is None else world.active & self.vehicles
-        caster = world.caster if isinstance(self.sensor, _Lazy) else world._caster
+        caster = world._caster
         if isinstance(caster, _ActiveCaster):
             caster.active = active
         st = world.sim.state
