@@ -133,7 +133,7 @@ class NavigateTask(TorchVectorEnv):
             control_hz=cfg.control_hz, physics_hz=cfg.physics_hz, stochastic=cfg.stochastic,
             on_divergence="terminate", device=cfg.device, seed=cfg.seed, compile=cfg.compile,
         )  # fmt: skip
-        self.scene_specs = world.specs  # one per env
+        self.scene_specs: list[Any] = world.specs or []  # one per env
         ends = (
             terms.collided,
             terms.out_of_bounds,

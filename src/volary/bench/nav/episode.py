@@ -388,7 +388,7 @@ class _Episode:
     # ---- ends --------------------------------------------------------------------------------
     def _time_limit(self) -> None:
         pos = self.track.records["pos"].numpy()  # (K, N, 3)
-        for i in np.flatnonzero(self.world.active.numpy()):
+        for i in np.flatnonzero(self.world.active.numpy()).tolist():
             ever_inside = np.linalg.norm(pos[:, i] - self.goal, axis=1) <= self.settings.goal_radius
             if not self.envs[i].had_plan:
                 self._stop(i, "no_plan")
@@ -414,7 +414,7 @@ class _Episode:
     def _end_time(self, i: int, cause: str) -> float:
         if cause == ClearanceCollisions.name:
             return float(self.collisions.ended_at[i])
-        if cause == GoalDwell.name:
+        if cause == GoalDwell.name and self.at_goal.ended_at is not None:
             return float(self.at_goal.ended_at[i])
         return self.envs[i].end_time
 

@@ -61,7 +61,7 @@ class ClearanceCollisions:
         margin = self._margin(ev.clearance.double().numpy(), pos)
         hit = (ev.collided | ev.out_of_bounds | ev.above_ceiling).numpy() | (margin < 0) | crash
         hit &= due
-        for i in np.flatnonzero(due):
+        for i in np.flatnonzero(due).tolist():
             if hit[i]:
                 self.notes[i] = _note(ev, i, crash[i], bool(world.sim.last_reset[i]))
                 self.ended_at[i] = max(0.0, t - self.t0)
