@@ -80,6 +80,11 @@ class TorchVectorEnv(gym.vector.VectorEnv):
             self.single_observation_space, num_envs
         )
         self.action_space = gym.vector.utils.batch_space(self.single_action_space, num_envs)
+        if world.b != num_envs:
+            raise ConfigError(f"world: expected one vehicle per env ({num_envs}), got {world.b}")
+        for name, v in (("max_steps", max_steps), ("action_repeat", action_repeat)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ConfigError(f"{name}: expected an int >= 1, got {v!r}")
         self.world = world
         self.terms = tuple(terms)
         self.term_names = tuple(term_name(t) for t in self.terms)
@@ -87,14 +92,19 @@ class TorchVectorEnv(gym.vector.VectorEnv):
         self.max_steps = max_steps
         self.action_repeat = action_repeat
         dev = self.device
-        self.cause = torch.full((num_envs,), -1, dtype=torch.int64, device=dev)
-        """(N,) int64 index into :attr:`term_names` of the term that ended the env's episode at
-        the last step (the first that fired); -1: it did not terminate."""
+        self._fired = torch.zeros(len(self.terms), num_envs, dtype=torch.bool, device=dev)
         self.prev_action = torch.zeros(num_envs, act_dim, device=dev)
         self.prev_prev = torch.zeros(num_envs, act_dim, device=dev)  # the one before it
         self.episode_return = torch.zeros(num_envs, device=dev)
         self.episode_length = torch.zeros(num_envs, dtype=torch.int64, device=dev)
         self._started = False
+
+    @property
+    def cause(self) -> Tensor:
+        """(N,) int64 index into :attr:`term_names` of the term that ended the env's episode at
+        the last step (the first that fired); -1: it did not terminate."""
+        first = self._fired.to(torch.uint8).argmax(0)
+        return torch.where(self._fired.any(0), first, -1)
 
     @property
     def sim(self) -> Any:
@@ -154,12 +164,10 @@ class TorchVectorEnv(gym.vector.VectorEnv):
                     stop_when_done=False)  # fmt: skip
 
     def _terminations(self) -> Tensor:
-        """(N,) bool: some term fired; sets :attr:`cause` (tensor ops only, no host sync)."""
-        fired = torch.stack([term(self.world) for term in self.terms])  # (T, N)
-        terminated = fired.any(0)
-        first = fired.to(torch.uint8).argmax(0)  # the first term that fired
-        self.cause = torch.where(terminated, first, -1)
-        return terminated
+        """(N,) bool: some term fired (tensor ops only, no host sync; :attr:`cause` says which)."""
+        if self.terms:
+            self._fired = torch.stack([term(self.world) for term in self.terms])  # (T, N)
+        return self._fired.any(0)
 
     # ---- Gymnasium API ---------------------------------------------------------------------
     def reset(

@@ -394,6 +394,17 @@ class _ActiveCaster:
         from volary.sensors.raycast.base import RayHits, miss_hits
 
         n, r = origins.shape[:2]
+        if bool(self.active.all()):  # every vehicle flies: the same rays, no gather or scatter
+            if not self.shared:
+                return self.inner.cast(origins, directions, max_range)
+            hits = self.inner.cast(
+                origins.reshape(1, n * r, 3), directions.reshape(1, n * r, 3), max_range
+            )
+            return RayHits(
+                hits.distance.reshape(n, r),
+                hits.object_id.reshape(n, r),
+                hits.normal.reshape(n, r, 3),
+            )
         if not self.shared:
             hits = self.inner.cast(origins, directions, max_range)
             miss = miss_hits((n, r), self.device, self.dtype)
