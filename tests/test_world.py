@@ -228,3 +228,12 @@ def test_world_checks_its_arguments():
     w = _world(2)
     with pytest.raises(ConfigError, match="mask"):
         w.reset(torch.tensor([True]))
+
+
+def test_the_imu_reads_every_step_when_the_vehicles_carry_one():
+    w = _world(2, imu="bmi085")
+    w.reset()
+    assert "imu" not in w.readings()  # nothing measured before the first step
+    w.step(_hold(w, [0.0, 0.0, 1.0]))
+    imu = w.readings()["imu"]
+    assert imu.accel.shape == (2, 3) and imu.gyro.shape == (2, 3)

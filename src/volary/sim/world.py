@@ -225,8 +225,12 @@ class World:
         return value
 
     def readings(self) -> dict[str, Any]:
-        """The readings of every sensor due at the current control step."""
-        return {name: self.read(name) for name in self.rig if self.due(name)}
+        """The readings of every sensor due at the current control step, and ``"imu"`` (every
+        step) when the Simulator carries an IMU (``World(..., imu="bmi085")``)."""
+        out = {name: self.read(name) for name in self.rig if self.due(name)}
+        if self.sim.imu_reading is not None:
+            out["imu"] = self.sim.imu_reading
+        return out
 
     # ---- queries ------------------------------------------------------------------------------
     def collision_events(self) -> Any:
