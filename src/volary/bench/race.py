@@ -199,7 +199,7 @@ def _run_race(
         act,
         (crashed_out, gates_done),  # a crash on the final gate's step still counts
         steps=int(math.ceil(end * world.sim.config.control_hz)),
-        record=RECORDS,
+        record=_RECORDS,
         record_initial=True,
     )
     return _result(specs, world.gates, ep, plan)
@@ -212,7 +212,7 @@ def crashed_out(world: World) -> Tensor:
     return world.collision_events().any | world.state.crashed | world.sim.last_reset
 
 
-RECORDS = {  # sampled before the first step and after every step (rollout record_initial)
+_RECORDS = {  # sampled before the first step and after every step (rollout record_initial)
     "pos": lambda w: w.state.pos.clone(),
     "time": lambda w: w.state.time.clone(),
     "passed": lambda w: w.gates.passed.clone(),  # stands still once the env ended (World.step)
