@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import torch
@@ -87,24 +87,29 @@ class Trajectory:
 
 
 class Recorder:
-    """Collects snapshots on the host (cheap views of the batch) until ``stack``."""
+    """Collects snapshots on the host (cheap views of the batch) until ``stack``; whole recorded
+    runs (the fused loop's) join as blocks."""
 
     def __init__(self) -> None:
-        self.rows: list[dict[str, Tensor]] = []
+        self.rows: list[dict[str, Tensor]] = []  # each value (t, ...) with t >= 1
 
     def add(self, time: float, state, setpoint: Tensor, command: Tensor) -> None:
-        row = {f: getattr(state, f).detach().clone() for f in _FIELDS}
+        row = {f: getattr(state, f).detach()[None].clone() for f in _FIELDS}
         row.update(
-            time=torch.tensor(time),
-            setpoint=setpoint.detach().clone(),
-            command=command.detach().clone(),
-            diverged=state.diverged.clone(),
-            crashed=state.crashed.clone(),
+            time=torch.tensor([time]),
+            setpoint=setpoint.detach()[None].clone(),
+            command=command.detach()[None].clone(),
+            diverged=state.diverged[None].clone(),
+            crashed=state.crashed[None].clone(),
         )
         self.rows.append(row)
+
+    def extend(self, traj: Trajectory) -> None:
+        """Append a recorded run (T steps) as one block."""
+        self.rows.append({f.name: getattr(traj, f.name) for f in fields(Trajectory)})
 
     def stack(self) -> Trajectory:
         if not self.rows:
             raise ValueError("nothing recorded: run the simulator with record=True first")
         keys = self.rows[0].keys()
-        return Trajectory(**{k: torch.stack([r[k] for r in self.rows]).cpu() for k in keys})
+        return Trajectory(**{k: torch.cat([r[k] for r in self.rows]).cpu() for k in keys})

@@ -53,7 +53,8 @@ class SimConfig:
     on_divergence: str = "reset"
     rate_tau: float = 0.0  # s, body-rate lag of the thrust-rate model
     seed: int = 0
-    compile: bool | str = False  # False/'eager', True/'inductor', 'numba' (make_stepper)
+    compile: bool | str = "auto"  # 'auto' (by device and model), False/'eager', True/'inductor',
+    # 'numba' (see Simulator.backend)
     imu: str | ImuConfig | None = None
     record: bool = False
 
@@ -142,21 +143,35 @@ class Simulator:
             self.controller = make_controller(cfg.control, self.params, model=cfg.model, gains=g)
         self.disturbance = Disturbance.create(n, device=cfg.device, dtype=cfg.dtype)
         self.keys = vrandom.env_keys(cfg.seed, torch.arange(n, device=cfg.device))
-        self._stepper = make_stepper(self.dynamics, cfg.substeps, compile=cfg.compile)
+        self.backend = resolve_backend(cfg.compile, self.params.device, self.dynamics.model)
+        self._stepper = make_stepper(self.dynamics, cfg.substeps, compile=self.backend)
         self.imu = (
             None
             if cfg.imu is None
             else Imu(n, cfg.imu, seed=cfg.seed, device=cfg.device, dtype=cfg.dtype)
         )
+        self._fused: Any = None
         self.imu_reading: ImuReading | None = None
         self.recorder = Recorder() if cfg.record else None
         self._run_recorder: Recorder | None = None
-        self.last_reset = torch.zeros(n, dtype=torch.bool, device=cfg.device)
+        self._last_reset: Tensor | None = None
+        self._no_reset = torch.zeros(n, dtype=torch.bool, device=cfg.device)
         self._home = torch.zeros(n, 3, device=cfg.device, dtype=cfg.dtype)
         self._home[:, 2] = 1.0
         self.state = self._initial_state(n)
+        if self.backend == "numba":
+            from volary.sim import fused
+
+            if fused.supports(self):
+                self._fused = fused.FusedLoop(self)
 
     # ---- properties -----------------------------------------------------------------------
+    @property
+    def last_reset(self) -> Tensor:
+        """(N,) bool: the envs the last step found diverged (and reset, with
+        ``on_divergence="reset"``)."""
+        return self._no_reset if self._last_reset is None else self._last_reset
+
     @property
     def n_envs(self) -> int:
         return self.params.n_envs
@@ -238,6 +253,8 @@ class Simulator:
     # ---- stepping -------------------------------------------------------------------------
     def step(self, setpoint: Any) -> MultirotorState:
         """One control period: controller, then ``substeps`` physics steps, then sensors."""
+        if self._fused is not None:
+            return self._fused_step(setpoint)
         sp = self._setpoint(setpoint)
         prev_vel = self.state.vel
         command = self.controller(self.state, sp, self.dt)
@@ -245,30 +262,94 @@ class Simulator:
         if self.imu is not None:
             accel = (self.state.vel - prev_vel) / self.dt
             self.imu_reading = self.imu(self.state.quat, self.state.omega, accel, self.dt)
+        self._after_step(sp, command)
+        return self.state
+
+    def _fused_step(self, setpoint: Any) -> MultirotorState:
+        """step() on the fused loop: the setpoint goes to the kernel without torch calls."""
+        host = self._fused.host_setpoint(setpoint)
+        if host is None:  # anything unusual: torch's conversion and its checks
+            host = _host(self._setpoint(setpoint))[None]
+        command = self._fused.step(host)
+        if self.recorder is not None or self._run_recorder is not None:
+            sp = torch.from_numpy(host[0]).expand(self.n_envs, -1)
+            self._after_step(sp, torch.from_numpy(command))
+        else:
+            self._handle_divergence()
+        return self.state
+
+    def _after_step(self, sp: Tensor, command: Tensor) -> None:
         for rec in (self.recorder, self._run_recorder):
             if rec is not None:
                 rec.add(float(self.state.time[0]), self.state, sp, command)
         self._handle_divergence()
-        return self.state
 
     def _handle_divergence(self) -> None:
-        self.last_reset = self.state.diverged.clone()
-        if self.dynamics.on_divergence == OnDivergence.RESET and bool(self.last_reset.any()):
+        if self._fused is None:
+            self._last_reset = self.state.diverged.clone()
+            any_diverged = bool(self._last_reset.any())
+        else:  # the kernel said whether a flag is set; read it only then
+            any_diverged = self._fused.diverged
+            self._last_reset = self.state.diverged.clone() if any_diverged else None
+        if self.dynamics.on_divergence == OnDivergence.RESET and any_diverged:
             self.state = self.state.replace(diverged=torch.zeros_like(self.state.diverged))
             self.reset(self.last_reset)
 
     def run(self, setpoint: Any, duration: float) -> Trajectory:
-        """Hold ``setpoint`` for ``duration`` s (or call it as ``setpoint(t) -> tensor``) and
-        return the recorded trajectory of this run."""
+        """Fly ``duration`` s and return the recorded trajectory of this run.
+
+        ``setpoint``: one setpoint held throughout ((S,) or (N, S)); a schedule, one setpoint per
+        control step, (T, N, S) or (T, 1, S) with T = ``duration * control_hz``; or a function
+        ``setpoint(t) -> tensor`` called at each control step. With the fused backend a held
+        setpoint or a schedule runs the whole horizon in one kernel call."""
         if not (math.isfinite(duration) and duration > 0):
             raise ConfigError(f"duration: expected a time > 0 s, got {duration}")
+        steps = max(1, int(round(duration * self.config.control_hz)))
+        sched = None if callable(setpoint) else self._schedule(setpoint, steps)
+        if self._fused is not None and sched is not None:
+            traj = self._run_fused(sched, steps)
+            if self.recorder is not None:
+                self.recorder.extend(traj)
+            return traj
         self._run_recorder = Recorder()
         try:
-            for k in range(max(1, int(round(duration * self.config.control_hz)))):
-                self.step(setpoint(k * self.dt) if callable(setpoint) else setpoint)
+            for k in range(steps):
+                if sched is not None:
+                    self.step(sched[k] if sched.shape[0] > 1 else sched[0])
+                else:
+                    self.step(setpoint(k * self.dt))
             return self._run_recorder.stack()
         finally:
             self._run_recorder = None
+
+    def _schedule(self, setpoint: Any, steps: int) -> Tensor:
+        """A held setpoint as a (1, N, S) schedule, or a checked (T, N, S) schedule."""
+        sp = torch.as_tensor(setpoint, device=self.config.device, dtype=self.config.dtype)
+        if sp.dim() < 3:
+            return self._setpoint(sp)[None]
+        want = (steps, self.n_envs, self.controller.setpoint_size)
+        if sp.dim() != 3 or sp.shape[0] != steps or sp.shape[1] not in (1, self.n_envs):
+            raise ConfigError(
+                f"setpoint: a schedule must have shape {want} or ({steps}, 1, {want[2]}) "
+                f"(one setpoint per control step of the run), got {tuple(sp.shape)}"
+            )
+        if sp.shape[2] != want[2]:
+            raise ConfigError(
+                f"setpoint: expected {want[2]} values per setpoint for control mode "
+                f"{self.controller.mode!r}, got {sp.shape[2]}"
+            )
+        return sp.expand(steps, self.n_envs, want[2])
+
+    def _run_fused(self, sched: Tensor, steps: int) -> Trajectory:
+        """The horizon in kernel calls: one, or one more after each divergence reset."""
+        sp = _host(sched)
+        parts, k = [], 0
+        while k < steps:
+            res = self._fused(sp if sp.shape[0] == 1 else sp[k:], steps - k, record=True)
+            parts.append((res, sp[:1] if sp.shape[0] == 1 else sp[k : k + res.steps]))
+            k += res.steps
+            self._handle_divergence()
+        return _trajectory(parts, self.n_envs, self.params.n_rotors)
 
     def trajectory(self) -> Trajectory:
         """Everything recorded since construction (``record=True``)."""
@@ -278,6 +359,9 @@ class Simulator:
 
     def _setpoint(self, setpoint: Any) -> Tensor:
         want = self.controller.setpoint_size
+        if isinstance(setpoint, Tensor) and setpoint.shape == (self.n_envs, want):
+            if setpoint.dtype == self.config.dtype and setpoint.device == self.params.device:
+                return setpoint  # already what the controller takes
         sp = torch.as_tensor(setpoint, device=self.config.device, dtype=self.config.dtype)
         if sp.dim() == 1:
             sp = sp.expand(self.n_envs, -1)
@@ -287,6 +371,53 @@ class Simulator:
                 f"{self.controller.mode!r}, got {tuple(sp.shape)}"
             )
         return sp
+
+
+def resolve_backend(compile: bool | str, device: torch.device, model: Any) -> str:
+    """The physics backend of ``SimConfig.compile``: ``"auto"`` picks the fused numba closed
+    loop on the CPU for the rigid-body model (the thrust-rate model has no numba kernel: eager),
+    and eager on other devices; anything else is passed to ``make_stepper`` as it is."""
+    if compile != "auto":
+        return {True: "inductor", False: "eager"}.get(compile, compile)  # type: ignore[arg-type]
+    if torch.device(device).type != "cpu" or Model(model) != Model.RIGID_BODY:
+        return "eager"
+    try:
+        import numba  # noqa: F401
+    except ImportError:  # pragma: no cover - numba is a core dependency
+        return "eager"
+    return "numba"
+
+
+def _host(t: Tensor) -> Any:
+    """A C-contiguous numpy array of a CPU tensor (setpoints are often expanded views)."""
+    import numpy as np
+
+    return np.ascontiguousarray(t.detach().numpy())
+
+
+def _trajectory(parts: list, n: int, r: int) -> Trajectory:
+    """A Trajectory from the fused loop's recorded chunks [(LoopResult, setpoints)]."""
+    import numpy as np
+
+    xs = np.concatenate([res.rec_x[: res.steps] for res, _ in parts])
+    fl = np.concatenate([res.rec_flags[: res.steps] for res, _ in parts])
+    cmd = np.concatenate([res.commands[: res.steps] for res, _ in parts])
+    sps = [np.broadcast_to(s, (res.steps, n, s.shape[-1])) for res, s in parts]
+    x = torch.from_numpy(xs).transpose(1, 2)  # (T, N, K)
+    pos, vel, quat, om, w, _, time = torch.split_with_sizes(x, (3, 3, 4, 3, r, 3, 1), 2)
+    flags = torch.from_numpy(fl)
+    return Trajectory(
+        time=time[:, 0, 0].to(torch.get_default_dtype()),
+        pos=pos.contiguous(),
+        vel=vel.contiguous(),
+        quat=quat.contiguous(),
+        omega=om.contiguous(),
+        rotor_speed=w.contiguous(),
+        setpoint=torch.from_numpy(np.concatenate(sps)),
+        command=torch.from_numpy(cmd),
+        diverged=flags[:, 2].contiguous(),
+        crashed=flags[:, 1].contiguous(),
+    )
 
 
 def _replace(cfg: SimConfig, overrides: dict[str, Any]) -> SimConfig:

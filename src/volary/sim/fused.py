@@ -1,0 +1,329 @@
+"""The fused closed loop: a Simulator's controller, physics and IMU in one numba call.
+
+``FusedLoop(sim)`` serves ``Simulator.step`` and ``Simulator.run`` when the backend is
+``"numba"`` (the CPU default), the controller is a built-in :class:`MultirotorController` and the
+model is the rigid body. A control step is one kernel call; ``run`` with a held setpoint or a
+setpoint schedule is one call for the whole horizon (:mod:`volary.sim.fused_kernels`). The
+torch code stays the reference: ``tests/test_fused.py`` checks every control mode against the
+eager Simulator in float32 and float64.
+
+What stays in torch, on the Simulator: resets (including the divergence reset, which the kernel
+hands back by stopping after the step that diverged), disturbances, recording. The controller's
+rate-loop state and the IMU's state live in the torch objects between calls; the loop reads them
+back only when they were replaced (a reset), so a step costs one pack-free kernel call plus a
+handful of tensor views.
+
+Threads: above ``PARALLEL_MIN`` envs the kernel splits envs over numba's threads, as many as
+``torch.get_num_threads()`` (one knob for both); results do not depend on the thread count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from volary.control.rate import RateLoopState
+from volary.dynamics.compiled import _DIST_FIELDS, _PARAM_FIELDS, _STATE_FLOATS, _Cached, _pack
+from volary.dynamics.numba_step import physics_constants
+from volary.dynamics.state import MultirotorState
+from volary.dynamics.step import OnDivergence
+from volary.sensors.imu import ImuReading
+
+if TYPE_CHECKING:
+    from volary.control.controller import MultirotorController
+    from volary.sim.simulator import Simulator
+
+_VERSION = attrgetter("_version")  # torch's in-place write counter
+PARALLEL_MIN = 256  # envs; below, one thread (a parallel region costs ~10-20 us to start)
+
+
+@dataclass
+class LoopResult:
+    """What a fused call produced: the commands (T, N, R) and, when recording, the states."""
+
+    steps: int  # control steps done (fewer than asked when an env diverged and will be reset)
+    commands: np.ndarray  # (T, N, R)
+    rec_x: np.ndarray  # (T, K, N) or empty
+    rec_flags: np.ndarray  # (T, 3, N) or empty
+
+
+def supports(sim: Simulator) -> bool:
+    """Whether ``sim``'s loop can run fused: built-in controller, rigid body, CPU."""
+    from volary.control.controller import MultirotorController
+    from volary.dynamics.step import Model
+
+    return (
+        type(sim.controller) is MultirotorController
+        and sim.dynamics.model == Model.RIGID_BODY
+        and sim.params.device.type == "cpu"
+    )
+
+
+class FusedLoop:
+    """The numba closed loop of one Simulator (see the module docstring)."""
+
+    def __init__(self, sim: Simulator) -> None:
+        from volary.control.numba_laws import MODE_CODES
+        from volary.sim import fused_kernels
+
+        self.sim = sim
+        self.ctrl: MultirotorController = sim.controller  # type: ignore[assignment]
+        self.kernels = fused_kernels
+        self.mode = MODE_CODES[sim.controller.mode]
+        self.ctbr = sim.controller.mode == "ctbr"
+        self.phys, self.iphys = physics_constants(sim.dynamics, sim.config.substeps)
+        self.cdt = float(sim.dt)
+        self.stop = sim.dynamics.on_divergence == OnDivergence.RESET
+        self.r = sim.params.n_rotors
+        self.params, self.dist = _Cached(_PARAM_FIELDS), _Cached(_DIST_FIELDS)
+        self._ctrl: tuple[Any, Any, np.ndarray] | None = None
+        self._last: tuple[_LazyState, np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._rate: tuple[RateLoopState, np.ndarray] | None = None
+        self._consts: tuple | None = None
+        self.diverged = False  # whether the last call left an env diverged
+        self.rows = _field_rows(self.r)
+        self.s = sim.controller.setpoint_size
+        self.dtype = _np_dtype(sim.params.dtype)
+        self._imu: tuple[tuple, np.ndarray, np.ndarray, np.ndarray] | None = None
+        n, dt = sim.n_envs, _np_dtype(sim.params.dtype)
+        self._no_rate = np.zeros((n, 10), dt)
+        self._no_imu = (np.zeros((12, 0), dt), np.zeros(0, dt), np.zeros(0, np.int64))
+        self._no_rec = (np.zeros((0, 1, n), dt), np.zeros((0, 3, n), np.bool_))
+        self._keys = sim.keys.numpy()
+        self._imu_keys = sim.imu.keys.numpy() if sim.imu is not None else np.zeros(0, np.int64)
+        c = sim.imu.config if sim.imu is not None else None
+        self._imu_cfg = np.array(
+            [0.0] * 5
+            if c is None
+            else [
+                c.accel_bias_random_walk,
+                c.gyro_bias_random_walk,
+                c.accel_noise_density,
+                c.gyro_noise_density,
+                c.rate_hz,
+            ],
+            dtype=np.float64,
+        )
+
+    # ---- buffers --------------------------------------------------------------------------
+    def _controller_buffer(self) -> np.ndarray:
+        """(K_c, N) pseudo-inverse, thrust limit, actuation flag, gains (numba_laws layout);
+        rebuilt when the params or gains object changes."""
+        from volary.control.numba_laws import GAIN_ROWS
+
+        p, g = self.sim.params, self.ctrl.gains
+        if self._ctrl is not None and self._ctrl[0] is p and self._ctrl[1] is g:
+            return self._ctrl[2]
+        n = p.n_envs
+        cols = [
+            p.alloc_pinv.reshape(n, -1),
+            p.max_thrust[:, None],
+            p.actuated.all(dim=-1).to(p.dtype)[:, None],
+        ]
+        cols += [getattr(g, name).reshape(n, w).to(p.dtype) for name, w in GAIN_ROWS]
+        buf = _pack(cols).numpy()
+        self._ctrl = (p, g, buf)
+        return buf
+
+    def _state(self, state: MultirotorState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Fresh (x, tick, flags) arrays of ``state`` for the kernel to advance in place."""
+        last = self._last
+        if last is not None and state is last[0] and not state.modified():
+            return last[1].copy(), last[2].copy(), last[3].copy()
+        x = _pack([getattr(state, "rotor_speed" if k == "rotor" else k) for k in _STATE_FLOATS])
+        flags = torch.stack((state.landed, state.crashed, state.diverged), 0)
+        return x.numpy(), state.tick.numpy().copy(), flags.numpy()
+
+    def _rate_buffer(self) -> np.ndarray:
+        if not self.ctbr:
+            return self._no_rate
+        s = self.ctrl.rate_state
+        if self._rate is not None and self._rate[0] is s:
+            return self._rate[1].copy()
+        fresh = s.fresh[:, None].to(s.rate.dtype)
+        return torch.cat((s.rate, s.rate_dot, s.integral, fresh), 1).contiguous().numpy()
+
+    def _imu_buffers(self) -> tuple:
+        imu = self.sim.imu
+        if imu is None:
+            return (*self._no_imu, self._imu_keys, self._imu_cfg)
+        now = (imu.accel_bias, imu.gyro_bias, imu.reading, imu.clock, imu.tick)
+        if self._imu is not None and all(a is b for a, b in zip(now, self._imu[0], strict=True)):
+            _, ib, clock, tick = self._imu
+            return ib.copy(), clock.copy(), tick.copy(), self._imu_keys, self._imu_cfg
+        r = imu.reading
+        ib = _pack([imu.accel_bias, imu.gyro_bias, r.accel, r.gyro]).numpy()
+        clock = imu.clock.numpy().copy()
+        return ib, clock, imu.tick.numpy().copy(), self._imu_keys, self._imu_cfg
+
+    # ---- the call -------------------------------------------------------------------------
+    def _constants(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(params, controller, disturbance) arrays; repacked when an object is replaced or a
+        tensor of it modified in place (checked by identity and version counters)."""
+        sim = self.sim
+        key = (sim.params, self.ctrl.gains, sim.disturbance)
+        c = self._consts
+        if c is not None and all(a is b for a, b in zip(key, c[0], strict=True)):
+            if list(map(_VERSION, c[1])) == c[2]:
+                return c[3]
+        arrays = (
+            self.params.get(sim.params).numpy(),
+            self._controller_buffer(),
+            self.dist.get(sim.disturbance).numpy(),
+        )
+        watched = [*self.params.tensors, *self.dist.tensors]
+        watched += [getattr(self.ctrl.gains, f) for f, _ in _gain_rows()]
+        self._consts = (key, watched, list(map(_VERSION, watched)), arrays)
+        return arrays
+
+    def host_setpoint(self, setpoint: Any) -> np.ndarray | None:
+        """``setpoint`` as a (1, N or 1, S) host array without torch calls, or None when it is
+        not a CPU tensor/array/list of shape (S,) or (N, S) (the caller then checks it)."""
+        if isinstance(setpoint, torch.Tensor):
+            if setpoint.device.type != "cpu" or setpoint.requires_grad:
+                return None
+            setpoint = setpoint.numpy()
+        try:
+            a = np.asarray(setpoint, dtype=self.dtype)
+        except (TypeError, ValueError):
+            return None
+        if a.shape == (self.s,) or a.shape == (self.sim.n_envs, self.s):
+            return np.ascontiguousarray(a.reshape(1, -1, self.s))
+        return None
+
+    def step(self, sp: np.ndarray) -> np.ndarray:
+        """One control step with the (1, N or 1, S) setpoint ``sp``; returns the command."""
+        x, tick, flags = self._state(self.sim.state)
+        rate, imu = self._rate_buffer(), self._imu_buffers()
+        cmds = np.empty((1, x.shape[1], self.r), x.dtype)
+        self._run(x, tick, flags, rate, imu, sp, 1, cmds, self._no_rec)
+        return cmds[0]
+
+    def _run(self, x, tick, flags, rate, imu, sp, steps: int, cmds, rec) -> int:
+        kernel = self.kernels.closed_loop
+        n = x.shape[1]
+        if n >= PARALLEL_MIN and torch.get_num_threads() > 1:
+            import numba
+
+            numba.set_num_threads(min(torch.get_num_threads(), _max_threads(numba)))
+            kernel = self.kernels.closed_loop_parallel
+        p, c, d = self._constants()
+        code = kernel(p, c, d, x, tick, flags, self._keys, rate, sp, self.mode, self.cdt,
+                      self.phys, self.iphys, imu, steps, self.stop, cmds, *rec)  # fmt: skip
+        self._publish(x, tick, flags, rate, imu)
+        self.diverged = bool(code & 1)
+        return code >> 1
+
+    def __call__(self, setpoints: np.ndarray, steps: int, record: bool) -> LoopResult:
+        """Run ``steps`` control steps from ``sim.state`` with ``setpoints`` (T, N, S), T = 1
+        (held) or ``steps``; write the new state (and IMU, rate-loop state) to the Simulator."""
+        sim = self.sim
+        x, tick, flags = self._state(sim.state)
+        rate, imu = self._rate_buffer(), self._imu_buffers()
+        n = x.shape[1]
+        cmds = np.empty((steps, n, self.r), x.dtype)
+        if record:
+            rec = (np.empty((steps, *x.shape), x.dtype), np.empty((steps, 3, n), np.bool_))
+        else:
+            rec = self._no_rec
+        done = self._run(x, tick, flags, rate, imu, setpoints, steps, cmds, rec)
+        return LoopResult(done, cmds, *rec)
+
+    def _publish(self, x, tick, flags, rate, imu) -> None:
+        """Hand the advanced buffers to the Simulator (and its controller and IMU).
+
+        The state's tensor views are made on first access (:class:`_LazyState`): each torch
+        call costs about a microsecond, the scale of a whole one-vehicle control step, and a
+        loop that does not look at every step's state should not pay for it."""
+        sim = self.sim
+        state = object.__new__(_LazyState)  # the dataclass's fields come on first access
+        state.__dict__.update(_src=(x, tick, flags, self.rows), _made=[])
+        sim.state = state
+        self._last = (state, x, tick, flags)
+        if self.ctbr:
+            rt = torch.from_numpy(rate)
+            s = RateLoopState(rt[:, 0:3], rt[:, 3:6], rt[:, 6:9], rt[:, 9] > 0.5)
+            self.ctrl._rate = s
+            self._rate = (s, rate)
+        if sim.imu is not None:
+            ib, clock, itick = imu[0], imu[1], imu[2]
+            ab, gb, acc, gyro = torch.from_numpy(ib).t().split(3, dim=1)
+            imu_obj = sim.imu
+            imu_obj.accel_bias, imu_obj.gyro_bias = ab, gb
+            imu_obj.reading = ImuReading(acc, gyro)
+            imu_obj.clock, imu_obj.tick = torch.from_numpy(clock), torch.from_numpy(itick)
+            sim.imu_reading = imu_obj.reading
+            now = (ab, gb, imu_obj.reading, imu_obj.clock, imu_obj.tick)
+            self._imu = (now, ib, clock, itick)
+
+
+class _LazyState(MultirotorState):
+    """A MultirotorState over the fused loop's buffers whose tensors are made on first access,
+    field by field (a torch view costs about a microsecond to make and another to free, the
+    scale of a whole one-vehicle control step; a loop reading ``state.pos`` pays for one)."""
+
+    def __getattr__(self, name: str) -> Any:  # only reached for fields not made yet
+        d = self.__dict__
+        if "_src" not in d or name not in _STATE_SET:
+            raise AttributeError(name)
+        x, tick, flags, rows = d["_src"]
+        kind, i, j = rows[name]
+        if kind == 0:  # (N, k) rows i..j of the state buffer, env stride 1
+            t = torch.from_numpy(x[i:j].T)
+        elif kind == 1:  # (N,) one row: time
+            t = torch.from_numpy(x[i])
+        elif kind == 2:  # a flag row
+            t = torch.from_numpy(flags[i])
+        else:
+            t = torch.from_numpy(tick)
+        d[name] = t
+        d["_made"].append(t)
+        return t
+
+    def modified(self) -> bool:
+        """Whether a tensor of this state was written in place (torch version counters)."""
+        return any(t._version for t in self.__dict__["_made"])
+
+    def __reduce__(self) -> Any:  # pickles and copies as a plain MultirotorState
+        return (MultirotorState, tuple(getattr(self, f) for f in _STATE_FIELDS))
+
+
+_STATE_FIELDS = tuple(f.name for f in fields(MultirotorState))
+_STATE_SET = frozenset(_STATE_FIELDS)
+
+
+def _field_rows(r: int) -> dict[str, tuple[int, int, int]]:
+    """Where each state field lives: (0, i, j) rows i..j of the (K, N) buffer, (1, i, 0) row i,
+    (2, i, 0) flag row i, (3, 0, 0) the tick vector; R = ``r`` rotors."""
+    return {
+        "pos": (0, 0, 3),
+        "vel": (0, 3, 6),
+        "quat": (0, 6, 10),
+        "omega": (0, 10, 13),
+        "rotor_speed": (0, 13, 13 + r),
+        "gust": (0, 13 + r, 16 + r),
+        "time": (1, 16 + r, 0),
+        "tick": (3, 0, 0),
+        "landed": (2, 0, 0),
+        "crashed": (2, 1, 0),
+        "diverged": (2, 2, 0),
+    }
+
+
+def _gain_rows() -> tuple:
+    from volary.control.numba_laws import GAIN_ROWS
+
+    return GAIN_ROWS
+
+
+def _max_threads(numba: Any) -> int:
+    """numba's thread-pool size (NUMBA_NUM_THREADS, the core count by default)."""
+    return int(numba.config.NUMBA_NUM_THREADS)
+
+
+def _np_dtype(dtype: torch.dtype) -> np.dtype:
+    return torch.empty(0, dtype=dtype).numpy().dtype
