@@ -7,12 +7,13 @@ STAMP := $(VENV)/.installed
 # pytest-xdist processes for `make test` (each test runs torch on 1 thread)
 TEST_WORKERS ?= 2
 
-.PHONY: venv demo test test-slow lint type bench bench-sensors bench-planning bench-mpc bench-nav bench-bp bench-splat bench-envs clean
+.PHONY: venv demo test test-slow lint type bench bench-closed-loop bench-sensors bench-planning bench-mpc bench-nav bench-bp bench-splat bench-envs clean
 
 $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -c $(CONSTRAINTS) -e ".[dev]"
+	$(PY) -m volary.sim.fused  # compile the numba closed loop into its disk cache, once
 	@touch $(STAMP)
 
 venv: $(STAMP)
@@ -44,6 +45,10 @@ $(BENCH_VENV)/.installed: pyproject.toml constraints.txt
 
 bench: $(BENCH_VENV)/.installed
 	$(BENCH_VENV)/bin/python benchmarks/physics.py --out out/bench
+
+# A vehicle with its controller, as users fly it: volary's defaults beside crazyflow and RotorPy.
+bench-closed-loop: $(BENCH_VENV)/.installed
+	$(BENCH_VENV)/bin/python benchmarks/closed_loop.py --out out/bench/closed_loop.json
 
 # Depth-camera frames/s and raw ray-cast rates (torch on 1 thread: Embree uses the cores).
 bench-sensors: $(STAMP)

@@ -184,7 +184,7 @@ class MultirotorController:
         R = quat_to_rotmat(state.quat)
         e_R = geo.attitude_error(R, R_d)
         if self.model == Model.THRUST_RATE:
-            ff = (R.transpose(-1, -2) @ R_d @ omega_d[..., None])[..., 0]
+            ff = geo._bmv(geo.mtm(R, R_d), omega_d)
             return self._thrust_rate_command(thrust, ff - self.gains.k_att_rate * e_R)
         e_W = geo.rate_error(R, R_d, state.omega, omega_d)
         g = self.gains
@@ -254,7 +254,7 @@ class MultirotorController:
         g, p = self.gains, self.params
         F = geo.desired_force(p.mass, state.pos - sp[:, :3], state.vel, z, g.k_x, g.k_v)
         R = quat_to_rotmat(state.quat)
-        f_body = (R.transpose(-1, -2) @ F[..., None])[..., 0]
+        f_body = (R * F[..., :, None]).sum(-2)  # R^T F
         R_d = quat_to_rotmat(quat_from_euler(sp[:, 3], sp[:, 4], sp[:, 5]))
         full = self._attitude_stage(state, f_body[:, 2], R_d, z, force_body=f_body)
         return torch.where(self._fully_actuated[:, None], full, as_position)

@@ -17,7 +17,12 @@ from volary.math.quaternion import vee
 
 def _bmv(m: Tensor, v: Tensor) -> Tensor:
     """Batched matrix-vector product (..., 3, 3) x (..., 3)."""
-    return (m @ v[..., None])[..., 0]
+    return (m * v[..., None, :]).sum(-1)  # not ``@``: compilers fuse this, not a bmm
+
+
+def mtm(a: Tensor, b: Tensor) -> Tensor:
+    """A^T B for batched 3x3 matrices (elementwise products summed: fusable, unlike a bmm)."""
+    return (a[..., :, :, None] * b[..., :, None, :]).sum(-3)
 
 
 def desired_force(
@@ -64,13 +69,13 @@ def collective_thrust(F: Tensor, R: Tensor, max_thrust: Tensor) -> Tensor:
 
 def attitude_error(R: Tensor, R_d: Tensor) -> Tensor:
     """e_R = 0.5 vee(R_d^T R - R^T R_d) (body frame); Aerial Gym III-C, Lee eq. 10."""
-    m = R_d.transpose(-1, -2) @ R
+    m = mtm(R_d, R)
     return 0.5 * vee(m - m.transpose(-1, -2))
 
 
 def rate_error(R: Tensor, R_d: Tensor, omega: Tensor, omega_d: Tensor) -> Tensor:
     """e_W = W - R^T R_d W_d (rad/s, body frame); Lee eq. 11."""
-    return omega - _bmv(R.transpose(-1, -2) @ R_d, omega_d)
+    return omega - _bmv(mtm(R, R_d), omega_d)
 
 
 def gyroscopic_moment(inertia: Tensor, omega: Tensor) -> Tensor:

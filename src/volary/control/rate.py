@@ -77,4 +77,4 @@ def rate_pid(
 
 def rate_moment(inertia: Tensor, omega: Tensor, alpha: Tensor) -> Tensor:
     """Body moment m = J alpha + W x J W (N m) realising the angular acceleration alpha."""
-    return (inertia @ alpha[..., None])[..., 0] + gyroscopic_moment(inertia, omega)
+    return (inertia * alpha[..., None, :]).sum(-1) + gyroscopic_moment(inertia, omega)

@@ -26,9 +26,11 @@ def plot_trajectory(
     """Position, attitude (deg) and rotor speeds of one env over time, written as PNG."""
     import math
 
-    plt = _pyplot()
+    from matplotlib.figure import Figure  # no pyplot: a CLI run does not pay for its import
+
     t = traj.time.numpy()
-    fig, ax = plt.subplots(3, 1, figsize=(8, 7.5), sharex=True)
+    fig = Figure(figsize=(8, 7.5))
+    ax = fig.subplots(3, 1, sharex=True)
     for i, lab in enumerate("xyz"):
         ax[0].plot(t, traj.pos[:, env, i].numpy(), label=lab)
         if target is not None:
@@ -54,5 +56,4 @@ def plot_trajectory(
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path

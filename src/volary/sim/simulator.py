@@ -143,14 +143,15 @@ class Simulator:
             self.controller = make_controller(cfg.control, self.params, model=cfg.model, gains=g)
         self.disturbance = Disturbance.create(n, device=cfg.device, dtype=cfg.dtype)
         self.keys = vrandom.env_keys(cfg.seed, torch.arange(n, device=cfg.device))
-        self.backend = resolve_backend(cfg.compile, self.params.device, self.dynamics.model)
+        self.backend = resolve_backend(cfg.compile, self.params.device, self.dynamics.model, n)
         self._stepper = make_stepper(self.dynamics, cfg.substeps, compile=self.backend)
         self.imu = (
             None
             if cfg.imu is None
             else Imu(n, cfg.imu, seed=cfg.seed, device=cfg.device, dtype=cfg.dtype)
         )
-        self._fused: Any = None
+        self._fused: Any = None  # the numba closed loop
+        self._compiled: Any = None  # the inductor closed loop
         self.imu_reading: ImuReading | None = None
         self.recorder = Recorder() if cfg.record else None
         self._run_recorder: Recorder | None = None
@@ -159,11 +160,13 @@ class Simulator:
         self._home = torch.zeros(n, 3, device=cfg.device, dtype=cfg.dtype)
         self._home[:, 2] = 1.0
         self.state = self._initial_state(n)
-        if self.backend == "numba":
+        if self.backend in ("numba", "inductor"):
             from volary.sim import fused
 
-            if fused.supports(self):
+            if fused.supports(self) and self.backend == "numba":
                 self._fused = fused.FusedLoop(self)
+            elif fused.supports(self):
+                self._compiled = fused.CompiledLoop(self)
 
     # ---- properties -----------------------------------------------------------------------
     @property
@@ -256,6 +259,9 @@ class Simulator:
         if self._fused is not None:
             return self._fused_step(setpoint)
         sp = self._setpoint(setpoint)
+        if self._compiled is not None:
+            self._after_step(sp, self._compiled.step(sp))
+            return self.state
         prev_vel = self.state.vel
         command = self.controller(self.state, sp, self.dt)
         self.state = self._stepper(self.params, self.state, command, self.disturbance, self.keys)
@@ -373,14 +379,23 @@ class Simulator:
         return sp
 
 
-def resolve_backend(compile: bool | str, device: torch.device, model: Any) -> str:
-    """The physics backend of ``SimConfig.compile``: ``"auto"`` picks the fused numba closed
-    loop on the CPU for the rigid-body model (the thrust-rate model has no numba kernel: eager),
-    and eager on other devices; anything else is passed to ``make_stepper`` as it is."""
+def resolve_backend(
+    compile: bool | str, device: torch.device | str, model: Any, n_envs: int = 1
+) -> str:
+    """The backend of ``SimConfig.compile``. ``"auto"`` (the default) picks, for the rigid-body
+    model on the CPU, the numba closed loop below ``INDUCTOR_MIN`` (1,024) envs and the
+    inductor-compiled one from there (SIMD over envs; compiles once per process); eager for the
+    thrust-rate model (no fused kernel) and on other devices. ``False``/``"eager"``,
+    ``True``/``"inductor"`` and ``"numba"`` force a backend; a built-in controller then runs
+    inside the fused call of ``"numba"`` and ``"inductor"``, a user's controller beside it."""
+    from volary.sim.fused import INDUCTOR_MIN
+
     if compile != "auto":
         return {True: "inductor", False: "eager"}.get(compile, compile)  # type: ignore[arg-type]
     if torch.device(device).type != "cpu" or Model(model) != Model.RIGID_BODY:
         return "eager"
+    if n_envs >= INDUCTOR_MIN:
+        return "inductor"
     try:
         import numba  # noqa: F401
     except ImportError:  # pragma: no cover - numba is a core dependency
