@@ -240,8 +240,7 @@ class FusedLoop:
         call costs about a microsecond, the scale of a whole one-vehicle control step, and a
         loop that does not look at every step's state should not pay for it."""
         sim = self.sim
-        state = object.__new__(_LazyState)  # the dataclass's fields come on first access
-        state.__dict__.update(_src=(x, tick, flags, self.rows), _made=[])
+        state = lazy_state(x, tick, flags, self.rows)  # fields become tensors on first access
         sim.state = state
         self._last = (state, x, tick, flags)
         if self.ctbr:
@@ -272,14 +271,15 @@ class _LazyState(MultirotorState):
             raise AttributeError(name)
         x, tick, flags, rows = d["_src"]
         kind, i, j = rows[name]
+        wrap = torch.from_numpy if isinstance(x, np.ndarray) else _same
         if kind == 0:  # (N, k) rows i..j of the state buffer, env stride 1
-            t = torch.from_numpy(x[i:j].T)
+            t = wrap(x[i:j]).t()
         elif kind == 1:  # (N,) one row: time
-            t = torch.from_numpy(x[i])
+            t = wrap(x[i])
         elif kind == 2:  # a flag row
-            t = torch.from_numpy(flags[i])
+            t = wrap(flags[i])
         else:
-            t = torch.from_numpy(tick)
+            t = wrap(tick)
         d[name] = t
         d["_made"].append(t)
         return t
@@ -299,6 +299,18 @@ class _LazyState(MultirotorState):
 
 _STATE_FIELDS = tuple(f.name for f in fields(MultirotorState))
 _STATE_SET = frozenset(_STATE_FIELDS)
+
+
+def _same(t: torch.Tensor) -> torch.Tensor:
+    return t
+
+
+def lazy_state(x: Any, tick: Any, flags: Any, rows: dict) -> _LazyState:
+    """A state over (K, N) state rows, (N,) ticks and (3, N) flags (numpy arrays or tensors)
+    whose fields become tensors on first access."""
+    state = object.__new__(_LazyState)
+    state.__dict__.update(_src=(x, tick, flags, rows), _made=[])
+    return state
 
 
 def _field_rows(r: int) -> dict[str, tuple[int, int, int]]:
@@ -372,21 +384,22 @@ class CompiledLoop:
 
         log.info("compiling the closed loop for %d envs (once per process)", sim.n_envs)
         self.fn = torch.compile(closed, dynamic=False, options=_OPTS)
-        self._last: tuple[MultirotorState, torch.Tensor, torch.Tensor, int, int] | None = None
+        self._last: tuple[Any, torch.Tensor, torch.Tensor, int, int] | None = None
+        self._tick = sim.state.tick
+        self.rows = _field_rows(self.r)
 
     def step(self, sp: torch.Tensor) -> torch.Tensor:
         """One control step from ``sim.state`` with the (N, S) setpoint; returns the command."""
-        from volary.dynamics.compiled import _state_from
-
         sim = self.sim
         x, flags = self._buffers(sim.state)
         p, d = self.params.get(sim.params), self.dist.get(sim.disturbance)
         r0 = self.ctrl.rate_state
         rate = (r0.rate, r0.rate_dot, r0.integral, r0.fresh)
-        x, tick, flags, cmd, rate = self.fn(p, d, x, sim.state.tick, flags, sim.keys, sp, rate)
+        x, tick, flags, cmd, rate = self.fn(p, d, x, self._tick, flags, sim.keys, sp, rate)
         self.ctrl._rate = RateLoopState(*rate)
-        state = _state_from(x, tick, flags, self.r)
+        state = lazy_state(x, tick, flags, self.rows)  # fields become tensors on first access
         sim.state = state
+        self._tick = tick
         self._last = (state, x, flags, x._version, flags._version)
         if sim.imu is not None:
             sim.imu_reading = sim.imu.reading
@@ -396,8 +409,9 @@ class CompiledLoop:
         last = self._last
         if last is not None and state is last[0]:
             _, x, fl, xv, fv = last
-            if x._version == xv and fl._version == fv:
+            if x._version == xv and fl._version == fv and not state.modified():
                 return x, fl
+        self._tick = state.tick
         x = _pack([getattr(state, "rotor_speed" if k == "rotor" else k) for k in _STATE_FLOATS])
         return x, torch.stack((state.landed, state.crashed, state.diverged), 0)
 
