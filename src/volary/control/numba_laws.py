@@ -52,26 +52,21 @@ GAIN_ROWS = (
     ("k_v_vel", 3),
     ("max_tilt", 1),
 )
-_LS, _LD, _RP, _RI, _RD, _RB, _KR, _KW, _KX, _KV, _KVV, _TILT = (
-    0,
-    1,
-    2,
-    5,
-    8,
-    11,
-    14,
-    17,
-    20,
-    23,
-    26,
-    29,
+_OFFSETS = {name: sum(w for _, w in GAIN_ROWS[:i]) for i, (name, _) in enumerate(GAIN_ROWS)}
+N_GAIN_ROWS = sum(w for _, w in GAIN_ROWS)
+_LS, _LD, _RP, _RI, _RD, _RB = (
+    _OFFSETS[k]
+    for k in ("lpf_stiffness", "lpf_damping", "rate_p", "rate_i", "rate_d", "rate_i_bound")
+)
+_KR, _KW, _KX, _KV, _KVV, _TILT = (
+    _OFFSETS[k] for k in ("k_R", "k_W", "k_x", "k_v", "k_v_vel", "max_tilt")
 )
 _G = GRAVITY
 
 
 def controller_rows(n_rotors: int) -> int:
     """Rows of the controller buffer for ``n_rotors`` rotors."""
-    return 6 * n_rotors + 2 + sum(w for _, w in GAIN_ROWS)
+    return 6 * n_rotors + 2 + N_GAIN_ROWS
 
 
 # ---- small vector algebra ---------------------------------------------------------------------
@@ -280,7 +275,7 @@ def attitude_wrench(p, c, n, R, om, Rd, omd, force):
 @jit
 def c_gains(c, n):
     """First gain row: after the 6R pseudo-inverse rows, max_thrust and the actuation flag."""
-    return c.shape[0] - 30
+    return c.shape[0] - N_GAIN_ROWS
 
 
 @jit

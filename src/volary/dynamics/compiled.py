@@ -495,8 +495,14 @@ class _SoAStepper:
             _, x, fl, xv, fv = self.last
             if x._version == xv and fl._version == fv:
                 return x, fl
-        xbuf = _pack([getattr(state, "rotor_speed" if k == "rotor" else k) for k in _STATE_FLOATS])
-        return xbuf, torch.stack((state.landed, state.crashed, state.diverged), 0)
+        return pack_state(state)
+
+
+def pack_state(state: MultirotorState) -> tuple[Tensor, Tensor]:
+    """A state as a (K, N) structure-of-arrays float buffer and its (3, N) flags
+    [landed, crashed, diverged]."""
+    xbuf = _pack([getattr(state, "rotor_speed" if k == "rotor" else k) for k in _STATE_FLOATS])
+    return xbuf, torch.stack((state.landed, state.crashed, state.diverged), 0)
 
 
 def _state_from(x: Tensor, tick: Tensor, flags: Tensor, r: int) -> MultirotorState:

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from volary.control.rate import RateLoopState
-from volary.dynamics.compiled import _DIST_FIELDS, _PARAM_FIELDS, _STATE_FLOATS, _Cached, _pack
+from volary.dynamics.compiled import _DIST_FIELDS, _PARAM_FIELDS, _Cached, _pack, pack_state
 from volary.dynamics.numba_step import physics_constants
 from volary.dynamics.state import MultirotorState
 from volary.dynamics.step import OnDivergence
@@ -80,7 +80,6 @@ class FusedLoop:
         self.stop = sim.dynamics.on_divergence == OnDivergence.RESET
         self.r = sim.params.n_rotors
         self.params, self.dist = _Cached(_PARAM_FIELDS), _Cached(_DIST_FIELDS)
-        self._ctrl: tuple[Any, Any, np.ndarray] | None = None
         self._last: tuple[_LazyState, np.ndarray, np.ndarray, np.ndarray] | None = None
         self._rate: tuple[RateLoopState, np.ndarray] | None = None
         self._consts: tuple | None = None
@@ -89,7 +88,7 @@ class FusedLoop:
         self.s = sim.controller.setpoint_size
         self.dtype = _np_dtype(sim.params.dtype)
         self._imu: tuple[tuple, np.ndarray, np.ndarray, np.ndarray] | None = None
-        n, dt = sim.n_envs, _np_dtype(sim.params.dtype)
+        n, dt = sim.n_envs, self.dtype
         self._no_rate = np.zeros((n, 10), dt)
         self._no_imu = (np.zeros((12, 0), dt), np.zeros(0, dt), np.zeros(0, np.int64))
         self._no_rec = (np.zeros((0, 1, n), dt), np.zeros((0, 3, n), np.bool_))
@@ -111,31 +110,23 @@ class FusedLoop:
 
     # ---- buffers --------------------------------------------------------------------------
     def _controller_buffer(self) -> np.ndarray:
-        """(K_c, N) pseudo-inverse, thrust limit, actuation flag, gains (numba_laws layout);
-        rebuilt when the params or gains object changes."""
-        from volary.control.numba_laws import GAIN_ROWS
-
+        """(K_c, N) pseudo-inverse, thrust limit, actuation flag, gains (numba_laws layout)."""
         p, g = self.sim.params, self.ctrl.gains
-        if self._ctrl is not None and self._ctrl[0] is p and self._ctrl[1] is g:
-            return self._ctrl[2]
         n = p.n_envs
         cols = [
             p.alloc_pinv.reshape(n, -1),
             p.max_thrust[:, None],
             p.actuated.all(dim=-1).to(p.dtype)[:, None],
         ]
-        cols += [getattr(g, name).reshape(n, w).to(p.dtype) for name, w in GAIN_ROWS]
-        buf = _pack(cols).numpy()
-        self._ctrl = (p, g, buf)
-        return buf
+        cols += [getattr(g, name).reshape(n, w).to(p.dtype) for name, w in _gain_rows()]
+        return _pack(cols).numpy()
 
     def _state(self, state: MultirotorState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Fresh (x, tick, flags) arrays of ``state`` for the kernel to advance in place."""
         last = self._last
         if last is not None and state is last[0] and not state.modified():
             return last[1].copy(), last[2].copy(), last[3].copy()
-        x = _pack([getattr(state, "rotor_speed" if k == "rotor" else k) for k in _STATE_FLOATS])
-        flags = torch.stack((state.landed, state.crashed, state.diverged), 0)
+        x, flags = pack_state(state)
         return x.numpy(), state.tick.numpy().copy(), flags.numpy()
 
     def _rate_buffer(self) -> np.ndarray:
@@ -412,8 +403,7 @@ class CompiledLoop:
             if x._version == xv and fl._version == fv and not state.modified():
                 return x, fl
         self._tick = state.tick
-        x = _pack([getattr(state, "rotor_speed" if k == "rotor" else k) for k in _STATE_FLOATS])
-        return x, torch.stack((state.landed, state.crashed, state.diverged), 0)
+        return pack_state(state)
 
 
 def warm_cache(dtypes: tuple[torch.dtype, ...] = (torch.float32, torch.float64)) -> dict:
