@@ -26,6 +26,7 @@ HERE = Path(__file__).resolve().parent
 NS = (1, 64, 1024, 16384, 65536)
 VOLARY = (
     "volary-default",
+    "volary-bound",
     "volary-eager",
     "volary-compiled",
     "volary-compiled-x8",
@@ -48,6 +49,10 @@ VOLARY_INFO = {
     "'rigid_body', N)): the physics a default Simulator runs (960 Hz physics under 240 Hz "
     "control: 4 substeps per call; numba below 1,024 envs, inductor from there), counted "
     "as 4 env-steps per env",
+    "volary-bound": "bind_stepper(cfg, params, state, dist=, keys=, substeps=4) (compile='auto': "
+    "the same backend as volary-default): the same physics stepped in place on buffers the "
+    "stepper owns, step(command) returns nothing (l2f's and MuJoCo's calling convention); "
+    "counted as 4 env-steps per env",
     "volary-eager": "make_stepper(cfg, 1, compile=False) (= rollout, the reference)",
     "volary-compiled": "make_stepper(cfg, 1, compile=True): one physics step per call",
     "volary-compiled-x8": "make_stepper(cfg, 8, compile=True): 8 physics steps per call "
@@ -107,19 +112,29 @@ def _volary_setup(impl: str, n: int, seed: int, device: str = "cpu"):
     keys = env_keys(seed, torch.arange(n, device=device))
     kind, _, fused = impl.removeprefix("volary-").partition("-x")
     substeps = int(fused) if fused else 1
-    if kind == "default":
-        from volary.sim.simulator import resolve_backend
-
-        kind, substeps = resolve_backend("auto", device, "rigid_body", n), 4
-    backend = {"eager": "eager", "compiled": "inductor", "numba": "numba"}.get(kind, kind)
-    step = make_stepper(DynamicsConfig(), substeps, compile=backend)
-    holder = [state]
-
     sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else (lambda: None)
+    if kind == "bound":
+        from volary.dynamics.bound import bind_stepper
 
-    def step_fn() -> None:
-        holder[0] = step(params, holder[0], w, dist, keys)
-        sync()  # a call is timed until the GPU has finished it
+        bound = bind_stepper(DynamicsConfig(), params, state, dist=dist, keys=keys, substeps=4)
+        substeps = 4
+
+        def step_fn() -> None:
+            bound.step(w)
+            sync()
+
+    else:
+        if kind == "default":
+            from volary.sim.simulator import resolve_backend
+
+            kind, substeps = resolve_backend("auto", device, "rigid_body", n), 4
+        backend = {"eager": "eager", "compiled": "inductor", "numba": "numba"}.get(kind, kind)
+        step = make_stepper(DynamicsConfig(), substeps, compile=backend)
+        holder = [state]
+
+        def step_fn() -> None:
+            holder[0] = step(params, holder[0], w, dist, keys)
+            sync()  # a call is timed until the GPU has finished it
 
     tensors = [getattr(x, f) for x in (state, params) for f in x.__dataclass_fields__]
     step_fn.bytes_per_env = sum(t.numel() * t.element_size() for t in tensors) / n

@@ -557,6 +557,25 @@ class _Fallback:
 
 STEP_BACKENDS = ("eager", "inductor", "numba")
 
+# Envs; from here the inductor-compiled (SIMD over envs) step and closed loop beat the numba
+# kernels (a scalar loop over envs) on the CPU (benchmarks/README.md, closed_loop.py).
+INDUCTOR_MIN = 1024
+
+
+def auto_backend(device: torch.device | str, model: Any, n_envs: int) -> str:
+    """The backend ``"auto"`` picks: for the rigid-body model on the CPU, numba below
+    ``INDUCTOR_MIN`` envs and inductor from there; eager for the thrust-rate model (no fused
+    kernel) and on other devices."""
+    if torch.device(device).type != "cpu" or Model(model) != Model.RIGID_BODY:
+        return "eager"
+    if n_envs >= INDUCTOR_MIN:
+        return "inductor"
+    try:
+        import numba  # noqa: F401
+    except ImportError:  # pragma: no cover - numba is a core dependency
+        return "eager"
+    return "numba"
+
 
 def _backend(compile: bool | str) -> str:
     if compile is True or compile is False:

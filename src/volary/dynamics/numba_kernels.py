@@ -258,16 +258,20 @@ def make_scratch(nk, dtype_like):
 
 
 @jit
-def rollout(p, d, xin, u, tick, flags, keys, phys, iphys):
-    """``substeps`` physics steps of every env with the command ``u`` (N, R) held
-    (step.rollout); returns new (x, tick, flags) buffers."""
-    xout = xin.copy()
-    tick_out = tick.copy()
-    flags_out = flags.copy()
+def advance_all(p, d, x, u, tick, flags, keys, phys, iphys):
+    """``substeps`` physics steps of every env with the command ``u`` (N, R) held, in place on
+    the (K, N) state ``x``, the (N,) ticks and the (3, N) flags (step.rollout)."""
     r = u.shape[1]
-    scratch = make_scratch(13 + r, xin)
-    cmd = np.empty(r, xin.dtype)
-    for n in range(xin.shape[1]):
+    scratch = make_scratch(13 + r, x)
+    cmd = np.empty(r, x.dtype)
+    for n in range(x.shape[1]):
         bad = sanitize(p, n, r, u[n], cmd)
-        advance(p, d, xout, flags_out, tick_out, keys, n, r, cmd, bad, phys, iphys, scratch)
+        advance(p, d, x, flags, tick, keys, n, r, cmd, bad, phys, iphys, scratch)
+
+
+@jit
+def rollout(p, d, xin, u, tick, flags, keys, phys, iphys):
+    """:func:`advance_all` on copies: returns new (x, tick, flags) buffers."""
+    xout, tick_out, flags_out = xin.copy(), tick.copy(), flags.copy()
+    advance_all(p, d, xout, u, tick_out, flags_out, keys, phys, iphys)
     return xout, tick_out, flags_out

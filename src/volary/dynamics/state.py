@@ -85,3 +85,75 @@ class MultirotorState:
                 v.to(device=device, dtype=dtype) if v.is_floating_point() else v.to(device)
             )
         return MultirotorState(**out)
+
+
+class LazyState(MultirotorState):
+    """A MultirotorState over packed buffers (a fused loop's, a bound stepper's) whose tensors
+    are made on first access, field by field (a torch view costs about a microsecond to make
+    and another to free, the scale of a whole one-vehicle control step; a loop reading
+    ``state.pos`` pays for one)."""
+
+    def __getattr__(self, name: str) -> Any:  # only reached for fields not made yet
+        d = self.__dict__
+        if "_src" not in d or name not in _STATE_SET:
+            raise AttributeError(name)
+        x, tick, flags, rows = d["_src"]
+        kind, i, j = rows[name]
+        wrap = _same if isinstance(x, Tensor) else torch.from_numpy
+        if kind == 0:  # (N, k) rows i..j of the state buffer, env stride 1
+            t = wrap(x[i:j]).t()
+        elif kind == 1:  # (N,) one row: time
+            t = wrap(x[i])
+        elif kind == 2:  # a flag row
+            t = wrap(flags[i])
+        else:
+            t = wrap(tick)
+        d[name] = t
+        d["_made"].append(t)
+        return t
+
+    def modified(self) -> bool:
+        """Whether a tensor of this state was written in place (torch version counters)."""
+        return any(t._version for t in self.__dict__.get("_made", ()))
+
+    def replace(self, **changes: Any) -> MultirotorState:  # a plain state from here on
+        if not _STATE_SET.issuperset(changes):
+            raise TypeError(f"replace: unknown fields {sorted(set(changes) - _STATE_SET)}")
+        return MultirotorState(**{f: changes.get(f, getattr(self, f)) for f in _STATE_FIELDS})
+
+    def __reduce__(self) -> Any:  # pickles and copies as a plain MultirotorState
+        return (MultirotorState, tuple(getattr(self, f) for f in _STATE_FIELDS))
+
+
+_STATE_FIELDS = tuple(f.name for f in fields(MultirotorState))
+_STATE_SET = frozenset(_STATE_FIELDS)
+
+
+def _same(t: torch.Tensor) -> torch.Tensor:
+    return t
+
+
+def lazy_state(x: Any, tick: Any, flags: Any, rows: dict) -> LazyState:
+    """A state over (K, N) state rows, (N,) ticks and (3, N) flags (numpy arrays or tensors)
+    whose fields become tensors on first access."""
+    state = object.__new__(LazyState)
+    state.__dict__.update(_src=(x, tick, flags, rows), _made=[])
+    return state
+
+
+def field_rows(r: int) -> dict[str, tuple[int, int, int]]:
+    """Where each state field lives: (0, i, j) rows i..j of the (K, N) buffer, (1, i, 0) row i,
+    (2, i, 0) flag row i, (3, 0, 0) the tick vector; R = ``r`` rotors."""
+    return {
+        "pos": (0, 0, 3),
+        "vel": (0, 3, 6),
+        "quat": (0, 6, 10),
+        "omega": (0, 10, 13),
+        "rotor_speed": (0, 13, 13 + r),
+        "gust": (0, 13 + r, 16 + r),
+        "time": (1, 16 + r, 0),
+        "tick": (3, 0, 0),
+        "landed": (2, 0, 0),
+        "crashed": (2, 1, 0),
+        "diverged": (2, 2, 0),
+    }

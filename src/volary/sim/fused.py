@@ -20,7 +20,7 @@ Threads: above ``PARALLEL_MIN`` envs the kernel splits envs over numba's threads
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
@@ -28,9 +28,15 @@ import numpy as np
 import torch
 
 from volary.control.rate import RateLoopState
-from volary.dynamics.compiled import _DIST_FIELDS, _PARAM_FIELDS, _Cached, _pack, pack_state
+from volary.dynamics.compiled import (
+    _DIST_FIELDS,
+    _PARAM_FIELDS,
+    _Cached,
+    _pack,
+    pack_state,
+)
 from volary.dynamics.numba_step import physics_constants
-from volary.dynamics.state import MultirotorState
+from volary.dynamics.state import LazyState, MultirotorState, field_rows, lazy_state
 from volary.dynamics.step import OnDivergence
 from volary.sensors.imu import ImuReading
 
@@ -42,7 +48,6 @@ if TYPE_CHECKING:
 
 _VERSION = attrgetter("_version")  # torch's in-place write counter
 PARALLEL_MIN = 256  # envs; below, one thread (a parallel region costs ~10-20 us to start)
-INDUCTOR_MIN = 1024  # envs; from here the compiled (SIMD) loop beats numba on the CPU
 
 
 @dataclass
@@ -80,11 +85,11 @@ class FusedLoop:
         self.stop = sim.dynamics.on_divergence == OnDivergence.RESET
         self.r = sim.params.n_rotors
         self.params, self.dist = _Cached(_PARAM_FIELDS), _Cached(_DIST_FIELDS)
-        self._last: tuple[_LazyState, np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._last: tuple[LazyState, np.ndarray, np.ndarray, np.ndarray] | None = None
         self._rate: tuple[RateLoopState, np.ndarray] | None = None
         self._consts: tuple | None = None
         self.diverged = False  # whether the last call left an env diverged
-        self.rows = _field_rows(self.r)
+        self.rows = field_rows(self.r)
         self.s = sim.controller.setpoint_size
         self.dtype = _np_dtype(sim.params.dtype)
         self._imu: tuple[tuple, np.ndarray, np.ndarray, np.ndarray] | None = None
@@ -227,7 +232,7 @@ class FusedLoop:
     def _publish(self, x, tick, flags, rate, imu) -> None:
         """Hand the advanced buffers to the Simulator (and its controller and IMU).
 
-        The state's tensor views are made on first access (:class:`_LazyState`): each torch
+        The state's tensor views are made on first access (:class:`LazyState`): each torch
         call costs about a microsecond, the scale of a whole one-vehicle control step, and a
         loop that does not look at every step's state should not pay for it."""
         sim = self.sim
@@ -249,77 +254,6 @@ class FusedLoop:
             sim.imu_reading = imu_obj.reading
             now = (ab, gb, imu_obj.reading, imu_obj.clock, imu_obj.tick)
             self._imu = (now, ib, clock, itick)
-
-
-class _LazyState(MultirotorState):
-    """A MultirotorState over the fused loop's buffers whose tensors are made on first access,
-    field by field (a torch view costs about a microsecond to make and another to free, the
-    scale of a whole one-vehicle control step; a loop reading ``state.pos`` pays for one)."""
-
-    def __getattr__(self, name: str) -> Any:  # only reached for fields not made yet
-        d = self.__dict__
-        if "_src" not in d or name not in _STATE_SET:
-            raise AttributeError(name)
-        x, tick, flags, rows = d["_src"]
-        kind, i, j = rows[name]
-        wrap = torch.from_numpy if isinstance(x, np.ndarray) else _same
-        if kind == 0:  # (N, k) rows i..j of the state buffer, env stride 1
-            t = wrap(x[i:j]).t()
-        elif kind == 1:  # (N,) one row: time
-            t = wrap(x[i])
-        elif kind == 2:  # a flag row
-            t = wrap(flags[i])
-        else:
-            t = wrap(tick)
-        d[name] = t
-        d["_made"].append(t)
-        return t
-
-    def modified(self) -> bool:
-        """Whether a tensor of this state was written in place (torch version counters)."""
-        return any(t._version for t in self.__dict__.get("_made", ()))
-
-    def replace(self, **changes: Any) -> MultirotorState:  # a plain state from here on
-        if not _STATE_SET.issuperset(changes):
-            raise TypeError(f"replace: unknown fields {sorted(set(changes) - _STATE_SET)}")
-        return MultirotorState(**{f: changes.get(f, getattr(self, f)) for f in _STATE_FIELDS})
-
-    def __reduce__(self) -> Any:  # pickles and copies as a plain MultirotorState
-        return (MultirotorState, tuple(getattr(self, f) for f in _STATE_FIELDS))
-
-
-_STATE_FIELDS = tuple(f.name for f in fields(MultirotorState))
-_STATE_SET = frozenset(_STATE_FIELDS)
-
-
-def _same(t: torch.Tensor) -> torch.Tensor:
-    return t
-
-
-def lazy_state(x: Any, tick: Any, flags: Any, rows: dict) -> _LazyState:
-    """A state over (K, N) state rows, (N,) ticks and (3, N) flags (numpy arrays or tensors)
-    whose fields become tensors on first access."""
-    state = object.__new__(_LazyState)
-    state.__dict__.update(_src=(x, tick, flags, rows), _made=[])
-    return state
-
-
-def _field_rows(r: int) -> dict[str, tuple[int, int, int]]:
-    """Where each state field lives: (0, i, j) rows i..j of the (K, N) buffer, (1, i, 0) row i,
-    (2, i, 0) flag row i, (3, 0, 0) the tick vector; R = ``r`` rotors."""
-    return {
-        "pos": (0, 0, 3),
-        "vel": (0, 3, 6),
-        "quat": (0, 6, 10),
-        "omega": (0, 10, 13),
-        "rotor_speed": (0, 13, 13 + r),
-        "gust": (0, 13 + r, 16 + r),
-        "time": (1, 16 + r, 0),
-        "tick": (3, 0, 0),
-        "landed": (2, 0, 0),
-        "crashed": (2, 1, 0),
-        "diverged": (2, 2, 0),
-    }
 
 
 def _gain_rows() -> tuple:
@@ -377,7 +311,7 @@ class CompiledLoop:
         self.fn = torch.compile(closed, dynamic=False, options=_OPTS)
         self._last: tuple[Any, torch.Tensor, torch.Tensor, int, int] | None = None
         self._tick = sim.state.tick
-        self.rows = _field_rows(self.r)
+        self.rows = field_rows(self.r)
 
     def step(self, sp: torch.Tensor) -> torch.Tensor:
         """One control step from ``sim.state`` with the (N, S) setpoint; returns the command."""

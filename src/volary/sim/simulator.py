@@ -388,19 +388,11 @@ def resolve_backend(
     thrust-rate model (no fused kernel) and on other devices. ``False``/``"eager"``,
     ``True``/``"inductor"`` and ``"numba"`` force a backend; a built-in controller then runs
     inside the fused call of ``"numba"`` and ``"inductor"``, a user's controller beside it."""
-    from volary.sim.fused import INDUCTOR_MIN
+    from volary.dynamics.compiled import auto_backend
 
     if compile != "auto":
         return {True: "inductor", False: "eager"}.get(compile, compile)  # type: ignore[arg-type]
-    if torch.device(device).type != "cpu" or Model(model) != Model.RIGID_BODY:
-        return "eager"
-    if n_envs >= INDUCTOR_MIN:
-        return "inductor"
-    try:
-        import numba  # noqa: F401
-    except ImportError:  # pragma: no cover - numba is a core dependency
-        return "eager"
-    return "numba"
+    return auto_backend(device, model, n_envs)
 
 
 def _host(t: Tensor) -> Any:
