@@ -112,7 +112,9 @@ def test_compile_failure_falls_back_to_eager(monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("no compiler")
 
-    monkeypatch.setattr(torch, "compile", broken)
+    import volary.dynamics.compiled as compiled
+
+    monkeypatch.setattr(compiled, "compile_graph", broken)
     p, s, w, d, k = _case(4)
     cfg = DynamicsConfig()
     step = make_stepper(cfg, substeps=2, compile=True)

@@ -13,14 +13,18 @@ tuple of ``(N,)`` rows taken from structure-of-arrays buffers ``(K, N)``, so the
 RK4 step becomes a few vectorized loops over N. Packing ``(N, K)`` -> ``(K, N)`` happens once per
 call outside the graph (parameters and disturbances are packed once and cached while unchanged).
 
-Compiling: ``torch.compile(dynamic=False)``: every shape is static, so a new batch size N (or
-rotor count) compiles once more (cached afterwards, up to dynamo's cache size limit). A compile
-or run failure of the compiled function warns and falls back to eager for the stepper's lifetime.
-The thrust-rate model is compiled through the reference ``rollout`` as it is.
+Compiling (:func:`compile_graph`): the SoA function is traced once per input signature (shapes,
+dtypes, device) with ``make_fx`` and compiled by inductor directly, without dynamo: dynamo's
+per-call guards and wrappers cost about 90 us, a fifth of a 4-substep call at N = 1,024 on the
+2-core machine (benchmarks/README.md). Every shape is static, so a new batch size N (or rotor
+count) compiles once more. A compile or run failure of the compiled function warns and falls
+back to eager for the stepper's lifetime. The thrust-rate model is compiled through the
+reference ``rollout`` with ``torch.compile`` as it is.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import warnings
 from collections.abc import Callable, Sequence
@@ -321,7 +325,13 @@ def _widths(n_rotors: int) -> dict[str, int]:
 
 
 # One loop over N for the whole step: inductor's default caps a fused kernel at 64 nodes.
-_OPTS: dict[str, Any] = {"max_fusion_size": 100_000, "aggressive_fusion": True}
+# inductor options: fuse the whole step into one loop; no size/stride asserts in the wrapper
+# (the inputs' signature is fixed by the caller's key or dynamo's guards).
+_OPTS: dict[str, Any] = {
+    "max_fusion_size": 100_000,
+    "aggressive_fusion": True,
+    "size_asserts": False,
+}
 _STATE_FLOATS = ("pos", "vel", "quat", "omega", "rotor", "gust", "time")
 
 
@@ -378,16 +388,27 @@ def _soa_rollout(cfg: DynamicsConfig, substeps: int, n_rotors: int):
         return step
 
     def run(pbuf, dbuf, xbuf, ubuf, tick, flags, keys):
-        from torch._higher_order_ops.while_loop import while_loop
+        from torch._higher_order_ops.while_loop import while_loop, while_loop_op
 
-        def cond(i, x, t, f):
+        def cond(i, x, t, f, *consts):
             return i < substeps
 
-        def body(i, x, t, f):
-            return (i + 1, *step(pbuf, dbuf, x, ubuf, t, f, keys))
-
         i0 = torch.zeros((), dtype=torch.int64, device=xbuf.device)
-        return tuple(while_loop(cond, body, (i0, xbuf, tick, flags))[1:])
+        if torch.compiler.is_dynamo_compiling():  # dynamo lifts the closure's tensors itself
+
+            def body(i, x, t, f):
+                return (i + 1, *step(pbuf, dbuf, x, ubuf, t, f, keys))
+
+            return tuple(while_loop(cond, body, (i0, xbuf, tick, flags))[1:])
+
+        # eager and make_fx (compile_graph): the operator itself, constant inputs explicit.
+        # The public while_loop runs through dynamo here, whose cached frame makes a second
+        # make_fx trace in the same process fail inside inductor.
+        def body_explicit(i, x, t, f, p, d, u, k):
+            return (i + 1, *step(p, d, x, u, t, f, k))
+
+        out = while_loop_op(cond, body_explicit, (i0, xbuf, tick, flags), (pbuf, dbuf, ubuf, keys))
+        return tuple(out[1:])
 
     return run
 
@@ -424,6 +445,38 @@ def _columns(args: tuple, a: int, b: int) -> tuple:
     return tuple((t[:, a:b] if t.dim() == 2 else t[a:b]).contiguous() for t in args)
 
 
+def compile_graph(fn: Callable[..., Any], args: Sequence[Tensor]) -> Callable[..., Any]:
+    """``fn`` (a pure function of tensors, ``while_loop`` allowed) compiled by inductor for the
+    exact signature of ``args`` (shapes, strides, dtypes, device), without dynamo: traced once
+    with ``make_fx``, so a call runs no guards and no Python of ``fn``. The caller keys compiled
+    functions by signature (:func:`signature`); tensors ``fn`` reads from its closure become
+    constants of the graph."""
+    from torch._inductor import config as inductor_config
+    from torch._inductor import standalone_compile
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    quiet = logging.getLogger("torch._inductor.standalone_compile")  # "cannot save": expected,
+    level = quiet.level  # inductor does not serialize while_loop graphs
+    quiet.setLevel(logging.ERROR)
+    try:
+        with torch.no_grad():
+            gm = make_fx(fn, tracing_mode="fake")(*args)
+            with inductor_config.patch(_OPTS):
+                art = standalone_compile(gm, list(args), dynamic_shapes="from_example_inputs")
+    finally:
+        quiet.setLevel(level)
+
+    def call(*a: Tensor) -> Any:
+        return art(*a)
+
+    return call
+
+
+def signature(args: Sequence[Tensor]) -> tuple:
+    """What a :func:`compile_graph` function is specialized on."""
+    return tuple((tuple(a.shape), a.stride(), a.dtype, a.device) for a in args)
+
+
 class _SoAStepper:
     """Packs to SoA, calls the fused function (inductor-compiled or the numba kernel), unpacks
     to a MultirotorState."""
@@ -431,12 +484,15 @@ class _SoAStepper:
     def __init__(self, cfg: DynamicsConfig, substeps: int, backend: str) -> None:
         self.cfg, self.substeps, self.backend = cfg, substeps, backend
         self.params, self.dist = _Cached(_PARAM_FIELDS), _Cached(_DIST_FIELDS)
-        self.fns: dict[int, Callable] = {}
+        self.fns: dict[Any, Callable] = {}
         self.last: tuple | None = None  # (returned state, its buffers and their versions)
         self.chunks: tuple[tuple, int, dict[int, tuple]] | None = None  # constant inputs per chunk
 
-    def _fn(self, n_rotors: int) -> Callable:
-        if n_rotors not in self.fns:
+    def _fn(self, n_rotors: int, args: tuple) -> Callable:
+        """The fused function for these inputs: numba and eager per rotor count, inductor per
+        input signature."""
+        key: Any = n_rotors if self.backend != "inductor" else signature(args)
+        if key not in self.fns:
             if self.backend == "numba":
                 from volary.dynamics.numba_step import soa_rollout
 
@@ -444,13 +500,12 @@ class _SoAStepper:
             else:
                 fn = _soa_rollout(self.cfg, self.substeps, n_rotors)
                 if self.backend == "inductor":
-                    fn = torch.compile(fn, dynamic=False, options=_OPTS)
-            self.fns[n_rotors] = fn
-        return self.fns[n_rotors]
+                    fn = compile_graph(fn, args)
+            self.fns[key] = fn
+        return self.fns[key]
 
     def __call__(self, params, state, command, dist, keys) -> MultirotorState:
         xbuf, flags = self._state_buffers(state)
-        fn = self._fn(params.n_rotors)
         args = (
             self.params.get(params),
             self.dist.get(dist),
@@ -460,11 +515,12 @@ class _SoAStepper:
             flags,
             keys,
         )
-        n = params.n_envs
+        n, r = params.n_envs, params.n_rotors
         if n <= CHUNK or self.backend == "numba":
-            x, tick, fl = fn(*args)
+            x, tick, fl = self._fn(r, args)(*args)
         else:  # cache-sized chunks: a chunk's state and params stay resident across substeps
-            parts = [fn(*self._chunk(args, a, min(a + CHUNK, n))) for a in range(0, n, CHUNK)]
+            chunks = [self._chunk(args, a, min(a + CHUNK, n)) for a in range(0, n, CHUNK)]
+            parts = [self._fn(r, c)(*c) for c in chunks]
             x = torch.cat([p[0] for p in parts], dim=1)
             tick = torch.cat([p[1] for p in parts], dim=0)
             fl = torch.cat([p[2] for p in parts], dim=1)
