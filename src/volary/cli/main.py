@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
 from typing import Annotated
@@ -363,10 +364,6 @@ def demo(
     console.print(f"[green]wrote {index}[/green]")
 
 
-if __name__ == "__main__":
-    app()
-
-
 def _register_subcommands() -> None:
     from volary.cli.bp import bp_app
     from volary.cli.nav import register
@@ -381,3 +378,17 @@ def _register_subcommands() -> None:
 
 
 _register_subcommands()
+
+
+def main() -> None:
+    """The ``volary`` command. After the command, the garbage collector's objects are frozen:
+    the interpreter then exits without a last sweep over every torch object (about 0.4 s of a
+    short command's wall time); atexit handlers and file flushes run as usual."""
+    try:
+        app()
+    finally:
+        gc.freeze()
+
+
+if __name__ == "__main__":  # after the subcommands are registered
+    main()

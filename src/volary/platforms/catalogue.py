@@ -25,10 +25,15 @@ FILES = ("presets.toml", "flyingtrust.toml")
 
 
 @functools.cache
+def _file(fname: str) -> dict[str, Entry]:
+    return load_file(DATA_DIR / fname)
+
+
+@functools.cache
 def _entries() -> Registry[Entry]:
     out: Registry[Entry] = Registry("platform")
     for fname in FILES:
-        for name, entry in load_file(DATA_DIR / fname).items():
+        for name, entry in _file(fname).items():
             if name in out:
                 raise FileFormatError(f"{fname}: [{name}] already defined in {out[name].path.name}")
             out.register(name, entry)
@@ -36,8 +41,15 @@ def _entries() -> Registry[Entry]:
 
 
 def entry(name: str) -> Entry:
-    """The catalogue entry ``name`` (airframe, category, description, published indicators)."""
-    return _entries().get(name)
+    """The catalogue entry ``name`` (airframe, category, description, published indicators).
+
+    Files are parsed in order until one has ``name`` (a preset is found without parsing the
+    FLYINGTRUST table, a tenth of a second of a one-vehicle command's start-up)."""
+    for fname in FILES:
+        found = _file(fname).get(name)
+        if found is not None:
+            return found
+    return _entries().get(name)  # not there: the registry's error names the close matches
 
 
 def get(name: str) -> Airframe:

@@ -52,7 +52,8 @@ def plot_trajectory(
     for a in ax:
         a.grid(alpha=0.3)
     fig.suptitle(title)
-    fig.tight_layout()
+    # fixed margins: tight_layout draws the figure once more (a third of the plot's time)
+    fig.subplots_adjust(left=0.11, right=0.97, top=0.93, bottom=0.07, hspace=0.12)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
