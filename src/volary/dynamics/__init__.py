@@ -3,6 +3,7 @@ rigid-body and thrust-rate models, allocation, and one ``physics_step`` that com
 
 from volary.dynamics.airframe import Airframe
 from volary.dynamics.allocation import allocate, allocate_thrusts, hover_speeds, thrusts_to_speeds
+from volary.dynamics.bound import BoundStepper, bind_stepper
 from volary.dynamics.models import GRAVITY
 from volary.dynamics.params import VehicleParams
 from volary.dynamics.state import MultirotorState
@@ -17,6 +18,8 @@ from volary.dynamics.step import (
 
 __all__ = [
     "Airframe",
+    "BoundStepper",
+    "bind_stepper",
     "allocate",
     "allocate_thrusts",
     "hover_speeds",

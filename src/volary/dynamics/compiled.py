@@ -473,8 +473,13 @@ def compile_graph(fn: Callable[..., Any], args: Sequence[Tensor]) -> Callable[..
 
 
 def signature(args: Sequence[Tensor]) -> tuple:
-    """What a :func:`compile_graph` function is specialized on."""
-    return tuple((tuple(a.shape), a.stride(), a.dtype, a.device) for a in args)
+    """What a :func:`compile_graph` function is specialized on (the stride of a size-1 dim
+    indexes nothing and is left out)."""
+    out = []
+    for a in args:
+        strides = tuple(st if n != 1 else 0 for n, st in zip(a.shape, a.stride(), strict=True))
+        out.append((tuple(a.shape), strides, a.dtype, a.device))
+    return tuple(out)
 
 
 class _SoAStepper:

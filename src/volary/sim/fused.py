@@ -20,7 +20,7 @@ Threads: above ``PARALLEL_MIN`` envs the kernel splits envs over numba's threads
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
@@ -273,61 +273,123 @@ def _np_dtype(dtype: torch.dtype) -> np.dtype:
 
 class CompiledLoop:
     """The closed loop for large batches: the built-in controller (torch) and the fused SoA
-    physics substeps (:mod:`volary.dynamics.compiled`) in one ``torch.compile``d call per
+    physics substeps (:mod:`volary.dynamics.compiled`) in one inductor-compiled call per
     control step. inductor vectorizes over envs (SIMD), which the per-env numba kernel does not,
     so from ``INDUCTOR_MIN`` envs on the CPU this is the faster loop (and on a GPU the only
-    fused one); the IMU and the rate-loop state run inside the same graph (dynamo replays their
-    attribute updates).
+    fused one); the IMU and the rate-loop state run inside the same graph.
 
-    Compiling takes tens of seconds once per process and batch size: the substeps run in a
-    ``while_loop`` (one compiled body), which inductor does not cache on disk. Unrolled
-    substeps are cached, but ran at half the speed (1.6-2.0 vs 3.4 M env-steps/s at N = 1024 on
-    the 2-core machine) and took four minutes to compile the first time."""
+    The step is compiled as a pure function of tensors (:func:`compile_graph`: traced once,
+    no dynamo guards per call): while it is traced, the controller's parameters, gains and
+    rate-loop state and the IMU's state are swapped for the traced inputs, and what the
+    controller and the IMU write is returned; every call passes their current tensors, so a
+    new gains object or an in-place change is seen. Compiling takes tens of seconds once per
+    process and batch size: the substeps run in a ``while_loop`` (one compiled body), which
+    inductor does not cache on disk. Unrolled substeps are cached, but ran at half the speed
+    (1.6-2.0 vs 3.4 M env-steps/s at N = 1024 on the 2-core machine) and took four minutes to
+    compile the first time."""
 
     def __init__(self, sim: Simulator) -> None:
-        from volary.dynamics.compiled import _OPTS, _soa_rollout
+        from volary.dynamics.compiled import _soa_rollout
 
         self.sim = sim
         self.ctrl: MultirotorController = sim.controller  # type: ignore[assignment]
         self.r = sim.params.n_rotors
         self.params, self.dist = _Cached(_PARAM_FIELDS), _Cached(_DIST_FIELDS)
-        rollout = _soa_rollout(sim.dynamics, sim.config.substeps, self.r)
-        ctrl, law, dt, imu, r = self.ctrl, self.ctrl._law, float(sim.dt), sim.imu, self.r
-
-        def closed(pbuf, dbuf, xbuf, tick, flags, keys, sp, rate):
-            from volary.dynamics.compiled import _state_from
-
-            st = _state_from(xbuf, tick, flags, r)
-            ctrl._rate = RateLoopState(*rate)  # the acro loop's state, in and out explicitly
-            cmd = law(st, sp, dt)
-            rate = ctrl._rate
-            x, t, f = rollout(pbuf, dbuf, xbuf, cmd.t().contiguous(), tick, flags, keys)
-            if imu is not None:
-                new = _state_from(x, t, f, r)
-                imu(new.quat, new.omega, (new.vel - st.vel) / dt, dt)
-            return x, t, f, cmd, (rate.rate, rate.rate_dot, rate.integral, rate.fresh)
-
-        log.info("compiling the closed loop for %d envs (once per process)", sim.n_envs)
-        self.fn = torch.compile(closed, dynamic=False, options=_OPTS)
+        self.rollout = _soa_rollout(sim.dynamics, sim.config.substeps, self.r)
+        self.fn: Any = None  # compiled on the first step
+        self.sig: tuple = ()
+        self._known: list[Any] = []  # the inputs the next call is expected to pass
+        self._unchecked = True
         self._last: tuple[Any, torch.Tensor, torch.Tensor, int, int] | None = None
+        self._ctrl_in: tuple[Any, Any, list[torch.Tensor]] | None = None
         self._tick = sim.state.tick
         self.rows = field_rows(self.r)
 
+    def _closed(self, pbuf, dbuf, xbuf, tick, flags, keys, sp, rate, ctrl_in, imu_in):
+        """One control step as a function of tensors only; run once, while it is traced."""
+        from volary.dynamics.compiled import _state_from
+
+        ctrl, imu, r, dt = self.ctrl, self.sim.imu, self.r, float(self.sim.dt)
+        saved = _swap_controller(ctrl, _controller_objects(ctrl, ctrl_in), rate)
+        saved_imu = _swap_imu(imu, imu_in) if imu is not None else None
+        try:
+            st = _state_from(xbuf, tick, flags, r)
+            cmd = ctrl._law(st, sp, dt)
+            s = ctrl._rate  # state fed back in: returned in the inputs' (contiguous) layout
+            rate_out = tuple(t.contiguous() for t in (s.rate, s.rate_dot, s.integral, s.fresh))
+            x, t, f = self.rollout(pbuf, dbuf, xbuf, cmd.t().contiguous(), tick, flags, keys)
+            imu_out: tuple = ()
+            if imu is not None:
+                new = _state_from(x, t, f, r)
+                imu(new.quat, new.omega, (new.vel - st.vel) / dt, dt)
+                imu_out = tuple(t.contiguous() for t in _imu_tensors(imu)[1:])  # keys: same
+        finally:
+            _swap_controller(ctrl, saved[0], saved[1])
+            if saved_imu is not None:
+                _swap_imu(imu, saved_imu)
+        return (x, t, f, cmd, *rate_out, *imu_out)
+
+    def _controller_inputs(self) -> list[torch.Tensor]:
+        """The controller's parameter and gain tensors and its actuation flags, contiguous;
+        rebuilt only when ``params`` or ``gains`` is another object (frozen dataclasses)."""
+        c, last = self.ctrl, self._ctrl_in
+        if last is not None and last[0] is c.params and last[1] is c.gains:
+            return last[2]
+        tensors = [*_fields_of(c.params), *_fields_of(c.gains), c._fully_actuated]
+        out = [t.contiguous() for t in tensors]
+        self._ctrl_in = (c.params, c.gains, out)
+        return out
+
     def step(self, sp: torch.Tensor) -> torch.Tensor:
         """One control step from ``sim.state`` with the (N, S) setpoint; returns the command."""
+        from volary.dynamics.compiled import compile_graph, signature
+
         sim = self.sim
         x, flags = self._buffers(sim.state)
         p, d = self.params.get(sim.params), self.dist.get(sim.disturbance)
         r0 = self.ctrl.rate_state
-        rate = (r0.rate, r0.rate_dot, r0.integral, r0.fresh)
-        x, tick, flags, cmd, rate = self.fn(p, d, x, self._tick, flags, sim.keys, sp, rate)
-        self.ctrl._rate = RateLoopState(*rate)
+        imu_in = _imu_tensors(sim.imu) if sim.imu is not None else ()
+        args = (p, d, x, self._tick, flags, sim.keys, sp.contiguous(),
+                (r0.rate, r0.rate_dot, r0.integral, r0.fresh),
+                tuple(self._controller_inputs()), imu_in)  # fmt: skip
+        flat = _flatten(args)
+        # The graph is specialized on its inputs' shapes, strides and dtypes. Checking them costs
+        # about 50 us a step, so they are checked only when an input is not one this loop made or
+        # checked: the last call's outputs fed back, the cached parameter buffers, the keys.
+        known = self._known or [None] * len(flat)
+        if self.fn is None or any(
+            k is not None and t is not k for t, k in zip(flat, known, strict=True)
+        ):
+            sig = signature(flat)
+            if sig != self.sig:
+                log.info("compiling the closed loop for %d envs (once per process)", sim.n_envs)
+                spec = [len(a) if isinstance(a, tuple) else None for a in args]
+                self.fn = compile_graph(lambda *a: self._closed(*_unflatten(a, spec)), flat)
+                self.sig, self._unchecked = sig, True
+        out = self.fn(*flat)
+        # what the next call will pass if nothing was replaced (the setpoint: checked by shape,
+        # dtype and device at the Simulator, made contiguous above)
+        known = list(flat)
+        known[2], known[3], known[4] = out[0], out[1], out[2]  # state, tick, flags
+        known[6] = None
+        known[7:11] = out[4:8]
+        if sim.imu is not None:
+            known[-6:] = out[8:14]
+        if self._unchecked:  # once per graph: the outputs fed back have the inputs' layout
+            self._unchecked = False
+            sig = signature([k for k in known if k is not None])
+            if sig != tuple(g for g, k in zip(self.sig, known, strict=True) if k is not None):
+                raise RuntimeError("compiled closed loop: outputs do not match its inputs' layout")
+        self._known = known
+        x, tick, flags, cmd = out[:4]
+        self.ctrl._rate = RateLoopState(*out[4:8])
+        if sim.imu is not None:
+            _set_imu(sim.imu, out[8:])
+            sim.imu_reading = sim.imu.reading
         state = lazy_state(x, tick, flags, self.rows)  # fields become tensors on first access
         sim.state = state
         self._tick = tick
         self._last = (state, x, flags, x._version, flags._version)
-        if sim.imu is not None:
-            sim.imu_reading = sim.imu.reading
         return cmd
 
     def _buffers(self, state: MultirotorState) -> tuple[torch.Tensor, torch.Tensor]:
@@ -336,8 +398,67 @@ class CompiledLoop:
             _, x, fl, xv, fv = last
             if x._version == xv and fl._version == fv and not state.modified():
                 return x, fl
-        self._tick = state.tick
-        return pack_state(state)
+        self._tick = state.tick.contiguous()
+        x, fl = pack_state(state)
+        return x, fl
+
+
+def _fields_of(obj: Any) -> list[torch.Tensor]:
+    return [getattr(obj, f.name) for f in fields(obj)]
+
+
+def _controller_objects(ctrl: Any, tensors: Any) -> tuple:
+    """(params, gains, fully-actuated flags) of ``ctrl``'s types from a flat tensor list as
+    :meth:`CompiledLoop._controller_inputs` makes it."""
+    np_, ng = len(fields(ctrl.params)), len(fields(ctrl.gains))
+    params = type(ctrl.params)(*tensors[:np_])
+    gains = type(ctrl.gains)(*tensors[np_ : np_ + ng])
+    return params, gains, tensors[np_ + ng]
+
+
+def _swap_controller(ctrl: Any, objects: tuple, rate: Any) -> tuple:
+    """Give ``ctrl`` these (params, gains, fully-actuated flags) and rate-loop state; returns
+    what it had, to swap back."""
+    saved = ((ctrl.params, ctrl.gains, ctrl._fully_actuated), ctrl._rate)
+    ctrl.params, ctrl.gains, ctrl._fully_actuated = objects
+    ctrl._rate = rate if isinstance(rate, RateLoopState) else RateLoopState(*rate)
+    return saved
+
+
+def _imu_tensors(imu: Any) -> tuple:
+    """The IMU's state: noise keys and counter, biases, held reading, sample clock."""
+    r = imu.reading
+    return (imu.keys, imu.tick, imu.accel_bias, imu.gyro_bias, r.accel, r.gyro, imu.clock)
+
+
+def _set_imu(imu: Any, tensors: Any) -> None:
+    """Write an IMU state (as :func:`_imu_tensors` orders it, without the keys: the graph
+    returns the six it changes)."""
+    imu.tick, imu.accel_bias, imu.gyro_bias, acc, gyro, imu.clock = tensors
+    imu.reading = ImuReading(acc, gyro)
+
+
+def _swap_imu(imu: Any, tensors: tuple) -> tuple:
+    saved = _imu_tensors(imu)
+    imu.keys = tensors[0]
+    _set_imu(imu, tensors[1:])
+    return saved
+
+
+def _flatten(args: tuple) -> list[torch.Tensor]:
+    out: list[torch.Tensor] = []
+    for a in args:
+        out.extend(a if isinstance(a, tuple) else (a,))
+    return out
+
+
+def _unflatten(flat: tuple, spec: list) -> list:
+    """Inverse of :func:`_flatten`; ``spec`` has each argument's tuple length (None: a tensor)."""
+    out, i = [], 0
+    for k in spec:
+        out.append(flat[i] if k is None else tuple(flat[i : i + k]))
+        i += 1 if k is None else k
+    return out
 
 
 def warm_cache(dtypes: tuple[torch.dtype, ...] = (torch.float32, torch.float64)) -> dict:
