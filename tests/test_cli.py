@@ -51,6 +51,35 @@ def test_fly_writes_csv_and_png(tmp_path):
     assert len(rows) == 720
     assert abs(float(rows[-1]["x"]) - 0.5) < 0.02 and abs(float(rows[-1]["z"]) - 1.2) < 0.02
     assert (tmp_path / "fly.png").stat().st_size > 10_000
+    assert "final position [m]" in r.output
+
+
+@pytest.mark.parametrize("drawer", ["none", "broken"])
+def test_fly_draws_in_process_when_the_drawer_process_is_missing_or_fails(
+    tmp_path, monkeypatch, drawer
+):
+    """The figure is drawn by a second process (matplotlib loads while torch does); without
+    it, or when it fails, the command still writes the PNG itself."""
+    import subprocess
+    import sys
+
+    import volary.cli.main as cli
+
+    def start():
+        if drawer == "none":
+            return None
+        return subprocess.Popen(
+            [sys.executable, "-c", "import sys; sys.stdin.read(); sys.exit(3)"],
+            stdin=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    monkeypatch.setattr(cli, "_start_drawer", start)
+    r = runner.invoke(app, ["fly", "--platform", "crazyflie", "--duration", "0.5",
+                            "--out", str(tmp_path)])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "fly.png").stat().st_size > 10_000
 
 
 @pytest.mark.parametrize(

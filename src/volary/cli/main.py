@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -216,9 +216,54 @@ def fly(
     device: Device = "cpu",
 ) -> None:
     """Fly one platform to a setpoint; write a CSV log and a PNG plot."""
+    drawer = _start_drawer()  # before torch is imported: matplotlib loads in parallel
+    try:
+        _fly(platform, to, mode, yaw, duration, out, seed, device, drawer)
+    finally:
+        if drawer is not None and drawer.poll() is None:
+            drawer.kill()
+
+
+def _start_drawer() -> Any:
+    """``volary/sim/_draw.py`` as a script in a second process (numpy and matplotlib only), or
+    None when it cannot start (the figure is then drawn in this process)."""
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parent.parent / "sim" / "_draw.py"
+    try:
+        return subprocess.Popen(
+            [sys.executable, str(script)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    except OSError:
+        return None
+
+
+def _draw(drawer: Any, traj: Any, path: Path, title: str, target: Any) -> Path:
+    """The trajectory figure, drawn by ``drawer`` when it runs, else (or if it failed) here."""
+    import subprocess
+
+    from volary.sim.plots import plot_trajectory, trajectory_arrays
+
+    if drawer is not None:
+        job = {k: v.tolist() for k, v in trajectory_arrays(traj).items()}
+        job.update(path=str(path), title=title, target=list(target) if target else None)
+        try:
+            drawer.communicate(json.dumps(job), timeout=120)
+            if drawer.returncode == 0 and path.exists():
+                return path
+        except (OSError, ValueError, subprocess.TimeoutExpired):
+            drawer.kill()
+    return plot_trajectory(traj, path, title=title, target=target)
+
+
+def _fly(platform, to, mode, yaw, duration, out, seed, device, drawer) -> None:
     from volary.errors import VolaryError
     from volary.sim import Simulator
-    from volary.sim.plots import plot_trajectory
 
     _check_device(device)
     setpoints = {
@@ -240,14 +285,10 @@ def fly(
         _fail(str(e))
     traj = sim.run(setpoints[mode], duration)
     csv_path = traj.to_csv(out / "fly.csv")
-    png = plot_trajectory(
-        traj,
-        out / "fly.png",
-        title=f"{platform}: {mode} -> {list(to)}",
-        target=to if mode == "position" else None,
-    )
+    target = to if mode == "position" else None
+    png = _draw(drawer, traj, out / "fly.png", f"{platform}: {mode} -> {list(to)}", target)
     final = traj.pos[-1, 0].tolist()
-    console.print(f"final position [m]: {[round(v, 4) for v in final]}")
+    console.print(f"final position \\[m]: {[round(v, 4) for v in final]}")
     console.print(f"wrote {csv_path} and {png}")
 
 
