@@ -246,3 +246,23 @@ def test_compiled_loop_sees_new_and_edited_gains_and_resets():
     for f in ("rate", "integral"):
         x, y = getattr(comp.controller.rate_state, f), getattr(eager.controller.rate_state, f)
         assert torch.allclose(x, y, atol=2e-4 * max(1.0, float(y.abs().max())))
+
+
+@pytest.mark.slow
+def test_compiled_run_records_like_eager():
+    """run() on the inductor loop (recorded by reference, stacked once) gives eager's
+    Trajectory, through a divergence reset in the middle of the schedule."""
+    args = dict(n_envs=6, control="position", dtype=torch.float64, imu="bmi085", seed=2)
+    comp = Simulator(PLATFORMS[:3], compile=True, **args)
+    eager = Simulator(PLATFORMS[:3], compile=False, **args)
+    steps = 30
+    sched = _setpoint("position", eager)[None].repeat(steps, 1, 1)
+    sched[10, 2] = float("nan")
+    ta, tb = comp.run(sched, steps / 240.0), eager.run(sched, steps / 240.0)
+    assert bool(ta.diverged[10, 2]) and bool(tb.diverged[10, 2])
+    for f in ("time", "pos", "vel", "quat", "omega", "rotor_speed", "command"):
+        x, y = getattr(ta, f), getattr(tb, f)
+        assert x.shape == y.shape, f
+        assert torch.allclose(x, y, atol=1e-9, equal_nan=True), f
+    assert torch.equal(ta.setpoint.isnan(), tb.setpoint.isnan())
+    assert torch.equal(ta.crashed, tb.crashed)

@@ -312,8 +312,11 @@ class Simulator:
             raise ConfigError(f"duration: expected a time > 0 s, got {duration}")
         steps = max(1, int(round(duration * self.config.control_hz)))
         sched = None if callable(setpoint) else self._schedule(setpoint, steps)
-        if self._fused is not None and sched is not None:
-            traj = self._run_fused(sched, steps)
+        if sched is not None and (self._fused is not None or self._compiled is not None):
+            if self._fused is not None:
+                traj = self._run_fused(sched, steps)
+            else:
+                traj = self._run_compiled(sched, steps)
             if self.recorder is not None:
                 self.recorder.extend(traj)
             return traj
@@ -356,6 +359,24 @@ class Simulator:
             k += res.steps
             self._handle_divergence()
         return _trajectory(parts, self.n_envs, self.params.n_rotors)
+
+    def _run_compiled(self, sched: Tensor, steps: int) -> Trajectory:
+        """The horizon on the inductor loop, recorded by reference: each step's graph outputs
+        are new tensors that nothing writes to later, so the run keeps them and stacks once
+        (instead of ten clones a step and a concatenation per field)."""
+        loop = self._compiled
+        xs, fls, cmds, sps = [], [], [], []
+        for k in range(steps):
+            sp = self._setpoint(sched[k] if sched.shape[0] > 1 else sched[0])
+            cmds.append(loop.step(sp))
+            xs.append(loop._last[1])
+            fls.append(loop._last[2])
+            sps.append(sp)
+            self._handle_divergence()
+        return _trajectory_from(
+            torch.stack(xs), torch.stack(fls), torch.stack(cmds), torch.stack(sps),
+            self.params.n_rotors,
+        )  # fmt: skip
 
     def trajectory(self) -> Trajectory:
         """Everything recorded since construction (``record=True``)."""
@@ -410,20 +431,28 @@ def _trajectory(parts: list, n: int, r: int) -> Trajectory:
     fl = np.concatenate([res.rec_flags[: res.steps] for res, _ in parts])
     cmd = np.concatenate([res.commands[: res.steps] for res, _ in parts])
     sps = [np.broadcast_to(s, (res.steps, n, s.shape[-1])) for res, s in parts]
-    x = torch.from_numpy(xs).transpose(1, 2)  # (T, N, K)
+    return _trajectory_from(
+        torch.from_numpy(xs), torch.from_numpy(fl), torch.from_numpy(cmd),
+        torch.from_numpy(np.concatenate(sps)), r,
+    )  # fmt: skip
+
+
+def _trajectory_from(xs: Tensor, flags: Tensor, cmd: Tensor, sp: Tensor, r: int) -> Trajectory:
+    """A Trajectory from recorded packed states (T, K, N), flags (T, 3, N) [landed, crashed,
+    diverged], commands (T, N, R) and setpoints (T, N, S)."""
+    x = xs.transpose(1, 2)  # (T, N, K)
     pos, vel, quat, om, w, _, time = torch.split_with_sizes(x, (3, 3, 4, 3, r, 3, 1), 2)
-    flags = torch.from_numpy(fl)
     return Trajectory(
-        time=time[:, 0, 0].to(torch.get_default_dtype()),
-        pos=pos.contiguous(),
-        vel=vel.contiguous(),
-        quat=quat.contiguous(),
-        omega=om.contiguous(),
-        rotor_speed=w.contiguous(),
-        setpoint=torch.from_numpy(np.concatenate(sps)),
-        command=torch.from_numpy(cmd),
-        diverged=flags[:, 2].contiguous(),
-        crashed=flags[:, 1].contiguous(),
+        time=time[:, 0, 0].to(torch.get_default_dtype()).cpu(),
+        pos=pos.contiguous().cpu(),
+        vel=vel.contiguous().cpu(),
+        quat=quat.contiguous().cpu(),
+        omega=om.contiguous().cpu(),
+        rotor_speed=w.contiguous().cpu(),
+        setpoint=sp.contiguous().cpu(),
+        command=cmd.contiguous().cpu(),
+        diverged=flags[:, 2].contiguous().cpu(),
+        crashed=flags[:, 1].contiguous().cpu(),
     )
 
 
