@@ -33,7 +33,9 @@ from volary.dynamics.compiled import (
     _PARAM_FIELDS,
     _Cached,
     _pack,
+    compile_graph,
     pack_state,
+    signature,
 )
 from volary.dynamics.numba_step import physics_constants
 from volary.dynamics.state import LazyState, MultirotorState, field_rows, lazy_state
@@ -310,7 +312,7 @@ class CompiledLoop:
         from volary.dynamics.compiled import _state_from
 
         ctrl, imu, r, dt = self.ctrl, self.sim.imu, self.r, float(self.sim.dt)
-        saved = _swap_controller(ctrl, _controller_objects(ctrl, ctrl_in), rate)
+        saved = _swap_controller(ctrl, _controller_objects(ctrl, ctrl_in), RateLoopState(*rate))
         saved_imu = _swap_imu(imu, imu_in) if imu is not None else None
         try:
             st = _state_from(xbuf, tick, flags, r)
@@ -342,8 +344,6 @@ class CompiledLoop:
 
     def step(self, sp: torch.Tensor) -> torch.Tensor:
         """One control step from ``sim.state`` with the (N, S) setpoint; returns the command."""
-        from volary.dynamics.compiled import compile_graph, signature
-
         sim = self.sim
         x, flags = self._buffers(sim.state)
         p, d = self.params.get(sim.params), self.dist.get(sim.disturbance)
@@ -416,12 +416,12 @@ def _controller_objects(ctrl: Any, tensors: Any) -> tuple:
     return params, gains, tensors[np_ + ng]
 
 
-def _swap_controller(ctrl: Any, objects: tuple, rate: Any) -> tuple:
+def _swap_controller(ctrl: Any, objects: tuple, rate: RateLoopState) -> tuple:
     """Give ``ctrl`` these (params, gains, fully-actuated flags) and rate-loop state; returns
     what it had, to swap back."""
     saved = ((ctrl.params, ctrl.gains, ctrl._fully_actuated), ctrl._rate)
     ctrl.params, ctrl.gains, ctrl._fully_actuated = objects
-    ctrl._rate = rate if isinstance(rate, RateLoopState) else RateLoopState(*rate)
+    ctrl._rate = rate
     return saved
 
 
