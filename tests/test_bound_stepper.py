@@ -33,6 +33,18 @@ def test_bound_stepper_follows_rollout_float32(backend):
     _assert_close(ref, bound.state, 1e-5 if backend == "numba" else 1e-7)
 
 
+def test_bound_numba_with_padded_buffers_follows_rollout():
+    """260 envs of float32: the kernel's buffers are padded (numba_step.padded)."""
+    p, s, w, d, k = _case(260)
+    cfg = DynamicsConfig()
+    bound = bind_stepper(cfg, p, s, dist=d, keys=k, substeps=4, compile="numba")
+    ref = s
+    for u in _commands(w, 3):
+        bound.step(u)
+        ref = rollout(p, ref, u, d, k, cfg, 4)
+    _assert_close(ref, bound.state, 1e-5)
+
+
 def test_bound_numba_follows_rollout_float64_and_takes_numpy_commands():
     p, s, w, d, k = _case(8)
     p, s = p.to(dtype=torch.float64), s.to(dtype=torch.float64)

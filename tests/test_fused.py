@@ -46,8 +46,8 @@ def _setpoint(mode: str, sim: Simulator) -> torch.Tensor:
     return rows[mode].to(p.dtype)
 
 
-def _pair(mode: str, dtype: torch.dtype, **kw) -> tuple[Simulator, Simulator]:
-    args = dict(n_envs=8, control=mode, dtype=dtype, imu="bmi085", seed=3, **kw)
+def _pair(mode: str, dtype: torch.dtype, n_envs: int = 8, **kw) -> tuple[Simulator, Simulator]:
+    args = dict(n_envs=n_envs, control=mode, dtype=dtype, imu="bmi085", seed=3, **kw)
     fused, eager = Simulator(PLATFORMS, **args), Simulator(PLATFORMS, compile=False, **args)
     for s in (fused, eager):
         s.set_wind([0.5, -0.3, 0.0], gust_std=0.3, gust_tau=0.5)
@@ -95,6 +95,23 @@ def test_fused_step_matches_eager(mode, dtype):
     for f in ("rate", "rate_dot", "integral"):
         x, y = getattr(fused.controller.rate_state, f), getattr(eager.controller.rate_state, f)
         assert torch.allclose(x, y, atol=tol * max(1.0, float(y.abs().max())))
+
+
+@pytest.mark.parametrize("mode", ["ctbr", "position"])
+def test_fused_padded_buffers_match_eager(mode):
+    """From PAD_MIN bytes a row the kernel buffers are padded (numba_step.padded); 260 envs of
+    float32 are, on one thread and on two: the same flight as the eager Simulator."""
+    before = torch.get_num_threads()
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            fused, eager = _pair(mode, torch.float32, n_envs=260)
+            sp = _setpoint(mode, eager)
+            for _ in range(20):
+                a, b = fused.step(sp), eager.step(sp)
+            _close(a, b, 2e-4)
+    finally:
+        torch.set_num_threads(before)
 
 
 @pytest.mark.parametrize("mode", ["position", "ctbr", "mellinger"])

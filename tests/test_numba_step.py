@@ -5,12 +5,14 @@ from __future__ import annotations
 import dataclasses
 import warnings
 
+import numpy as np
 import pytest
 import torch
 
 from test_compiled import _assert_close, _case
 from volary.dynamics import DynamicsConfig, rollout
 from volary.dynamics.compiled import make_stepper
+from volary.dynamics.numba_step import LINE, copy_padded, padded
 from volary.errors import ConfigError, UnknownNameError
 
 pytest.importorskip("numba")
@@ -53,6 +55,32 @@ def test_numba_matches_rollout_float64():
     cfg = DynamicsConfig()
     x = _numba(cfg, 50)(p, s, w, d, k)
     _assert_close(rollout(p, s, w, d, k, cfg, 50), x, 1e-12)
+
+
+def test_numba_padded_buffers_match_rollout_and_leave_the_input():
+    """260 envs of float32 take the padded layout (numba_step.padded); the input state is not
+    written (the kernel advances a copy)."""
+    p, s, w, d, k = _case(260)
+    cfg = DynamicsConfig()
+    pos = s.pos.clone()
+    step = _numba(cfg, 5)
+    x = step(p, step(p, s, w, d, k), w, d, k)
+    _assert_close(rollout(p, s, w, d, k, cfg, 10), x, 1e-5)
+    assert torch.equal(s.pos, pos)
+
+
+def test_padded_rows_are_an_odd_number_of_cache_lines_apart():
+    a = np.arange(5 * 4096, dtype=np.float32).reshape(5, 4096)
+    b = padded(a)
+    assert np.array_equal(a, b) and b.shape == a.shape
+    assert b.strides[0] % LINE == 0 and (b.strides[0] // LINE) % 2 == 1
+    c = copy_padded(b)
+    assert c.strides == b.strides and np.array_equal(c, b)
+    c[0, 0] = -1.0
+    assert b[0, 0] == 0.0  # a copy
+    small = np.ones((5, 8), np.float64)  # 64 bytes a row: left contiguous
+    assert padded(small).flags.c_contiguous and padded(small) is not small
+    assert copy_padded(padded(small)).flags.c_contiguous
 
 
 def test_numba_nan_command_flags_only_that_env():

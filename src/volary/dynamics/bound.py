@@ -36,6 +36,7 @@ from volary.dynamics.compiled import (
     make_stepper,
     pack_state,
 )
+from volary.dynamics.numba_step import padded, physics_constants
 from volary.dynamics.params import VehicleParams
 from volary.dynamics.state import MultirotorState, field_rows, lazy_state
 from volary.dynamics.step import Disturbance, DynamicsConfig, Model
@@ -63,10 +64,9 @@ class BoundStepper:
         self._cmd: Any = None
         if backend == "numba":
             from volary.dynamics import numba_kernels
-            from volary.dynamics.numba_step import physics_constants
 
             self._kernel = numba_kernels.advance_all
-            self._p = _Cached(_PARAM_FIELDS).get(params).numpy()
+            self._p = padded(_Cached(_PARAM_FIELDS).get(params).numpy())
             self._keys = keys.numpy()
             self._phys, self._iphys = physics_constants(cfg, substeps)
             self._rows = field_rows(self.r)
@@ -91,7 +91,7 @@ class BoundStepper:
             self._state = state
             return
         x, flags = pack_state(state)  # new buffers: the caller's tensors are not aliased
-        self._x, self._flags = x.numpy(), flags.numpy()
+        self._x, self._flags = padded(x.numpy()), flags.numpy()
         self._tick = state.tick.numpy().copy()
 
     @property
@@ -105,7 +105,7 @@ class BoundStepper:
             raise ConfigError(f"dist: expected a Disturbance of {self.n} envs, got {dist!r:.80}")
         self._dist = dist
         if self.backend == "numba":
-            self._d = _Cached(_DIST_FIELDS).get(dist).numpy()
+            self._d = padded(_Cached(_DIST_FIELDS).get(dist).numpy())
 
     # ---- stepping -------------------------------------------------------------------------
     def step(self, command: Tensor | np.ndarray) -> None:

@@ -37,7 +37,7 @@ from volary.dynamics.compiled import (
     pack_state,
     signature,
 )
-from volary.dynamics.numba_step import physics_constants
+from volary.dynamics.numba_step import copy_padded, padded, physics_constants
 from volary.dynamics.state import LazyState, MultirotorState, field_rows, lazy_state
 from volary.dynamics.step import OnDivergence
 from volary.sensors.imu import ImuReading
@@ -97,7 +97,7 @@ class FusedLoop:
         self._imu: tuple[tuple, np.ndarray, np.ndarray, np.ndarray] | None = None
         n, dt = sim.n_envs, self.dtype
         self._no_rate = np.zeros((n, 10), dt)
-        self._no_imu = (np.zeros((12, 0), dt), np.zeros(0, dt), np.zeros(0, np.int64))
+        self._no_imu = (padded(np.zeros((12, 0), dt)), np.zeros(0, dt), np.zeros(0, np.int64))
         self._no_rec = (np.zeros((0, 1, n), dt), np.zeros((0, 3, n), np.bool_))
         self._keys = sim.keys.numpy()
         self._imu_keys = sim.imu.keys.numpy() if sim.imu is not None else np.zeros(0, np.int64)
@@ -126,15 +126,15 @@ class FusedLoop:
             p.actuated.all(dim=-1).to(p.dtype)[:, None],
         ]
         cols += [getattr(g, name).reshape(n, w).to(p.dtype) for name, w in _gain_rows()]
-        return _pack(cols).numpy()
+        return padded(_pack(cols).numpy())
 
     def _state(self, state: MultirotorState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Fresh (x, tick, flags) arrays of ``state`` for the kernel to advance in place."""
         last = self._last
         if last is not None and state is last[0] and not state.modified():
-            return last[1].copy(), last[2].copy(), last[3].copy()
+            return copy_padded(last[1]), last[2].copy(), last[3].copy()
         x, flags = pack_state(state)
-        return x.numpy(), state.tick.numpy().copy(), flags.numpy()
+        return padded(x.numpy()), state.tick.numpy().copy(), flags.numpy()
 
     def _rate_buffer(self) -> np.ndarray:
         if not self.ctbr:
@@ -152,9 +152,9 @@ class FusedLoop:
         now = (imu.accel_bias, imu.gyro_bias, imu.reading, imu.clock, imu.tick)
         if self._imu is not None and all(a is b for a, b in zip(now, self._imu[0], strict=True)):
             _, ib, clock, tick = self._imu
-            return ib.copy(), clock.copy(), tick.copy(), self._imu_keys, self._imu_cfg
+            return copy_padded(ib), clock.copy(), tick.copy(), self._imu_keys, self._imu_cfg
         r = imu.reading
-        ib = _pack([imu.accel_bias, imu.gyro_bias, r.accel, r.gyro]).numpy()
+        ib = padded(_pack([imu.accel_bias, imu.gyro_bias, r.accel, r.gyro]).numpy())
         clock = imu.clock.numpy().copy()
         return ib, clock, imu.tick.numpy().copy(), self._imu_keys, self._imu_cfg
 
@@ -169,9 +169,9 @@ class FusedLoop:
             if list(map(_VERSION, c[1])) == c[2]:
                 return c[3]
         arrays = (
-            self.params.get(sim.params).numpy(),
+            padded(self.params.get(sim.params).numpy()),
             self._controller_buffer(),
-            self.dist.get(sim.disturbance).numpy(),
+            padded(self.dist.get(sim.disturbance).numpy()),
         )
         watched = [*self.params.tensors, *self.dist.tensors]
         watched += [getattr(self.ctrl.gains, f) for f, _ in _gain_rows()]
@@ -471,16 +471,20 @@ def warm_cache(dtypes: tuple[torch.dtype, ...] = (torch.float32, torch.float64))
 
     out = {}
     for dtype in dtypes:
-        for n in (1, PARALLEL_MIN):
-            before = torch.get_num_threads()
-            torch.set_num_threads(2)
-            try:
-                t = time.perf_counter()
-                sim = Simulator("crazyflie", n_envs=n, dtype=dtype, imu="ideal")
-                sim.step([0.0, 0.0, 1.0, 0.0])
-                out[f"{str(dtype).removeprefix('torch.')} N={n}"] = time.perf_counter() - t
-            finally:
-                torch.set_num_threads(before)
+        # one env: contiguous buffers; PARALLEL_MIN: padded ones (numba_step.padded), on one
+        # thread and on several; with and without an IMU (its buffer is typed by layout too)
+        for n, threads in ((1, 1), (PARALLEL_MIN, 1), (PARALLEL_MIN, 2)):
+            for imu in (None, "ideal"):
+                before = torch.get_num_threads()
+                torch.set_num_threads(threads)
+                try:
+                    t = time.perf_counter()
+                    sim = Simulator("crazyflie", n_envs=n, dtype=dtype, imu=imu)
+                    sim.step([0.0, 0.0, 1.0, 0.0])
+                    name = f"{str(dtype).removeprefix('torch.')} N={n} threads={threads} imu={imu}"
+                    out[name] = time.perf_counter() - t
+                finally:
+                    torch.set_num_threads(before)
     return out
 
 
