@@ -24,7 +24,6 @@ from volary.dynamics.step import DynamicsConfig
 from volary.errors import ConfigError, MissingDependencyError
 from volary.math.integrators import Integrator
 
-
 LINE = 64  # bytes in a cache line
 PAD_MIN = 1024  # bytes in a row of a kernel buffer from which rows are padded (see padded)
 
