@@ -6,9 +6,13 @@ names, run against two source trees in one session, interleaved (old, new, old, 
 - ``bench_throughput.py``: navigation-benchmark trials/s (straight over a fraction of the
   protocol, one worker).
 
-Each figure is the median over ``--rounds`` runs per tree; the table quotes new / old.
+Each figure is the median over ``--rounds`` runs per tree; the table quotes new / old. One
+figure again, over more rounds (the eager N = 16,384 rate is bimodal on the shared machine,
+about 1.0 M or 0.72 M env-steps/s, on either tree):
 
     .venv/bin/python benchmarks/world_speed.py --old /path/to/old/src --new src --rounds 3
+    .venv/bin/python benchmarks/world_speed.py --old OLD --only physics --physics-impls \
+        volary-eager --physics-ns 16384 --rounds 8
 """
 
 from __future__ import annotations
@@ -33,9 +37,12 @@ def _run(src: str, args: list[str], out: Path, written: Path | None = None) -> d
     return json.loads((written or out).read_text())
 
 
+PHYSICS = {"impls": "volary-eager,volary-numba", "ns": "1,1024,16384"}
+
+
 def physics(src: str, out: Path) -> dict[str, float]:
-    args = [str(HERE / "physics.py"), "--impls", "volary-eager,volary-numba", "--ns",
-            "1,1024,16384", "--repeat-seconds", "0.5"]  # fmt: skip
+    args = [str(HERE / "physics.py"), "--impls", PHYSICS["impls"], "--ns", PHYSICS["ns"],
+            "--repeat-seconds", "0.5"]  # fmt: skip
     d = _run(src, args, out, out / "physics.json")  # physics.py writes into a folder
     return {f"physics {r['impl']} N={r['n']}": r["steps_per_s"] for r in d["results"]}
 
@@ -61,7 +68,10 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--only", default="physics,envs,nav")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "world_speed.json")
+    ap.add_argument("--physics-impls", default=PHYSICS["impls"], help="physics.py --impls")
+    ap.add_argument("--physics-ns", default=PHYSICS["ns"], help="physics.py --ns")
     args = ap.parse_args()
+    PHYSICS.update(impls=args.physics_impls, ns=args.physics_ns)
     benches = {"physics": physics, "envs": envs, "nav": nav}
     figures: dict[str, dict[str, list[float]]] = {"old": {}, "new": {}}
     with tempfile.TemporaryDirectory() as tmp:
