@@ -130,7 +130,12 @@ def _grpc_client(port: int):
 def _candidates(tmp: str) -> dict:
     ipc = f"ipc://{tmp}/echo.sock"
     return {
-        "zmq-tcp": (_zmq_server, ("tcp://127.0.0.1:47811",), _zmq_client, ("tcp://127.0.0.1:47811",)),
+        "zmq-tcp": (
+            _zmq_server,
+            ("tcp://127.0.0.1:47811",),
+            _zmq_client,
+            ("tcp://127.0.0.1:47811",),
+        ),
         "zmq-ipc": (_zmq_server, (ipc,), _zmq_client, (ipc,)),
         "zenoh": (_zenoh_server, (47812,), _zenoh_client, (47812,)),
         "grpc": (_grpc_server, (47813,), _grpc_client, (47813,)),
@@ -185,7 +190,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{label:20s}" + "".join(f"{c:>18s}" for c in cells))
     print("(p50 / p99 round trip, microseconds)")
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    meta = {"machine": platform.processor() or platform.machine(), "python": platform.python_version()}
+    meta = {
+        "machine": platform.processor() or platform.machine(),
+        "python": platform.python_version(),
+    }
     args.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
     return 0
 
