@@ -27,6 +27,8 @@ LAYER = {
     "envs": 4,
     "learning": 5,
     "bench": 5,
+    "serve": 5,
+    "client": 5,
     "cli": 6,
 }
 

@@ -5,10 +5,12 @@ from volary.sim import terms
 from volary.sim.recording import Trajectory
 from volary.sim.rollout import Episode, rollout
 from volary.sim.simulator import SimConfig, Simulator
-from volary.sim.world import Sensing, World
+from volary.sim.world import OnCaster, Placement, Sensing, World
 
 __all__ = [
     "Episode",
+    "OnCaster",
+    "Placement",
     "Sensing",
     "SimConfig",
     "Simulator",

@@ -41,8 +41,9 @@ class Sensing:
     """One sensor of the rig: what it is, how often it reads, which vehicle slots carry it.
 
     ``sensor``: a ray-sensor config (``CameraConfig``, ``LidarConfig``, ``TofConfig``,
-    ``RangefinderConfig``: built on the World's caster), a factory ``caster -> sensor``, or any
-    callable ``(pos (B, 3), quat (B, 4)) -> reading`` (a splat camera, say). Its mount lives in
+    ``RangefinderConfig``: built on the World's caster), an :class:`OnCaster` (a factory
+    ``caster -> sensor``, such as IR beacons), or any callable
+    ``(pos (B, 3), quat (B, 4)) -> reading`` (a splat camera, say). Its mount lives in
     its config. ``rate_hz``: None reads every control step; otherwise a divisor of the control
     rate. ``vehicles``: slots 0..M-1 that carry it (None: all); the others read as misses.
     """
@@ -50,6 +51,28 @@ class Sensing:
     sensor: Any
     rate_hz: float | None = None
     vehicles: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Poses of vehicles in the loop for :meth:`World.step`: ``mask`` (B,) bool selects them,
+    ``pos`` (B, 3) m, ``quat`` (B, 4) [w, x, y, z] (normalized here unless unit to 1e-5),
+    ``vel`` and ``omega``
+    (B, 3) m/s and rad/s (body), zero when None. Rows outside the mask are ignored."""
+
+    mask: Tensor
+    pos: Tensor
+    quat: Tensor
+    vel: Tensor | None = None
+    omega: Tensor | None = None
+
+
+@dataclass(frozen=True)
+class OnCaster:
+    """A rig sensor built on the World's ray caster, on its first reading:
+    ``OnCaster(lambda caster: IrBeacons("aerial_gym_64", caster, spec))``."""
+
+    build: Callable[[Any], Any]
 
 
 class World:
@@ -197,9 +220,16 @@ class World:
         names = self.cause_names
         return [names[c] if c >= 0 else "" for c in self.cause.tolist()]
 
-    def step(self, command: Any) -> Any:
-        """One control period of every vehicle (``command``: the controller's setpoint)."""
+    def step(self, command: Any, place: Placement | None = None) -> Any:
+        """One control period of every vehicle (``command``: the controller's setpoint).
+
+        ``place``: vehicles in the loop (a real vehicle under motion capture, another
+        simulator): their pose is given, not integrated. After the physics step their state
+        is set to it (velocities zero unless given; ground and divergence flags cleared), before
+        the gates, the sensors and the end conditions see it."""
         state = self.sim.step(command)
+        if place is not None:
+            state = self._place(state, place)
         self.tick += 1
         if self.gates is not None:  # ended vehicles' courses stand still
             before = self.gates.passed
@@ -246,6 +276,30 @@ class World:
         return vehicle_contacts(self.sim.state.pos, self.sim.params.radius, self.m)
 
     # ---- helpers ------------------------------------------------------------------------------
+    def _place(self, state: Any, place: Placement) -> Any:
+        m = self._mask(place.mask)
+        dtype, dev = state.pos.dtype, self.device
+        want = {"pos": 3, "quat": 4, "vel": 3, "omega": 3}
+        new = {}
+        for name, width in want.items():
+            v = getattr(place, name)
+            if v is None:
+                v = torch.zeros(self.b, width, dtype=dtype, device=dev)
+            v = torch.as_tensor(v, dtype=dtype, device=dev)
+            if v.shape != (self.b, width):
+                raise ConfigError(
+                    f"place.{name}: expected shape ({self.b}, {width}), got {tuple(v.shape)}"
+                )
+            if name == "quat":  # unit quaternions pass bit for bit (a played-back pose)
+                norm = v.norm(dim=-1, keepdim=True)
+                v = torch.where((norm - 1).abs() > 1e-5, v / norm.clamp_min(1e-12), v)
+            new[name] = torch.where(m[:, None], v, getattr(state, name))
+        for flag in ("landed", "crashed", "diverged"):
+            new[flag] = getattr(state, flag) & ~m
+        state = state.replace(**new)
+        self.sim.state = state
+        return state
+
     def _mask(self, mask: Tensor | None) -> Tensor:
         if mask is None:
             return torch.ones(self.b, dtype=torch.bool, device=self.device)
@@ -338,10 +392,13 @@ def _build_sensor(name: str, sensor: Any, world: World) -> Any:
     for cfg_type, cls in kinds.items():
         if isinstance(sensor, cfg_type):
             return _Lazy(partial(_ray_sensor, cls, sensor, world))
+    if isinstance(sensor, OnCaster):
+        return _Lazy(lambda: sensor.build(world.caster))
     if isinstance(sensor, type) or not callable(sensor):
         raise ConfigError(
             f"sensors[{name!r}]: expected a ray-sensor config (CameraConfig, LidarConfig, "
-            f"TofConfig, RangefinderConfig) or a callable (pos, quat) -> reading, got {sensor!r}"
+            f"TofConfig, RangefinderConfig), an OnCaster or a callable (pos, quat) -> reading, "
+            f"got {sensor!r}"
         )
     return sensor
 

@@ -1,0 +1,137 @@
+"""A client of ``volary serve``: fly a vehicle of a served World from your own process.
+
+Needs numpy, pyzmq and msgpack only (importing it imports neither torch nor the simulator), so
+an autonomy stack can use it in its own environment::
+
+    from volary.client import Client
+
+    with Client("tcp://127.0.0.1:5555") as c:      # claims a simulated vehicle
+        obs = c.obs                                 # state, sensors, events at the start
+        for _ in range(60):
+            obs = c.step([0.3, 0.0, 0.0, 0.0])      # one control period (CTBR here)
+        print(obs["state"]["pos"], obs["sensors"].get("imu"))
+
+``Client(address, role="in_loop")`` claims a vehicle in the loop instead: ``step(pos=, quat=)``
+sends its measured pose and gets back the sensors rendered from it and its events. The wire
+format is ``docs/protocol.md``; any ZeroMQ DEALER or REQ socket that speaks it works as well.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from volary.serve import protocol as P
+
+
+class ServerError(Exception):
+    """The server answered with an ``error`` message; ``code`` is its code."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code = code
+
+
+class Client:
+    """One participant of a served World (module docstring).
+
+    ``role``: ``"vehicle"`` or ``"in_loop"``; ``slot``: a particular slot (default: the first
+    free one of the role); ``token``: the server's token when it has one; ``timeout``: seconds
+    to wait for any reply before :class:`TimeoutError`."""
+
+    def __init__(
+        self,
+        address: str = "tcp://127.0.0.1:5555",
+        *,
+        role: str = "vehicle",
+        slot: int | None = None,
+        token: str | None = None,
+        timeout: float = 30.0,
+        max_bytes: int = P.MAX_BYTES,
+    ) -> None:
+        import zmq
+
+        if role not in ("vehicle", "in_loop"):
+            raise ValueError(f"role: expected 'vehicle' or 'in_loop', got {role!r}")
+        if not timeout > 0:
+            raise ValueError(f"timeout: expected seconds > 0, got {timeout!r}")
+        self.timeout, self.max_bytes = float(timeout), max_bytes
+        self._ctx = zmq.Context.instance()
+        self.sock = self._ctx.socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.connect(address)
+        welcome = self._call({"op": "hello", "role": role, "slot": slot, "token": token})
+        self.slot: int = welcome["slot"]
+        self.role: str = welcome["role"]
+        self.control: str = welcome["control"]
+        self.setpoint_size: int = welcome["setpoint_size"]
+        self.dt: float = welcome["dt"]
+        self.sensors: dict[str, Any] = welcome["sensors"]
+        self.obs: dict[str, Any] = welcome["obs"]
+
+    @property
+    def tick(self) -> int:
+        return int(self.obs["tick"])
+
+    def step(
+        self,
+        command: Sequence[float] | np.ndarray | None = None,
+        *,
+        pos: Sequence[float] | np.ndarray | None = None,
+        quat: Sequence[float] | np.ndarray | None = None,
+        vel: Sequence[float] | np.ndarray | None = None,
+        omega: Sequence[float] | np.ndarray | None = None,
+    ) -> dict[str, Any]:
+        """One control period: a simulated vehicle's ``command`` (its control level's
+        setpoint), or an in-the-loop vehicle's ``pos``/``quat`` (and optional ``vel``,
+        ``omega``); returns the observation after it (also kept as :attr:`obs`)."""
+        msg: dict[str, Any] = {"op": "step", "tick": self.tick}
+        if self.role == "vehicle":
+            if command is None:
+                raise ValueError("command: a simulated vehicle's step needs a command")
+            msg["command"] = _vec(command, self.setpoint_size, "command")
+        else:
+            if pos is None or quat is None:
+                raise ValueError("pos, quat: a vehicle in the loop sends its pose")
+            msg["pos"], msg["quat"] = _vec(pos, 3, "pos"), _vec(quat, 4, "quat")
+            if vel is not None:
+                msg["vel"] = _vec(vel, 3, "vel")
+            if omega is not None:
+                msg["omega"] = _vec(omega, 3, "omega")
+        self.obs = self._call(msg)
+        return self.obs
+
+    def close(self) -> None:
+        """Leave the world (the slot is freed) and close the socket."""
+        if self.sock.closed:
+            return
+        try:
+            self._call({"op": "bye"}, timeout=2.0)
+        except (TimeoutError, ServerError):
+            pass
+        self.sock.close(0)
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # ---- transport -----------------------------------------------------------------------------
+    def _call(self, header: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
+        self.sock.send_multipart(P.encode(header), copy=False)
+        if not self.sock.poll(int(1000 * (timeout or self.timeout))):
+            raise TimeoutError(f"volary serve: no reply to {header['op']!r} in {self.timeout} s")
+        reply = P.decode(self.sock.recv_multipart(), self.max_bytes)
+        if reply["op"] == "error":
+            raise ServerError(str(reply.get("code")), str(reply.get("message")))
+        return reply
+
+
+def _vec(v: Any, n: int, name: str) -> np.ndarray:
+    a = np.asarray(v, dtype=np.float64).reshape(-1)
+    if a.size != n:
+        raise ValueError(f"{name}: expected {n} numbers, got {a.size}")
+    return a

@@ -1,0 +1,1 @@
+"""volary.serve: the simulator as a service (see DESIGN.md)."""

@@ -1,0 +1,174 @@
+"""The wire format of ``volary serve``: msgpack maps in ZeroMQ multipart messages (version 1).
+
+A message is one ZeroMQ multipart message: frame 0 is a msgpack map (the *header*), frames 1..K
+are raw array buffers. An array inside the header is a map ``{"__array__": i, "dtype": "<f4",
+"shape": [64, 64]}`` naming its frame, so a depth image travels as its bytes, never re-encoded.
+Every header carries ``"v"`` (:data:`VERSION`) and ``"op"``. ``docs/protocol.md`` lists every
+operation and field; this module encodes, decodes and checks, and imports neither torch nor the
+rest of volary, so a client needs only numpy, pyzmq and msgpack.
+
+Decoding is strict, because a server decodes what anyone sends it: the header must be a map of
+plain msgpack types (no extension types, nothing that could construct an object: nothing is
+ever unpickled), arrays must name an existing frame, have a dtype from :data:`DTYPES` and a
+shape whose size matches the frame's bytes, and the whole message must fit ``max_bytes``.
+A violation raises :class:`ProtocolError` with a code and a message naming the field; the
+server answers it with an ``error`` message and carries on.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import msgpack
+import numpy as np
+
+VERSION = 1
+MAX_BYTES = 16 * 1024 * 1024  # default per-message limit (a 1080p float32 depth frame is 8 MB)
+DTYPES = frozenset({"|b1", "|u1", "|i1", "<u2", "<i2", "<i4", "<i8", "<f2", "<f4", "<f8"})
+_ARRAY = "__array__"
+MAX_DEPTH = 8  # nesting of maps and lists in a header
+
+
+class ProtocolError(Exception):
+    """A message that does not follow the protocol; ``code`` is what the error reply carries
+    (``bad_message``, ``too_large``, ``bad_version``, ``bad_field``, ``unauthorized``, ...)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+# ---- encoding ------------------------------------------------------------------------------------
+def encode(header: Mapping[str, Any]) -> list[bytes | memoryview]:
+    """``header`` (a map that may hold numpy arrays at any depth) as multipart frames; the
+    version is added. Arrays go out as their own frames, little-endian and contiguous."""
+    frames: list[bytes | memoryview] = [b""]
+    body = _lift(dict(header, v=VERSION), frames, 0)
+    frames[0] = msgpack.packb(body, use_bin_type=True)
+    return frames
+
+
+def _lift(obj: Any, frames: list, depth: int) -> Any:
+    if depth > MAX_DEPTH:
+        raise ProtocolError("bad_message", f"header: nested deeper than {MAX_DEPTH}")
+    if isinstance(obj, np.ndarray):
+        a = np.ascontiguousarray(obj, dtype=obj.dtype.newbyteorder("<"))
+        if a.dtype.str not in DTYPES:
+            raise ProtocolError(
+                "bad_field", f"array dtype {a.dtype.str} is not one of {sorted(DTYPES)}"
+            )
+        frames.append(memoryview(a).cast("B") if a.size else b"")
+        return {_ARRAY: len(frames) - 1, "dtype": a.dtype.str, "shape": list(a.shape)}
+    if isinstance(obj, Mapping):
+        return {str(k): _lift(v, frames, depth + 1) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_lift(v, frames, depth + 1) for v in obj]
+    if isinstance(obj, np.generic):
+        return obj.item()
+    return obj
+
+
+# ---- decoding ------------------------------------------------------------------------------------
+def decode(frames: Sequence[bytes], max_bytes: int = MAX_BYTES) -> dict[str, Any]:
+    """Frames -> the header with its arrays in place (read-only numpy views of the frames).
+    Raises :class:`ProtocolError` for anything that is not a version-1 message within
+    ``max_bytes``."""
+    if not frames:
+        raise ProtocolError("bad_message", "message: no frames")
+    size = sum(len(f) for f in frames)
+    if size > max_bytes:
+        raise ProtocolError("too_large", f"message: {size} bytes, the limit is {max_bytes}")
+    try:
+        header = msgpack.unpackb(frames[0], raw=False, strict_map_key=True, ext_hook=_no_ext)
+    except ProtocolError:
+        raise
+    except Exception as e:  # msgpack raises several types on garbage
+        raise ProtocolError("bad_message", f"header: not msgpack ({type(e).__name__})") from None
+    if not isinstance(header, dict):
+        raise ProtocolError("bad_message", f"header: expected a map, got {type(header).__name__}")
+    if header.get("v") != VERSION:
+        raise ProtocolError("bad_version", f"v: expected {VERSION}, got {header.get('v')!r}")
+    if not isinstance(header.get("op"), str):
+        raise ProtocolError("bad_message", "op: expected a string")
+    used: set[int] = set()
+    out = _lower(header, frames, used, 0, "")
+    return out
+
+
+def _no_ext(code: int, data: bytes) -> Any:
+    raise ProtocolError("bad_message", f"header: extension type {code} is not allowed")
+
+
+def _lower(obj: Any, frames: Sequence[bytes], used: set[int], depth: int, path: str) -> Any:
+    if depth > MAX_DEPTH:
+        raise ProtocolError("bad_message", f"header: nested deeper than {MAX_DEPTH}")
+    if isinstance(obj, dict):
+        if _ARRAY in obj:
+            return _array(obj, frames, used, path)
+        return {k: _lower(v, frames, used, depth + 1, f"{path}.{k}" if path else k)
+                for k, v in obj.items()}  # fmt: skip
+    if isinstance(obj, list):
+        return [_lower(v, frames, used, depth + 1, f"{path}[{i}]") for i, v in enumerate(obj)]
+    return obj
+
+
+def _array(spec: dict, frames: Sequence[bytes], used: set[int], path: str) -> np.ndarray:
+    i, dtype, shape = spec.get(_ARRAY), spec.get("dtype"), spec.get("shape")
+    if not isinstance(i, int) or not 1 <= i < len(frames) or i in used:
+        raise ProtocolError("bad_field", f"{path}: frame index {i!r} is not a fresh data frame")
+    if dtype not in DTYPES:
+        raise ProtocolError("bad_field", f"{path}: dtype {dtype!r} is not one of {sorted(DTYPES)}")
+    if not isinstance(shape, list) or not all(isinstance(d, int) and d >= 0 for d in shape):
+        raise ProtocolError("bad_field", f"{path}: shape {shape!r} is not a list of sizes")
+    dt = np.dtype(dtype)
+    if math.prod(shape) * dt.itemsize != len(frames[i]):
+        raise ProtocolError(
+            "bad_field", f"{path}: shape {shape} of {dtype} does not match {len(frames[i])} bytes"
+        )
+    used.add(i)
+    return np.frombuffer(frames[i], dtype=dt).reshape(shape)
+
+
+# ---- field checks used by both ends ---------------------------------------------------------
+def field(
+    msg: Mapping[str, Any], name: str, kind: type | tuple[type, ...], default: Any = ...
+) -> Any:
+    """``msg[name]`` checked to be of ``kind``; ``default`` when absent (if given)."""
+    if name not in msg:
+        if default is ...:
+            raise ProtocolError("bad_field", f"{name}: missing from {msg.get('op')!r}")
+        return default
+    v = msg[name]
+    if isinstance(v, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
+        raise ProtocolError("bad_field", f"{name}: expected {_names(kind)}, got bool")
+    if not isinstance(v, kind):
+        raise ProtocolError("bad_field", f"{name}: expected {_names(kind)}, got {type(v).__name__}")
+    return v
+
+
+def vector(msg: Mapping[str, Any], name: str, size: int, default: Any = ...) -> np.ndarray | None:
+    """``msg[name]`` as a finite float64 vector of ``size`` (a list or an array)."""
+    v = field(msg, name, (list, np.ndarray), default)
+    if v is None:
+        return None
+    try:
+        a = np.array(v, dtype=np.float64).reshape(-1)  # a copy: frames are read-only
+    except (TypeError, ValueError):
+        raise ProtocolError("bad_field", f"{name}: expected {size} numbers") from None
+    if a.size != size:
+        raise ProtocolError("bad_field", f"{name}: expected {size} numbers, got {a.size}")
+    if not np.isfinite(a).all():
+        raise ProtocolError("bad_field", f"{name}: expected finite numbers")
+    return a
+
+
+def _names(kind: type | tuple[type, ...]) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join(k.__name__ for k in kinds)
+
+
+def error(code: str, message: str, **extra: Any) -> dict[str, Any]:
+    """An ``error`` reply header."""
+    return {"op": "error", "code": code, "message": message, **extra}

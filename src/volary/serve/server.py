@@ -1,0 +1,401 @@
+"""``volary serve``: one World, any number of client processes, in lock-step.
+
+The server owns a :class:`~volary.sim.World` built by :func:`volary.serve.world.build_world` and
+a ZeroMQ ROUTER socket. Clients (``volary.client``, or any ZeroMQ DEALER/REQ socket speaking
+``docs/protocol.md``) claim a vehicle slot with ``hello`` and then send one ``step`` per control
+period: a command for a simulated vehicle, a pose for a vehicle in the loop. When every client
+has sent its step, the World advances one control period (the vehicles of free slots are held
+where they are) and each client gets its vehicle's ``obs``: state, the sensors due this step,
+collision and gate events. The flight is a function of the inputs alone (lock-step), so it
+repeats exactly and equals the same inputs flown in-process.
+
+Faults never stop the server: a malformed, oversized or unauthorized message gets an ``error``
+reply; a client that sends no step for ``input_timeout`` seconds while others wait is dropped
+(its slot freed, its vehicle held) and recorded in :attr:`Server.faults`.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import numpy as np
+import torch
+
+from volary.errors import ConfigError
+from volary.serve import protocol as P
+from volary.serve.world import ServeConfig, build_world, reset_slot
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BIND = "tcp://127.0.0.1:5555"
+_OMIT = {"rays"}  # reading fields that are the same every step (sent in the welcome instead)
+
+
+@dataclass
+class _Peer:
+    ident: bytes
+    envelope: list[bytes]  # REQ sockets put an empty delimiter frame before the message
+    slot: int
+    role: str
+    pending: dict[str, Any] | None = None  # this tick's step message
+    since: float = 0.0  # when the server began to wait for this peer's step
+
+
+class Server:
+    """A World served over ZeroMQ (module docstring).
+
+    ``bind``: a ZeroMQ endpoint; loopback (127.0.0.1, ::1, localhost, ipc://, inproc://) unless
+    a ``token`` is given, which every client must then present in ``hello`` (compared in
+    constant time). ``max_bytes``: the largest message accepted. ``input_timeout``: seconds a
+    client may keep the others waiting before it is dropped. ``hwm``: replies queued for a
+    client that does not read them before further ones are dropped (a ``backpressure``
+    fault)."""
+
+    def __init__(
+        self,
+        config: ServeConfig,
+        *,
+        bind: str = DEFAULT_BIND,
+        token: str | None = None,
+        max_bytes: int = P.MAX_BYTES,
+        input_timeout: float = 5.0,
+        hwm: int = 1000,
+    ) -> None:
+        import zmq
+
+        if not isinstance(config, ServeConfig):
+            raise ConfigError(f"config: expected a ServeConfig, got {type(config).__name__}")
+        _check_bind(bind, token)
+        if not (isinstance(max_bytes, int) and max_bytes >= 1024):
+            raise ConfigError(f"max_bytes: expected an int >= 1024, got {max_bytes!r}")
+        if not (isinstance(hwm, int) and hwm >= 1):
+            raise ConfigError(f"hwm: expected an int >= 1, got {hwm!r}")
+        if not input_timeout > 0:
+            raise ConfigError(f"input_timeout: expected seconds > 0, got {input_timeout!r}")
+        self.config, self.token, self.max_bytes = config, token, max_bytes
+        self.input_timeout = float(input_timeout)
+        self.world = build_world(config)
+        self.sp_size = int(self.world.sim.controller.setpoint_size)
+        self.peers: dict[bytes, _Peer] = {}
+        self._check_pos = np.zeros((self.world.b, 3))  # collision-query schedule (_collisions)
+        self._margin = np.full(self.world.b, -1.0)
+        self._events: tuple[int, np.ndarray, np.ndarray] | None = None
+        self.faults: list[dict[str, Any]] = []
+        self._fault_count: dict[bytes, int] = {}
+        self.ticks = 0
+        self._ctx = zmq.Context.instance()
+        self.sock = self._ctx.socket(zmq.ROUTER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.setsockopt(zmq.SNDHWM, hwm)
+        self.sock.setsockopt(zmq.MAXMSGSIZE, 4 * max_bytes)  # hard cap; the limit is checked below
+        self.sock.setsockopt(zmq.ROUTER_MANDATORY, 1)  # a full or gone peer raises (see _send)
+        self.sock.bind(bind)
+        self.address = self.sock.getsockopt(zmq.LAST_ENDPOINT).decode()
+
+    # ---- the loop ---------------------------------------------------------------------------
+    def serve(self, stop: Any = None, max_ticks: int | None = None) -> None:
+        """Serve until ``stop`` (a ``threading.Event``) is set or ``max_ticks`` control
+        periods have run."""
+        import zmq
+
+        poller = zmq.Poller()
+        poller.register(self.sock, zmq.POLLIN)
+        while not (stop is not None and stop.is_set()):
+            if max_ticks is not None and self.ticks >= max_ticks:
+                return
+            if poller.poll(50):
+                self.handle(self.sock.recv_multipart(copy=True))
+            self._drop_stragglers()
+
+    def handle(self, frames: list[bytes]) -> None:
+        """One incoming message (``[identity, (b""), header, data...]``)."""
+        ident, rest = frames[0], frames[1:]
+        envelope: list[bytes] = []
+        if rest and rest[0] == b"":
+            envelope, rest = [b""], rest[1:]
+        try:
+            msg = P.decode(rest, self.max_bytes)
+            self._dispatch(ident, envelope, msg)
+        except P.ProtocolError as e:
+            self._fault(ident, e.code, str(e))
+            self._send(ident, envelope, P.error(e.code, str(e)))
+        except ConfigError as e:
+            self._fault(ident, "bad_field", str(e))
+            self._send(ident, envelope, P.error("bad_field", str(e)))
+
+    def close(self) -> None:
+        self.sock.close(0)
+
+    # ---- operations -------------------------------------------------------------------------
+    def _dispatch(self, ident: bytes, envelope: list[bytes], msg: dict[str, Any]) -> None:
+        op = msg["op"]
+        if op == "hello":
+            self._hello(ident, envelope, msg)
+            return
+        if op == "ping":
+            self._send(ident, envelope, {"op": "pong", "tick": self.world.tick})
+            return
+        peer = self.peers.get(ident)
+        if peer is None:
+            raise P.ProtocolError("not_joined", f"op {op!r}: send 'hello' first")
+        peer.envelope = envelope
+        if op == "step":
+            self._step(peer, msg)
+        elif op == "bye":
+            del self.peers[ident]
+            self._send(ident, envelope, {"op": "bye"})
+            self._maybe_tick()
+        else:
+            raise P.ProtocolError("bad_op", f"op: {op!r} is not one of hello, step, ping, bye")
+
+    def _hello(self, ident: bytes, envelope: list[bytes], msg: dict[str, Any]) -> None:
+        token = P.field(msg, "token", (str, type(None)), None)
+        if self.token is not None and not (
+            isinstance(token, str) and hmac.compare_digest(token.encode(), self.token.encode())
+        ):
+            raise P.ProtocolError("unauthorized", "token: missing or wrong")
+        if ident in self.peers:
+            raise P.ProtocolError("bad_op", "hello: this client has joined already")
+        role = P.field(msg, "role", str, "vehicle")
+        if role not in ("vehicle", "in_loop"):
+            raise P.ProtocolError(
+                "bad_field", f"role: expected 'vehicle' or 'in_loop', got {role!r}"
+            )
+        slot = self._claim(role, P.field(msg, "slot", (int, type(None)), None))
+        self._reset_slot(slot)
+        peer = _Peer(ident, envelope, slot, role, since=time.monotonic())
+        self.peers[ident] = peer
+        welcome = {
+            "op": "welcome",
+            "slot": slot,
+            "role": role,
+            "control": self.config.control,
+            "setpoint_size": self.sp_size,
+            "dt": self.world.dt,
+            "sensors": {n: self._sensor_info(n) for n in self.config.slots[slot].sensors},
+            "obs": self._obs(slot),
+        }
+        self._send(ident, envelope, welcome)
+
+    def _claim(self, role: str, want: int | None) -> int:
+        taken = {p.slot for p in self.peers.values()}
+        free = [i for i in self.config.role_slots(role) if i not in taken]
+        if want is not None:
+            if want not in self.config.role_slots(role):
+                raise P.ProtocolError("bad_field", f"slot: {want} is not a {role!r} slot")
+            if want in taken:
+                raise P.ProtocolError("slot_taken", f"slot: {want} is taken")
+            return want
+        if not free:
+            raise P.ProtocolError("no_slot", f"role: every {role!r} slot is taken")
+        return free[0]
+
+    def _reset_slot(self, slot: int) -> None:
+        reset_slot(self.world, self.config, slot)
+        self._events = None  # the slot moved within this tick
+
+    def _step(self, peer: _Peer, msg: dict[str, Any]) -> None:
+        if peer.pending is not None:
+            raise P.ProtocolError("bad_op", "step: already sent for this tick; wait for the obs")
+        tick = P.field(msg, "tick", (int, type(None)), None)
+        if tick is not None and tick != self.world.tick:
+            raise P.ProtocolError(
+                "bad_field", f"tick: the world is at {self.world.tick}, got {tick}"
+            )
+        if peer.role == "vehicle":
+            cmd = P.vector(msg, "command", self.sp_size)
+            peer.pending = {"command": cmd}
+        else:
+            pose = {
+                "pos": P.vector(msg, "pos", 3),
+                "quat": P.vector(msg, "quat", 4),
+                "vel": P.vector(msg, "vel", 3, None),
+                "omega": P.vector(msg, "omega", 3, None),
+            }
+            if float(np.linalg.norm(pose["quat"])) < 1e-6:
+                raise P.ProtocolError("bad_field", "quat: expected a nonzero quaternion")
+            peer.pending = pose
+        self._maybe_tick()
+
+    # ---- ticks --------------------------------------------------------------------------------
+    def _maybe_tick(self) -> None:
+        if self.peers and all(p.pending is not None for p in self.peers.values()):
+            self._tick()
+
+    def _tick(self) -> None:
+        from volary.sim import Placement
+
+        w = self.world
+        dtype = w.params.mass.dtype
+        b = w.b
+        command = torch.zeros(b, self.sp_size, dtype=dtype)
+        held = torch.ones(b, dtype=torch.bool)  # free slots and vehicles in the loop
+        st = w.state
+        pos, quat = st.pos.clone(), st.quat.clone()
+        vel, omega = torch.zeros(b, 3, dtype=dtype), torch.zeros(b, 3, dtype=dtype)
+        for p in self.peers.values():
+            d = p.pending
+            assert d is not None
+            if p.role == "vehicle":
+                command[p.slot] = torch.from_numpy(d["command"]).to(dtype)
+                held[p.slot] = False
+            else:
+                pos[p.slot] = torch.from_numpy(d["pos"]).to(dtype)
+                quat[p.slot] = torch.from_numpy(d["quat"]).to(dtype)
+                if d["vel"] is not None:
+                    vel[p.slot] = torch.from_numpy(d["vel"]).to(dtype)
+                if d["omega"] is not None:
+                    omega[p.slot] = torch.from_numpy(d["omega"]).to(dtype)
+        place = Placement(held, pos, quat, vel, omega) if bool(held.any()) else None
+        w.step(command, place=place)
+        self.ticks += 1
+        now = time.monotonic()
+        for p in list(self.peers.values()):
+            p.pending, p.since = None, now
+            self._send(p.ident, p.envelope, self._obs(p.slot))
+
+    def _drop_stragglers(self) -> None:
+        waiting = [p for p in self.peers.values() if p.pending is None]
+        if not waiting or len(waiting) == len(self.peers):
+            return
+        now = time.monotonic()
+        late = [p for p in waiting if now - p.since > self.input_timeout]
+        for p in late:
+            self._fault(p.ident, "timeout", f"slot {p.slot}: no step for {self.input_timeout} s")
+            del self.peers[p.ident]
+        if late:
+            self._maybe_tick()
+
+    # ---- replies ------------------------------------------------------------------------------
+    def _obs(self, slot: int) -> dict[str, Any]:
+        w = self.world
+        st = w.state
+        obs: dict[str, Any] = {
+            "op": "obs",
+            "tick": w.tick,
+            "time": float(st.time[slot]),
+            "state": {
+                "pos": st.pos[slot].numpy(),
+                "vel": st.vel[slot].numpy(),
+                "quat": st.quat[slot].numpy(),
+                "omega": st.omega[slot].numpy(),
+            },
+            "sensors": {},
+        }
+        carried = self.config.slots[slot].sensors
+        for name in carried:
+            if w.due(name):
+                obs["sensors"][name] = _slice(w.read(name), slot, w.b)
+        if w.sim.imu_reading is not None and self.config.slots[slot].role == "vehicle":
+            r = w.sim.imu_reading
+            obs["sensors"]["imu"] = {"accel": r.accel[slot].numpy(), "gyro": r.gyro[slot].numpy()}
+        events: dict[str, Any] = {}
+        if w.scene is not None:
+            collided, oob = self._collisions()
+            events["collided"], events["out_of_bounds"] = bool(collided[slot]), bool(oob[slot])
+        if w.m > 1:
+            events["vehicle_contact"] = bool(w.vehicle_contacts()[slot])
+        if w.gates is not None:
+            events["gates_passed"] = int(w.gates.passed[slot].sum())
+        obs["events"] = events
+        return obs
+
+    def _collisions(self) -> tuple[np.ndarray, np.ndarray]:
+        """(B,) collided and out-of-bounds (or above the ceiling) flags now, from the scene's
+        signed distance. A vehicle is queried only when it has moved farther than its margin
+        (clearance to obstacles and to the flight volume) since its last query: the distance is
+        1-Lipschitz, so a skipped query could not have found contact (the benchmark's
+        ``ClearanceCollisions`` rule, on displacements)."""
+        w = self.world
+        if self._events is not None and self._events[0] == w.tick:
+            return self._events[1], self._events[2]
+        pos = w.state.pos.double().numpy()
+        moved = np.linalg.norm(pos - self._check_pos, axis=1)
+        collided, oob = np.zeros(w.b, bool), np.zeros(w.b, bool)
+        if bool((moved >= self._margin).any()):
+            ev = w.collision_events()
+            collided, oob = ev.collided.numpy(), (ev.out_of_bounds | ev.above_ceiling).numpy()
+            r = w.params.radius.double().numpy()
+            lo, hi = w.scene.bounds_min.double().numpy(), w.scene.bounds_max.double().numpy()
+            ceil = w.scene.ceiling.double().numpy()
+            box = np.minimum(pos - lo, hi - pos).min(axis=1) - r
+            margin = np.minimum.reduce([ev.clearance.double().numpy(), box, ceil - pos[:, 2] - r])
+            self._check_pos, self._margin = pos, np.maximum(margin, 0.0)
+        self._events = (w.tick, collided, oob)
+        return collided, oob
+
+    def _sensor_info(self, name: str) -> dict[str, Any]:
+        s = self.config.sensors[name]
+        return {"kind": s.kind, "preset": s.preset, "rate_hz": s.rate_hz}
+
+    def _send(self, ident: bytes, envelope: list[bytes], header: dict[str, Any]) -> None:
+        import zmq
+
+        frames = [ident, *envelope, *P.encode(header)]
+        for attempt in range(2):
+            try:
+                self.sock.send_multipart(frames, flags=zmq.NOBLOCK)
+                return
+            except zmq.Again:
+                # libzmq learns that a peer has read its queue from commands a busy socket
+                # processes only now and then; reading ZMQ_EVENTS processes them, then retry
+                if attempt == 0:
+                    self.sock.getsockopt(zmq.EVENTS)
+                    continue
+                self._fault(ident, "backpressure", "reply dropped: the client's queue is full")
+            except zmq.ZMQError as e:  # EHOSTUNREACH: the client is gone
+                self._fault(ident, "unreachable", f"reply dropped: {e}")
+                return
+
+    def _fault(self, ident: bytes, code: str, message: str) -> None:
+        peer = self.peers.get(ident)
+        entry = {"tick": self.world.tick, "client": ident.hex(), "code": code, "message": message}
+        if peer is not None:
+            entry["slot"] = peer.slot
+        self.faults.append(entry)
+        del self.faults[:-1000]  # the newest thousand
+        n = self._fault_count[ident] = self._fault_count.get(ident, 0) + 1
+        if n <= 10 or n % 1000 == 0:  # a flood is logged, not echoed
+            log.warning("serve: %s from %s (fault %d): %s", code, ident.hex(), n, message)
+
+
+def _slice(reading: Any, slot: int, b: int) -> dict[str, Any]:
+    """The row of ``slot`` of every per-vehicle tensor field of a reading, as numpy."""
+    from dataclasses import fields, is_dataclass
+
+    out: dict[str, Any] = {}
+    if not is_dataclass(reading):
+        raise ConfigError(f"sensor reading: expected a dataclass of tensors, got {reading!r:.60}")
+    for f in fields(reading):
+        v = getattr(reading, f.name)
+        if f.name in _OMIT or not isinstance(v, torch.Tensor) or v.dim() == 0 or v.shape[0] != b:
+            continue
+        out[f.name] = v[slot].detach().cpu().numpy()
+    return out
+
+
+def _check_bind(bind: str, token: str | None) -> None:
+    if not isinstance(bind, str) or "://" not in bind:
+        raise ConfigError(f"bind: expected a ZeroMQ endpoint like {DEFAULT_BIND!r}, got {bind!r}")
+    if token is not None and not (isinstance(token, str) and len(token) >= 8):
+        raise ConfigError("token: expected a string of at least 8 characters")
+    scheme = bind.split("://", 1)[0]
+    if scheme in ("ipc", "inproc"):
+        return
+    host = urlsplit(bind).hostname or ""
+    if host == "localhost":
+        return
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback and token is None:
+        raise ConfigError(
+            f"bind: {bind!r} is reachable from other machines; give a token (--token) to bind it"
+        )

@@ -1,0 +1,186 @@
+"""What a server flies: its configuration and the :class:`~volary.sim.World` built from it.
+
+:func:`build_world` is public so that a flight through the service can be compared with the
+same flight in-process (the service adds transport, never physics): both start from
+``build_world(config)``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from volary.errors import ConfigError
+
+ROLES = ("vehicle", "in_loop")
+SENSOR_KINDS = ("depth", "lidar", "tof", "rangefinder", "beacons")
+TRACKS = ("alphapilot_2019",)
+
+
+@dataclass(frozen=True)
+class SensorSpec:
+    """One sensor of the server's rig: ``kind`` (one of :data:`SENSOR_KINDS`), the preset of
+    that kind (``camera_config``, ``lidar_config``, ``tof_config``, ``rangefinder_config``
+    names; ``beacons`` take a camera preset) and its rate (None: every control step)."""
+
+    kind: str
+    preset: str
+    rate_hz: float | None = None
+
+
+@dataclass(frozen=True)
+class SlotSpec:
+    """One vehicle slot. ``role``: ``"vehicle"`` (simulated: the client sends commands) or
+    ``"in_loop"`` (the client sends poses; no dynamics). ``sensors``: names in
+    :attr:`ServeConfig.sensors` this vehicle carries."""
+
+    role: str = "vehicle"
+    platform: str = "crazyflie"
+    sensors: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """The world a server hosts: its vehicle slots, the scene, the control level of the
+    simulated vehicles, the sensors and the IMU preset (every vehicle; None: no IMU).
+
+    ``scene``: a scenario type of :func:`volary.worlds.make_scenario` (with ``seed``), a race
+    track of :data:`TRACKS` (gates, IR beacons, gate passages), or None (open space)."""
+
+    slots: tuple[SlotSpec, ...] = (SlotSpec(),)
+    scene: str | None = "forest"
+    seed: int = 0
+    control: str = "ctbr"
+    control_hz: float = 60.0
+    physics_hz: float = 960.0
+    imu: str | None = "bmi085"
+    sensors: Mapping[str, SensorSpec] = field(default_factory=dict)
+    sim_seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.slots:
+            raise ConfigError("slots: expected at least one vehicle slot")
+        for i, s in enumerate(self.slots):
+            if s.role not in ROLES:
+                raise ConfigError(f"slots[{i}].role: expected one of {ROLES}, got {s.role!r}")
+            for name in s.sensors:
+                if name not in self.sensors:
+                    raise ConfigError(
+                        f"slots[{i}].sensors: {name!r} is not in sensors ({sorted(self.sensors)})"
+                    )
+        for name, spec in self.sensors.items():
+            if spec.kind not in SENSOR_KINDS:
+                raise ConfigError(
+                    f"sensors[{name!r}].kind: expected one of {SENSOR_KINDS}, got {spec.kind!r}"
+                )
+            if name == "imu":
+                raise ConfigError("sensors: 'imu' is the IMU's name; set ServeConfig.imu")
+        if not (isinstance(self.seed, int) and self.seed >= 0):
+            raise ConfigError(f"seed: expected an int >= 0, got {self.seed!r}")
+
+    def role_slots(self, role: str) -> list[int]:
+        return [i for i, s in enumerate(self.slots) if s.role == role]
+
+
+def scene_spec(config: ServeConfig) -> Any:
+    """The SceneSpec of ``config.scene`` (None for open space)."""
+    from volary.worlds import alphapilot_2019, make_scenario
+
+    if config.scene is None:
+        return None
+    if config.scene == "alphapilot_2019":
+        return alphapilot_2019()
+    return make_scenario(config.scene, config.seed)
+
+
+def build_world(config: ServeConfig) -> Any:
+    """The World of ``config``: one env, a vehicle per slot (vehicles of one env see each other
+    in ray-cast sensors), every vehicle at the scene's start (open space: [0, 0, 1] m, slots 1
+    m apart along y)."""
+    from volary.sim import Sensing, World
+
+    spec = scene_spec(config)
+    b = len(config.slots)
+    sensors = {
+        name: Sensing(
+            _sensor(s, spec),
+            rate_hz=s.rate_hz,
+            vehicles=tuple(i for i, slot in enumerate(config.slots) if name in slot.sensors),
+        )
+        for name, s in config.sensors.items()
+    }
+    world = World(
+        [s.platform for s in config.slots],
+        spec,
+        n_envs=1,
+        vehicles_per_env=b,
+        sensors=sensors,
+        gates=None,
+        control=config.control,
+        control_hz=config.control_hz,
+        physics_hz=config.physics_hz,
+        imu=config.imu,
+        seed=config.sim_seed,
+    )
+    if spec is not None and spec.meta.get("order_index") is not None:
+        world.gates = _tracker(world, spec)
+    pos, quat = start_poses(config, spec)
+    world.reset(pos=pos, quat=quat)
+    return world
+
+
+def reset_slot(world: Any, config: ServeConfig, slot: int) -> None:
+    """Put vehicle ``slot`` back at its start pose, at rest, with a fresh controller and IMU
+    state (what a client's ``hello`` does to the slot it claims)."""
+    pos, quat = start_poses(config, scene_spec(config) if world.specs is None else world.specs[0])
+    mask = torch.zeros(world.b, dtype=torch.bool, device=world.device)
+    mask[slot] = True
+    world.reset(mask, pos=pos, quat=quat)
+
+
+def start_poses(config: ServeConfig, spec: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """(B, 3) start positions and (B, 4) attitudes: the scene's start (yaw from the spec),
+    slots 1 m apart across the start heading."""
+    b = len(config.slots)
+    start = (0.0, 0.0, 1.0) if spec is None else tuple(spec.start)
+    yaw = 0.0 if spec is None else float(getattr(spec, "start_yaw", 0.0) or 0.0)
+    side = torch.tensor([-math.sin(yaw), math.cos(yaw), 0.0], dtype=torch.float64)
+    offsets = torch.arange(b, dtype=torch.float64) - (b - 1) / 2
+    pos = torch.tensor(start, dtype=torch.float64) + offsets[:, None] * side
+    quat = torch.tensor([math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)]).expand(b, 4)
+    return pos.float(), quat.float()
+
+
+def _sensor(s: SensorSpec, spec: Any) -> Any:
+    from volary.sensors import camera_config, lidar_config, rangefinder_config, tof_config
+
+    make = {
+        "depth": camera_config,
+        "lidar": lidar_config,
+        "tof": tof_config,
+        "rangefinder": rangefinder_config,
+    }
+    if s.kind in make:
+        return make[s.kind](s.preset)
+    if spec is None or spec.meta.get("order_index") is None:
+        raise ConfigError("sensors: 'beacons' need a scene with gates (a race track)")
+    from volary.sensors import IrBeacons
+    from volary.sim import OnCaster
+
+    return OnCaster(lambda caster: IrBeacons(s.preset, caster, spec))
+
+
+def _tracker(world: Any, spec: Any) -> Any:
+    from volary.worlds import GateTracker
+
+    order = torch.tensor(spec.meta["order_index"], dtype=torch.int64)
+    return GateTracker(
+        world.scene,
+        order=order.expand(world.b, -1),
+        gate_width=float(spec.meta.get("gate_width", 0.3)),
+        inflation=float(spec.meta.get("inflation", 0.1)),
+    )
