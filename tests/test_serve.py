@@ -286,6 +286,7 @@ def test_a_killed_client_is_dropped_and_the_others_fly_on():
             proc.wait()
         assert obs["tick"] == 15
         assert [f["code"] for f in srv.faults] == ["timeout"] and srv.faults[0]["slot"] == 1
+        assert len(srv._dropped) == 1  # were it alive, its next step would get "dropped"
         good.close()
 
 
@@ -366,3 +367,15 @@ def test_a_client_that_stops_reading_does_not_block_the_server():
         assert good.step([HOVER_CF, 0, 0, 0])["tick"] == ticks + 1
         good.close()
         deaf.close(0)
+
+
+def test_a_silent_client_is_told_it_was_dropped_and_may_join_again():
+    with serving(TWO, input_timeout=0.3) as srv:
+        a, b = Client(srv.address), Client(srv.address)
+        assert a.step([HOVER_CF, 0, 0, 0])["tick"] == 1  # b said nothing for 0.3 s: dropped
+        with pytest.raises(ServerError, match="dropped"):
+            b.step([HOVER_CF, 0, 0, 0])
+        again = Client(srv.address)  # its slot is free again
+        assert again.slot == b.slot == 1
+        a.close()
+        again.close()

@@ -35,7 +35,9 @@ Device = Annotated[str, typer.Option("--device", help="cpu or cuda.")]
 
 
 def _fail(msg: str) -> None:
-    console.print(f"[red]error:[/red] {msg}")
+    from rich.markup import escape
+
+    console.print(f"[red]error:[/red] {escape(msg)}")  # "[@HZ]" is not markup
     raise typer.Exit(2)
 
 
@@ -381,6 +383,53 @@ def race(
         f"  (top 2019 team: {doc['top_2019_score']})"
     )
     console.print(f"wrote {path}")
+
+
+@app.command()
+def serve(
+    scene: Annotated[
+        str, typer.Option(help="A scenario type, alphapilot_2019 (gates, beacons), or none.")
+    ] = "forest",
+    seed: Seed = 0,
+    vehicles: Annotated[int, typer.Option(help="Simulated vehicle slots.")] = 1,
+    in_loop: Annotated[
+        int, typer.Option("--in-loop", help="Vehicle-in-the-loop slots (clients send poses).")
+    ] = 0,
+    platform: Annotated[str, typer.Option(help="Airframe of every slot.")] = "crazyflie",
+    control: Annotated[str, typer.Option(help="Control level of simulated vehicles.")] = "ctbr",
+    control_hz: Annotated[float, typer.Option(help="Control rate (Hz).")] = 60.0,
+    imu: Annotated[str, typer.Option(help="IMU preset, or none.")] = "bmi085",
+    sensor: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="NAME=KIND:PRESET[@HZ], repeatable, carried by every vehicle; KIND is depth, "
+            "lidar, tof, rangefinder or beacons. E.g. depth=depth:aerial_gym_64@15."
+        ),
+    ] = None,
+    bind: Annotated[str, typer.Option(help="ZeroMQ endpoint to bind.")] = "tcp://127.0.0.1:5555",
+    token: Annotated[
+        str | None,
+        typer.Option(envvar="VOLARY_SERVE_TOKEN", help="Shared token; needed off localhost."),
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option(help="Seconds a client may keep the others waiting.")
+    ] = 5.0,
+    max_bytes: Annotated[int, typer.Option(help="Largest message accepted.")] = 16 * 2**20,
+    ticks: Annotated[int | None, typer.Option(help="Stop after this many periods.")] = None,
+) -> None:
+    """Serve a World to other processes (lock-step): clients claim a vehicle, send commands
+    or poses, and get states, sensors and events back (docs/serve.md, docs/protocol.md)."""
+    from volary.cli.serve import build_config, run_server
+    from volary.errors import VolaryError
+
+    try:
+        cfg = build_config(scene=scene, seed=seed, vehicles=vehicles, in_loop=in_loop,
+                           platform=platform, control=control, control_hz=control_hz, imu=imu,
+                           sensors=sensor or [])  # fmt: skip
+        run_server(cfg, bind=bind, token=token, input_timeout=timeout, max_bytes=max_bytes,
+                   ticks=ticks, console=console)  # fmt: skip
+    except VolaryError as e:
+        _fail(str(e))
 
 
 @app.command()

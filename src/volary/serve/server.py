@@ -88,6 +88,7 @@ class Server:
         self._events: tuple[int, np.ndarray, np.ndarray] | None = None
         self.faults: list[dict[str, Any]] = []
         self._fault_count: dict[bytes, int] = {}
+        self._dropped: dict[bytes, str] = {}  # clients dropped for silence, and why
         self.ticks = 0
         self._ctx = zmq.Context.instance()
         self.sock = self._ctx.socket(zmq.ROUTER)
@@ -143,6 +144,8 @@ class Server:
             return
         peer = self.peers.get(ident)
         if peer is None:
+            if ident in self._dropped:
+                raise P.ProtocolError("dropped", self._dropped[ident])
             raise P.ProtocolError("not_joined", f"op {op!r}: send 'hello' first")
         peer.envelope = envelope
         if op == "step":
@@ -162,6 +165,7 @@ class Server:
             raise P.ProtocolError("unauthorized", "token: missing or wrong")
         if ident in self.peers:
             raise P.ProtocolError("bad_op", "hello: this client has joined already")
+        self._dropped.pop(ident, None)
         role = P.field(msg, "role", str, "vehicle")
         if role not in ("vehicle", "in_loop"):
             raise P.ProtocolError(
@@ -267,7 +271,9 @@ class Server:
         now = time.monotonic()
         late = [p for p in waiting if now - p.since > self.input_timeout]
         for p in late:
-            self._fault(p.ident, "timeout", f"slot {p.slot}: no step for {self.input_timeout} s")
+            why = f"slot {p.slot}: no step for {self.input_timeout} s; the slot was freed"
+            self._fault(p.ident, "timeout", why)
+            self._dropped[p.ident] = f"dropped at tick {self.world.tick}: {why}; send 'hello'"
             del self.peers[p.ident]
         if late:
             self._maybe_tick()

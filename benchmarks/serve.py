@@ -1,0 +1,121 @@
+"""``volary serve`` round-trip latency on localhost: 1 and 8 clients, state only and depth frames.
+
+One round trip = ``Client.step(command)`` until its ``obs`` is back: the message out, the
+server's lock-step tick (the World's control period: controller, physics, the sensors due, the
+collision query), the reply in. With 8 clients, each client's round trip includes waiting for
+the others (lock-step), which is what a multi-vehicle user sees. The server runs as
+``volary serve`` in its own process, each client in its own process; p50 and p99 pool every
+client's timed steps after a warm-up.
+
+Cases: ``state`` (no sensors, no IMU), ``depth64`` (a 64 x 64 depth camera every step,
+``aerial_gym_64``), ``depth270x480`` (``d455``, 270 x 480, every step). The 64 x 64 splat RGB
+case of the issue needs gsplat, which renders only on CUDA: not measured on this machine.
+
+    .venv/bin/python benchmarks/serve.py                 # -> results/serve.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+CASES = {
+    "state": ["--imu", "none"],
+    "depth64": ["--imu", "none", "--sensor", "depth=depth:aerial_gym_64"],
+    "depth270x480": ["--imu", "none", "--sensor", "depth=depth:d455"],
+}
+TARGETS_P99_MS = {"state": 1.0, "depth64": 5.0}
+
+
+def _client(address: str, warmup: int, steps: int, out: mp.Queue) -> None:
+    from volary.client import Client
+
+    with Client(address, timeout=120) as c:
+        cmd = [0.027 * 9.81, 0.0, 0.0, 0.0]
+        for _ in range(warmup):
+            c.step(cmd)
+        lat = []
+        for _ in range(steps):
+            t = time.perf_counter()
+            c.step(cmd)
+            lat.append((time.perf_counter() - t) * 1e3)
+        out.put(lat)
+
+
+def measure(case: str, clients: int, warmup: int, steps: int) -> dict:
+    args = [sys.executable, "-m", "volary.cli.main", "serve", "--scene", "forest", "--seed", "3",
+            "--vehicles", str(clients), "--bind", "tcp://127.0.0.1:*", "--timeout", "600",
+            *CASES[case]]  # fmt: skip
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    server = subprocess.Popen(args, stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        line = ""
+        while "volary serve:" not in line:
+            line = server.stdout.readline()
+            if not line:
+                raise RuntimeError(f"{case}: the server exited")
+        address = re.search(r"tcp://[\d.]+:\d+", line).group(0)
+        ctx = mp.get_context("spawn")
+        q = ctx.Queue()
+        procs = [
+            ctx.Process(target=_client, args=(address, warmup, steps, q)) for _ in range(clients)
+        ]
+        for p in procs:
+            p.start()
+        lat = [x for _ in procs for x in q.get(timeout=1800)]
+        for p in procs:
+            p.join()
+    finally:
+        server.kill()
+        server.wait()
+    q99 = statistics.quantiles(lat, n=100)[98]
+    return {"case": case, "clients": clients, "steps_per_client": steps,
+            "p50_ms": statistics.median(lat), "p99_ms": q99, "max_ms": max(lat)}  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--steps", type=int, default=2000)
+    ap.add_argument("--warmup", type=int, default=100)
+    ap.add_argument("--clients", default="1,8")
+    ap.add_argument("--cases", default=",".join(CASES))
+    ap.add_argument("--out", type=Path, default=HERE / "results" / "serve.json")
+    args = ap.parse_args(argv)
+    rows = []
+    for case in args.cases.split(","):
+        for n in (int(c) for c in args.clients.split(",")):
+            steps = args.steps if case != "depth270x480" else max(30, args.steps // (5 * n * n))
+            r = measure(case, n, args.warmup, steps)
+            rows.append(r)
+            print(f"{case:14s} clients={n}: p50 {r['p50_ms']:7.3f} ms  p99 {r['p99_ms']:7.3f} ms",
+                  flush=True)  # fmt: skip
+    print(f"\n{'case':14s} {'clients':>7s} {'p50 ms':>9s} {'p99 ms':>9s} {'target p99':>11s}")
+    for r in rows:
+        target = TARGETS_P99_MS.get(r["case"])
+        mark = (
+            "-"
+            if target is None
+            else f"< {target:g} {'met' if r['p99_ms'] < target else 'NOT met'}"
+        )
+        cells = f"{r['clients']:>7d} {r['p50_ms']:>9.3f} {r['p99_ms']:>9.3f}"
+        print(f"{r['case']:14s} {cells} {mark:>11s}")
+    print("splat RGB 64x64: not measured (gsplat renders only on CUDA)")
+    meta = {"machine": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+            "python": platform.python_version()}  # fmt: skip
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

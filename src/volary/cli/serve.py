@@ -1,0 +1,101 @@
+"""``volary serve``: a World served to other processes (:mod:`volary.serve`).
+
+This module turns command-line options into a :class:`~volary.serve.world.ServeConfig` and
+runs the server until Ctrl-C (or ``--ticks``).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import Any
+
+from volary.errors import ConfigError
+from volary.serve.world import SENSOR_KINDS, SensorSpec, ServeConfig, SlotSpec
+
+_SENSOR = re.compile(
+    r"^(?P<name>[A-Za-z_][\w-]*)=(?P<kind>\w+):(?P<preset>[\w.-]+)(@(?P<hz>[\d.]+))?$"
+)
+
+
+def parse_sensor(text: str) -> tuple[str, SensorSpec]:
+    """``NAME=KIND:PRESET[@HZ]`` (e.g. ``depth=depth:aerial_gym_64@15``) -> (name, spec)."""
+    m = _SENSOR.match(text.strip())
+    if m is None:
+        raise ConfigError(
+            f"--sensor: expected NAME=KIND:PRESET[@HZ] such as depth=depth:aerial_gym_64@15, "
+            f"got {text!r}"
+        )
+    if m["kind"] not in SENSOR_KINDS:
+        raise ConfigError(f"--sensor {text!r}: kind expected one of {SENSOR_KINDS}")
+    hz = None if m["hz"] is None else float(m["hz"])
+    return m["name"], SensorSpec(m["kind"], m["preset"], hz)
+
+
+def build_config(
+    *,
+    scene: str,
+    seed: int,
+    vehicles: int,
+    in_loop: int,
+    platform: str,
+    control: str,
+    control_hz: float,
+    imu: str,
+    sensors: list[str],
+) -> ServeConfig:
+    """The ServeConfig of the command's options (every vehicle carries every sensor)."""
+    if vehicles < 0 or in_loop < 0 or vehicles + in_loop == 0:
+        raise ConfigError(
+            f"--vehicles, --in-loop: expected counts >= 0, at least one slot; got "
+            f"{vehicles}, {in_loop}"
+        )
+    specs = dict(parse_sensor(s) for s in sensors)
+    names = tuple(specs)
+    slots = tuple(SlotSpec("vehicle", platform, names) for _ in range(vehicles))
+    slots += tuple(SlotSpec("in_loop", platform, names) for _ in range(in_loop))
+    return ServeConfig(
+        slots=slots,
+        scene=None if scene == "none" else scene,
+        seed=seed,
+        control=control,
+        control_hz=control_hz,
+        imu=None if imu == "none" else imu,
+        sensors=specs,
+    )
+
+
+def run_server(
+    config: ServeConfig,
+    *,
+    bind: str,
+    token: str | None,
+    input_timeout: float,
+    max_bytes: int,
+    ticks: int | None,
+    console: Any,
+) -> list[dict[str, Any]]:
+    """Serve ``config`` until Ctrl-C or ``ticks`` control periods; returns the fault log."""
+    from volary.serve.server import Server
+
+    with console.status("building the world..."):
+        srv = Server(
+            config, bind=bind, token=token, input_timeout=input_timeout, max_bytes=max_bytes
+        )
+    roles = [s.role for s in config.slots]
+    console.print(
+        f"volary serve: {srv.address}  scene {config.scene or 'open space'}  "
+        f"{roles.count('vehicle')} simulated + {roles.count('in_loop')} in-the-loop slot(s), "
+        f"{config.control} at {config.control_hz:g} Hz, sensors: "
+        f"{', '.join(config.sensors) or 'none'}{', imu' if config.imu else ''}  (Ctrl-C stops)",
+        highlight=False,
+    )
+    stop = threading.Event()
+    try:
+        srv.serve(stop, max_ticks=ticks)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        srv.close()
+    console.print(f"served {srv.ticks} control periods; {len(srv.faults)} fault(s)")
+    return srv.faults
