@@ -58,7 +58,7 @@ class Client:
         if not timeout > 0:
             raise ValueError(f"timeout: expected seconds > 0, got {timeout!r}")
         self.timeout, self.max_bytes = float(timeout), max_bytes
-        self._ctx = zmq.Context.instance()
+        self._ctx: Any = zmq.Context.instance()
         self.sock = self._ctx.socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.connect(address)

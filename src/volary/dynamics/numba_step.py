@@ -122,9 +122,9 @@ def soa_rollout(cfg: DynamicsConfig, substeps: int) -> Callable:
         t, fl = g(tick).copy(), g(flags).copy()
         kernel(pad(pbuf), pad(dbuf), x, g(command), t, fl, g(keys), phys, iphys)
         out = (x, t, fl)
-        tensors = tuple(torch.from_numpy(a) for a in out)
-        for tensor, array in zip(tensors, out, strict=True):
+        xt, tt, ft = (torch.from_numpy(a) for a in out)
+        for tensor, array in zip((xt, tt, ft), out, strict=True):
             views.put(tensor, array)
-        return tensors
+        return xt, tt, ft
 
     return run

@@ -59,7 +59,7 @@ def _lift(obj: Any, frames: list, depth: int) -> Any:
             raise ProtocolError(
                 "bad_field", f"array dtype {a.dtype.str} is not one of {sorted(DTYPES)}"
             )
-        frames.append(memoryview(a).cast("B") if a.size else b"")
+        frames.append(memoryview(a.data).cast("B") if a.size else b"")
         return {_ARRAY: len(frames) - 1, "dtype": a.dtype.str, "shape": list(a.shape)}
     if isinstance(obj, Mapping):
         return {str(k): _lift(v, frames, depth + 1) for k, v in obj.items()}

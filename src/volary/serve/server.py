@@ -90,7 +90,7 @@ class Server:
         self._fault_count: dict[bytes, int] = {}
         self._dropped: dict[bytes, str] = {}  # clients dropped for silence, and why
         self.ticks = 0
-        self._ctx = zmq.Context.instance()
+        self._ctx: Any = zmq.Context.instance()
         self.sock = self._ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.setsockopt(zmq.SNDHWM, hwm)
@@ -222,7 +222,9 @@ class Server:
                 "vel": P.vector(msg, "vel", 3, None),
                 "omega": P.vector(msg, "omega", 3, None),
             }
-            if float(np.linalg.norm(pose["quat"])) < 1e-6:
+            quat = pose["quat"]
+            assert quat is not None
+            if float(np.linalg.norm(quat)) < 1e-6:
                 raise P.ProtocolError("bad_field", "quat: expected a nonzero quaternion")
             peer.pending = pose
         self._maybe_tick()
