@@ -7,12 +7,14 @@ runs the server until Ctrl-C (or ``--ticks``).
 from __future__ import annotations
 
 import re
+import signal
 import threading
 from typing import Any
 
 from volary.errors import ConfigError
 from volary.serve.world import SENSOR_KINDS, SensorSpec, ServeConfig, SlotSpec
 
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _SENSOR = re.compile(
     r"^(?P<name>[A-Za-z_][\w-]*)=(?P<kind>\w+):(?P<preset>[\w.-]+)(@(?P<hz>[\d.]+))?$"
 )
@@ -91,11 +93,14 @@ def run_server(
         highlight=False,
     )
     stop = threading.Event()
+    # Ctrl-C and SIGTERM stop the loop between messages (set here even where a parent process
+    # left SIGINT ignored, which Python would otherwise inherit)
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in _STOP_SIGNALS}
     try:
         srv.serve(stop, max_ticks=ticks)
-    except KeyboardInterrupt:
-        pass
     finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         srv.close()
     console.print(f"served {srv.ticks} control periods; {len(srv.faults)} fault(s)")
     return srv.faults
