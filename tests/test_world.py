@@ -237,3 +237,28 @@ def test_the_imu_reads_every_step_when_the_vehicles_carry_one():
     w.step(_hold(w, [0.0, 0.0, 1.0]))
     imu = w.readings()["imu"]
     assert imu.accel.shape == (2, 3) and imu.gyro.shape == (2, 3)
+
+
+def test_placed_vehicles_take_the_given_pose_and_the_others_fly():
+    from volary.sim import Placement
+
+    world = World("crazyflie", None, n_envs=1, vehicles_per_env=2, control="position")
+    world.reset(pos=torch.tensor([[0.0, 0.0, 1.0], [1.0, 0.0, 1.0]]))
+    free = World("crazyflie", None, n_envs=1, vehicles_per_env=2, control="position")
+    free.reset(pos=torch.tensor([[0.0, 0.0, 1.0], [1.0, 0.0, 1.0]]))
+    sp = torch.tensor([[0.5, 0.0, 1.2, 0.0], [1.0, 0.0, 1.0, 0.0]])
+    place = Placement(
+        mask=torch.tensor([False, True]),
+        pos=torch.tensor([[9.0, 9.0, 9.0], [2.0, 3.0, 1.5]]),
+        quat=torch.tensor([[1.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 2.0]]),  # normalized here
+        vel=torch.tensor([[0.0, 0.0, 0.0], [0.1, 0.2, 0.3]]),
+    )
+    st, ref = world.step(sp, place=place), free.step(sp)
+    assert torch.equal(st.pos[1], torch.tensor([2.0, 3.0, 1.5]))
+    assert torch.equal(st.quat[1], torch.tensor([0.0, 0.0, 0.0, 1.0]))
+    assert torch.equal(st.vel[1], torch.tensor([0.1, 0.2, 0.3]))
+    assert torch.equal(st.omega[1], torch.zeros(3))
+    assert torch.equal(st.pos[0], ref.pos[0])  # the unplaced vehicle flew its own physics
+    assert world.state is st and world.tick == 1
+    with pytest.raises(ConfigError, match=r"place\.pos: expected shape \(2, 3\)"):
+        world.step(sp, place=Placement(torch.tensor([True, True]), torch.zeros(3), place.quat))
