@@ -266,7 +266,7 @@ KILLED_CLIENT = textwrap.dedent(
 
 
 def test_a_killed_client_is_dropped_and_the_others_fly_on():
-    with serving(TWO, input_timeout=0.5) as srv:
+    with serving(TWO, input_timeout=2.0) as srv:
         good = Client(srv.address)
         proc = subprocess.Popen([sys.executable, "-c", KILLED_CLIENT, srv.address],
                                 stdout=subprocess.PIPE, text=True, env=_env())  # fmt: skip
