@@ -113,19 +113,13 @@ def build_world(config: ServeConfig) -> Any:
         )
         for name, s in config.sensors.items()
     }
+    settings: dict[str, Any] = {"control": config.control, "control_hz": config.control_hz,
+                                "physics_hz": config.physics_hz, "imu": config.imu}  # fmt: skip
+    platforms = [s.platform for s in config.slots]
     world = World(
-        [s.platform for s in config.slots],
-        spec,
-        n_envs=1,
-        vehicles_per_env=b,
-        sensors=sensors,
-        gates=None,
-        control=config.control,
-        control_hz=config.control_hz,
-        physics_hz=config.physics_hz,
-        imu=config.imu,
-        seed=config.sim_seed,
-    )
+        platforms, spec, n_envs=1, vehicles_per_env=b, sensors=sensors, seed=config.sim_seed,
+        **settings,
+    )  # fmt: skip
     if spec is not None and spec.meta.get("order_index") is not None:
         world.gates = _tracker(world, spec)
     pos, quat = start_poses(config, spec)
