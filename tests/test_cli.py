@@ -167,3 +167,20 @@ def test_race_writes_results_and_plots(tmp_path):
     assert r.exit_code == 0, r.output
     assert "leaderboard" in r.output
     assert {p.name for p in tmp_path.iterdir()} >= {"race.json", "race_nominal.png"}
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--sensor", "depth"], "expected NAME=KIND:PRESET[@HZ]"),
+        (["--sensor", "d=sonar:x"], "kind expected one of"),
+        (["--vehicles", "0"], "at least one slot"),
+        (["--bind", "tcp://0.0.0.0:5599"], "give a token"),
+        (["--scene", "none", "--sensor", "b=beacons:aerial_gym_64"], "need a scene with gates"),
+        (["--control", "warp"], "control"),
+    ],
+)
+def test_serve_rejects_bad_options_with_a_clear_message(args, message):
+    r = runner.invoke(app, ["serve", "--ticks", "0", *args])
+    assert r.exit_code == 2, r.output
+    assert message in " ".join(r.output.split()), r.output
