@@ -135,3 +135,17 @@ def test_input_errors_name_the_argument(device):
         GateTracker(c, inflation=-0.1)
     with pytest.raises(ConfigError, match=r"pos: expected a tensor of shape \(1, 3\)"):
         GateTracker(c).update(torch.zeros(2, 3, device=device))
+
+
+def test_for_courses_reads_each_specs_order_and_passage_settings():
+    from volary.worlds import alphapilot_2019
+
+    spec = alphapilot_2019()
+    order = list(spec.meta["order_index"])
+    short = SceneSpec(**{**spec.__dict__, "meta": {**spec.meta, "order_index": order[:3],
+                                                     "gate_width": 0.5}})  # fmt: skip
+    tracker = GateTracker.for_courses(Scene.stack([spec, short]), [spec, short])
+    assert tracker.n_gates.tolist() == [len(order), 3]  # the short course is padded with -1
+    assert tracker.course_valid[1, 3:].any().item() is False
+    assert tracker.gate_width.tolist() == pytest.approx([spec.meta.get("gate_width", 0.3), 0.5])
+    assert tracker.inflation.tolist() == pytest.approx([spec.meta.get("inflation", 0.1)] * 2)

@@ -176,7 +176,7 @@ def _run_race(
     world = World(
         [RACE_PLATFORM] * len(specs),
         scene,
-        gates=_tracker(scene, specs),
+        gates=GateTracker.for_courses(scene, specs),
         control="mellinger",
         device=device,
         stochastic=stochastic,
@@ -221,20 +221,6 @@ _RECORDS = {  # sampled before the first step and after every step (rollout reco
 
 def _yaw_quat(yaw: float) -> list[float]:
     return [math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)]
-
-
-def _tracker(scene: Scene, specs: Sequence[SceneSpec]) -> GateTracker:
-    """The course order of every env (padded with -1) and its passage-rule settings."""
-    length = max(len(s.meta["order_index"]) for s in specs)
-    order = torch.full((len(specs), length), -1, dtype=torch.int64)
-    for i, s in enumerate(specs):
-        order[i, : len(s.meta["order_index"])] = torch.tensor(s.meta["order_index"])
-    return GateTracker(
-        scene,
-        order=order.to(scene.gate_corners.device),
-        gate_width=torch.tensor([s.meta.get("gate_width", 0.3) for s in specs]),
-        inflation=torch.tensor([s.meta.get("inflation", 0.1) for s in specs]),
-    )
 
 
 def _gate_times(records: dict[str, Tensor]) -> Tensor:

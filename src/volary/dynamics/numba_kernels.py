@@ -267,11 +267,3 @@ def advance_all(p, d, x, u, tick, flags, keys, phys, iphys):
     for n in range(x.shape[1]):
         bad = sanitize(p, n, r, u[n], cmd)
         advance(p, d, x, flags, tick, keys, n, r, cmd, bad, phys, iphys, scratch)
-
-
-@jit
-def rollout(p, d, xin, u, tick, flags, keys, phys, iphys):
-    """:func:`advance_all` on copies: returns new (x, tick, flags) buffers."""
-    xout, tick_out, flags_out = xin.copy(), tick.copy(), flags.copy()
-    advance_all(p, d, xout, u, tick_out, flags_out, keys, phys, iphys)
-    return xout, tick_out, flags_out

@@ -20,7 +20,7 @@ import hmac
 import ipaddress
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -30,6 +30,7 @@ import torch
 from volary.errors import ConfigError
 from volary.serve import protocol as P
 from volary.serve.world import ServeConfig, build_world, reset_slot
+from volary.sim import Placement
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +86,7 @@ class Server:
         self.peers: dict[bytes, _Peer] = {}
         self._check_pos = np.zeros((self.world.b, 3))  # collision-query schedule (_collisions)
         self._margin = np.full(self.world.b, -1.0)
-        self._events: tuple[int, np.ndarray, np.ndarray] | None = None
+        self._events: tuple[int, dict[str, np.ndarray]] | None = None  # (tick, events)
         self.faults: list[dict[str, Any]] = []
         self._fault_count: dict[bytes, int] = {}
         self._dropped: dict[bytes, str] = {}  # clients dropped for silence, and why
@@ -235,8 +236,6 @@ class Server:
             self._tick()
 
     def _tick(self) -> None:
-        from volary.sim import Placement
-
         w = self.world
         dtype = w.params.mass.dtype
         b = w.b
@@ -303,40 +302,46 @@ class Server:
         if w.sim.imu_reading is not None and self.config.slots[slot].role == "vehicle":
             r = w.sim.imu_reading
             obs["sensors"]["imu"] = {"accel": r.accel[slot].numpy(), "gyro": r.gyro[slot].numpy()}
-        events: dict[str, Any] = {}
-        if w.scene is not None:
-            collided, oob = self._collisions()
-            events["collided"], events["out_of_bounds"] = bool(collided[slot]), bool(oob[slot])
-        if w.m > 1:
-            events["vehicle_contact"] = bool(w.vehicle_contacts()[slot])
-        if w.gates is not None:
-            events["gates_passed"] = int(w.gates.passed[slot].sum())
+        events = {name: v[slot].item() for name, v in self._events_now().items()}
         obs["events"] = events
         return obs
 
-    def _collisions(self) -> tuple[np.ndarray, np.ndarray]:
-        """(B,) collided and out-of-bounds (or above the ceiling) flags now, from the scene's
-        signed distance. A vehicle is queried only when it has moved farther than its margin
-        (clearance to obstacles and to the flight volume) since its last query: the distance is
-        1-Lipschitz, so a skipped query could not have found contact (the benchmark's
-        ``ClearanceCollisions`` rule, on displacements)."""
+    def _events_now(self) -> dict[str, np.ndarray]:
+        """Every vehicle's events at the current tick, computed once per tick: ``collided`` and
+        ``out_of_bounds`` (or above the ceiling) with a scene, ``vehicle_contact`` with several
+        slots, ``gates_passed`` on a course.
+
+        Collisions come from the scene's signed distance, queried only when some vehicle has
+        moved farther than its margin (clearance to obstacles and to the flight volume) since
+        the last query: the distance is 1-Lipschitz, so a skipped query could not have found
+        contact (the benchmark's ``ClearanceCollisions`` rule, on displacements)."""
         w = self.world
         if self._events is not None and self._events[0] == w.tick:
-            return self._events[1], self._events[2]
+            return self._events[1]
+        events: dict[str, np.ndarray] = {}
+        if w.scene is not None:
+            events["collided"], events["out_of_bounds"] = self._collisions()
+        if w.m > 1:
+            events["vehicle_contact"] = w.vehicle_contacts().numpy()
+        if w.gates is not None:
+            events["gates_passed"] = w.gates.passed.sum(dim=1).numpy()
+        self._events = (w.tick, events)
+        return events
+
+    def _collisions(self) -> tuple[np.ndarray, np.ndarray]:
+        w = self.world
         pos = w.state.pos.double().numpy()
         moved = np.linalg.norm(pos - self._check_pos, axis=1)
-        collided, oob = np.zeros(w.b, bool), np.zeros(w.b, bool)
-        if bool((moved >= self._margin).any()):
-            ev = w.collision_events()
-            collided, oob = ev.collided.numpy(), (ev.out_of_bounds | ev.above_ceiling).numpy()
-            r = w.params.radius.double().numpy()
-            lo, hi = w.scene.bounds_min.double().numpy(), w.scene.bounds_max.double().numpy()
-            ceil = w.scene.ceiling.double().numpy()
-            box = np.minimum(pos - lo, hi - pos).min(axis=1) - r
-            margin = np.minimum.reduce([ev.clearance.double().numpy(), box, ceil - pos[:, 2] - r])
-            self._check_pos, self._margin = pos, np.maximum(margin, 0.0)
-        self._events = (w.tick, collided, oob)
-        return collided, oob
+        if not bool((moved >= self._margin).any()):
+            return np.zeros(w.b, bool), np.zeros(w.b, bool)
+        ev = w.collision_events()
+        r = w.params.radius.double().numpy()
+        lo, hi = w.scene.bounds_min.double().numpy(), w.scene.bounds_max.double().numpy()
+        ceil = w.scene.ceiling.double().numpy()
+        box = np.minimum(pos - lo, hi - pos).min(axis=1) - r
+        margin = np.minimum.reduce([ev.clearance.double().numpy(), box, ceil - pos[:, 2] - r])
+        self._check_pos, self._margin = pos, np.maximum(margin, 0.0)
+        return ev.collided.numpy(), (ev.out_of_bounds | ev.above_ceiling).numpy()
 
     def _sensor_info(self, name: str) -> dict[str, Any]:
         s = self.config.sensors[name]
@@ -375,8 +380,6 @@ class Server:
 
 def _slice(reading: Any, slot: int, b: int) -> dict[str, Any]:
     """The row of ``slot`` of every per-vehicle tensor field of a reading, as numpy."""
-    from dataclasses import fields, is_dataclass
-
     out: dict[str, Any] = {}
     if not is_dataclass(reading):
         raise ConfigError(f"sensor reading: expected a dataclass of tensors, got {reading!r:.60}")

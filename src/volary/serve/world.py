@@ -120,8 +120,10 @@ def build_world(config: ServeConfig) -> Any:
         platforms, spec, n_envs=1, vehicles_per_env=b, sensors=sensors, seed=config.sim_seed,
         **settings,
     )  # fmt: skip
-    if spec is not None and spec.meta.get("order_index") is not None:
-        world.gates = _tracker(world, spec)
+    if world.scene is not None and spec.meta.get("order_index") is not None:
+        from volary.worlds import GateTracker
+
+        world.gates = GateTracker.for_courses(world.scene, [spec] * world.b)
     pos, quat = start_poses(config, spec)
     world.reset(pos=pos, quat=quat)
     return world
@@ -141,7 +143,7 @@ def start_poses(config: ServeConfig, spec: Any) -> tuple[torch.Tensor, torch.Ten
     slots 1 m apart across the start heading."""
     b = len(config.slots)
     start = (0.0, 0.0, 1.0) if spec is None else tuple(spec.start)
-    yaw = 0.0 if spec is None else float(getattr(spec, "start_yaw", 0.0) or 0.0)
+    yaw = 0.0 if spec is None else float(spec.start_yaw)
     side = torch.tensor([-math.sin(yaw), math.cos(yaw), 0.0], dtype=torch.float64)
     offsets = torch.arange(b, dtype=torch.float64) - (b - 1) / 2
     pos = torch.tensor(start, dtype=torch.float64) + offsets[:, None] * side
@@ -166,15 +168,3 @@ def _sensor(s: SensorSpec, spec: Any) -> Any:
     from volary.sim import OnCaster
 
     return OnCaster(lambda caster: IrBeacons(s.preset, caster, spec))
-
-
-def _tracker(world: Any, spec: Any) -> Any:
-    from volary.worlds import GateTracker
-
-    order = torch.tensor(spec.meta["order_index"], dtype=torch.int64)
-    return GateTracker(
-        world.scene,
-        order=order.expand(world.b, -1),
-        gate_width=float(spec.meta.get("gate_width", 0.3)),
-        inflation=float(spec.meta.get("inflation", 0.1)),
-    )

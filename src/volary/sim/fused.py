@@ -97,7 +97,7 @@ class FusedLoop:
         self._imu: tuple[tuple, np.ndarray, np.ndarray, np.ndarray] | None = None
         n, dt = sim.n_envs, self.dtype
         self._no_rate = np.zeros((n, 10), dt)
-        self._no_imu = (padded(np.zeros((12, 0), dt)), np.zeros(0, dt), np.zeros(0, np.int64))
+        self._no_imu = (np.zeros((12, 0), dt), np.zeros(0, dt), np.zeros(0, np.int64))
         self._no_rec = (np.zeros((0, 1, n), dt), np.zeros((0, 3, n), np.bool_))
         self._keys = sim.keys.numpy()
         self._imu_keys = sim.imu.keys.numpy() if sim.imu is not None else np.zeros(0, np.int64)

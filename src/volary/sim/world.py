@@ -57,8 +57,8 @@ class Sensing:
 class Placement:
     """Poses of vehicles in the loop for :meth:`World.step`: ``mask`` (B,) bool selects them,
     ``pos`` (B, 3) m, ``quat`` (B, 4) [w, x, y, z] (normalized here unless unit to 1e-5),
-    ``vel`` and ``omega``
-    (B, 3) m/s and rad/s (body), zero when None. Rows outside the mask are ignored."""
+    ``vel`` (B, 3) m/s (world) and ``omega`` (B, 3) rad/s (body), zero when None. Rows outside
+    the mask are ignored."""
 
     mask: Tensor
     pos: Tensor

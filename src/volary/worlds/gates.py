@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from volary.errors import ConfigError
-from volary.worlds.primitives import Scene
+from volary.worlds.primitives import Scene, SceneSpec
 
 
 def gate_planes(corners: Tensor) -> tuple[Tensor, Tensor]:
@@ -120,6 +120,22 @@ class GateTracker:
         self._hi = self.corners.amax(dim=-2) + infl
         self._center, self._normal = gate_planes(self.corners)  # (N, L, 3) each
         self.reset()
+
+    @classmethod
+    def for_courses(cls, scene: Scene, specs: Sequence[SceneSpec]) -> GateTracker:
+        """The tracker of race courses: env i of ``scene`` flies ``specs[i]``'s course
+        (``meta["order_index"]``, padded with -1) with its ``gate_width`` and ``inflation``
+        (0.3 and 0.1 m when the spec does not say)."""
+        length = max(len(s.meta["order_index"]) for s in specs)
+        order = torch.full((len(specs), length), -1, dtype=torch.int64)
+        for i, s in enumerate(specs):
+            order[i, : len(s.meta["order_index"])] = torch.tensor(s.meta["order_index"])
+        return cls(
+            scene,
+            order=order.to(scene.gate_corners.device),
+            gate_width=torch.tensor([s.meta.get("gate_width", 0.3) for s in specs]),
+            inflation=torch.tensor([s.meta.get("inflation", 0.1) for s in specs]),
+        )
 
     def reset(self, mask: Tensor | None = None) -> None:
         """Start the masked envs' courses again (all when None)."""
