@@ -63,6 +63,13 @@ VOLARY_INFO = {
     "(command held), counted as 8 env-steps per env",
     "volary-numba-x32": "make_stepper(cfg, 32, compile='numba'): 32 physics steps per call "
     "(command held; 30 Hz control over 960 Hz physics), counted as 32 env-steps per env",
+    "volary-warp": "make_stepper(cfg, 1, compile='warp'): the same step as one Warp kernel (a "
+    "thread per env, state in registers; CUDA, or Warp's single-threaded CPU device), one "
+    "physics step per call; not in the default list (run it with --impls on a GPU)",
+    "volary-warp-x8": "make_stepper(cfg, 8, compile='warp'): 8 physics steps per launch "
+    "(command held), counted as 8 env-steps per env",
+    "volary-warp-x32": "make_stepper(cfg, 32, compile='warp'): 32 physics steps per launch "
+    "(command held; 30 Hz control over 960 Hz physics), counted as 32 env-steps per env",
 }
 
 
@@ -189,7 +196,19 @@ def measure(
         "setup_and_compile_s": warm_s,
         "bytes_per_env": getattr(step_fn, "bytes_per_env", None),
         "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        **_gpu_memory(device, n),
     }
+
+
+def _gpu_memory(device: str, n: int) -> dict:
+    """Peak GPU memory of the case (torch's allocator; Warp allocates nothing here: its kernel
+    reads and writes torch's tensors), in all and per env."""
+    if not device.startswith("cuda"):
+        return {}
+    import torch
+
+    peak = torch.cuda.max_memory_allocated()
+    return {"gpu_peak_bytes": peak, "gpu_bytes_per_env": peak / n}
 
 
 def _child(args) -> None:

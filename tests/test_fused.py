@@ -207,7 +207,8 @@ def test_auto_backend_by_device_batch_and_model():
     assert resolve_backend("auto", "cpu", "rigid_body", 1023) == "numba"
     assert resolve_backend("auto", "cpu", "rigid_body", 1024) == "inductor"
     assert resolve_backend("auto", "cpu", "thrust_rate", 4096) == "eager"
-    assert resolve_backend("auto", "cuda", "rigid_body", 8) == "eager"
+    assert resolve_backend("auto", "cuda", "rigid_body", 8) == "warp"  # warp-lang installed
+    assert resolve_backend("auto", "cuda", "thrust_rate", 8) == "eager"
     assert resolve_backend(False, "cpu", "rigid_body", 8) == "eager"
     assert resolve_backend(True, "cpu", "rigid_body", 8) == "inductor"
     assert resolve_backend("numba", "cpu", "rigid_body", 4096) == "numba"

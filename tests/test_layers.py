@@ -15,6 +15,7 @@ LAYER = {
     "math": 0,
     "errors": 0,
     "types": 0,
+    "device": 0,
     "registry": 0,
     "config": 0,
     "dynamics": 1,

@@ -13,8 +13,8 @@ and returns nothing; ``state`` reads it back.
   :func:`volary.dynamics.numba_kernels.advance_all` on the packed buffers (no allocation, no
   torch call); ``state`` is a snapshot (copies of the buffers) whose tensors are made on first
   access (:class:`~volary.dynamics.state.LazyState`).
-- inductor and eager: ``step`` runs ``make_stepper``'s stepper and keeps its output (every call
-  makes new tensors, so ``state`` needs no copy).
+- inductor, warp and eager: ``step`` runs ``make_stepper``'s stepper and keeps its output
+  (every call makes new tensors, so ``state`` needs no copy).
 
 Same equations, same results as ``rollout`` with ``substeps`` steps per call (parity:
 ``tests/test_bound_stepper.py``).
@@ -189,9 +189,9 @@ def bind_stepper(
         backend = auto_backend(device, cfg.model, n)
     else:
         backend = {True: "inductor", False: "eager"}.get(compile, compile)  # type: ignore[arg-type]
-        if backend not in ("eager", "inductor", "numba"):
+        if backend not in ("eager", "inductor", "numba", "warp"):
             raise ConfigError(
-                f"compile: expected 'auto', 'eager', 'inductor', 'numba', True or False, "
+                f"compile: expected 'auto', 'eager', 'inductor', 'numba', 'warp', True or False, "
                 f"got {compile!r}"
             )
     on_cpu = torch.device(device).type == "cpu"

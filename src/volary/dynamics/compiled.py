@@ -502,6 +502,10 @@ class _SoAStepper:
                 from volary.dynamics.numba_step import soa_rollout
 
                 fn = soa_rollout(self.cfg, self.substeps)
+            elif self.backend == "warp":
+                from volary.dynamics import warp_step
+
+                fn = warp_step.soa_rollout(self.cfg, self.substeps)
             else:
                 fn = _soa_rollout(self.cfg, self.substeps, n_rotors)
                 if self.backend == "inductor":
@@ -515,13 +519,13 @@ class _SoAStepper:
             self.params.get(params),
             self.dist.get(dist),
             xbuf,
-            command if self.backend == "numba" else command.t().contiguous(),
+            command if self.backend in ("numba", "warp") else command.t().contiguous(),
             state.tick,
             flags,
             keys,
         )
         n, r = params.n_envs, params.n_rotors
-        if n <= CHUNK or self.backend == "numba":
+        if n <= CHUNK or self.backend in ("numba", "warp"):
             x, tick, fl = self._fn(r, args)(*args)
         else:  # cache-sized chunks: a chunk's state and params stay resident across substeps
             chunks = [self._chunk(args, a, min(a + CHUNK, n)) for a in range(0, n, CHUNK)]
@@ -616,7 +620,7 @@ class _Fallback:
         return self.safe(params, state, command, dist, keys)
 
 
-STEP_BACKENDS = ("eager", "inductor", "numba")
+STEP_BACKENDS = ("eager", "inductor", "numba", "warp")
 
 # Envs; from here the inductor-compiled (SIMD over envs) step and closed loop beat the numba
 # kernels (a scalar loop over envs) on the CPU (benchmarks/README.md, closed_loop.py).
@@ -625,9 +629,16 @@ INDUCTOR_MIN = 1024
 
 def auto_backend(device: torch.device | str, model: Any, n_envs: int) -> str:
     """The backend ``"auto"`` picks: for the rigid-body model on the CPU, numba below
-    ``INDUCTOR_MIN`` envs and inductor from there; eager for the thrust-rate model (no fused
-    kernel) and on other devices."""
-    if torch.device(device).type != "cpu" or Model(model) != Model.RIGID_BODY:
+    ``INDUCTOR_MIN`` envs and inductor from there; on CUDA the Warp kernel where Warp is
+    installed; eager for the thrust-rate model (no fused kernel) and otherwise."""
+    kind = torch.device(device).type
+    if Model(model) != Model.RIGID_BODY:
+        return "eager"
+    if kind == "cuda":
+        import importlib.util
+
+        return "warp" if importlib.util.find_spec("warp") is not None else "eager"
+    if kind != "cpu":
         return "eager"
     if n_envs >= INDUCTOR_MIN:
         return "inductor"
@@ -656,6 +667,9 @@ def make_stepper(cfg: DynamicsConfig, substeps: int = 1, compile: bool | str = F
       is static, so each new N (or rotor count) triggers one more compile.
     - ``"numba"``: the rigid-body step as one numba kernel over envs and substeps (CPU only),
       fastest for small batches, where torch's per-op dispatch dominates.
+    - ``"warp"``: the rigid-body step as one Warp kernel, a thread per env with the state in
+      registers across substeps (any CUDA device, or Warp's single-threaded CPU device); the
+      fastest path on a GPU (``pip install volary[warp]``).
 
     Floats agree with the reference to float32 rounding; if a fast backend fails to compile or
     run it warns and runs eager.
@@ -669,8 +683,8 @@ def make_stepper(cfg: DynamicsConfig, substeps: int = 1, compile: bool | str = F
     if backend == "eager":
         return eager
     rigid = Model(cfg.model) == Model.RIGID_BODY
-    if backend == "numba" and not rigid:
-        raise ConfigError("compile='numba': only the rigid_body model has a numba kernel")
+    if backend in ("numba", "warp") and not rigid:
+        raise ConfigError(f"compile={backend!r}: only the rigid_body model has a {backend} kernel")
     fast: Stepper = (
         _SoAStepper(cfg, substeps, backend) if rigid else torch.compile(eager, dynamic=False)
     )

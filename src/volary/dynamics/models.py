@@ -19,7 +19,9 @@ Fields = tuple[Tensor, Tensor, Tensor, Tensor, Tensor]
 
 def gravity_vector(like: Tensor) -> Tensor:
     """g = [0, 0, -9.81] m/s^2 with the dtype and device of ``like``."""
-    return like.new_tensor([0.0, 0.0, -GRAVITY])
+    g = like.new_zeros(3)
+    g.narrow(0, 2, 1).fill_(-GRAVITY)  # a fill, not a copy from the host (no GPU sync)
+    return g
 
 
 def motor_lag(w: Tensor, w_cmd: Tensor, tau_up: Tensor, tau_down: Tensor) -> Tensor:

@@ -27,6 +27,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 from torch import Tensor
 
+from volary.device import host_sync_is_cheap
 from volary.errors import ConfigError
 from volary.math import random as vrandom
 from volary.sim import World, rollout
@@ -207,7 +208,7 @@ class TorchVectorEnv(gym.vector.VectorEnv):
             "episode_length": self.episode_length.clone(),
             **end,
         }
-        if bool(done.any()):
+        if not host_sync_is_cheap(self.device) or bool(done.any()):  # no GPU sync per step
             info["final_obs"] = self._observe()
             self._reset_envs(done)
             self.episode_return = torch.where(done, 0.0, self.episode_return)

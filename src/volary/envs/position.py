@@ -124,17 +124,21 @@ class PositionTask(TorchVectorEnv):
         self._rotor_max = (p.k_f * p.w_max**2).to(torch.float32)  # (N, R) N
         self._max_thrust = p.max_thrust.to(torch.float32)  # (N,) N
         self._rates = torch.tensor(cfg.max_rates, device=self.device)
+        # the start distribution's constants, on the device once (a copy per reset would make
+        # every GPU step wait for the host)
+        self._goal_base = torch.tensor(cfg.goal, device=self.device)
+        self._goal_range = torch.tensor(cfg.goal_range, device=self.device)
+        self._start_range = torch.tensor(cfg.start_range, device=self.device)
 
     def _goal(self, world: World) -> Tensor:
         return self.goal
 
     # ---- hooks -------------------------------------------------------------------------------
     def _start(self, mask: Tensor) -> dict[str, Tensor]:
-        cfg, dev = self.config, self.device
+        cfg = self.config
         u = self._draw(mask, 14)
-        base = torch.tensor(cfg.goal, device=dev)
-        goal = base + u[:, 0:3] * torch.tensor(cfg.goal_range, device=dev)
-        pos = goal + u[:, 3:6] * torch.tensor(cfg.start_range, device=dev)
+        goal = self._goal_base + u[:, 0:3] * self._goal_range
+        pos = goal + u[:, 3:6] * self._start_range
         pos[:, 2] = pos[:, 2].clamp_min(cfg.min_height + 0.3)
         vel = u[:, 6:9] * cfg.start_speed
         tilt = u[:, 9:11] * cfg.start_tilt

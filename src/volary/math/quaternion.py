@@ -14,7 +14,7 @@ from torch import Tensor
 def quat_identity(*batch: int, device=None, dtype=torch.float32) -> Tensor:
     """Identity rotation, shape ``(*batch, 4)``."""
     q = torch.zeros(*batch, 4, device=device, dtype=dtype)
-    q[..., 0] = 1.0
+    q.select(-1, 0).fill_(1.0)
     return q
 
 
@@ -35,7 +35,7 @@ def quat_mul(p: Tensor, q: Tensor) -> Tensor:
 
 def quat_conj(q: Tensor) -> Tensor:
     """Conjugate (the inverse of a unit quaternion)."""
-    return q * q.new_tensor([1.0, -1.0, -1.0, -1.0])
+    return torch.cat((q[..., :1], -q[..., 1:]), -1)  # no constant tensor: no host copy on a GPU
 
 
 def quat_normalize(q: Tensor, eps: float = 1e-12) -> Tensor:

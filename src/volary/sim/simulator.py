@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from volary.control import make_controller
+from volary.device import host_sync_is_cheap
 from volary.dynamics import (
     Airframe,
     Disturbance,
@@ -293,7 +294,9 @@ class Simulator:
     def _handle_divergence(self) -> None:
         if self._fused is None:
             self._last_reset = self.state.diverged.clone()
-            any_diverged = bool(self._last_reset.any())
+            # on a GPU the masked reset below runs every step rather than wait for the answer
+            cheap = host_sync_is_cheap(self._last_reset.device)
+            any_diverged = not cheap or bool(self._last_reset.any())
         else:  # the kernel said whether a flag is set; read it only then
             any_diverged = self._fused.diverged
             self._last_reset = self.state.diverged.clone() if any_diverged else None
@@ -471,11 +474,20 @@ def _mask(mask: Any, n: int, device: str) -> Tensor:
     return m
 
 
+def _finite(v: Any, t: Tensor) -> bool:
+    """Whether ``t`` (made from the caller's ``v``) is finite; True without looking for a tensor
+    the caller already has on a GPU (reading the answer back would wait for the device: a
+    non-finite pose or disturbance there is caught by the physics' divergence guard instead)."""
+    if isinstance(v, Tensor) and not host_sync_is_cheap(v.device):
+        return True
+    return bool(torch.isfinite(t).all())
+
+
 def _vec(v: Any, n: int, k: int, name: str, device: str, dtype: torch.dtype) -> Tensor:
     t = torch.as_tensor(v, device=device, dtype=dtype)
     if t.shape == (k,):
         t = t.expand(n, k)
-    if t.shape != (n, k) or not torch.isfinite(t).all():
+    if t.shape != (n, k) or not _finite(v, t):
         raise ConfigError(
             f"{name}: expected finite values of shape ({k},) or ({n}, {k}), got {tuple(t.shape)}"
         )
@@ -485,7 +497,7 @@ def _vec(v: Any, n: int, k: int, name: str, device: str, dtype: torch.dtype) -> 
 def _scalar(v: Any, n: int, name: str, device: str, dtype: torch.dtype) -> Tensor:
     t = torch.as_tensor(v, device=device, dtype=dtype)
     t = t.expand(n) if t.dim() == 0 else t
-    if t.shape != (n,) or not torch.isfinite(t).all():
+    if t.shape != (n,) or not _finite(v, t):
         raise ConfigError(f"{name}: expected a finite scalar or shape ({n},), got {tuple(t.shape)}")
     return t.clone()
 

@@ -1,0 +1,20 @@
+"""Where reading a tensor's value back on the host is cheap.
+
+A step that asks ``bool(mask.any())`` to skip work nobody needs (no env diverged, no episode
+ended) pays a host synchronization on a GPU: the CPU waits for every queued kernel, and the next
+step's kernels cannot be queued behind this one's. On the CPU the question costs nothing and
+skipping the work saves time. So the loops of :mod:`volary.sim` and :mod:`volary.envs` ask
+:func:`host_sync_is_cheap` first and, where it is not, do the masked work unconditionally (a
+masked reset with an all-False mask changes nothing): the GPU step then never waits on the host
+(``tests/test_env_sync.py`` counts the synchronizing ops).
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def host_sync_is_cheap(device: torch.device | str) -> bool:
+    """True on the CPU (a tensor's value is already on the host); False on CUDA and other
+    accelerators, where reading it back waits for the device."""
+    return torch.device(device).type == "cpu"
