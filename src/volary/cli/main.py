@@ -432,6 +432,26 @@ def serve(
         _fail(str(e))
 
 
+@app.command("host-planner")
+def host_planner(
+    algo: Annotated[str, typer.Argument(help="A planner name or module:Class.")],
+    bind: Annotated[str, typer.Option(help="ZeroMQ endpoint to bind.")] = "tcp://127.0.0.1:5600",
+    token: Annotated[
+        str | None,
+        typer.Option(envvar="VOLARY_PLANNER_TOKEN", help="Shared token; needed off localhost."),
+    ] = None,
+) -> None:
+    """Serve a navigation planner to `volary bench run --algo remote:ADDRESS` (or --remote
+    NAME=ADDRESS) from this process, one planner per trial, until Ctrl-C."""
+    from volary.cli.serve import run_planner_host
+    from volary.errors import VolaryError
+
+    try:
+        run_planner_host(algo, bind=bind, token=token, console=console)
+    except VolaryError as e:
+        _fail(str(e))
+
+
 @app.command()
 def demo(
     out: Out = Path("out/demo"),

@@ -53,8 +53,22 @@ def bench_run(
         str, typer.Option("--suite", help="quick, flyingtrust or a suite TOML file.")
     ] = "quick",
     algo: Annotated[
-        str, typer.Option("--algo", help="Comma-separated planners: names or module:Class.")
+        str,
+        typer.Option(
+            "--algo",
+            help="Comma-separated planners: names, module:Class, or remote:ADDRESS (a planner "
+            "served by `volary host-planner` or volary.client.host_planner).",
+        ),
     ] = "straight",
+    remote: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--remote",
+            metavar="NAME=ADDRESS",
+            help="Fly planner NAME (one of --algo) from the planner host at ADDRESS: the rows "
+            "and seeds of the in-process NAME, the planner in another process. Repeatable.",
+        ),
+    ] = None,
     workers: Workers = None,
     cluster: Cluster = None,
     db: Annotated[
@@ -81,6 +95,7 @@ def bench_run(
     try:
         s = configure(get_suite(suite), (), set_)
         algos = [a.strip() for a in algo.split(",") if a.strip()]
+        options = _remote_options(remote or [], algos)
         if seed < 0:
             _fail(f"--seed: expected >= 0, got {seed}")
         run_dir = out or RUNS_DIR / f"{s.name}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -98,12 +113,27 @@ def bench_run(
                 seed=seed,
                 progress=not quiet,
                 unit_timeout=unit_timeout,
+                algo_options=options or None,
             ),
             path,
         )
     except VolaryError as e:
         _fail(str(e))
     _finish(summary, report)
+
+
+def _remote_options(remote: list[str], algos: list[str]) -> dict[str, dict[str, str]]:
+    """--remote NAME=ADDRESS -> {NAME: {"remote": ADDRESS}}, each NAME one of the algorithms."""
+    out: dict[str, dict[str, str]] = {}
+    for item in remote:
+        name, sep, address = item.partition("=")
+        name, address = name.strip(), address.strip()
+        if not sep or not name or "://" not in address:
+            _fail(f"--remote: expected NAME=ADDRESS like mapper=tcp://127.0.0.1:5600, got {item!r}")
+        if name not in algos:
+            _fail(f"--remote: {name!r} is not one of --algo {','.join(algos)}")
+        out[name] = {"remote": address}
+    return out
 
 
 def bench_resume(

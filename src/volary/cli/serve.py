@@ -104,3 +104,22 @@ def run_server(
         srv.close()
     console.print(f"served {srv.ticks} control periods; {len(srv.faults)} fault(s)")
     return srv.faults
+
+
+def run_planner_host(algo: str, *, bind: str, token: str | None, console: Any) -> None:
+    """Serve planner ``algo`` (checked first) until Ctrl-C or SIGTERM."""
+    from volary.planning.planners import get_planner, resolve_planner
+    from volary.serve.planners import PlannerHost
+
+    resolve_planner(algo)  # an unknown name fails here, listing the valid ones
+    host = PlannerHost(lambda **options: get_planner(algo, **options), bind, token=token)
+    console.print(f"volary host-planner: {algo} at {host.address}  (Ctrl-C stops)", highlight=False)
+    stop = threading.Event()
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in _STOP_SIGNALS}
+    try:
+        host.serve(stop.is_set)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        host.close()
+    console.print(f"answered {host.requests} request(s); {host.faults} fault(s)")

@@ -17,9 +17,11 @@ server answers it with an ``error`` message and carries on.
 
 from __future__ import annotations
 
+import ipaddress
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 import msgpack
 import numpy as np
@@ -172,3 +174,30 @@ def _names(kind: type | tuple[type, ...]) -> str:
 def error(code: str, message: str, **extra: Any) -> dict[str, Any]:
     """An ``error`` reply header."""
     return {"op": "error", "code": code, "message": message, **extra}
+
+
+def check_bind(bind: str, token: str | None) -> None:
+    """A ZeroMQ endpoint to bind: loopback (127.0.0.1, ::1, localhost, ipc://, inproc://), or
+    any other with a ``token`` of at least 8 characters; else :class:`ConfigError`."""
+    from volary.errors import ConfigError
+
+    if not isinstance(bind, str) or "://" not in bind:
+        raise ConfigError(
+            f"bind: expected a ZeroMQ endpoint like 'tcp://127.0.0.1:5555', got {bind!r}"
+        )
+    if token is not None and not (isinstance(token, str) and len(token) >= 8):
+        raise ConfigError("token: expected a string of at least 8 characters")
+    scheme = bind.split("://", 1)[0]
+    if scheme in ("ipc", "inproc"):
+        return
+    host = urlsplit(bind).hostname or ""
+    if host == "localhost":
+        return
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback and token is None:
+        raise ConfigError(
+            f"bind: {bind!r} is reachable from other machines; give a token (--token) to bind it"
+        )

@@ -17,12 +17,10 @@ reply; a client that sends no step for ``input_timeout`` seconds while others wa
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import logging
 import time
 from dataclasses import dataclass, fields, is_dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 import numpy as np
 import torch
@@ -72,7 +70,7 @@ class Server:
 
         if not isinstance(config, ServeConfig):
             raise ConfigError(f"config: expected a ServeConfig, got {type(config).__name__}")
-        _check_bind(bind, token)
+        P.check_bind(bind, token)
         if not (isinstance(max_bytes, int) and max_bytes >= 1024):
             raise ConfigError(f"max_bytes: expected an int >= 1024, got {max_bytes!r}")
         if not (isinstance(hwm, int) and hwm >= 1):
@@ -389,24 +387,3 @@ def _slice(reading: Any, slot: int, b: int) -> dict[str, Any]:
             continue
         out[f.name] = v[slot].detach().cpu().numpy()
     return out
-
-
-def _check_bind(bind: str, token: str | None) -> None:
-    if not isinstance(bind, str) or "://" not in bind:
-        raise ConfigError(f"bind: expected a ZeroMQ endpoint like {DEFAULT_BIND!r}, got {bind!r}")
-    if token is not None and not (isinstance(token, str) and len(token) >= 8):
-        raise ConfigError("token: expected a string of at least 8 characters")
-    scheme = bind.split("://", 1)[0]
-    if scheme in ("ipc", "inproc"):
-        return
-    host = urlsplit(bind).hostname or ""
-    if host == "localhost":
-        return
-    try:
-        loopback = ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = False
-    if not loopback and token is None:
-        raise ConfigError(
-            f"bind: {bind!r} is reachable from other machines; give a token (--token) to bind it"
-        )

@@ -37,11 +37,13 @@ envs of its batch):
 - at the time limit: "no_plan" if the planner never returned a reference, "timeout" if the env
   never came within the goal radius, else "outside_goal";
 - "error": the planner (or its constructor/reset) raised, returned a malformed or non-finite
-  reference, or used more than ``settings.trial_wall_limit`` s of wall clock in total. The
-  limit is enforced with ``signal.setitimer(ITIMER_REAL)``/SIGALRM around each planner call when
-  running in the main thread (a SIGALRM handler is installed for the unit; an outer
-  ITIMER_REAL is suspended meanwhile and re-armed afterwards minus the elapsed time); in other
-  threads the time is only checked after the call returns (a hang cannot be interrupted).
+  reference (a remote planner: its host answered with an error or garbage, or not within
+  ``remote_timeout`` s, default 10), or used more than ``settings.trial_wall_limit`` s of wall
+  clock in total. The limit is enforced with ``signal.setitimer(ITIMER_REAL)``/SIGALRM around
+  each planner call when running in the main thread (a SIGALRM handler is installed for the
+  unit; an outer ITIMER_REAL is suspended meanwhile and re-armed afterwards minus the elapsed
+  time); in other threads the time is only checked after the call returns (a hang cannot be
+  interrupted).
 
 An env that has ended hovers at its last position; its planner and sensors are not called again.
 """
@@ -529,10 +531,27 @@ def _indicators(airframe: Any) -> Any:
 
 
 def _start_planner(env: _Env, algo: str, options: dict[str, Any]) -> None:
-    from volary.planning.planners import get_planner
+    """The env's planner, reset for its task: ``remote:ADDRESS`` (or the option ``remote`` of
+    a named algorithm) is a :class:`~volary.serve.planners.RemotePlanner` of the host at that
+    address, given the other options; anything else comes from the planner registry."""
+    opts = dict(options)
+    address = opts.pop("remote", None)
+    if address is None and algo.startswith(REMOTE):
+        address = algo.removeprefix(REMOTE)
+    if address is not None:
+        from volary.serve.planners import RemotePlanner
 
-    env.planner = get_planner(algo, **options)
+        timeout = opts.pop("remote_timeout", REMOTE_TIMEOUT)
+        env.planner = RemotePlanner(address, timeout=timeout, **opts)
+    else:
+        from volary.planning.planners import get_planner
+
+        env.planner = get_planner(algo, **opts)
     env.planner.reset(env.task)
+
+
+REMOTE = "remote:"  # algo prefix of a planner served by another process (volary.serve.planners)
+REMOTE_TIMEOUT = 10.0  # s a remote planner may take per call before the trial fails
 
 
 def _yaw(quat: np.ndarray) -> float:

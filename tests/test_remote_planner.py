@@ -1,0 +1,295 @@
+"""Planners in another process (volary.serve.planners): the benchmark's rows do not change when
+the planner moves behind the wire, and a host that fails becomes a recorded failure."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from volary.bench.nav.episode import run_unit
+from volary.bench.nav.schema import ProtocolSettings, WorkUnit
+from volary.serve import protocol as P
+from volary.serve.planners import (
+    PlannerHost,
+    RemotePlanner,
+    obs_from_wire,
+    obs_to_wire,
+    ref_from_wire,
+    ref_to_wire,
+    task_from_wire,
+    task_to_wire,
+)
+
+PAIR = ("0.60kg-EMAX", "1.00kg-SunnySky")
+SHORT = ProtocolSettings(time_limit=6.0, trial_wall_limit=20.0)
+TESTS = Path(__file__).resolve().parent
+
+
+def _rows(unit: WorkUnit) -> list[dict]:
+    out = []
+    for r in run_unit(unit):
+        row = r.to_row()
+        row.pop("wall_time")
+        out.append(row)
+    return out
+
+
+def _start_host(algo: str, *extra: str) -> tuple[subprocess.Popen, str]:
+    """``volary host-planner ALGO`` on a free port; returns the process and its address."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), *sys.path])}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "volary.cli.main",
+            "host-planner",
+            algo,
+            "--bind",
+            "tcp://127.0.0.1:*",
+            *extra,
+        ],  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+    )
+    deadline = time.monotonic() + 60
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if " at tcp://" in line:
+            return proc, line.split(" at ", 1)[1].split()[0]
+        if not line and proc.poll() is not None:
+            break
+    proc.kill()
+    raise AssertionError(f"host-planner did not start: {proc.stdout.read()}")
+
+
+@pytest.fixture(scope="module")
+def mapper_host():
+    proc, address = _start_host("mapper")
+    yield address
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def test_mapper_behind_the_remote_adapter_flies_identical_rows(mapper_host):
+    """The same unit, mapper in-process and mapper in another process (``--remote
+    mapper=ADDRESS`` = the option ``remote``): every field of every row equal (wall time
+    aside), so the seeds, the plans and the flights are the same."""
+    unit = WorkUnit("mapper", "forest", 0, 0, PAIR, 0, (), SHORT)
+    local = _rows(unit)
+    remote = _rows(replace(unit, algo_options=(("remote", mapper_host),)))
+    assert [r["cause"] for r in remote] == [r["cause"] for r in local]
+    assert all(r["error"] == "" for r in remote)
+    assert remote == local
+    assert local[0]["path_length"] > 1.0  # it flew on plans, not on the hold
+
+
+def test_remote_algo_name_flies_its_own_rows(mapper_host):
+    """``--algo remote:ADDRESS``: a planner of its own name (its own seeds), flown remotely."""
+    rows = run_unit(WorkUnit(f"remote:{mapper_host}", "forest", 0, 0, PAIR[:1], 0, (), SHORT))
+    assert rows[0].algo == f"remote:{mapper_host}" and rows[0].error == ""
+    assert rows[0].path_length > 1.0
+
+
+class _FakeHost:
+    """A ROUTER socket in a thread that answers every request with ``reply(frames)`` (a list of
+    frames, or None for silence)."""
+
+    def __init__(self, reply):
+        import zmq
+
+        self.sock = zmq.Context.instance().socket(zmq.ROUTER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        port = self.sock.bind_to_random_port("tcp://127.0.0.1")
+        self.address = f"tcp://127.0.0.1:{port}"
+        self.reply, self.stop = reply, threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            if self.sock.poll(50):
+                ident, *body = self.sock.recv_multipart()
+                out = self.reply(body)
+                if out is not None:
+                    self.sock.send_multipart([ident, *out])
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(2)
+        self.sock.close(0)
+
+
+def _seq(body) -> int:
+    return P.decode(body).get("seq", 0)
+
+
+@pytest.mark.parametrize(
+    "kind, message",
+    [
+        ("garbage", "ProtocolError"),
+        ("silent", "TimeoutError"),
+        ("wrong_op", "ProtocolError"),
+        ("no_host", "TimeoutError"),
+    ],
+)
+def test_a_host_that_hangs_or_sends_garbage_is_a_recorded_failure(kind, message):
+    replies = {
+        "garbage": lambda body: [b"\xc1\xff not msgpack"],
+        "silent": lambda body: None,
+        "wrong_op": lambda body: P.encode({"op": "reference", "seq": _seq(body)}),
+    }
+    host = _FakeHost(replies[kind]) if kind in replies else None
+    address = host.address if host else "tcp://127.0.0.1:9"  # nothing listens on port 9
+    unit = WorkUnit("mapper", "forest", 0, 0, PAIR, 0,
+                    (("remote", address), ("remote_timeout", 0.5)), SHORT)  # fmt: skip
+    try:
+        t0 = time.monotonic()
+        rows = run_unit(unit)
+    finally:
+        if host:
+            host.close()
+    assert [r.cause for r in rows] == ["error", "error"]
+    assert all(message in r.error for r in rows), rows[0].error
+    assert time.monotonic() - t0 < 30  # each env waited its timeout once, then the unit ended
+
+
+class DiesMidTrial:
+    """Straight flight until t = 1 s, then the host process SIGKILLs itself mid-call."""
+
+    name = "dies"
+    needs = frozenset()
+
+    def __init__(self, **options):
+        from volary.planning.planners.straight import StraightPlanner
+
+        self.inner = StraightPlanner()
+
+    def reset(self, task):
+        self.inner.reset(task)
+
+    def plan(self, obs):
+        if obs.t > 1.0:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return self.inner.plan(obs)
+
+
+def test_a_host_killed_mid_trial_fails_its_trials_and_the_unit_finishes():
+    """The host dies (SIGKILL) while answering: the calls time out, each env becomes an error
+    row at the time it happened, the unit returns every row."""
+    proc, address = _start_host("test_remote_planner:DiesMidTrial")
+    unit = WorkUnit("dies", "forest", 0, 0, PAIR, 0,
+                    (("remote", address), ("remote_timeout", 1.0)), SHORT)  # fmt: skip
+    try:
+        rows = run_unit(unit)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    assert [r.cause for r in rows] == ["error", "error"]
+    assert all("TimeoutError" in r.error for r in rows)
+    assert all(1.0 < r.flight_time < 1.5 for r in rows)  # it flew on plans until the host died
+
+
+def test_a_planner_that_raises_on_the_host_is_an_error_row_with_its_traceback():
+    proc, address = _start_host("test_nav_episode:Faulty")
+    try:
+        unit = WorkUnit("faulty", "sudden_drop", 0, 0, ("0.895kg-DJI", "0.90kg-DJI"), 0,
+                        (("remote", address),), ProtocolSettings(time_limit=3.0))  # fmt: skip
+        rows = {r.platform: r for r in run_unit(unit)}
+    finally:
+        proc.kill()
+        proc.wait()
+    assert rows["0.895kg-DJI"].cause == "error"
+    assert "RuntimeError: planner bug" in rows["0.895kg-DJI"].error
+    assert "planner_error" in rows["0.895kg-DJI"].error
+    assert rows["0.90kg-DJI"].cause == "error" and "non-finite" in rows["0.90kg-DJI"].error
+
+
+def test_wire_round_trips_are_exact():
+    from volary.bench.nav.episode import _depth_info, _lidar_info
+    from volary.planning.navigation import NavLimits, NavObservation, NavReference, NavTask
+
+    rng = np.random.default_rng(0)
+    limits = NavLimits(4.0, 5.1, 3.2, 2.5, 100.0, 20.0, 0.2)
+    task = NavTask(rng.normal(size=3), rng.normal(size=3), 2.0, -rng.random(3), rng.random(3),
+                   limits, 90.0, 10.0, _depth_info(10.0), _lidar_info(10.0), 7, "p")  # fmt: skip
+    back = task_from_wire(P.decode(_frames(P.encode({"op": "x", "task": task_to_wire(task)}))))
+    assert back.limits == task.limits and back.seed == 7 and back.platform == "p"
+    for a, b in ((task.start, back.start), (task.depth.q_body_cam, back.depth.q_body_cam),
+                 (task.lidar.directions, back.lidar.directions)):  # fmt: skip
+        assert np.array_equal(a, b) and b.flags.writeable
+    obs = NavObservation(1.5, rng.normal(size=3), rng.normal(size=3), np.array([1.0, 0, 0, 0]),
+                         rng.normal(size=3), rng.random((48, 64)).astype(np.float32))  # fmt: skip
+    ob = obs_from_wire(P.decode(_frames(P.encode({"op": "x", "obs": obs_to_wire(obs)}))))
+    assert ob.t == 1.5 and np.array_equal(ob.depth, obs.depth) and ob.depth.dtype == np.float32
+    k = np.linspace(0, 1, 5)
+    ref = NavReference(0.0, k, rng.normal(size=(5, 3)), rng.normal(size=(5, 3)),
+                       rng.normal(size=(5, 3)), k)  # fmt: skip
+    rb = ref_from_wire(P.decode(_frames(P.encode({"op": "x", "reference": ref_to_wire(ref)}))))
+    assert all(np.array_equal(getattr(ref, f), getattr(rb, f)) for f in ("times", "positions"))
+    assert ref_from_wire({"reference": None}) is None
+
+
+def _frames(frames) -> list[bytes]:
+    return [bytes(f) for f in frames]
+
+
+def test_host_answers_bad_requests_with_errors_and_keeps_serving():
+    host = PlannerHost(lambda **o: None, "tcp://127.0.0.1:*")
+    try:
+        replies = []
+        host.sock.send_multipart = lambda frames: replies.append(P.decode(frames[1:]))
+        host.handle([b"id", b"junk"])
+        host.handle([b"id", *_frames(P.encode({"op": "plan", "trial": "t", "seq": 3}))])
+        host.handle([b"id", *_frames(P.encode({"op": "launch", "trial": "t"}))])
+        assert [r["code"] for r in replies] == ["bad_message", "bad_field", "bad_message"]
+        assert replies[1]["seq"] == 3 and "no planner_reset" in replies[1]["message"]
+        assert host.faults == 3
+    finally:
+        host.close()
+
+
+def test_host_token_and_bind_checks():
+    from volary.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="token"):
+        PlannerHost(lambda **o: None, "tcp://0.0.0.0:*")
+    host = PlannerHost(lambda **o: None, "tcp://127.0.0.1:*", token="s3cret-token")
+    try:
+        replies = []
+        host.sock.send_multipart = lambda frames: replies.append(P.decode(frames[1:]))
+        host.handle([b"id", *_frames(P.encode({"op": "plan", "trial": "t", "token": "nope"}))])
+        assert replies[0]["code"] == "unauthorized"
+    finally:
+        host.close()
+    with pytest.raises(ValueError, match="address"):
+        RemotePlanner("localhost:5600")
+
+
+@pytest.mark.slow
+def test_a_36_platform_mapper_unit_is_identical_behind_the_remote_adapter(mapper_host):
+    """The issue's check: a whole 36-platform unit (forest, configuration 0, the full protocol
+    settings), mapper in-process and behind the adapter in another process: identical rows."""
+    from volary.platforms import table1
+
+    platforms = tuple(table1())  # the 36 FLYINGTRUST platforms
+    assert len(platforms) == 36
+    unit = WorkUnit("mapper", "forest", 0, 0, platforms, 0)
+    local = _rows(unit)
+    remote = _rows(replace(unit, algo_options=(("remote", mapper_host),)))
+    assert remote == local
