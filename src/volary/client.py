@@ -135,3 +135,19 @@ def _vec(v: Any, n: int, name: str) -> np.ndarray:
     if a.size != n:
         raise ValueError(f"{name}: expected {n} numbers, got {a.size}")
     return a
+
+
+def host_planner(
+    planner: Any,
+    bind: str = "tcp://127.0.0.1:5600",
+    *,
+    token: str | None = None,
+    stop: Any = None,
+) -> None:
+    """Serve a navigation planner to ``volary bench run --algo remote:ADDRESS`` from this
+    process until ``stop()`` is true (or forever): ``planner`` is a class or callable returning
+    a new ``NavPlanner`` per trial, a registered name or ``"module:Class"``
+    (:mod:`volary.serve.planners`, ``docs/remote-planner.md``)."""
+    from volary.serve.planners import host_planner as serve
+
+    serve(planner, bind, token=token, stop=stop)
