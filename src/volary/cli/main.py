@@ -416,6 +416,10 @@ def serve(
     ] = 5.0,
     max_bytes: Annotated[int, typer.Option(help="Largest message accepted.")] = 16 * 2**20,
     ticks: Annotated[int | None, typer.Option(help="Stop after this many periods.")] = None,
+    record: Annotated[
+        Path | None,
+        typer.Option(help="Record the run to this new directory (a ROS 2 bag, MCAP storage)."),
+    ] = None,
 ) -> None:
     """Serve a World to other processes (lock-step): clients claim a vehicle, send commands
     or poses, and get states, sensors and events back (docs/serve.md, docs/protocol.md)."""
@@ -427,9 +431,33 @@ def serve(
                            platform=platform, control=control, control_hz=control_hz, imu=imu,
                            sensors=sensor or [])  # fmt: skip
         run_server(cfg, bind=bind, token=token, input_timeout=timeout, max_bytes=max_bytes,
-                   ticks=ticks, console=console)  # fmt: skip
+                   ticks=ticks, console=console, record=record)  # fmt: skip
     except VolaryError as e:
         _fail(str(e))
+
+
+@app.command()
+def replay(
+    bag: Annotated[Path, typer.Argument(help="A recording of volary serve --record.")],
+    record: Annotated[
+        Path | None, typer.Option(help="Record the replay to this new directory.")
+    ] = None,
+) -> None:
+    """Fly a recorded served run again (the same joins, commands and poses, no clients) and
+    report where its vehicles ended; with --record, write the replay as a bag of its own."""
+    from volary.errors import VolaryError
+    from volary.serve.recording import replay as fly
+
+    if not bag.exists():
+        _fail(f"bag: {bag} does not exist")
+    try:
+        srv = fly(bag, record=record)
+    except VolaryError as e:
+        _fail(str(e))
+    pos = srv.world.state.pos
+    console.print(f"replayed {srv.ticks} control periods of {bag}")
+    for i in range(srv.world.b):
+        console.print(f"  vehicle {i}: {[round(float(v), 4) for v in pos[i]]} m")
 
 
 @app.command("host-planner")

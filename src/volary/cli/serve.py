@@ -76,14 +76,14 @@ def run_server(
     max_bytes: int,
     ticks: int | None,
     console: Any,
+    record: Any = None,
 ) -> list[dict[str, Any]]:
     """Serve ``config`` until Ctrl-C or ``ticks`` control periods; returns the fault log."""
     from volary.serve.server import Server
 
     with console.status("building the world..."):
-        srv = Server(
-            config, bind=bind, token=token, input_timeout=input_timeout, max_bytes=max_bytes
-        )
+        srv = Server(config, bind=bind, token=token, input_timeout=input_timeout,
+                     max_bytes=max_bytes, record=record)  # fmt: skip
     roles = [s.role for s in config.slots]
     console.print(
         f"volary serve: {srv.address}  scene {config.scene or 'open space'}  "
@@ -103,6 +103,8 @@ def run_server(
             signal.signal(sig, handler)
         srv.close()
     console.print(f"served {srv.ticks} control periods; {len(srv.faults)} fault(s)")
+    if record is not None:
+        console.print(f"recorded to {record}")
     return srv.faults
 
 

@@ -20,6 +20,7 @@ import hmac
 import logging
 import time
 from dataclasses import dataclass, fields, is_dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -65,6 +66,7 @@ class Server:
         max_bytes: int = P.MAX_BYTES,
         input_timeout: float = 5.0,
         hwm: int = 1000,
+        record: str | Path | None = None,
     ) -> None:
         import zmq
 
@@ -89,6 +91,11 @@ class Server:
         self._fault_count: dict[bytes, int] = {}
         self._dropped: dict[bytes, str] = {}  # clients dropped for silence, and why
         self.ticks = 0
+        self.recorder: Any = None
+        if record is not None:
+            from volary.serve.recording import BagRecorder
+
+            self.recorder = BagRecorder(record, config, self.world)
         self._ctx: Any = zmq.Context.instance()
         self.sock = self._ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 0)
@@ -131,6 +138,9 @@ class Server:
 
     def close(self) -> None:
         self.sock.close(0)
+        if self.recorder is not None:
+            self.recorder.close()
+            self.recorder = None
 
     # ---- operations -------------------------------------------------------------------------
     def _dispatch(self, ident: bytes, envelope: list[bytes], msg: dict[str, Any]) -> None:
@@ -202,6 +212,8 @@ class Server:
     def _reset_slot(self, slot: int) -> None:
         reset_slot(self.world, self.config, slot)
         self._events = None  # the slot moved within this tick
+        if self.recorder is not None:
+            self.recorder.event(self.world.tick, "reset", slot=slot)
 
     def _step(self, peer: _Peer, msg: dict[str, Any]) -> None:
         if peer.pending is not None:
@@ -234,6 +246,19 @@ class Server:
             self._tick()
 
     def _tick(self) -> None:
+        inputs = {}
+        for p in self.peers.values():
+            assert p.pending is not None
+            inputs[p.slot] = (p.role, p.pending)
+        obs = self._advance(inputs)
+        now = time.monotonic()
+        for p in list(self.peers.values()):
+            p.pending, p.since = None, now
+            self._send(p.ident, p.envelope, obs[p.slot])
+
+    def _advance(self, inputs: dict[int, tuple[str, dict[str, Any]]]) -> dict[int, dict]:
+        """One control period with ``inputs`` = {slot: (role, step fields)}; returns the
+        observation of each of those slots (recorded with the inputs when recording)."""
         w = self.world
         dtype = w.params.mass.dtype
         b = w.b
@@ -242,26 +267,26 @@ class Server:
         st = w.state
         pos, quat = st.pos.clone(), st.quat.clone()
         vel, omega = torch.zeros(b, 3, dtype=dtype), torch.zeros(b, 3, dtype=dtype)
-        for p in self.peers.values():
-            d = p.pending
-            assert d is not None
-            if p.role == "vehicle":
-                command[p.slot] = torch.from_numpy(d["command"]).to(dtype)
-                held[p.slot] = False
+        for slot, (role, d) in inputs.items():
+            if role == "vehicle":
+                command[slot] = torch.from_numpy(d["command"]).to(dtype)
+                held[slot] = False
             else:
-                pos[p.slot] = torch.from_numpy(d["pos"]).to(dtype)
-                quat[p.slot] = torch.from_numpy(d["quat"]).to(dtype)
+                pos[slot] = torch.from_numpy(d["pos"]).to(dtype)
+                quat[slot] = torch.from_numpy(d["quat"]).to(dtype)
                 if d["vel"] is not None:
-                    vel[p.slot] = torch.from_numpy(d["vel"]).to(dtype)
+                    vel[slot] = torch.from_numpy(d["vel"]).to(dtype)
                 if d["omega"] is not None:
-                    omega[p.slot] = torch.from_numpy(d["omega"]).to(dtype)
+                    omega[slot] = torch.from_numpy(d["omega"]).to(dtype)
+        if self.recorder is not None:
+            self.recorder.inputs(w.tick, inputs)
         place = Placement(held, pos, quat, vel, omega) if bool(held.any()) else None
         w.step(command, place=place)
         self.ticks += 1
-        now = time.monotonic()
-        for p in list(self.peers.values()):
-            p.pending, p.since = None, now
-            self._send(p.ident, p.envelope, self._obs(p.slot))
+        obs = {slot: self._obs(slot) for slot in inputs}
+        if self.recorder is not None:
+            self.recorder.outputs(w.tick, obs)
+        return obs
 
     def _drop_stragglers(self) -> None:
         waiting = [p for p in self.peers.values() if p.pending is None]
@@ -371,6 +396,9 @@ class Server:
             entry["slot"] = peer.slot
         self.faults.append(entry)
         del self.faults[:-1000]  # the newest thousand
+        if self.recorder is not None:  # every fault, also those the log leaves out
+            self.recorder.event(self.world.tick, "fault", **{k: v for k, v in entry.items()
+                                                             if k != "tick"})  # fmt: skip
         n = self._fault_count[ident] = self._fault_count.get(ident, 0) + 1
         if n <= 10 or n % 1000 == 0:  # a flood is logged, not echoed
             log.warning("serve: %s from %s (fault %d): %s", code, ident.hex(), n, message)

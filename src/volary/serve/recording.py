@@ -1,0 +1,316 @@
+"""A served run as a ROS 2 bag in MCAP storage, and its replay.
+
+:class:`BagRecorder` writes, tick by tick, what went into the World and what came out, with ROS 2
+message types (serialized to CDR by ``rosbags``, stored by its rosbag2 writer with the MCAP
+storage plugin: a directory with ``metadata.yaml`` and one ``.mcap`` file that ``ros2 bag``,
+Foxglove and rerun open). Topics (``i`` the slot):
+
+- ``/clock`` (rosgraph_msgs/Clock): the World's time after each tick;
+- ``/vehicle{i}/setpoint`` (std_msgs/Float64MultiArray): a simulated vehicle's command (input);
+- ``/vehicle{i}/pose_in``, ``/twist_in`` (geometry_msgs/PoseStamped, TwistStamped): a vehicle
+  in the loop's pose (input);
+- ``/vehicle{i}/pose``, ``/twist`` (PoseStamped, TwistStamped): the state after the tick
+  (world frame; twist: world velocity, body rates);
+- ``/vehicle{i}/imu`` (sensor_msgs/Imu): a simulated vehicle's IMU reading;
+- ``/vehicle{i}/{name}``: depth and ToF as sensor_msgs/Image (32FC1, m), LiDAR as
+  PointCloud2 (sensor frame), a rangefinder as Range; IR beacons as std_msgs/String JSON on
+  ``/vehicle{i}/{name}/beacons``;
+- ``/volary/events`` (std_msgs/String): JSON of joins (``reset``), faults, collisions and gate
+  passages;
+- ``/volary/config`` (std_msgs/String): the ``ServeConfig`` as JSON (the first message).
+
+Every message of tick ``k`` has the log time ``k * dt`` (ns): the bag groups by tick. Inputs
+are float64, so :func:`replay` feeds exactly the recorded commands and poses to a fresh World
+(the ``ServeConfig`` travels as the first message) and reproduces the run bit for bit
+(``tests/test_serve_recording.py``). Frames: world z-up, body FLU, camera OpenCV = ROS's
+optical frame; quaternions go to ROS's named fields through :func:`volary.math.wxyz_to_xyzw`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from volary.errors import ConfigError, FileFormatError, MissingDependencyError
+
+CONFIG_TOPIC = "/volary/config"
+EVENTS = "/volary/events"
+
+
+def _rosbags() -> tuple[Any, Any, Any]:
+    try:
+        from rosbags.rosbag2 import StoragePlugin, Writer
+        from rosbags.typesys import Stores, get_typestore
+    except ImportError as e:
+        raise MissingDependencyError("rosbags", "record") from e
+    return Writer, StoragePlugin, get_typestore(Stores.ROS2_HUMBLE)
+
+
+def config_to_json(config: Any) -> str:
+    return json.dumps(dataclasses.asdict(config), sort_keys=True)
+
+
+def config_from_json(text: str) -> Any:
+    from volary.serve.world import SensorSpec, ServeConfig, SlotSpec
+
+    d = json.loads(text)
+    return ServeConfig(
+        slots=tuple(SlotSpec(s["role"], s["platform"], tuple(s["sensors"])) for s in d["slots"]),
+        sensors={k: SensorSpec(**v) for k, v in d["sensors"].items()},
+        **{k: v for k, v in d.items() if k not in ("slots", "sensors")},
+    )
+
+
+class BagRecorder:
+    """Writes a served run to ``path`` (a new rosbag2 directory; module docstring)."""
+
+    def __init__(self, path: str | Path, config: Any, world: Any) -> None:
+        writer_cls, plugin, self.ts = _rosbags()
+        self.path = Path(path)
+        if self.path.exists():
+            raise ConfigError(f"record: {self.path} exists; give a new directory")
+        self.config, self.world = config, world
+        self.dt_ns = round(world.dt * 1e9)
+        self.writer = writer_cls(self.path, version=9, storage_plugin=plugin.MCAP)
+        self.writer.open()
+        self.conns: dict[str, Any] = {}
+        self.m = self.ts.types  # message classes by type name
+        self.messages = 0
+        config_msg = self.m["std_msgs/msg/String"](data=config_to_json(config))
+        self._write(CONFIG_TOPIC, "std_msgs/msg/String", config_msg, 0)
+
+    # ---- writing ----------------------------------------------------------------------------
+    def _write(self, topic: str, typename: str, msg: Any, tick: int) -> None:
+        conn = self.conns.get(topic)
+        if conn is None:
+            conn = self.conns[topic] = self.writer.add_connection(
+                topic, typename, typestore=self.ts
+            )
+        self.writer.write(conn, tick * self.dt_ns, self.ts.serialize_cdr(msg, typename))
+        self.messages += 1
+
+    def event(self, tick: int, kind: str, **fields: Any) -> None:
+        """A JSON line on /volary/events (a join's slot reset, a fault, ...)."""
+        text = json.dumps({"tick": tick, "event": kind, **fields}, sort_keys=True, default=str)
+        self._write(EVENTS, "std_msgs/msg/String", self.m["std_msgs/msg/String"](data=text), tick)
+
+    def inputs(self, tick: int, inputs: dict[int, tuple[str, dict[str, Any]]]) -> None:
+        """What the clients sent for the tick that starts at ``tick``."""
+        for slot, (role, d) in sorted(inputs.items()):
+            if role == "vehicle":
+                arr = self.m["std_msgs/msg/Float64MultiArray"](
+                    layout=self._layout(), data=np.asarray(d["command"], dtype=np.float64)
+                )
+                self._write(f"/vehicle{slot}/setpoint", "std_msgs/msg/Float64MultiArray", arr, tick)
+            else:
+                stamp = self._stamp(tick)
+                self._write(f"/vehicle{slot}/pose_in", "geometry_msgs/msg/PoseStamped",
+                            self._pose(stamp, d["pos"], d["quat"]), tick)  # fmt: skip
+                if d.get("vel") is not None or d.get("omega") is not None:
+                    self._write(f"/vehicle{slot}/twist_in", "geometry_msgs/msg/TwistStamped",
+                                self._twist(stamp, d.get("vel"), d.get("omega")), tick)  # fmt: skip
+
+    def outputs(self, tick: int, obs: dict[int, dict[str, Any]]) -> None:
+        """The state, sensors and events of every slot after the tick (the servers' ``obs``)."""
+        w = self.world
+        stamp = self._stamp(tick)
+        clock = self.m["rosgraph_msgs/msg/Clock"](clock=stamp)
+        self._write("/clock", "rosgraph_msgs/msg/Clock", clock, tick)
+        st = w.state
+        events: dict[str, Any] = {}
+        for slot in range(w.b):
+            self._write(f"/vehicle{slot}/pose", "geometry_msgs/msg/PoseStamped",
+                        self._pose(stamp, st.pos[slot].double().numpy(),
+                                   st.quat[slot].double().numpy()), tick)  # fmt: skip
+            self._write(f"/vehicle{slot}/twist", "geometry_msgs/msg/TwistStamped",
+                        self._twist(stamp, st.vel[slot].double().numpy(),
+                                    st.omega[slot].double().numpy()), tick)  # fmt: skip
+            o = obs.get(slot)
+            if o is None:
+                continue
+            for name, reading in o["sensors"].items():
+                self._sensor(slot, name, reading, stamp, tick)
+            hit = {k: v for k, v in o["events"].items() if v}
+            if hit:
+                events[str(slot)] = hit
+        if events:
+            self.event(tick, "vehicle_events", slots=events)
+
+    def close(self) -> None:
+        self.writer.close()
+
+    # ---- messages -----------------------------------------------------------------------------
+    def _stamp(self, tick: int) -> Any:
+        ns = tick * self.dt_ns
+        return self.m["builtin_interfaces/msg/Time"](sec=ns // 10**9, nanosec=ns % 10**9)
+
+    def _header(self, stamp: Any, frame: str) -> Any:
+        return self.m["std_msgs/msg/Header"](stamp=stamp, frame_id=frame)
+
+    def _layout(self) -> Any:
+        return self.m["std_msgs/msg/MultiArrayLayout"](dim=[], data_offset=0)
+
+    def _pose(self, stamp: Any, pos: Any, quat_wxyz: Any) -> Any:
+        from volary.math import wxyz_to_xyzw
+
+        q = wxyz_to_xyzw(torch.as_tensor(np.asarray(quat_wxyz, dtype=np.float64)))
+        x, y, z, w = (float(v) for v in q)
+        m = self.m
+        pose = m["geometry_msgs/msg/Pose"](
+            position=m["geometry_msgs/msg/Point"](*(float(v) for v in pos)),
+            orientation=m["geometry_msgs/msg/Quaternion"](x=x, y=y, z=z, w=w),
+        )
+        return m["geometry_msgs/msg/PoseStamped"](header=self._header(stamp, "world"), pose=pose)
+
+    def _vec3(self, v: Any) -> Any:
+        v = np.zeros(3) if v is None else np.asarray(v, dtype=np.float64)
+        return self.m["geometry_msgs/msg/Vector3"](*(float(c) for c in v))
+
+    def _twist(self, stamp: Any, vel: Any, omega: Any) -> Any:
+        m = self.m
+        twist = m["geometry_msgs/msg/Twist"](linear=self._vec3(vel), angular=self._vec3(omega))
+        return m["geometry_msgs/msg/TwistStamped"](header=self._header(stamp, "world"),
+                                                   twist=twist)  # fmt: skip
+
+    def _sensor(self, slot: int, name: str, r: dict[str, Any], stamp: Any, tick: int) -> None:
+        topic, m = f"/vehicle{slot}/{name}", self.m
+        if name == "imu":
+            cov = np.zeros(9)
+            imu = m["sensor_msgs/msg/Imu"](
+                header=self._header(stamp, f"vehicle{slot}"),
+                orientation=m["geometry_msgs/msg/Quaternion"](x=0.0, y=0.0, z=0.0, w=1.0),
+                orientation_covariance=np.array([-1.0, *cov[1:]]),  # REP 145: no orientation
+                angular_velocity=self._vec3(r["gyro"]),
+                angular_velocity_covariance=cov,
+                linear_acceleration=self._vec3(r["accel"]),
+                linear_acceleration_covariance=cov,
+            )
+            self._write(topic, "sensor_msgs/msg/Imu", imu, tick)
+            return
+        kind = self.config.sensors[name].kind
+        if kind in ("depth", "tof"):
+            img = np.ascontiguousarray(r["depth" if kind == "depth" else "range"], dtype="<f4")
+            h, wd = img.shape
+            msg = m["sensor_msgs/msg/Image"](
+                header=self._header(stamp, f"vehicle{slot}/{name}"), height=h, width=wd,
+                encoding="32FC1", is_bigendian=0, step=4 * wd,
+                data=img.view(np.uint8).reshape(-1),
+            )  # fmt: skip
+            self._write(topic, "sensor_msgs/msg/Image", msg, tick)
+        elif kind == "lidar":
+            rays = self.world.read(name).rays.double().numpy()  # this tick's cached reading
+            rng = np.where(r["valid"], r["range"], np.nan).reshape(-1, 1)
+            self._write(topic, "sensor_msgs/msg/PointCloud2",
+                        self._cloud(stamp, slot, name, rng * rays), tick)  # fmt: skip
+        elif kind == "rangefinder":
+            rng = m["sensor_msgs/msg/Range"](
+                header=self._header(stamp, f"vehicle{slot}/{name}"), radiation_type=1,
+                field_of_view=0.0, min_range=0.0, max_range=float("inf"),
+                range=float(np.asarray(r["range"]).reshape(-1)[0]),
+            )  # fmt: skip
+            self._write(topic, "sensor_msgs/msg/Range", rng, tick)
+        else:  # beacons: no standard message; pixels and visibility as JSON
+            data = {k: np.asarray(v).tolist() for k, v in r.items()}
+            msg = m["std_msgs/msg/String"](data=json.dumps(data))
+            self._write(f"{topic}/beacons", "std_msgs/msg/String", msg, tick)
+
+    def _cloud(self, stamp: Any, slot: int, name: str, points: Any) -> Any:
+        m = self.m
+        pts = np.ascontiguousarray(np.asarray(points, dtype="<f4").reshape(-1, 3))
+        fields = [
+            m["sensor_msgs/msg/PointField"](name=c, offset=4 * i, datatype=7, count=1)
+            for i, c in enumerate("xyz")
+        ]
+        return m["sensor_msgs/msg/PointCloud2"](
+            header=self._header(stamp, f"vehicle{slot}/{name}"), height=1, width=len(pts),
+            fields=fields, is_bigendian=False, point_step=12, row_step=12 * len(pts),
+            data=pts.view(np.uint8).reshape(-1), is_dense=bool(np.isfinite(pts).all()),
+        )  # fmt: skip
+
+
+# ---- reading back --------------------------------------------------------------------------
+def read_bag(path: str | Path) -> tuple[Any, dict[int, list[tuple[str, Any]]]]:
+    """(ServeConfig, {tick: [(topic, message), ...]}) of a recording, messages deserialized."""
+    try:
+        from rosbags.rosbag2 import Reader
+        from rosbags.typesys import Stores, get_typestore
+    except ImportError as e:
+        raise MissingDependencyError("rosbags", "record") from e
+    path = Path(path)
+    ts = get_typestore(Stores.ROS2_HUMBLE)
+    by_tick: dict[int, list[tuple[str, Any]]] = defaultdict(list)
+    try:
+        with Reader(path) as reader:
+            config, dt_ns = None, 0
+            for conn, t, raw in reader.messages():
+                msg = ts.deserialize_cdr(raw, conn.msgtype)
+                if conn.topic == CONFIG_TOPIC:
+                    config = config_from_json(msg.data)
+                    dt_ns = round(1e9 / config.control_hz)
+                    continue
+                if config is None:
+                    raise FileFormatError(str(path), CONFIG_TOPIC, "not a volary recording")
+                by_tick[round(t / dt_ns)].append((conn.topic, msg))
+        if config is None:
+            raise FileFormatError(str(path), CONFIG_TOPIC, "not a volary recording")
+    except FileFormatError:
+        raise
+    except Exception as e:  # noqa: BLE001 - rosbags raises several types on a broken bag
+        raise FileFormatError(str(path), "bag", f"{type(e).__name__}: {e}") from None
+    return config, dict(by_tick)
+
+
+def replay(path: str | Path, *, record: str | Path | None = None) -> Any:
+    """Fly a recording's inputs again in a fresh World (no clients, no socket traffic): the
+    same joins at the same ticks, the same commands and poses. Returns the
+    :class:`~volary.serve.server.Server` at the end (``record``: record the replay too)."""
+    from volary.serve.server import Server
+
+    config, ticks = read_bag(path)
+    srv = Server(config, bind=f"inproc://volary-replay-{id(ticks)}", record=record)
+    try:
+        for tick in sorted(ticks):
+            msgs = ticks[tick]
+            for topic, msg in msgs:
+                if topic == EVENTS:
+                    ev = json.loads(msg.data)
+                    if ev["event"] == "reset":  # a hello: reset, then the welcome's reading
+                        srv._reset_slot(int(ev["slot"]))
+                        srv._obs(int(ev["slot"]))  # (sensor noise streams advance per read)
+            inputs = _inputs(msgs)
+            if inputs:
+                srv._advance(inputs)
+    finally:
+        srv.close()
+    return srv
+
+
+def _inputs(msgs: list[tuple[str, Any]]) -> dict[int, tuple[str, dict[str, Any]]]:
+    from volary.math import xyzw_to_wxyz
+
+    out: dict[int, tuple[str, dict[str, Any]]] = {}
+    twists: dict[int, Any] = {}
+    for topic, msg in msgs:
+        parts = topic.split("/")
+        if len(parts) != 3 or not parts[1].startswith("vehicle"):
+            continue
+        slot, leaf = int(parts[1].removeprefix("vehicle")), parts[2]
+        if leaf == "setpoint":
+            out[slot] = ("vehicle", {"command": np.array(msg.data, dtype=np.float64)})
+        elif leaf == "pose_in":
+            p, q = msg.pose.position, msg.pose.orientation
+            quat = xyzw_to_wxyz(torch.tensor([q.x, q.y, q.z, q.w], dtype=torch.float64)).numpy()
+            pose = {"pos": np.array([p.x, p.y, p.z]), "quat": quat, "vel": None, "omega": None}
+            out[slot] = ("in_loop", pose)
+        elif leaf == "twist_in":
+            twists[slot] = msg.twist
+    for slot, tw in twists.items():
+        out[slot][1]["vel"] = np.array([tw.linear.x, tw.linear.y, tw.linear.z])
+        out[slot][1]["omega"] = np.array([tw.angular.x, tw.angular.y, tw.angular.z])
+    return out
