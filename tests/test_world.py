@@ -170,9 +170,23 @@ def test_ended_vehicles_read_as_misses():
     assert not r.valid[0].any() and r.valid[1].any()
 
 
-def test_sensor_rate_must_divide_the_control_rate():
+def test_a_rate_that_does_not_divide_the_control_rate_reads_at_each_sample_time():
+    """7 Hz under the control rate: 7 readings a second, each at the first control step at or
+    after its sample time i / 7 s; a rate above the control rate is refused."""
+    w = _world(1, sensors={"depth": Sensing(CAM, rate_hz=7.0)})
+    hz = w.sim.config.control_hz
+    w.reset()
+    due = []
+
+    def act(world, k):
+        due.append(world.due("depth"))
+        return _hold(world, [0.0, 0.0, 1.0])
+
+    rollout(w, act, (), steps=int(hz))
+    steps = [k for k, d in enumerate(due) if d]
+    assert steps == [math.ceil(i * hz / 7 - 1e-9) for i in range(7)]
     with pytest.raises(ConfigError, match="rate_hz"):
-        _world(1, sensors={"depth": Sensing(CAM, rate_hz=7.0)})
+        _world(1, sensors={"depth": Sensing(CAM, rate_hz=2 * hz)})
 
 
 # ---- several vehicles per env ----------------------------------------------------------------

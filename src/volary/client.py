@@ -69,6 +69,7 @@ class Client:
         self.setpoint_size: int = welcome["setpoint_size"]
         self.dt: float = welcome["dt"]
         self.sensors: dict[str, Any] = welcome["sensors"]
+        self.realtime: bool = welcome.get("mode") == "realtime"
         self.obs: dict[str, Any] = welcome["obs"]
 
     @property
@@ -86,7 +87,11 @@ class Client:
     ) -> dict[str, Any]:
         """One control period: a simulated vehicle's ``command`` (its control level's
         setpoint), or an in-the-loop vehicle's ``pos``/``quat`` (and optional ``vel``,
-        ``omega``); returns the observation after it (also kept as :attr:`obs`)."""
+        ``omega``); returns the observation after it (also kept as :attr:`obs`).
+
+        Against a real-time server (``volary serve --realtime``) the input is held from the
+        next tick on, until the next ``step``, and this returns the newest observation after
+        it (older ones queued meanwhile are skipped; :meth:`latest` reads without sending)."""
         msg: dict[str, Any] = {"op": "step", "tick": self.tick}
         if self.role == "vehicle":
             if command is None:
@@ -100,15 +105,44 @@ class Client:
                 msg["vel"] = _vec(vel, 3, "vel")
             if omega is not None:
                 msg["omega"] = _vec(omega, 3, "omega")
+        if self.realtime:
+            self.sock.send_multipart(P.encode(msg), copy=False)
+            return self.latest()
         self.obs = self._call(msg)
         return self.obs
+
+    def latest(self, timeout: float | None = None) -> dict[str, Any]:
+        """Real time: wait for the next observation, then skip to the newest one queued. The
+        sensor readings of the skipped ones are kept (the newest of each sensor), so no camera
+        frame is lost to a slow client: ``obs["sensors"][name]["tick"]`` says when it was
+        taken."""
+        reply = self._recv(timeout)
+        sensors = _stamped(reply)
+        while self.sock.poll(0):
+            reply = self._recv(timeout)
+            sensors.update(_stamped(reply))
+        reply["sensors"] = sensors
+        self.obs = reply
+        return reply
+
+    def _recv(self, timeout: float | None) -> dict[str, Any]:
+        if not self.sock.poll(int(1000 * (timeout or self.timeout))):
+            raise TimeoutError(f"volary serve: no observation in {timeout or self.timeout} s")
+        reply = P.decode(self.sock.recv_multipart(), self.max_bytes)
+        if reply["op"] == "error":
+            raise ServerError(str(reply.get("code")), str(reply.get("message")))
+        return reply
 
     def close(self) -> None:
         """Leave the world (the slot is freed) and close the socket."""
         if self.sock.closed:
             return
         try:
-            self._call({"op": "bye"}, timeout=2.0)
+            reply = self._call({"op": "bye"}, timeout=2.0)
+            for _ in range(10_000):  # real time: observations were still on their way
+                if reply.get("op") == "bye":
+                    break
+                reply = self._recv(2.0)
         except (TimeoutError, ServerError):
             pass
         self.sock.close(0)
@@ -128,6 +162,11 @@ class Client:
         if reply["op"] == "error":
             raise ServerError(str(reply.get("code")), str(reply.get("message")))
         return reply
+
+
+def _stamped(obs: dict[str, Any]) -> dict[str, Any]:
+    """The observation's sensor readings, each with the observation's tick."""
+    return {k: {**v, "tick": obs.get("tick")} for k, v in obs.get("sensors", {}).items()}
 
 
 def _vec(v: Any, n: int, name: str) -> np.ndarray:

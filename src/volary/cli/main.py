@@ -420,6 +420,14 @@ def serve(
         Path | None,
         typer.Option(help="Record the run to this new directory (a ROS 2 bag, MCAP storage)."),
     ] = None,
+    realtime: Annotated[
+        bool,
+        typer.Option(
+            help="Pace the World by the wall clock (clients' inputs held between "
+            "steps); it slows, and says so, when it cannot keep up."
+        ),
+    ] = False,
+    speed: Annotated[float, typer.Option(help="Real-time factor with --realtime.")] = 1.0,
 ) -> None:
     """Serve a World to other processes (lock-step): clients claim a vehicle, send commands
     or poses, and get states, sensors and events back (docs/serve.md, docs/protocol.md)."""
@@ -431,7 +439,8 @@ def serve(
                            platform=platform, control=control, control_hz=control_hz, imu=imu,
                            sensors=sensor or [])  # fmt: skip
         run_server(cfg, bind=bind, token=token, input_timeout=timeout, max_bytes=max_bytes,
-                   ticks=ticks, console=console, record=record)  # fmt: skip
+                   ticks=ticks, console=console, record=record, realtime=realtime,
+                   speed=speed)  # fmt: skip
     except VolaryError as e:
         _fail(str(e))
 

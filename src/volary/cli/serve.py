@@ -6,6 +6,7 @@ runs the server until Ctrl-C (or ``--ticks``).
 
 from __future__ import annotations
 
+import math
 import re
 import signal
 import threading
@@ -56,12 +57,18 @@ def build_config(
     names = tuple(specs)
     slots = tuple(SlotSpec("vehicle", platform, names) for _ in range(vehicles))
     slots += tuple(SlotSpec("in_loop", platform, names) for _ in range(in_loop))
+    if not control_hz > 0:
+        raise ConfigError(f"--control-hz: expected a rate > 0, got {control_hz}")
+    # physics at the smallest whole multiple of the control rate from 960 Hz (60 -> 960, 100 ->
+    # 1000): the Simulator steps a whole number of substeps per control period
+    physics_hz = control_hz * math.ceil(960.0 / control_hz - 1e-9)
     return ServeConfig(
         slots=slots,
         scene=None if scene == "none" else scene,
         seed=seed,
         control=control,
         control_hz=control_hz,
+        physics_hz=physics_hz,
         imu=None if imu == "none" else imu,
         sensors=specs,
     )
@@ -77,13 +84,16 @@ def run_server(
     ticks: int | None,
     console: Any,
     record: Any = None,
+    realtime: bool = False,
+    speed: float = 1.0,
 ) -> list[dict[str, Any]]:
     """Serve ``config`` until Ctrl-C or ``ticks`` control periods; returns the fault log."""
     from volary.serve.server import Server
 
     with console.status("building the world..."):
         srv = Server(config, bind=bind, token=token, input_timeout=input_timeout,
-                     max_bytes=max_bytes, record=record)  # fmt: skip
+                     max_bytes=max_bytes, record=record, realtime=realtime,
+                     speed=speed)  # fmt: skip
     roles = [s.role for s in config.slots]
     console.print(
         f"volary serve: {srv.address}  scene {config.scene or 'open space'}  "
@@ -103,6 +113,14 @@ def run_server(
             signal.signal(sig, handler)
         srv.close()
     console.print(f"served {srv.ticks} control periods; {len(srv.faults)} fault(s)")
+    if realtime:
+        rt = srv.rt
+        console.print(
+            f"real time x{speed:g}: {rt.ticks} ticks in {rt.wall:.1f} s, {rt.late_ticks} late, "
+            f"{rt.slips} slips, "
+            f"the World {rt.lag:.3f} s behind the wall clock, time scale {rt.time_scale:.3f}, "
+            f"busy {100 * rt.busy / max(rt.wall, 1e-9):.0f} %"
+        )
     if record is not None:
         console.print(f"recorded to {record}")
     return srv.faults

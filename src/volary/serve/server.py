@@ -43,8 +43,25 @@ class _Peer:
     envelope: list[bytes]  # REQ sockets put an empty delimiter frame before the message
     slot: int
     role: str
-    pending: dict[str, Any] | None = None  # this tick's step message
+    pending: dict[str, Any] | None = None  # this tick's step message (real time: the latest)
     since: float = 0.0  # when the server began to wait for this peer's step
+
+
+@dataclass
+class RealtimeStats:
+    """How a real-time run kept to the wall clock. ``lag`` is how far the World's clock is
+    behind the wall clock's schedule (s; 0 while it keeps up; it grows while the server cannot
+    keep up, which is FlightGoggles' clock scaling); ``time_scale`` is simulated seconds per
+    wall second over the last second (1.0 at full speed x ``speed``)."""
+
+    ticks: int = 0
+    late_ticks: int = 0  # ticks that started more than one period after their scheduled time
+    slips: int = 0  # times the schedule slipped (a backlog over ``max_behind``: clock scaling)
+    max_start_delay: float = 0.0  # s, the latest a tick started after its scheduled time
+    lag: float = 0.0  # s of wall clock the World is behind its schedule now
+    time_scale: float = 1.0
+    busy: float = 0.0  # s spent ticking (stepping, rendering, replying)
+    wall: float = 0.0  # s since the first tick
 
 
 class Server:
@@ -67,6 +84,9 @@ class Server:
         input_timeout: float = 5.0,
         hwm: int = 1000,
         record: str | Path | None = None,
+        realtime: bool = False,
+        speed: float = 1.0,
+        max_behind: float = 0.1,
     ) -> None:
         import zmq
 
@@ -79,6 +99,12 @@ class Server:
             raise ConfigError(f"hwm: expected an int >= 1, got {hwm!r}")
         if not input_timeout > 0:
             raise ConfigError(f"input_timeout: expected seconds > 0, got {input_timeout!r}")
+        if not (isinstance(speed, int | float) and 0 < speed <= 1000):
+            raise ConfigError(f"speed: expected a real-time factor in (0, 1000], got {speed!r}")
+        if not (isinstance(max_behind, int | float) and max_behind >= 0):
+            raise ConfigError(f"max_behind: expected seconds >= 0, got {max_behind!r}")
+        self.realtime, self.speed, self.max_behind = bool(realtime), float(speed), max_behind
+        self.rt = RealtimeStats()
         self.config, self.token, self.max_bytes = config, token, max_bytes
         self.input_timeout = float(input_timeout)
         self.world = build_world(config)
@@ -113,12 +139,70 @@ class Server:
 
         poller = zmq.Poller()
         poller.register(self.sock, zmq.POLLIN)
+        if self.realtime:
+            self._serve_realtime(poller, stop, max_ticks)
+            return
         while not (stop is not None and stop.is_set()):
             if max_ticks is not None and self.ticks >= max_ticks:
                 return
             if poller.poll(50):
                 self.handle(self.sock.recv_multipart(copy=True))
             self._drop_stragglers()
+
+    def _serve_realtime(self, poller: Any, stop: Any, max_ticks: int | None) -> None:
+        """The wall clock paces the World: a tick every ``dt / speed`` s with each client's
+        latest input (held until it sends another), its observation pushed to every client.
+        A slow tick (a camera frame, say) is caught up by the next ones as long as the World
+        is at most ``max_behind`` s behind its schedule; beyond that the schedule slips: the
+        World's time then runs slower than the wall clock (clock scaling), and :attr:`rt`
+        reports by how much."""
+        period = self.world.dt / self.speed
+        start: float | None = None  # wall time of tick 0 of the schedule
+        window: list[tuple[float, int]] = []  # (wall, tick) of the last second
+        while not (stop is not None and stop.is_set()):
+            if max_ticks is not None and self.ticks >= max_ticks:
+                return
+            now = time.monotonic()
+            due = now if start is None else start + self.rt.lag + self.rt.ticks * period
+            if not self.peers:  # nobody to fly for: wait for a hello, restart the schedule
+                start = None
+                if poller.poll(50):
+                    self.handle(self.sock.recv_multipart(copy=True))
+                continue
+            if now < due:
+                if poller.poll(max(1, int((due - now) * 1000))):
+                    self.handle(self.sock.recv_multipart(copy=True))
+                continue
+            for _ in range(64):  # behind schedule: still read what arrived (inputs, byes)
+                if not poller.poll(0):
+                    break
+                self.handle(self.sock.recv_multipart(copy=True))
+            if not self.peers:
+                continue
+            if start is None:  # the first tick warms the kernels up; the schedule starts after
+                self._tick_realtime()
+                self.rt.ticks = 1
+                start = time.monotonic() - period
+                window = [(time.monotonic(), self.ticks)]
+                continue
+            delay = now - due
+            self.rt.max_start_delay = max(self.rt.max_start_delay, delay)
+            if delay > period:
+                self.rt.late_ticks += 1
+            if delay > self.max_behind:  # too far behind to catch up: the schedule slips
+                self.rt.slips += 1
+                self.rt.lag += delay
+            self._tick_realtime()
+            after = time.monotonic()
+            self.rt.busy += after - now
+            self.rt.ticks += 1
+            self.rt.wall = after - start
+            window.append((after, self.ticks))
+            while window[0][0] < after - 1.0:
+                window.pop(0)
+            if len(window) > 1 and window[-1][0] > window[0][0]:
+                sim = (window[-1][1] - window[0][1]) * self.world.dt
+                self.rt.time_scale = sim / (window[-1][0] - window[0][0])
 
     def handle(self, frames: list[bytes]) -> None:
         """One incoming message (``[identity, (b""), header, data...]``)."""
@@ -192,6 +276,8 @@ class Server:
             "setpoint_size": self.sp_size,
             "dt": self.world.dt,
             "sensors": {n: self._sensor_info(n) for n in self.config.slots[slot].sensors},
+            "mode": "realtime" if self.realtime else "lockstep",
+            "speed": self.speed,
             "obs": self._obs(slot),
         }
         self._send(ident, envelope, welcome)
@@ -216,10 +302,10 @@ class Server:
             self.recorder.event(self.world.tick, "reset", slot=slot)
 
     def _step(self, peer: _Peer, msg: dict[str, Any]) -> None:
-        if peer.pending is not None:
+        if peer.pending is not None and not self.realtime:
             raise P.ProtocolError("bad_op", "step: already sent for this tick; wait for the obs")
         tick = P.field(msg, "tick", (int, type(None)), None)
-        if tick is not None and tick != self.world.tick:
+        if tick is not None and tick != self.world.tick and not self.realtime:
             raise P.ProtocolError(
                 "bad_field", f"tick: the world is at {self.world.tick}, got {tick}"
             )
@@ -238,10 +324,13 @@ class Server:
             if float(np.linalg.norm(quat)) < 1e-6:
                 raise P.ProtocolError("bad_field", "quat: expected a nonzero quaternion")
             peer.pending = pose
-        self._maybe_tick()
+        if not self.realtime:  # real time: the clock ticks, the input is held until replaced
+            self._maybe_tick()
 
     # ---- ticks --------------------------------------------------------------------------------
     def _maybe_tick(self) -> None:
+        if self.realtime:  # the wall clock ticks (_serve_realtime)
+            return
         if self.peers and all(p.pending is not None for p in self.peers.values()):
             self._tick()
 
@@ -255,6 +344,18 @@ class Server:
         for p in list(self.peers.values()):
             p.pending, p.since = None, now
             self._send(p.ident, p.envelope, obs[p.slot])
+
+    def _tick_realtime(self) -> None:
+        """One real-time tick: every client's latest input (a client that has sent none yet
+        is held at its pose), then its observation to every client."""
+        inputs = {p.slot: (p.role, p.pending) for p in self.peers.values() if p.pending}
+        obs = self._advance(inputs)
+        for p in list(self.peers.values()):
+            o = obs.get(p.slot)
+            if o is None:
+                o = self._obs(p.slot)
+            o["time_scale"] = self.rt.time_scale
+            self._send(p.ident, p.envelope, o)
 
     def _advance(self, inputs: dict[int, tuple[str, dict[str, Any]]]) -> dict[int, dict]:
         """One control period with ``inputs`` = {slot: (role, step fields)}; returns the

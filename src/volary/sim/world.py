@@ -44,8 +44,9 @@ class Sensing:
     ``RangefinderConfig``: built on the World's caster), an :class:`OnCaster` (a factory
     ``caster -> sensor``, such as IR beacons), or any callable
     ``(pos (B, 3), quat (B, 4)) -> reading`` (a splat camera, say). Its mount lives in
-    its config. ``rate_hz``: None reads every control step; otherwise a divisor of the control
-    rate. ``vehicles``: slots 0..M-1 that carry it (None: all); the others read as misses.
+    its config. ``rate_hz``: None reads every control step; otherwise at most the control rate,
+    read at the first control step at or after each sample time (exact for a divisor of the
+    control rate). ``vehicles``: slots 0..M-1 that carry it (None: all); the others read as misses.
     """
 
     sensor: Any
@@ -239,9 +240,12 @@ class World:
 
     # ---- sensors ------------------------------------------------------------------------------
     def due(self, name: str) -> bool:
-        """Whether sensor ``name`` reads at the current control step."""
-        every = self.rig[_known(name, self.rig)].every
-        return (self.tick - self.tick0) % every == 0
+        """Whether sensor ``name`` reads at the current control step: at the first control step
+        at or after each of its sample times (rate 30 Hz under 100 Hz control: steps 0, 4, 7,
+        10, ...; a divisor of the control rate: every control_hz / rate_hz steps)."""
+        per_step = self.rig[_known(name, self.rig)].per_step
+        k = self.tick - self.tick0
+        return k == 0 or math.floor(k * per_step + 1e-9) > math.floor((k - 1) * per_step + 1e-9)
 
     def read(self, name: str) -> Any:
         """Sensor ``name``'s reading at the current step (rendered once per step, for the
@@ -334,8 +338,8 @@ class World:
 class _Slot:
     """A built sensor of the rig with its schedule."""
 
-    def __init__(self, sensor: Any, every: int, vehicles: Tensor | None) -> None:
-        self.sensor, self.every, self.vehicles = sensor, every, vehicles
+    def __init__(self, sensor: Any, per_step: float, vehicles: Tensor | None) -> None:
+        self.sensor, self.per_step, self.vehicles = sensor, per_step, vehicles
 
     def read(self, world: World) -> Any:
         if isinstance(self.sensor, _Lazy):
@@ -350,15 +354,15 @@ class _Slot:
 
 def _sensing(name: str, spec: Any, world: World) -> _Slot:
     s = spec if isinstance(spec, Sensing) else Sensing(spec)
-    every = 1
+    per_step = 1.0  # samples per control step
     if s.rate_hz is not None:
-        ratio = world.sim.config.control_hz / s.rate_hz
-        if not (math.isfinite(ratio) and ratio >= 1 - 1e-9 and abs(ratio - round(ratio)) < 1e-6):
+        per_step = s.rate_hz / world.sim.config.control_hz
+        if not (math.isfinite(per_step) and 0 < per_step <= 1 + 1e-9):
             raise ConfigError(
-                f"sensors[{name!r}].rate_hz: expected a divisor of control_hz="
-                f"{world.sim.config.control_hz:g}, got {s.rate_hz}"
+                f"sensors[{name!r}].rate_hz: expected a rate in (0, control_hz="
+                f"{world.sim.config.control_hz:g}], got {s.rate_hz}"
             )
-        every = int(round(ratio))
+        per_step = min(per_step, 1.0)
     vehicles = None
     if s.vehicles is not None:
         slots = torch.as_tensor(list(s.vehicles), dtype=torch.int64)
@@ -368,7 +372,7 @@ def _sensing(name: str, spec: Any, world: World) -> _Slot:
             )
         slot_of = torch.arange(world.b) % world.m
         vehicles = torch.isin(slot_of, slots).to(world.device)
-    return _Slot(_build_sensor(name, s.sensor, world), every, vehicles)
+    return _Slot(_build_sensor(name, s.sensor, world), per_step, vehicles)
 
 
 def _build_sensor(name: str, sensor: Any, world: World) -> Any:
