@@ -28,8 +28,8 @@ test-slow: $(STAMP)
 	$(PY) -m pytest -q -m "slow"
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests benchmarks
-	$(VENV)/bin/ruff format --check src tests benchmarks
+	$(VENV)/bin/ruff check src tests benchmarks examples
+	$(VENV)/bin/ruff format --check src tests benchmarks examples
 
 type: $(STAMP)
 	$(VENV)/bin/mypy
