@@ -12,7 +12,10 @@ an autonomy stack can use it in its own environment::
         print(obs["state"]["pos"], obs["sensors"].get("imu"))
 
 ``Client(address, role="in_loop")`` claims a vehicle in the loop instead: ``step(pos=, quat=)``
-sends its measured pose and gets back the sensors rendered from it and its events. The wire
+sends its measured pose and gets back the sensors rendered from it and its events.
+``Client(address, role="actor")`` claims a dynamic actor (a person, a moving obstacle; the
+server's ``--actor`` shapes): ``step(pos=, quat=)`` moves it, and every sensor and collision
+check sees it from that tick on. The wire
 format is ``docs/protocol.md``; any ZeroMQ DEALER or REQ socket that speaks it works as well.
 """
 
@@ -37,9 +40,10 @@ class ServerError(Exception):
 class Client:
     """One participant of a served World (module docstring).
 
-    ``role``: ``"vehicle"`` or ``"in_loop"``; ``slot``: a particular slot (default: the first
-    free one of the role); ``token``: the server's token when it has one; ``timeout``: seconds
-    to wait for any reply before :class:`TimeoutError`."""
+    ``role``: ``"vehicle"``, ``"in_loop"`` or ``"actor"``; ``slot``: a particular slot (an
+    actor's index for an actor; default: the first free one of the role); ``token``: the
+    server's token when it has one; ``timeout``: seconds to wait for any reply before
+    :class:`TimeoutError`."""
 
     def __init__(
         self,
@@ -53,8 +57,8 @@ class Client:
     ) -> None:
         import zmq
 
-        if role not in ("vehicle", "in_loop"):
-            raise ValueError(f"role: expected 'vehicle' or 'in_loop', got {role!r}")
+        if role not in ("vehicle", "in_loop", "actor"):
+            raise ValueError(f"role: expected 'vehicle', 'in_loop' or 'actor', got {role!r}")
         if not timeout > 0:
             raise ValueError(f"timeout: expected seconds > 0, got {timeout!r}")
         self.timeout, self.max_bytes = float(timeout), max_bytes
@@ -65,8 +69,8 @@ class Client:
         welcome = self._call({"op": "hello", "role": role, "slot": slot, "token": token})
         self.slot: int = welcome["slot"]
         self.role: str = welcome["role"]
-        self.control: str = welcome["control"]
-        self.setpoint_size: int = welcome["setpoint_size"]
+        self.control: str = welcome.get("control", "")  # (an actor has neither)
+        self.setpoint_size: int = welcome.get("setpoint_size", 0)
         self.dt: float = welcome["dt"]
         self.sensors: dict[str, Any] = welcome["sensors"]
         self.realtime: bool = welcome.get("mode") == "realtime"

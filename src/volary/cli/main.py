@@ -406,6 +406,13 @@ def serve(
             "lidar, tof, rangefinder or beacons. E.g. depth=depth:aerial_gym_64@15."
         ),
     ] = None,
+    actor: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A dynamic actor a client poses (role actor), repeatable: SHAPE[:X,Y,Z] with "
+            "SHAPE box, cylinder (a person by default) or sphere, or mesh:FILE."
+        ),
+    ] = None,
     bind: Annotated[str, typer.Option(help="ZeroMQ endpoint to bind.")] = "tcp://127.0.0.1:5555",
     token: Annotated[
         str | None,
@@ -437,7 +444,7 @@ def serve(
     try:
         cfg = build_config(scene=scene, seed=seed, vehicles=vehicles, in_loop=in_loop,
                            platform=platform, control=control, control_hz=control_hz, imu=imu,
-                           sensors=sensor or [])  # fmt: skip
+                           sensors=sensor or [], actors=actor or [])  # fmt: skip
         run_server(cfg, bind=bind, token=token, input_timeout=timeout, max_bytes=max_bytes,
                    ticks=ticks, console=console, record=record, realtime=realtime,
                    speed=speed)  # fmt: skip

@@ -13,7 +13,7 @@ import threading
 from typing import Any
 
 from volary.errors import ConfigError
-from volary.serve.world import SENSOR_KINDS, SensorSpec, ServeConfig, SlotSpec
+from volary.serve.world import SENSOR_KINDS, ActorSpec, SensorSpec, ServeConfig, SlotSpec
 
 _STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _SENSOR = re.compile(
@@ -46,6 +46,7 @@ def build_config(
     control_hz: float,
     imu: str,
     sensors: list[str],
+    actors: list[str] | None = None,
 ) -> ServeConfig:
     """The ServeConfig of the command's options (every vehicle carries every sensor)."""
     if vehicles < 0 or in_loop < 0 or vehicles + in_loop == 0:
@@ -71,7 +72,26 @@ def build_config(
         physics_hz=physics_hz,
         imu=None if imu == "none" else imu,
         sensors=specs,
+        actors=tuple(parse_actor(a) for a in actors or ()),
     )
+
+
+def parse_actor(text: str) -> ActorSpec:
+    """``SHAPE[:X,Y,Z]`` or ``mesh:PATH`` (e.g. ``cylinder:0.5,0.5,1.8``, ``box:1,1,2``)."""
+    shape, _, rest = text.strip().partition(":")
+    if shape == "mesh":
+        return ActorSpec("mesh", mesh=rest)
+    if not rest:
+        return ActorSpec(shape) if shape != "cylinder" else ActorSpec()
+    try:
+        size = tuple(float(v) for v in rest.split(","))
+    except ValueError:
+        size = ()
+    if len(size) != 3:
+        raise ConfigError(
+            f"--actor: expected SHAPE:X,Y,Z such as cylinder:0.5,0.5,1.8, got {text!r}"
+        )
+    return ActorSpec(shape, size)  # type: ignore[arg-type]
 
 
 def run_server(

@@ -7,6 +7,7 @@ Foxglove and rerun open). Topics (``i`` the slot):
 
 - ``/clock`` (rosgraph_msgs/Clock): the World's time after each tick;
 - ``/vehicle{i}/setpoint`` (std_msgs/Float64MultiArray): a simulated vehicle's command (input);
+- ``/actor{k}/pose_in`` (geometry_msgs/PoseStamped): a dynamic actor's pose (input);
 - ``/vehicle{i}/pose_in``, ``/twist_in`` (geometry_msgs/PoseStamped, TwistStamped): a vehicle
   in the loop's pose (input);
 - ``/vehicle{i}/pose``, ``/twist`` (PoseStamped, TwistStamped): the state after the tick
@@ -57,13 +58,16 @@ def config_to_json(config: Any) -> str:
 
 
 def config_from_json(text: str) -> Any:
-    from volary.serve.world import SensorSpec, ServeConfig, SlotSpec
+    from volary.serve.world import ActorSpec, SensorSpec, ServeConfig, SlotSpec
 
     d = json.loads(text)
     return ServeConfig(
         slots=tuple(SlotSpec(s["role"], s["platform"], tuple(s["sensors"])) for s in d["slots"]),
         sensors={k: SensorSpec(**v) for k, v in d["sensors"].items()},
-        **{k: v for k, v in d.items() if k not in ("slots", "sensors")},
+        actors=tuple(
+            ActorSpec(a["shape"], tuple(a["size"]), a["mesh"]) for a in d.get("actors", ())
+        ),
+        **{k: v for k, v in d.items() if k not in ("slots", "sensors", "actors")},
     )
 
 
@@ -100,8 +104,17 @@ class BagRecorder:
         text = json.dumps({"tick": tick, "event": kind, **fields}, sort_keys=True, default=str)
         self._write(EVENTS, "std_msgs/msg/String", self.m["std_msgs/msg/String"](data=text), tick)
 
-    def inputs(self, tick: int, inputs: dict[int, tuple[str, dict[str, Any]]]) -> None:
-        """What the clients sent for the tick that starts at ``tick``."""
+    def inputs(
+        self,
+        tick: int,
+        inputs: dict[int, tuple[str, dict[str, Any]]],
+        actors: dict[int, dict[str, Any]] | None = None,
+    ) -> None:
+        """What the clients sent for the tick that starts at ``tick`` (vehicles' commands and
+        poses, actors' poses)."""
+        for k, pose in sorted((actors or {}).items()):
+            self._write(f"/actor{k}/pose_in", "geometry_msgs/msg/PoseStamped",
+                        self._pose(self._stamp(tick), pose["pos"], pose["quat"]), tick)  # fmt: skip
         for slot, (role, d) in sorted(inputs.items()):
             if role == "vehicle":
                 arr = self.m["std_msgs/msg/Float64MultiArray"](
@@ -283,21 +296,30 @@ def replay(path: str | Path, *, record: str | Path | None = None) -> Any:
                     if ev["event"] == "reset":  # a hello: reset, then the welcome's reading
                         srv._reset_slot(int(ev["slot"]))
                         srv._obs(int(ev["slot"]))  # (sensor noise streams advance per read)
-            inputs = _inputs(msgs)
-            if inputs:
-                srv._advance(inputs)
+            inputs, actors = _inputs(msgs)
+            if inputs or actors:
+                srv._advance(inputs, actors)
     finally:
         srv.close()
     return srv
 
 
-def _inputs(msgs: list[tuple[str, Any]]) -> dict[int, tuple[str, dict[str, Any]]]:
+def _inputs(
+    msgs: list[tuple[str, Any]],
+) -> tuple[dict[int, tuple[str, dict[str, Any]]], dict[int, dict[str, Any]]]:
     from volary.math import xyzw_to_wxyz
 
     out: dict[int, tuple[str, dict[str, Any]]] = {}
+    actors: dict[int, dict[str, Any]] = {}
     twists: dict[int, Any] = {}
     for topic, msg in msgs:
         parts = topic.split("/")
+        if len(parts) == 3 and parts[1].startswith("actor") and parts[2] == "pose_in":
+            p, q = msg.pose.position, msg.pose.orientation
+            quat = xyzw_to_wxyz(torch.tensor([q.x, q.y, q.z, q.w], dtype=torch.float64)).numpy()
+            actors[int(parts[1].removeprefix("actor"))] = {"pos": np.array([p.x, p.y, p.z]),
+                                                           "quat": quat}  # fmt: skip
+            continue
         if len(parts) != 3 or not parts[1].startswith("vehicle"):
             continue
         slot, leaf = int(parts[1].removeprefix("vehicle")), parts[2]
@@ -313,4 +335,4 @@ def _inputs(msgs: list[tuple[str, Any]]) -> dict[int, tuple[str, dict[str, Any]]
     for slot, tw in twists.items():
         out[slot][1]["vel"] = np.array([tw.linear.x, tw.linear.y, tw.linear.z])
         out[slot][1]["omega"] = np.array([tw.angular.x, tw.angular.y, tw.angular.z])
-    return out
+    return out, actors

@@ -260,13 +260,21 @@ class Server:
             raise P.ProtocolError("bad_op", "hello: this client has joined already")
         self._dropped.pop(ident, None)
         role = P.field(msg, "role", str, "vehicle")
-        if role not in ("vehicle", "in_loop"):
+        if role not in ("vehicle", "in_loop", "actor"):
             raise P.ProtocolError(
-                "bad_field", f"role: expected 'vehicle' or 'in_loop', got {role!r}"
+                "bad_field", f"role: expected 'vehicle', 'in_loop' or 'actor', got {role!r}"
             )
         slot = self._claim(role, P.field(msg, "slot", (int, type(None)), None))
-        self._reset_slot(slot)
         peer = _Peer(ident, envelope, slot, role, since=time.monotonic())
+        if role == "actor":
+            self.peers[ident] = peer
+            mode = "realtime" if self.realtime else "lockstep"
+            welcome = {"op": "welcome", "slot": slot, "role": role, "dt": self.world.dt,
+                       "sensors": {}, "mode": mode, "speed": self.speed,
+                       "obs": self._actor_obs()}  # fmt: skip
+            self._send(ident, envelope, welcome)
+            return
+        self._reset_slot(slot)
         self.peers[ident] = peer
         welcome = {
             "op": "welcome",
@@ -283,7 +291,7 @@ class Server:
         self._send(ident, envelope, welcome)
 
     def _claim(self, role: str, want: int | None) -> int:
-        taken = {p.slot for p in self.peers.values()}
+        taken = {p.slot for p in self.peers.values() if (p.role == "actor") == (role == "actor")}
         free = [i for i in self.config.role_slots(role) if i not in taken]
         if want is not None:
             if want not in self.config.role_slots(role):
@@ -309,7 +317,11 @@ class Server:
             raise P.ProtocolError(
                 "bad_field", f"tick: the world is at {self.world.tick}, got {tick}"
             )
-        if peer.role == "vehicle":
+        if peer.role == "actor":
+            peer.pending = {"pos": P.vector(msg, "pos", 3), "quat": P.vector(msg, "quat", 4)}
+            if float(np.linalg.norm(peer.pending["quat"])) < 1e-6:
+                raise P.ProtocolError("bad_field", "quat: expected a nonzero quaternion")
+        elif peer.role == "vehicle":
             cmd = P.vector(msg, "command", self.sp_size)
             peer.pending = {"command": cmd}
         else:
@@ -334,32 +346,53 @@ class Server:
         if self.peers and all(p.pending is not None for p in self.peers.values()):
             self._tick()
 
-    def _tick(self) -> None:
-        inputs = {}
+    def _inputs(self) -> tuple[dict[int, tuple[str, dict]], dict[int, dict]]:
+        """The peers' pending inputs: vehicles' {slot: (role, fields)} and actors' {k: pose}."""
+        vehicles, actors = {}, {}
         for p in self.peers.values():
-            assert p.pending is not None
-            inputs[p.slot] = (p.role, p.pending)
-        obs = self._advance(inputs)
+            if p.pending is None:
+                continue
+            if p.role == "actor":
+                actors[p.slot] = p.pending
+            else:
+                vehicles[p.slot] = (p.role, p.pending)
+        return vehicles, actors
+
+    def _tick(self) -> None:
+        obs = self._advance(*self._inputs())
         now = time.monotonic()
         for p in list(self.peers.values()):
             p.pending, p.since = None, now
-            self._send(p.ident, p.envelope, obs[p.slot])
+            self._send(p.ident, p.envelope, self._actor_obs() if p.role == "actor" else obs[p.slot])
 
     def _tick_realtime(self) -> None:
         """One real-time tick: every client's latest input (a client that has sent none yet
         is held at its pose), then its observation to every client."""
-        inputs = {p.slot: (p.role, p.pending) for p in self.peers.values() if p.pending}
-        obs = self._advance(inputs)
+        obs = self._advance(*self._inputs())
         for p in list(self.peers.values()):
-            o = obs.get(p.slot)
-            if o is None:
-                o = self._obs(p.slot)
+            if p.role == "actor":
+                o = self._actor_obs()
+            else:
+                o = obs.get(p.slot) or self._obs(p.slot)
             o["time_scale"] = self.rt.time_scale
             self._send(p.ident, p.envelope, o)
 
-    def _advance(self, inputs: dict[int, tuple[str, dict[str, Any]]]) -> dict[int, dict]:
-        """One control period with ``inputs`` = {slot: (role, step fields)}; returns the
-        observation of each of those slots (recorded with the inputs when recording)."""
+    def _actor_obs(self) -> dict[str, Any]:
+        """What an actor's client gets back: the tick and the World's time."""
+        return {"op": "obs", "tick": self.world.tick, "time": float(self.world.state.time[0])}
+
+    def _advance(
+        self, inputs: dict[int, tuple[str, dict[str, Any]]], actors: dict[int, dict] | None = None
+    ) -> dict[int, dict]:
+        """One control period with ``inputs`` = {slot: (role, step fields)} and the actors'
+        poses {k: {pos, quat}} (placed first); returns the observation of each of those slots
+        (recorded with the inputs when recording)."""
+        for k, pose in sorted((actors or {}).items()):
+            self.world.actors.place(
+                k, torch.from_numpy(pose["pos"]), torch.from_numpy(pose["quat"])
+            )
+            self._events = None
+            self._margin[:] = -1.0  # an actor moved: query collisions at this tick
         w = self.world
         dtype = w.params.mass.dtype
         b = w.b
@@ -380,7 +413,7 @@ class Server:
                 if d["omega"] is not None:
                     omega[slot] = torch.from_numpy(d["omega"]).to(dtype)
         if self.recorder is not None:
-            self.recorder.inputs(w.tick, inputs)
+            self.recorder.inputs(w.tick, inputs, actors or {})
         place = Placement(held, pos, quat, vel, omega) if bool(held.any()) else None
         w.step(command, place=place)
         self.ticks += 1

@@ -17,6 +17,7 @@ import torch
 from volary.errors import ConfigError
 
 ROLES = ("vehicle", "in_loop")
+ACTOR_SHAPES = ("box", "cylinder", "sphere", "mesh")
 SENSOR_KINDS = ("depth", "lidar", "tof", "rangefinder", "beacons")
 TRACKS = ("alphapilot_2019",)
 
@@ -44,6 +45,44 @@ class SlotSpec:
 
 
 @dataclass(frozen=True)
+class ActorSpec:
+    """A dynamic actor a client poses (role ``"actor"``): ``shape`` one of
+    :data:`ACTOR_SHAPES` centred on the actor's origin; ``size`` (m): a box's full extents, a
+    cylinder's (diameter, diameter, length) along its z, a sphere's (diameter, ...); a mesh:
+    ``mesh``, an OBJ/STL/PLY file in the actor's frame (``size`` unused). The default is a
+    standing person (a 0.5 x 1.8 m cylinder)."""
+
+    shape: str = "cylinder"
+    size: tuple[float, float, float] = (0.5, 0.5, 1.8)
+    mesh: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.shape not in ACTOR_SHAPES:
+            raise ConfigError(f"actor shape: expected one of {ACTOR_SHAPES}, got {self.shape!r}")
+        if self.shape == "mesh" and not self.mesh:
+            raise ConfigError("actor shape 'mesh': give the mesh file (mesh=PATH)")
+        if len(self.size) != 3 or not all(math.isfinite(v) and v > 0 for v in self.size):
+            raise ConfigError(f"actor size: expected three sizes > 0 m, got {self.size!r}")
+
+    def primitive(self) -> Any:
+        """The actor's shape as a :mod:`volary.worlds.primitives` object in its own frame."""
+        from volary.worlds.primitives import Box, Cylinder, Mesh, Sphere
+
+        o = (0.0, 0.0, 0.0)
+        sx, _, sz = self.size
+        if self.shape == "box":
+            return Box(center=o, size=tuple(self.size))
+        if self.shape == "cylinder":
+            return Cylinder(center=o, radius=sx / 2, length=sz)
+        if self.shape == "sphere":
+            return Sphere(center=o, radius=sx / 2)
+        from volary.worlds.io import load_mesh
+
+        m = load_mesh(str(self.mesh))
+        return Mesh(m.vertices, m.triangles, name=str(self.mesh))
+
+
+@dataclass(frozen=True)
 class ServeConfig:
     """The world a server hosts: its vehicle slots, the scene, the control level of the
     simulated vehicles, the sensors and the IMU preset (every vehicle; None: no IMU).
@@ -60,6 +99,7 @@ class ServeConfig:
     imu: str | None = "bmi085"
     sensors: Mapping[str, SensorSpec] = field(default_factory=dict)
     sim_seed: int = 0
+    actors: tuple[ActorSpec, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.slots:
@@ -81,8 +121,13 @@ class ServeConfig:
                 raise ConfigError("sensors: 'imu' is the IMU's name; set ServeConfig.imu")
         if not (isinstance(self.seed, int) and self.seed >= 0):
             raise ConfigError(f"seed: expected an int >= 0, got {self.seed!r}")
+        if self.actors and self.scene is None:
+            raise ConfigError("actors: need a scene (a scenario type or a race track)")
 
     def role_slots(self, role: str) -> list[int]:
+        """Vehicle slots of ``role``; for ``"actor"``, the actor indices."""
+        if role == "actor":
+            return list(range(len(self.actors)))
         return [i for i, s in enumerate(self.slots) if s.role == role]
 
 
@@ -118,7 +163,7 @@ def build_world(config: ServeConfig) -> Any:
     platforms = [s.platform for s in config.slots]
     world = World(
         platforms, spec, n_envs=1, vehicles_per_env=b, sensors=sensors, seed=config.sim_seed,
-        **settings,
+        actors=[a.primitive() for a in config.actors] or None, **settings,
     )  # fmt: skip
     if world.scene is not None and spec.meta.get("order_index") is not None:
         from volary.worlds import GateTracker

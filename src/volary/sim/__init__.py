@@ -2,12 +2,15 @@
 conditions and the one rollout loop every closed loop in volary uses."""
 
 from volary.sim import terms
+from volary.sim.actors import ACTOR_ID, Actors
 from volary.sim.recording import Trajectory
 from volary.sim.rollout import Episode, rollout
 from volary.sim.simulator import SimConfig, Simulator
 from volary.sim.world import OnCaster, Placement, Sensing, World
 
 __all__ = [
+    "ACTOR_ID",
+    "Actors",
     "Episode",
     "OnCaster",
     "Placement",

@@ -20,6 +20,7 @@ sensor (each vehicle is a sphere of its ``VehicleParams.radius``, object id
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -98,6 +99,7 @@ class World:
         gates: Any = None,
         noise_seeds: Sequence[int] | None = None,
         caster: Any = None,
+        actors: Sequence[Any] | None = None,
         sim: Simulator | None = None,
         **sim_kwargs: Any,
     ) -> None:
@@ -114,6 +116,16 @@ class World:
         if noise_seeds is not None:
             self.seed_noise(noise_seeds)
         self.specs, self.scene = self._scene(scene)
+        self.actors: Any = None
+        """:class:`~volary.sim.actors.Actors` of the World (``actors=``: their shapes), or
+        None; place them with ``world.actors.place(k, pos, quat)``."""
+        if actors is not None:
+            from volary.sim.actors import Actors
+
+            if self.scene is None:
+                raise ConfigError("actors: a World with actors needs a scene (SceneSpecs)")
+            self.actors = Actors(actors, self.n, device=self.device,
+                                 dtype=self.sim.params.mass.dtype)  # fmt: skip
         self._caster = caster
         self.gates = gates
         self.rig = {name: _sensing(name, s, self) for name, s in (sensors or {}).items()}
@@ -273,7 +285,21 @@ class World:
 
         if self.scene is None:
             raise ConfigError("scene: the World has no scene to collide with")
-        return collision_events(self.scene, self.sim.state.pos, self.sim.params.radius)
+        ev = collision_events(self.scene, self.sim.state.pos, self.sim.params.radius)
+        if self.actors is None:
+            return ev
+        pos, r = self.sim.state.pos, self.sim.params.radius.to(self.sim.state.pos.dtype)
+        d, oid = self.actors.distance(pos, self.env_of)
+        clear = d - r
+        closer = clear < ev.clearance
+        hit = clear < 0
+        return dataclasses.replace(
+            ev,
+            collided=ev.collided | hit,
+            object_id=torch.where(closer, oid, ev.object_id),
+            contact_point=torch.where((hit & ~ev.collided)[:, None], pos, ev.contact_point),
+            clearance=torch.minimum(ev.clearance, clear),
+        )
 
     def vehicle_contacts(self) -> Tensor:
         """(B,) bool: the vehicle's sphere touches another vehicle of its env."""
@@ -438,7 +464,7 @@ def _make_caster(world: World, backend: str = "auto") -> Any:
     # one scene shared by every vehicle: one single-scene caster takes the flying vehicles' rays
     specs = [world.specs[0]] if shared else [world.specs[b // world.m] for b in range(world.b)]
     inner = make_raycaster(specs, len(specs), backend=backend, device=world.device, dtype=dtype)
-    if world.m == 1:
+    if world.m == 1 and world.actors is None:
         return _ActiveCaster(inner, world.b, shared)
     return _VehicleCaster(inner, world, shared)
 
@@ -494,7 +520,8 @@ class _ActiveCaster:
 
 
 class _VehicleCaster(_ActiveCaster):
-    """The scene plus the other vehicles of each env as spheres (ray-sphere intersection)."""
+    """The scene plus the other vehicles of each env as spheres (ray-sphere intersection) and
+    the World's dynamic actors (:mod:`volary.sim.actors`)."""
 
     name = "vehicles"
 
@@ -507,6 +534,14 @@ class _VehicleCaster(_ActiveCaster):
 
         hits = super().cast(origins, directions, max_range)
         w = self.world
+        if w.actors is not None:
+            d, oid, nrm = w.actors.cast(origins, directions, max_range, w.env_of)
+            closer = (d < hits.distance) & self.active[:, None]
+            hits = RayHits(
+                torch.where(closer, d, hits.distance),
+                torch.where(closer, oid, hits.object_id),
+                torch.where(closer[..., None], nrm, hits.normal),
+            )
         if w.m == 1:
             return hits
         d, oid, nrm = sphere_hits(
