@@ -379,3 +379,23 @@ def test_a_silent_client_is_told_it_was_dropped_and_may_join_again():
         assert again.slot == b.slot == 1
         a.close()
         again.close()
+
+
+def test_a_splat_rgb_camera_streams_the_same_frames_as_in_process():
+    """The photoreal RGB camera of the service (``splat`` kind, the scene's synthesized
+    Gaussian splats): a client gets the frames an in-process World renders, bit for bit."""
+    cfg = ServeConfig(slots=(SlotSpec(sensors=("rgb",)),), scene="forest", seed=3,
+                      sensors={"rgb": SensorSpec("splat", "32x24", 30)})  # fmt: skip
+    ref = build_world(cfg)
+    reset_slot(ref, cfg, 0)
+    with serving(cfg) as srv, Client(srv.address) as c:
+        assert c.sensors["rgb"]["kind"] == "splat"
+        first = c.obs["sensors"]["rgb"]["rgb"]
+        assert first.shape == (24, 32, 3) and 0.0 <= first.min() and first.max() <= 1.0
+        assert np.array_equal(first, ref.read("rgb").rgb[0].numpy())
+        assert first.std() > 0.01  # a picture, not a blank
+        for k in range(4):
+            obs = c.step(_ctbr(k))
+            ref.step(torch.from_numpy(_ctbr(k)).float()[None])
+            if ref.due("rgb"):
+                assert np.array_equal(obs["sensors"]["rgb"]["rgb"], ref.read("rgb").rgb[0].numpy())

@@ -18,7 +18,7 @@ from volary.errors import ConfigError
 
 ROLES = ("vehicle", "in_loop")
 ACTOR_SHAPES = ("box", "cylinder", "sphere", "mesh")
-SENSOR_KINDS = ("depth", "lidar", "tof", "rangefinder", "beacons")
+SENSOR_KINDS = ("depth", "lidar", "tof", "rangefinder", "beacons", "splat")
 TRACKS = ("alphapilot_2019",)
 
 
@@ -26,7 +26,9 @@ TRACKS = ("alphapilot_2019",)
 class SensorSpec:
     """One sensor of the server's rig: ``kind`` (one of :data:`SENSOR_KINDS`), the preset of
     that kind (``camera_config``, ``lidar_config``, ``tof_config``, ``rangefinder_config``
-    names; ``beacons`` take a camera preset) and its rate (None: every control step)."""
+    names; ``beacons`` take a camera preset; ``splat``: ``WIDTHxHEIGHT`` of a photoreal RGB
+    camera rendering the scene's Gaussian splats, 90 deg horizontal field of view, forward
+    mount) and its rate (None: every control step)."""
 
     kind: str
     preset: str
@@ -152,7 +154,7 @@ def build_world(config: ServeConfig) -> Any:
     b = len(config.slots)
     sensors = {
         name: Sensing(
-            _sensor(s, spec),
+            _sensor(s, spec, config.seed),
             rate_hz=s.rate_hz,
             vehicles=tuple(i for i, slot in enumerate(config.slots) if name in slot.sensors),
         )
@@ -196,7 +198,7 @@ def start_poses(config: ServeConfig, spec: Any) -> tuple[torch.Tensor, torch.Ten
     return pos.float(), quat.float()
 
 
-def _sensor(s: SensorSpec, spec: Any) -> Any:
+def _sensor(s: SensorSpec, spec: Any, seed: int) -> Any:
     from volary.sensors import camera_config, lidar_config, rangefinder_config, tof_config
 
     make = {
@@ -207,9 +209,37 @@ def _sensor(s: SensorSpec, spec: Any) -> Any:
     }
     if s.kind in make:
         return make[s.kind](s.preset)
+    if s.kind == "splat":
+        return _splat_camera(s.preset, spec, seed)
     if spec is None or spec.meta.get("order_index") is None:
         raise ConfigError("sensors: 'beacons' need a scene with gates (a race track)")
     from volary.sensors import IrBeacons
     from volary.sim import OnCaster
 
     return OnCaster(lambda caster: IrBeacons(s.preset, caster, spec))
+
+
+def _splat_camera(preset: str, spec: Any, seed: int) -> Any:
+    """A ``(pos, quat) -> SplatImage`` camera over the scene's Gaussian splats (synthesized
+    from the scene with its seed, as SOUS VIDE's scenes are; gsplat on CUDA where installed,
+    the torch or numba path elsewhere)."""
+    from volary.sensors.splat import camera_poses, render, synthesize
+
+    if spec is None:
+        raise ConfigError("sensors: 'splat' needs a scene to synthesize splats from")
+    w, _, h = preset.partition("x")
+    if not (w.isdigit() and h.isdigit() and int(w) > 0 and int(h) > 0):
+        raise ConfigError(f"splat preset: expected WIDTHxHEIGHT such as 64x64, got {preset!r}")
+    width, height = int(w), int(h)
+    dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")  # gsplat renders on CUDA
+    splats = synthesize(spec, seed).to(dev)
+    f = width / 2 / math.tan(math.radians(90.0) / 2)
+    intrinsics = (f, f, width / 2, height / 2)
+
+    def camera(pos: torch.Tensor, quat: torch.Tensor) -> Any:
+        t_wc = camera_poses(pos.float().to(dev), quat.float().to(dev))
+        img = render(splats, intrinsics, t_wc, width, height)
+        return type(img)(img.rgb.cpu(), img.depth.cpu(), img.alpha.cpu())
+
+    return camera
+
