@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     intervals, scales, drifts, depth, last_depth = [], [], [], 0, None
     with Client(m.group(0), timeout=30.0) as c:
         obs = c.step([HOVER_CF, 0.0, 0.0, 0.0])
-        t0, sim0, tick0 = time.monotonic(), obs["time"], obs["tick"]
+        t0, sim0, tick0 = time.monotonic(), obs["clock"], obs["tick"]
         last, end = t0, t0 + 60.0 * args.minutes
         next_report = t0 + 60.0
         while time.monotonic() < end:
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
             intervals.append(now - last)
             last = now
             scales.append(obs.get("time_scale", float("nan")))
-            drifts.append((now - t0) - (obs["time"] - sim0) / args.speed)
+            drifts.append((now - t0) - (obs["clock"] - sim0) / args.speed)
             d = obs["sensors"].get("depth")
             if d is not None and d["tick"] != last_depth:  # a new frame (kept across skipped obs)
                 depth, last_depth = depth + 1, d["tick"]

@@ -379,7 +379,9 @@ class Server:
 
     def _actor_obs(self) -> dict[str, Any]:
         """What an actor's client gets back: the tick and the World's time."""
-        return {"op": "obs", "tick": self.world.tick, "time": float(self.world.state.time[0])}
+        w = self.world
+        return {"op": "obs", "tick": w.tick, "clock": w.tick * w.dt,
+                "time": float(w.state.time[0])}  # fmt: skip
 
     def _advance(
         self, inputs: dict[int, tuple[str, dict[str, Any]]], actors: dict[int, dict] | None = None
@@ -443,6 +445,7 @@ class Server:
         obs: dict[str, Any] = {
             "op": "obs",
             "tick": w.tick,
+            "clock": w.tick * w.dt,  # s, exact; the vehicle's ``time`` is a float32 sum
             "time": float(st.time[slot]),
             "state": {
                 "pos": st.pos[slot].numpy(),
