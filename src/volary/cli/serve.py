@@ -91,7 +91,7 @@ def parse_actor(text: str) -> ActorSpec:
         raise ConfigError(
             f"--actor: expected SHAPE:X,Y,Z such as cylinder:0.5,0.5,1.8, got {text!r}"
         )
-    return ActorSpec(shape, size)  # type: ignore[arg-type]
+    return ActorSpec(shape, (size[0], size[1], size[2]))
 
 
 def run_server(

@@ -260,11 +260,11 @@ class PlannerHost:
         self.planners: OrderedDict[str, Any] = OrderedDict()
         self.requests = self.faults = 0
         self._zmq = zmq
-        self.sock = zmq.Context.instance().socket(zmq.ROUTER)
+        self.sock: Any = zmq.Context.instance().socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.setsockopt(zmq.MAXMSGSIZE, max_bytes + 4096)
         self.sock.bind(bind)
-        self.address = self.sock.getsockopt_string(zmq.LAST_ENDPOINT)
+        self.address: str = self.sock.getsockopt_string(zmq.LAST_ENDPOINT)
 
     def serve(self, stop: Callable[[], bool] | None = None) -> None:
         """Answer requests until ``stop()`` is true (checked every 100 ms) or forever."""

@@ -262,7 +262,7 @@ def read_bag(path: str | Path) -> tuple[Any, dict[int, list[tuple[str, Any]]]]:
         with Reader(path) as reader:
             config, dt_ns = None, 0
             for conn, t, raw in reader.messages():
-                msg = ts.deserialize_cdr(raw, conn.msgtype)
+                msg: Any = ts.deserialize_cdr(raw, conn.msgtype)
                 if conn.topic == CONFIG_TOPIC:
                     config = config_from_json(msg.data)
                     dt_ns = round(1e9 / config.control_hz)

@@ -73,7 +73,7 @@ class ActorSpec:
         o = (0.0, 0.0, 0.0)
         sx, _, sz = self.size
         if self.shape == "box":
-            return Box(center=o, size=tuple(self.size))
+            return Box(center=o, size=self.size)
         if self.shape == "cylinder":
             return Cylinder(center=o, radius=sx / 2, length=sz)
         if self.shape == "sphere":
@@ -242,4 +242,3 @@ def _splat_camera(preset: str, spec: Any, seed: int) -> Any:
         return type(img)(img.rgb.cpu(), img.depth.cpu(), img.alpha.cpu())
 
     return camera
-
