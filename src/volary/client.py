@@ -129,14 +129,6 @@ class Client:
         self.obs = reply
         return reply
 
-    def _recv(self, timeout: float | None) -> dict[str, Any]:
-        if not self.sock.poll(int(1000 * (timeout or self.timeout))):
-            raise TimeoutError(f"volary serve: no observation in {timeout or self.timeout} s")
-        reply = P.decode(self.sock.recv_multipart(), self.max_bytes)
-        if reply["op"] == "error":
-            raise ServerError(str(reply.get("code")), str(reply.get("message")))
-        return reply
-
     def close(self) -> None:
         """Leave the world (the slot is freed) and close the socket."""
         if self.sock.closed:
@@ -160,8 +152,12 @@ class Client:
     # ---- transport -----------------------------------------------------------------------------
     def _call(self, header: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
         self.sock.send_multipart(P.encode(header), copy=False)
-        if not self.sock.poll(int(1000 * (timeout or self.timeout))):
-            raise TimeoutError(f"volary serve: no reply to {header['op']!r} in {self.timeout} s")
+        return self._recv(timeout, f"a reply to {header['op']!r}")
+
+    def _recv(self, timeout: float | None, what: str = "an observation") -> dict[str, Any]:
+        wait = timeout or self.timeout
+        if not self.sock.poll(int(1000 * wait)):
+            raise TimeoutError(f"volary serve: no {what} in {wait} s")
         reply = P.decode(self.sock.recv_multipart(), self.max_bytes)
         if reply["op"] == "error":
             raise ServerError(str(reply.get("code")), str(reply.get("message")))

@@ -249,33 +249,32 @@ def build(scalar, r: int, rk4: bool, stochastic: bool, ground: bool):
             )  # fmt: skip
             w1 = motor(w, cmd, tau_up, tau_down)
             p_n, v_n, q_n, o_n, w_n = pos, vel, q, om, w
-            if wp.static(rk4):
-                h = scalar(0.5) * dt
-                v2, q2, om2, ww2 = vel + h * a1, q + h * q1, om + h * o1, w + h * w1
-                a2, dq2, o2 = rigid(
-                    q2, v2, om2, ww2, kf, alloc, mass, inertia, inertia_inv,
-                    d_lin, d_quad, c_moment, wind, force, moment,
-                )  # fmt: skip
-                w2 = motor(ww2, cmd, tau_up, tau_down)
-                v3, q3, om3, ww3 = vel + h * a2, q + h * dq2, om + h * o2, w + h * w2
-                a3, dq3, o3 = rigid(
-                    q3, v3, om3, ww3, kf, alloc, mass, inertia, inertia_inv,
-                    d_lin, d_quad, c_moment, wind, force, moment,
-                )  # fmt: skip
-                w3 = motor(ww3, cmd, tau_up, tau_down)
-                v4, q4, om4, ww4 = vel + dt * a3, q + dt * dq3, om + dt * o3, w + dt * w3
-                a4, dq4, o4 = rigid(
-                    q4, v4, om4, ww4, kf, alloc, mass, inertia, inertia_inv,
-                    d_lin, d_quad, c_moment, wind, force, moment,
-                )  # fmt: skip
-                w4 = motor(ww4, cmd, tau_up, tau_down)
+            if wp.static(rk4):  # classic RK4: k1 + 2 k2 + 2 k3 + k4, stages at dt/2, dt/2, dt
+                acc_v, acc_a, acc_q, acc_o, acc_w = (
+                    vel,
+                    a1,
+                    q1,
+                    o1,
+                    w1,
+                )  # the weighted sums of the stages
+                ka, kq, ko, kw = a1, q1, o1, w1  # the last stage's derivative
+                for s in range(3):
+                    hs = scalar(0.5) * dt
+                    c = scalar(2.0)
+                    if s == 2:
+                        hs = dt
+                        c = scalar(1.0)
+                    v_s, q_s, o_s, w_s = vel + hs * ka, q + hs * kq, om + hs * ko, w + hs * kw
+                    ka, kq, ko = rigid(
+                        q_s, v_s, o_s, w_s, kf, alloc, mass, inertia, inertia_inv,
+                        d_lin, d_quad, c_moment, wind, force, moment,
+                    )  # fmt: skip
+                    kw = motor(w_s, cmd, tau_up, tau_down)
+                    acc_v, acc_a, acc_q = acc_v + c * v_s, acc_a + c * ka, acc_q + c * kq
+                    acc_o, acc_w = acc_o + c * ko, acc_w + c * kw
                 c6 = dt / scalar(6.0)
-                two = scalar(2.0)
-                p_n = pos + c6 * (vel + two * v2 + two * v3 + v4)
-                v_n = vel + c6 * (a1 + two * a2 + two * a3 + a4)
-                q_n = q + c6 * (q1 + two * dq2 + two * dq3 + dq4)
-                o_n = om + c6 * (o1 + two * o2 + two * o3 + o4)
-                w_n = w + c6 * (w1 + two * w2 + two * w3 + w4)
+                p_n, v_n, q_n = pos + c6 * acc_v, vel + c6 * acc_a, q + c6 * acc_q
+                o_n, w_n = om + c6 * acc_o, w + c6 * acc_w
             else:
                 p_n, v_n = pos + dt * vel, vel + dt * a1
                 q_n, o_n, w_n = q + dt * q1, om + dt * o1, w + dt * w1

@@ -67,16 +67,11 @@ class WarpRollout:
         return self.kernels[key]
 
     def __call__(
-        self,
-        pbuf: Tensor,
-        dbuf: Tensor,
-        xbuf: Tensor,
-        command: Tensor,
-        tick: Tensor,
-        flags: Tensor,
-        keys: Tensor,
-        out: tuple[Tensor, Tensor, Tensor] | None = None,
+        self, *buffers: Tensor, out: tuple[Tensor, Tensor, Tensor] | None = None
     ) -> tuple[Tensor, Tensor, Tensor]:
+        """``buffers`` = (pbuf, dbuf, xbuf, command, tick, flags, keys), as the other SoA
+        rollouts take them."""
+        pbuf, dbuf, xbuf, command, tick, flags, keys = buffers
         wp, cfg = self.wp, self.cfg
         n, r = command.shape
         dtype = xbuf.dtype
