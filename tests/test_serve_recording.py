@@ -129,3 +129,39 @@ def test_a_killed_client_loses_nothing_in_the_recording(tmp_path):
     faults = [json.loads(m.data) for msgs in ticks.values() for t, m in msgs
               if t == "/volary/events" and json.loads(m.data)["event"] == "fault"]  # fmt: skip
     assert [f["code"] for f in faults] == ["timeout"] and faults[0]["slot"] == 1
+
+
+def test_every_fault_is_recorded_even_past_the_in_memory_log(tmp_path):
+    """3,000 malformed messages, an oversized one and a wrong token while a client flies: the
+    server keeps its newest thousand faults in memory, the recording keeps every one, and
+    every tick of the flight."""
+    cfg = ServeConfig(scene="forest", seed=3)
+    with serving(cfg, record=tmp_path / "bag", token="s3cret-token", max_bytes=4096) as srv:
+        good = Client(srv.address, token="s3cret-token")
+        bad = zmq.Context.instance().socket(zmq.DEALER)
+        bad.setsockopt(zmq.LINGER, 0)
+        bad.connect(srv.address)
+        sent = 0
+        for k in range(10):
+            for _ in range(300):
+                bad.send(b"\xc1 garbage")
+                sent += 1
+            good.step([HOVER_CF, 0.0, 0.0, 0.0])
+        bad.send_multipart(P.encode({"op": "hello", "token": "wrong-token"}))
+        bad.send_multipart(P.encode({"op": "ping", "pad": np.zeros(4096, np.uint8)}))
+        sent += 2
+        for _ in range(sent):  # every one gets its error reply
+            assert bad.poll(10_000)
+            bad.recv_multipart()
+        good.step([HOVER_CF, 0.0, 0.0, 0.0])
+        good.close()
+        bad.close(0)
+        assert len(srv.faults) == 1000
+    _, ticks = read_bag(tmp_path / "bag")
+    events = [json.loads(m.data) for msgs in ticks.values() for t, m in msgs
+              if t == "/volary/events"]  # fmt: skip
+    codes = [e["code"] for e in events if e["event"] == "fault"]
+    assert len(codes) == sent and codes.count("bad_message") == 3000
+    assert codes[-2:] == ["unauthorized", "too_large"]
+    topics = [t for msgs in ticks.values() for t, _ in msgs]
+    assert topics.count("/vehicle0/pose") == topics.count("/vehicle0/setpoint") == 11
