@@ -142,7 +142,7 @@ def test_every_fault_is_recorded_even_past_the_in_memory_log(tmp_path):
         bad.setsockopt(zmq.LINGER, 0)
         bad.connect(srv.address)
         sent = 0
-        for k in range(10):
+        for _tick in range(10):
             for _ in range(300):
                 bad.send(b"\xc1 garbage")
                 sent += 1
