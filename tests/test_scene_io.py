@@ -439,3 +439,40 @@ def test_exports_are_byte_identical_to_the_baseline_writers(tmp_path):
         new = export_scene(spec, tmp_path / f"n{name}", binary=binary, spacing=0.5)
         old = hand.export_scene(spec, tmp_path / f"o{name}", binary=binary, spacing=0.5)
         assert new.read_bytes() == old.read_bytes(), name
+
+
+# ---- issue 18's cases ---------------------------------------------------------------------------
+def test_a_fifo_is_refused_not_read_forever(tmp_path):
+    import os
+
+    from volary.worlds.io import load_mesh
+
+    fifo = tmp_path / "scene.ply"
+    os.mkfifo(fifo)
+    with pytest.raises(FileFormatError, match="not a regular file"):
+        load_mesh(fifo)
+
+
+def test_ascii_rows_beyond_the_declared_ones_are_refused(tmp_path):
+    from volary.worlds.io import load_mesh
+
+    p = tmp_path / "trail.ply"
+    p.write_text(
+        "ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\n"
+        "property float z\nelement face 1\nproperty list uchar int vertex_indices\nend_header\n"
+        "0 0 0\n1 0 0\n0 1 0\n3 0 1 2\ngarbage here\n"
+    )
+    with pytest.raises(FileFormatError, match="after the 4 declared rows"):
+        load_mesh(p)
+
+
+def test_python_style_numbers_with_underscores_are_not_numbers(tmp_path):
+    from volary.worlds.io import load_points
+
+    p = tmp_path / "us.pcd"
+    p.write_text(
+        "# .PCD v0.7\nVERSION 0.7\nFIELDS x y z\nSIZE 4 4 4\nTYPE F F F\nCOUNT 1 1 1\n"
+        "WIDTH 2\nHEIGHT 1\nVIEWPOINT 0 0 0 1 0 0 0\nPOINTS 2\nDATA ascii\n1_000 2 3\n4 5 6\n"
+    )
+    with pytest.raises(FileFormatError, match="non-numeric value b'1_000'"):
+        load_points(p)

@@ -105,7 +105,7 @@ def test_truncated_and_empty_files_raise_file_format_error(tmp_path):
     save_ply(p, random_splats(40, 3))
     data = p.read_bytes()
     p.write_bytes(data[: len(data) // 2])  # binary body cut in the middle
-    with pytest.raises(FileFormatError, match="early end-of-file"):
+    with pytest.raises(FileFormatError, match="truncated"):
         load_ply(p)
     p.write_bytes(data[: data.index(b"end_header\n") + 11])  # header only
     with pytest.raises(FileFormatError, match="cut.ply"):
@@ -174,3 +174,61 @@ def test_splats_check_shapes():
         GaussianSplats(s.means, s.quats[:, :3], s.log_scales, s.opacity_logits, s.sh)
     with pytest.raises(ConfigError, match="splats.sh"):
         GaussianSplats(s.means, s.quats, s.log_scales, s.opacity_logits, s.sh[:, :, :2])
+
+
+# ---- issue 18's cases ---------------------------------------------------------------------------
+_SPLAT_HEADER = (
+    "ply\nformat binary_little_endian 1.0\nelement vertex {n}\n"
+    + "".join(
+        f"property float {p}\n"
+        for p in (
+            "x",
+            "y",
+            "z",
+            "f_dc_0",
+            "f_dc_1",
+            "f_dc_2",
+            "opacity",
+            "scale_0",
+            "scale_1",
+            "scale_2",
+            "rot_0",
+            "rot_1",
+            "rot_2",
+            "rot_3",
+        )  # fmt: skip
+    )
+    + "end_header\n"
+)
+
+
+@pytest.mark.parametrize("count", [10**12, 2**31, 2**63])
+def test_huge_declared_counts_fail_before_allocating(tmp_path, count):
+    p = tmp_path / "big.ply"
+    p.write_bytes(_SPLAT_HEADER.format(n=count).encode() + bytes(56))
+    with pytest.raises(FileFormatError, match="truncated"):
+        load_ply(p)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_non_finite_gaussians_are_refused_naming_the_property(tmp_path, bad):
+    import struct
+
+    rows = b"".join(
+        struct.pack("<14f", 0, 0, 0, 0.5, 0.5, 0.5, 1.0, bad, bad, bad, 1, 0, 0, 0)
+        for _ in range(4)
+    )
+    p = tmp_path / "nan.ply"
+    p.write_bytes(_SPLAT_HEADER.format(n=4).encode() + rows)
+    with pytest.raises(FileFormatError, match="'scale_0': 4 of 4 values are NaN or infinite"):
+        load_ply(p)
+
+
+def test_a_zero_rotation_is_refused(tmp_path):
+    import struct
+
+    rows = struct.pack("<14f", 0, 0, 0, 0.5, 0.5, 0.5, 1.0, -2, -2, -2, 0, 0, 0, 0)
+    p = tmp_path / "zero.ply"
+    p.write_bytes(_SPLAT_HEADER.format(n=1).encode() + rows)
+    with pytest.raises(FileFormatError, match="zero rotation"):
+        load_ply(p)

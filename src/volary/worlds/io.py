@@ -331,7 +331,19 @@ def _fail(path: str | Path, problem: str) -> FileFormatError:
     return FileFormatError(f"{path}: {problem}")
 
 
+def _regular(path: str | Path) -> None:
+    """A regular file, or FileFormatError: a FIFO or a device would block or never end."""
+    try:
+        ok = Path(path).is_file()
+    except OSError as e:
+        raise _fail(path, f"cannot read the file ({e.strerror or e})") from e
+    if not ok:
+        what = "no such file" if not Path(path).exists() else "not a regular file"
+        raise _fail(path, f"cannot read the file ({what})")
+
+
 def _read(path: str | Path) -> bytes:
+    _regular(path)
     try:
         return Path(path).read_bytes()
     except OSError as e:
@@ -339,14 +351,26 @@ def _read(path: str | Path) -> bytes:
 
 
 def _floats(path: str | Path, tokens: list[bytes], what: str) -> np.ndarray:
+    if any(b"_" in t for t in tokens):  # Python's float() takes 1_000; no file format does
+        bad = next(t for t in tokens if b"_" in t)
+        raise _fail(path, f"{what}: non-numeric value {bad[:40]!r}")
     try:
         return np.array([float(t) for t in tokens], dtype=float)
     except ValueError as e:
         raise _fail(path, f"{what}: non-numeric value ({e})") from e
 
 
+def check_ply(path: str | Path) -> None:
+    """Refuse a PLY file whose header does not parse or declares more rows than the file holds
+    (binary: bytes; ascii: lines), or an ascii one with rows beyond those declared: before any
+    reader allocates what the header claims (the splat reader calls it too)."""
+    layout, start = _ply_layout(path, _head(path))
+    _ply_check_counts(path, layout, start)
+
+
 def _head(path: str | Path) -> bytes:
     """The first :data:`_MAX_HEADER` bytes of a file."""
+    _regular(path)
     try:
         with open(path, "rb") as f:
             return f.read(_MAX_HEADER)
@@ -393,6 +417,10 @@ def _ply_check_counts(path: str | Path, layout: PlyData, start: int) -> None:
     if layout.text:
         body = _read(path)[start:]
         have = max(body.count(b"\n"), body.count(b"\r")) + 1
+        rows = sum(max(el.count, 0) for el in layout.elements)
+        lines = sum(1 for line in body.splitlines() if line.strip())
+        if lines > rows:
+            raise _fail(path, f"{lines - rows} line(s) of data after the {rows} declared rows")
     else:
         try:
             have = Path(path).stat().st_size - start
@@ -482,8 +510,8 @@ def _fan(path: str | Path, faces: list | np.ndarray) -> np.ndarray:
 def read_ply(path: str | Path) -> tuple[np.ndarray, np.ndarray | None]:
     """Vertices ``(V, 3)`` and triangles ``(T, 3)`` (None when the file has no face element),
     read by plyfile; values are those of the declared property types (``float`` is float32)."""
+    check_ply(path)
     layout, start = _ply_layout(path, _head(path))
-    _ply_check_counts(path, layout, start)
     table = {el.name: el for el in _ply_data(path, layout).elements}
     vert = table.get("vertex")
     if vert is None or not all(c in vert.data.dtype.names for c in "xyz"):

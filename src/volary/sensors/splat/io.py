@@ -268,9 +268,12 @@ def _sh_degree_of(path: Path, names: set[str]) -> int:
 def _read_vertex(path: Path) -> tuple[np.ndarray, PlyLayout]:
     from plyfile import PlyData, PlyParseError
 
+    from volary.worlds.io import check_ply
+
+    check_ply(path)  # a header that claims more than the file holds fails before allocating
     try:
         ply = PlyData.read(str(path))
-    except (PlyParseError, ValueError, OSError, EOFError) as e:
+    except (PlyParseError, ValueError, OSError, EOFError, OverflowError, MemoryError) as e:
         raise FileFormatError(f"{path}: not a readable PLY file ({e})") from e
     if "vertex" not in ply:
         raise FileFormatError(f"{path}: no 'vertex' element")
@@ -282,6 +285,24 @@ def _read_vertex(path: Path) -> tuple[np.ndarray, PlyLayout]:
     order = "<" if ply.byte_order in ("<", "=") and not ply.text else ply.byte_order
     layout = PlyLayout(props, tuple(ply.comments), tuple(ply.obj_info), ply.text, order)
     return data, layout
+
+
+def _check_finite(path: Path, data: np.ndarray, core: Sequence[str]) -> None:
+    """Positions, log-scales (-inf would be a zero scale), rotations, opacity logits and colour
+    coefficients must be finite, and rotations non-zero: a Gaussian without them renders
+    nothing, and a scene of them an empty image without a word."""
+    for name in core:
+        col = np.asarray(data[name], dtype=np.float64)
+        bad = int((~np.isfinite(col)).sum())
+        if bad:
+            raise FileFormatError(
+                f"{path}: vertex property {name!r}: {bad} of {len(col)} values are NaN or infinite"
+            )
+    if all(f"rot_{i}" in core for i in range(4)):
+        q = np.stack([np.asarray(data[f"rot_{i}"], dtype=np.float64) for i in range(4)], -1)
+        zero = int((np.abs(q).sum(-1) == 0).sum())
+        if zero:
+            raise FileFormatError(f"{path}: {zero} Gaussian(s) with a zero rotation quaternion")
 
 
 def _column(data: np.ndarray, name: str) -> np.ndarray:
@@ -306,6 +327,7 @@ def load_ply(
         raise FileFormatError(f"{p}: missing vertex properties {missing}")
     if len(data) == 0:
         raise FileFormatError(f"{p}: the vertex element is empty")
+    _check_finite(p, data, core)
     wide = any(data.dtype[n].itemsize == 8 for n in core)
     dt = dtype or (torch.float64 if wide else torch.float32)
 
