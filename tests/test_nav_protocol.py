@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from volary.bench.nav.protocol import (
@@ -182,3 +184,27 @@ def test_suite_round_trips_through_a_dict():
     for name in SUITES:
         s = get_suite(name)
         assert suite_from_dict(asdict(s)) == s
+
+
+# ---- issue 18's cases: suite settings have documented ranges -----------------------------------
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("[settings]\ntime_limit = inf", "settings.time_limit: expected a number in [0.1, 3600] s"),
+        ("[settings]\ntime_limit = 1e-300", "settings.time_limit: expected a number in"),
+        ("[settings]\nspeed_cap = 1e308", "settings.speed_cap: expected a number in [0.1, 50]"),
+        ("trials_per_config = 1000000000", "trials_per_config: expected an int in [1, 1000]"),
+    ],
+)
+def test_suite_files_with_meaningless_settings_are_refused(tmp_path, text, message):
+    from volary.bench.nav.protocol import get_suite
+
+    head = 'name = "x"\nplatforms = ["0.60kg-EMAX"]\nscenarios = ["forest"]\nconfigs = [0]\n'
+    if text.startswith("trials"):
+        body = head.replace("configs = [0]\n", f"configs = [0]\n{text}\n")
+    else:
+        body = head + text + "\n"
+    p = tmp_path / "s.toml"
+    p.write_text(body)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        get_suite(str(p))

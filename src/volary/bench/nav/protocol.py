@@ -67,6 +67,7 @@ QUICK_PLATFORMS: tuple[str, ...] = (
 )
 
 _FILE_KEYS = ("name", "platforms", "scenarios", "configs", "trials_per_config", "max_envs")
+MAX_TRIALS_PER_CONFIG = 1000  # repetitions of each configuration (1e9 would never finish)
 
 
 @dataclass(frozen=True)
@@ -302,10 +303,10 @@ def _check_suite(s: Suite) -> None:
                 f"Suite.configs: expected generator seeds (ints >= 0), or {FIXED!r} for "
                 f"each type's fixed configurations, got {c!r}"
             )
-    for attr in ("trials_per_config", "max_envs"):
+    for attr, most in (("trials_per_config", MAX_TRIALS_PER_CONFIG), ("max_envs", 4096)):
         v = getattr(s, attr)
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ConfigError(f"Suite.{attr}: expected an int >= 1, got {v!r}")
+        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= most:
+            raise ConfigError(f"Suite.{attr}: expected an int in [1, {most}], got {v!r}")
     if not isinstance(s.settings, ProtocolSettings):
         raise ConfigError(f"Suite.settings: expected ProtocolSettings, got {s.settings!r}")
 

@@ -22,9 +22,22 @@ SCHEMA_VERSION = 1
 CAUSES = ("success", "collision", "timeout", "outside_goal", "no_plan", "error")
 
 
+# documented ranges of the protocol settings: (lowest, highest, unit)
+SETTING_RANGES: dict[str, tuple[float, float, str]] = {
+    "speed_cap": (0.1, 50.0, "m/s"),
+    "time_limit": (0.1, 3600.0, "s"),
+    "goal_radius": (0.05, 100.0, "m"),
+    "stable_time": (0.01, 600.0, "s"),
+    "planner_rate_hz": (0.1, 1000.0, "Hz"),
+    "trial_wall_limit": (0.1, 86400.0, "s"),
+    "proximity_radius": (0.01, 100.0, "m"),
+}
+
+
 @dataclass(frozen=True)
 class ProtocolSettings:
-    """The protocol's constants (paper defaults)."""
+    """The protocol's constants (paper defaults). Each must be a finite number within
+    :data:`SETTING_RANGES` (a run of 1e-300 s, or of 1e308 s, is refused, not flown)."""
 
     speed_cap: float = 4.0  # m/s
     time_limit: float = 90.0  # s, from the start waypoint
@@ -37,8 +50,11 @@ class ProtocolSettings:
     def __post_init__(self) -> None:
         for f in fields(self):
             v = getattr(self, f.name)
-            if isinstance(v, bool) or not isinstance(v, int | float) or not v > 0:
-                raise ConfigError(f"settings.{f.name}: expected a number > 0, got {v!r}")
+            lo, hi, unit = SETTING_RANGES[f.name]
+            if isinstance(v, bool) or not isinstance(v, int | float) or not lo <= v <= hi:
+                raise ConfigError(
+                    f"settings.{f.name}: expected a number in [{lo:g}, {hi:g}] {unit}, got {v!r}"
+                )
 
 
 @dataclass(frozen=True)
