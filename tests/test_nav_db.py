@@ -189,3 +189,30 @@ def test_a_writer_killed_mid_transaction_leaves_the_committed_rows(tmp_path):
     assert sorted(r.key for r in back) == sorted(r.key for r in fake_unit(units[0]))
     with RunDB.open(path) as again:
         assert again.meta()["seed"] == 7
+
+
+# ---- issue 18's cases: a damaged meta table is a clear error, never a traceback ----------------
+@pytest.mark.parametrize(
+    "name, value, message",
+    [
+        ("algos", "{not json", "meta.algos: not JSON"),
+        ("algos", "7", "meta.algos: expected a JSON list"),
+        ("seed", '"7"', "meta.seed: expected a JSON int"),
+        ("schema_version", "999", "with schema 999"),
+        ("schema_version", '"1"', "with schema 1;"),
+    ],
+)
+def test_a_damaged_meta_table_is_refused_naming_the_field(tmp_path, name, value, message):
+    db, _ = _make(tmp_path)
+    db.close()
+    path = tmp_path / "run.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE meta SET value = ? WHERE name = ?", (value, name))
+    conn.commit()
+    conn.close()
+    before = _digest(path)
+    with pytest.raises((FileFormatError, ConfigError), match=message):
+        RunDB.open(path)
+    with pytest.raises((FileFormatError, ConfigError), match=message):
+        load_results(path)
+    assert _digest(path) == before  # nothing written

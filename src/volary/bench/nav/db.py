@@ -154,6 +154,7 @@ class RunDB:
                 "Open it with the volary version that wrote it, or start a new run; the file "
                 "was not modified"
             )
+        _check_meta(meta, path)
         return cls(path, _connect(path, readonly=readonly))
 
     def close(self) -> None:
@@ -268,7 +269,36 @@ def _read_meta(conn: sqlite3.Connection, path: Path) -> dict[str, Any]:
         rows = conn.execute("SELECT name, value FROM meta").fetchall()
     except sqlite3.DatabaseError as e:
         raise FileFormatError(f"{path}: not a volary run database ({e})") from None
-    return {k: json.loads(v) for k, v in rows}
+    out = {}
+    for k, v in rows:
+        try:
+            out[k] = json.loads(v)
+        except (TypeError, ValueError):
+            raise FileFormatError(f"{path}: meta.{k}: not JSON ({str(v)[:40]!r})") from None
+    return out
+
+
+# the meta fields every command relies on, and their JSON types
+_META_TYPES: dict[str, type | tuple[type, ...]] = {
+    "suite": dict,
+    "algos": list,
+    "algo_options": dict,
+    "seed": int,
+}
+
+
+def _check_meta(meta: dict[str, Any], path: Path) -> None:
+    for key, kind in _META_TYPES.items():
+        if key not in meta:
+            continue  # (the commands that need a field say so)
+        v = meta[key]
+        if isinstance(v, bool) or not isinstance(v, kind):
+            raise FileFormatError(
+                f"{path}: meta.{key}: expected a JSON {getattr(kind, '__name__', kind)}, "
+                f"got {str(v)[:40]!r}; the file was not modified"
+            )
+    if not all(isinstance(a, str) and a for a in meta.get("algos", [])):
+        raise FileFormatError(f"{path}: meta.algos: expected a list of algorithm names")
 
 
 def load_results(db_path: str | Path) -> list[TrialResult]:
