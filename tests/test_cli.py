@@ -184,3 +184,16 @@ def test_serve_rejects_bad_options_with_a_clear_message(args, message):
     r = runner.invoke(app, ["serve", "--ticks", "0", *args])
     assert r.exit_code == 2, r.output
     assert message in " ".join(r.output.split()), r.output
+
+
+def test_a_suite_named_like_rich_markup_is_printed_not_interpreted(tmp_path):
+    """Issue 18: a suite called "[/red]" (user text) used to raise rich's MarkupError."""
+    suite = tmp_path / "s.toml"
+    suite.write_text(
+        'name = "[/red]"\nplatforms = ["0.60kg-EMAX"]\nscenarios = ["forest"]\nconfigs = [0]\n'
+        "[settings]\ntime_limit = 2.0\n"
+    )
+    res = runner.invoke(app, ["bench", "run", "--suite", str(suite), "--out",
+                              str(tmp_path / "run"), "--workers", "0", "--quiet"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    assert "suite [/red]: 1 trials" in res.output

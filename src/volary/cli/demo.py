@@ -152,7 +152,8 @@ def run_quick_suite_demo(
     console.print(
         f"{spec.name} suite: {spec.n_trials(len(algos))} trials ({', '.join(algos)}), "
         f"{len(spec.platforms)} platforms x {len(spec.scenarios)} scenario types x "
-        f"{spec.n_configs()} configurations, {workers} workers -> {db}"
+        f"{spec.n_configs()} configurations, {workers} workers -> {db}",
+        markup=False,  # the suite's name and the path are the user's text
     )
     t0 = time.perf_counter()
     summary = run_suite(spec, algos, db, workers=workers, seed=seed, progress=True)

@@ -8,6 +8,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from volary.cli.overrides import SetOption, configure
@@ -101,7 +102,8 @@ def bench_run(
         run_dir = out or RUNS_DIR / f"{s.name}-{time.strftime('%Y%m%d-%H%M%S')}"
         path = db or run_dir / DB_NAME
         console.print(
-            f"suite {s.name}: {s.n_trials(len(algos))} trials ({', '.join(algos)}) -> {path}"
+            f"suite {escape(s.name)}: {s.n_trials(len(algos))} trials "
+            f"({escape(', '.join(algos))}) -> {escape(str(path))}"
         )
         summary = _interruptible(
             lambda: run_suite(
@@ -152,7 +154,7 @@ def bench_resume(
     from volary.errors import VolaryError
 
     path = _db_path(run) if run is not None else _latest_run()
-    console.print(f"resuming {path}")
+    console.print(f"resuming {escape(str(path))}")
     try:
         summary = _interruptible(
             lambda: resume(
@@ -178,7 +180,7 @@ def bench_report(
     """Write the HTML report (figures, tables, CSV/Parquet exports) of a run."""
     path = _db_path(run)
     index = _write_report(path, out or path.parent / "report")
-    console.print(f"[green]wrote {index}[/green]")
+    console.print(f"[green]wrote {escape(str(index))}[/green]")
 
 
 def bench_list(
@@ -228,9 +230,9 @@ def _finish(summary: Any, report: bool) -> None:
     )
     if report:
         index = _write_report(summary.db_path, summary.db_path.parent / "report")
-        console.print(f"[green]wrote {index}[/green]")
+        console.print(f"[green]wrote {escape(str(index))}[/green]")
     else:
-        console.print(f"report: volary bench report {summary.db_path.parent}")
+        console.print(f"report: volary bench report {escape(str(summary.db_path.parent))}")
 
 
 def _summary_table(rows: list[Any]) -> Table:

@@ -149,7 +149,7 @@ def splat_convert(
         save_ply(dst, s)
     except VolaryError as e:
         _fail(str(e))
-    console.print(f"{src} -> {dst}: {s.count} Gaussians, SH degree {s.sh_degree}", highlight=False)
+    console.print(f"{src} -> {dst}: {s.count} Gaussians, SH degree {s.sh_degree}", markup=False)
 
 
 @splat_app.command("render")
@@ -277,7 +277,9 @@ def sousvide_generate(
              ("--size", "height", size), ("--device", "device", device)],
             set_,
         )  # fmt: skip
-        console.print(f"generating {cfg.units} rollouts x {cfg.steps} steps into {out}")
+        console.print(
+            f"generating {cfg.units} rollouts x {cfg.steps} steps into {out}", markup=False
+        )
 
         def progress(done: int, total: int) -> None:
             console.print(f"  {done}/{total} rollouts")
@@ -369,7 +371,7 @@ def sousvide_train(
         ckpt = train_policy(data, out, config=cfg)
     except VolaryError as e:
         _fail(str(e))
-    console.print(f"wrote {ckpt}", highlight=False)
+    console.print(f"wrote {ckpt}", highlight=False, markup=False)
 
 
 @sousvide_app.command("eval")
@@ -444,7 +446,7 @@ def sousvide_eval(
             r = evaluate(pol, cfg, scene=scene)
             rows.append((name, summarize(r)))
             records.append(result_json(r))
-            console.print(f"{name}: {r.outcome}", highlight=False)
+            console.print(f"{name}: {r.outcome}", highlight=False, markup=False)
     except VolaryError as e:
         _fail(str(e))
     table = format_table(rows, PAPER_TABLE_II)
@@ -452,4 +454,6 @@ def sousvide_eval(
     (out / "eval.json").write_text(json.dumps({"policy": policy, "runs": records}, indent=2))
     (out / "table.md").write_text(table + "\n")
     console.print(table, highlight=False)
-    console.print(f"wrote {out / 'eval.json'} and {out / 'table.md'}", highlight=False)
+    console.print(
+        f"wrote {out / 'eval.json'} and {out / 'table.md'}", highlight=False, markup=False
+    )
