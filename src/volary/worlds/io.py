@@ -460,7 +460,7 @@ def _ply_read(path: str | Path, known_list_len: dict) -> PlyData:
         return PlyData.read(str(path), mmap="c", known_list_len=known_list_len)
     except OSError as e:
         raise _fail(path, f"cannot read the file ({e.strerror or e})") from e
-    except (ValueError, TypeError) as e:  # plyfile's element errors are not ValueErrors
+    except (ValueError, TypeError, OverflowError) as e:  # (element errors are not ValueErrors)
         raise _fail(path, f"malformed PLY data ({e})") from e
 
 
@@ -633,6 +633,9 @@ def _pcd_header(path: str | Path, data: bytes) -> tuple[dict[str, list[str]], in
     return head, pos
 
 
+_PCD_MAX_COUNT = 4096  # elements of one PCD field (a descriptor histogram has a few hundred)
+
+
 def _pcd_dtype(path: str | Path, head: dict[str, list[str]]) -> np.dtype:
     names = head.get("FIELDS", [])
     sizes, types = head.get("SIZE", []), head.get("TYPE", [])
@@ -643,6 +646,8 @@ def _pcd_dtype(path: str | Path, head: dict[str, list[str]]) -> np.dtype:
     for k, (nm, s, t, c) in enumerate(zip(names, sizes, types, counts, strict=True)):
         if not (s.isdigit() and c.isdigit()) or (t.upper(), int(s)) not in _PCD_KINDS:
             raise _fail(path, f"PCD field {nm!r}: unsupported SIZE {s} / TYPE {t} / COUNT {c}")
+        if not 1 <= int(c) <= _PCD_MAX_COUNT:
+            raise _fail(path, f"PCD field {nm!r}: COUNT {c} is not in [1, {_PCD_MAX_COUNT}]")
         shape = (int(c),) if int(c) != 1 else ()
         fields.append(
             (

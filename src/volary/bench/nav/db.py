@@ -13,12 +13,13 @@ read-only file raises :class:`StorageError` and leaves the rows already there in
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import math
 import sqlite3
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
@@ -171,11 +172,13 @@ class RunDB:
         return _read_meta(self.conn, self.path)
 
     def units(self) -> list[WorkUnit]:
-        rows = self.conn.execute("SELECT spec FROM units ORDER BY id").fetchall()
-        return [unit_from_json(r[0]) for r in rows]
+        with _damaged(self.path):
+            rows = self.conn.execute("SELECT spec FROM units ORDER BY id").fetchall()
+            return [unit_from_json(r[0]) for r in rows]
 
     def done_keys(self) -> set[str]:
-        return {r[0] for r in self.conn.execute("SELECT key FROM trials")}
+        with _damaged(self.path):
+            return {r[0] for r in self.conn.execute("SELECT key FROM trials")}
 
     def counts(self) -> tuple[int, int, int]:
         """(trials stored, of which successes, trials in the run)."""
@@ -267,7 +270,7 @@ def _checked_meta(path: Path) -> dict[str, Any]:
 def _read_meta(conn: sqlite3.Connection, path: Path) -> dict[str, Any]:
     try:
         rows = conn.execute("SELECT name, value FROM meta").fetchall()
-    except sqlite3.DatabaseError as e:
+    except (sqlite3.DatabaseError, UnicodeDecodeError) as e:
         raise FileFormatError(f"{path}: not a volary run database ({e})") from None
     out = {}
     for k, v in rows:
@@ -303,8 +306,20 @@ def _check_meta(meta: dict[str, Any], path: Path) -> None:
 
 def load_results(db_path: str | Path) -> list[TrialResult]:
     """Every stored trial of a run, read-only (safe while the run is still writing)."""
-    with RunDB.open(db_path, readonly=True) as db:
+    with RunDB.open(db_path, readonly=True) as db, _damaged(Path(db_path)):
         return db.results()
+
+
+@contextlib.contextmanager
+def _damaged(path: Path) -> Iterator[None]:
+    """SQLite's errors on a damaged file (a malformed page, a missing table or column, a value
+    of the wrong type) as ``FileFormatError`` naming the file."""
+    try:
+        yield
+    except sqlite3.DatabaseError as e:
+        raise FileFormatError(f"{path}: not a readable run database ({e})") from None
+    except (TypeError, ValueError, KeyError) as e:
+        raise FileFormatError(f"{path}: a stored row does not read back ({e})") from None
 
 
 def export_csv(results: Sequence[TrialResult], path: str | Path) -> Path:
