@@ -1,6 +1,7 @@
 """A fuzz harness for volary's readers: mutations of files volary itself writes.
 
-Seeds (a mesh, a point cloud, Gaussian splats, a suite TOML, a run database, a checkpoint) are
+Seeds (a mesh, a point cloud, Gaussian splats, a suite TOML, ``--set`` override lines, a run
+database, a checkpoint) are
 written by volary's own writers; each input is a seeded mutation of one (byte flips,
 truncation, appended garbage, a number replaced by an extreme one, a header count changed, a
 line deleted or doubled, rich markup in names). Each input is read by the matching reader in a
@@ -48,6 +49,14 @@ time_limit = 90.0
 speed_cap = 4.0
 goal_radius = 2.0
 planner_rate_hz = 10.0
+"""
+
+
+OVERRIDES = """settings.time_limit=60
+settings.speed_cap=3.5
+trials_per_config=2
+max_envs=12
+settings.planner_rate_hz=20
 """
 
 
@@ -109,6 +118,8 @@ def write_seeds(folder: Path) -> dict[str, Path]:
     out["splats.ply"] = folder / "splats.ply"
     (folder / "suite.toml").write_text(SUITE)
     out["suite.toml"] = folder / "suite.toml"
+    (folder / "overrides.txt").write_text(OVERRIDES)
+    out["overrides.txt"] = folder / "overrides.txt"
     unit = WorkUnit("straight", "forest", 0, 0, ("0.60kg-EMAX",), 0)
     db = RunDB.create(folder / "run.sqlite", {"seed": 0, "algos": ["straight"], "suite": {},
                                              "algo_options": {}}, [unit])  # fmt: skip
@@ -198,6 +209,13 @@ def _read(path: Path, seed_name: str) -> str:
         core = (s.means, s.quats, s.log_scales, s.opacity_logits, s.sh)
         if not all(bool(torch.isfinite(x).all()) for x in core):
             return "wrong: non-finite splats"
+        return "valid"
+    if seed_name == "overrides.txt":  # `--set FIELD=VALUE` lines on a suite (volary.config)
+        from volary.bench.nav.protocol import get_suite
+        from volary.config import apply_overrides
+
+        lines = path.read_bytes().decode("utf-8", errors="replace").splitlines()
+        apply_overrides(get_suite("quick"), [ln for ln in lines if ln.strip()])
         return "valid"
     if seed_name == "suite.toml":
         from volary.bench.nav.protocol import get_suite

@@ -476,3 +476,18 @@ def test_python_style_numbers_with_underscores_are_not_numbers(tmp_path):
     )
     with pytest.raises(FileFormatError, match="non-numeric value b'1_000'"):
         load_points(p)
+
+
+@pytest.mark.parametrize("count", ["1e39", "9223372036854775808", "1000000000000", "-5"])
+def test_absurd_declared_counts_are_clean_errors(tmp_path, count):
+    """Counts like 1e39 or 2^63 once gave 'negative dimensions' or MemoryError tracebacks."""
+    from volary.worlds.io import load_mesh
+
+    p = tmp_path / "n.ply"
+    p.write_bytes(
+        f"ply\nformat binary_little_endian 1.0\nelement vertex {count}\nproperty float x\n"
+        "property float y\nproperty float z\nend_header\n".encode()
+        + bytes(24)
+    )
+    with pytest.raises(FileFormatError):
+        load_mesh(p)
