@@ -99,3 +99,16 @@ def test_convert_rejects_bad_files_and_degrees(scene, tmp_path):
     assert r.exit_code == 2 and "--sh-degree" in r.output
     r = runner.invoke(splat_app, ["convert", str(scene), str(tmp_path / "o.ply"), "--align", "1,2"])
     assert r.exit_code == 2 and "--align" in r.output
+
+
+def test_an_error_about_a_path_that_looks_like_markup_prints_the_path(tmp_path):
+    """Issue 18: a file named with rich-markup brackets was printed with the tags eaten."""
+    from typer.testing import CliRunner
+
+    from volary.cli.main import app
+
+    bad = tmp_path / "[red]s[-red].ply"
+    bad.write_bytes(b"ply\nformat binary_little_endian 1.0\nelement vertex 1\n"
+                    b"property float x\nend_header\n\x00")  # fmt: skip
+    res = CliRunner().invoke(app, ["splat", "convert", str(bad), str(tmp_path / "o.ply")])
+    assert res.exit_code == 2 and "[red]s[-red].ply" in res.output

@@ -8,6 +8,7 @@ from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from volary.cli.overrides import SetOption, configure
 
@@ -21,7 +22,7 @@ Seed = Annotated[int, typer.Option("--seed", help="Seed (grid subset, randomizat
 
 
 def _fail(msg: str) -> NoReturn:
-    console.print(f"[red]error:[/red] {msg}", soft_wrap=True, highlight=False)
+    console.print(f"[red]error:[/red] {escape(msg)}", soft_wrap=True, highlight=False)
     raise typer.Exit(2)
 
 

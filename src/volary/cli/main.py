@@ -9,6 +9,7 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from volary.cli.overrides import SetOption
@@ -513,9 +514,8 @@ def demo(
     try:
         index = run_demo(out, seed=seed, device=device, suite=suite, console=console)
     except VolaryError as e:
-        console.print(f"[red]error:[/red] {e}", soft_wrap=True, highlight=False)
-        raise typer.Exit(2) from e
-    console.print(f"[green]wrote {index}[/green]")
+        _fail(str(e))
+    console.print(f"[green]wrote {escape(str(index))}[/green]")
 
 
 def _register_subcommands() -> None:

@@ -37,7 +37,7 @@ UnitTimeout = Annotated[
 
 
 def _fail(msg: str) -> NoReturn:
-    console.print(f"[red]error:[/red] {msg}", soft_wrap=True, highlight=False)
+    console.print(f"[red]error:[/red] {escape(msg)}", soft_wrap=True, highlight=False)
     raise typer.Exit(2)
 
 

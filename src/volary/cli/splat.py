@@ -8,6 +8,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from volary.cli.overrides import SetOption, configure
 
@@ -19,7 +20,7 @@ console = Console(soft_wrap=True)  # paths and messages are not broken at 80 col
 
 
 def _fail(msg: str) -> NoReturn:
-    console.print(f"[red]error:[/red] {msg}", soft_wrap=True, highlight=False)
+    console.print(f"[red]error:[/red] {escape(msg)}", soft_wrap=True, highlight=False)
     raise typer.Exit(2)
 
 
