@@ -216,3 +216,15 @@ def test_a_damaged_meta_table_is_refused_naming_the_field(tmp_path, name, value,
     with pytest.raises((FileFormatError, ConfigError), match=message):
         load_results(path)
     assert _digest(path) == before  # nothing written
+
+
+def test_a_database_without_a_schema_version_is_refused(tmp_path):
+    db, _ = _make(tmp_path)
+    db.close()
+    path = tmp_path / "run.sqlite"
+    conn = sqlite3.connect(path)
+    conn.execute("DELETE FROM meta WHERE name = 'schema_version'")
+    conn.commit()
+    conn.close()
+    with pytest.raises(ConfigError, match="with schema None"):
+        load_results(path)
