@@ -140,7 +140,7 @@ def bp_train(
     except VolaryError as e:
         _fail(str(e))
     console.print(json.dumps(summary["test_errors"], indent=2))
-    console.print(f"model: {out / 'model.pt'}")
+    console.print(f"model: {out / 'model.pt'}", markup=False)
 
 
 @bp_app.command("fly")
@@ -178,7 +178,7 @@ def bp_fly(
         results = fly_courses(net, kinds, out=out, cfg=cfg, seed=seed, n_gates=n_gates)
     except VolaryError as e:
         _fail(str(e))
-    console.print(f"wrote {out / 'fly.json'} and {out / 'fly.png'}")
+    console.print(f"wrote {out / 'fly.json'} and {out / 'fly.png'}", markup=False)
     for r in results:
         status = "finished" if r.finished else ("collided" if r.collided else "incomplete")
         console.print(f"{r.course}: {r.gates_passed}/{r.gates} gates, {status}, time {r.time_s}")

@@ -177,7 +177,7 @@ def scene_preview(
         except VolaryError as e:
             _fail(str(e))
     for png in pngs:
-        console.print(f"wrote {png}")
+        console.print(f"wrote {png}", markup=False)
 
 
 @scene_app.command("export")
@@ -199,7 +199,7 @@ def scene_export(
         path = export_scene(spec, out / f"{kind}-{seed}.{format}", format)
     except VolaryError as e:
         _fail(str(e))
-    console.print(f"wrote {path}")
+    console.print(f"wrote {path}", markup=False)
 
 
 @app.command()
@@ -292,7 +292,7 @@ def _fly(platform, to, mode, yaw, duration, out, seed, device, drawer) -> None:
     png = _draw(drawer, traj, out / "fly.png", f"{platform}: {mode} -> {list(to)}", target)
     final = traj.pos[-1, 0].tolist()
     console.print(f"final position \\[m]: {[round(v, 4) for v in final]}")
-    console.print(f"wrote {csv_path} and {png}")
+    console.print(f"wrote {csv_path} and {png}", markup=False)
 
 
 @bench_app.command("physics")
@@ -335,7 +335,7 @@ def bench_physics(
     console.print(t)
     out.mkdir(parents=True, exist_ok=True)
     (out / "physics-volary.json").write_text(json.dumps([r.__dict__ for r in rows], indent=2))
-    console.print(f"wrote {out / 'physics-volary.json'}")
+    console.print(f"wrote {out / 'physics-volary.json'}", markup=False)
 
 
 @app.command()
@@ -383,7 +383,7 @@ def race(
         f"{doc['racer']}: leaderboard (mean of the best {doc['best_of']}): {doc['leaderboard']:.2f}"
         f"  (top 2019 team: {doc['top_2019_score']})"
     )
-    console.print(f"wrote {path}")
+    console.print(f"wrote {path}", markup=False)
 
 
 @app.command()
@@ -472,7 +472,7 @@ def replay(
     except VolaryError as e:
         _fail(str(e))
     pos = srv.world.state.pos
-    console.print(f"replayed {srv.ticks} control periods of {bag}")
+    console.print(f"replayed {srv.ticks} control periods of {bag}", markup=False)
     for i in range(srv.world.b):
         console.print(f"  vehicle {i}: {[round(float(v), 4) for v in pos[i]]} m")
 

@@ -8,6 +8,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from volary.cli.overrides import SetOption, configure
@@ -24,7 +25,7 @@ _COLUMNS = ("iter", "episodes", "return", "length", "pi loss", "v loss", "KL", "
 
 
 def _fail(msg: str) -> NoReturn:
-    console.print(f"[red]error:[/red] {msg}", soft_wrap=True, highlight=False)
+    console.print(f"[red]error:[/red] {escape(msg)}", soft_wrap=True, highlight=False)
     raise typer.Exit(2)
 
 
@@ -203,4 +204,4 @@ def rl_eval(
         f"{res['mean_length']:.1f}", _fmt(res["success_rate"], ".2%"),
     )  # fmt: skip
     console.print(t)
-    console.print(f"-> {out / 'eval.json'}", highlight=False)
+    console.print(f"-> {out / 'eval.json'}", highlight=False, markup=False)

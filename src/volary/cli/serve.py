@@ -142,7 +142,7 @@ def run_server(
             f"busy {100 * rt.busy / max(rt.wall, 1e-9):.0f} %"
         )
     if record is not None:
-        console.print(f"recorded to {record}")
+        console.print(f"recorded to {record}", markup=False)
     return srv.faults
 
 
@@ -153,7 +153,7 @@ def run_planner_host(algo: str, *, bind: str, token: str | None, console: Any) -
 
     resolve_planner(algo)  # an unknown name fails here, listing the valid ones
     host = PlannerHost(lambda **options: get_planner(algo, **options), bind, token=token)
-    console.print(f"volary host-planner: {algo} at {host.address}  (Ctrl-C stops)", highlight=False)
+    console.print(f"volary host-planner: {algo} at {host.address}  (Ctrl-C stops)", markup=False)
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in _STOP_SIGNALS}
     try:
