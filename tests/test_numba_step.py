@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import warnings
 
 import numpy as np
@@ -83,12 +84,27 @@ def test_padded_rows_are_an_odd_number_of_cache_lines_apart():
     assert copy_padded(padded(small)).flags.c_contiguous
 
 
-def test_numba_nan_command_flags_only_that_env():
+def _fast(cfg: DynamicsConfig, substeps: int, backend: str):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # a fallback to eager fails the test
+        return make_stepper(cfg, substeps=substeps, compile=backend)
+
+
+# the fused kernels' shared guarantees, for each of them (warp: volary[warp], in the dev extras)
+FUSED = [
+    "numba",
+    pytest.param("warp", marks=pytest.mark.skipif(
+        importlib.util.find_spec("warp") is None, reason="warp-lang is not installed")),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("backend", FUSED)
+def test_numba_nan_command_flags_only_that_env(backend):
     p, s, w, d, k = _case(4)
     w = w.clone()
     w[1, 2] = float("nan")
     cfg = DynamicsConfig()
-    out = _numba(cfg, 3)(p, s, w, d, k)
+    out = _fast(cfg, 3, backend)(p, s, w, d, k)
     _assert_close(rollout(p, s, w, d, k, cfg, 3), out, 1e-5)
     assert out.diverged.tolist() == [False, True, False, False]
     assert torch.equal(out.pos[1], s.pos[1])  # the flagged env kept its last finite state
@@ -99,11 +115,12 @@ def _first(obj):
     return type(obj)(**{f.name: getattr(obj, f.name)[:1] for f in dataclasses.fields(obj)})
 
 
-def test_numba_env0_independent_of_batch_size():
+@pytest.mark.parametrize("backend", FUSED)
+def test_numba_env0_independent_of_batch_size(backend):
     p, s, w, d, k = _case(8)
     cfg = DynamicsConfig()
-    big = _numba(cfg, 20)(p, s, w, d, k)
-    one = _numba(cfg, 20)(_first(p), _first(s), w[:1], _first(d), k[:1])
+    big = _fast(cfg, 20, backend)(p, s, w, d, k)
+    one = _fast(cfg, 20, backend)(_first(p), _first(s), w[:1], _first(d), k[:1])
     for f in ("pos", "vel", "quat", "omega", "rotor_speed", "gust"):
         assert torch.equal(getattr(big, f)[:1], getattr(one, f)), f
 

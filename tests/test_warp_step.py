@@ -11,7 +11,6 @@ import torch
 
 from test_compiled import _assert_close, _case
 from volary.dynamics import (
-    Airframe,
     Disturbance,
     DynamicsConfig,
     MultirotorState,
@@ -22,7 +21,7 @@ from volary.dynamics import (
 from volary.dynamics.compiled import make_stepper
 from volary.errors import ConfigError
 from volary.math.random import env_keys
-from volary.platforms import layout
+from volary.platforms import get as platform
 
 pytest.importorskip("warp")
 
@@ -76,19 +75,7 @@ def test_warp_matches_rollout_float64():
 def test_warp_tilted_hexa_and_the_input_left_alone():
     """Six tilted rotors (another kernel build, a full allocation matrix); the input state is
     not written."""
-    pos, axes, dirs = layout("tilted_hexa", 0.2)
-    af = Airframe(
-        name="th",
-        mass=1.5,
-        inertia=(0.02, 0.02, 0.04),
-        rotor_positions=pos,
-        rotor_axes=axes,
-        rotor_directions=dirs,
-        k_f=1.91e-6,
-        k_m=2.6e-7,
-        max_rotor_speed=2500.0,
-        force_noise=0.05,
-    )
+    af = dataclasses.replace(platform("tilted_hexa"), force_noise=0.05)  # with process noise
     p = VehicleParams.from_airframes(af, 5)
     s = MultirotorState.create(5, 6, pos=[0.0, 0.0, 1.0])
     w = hover_speeds(p) * torch.linspace(0.95, 1.05, 6)
@@ -100,28 +87,7 @@ def test_warp_tilted_hexa_and_the_input_left_alone():
     assert not torch.equal(x.omega, s.omega)  # the tilted rotors turned it
 
 
-def test_warp_nan_command_flags_only_that_env():
-    p, s, w, d, k = _case(4)
-    w = w.clone()
-    w[1, 2] = float("nan")
-    cfg = DynamicsConfig()
-    out = _warp(cfg, 3)(p, s, w, d, k)
-    _assert_close(rollout(p, s, w, d, k, cfg, 3), out, 1e-5)
-    assert out.diverged.tolist() == [False, True, False, False]
-    assert torch.equal(out.pos[1], s.pos[1])  # the flagged env kept its last finite state
-
-
-def _first(obj):
-    return type(obj)(**{f.name: getattr(obj, f.name)[:1] for f in dataclasses.fields(obj)})
-
-
-def test_warp_env0_independent_of_batch_size():
-    p, s, w, d, k = _case(8)
-    cfg = DynamicsConfig()
-    big = _warp(cfg, 20)(p, s, w, d, k)
-    one = _warp(cfg, 20)(_first(p), _first(s), w[:1], _first(d), k[:1])
-    for f in ("pos", "vel", "quat", "omega", "rotor_speed", "gust"):
-        assert torch.equal(getattr(big, f)[:1], getattr(one, f)), f
+# the NaN-command and batch-size guarantees: tests/test_numba_step.py, for both fused kernels
 
 
 def test_warp_rejects_the_thrust_rate_model():
