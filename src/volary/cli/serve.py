@@ -6,10 +6,12 @@ runs the server until Ctrl-C (or ``--ticks``).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import signal
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 from volary.errors import ConfigError
@@ -122,16 +124,11 @@ def run_server(
         f"{', '.join(config.sensors) or 'none'}{', imu' if config.imu else ''}  (Ctrl-C stops)",
         highlight=False,
     )
-    stop = threading.Event()
-    # Ctrl-C and SIGTERM stop the loop between messages (set here even where a parent process
-    # left SIGINT ignored, which Python would otherwise inherit)
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in _STOP_SIGNALS}
-    try:
-        srv.serve(stop, max_ticks=ticks)
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        srv.close()
+    with _stop_on_signals() as stop:
+        try:
+            srv.serve(stop, max_ticks=ticks)
+        finally:
+            srv.close()
     console.print(f"served {srv.ticks} control periods; {len(srv.faults)} fault(s)")
     if realtime:
         rt = srv.rt
@@ -154,12 +151,23 @@ def run_planner_host(algo: str, *, bind: str, token: str | None, console: Any) -
     resolve_planner(algo)  # an unknown name fails here, listing the valid ones
     host = PlannerHost(lambda **options: get_planner(algo, **options), bind, token=token)
     console.print(f"volary host-planner: {algo} at {host.address}  (Ctrl-C stops)", markup=False)
+    with _stop_on_signals() as stop:
+        try:
+            host.serve(stop.is_set)
+        finally:
+            host.close()
+    console.print(f"answered {host.requests} request(s); {host.faults} fault(s)")
+
+
+@contextlib.contextmanager
+def _stop_on_signals() -> Iterator[threading.Event]:
+    """An event that Ctrl-C and SIGTERM set, so a serving loop stops between messages; set up
+    here even where a parent process left SIGINT ignored (which Python would inherit), and the
+    previous handlers restored after."""
     stop = threading.Event()
     previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in _STOP_SIGNALS}
     try:
-        host.serve(stop.is_set)
+        yield stop
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        host.close()
-    console.print(f"answered {host.requests} request(s); {host.faults} fault(s)")

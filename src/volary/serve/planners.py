@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import hmac
+import time
 import traceback
 import uuid
 from collections import OrderedDict
@@ -212,9 +213,9 @@ class RemotePlanner:
         sock = self._socket()
         sock.send_multipart(P.encode({**header, "trial": self.trial, "seq": self._seq,
                                       "token": self.token}))  # fmt: skip
-        deadline = _now() + self.timeout
+        deadline = time.monotonic() + self.timeout
         while True:
-            left = deadline - _now()
+            left = deadline - time.monotonic()
             if left <= 0 or not sock.poll(int(left * 1000) + 1, zmq.POLLIN):
                 self._sock.close(linger=0)  # a late answer must not meet the next request
                 self._sock = None
@@ -230,12 +231,6 @@ class RemotePlanner:
             if msg["op"] != want:
                 raise P.ProtocolError("bad_message", f"op: expected {want!r}, got {msg['op']!r}")
             return msg
-
-
-def _now() -> float:
-    import time
-
-    return time.monotonic()
 
 
 # ---- the planner's side ---------------------------------------------------------------------

@@ -307,18 +307,13 @@ def replay(path: str | Path, *, record: str | Path | None = None) -> Any:
 def _inputs(
     msgs: list[tuple[str, Any]],
 ) -> tuple[dict[int, tuple[str, dict[str, Any]]], dict[int, dict[str, Any]]]:
-    from volary.math import xyzw_to_wxyz
-
     out: dict[int, tuple[str, dict[str, Any]]] = {}
     actors: dict[int, dict[str, Any]] = {}
     twists: dict[int, Any] = {}
     for topic, msg in msgs:
         parts = topic.split("/")
         if len(parts) == 3 and parts[1].startswith("actor") and parts[2] == "pose_in":
-            p, q = msg.pose.position, msg.pose.orientation
-            quat = xyzw_to_wxyz(torch.tensor([q.x, q.y, q.z, q.w], dtype=torch.float64)).numpy()
-            actors[int(parts[1].removeprefix("actor"))] = {"pos": np.array([p.x, p.y, p.z]),
-                                                           "quat": quat}  # fmt: skip
+            actors[int(parts[1].removeprefix("actor"))] = _pose_of(msg)
             continue
         if len(parts) != 3 or not parts[1].startswith("vehicle"):
             continue
@@ -326,13 +321,19 @@ def _inputs(
         if leaf == "setpoint":
             out[slot] = ("vehicle", {"command": np.array(msg.data, dtype=np.float64)})
         elif leaf == "pose_in":
-            p, q = msg.pose.position, msg.pose.orientation
-            quat = xyzw_to_wxyz(torch.tensor([q.x, q.y, q.z, q.w], dtype=torch.float64)).numpy()
-            pose = {"pos": np.array([p.x, p.y, p.z]), "quat": quat, "vel": None, "omega": None}
-            out[slot] = ("in_loop", pose)
+            out[slot] = ("in_loop", {**_pose_of(msg), "vel": None, "omega": None})
         elif leaf == "twist_in":
             twists[slot] = msg.twist
     for slot, tw in twists.items():
         out[slot][1]["vel"] = np.array([tw.linear.x, tw.linear.y, tw.linear.z])
         out[slot][1]["omega"] = np.array([tw.angular.x, tw.angular.y, tw.angular.z])
     return out, actors
+
+
+def _pose_of(msg: Any) -> dict[str, np.ndarray]:
+    """{pos, quat [w, x, y, z]} of a PoseStamped (float64, exactly as recorded)."""
+    from volary.math import xyzw_to_wxyz
+
+    p, q = msg.pose.position, msg.pose.orientation
+    quat = xyzw_to_wxyz(torch.tensor([q.x, q.y, q.z, q.w], dtype=torch.float64)).numpy()
+    return {"pos": np.array([p.x, p.y, p.z]), "quat": quat}

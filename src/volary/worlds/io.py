@@ -360,12 +360,14 @@ def _floats(path: str | Path, tokens: list[bytes], what: str) -> np.ndarray:
         raise _fail(path, f"{what}: non-numeric value ({e})") from e
 
 
-def check_ply(path: str | Path) -> None:
+def check_ply(path: str | Path) -> PlyData:
     """Refuse a PLY file whose header does not parse or declares more rows than the file holds
     (binary: bytes; ascii: lines), or an ascii one with rows beyond those declared: before any
-    reader allocates what the header claims (the splat reader calls it too)."""
+    reader allocates what the header claims (the splat reader calls it too). Returns plyfile's
+    parse of the header."""
     layout, start = _ply_layout(path, _head(path))
     _ply_check_counts(path, layout, start)
+    return layout
 
 
 def _head(path: str | Path) -> bytes:
@@ -510,8 +512,7 @@ def _fan(path: str | Path, faces: list | np.ndarray) -> np.ndarray:
 def read_ply(path: str | Path) -> tuple[np.ndarray, np.ndarray | None]:
     """Vertices ``(V, 3)`` and triangles ``(T, 3)`` (None when the file has no face element),
     read by plyfile; values are those of the declared property types (``float`` is float32)."""
-    check_ply(path)
-    layout, start = _ply_layout(path, _head(path))
+    layout = check_ply(path)
     table = {el.name: el for el in _ply_data(path, layout).elements}
     vert = table.get("vertex")
     if vert is None or not all(c in vert.data.dtype.names for c in "xyz"):
