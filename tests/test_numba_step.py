@@ -25,6 +25,20 @@ def _numba(cfg: DynamicsConfig, substeps: int):
         return make_stepper(cfg, substeps=substeps, compile="numba")
 
 
+def _fast(cfg: DynamicsConfig, substeps: int, backend: str):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)  # a fallback to eager fails the test
+        return make_stepper(cfg, substeps=substeps, compile=backend)
+
+
+# the fused kernels' shared guarantees, for each of them (warp: volary[warp], in the dev extras)
+FUSED = [
+    "numba",
+    pytest.param("warp", marks=pytest.mark.skipif(
+        importlib.util.find_spec("warp") is None, reason="warp-lang is not installed")),
+]  # fmt: skip
+
+
 @pytest.mark.parametrize(
     "cfg",
     [
@@ -35,10 +49,11 @@ def _numba(cfg: DynamicsConfig, substeps: int):
     ],
     ids=["rk4-ground-noise", "no-ground", "euler", "deterministic"],
 )
-def test_numba_matches_rollout_float32(cfg):
+@pytest.mark.parametrize("backend", FUSED)
+def test_numba_matches_rollout_float32(cfg, backend):
     """100 steps (10 calls of 10 fused substeps), noise, gusts, wind, ground: 1e-5 relative."""
     p, s, w, d, k = _case(16)
-    step, x = _numba(cfg, 10), s
+    step, x = _fast(cfg, 10, backend), s
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
         for _ in range(10):
@@ -46,7 +61,8 @@ def test_numba_matches_rollout_float32(cfg):
     _assert_close(rollout(p, s, w, d, k, cfg, 100), x, 1e-5)
 
 
-def test_numba_matches_rollout_float64():
+@pytest.mark.parametrize("backend", FUSED)
+def test_numba_matches_rollout_float64(backend):
     p, s, w, d, k = _case(8)
     p, s, d = p.to(dtype=torch.float64), s.to(dtype=torch.float64), d
     d = type(d)(
@@ -54,7 +70,7 @@ def test_numba_matches_rollout_float64():
     )
     w = w.double()
     cfg = DynamicsConfig()
-    x = _numba(cfg, 50)(p, s, w, d, k)
+    x = _fast(cfg, 50, backend)(p, s, w, d, k)
     _assert_close(rollout(p, s, w, d, k, cfg, 50), x, 1e-12)
 
 
@@ -82,20 +98,6 @@ def test_padded_rows_are_an_odd_number_of_cache_lines_apart():
     small = np.ones((5, 8), np.float64)  # 64 bytes a row: left contiguous
     assert padded(small).flags.c_contiguous and padded(small) is not small
     assert copy_padded(padded(small)).flags.c_contiguous
-
-
-def _fast(cfg: DynamicsConfig, substeps: int, backend: str):
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", RuntimeWarning)  # a fallback to eager fails the test
-        return make_stepper(cfg, substeps=substeps, compile=backend)
-
-
-# the fused kernels' shared guarantees, for each of them (warp: volary[warp], in the dev extras)
-FUSED = [
-    "numba",
-    pytest.param("warp", marks=pytest.mark.skipif(
-        importlib.util.find_spec("warp") is None, reason="warp-lang is not installed")),
-]  # fmt: skip
 
 
 @pytest.mark.parametrize("backend", FUSED)

@@ -40,21 +40,8 @@ def _run(step, p, s, w, d, k, calls: int):
     return s
 
 
-@pytest.mark.parametrize(
-    "cfg",
-    [
-        DynamicsConfig(),
-        DynamicsConfig(ground=False),
-        DynamicsConfig(integrator="euler"),
-        DynamicsConfig(stochastic=False),
-    ],
-    ids=["rk4-ground-noise", "no-ground", "euler", "deterministic"],
-)
-def test_warp_matches_rollout_float32(cfg):
-    """100 steps (10 calls of 10 fused substeps), noise, gusts, wind, ground: 1e-5 relative."""
-    p, s, w, d, k = _case(16)
-    x = _run(_warp(cfg, 10), p, s, w, d, k, 10)
-    _assert_close(rollout(p, s, w, d, k, cfg, 100), x, 1e-5)
+# parity with the eager step (float32 1e-5 over 100 steps in four configurations, float64
+# 1e-12), the NaN-command and batch-size guarantees: tests/test_numba_step.py, for both kernels
 
 
 def _double(p, s, w, d):
@@ -62,14 +49,6 @@ def _double(p, s, w, d):
         **{f: getattr(d, f).double() for f in ("wind", "gust_std", "gust_tau", "force", "moment")}
     )
     return p.to(dtype=torch.float64), s.to(dtype=torch.float64), w.double(), d
-
-
-def test_warp_matches_rollout_float64():
-    p, s, w, d, k = _case(8)
-    p, s, w, d = _double(p, s, w, d)
-    cfg = DynamicsConfig()
-    x = _warp(cfg, 50)(p, s, w, d, k)
-    _assert_close(rollout(p, s, w, d, k, cfg, 50), x, 1e-12)
 
 
 def test_warp_tilted_hexa_and_the_input_left_alone():
@@ -85,9 +64,6 @@ def test_warp_tilted_hexa_and_the_input_left_alone():
     _assert_close(rollout(p, s, w, d, k, DynamicsConfig(), 20), x, 1e-5)
     assert torch.equal(s.pos, before)
     assert not torch.equal(x.omega, s.omega)  # the tilted rotors turned it
-
-
-# the NaN-command and batch-size guarantees: tests/test_numba_step.py, for both fused kernels
 
 
 def test_warp_rejects_the_thrust_rate_model():
