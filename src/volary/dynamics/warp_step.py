@@ -7,8 +7,9 @@ the CPU). On a GPU the eager step is memory-bound at ~633 bytes per env-step; th
 and writes each buffer once per call, so ``substeps`` steps cost about what one does.
 
 Warp also runs on the CPU (one thread, compiled with its bundled clang), which is how the parity
-tests run without a GPU (``tests/test_warp_step.py``): float32 within 1e-5 and float64 within
-1e-12 of the eager reference over 100 steps with noise, gusts, wind and ground contact. Warp is
+tests run without a GPU (``tests/test_numba_step.py``, parametrized over both fused kernels,
+and ``tests/test_warp_step.py``): float32 within 1e-5 and float64 within 1e-12 of the eager
+reference over 100 steps with noise, gusts, wind and ground contact. Warp is
 imported on first use (``pip install volary[warp]``); each (dtype, rotor count, integrator,
 noise, ground) combination compiles once and is cached on disk by Warp.
 """
