@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from volary.bench.nav import episode
-from volary.bench.nav.episode import run_unit
+from volary.bench.nav.episode import SPEED_REF_SHARE, run_unit
 from volary.bench.nav.schema import CAUSES, ROW_FIELDS, ProtocolSettings, TrialResult, WorkUnit
 from volary.errors import ConfigError, UnknownNameError
 
@@ -254,7 +254,8 @@ def test_sensors_and_task_handed_to_planners():
         assert finite.any() and (img[finite] > 0).all() and (img[finite] <= rng).all()
         assert np.isposinf(img[~finite]).all()
     np.testing.assert_allclose(obs.position, task.start, atol=0.05)
-    assert task.limits.max_speed == 4.0 and 0 < task.limits.max_acc <= 4.0
+    assert task.limits.max_speed == pytest.approx(4.0 * SPEED_REF_SHARE)
+    assert 0 < task.limits.max_acc <= 4.0
     assert task.limits.radius > 0 and task.goal_radius == 2.0 and task.platform == "0.60kg-EMAX"
     assert task.bounds_max[2] == 3.0 and task.time_limit == 0.25
 

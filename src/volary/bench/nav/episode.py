@@ -95,6 +95,16 @@ ACC_MARGIN = 0.4
 MAX_ACC_CAP = 4.0  # m/s^2
 MAX_VERTICAL_ACC_CAP = 4.0  # m/s^2
 COLLISION_MAX_GAP = 0.1  # s between collision queries at most
+# The protocol's speed cap (FLYINGTRUST Sec. IV-A: "the UAV's maximum flight speed was capped at
+# 4 m/s") bounds the flown speed, not only the plan. Planners are told SPEED_REF_SHARE of the cap
+# and the runner retimes any reference that is faster (uniformly slower from the plan's tick,
+# same path); at every control step a vehicle flying faster than SPEED_GUARD_SHARE of the cap
+# gets a braking setpoint instead (hold where it is, velocity scaled back to the reference cap,
+# no feed-forward) until it is under again. The margins bound the controller's overshoot:
+# see DESIGN.md "Speed cap" for the measured peaks.
+SPEED_REF_SHARE = 0.92
+SPEED_GUARD_SHARE = 0.95
+GUARD_LOOKAHEAD = 0.1  # s
 DEPTH_SIZE = (64, 48)  # px
 DEPTH_HFOV = math.radians(90.0)
 DEPTH_RANGE = 10.0  # m
@@ -195,6 +205,10 @@ class _Episode:
         every = int(round(CONTROL_HZ / RECORD_HZ))
         self.at_goal = GoalDwell(self.goal, s.goal_radius, s.stable_time, STABLE_SPEED, every)
         self.setpoints = torch.zeros(self.n, self.steps, 14)  # until the next planner tick
+        self.v_ref = s.speed_cap * SPEED_REF_SHARE  # what planners may plan, m/s
+        self.v_guard = s.speed_cap * SPEED_GUARD_SHARE  # above it the runner brakes, m/s
+        self.peak_speed = torch.zeros(self.n, dtype=torch.float64)  # control-rate, in flight
+        self.prev_vel = torch.zeros(self.n, 3)
         self.track: Any = None  # the navigation rollout's Episode (the 40 Hz track)
         self.pos0 = self._spawn()
         self._make_planners()
@@ -224,7 +238,7 @@ class _Episode:
         ind = _indicators(self.sim.airframes[i])
         twr = ind.twr_max
         limits = NavLimits(
-            max_speed=s.speed_cap,
+            max_speed=self.v_ref,
             max_acc=min(ACC_MARGIN * GRAVITY * math.sqrt(max(twr**2 - 1.0, 0.0)), MAX_ACC_CAP),
             max_vertical_acc=min(ACC_MARGIN * (twr - 1.0) * GRAVITY, MAX_VERTICAL_ACC_CAP),
             twr_max=twr,
@@ -334,7 +348,45 @@ class _Episode:
         if j == 0:
             buf = self._plan_tick(k // self.steps / self.settings.planner_rate_hz)
             self.setpoints = torch.as_tensor(buf, dtype=torch.float32)
-        return self.setpoints[:, j]
+        return self._speed_guard(world, self.setpoints[:, j])
+
+    def _speed_guard(self, world: Any, sp: torch.Tensor) -> torch.Tensor:
+        """The setpoint with the cap enforced: a vehicle faster than ``v_guard`` gets [its own
+        position, its velocity scaled to ``v_ref``, zero acceleration, jerk and yaw rate], so the
+        position controller's velocity term alone brakes it along its path (Lee eq. 12 with
+        e_x = 0). Also keeps each flying vehicle's peak speed at the control rate."""
+        st = world.sim.state
+        speed = st.vel.norm(dim=-1)
+        flying = world.active
+        self.peak_speed = torch.where(
+            flying, torch.maximum(self.peak_speed, speed.double()), self.peak_speed
+        )
+        # the speed GUARD_LOOKAHEAD s ahead at the acceleration of the last control step: the
+        # guard acts before the attitude loop's lag lets the speed pass the cap
+        dv = st.vel - self.prev_vel
+        self.prev_vel = st.vel.clone()
+        self._end_over_speed(flying & ((st.vel + dv).norm(dim=-1) > self.settings.speed_cap), speed)
+        flying = world.active
+        ahead = st.vel + dv * (GUARD_LOOKAHEAD * CONTROL_HZ)
+        over = flying & (torch.maximum(speed, ahead.norm(dim=-1)) > self.v_guard)
+        if not bool(over.any()):
+            return sp
+        sp = sp.clone()
+        scale = (self.v_ref / speed.clamp_min(1e-6))[:, None]
+        sp[over, 0:3] = st.pos[over]
+        sp[over, 3:6] = (st.vel * scale)[over]
+        sp[over, 6:12] = 0.0
+        sp[over, 13] = 0.0
+        return sp
+
+    def _end_over_speed(self, mask: torch.Tensor, speed: torch.Tensor) -> None:
+        """End the envs in ``mask`` (cause "over_speed"): at their last control step's
+        acceleration the next one would pass the cap, so the guard has lost them (a vehicle out
+        of control, not a planner's choice: the guard holds the controllable ones below it)."""
+        cap = self.settings.speed_cap
+        for i in torch.nonzero(mask).flatten().tolist():
+            note = f"over_speed: {float(speed[i]):.2f} m/s and rising, about to pass the {cap:g} m/s cap"
+            self._stop(i, "over_speed", note)
 
     def _plan_tick(self, t: float) -> np.ndarray:
         """Call every active env's planner; the (N, steps, 14) setpoints until the next tick."""
@@ -383,7 +435,7 @@ class _Episode:
         if not ok:
             return
         if isinstance(out, NavReference):
-            env.ref, env.had_plan = out, True
+            env.ref, env.had_plan = retimed(out, obs.t, self.v_ref), True
         elif env.ref is not None:  # no plan: hold the position where the vehicle is
             env.ref, env.hold = None, obs.position.copy()
 
@@ -447,6 +499,7 @@ class _Episode:
         )
         m["flight_time"] = end
         m["mean_speed"] = m["path_length"] / end if end > 0 else 0.0
+        m["max_speed"] = float(self.peak_speed[i])  # at the control rate, not the 40 Hz track
         assert cause in CAUSES, cause
         return TrialResult(
             algo=s.algo,
@@ -579,6 +632,25 @@ def _setpoints(
     p, v, a, y = ref.sample(times)
     out[:, :3], out[:, 3:6], out[:, 6:9], out[:, 12] = p, v, a, y
     return out
+
+
+def retimed(ref: NavReference, t_now: float, v_max: float) -> NavReference:
+    """``ref`` slowed uniformly from ``t_now`` so that no knot is faster than ``v_max``: the same
+    path, knot times t_now + (t - t_now) s, velocities / s, accelerations / s^2, with
+    s = (fastest knot speed) / v_max; ``ref`` itself when it is within the cap."""
+    fastest = float(np.linalg.norm(np.asarray(ref.velocities), axis=1).max())
+    if fastest <= v_max:
+        return ref
+    s = fastest / v_max
+    times = t_now + (np.asarray(ref.times, dtype=np.float64) - t_now) * s
+    return NavReference(
+        t0=float(times[0]),
+        times=times,
+        positions=np.asarray(ref.positions, dtype=np.float64),
+        velocities=np.asarray(ref.velocities, dtype=np.float64) / s,
+        accelerations=np.asarray(ref.accelerations, dtype=np.float64) / (s * s),
+        yaws=np.asarray(ref.yaws, dtype=np.float64),
+    )
 
 
 def _checked(ref: Any) -> NavReference | None:

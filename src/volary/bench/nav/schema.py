@@ -19,7 +19,7 @@ SCHEMA_VERSION = 1
 
 # Failure causes (FLYINGTRUST Sec. IV): success, or why not. "error": the planner raised,
 # hung past the wall-clock limit or returned non-finite values (traceback in TrialResult.error).
-CAUSES = ("success", "collision", "timeout", "outside_goal", "no_plan", "error")
+CAUSES = ("success", "collision", "timeout", "outside_goal", "no_plan", "over_speed", "error")
 
 
 # documented ranges of the protocol settings: (lowest, highest, unit)
