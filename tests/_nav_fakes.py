@@ -104,3 +104,43 @@ class ExitPlanner(RaisingPlanner):
 
     def plan(self, obs):
         os._exit(11)
+
+
+class TooFastPlanner(RaisingPlanner):
+    """A reference to the goal at 10 m/s, 2.5 times the protocol's cap: the runner must retime
+    it."""
+
+    name = "too_fast"
+    speed = 10.0
+
+    def plan(self, obs):
+        import numpy as np
+
+        from volary.planning.navigation import NavReference
+
+        d = self.task.goal - obs.position
+        dist = float(np.linalg.norm(d))
+        u = d / max(dist, 1e-9)
+        s = np.linspace(0.0, dist, 50)
+        t = obs.t + s / self.speed
+        p = obs.position + s[:, None] * u
+        v = np.repeat((self.speed * u)[None], 50, 0)
+        v[-1] = 0.0
+        return NavReference(obs.t, t, p, v, np.zeros_like(p), np.zeros(50))
+
+
+class CarrotPlanner(RaisingPlanner):
+    """A setpoint 30 m ahead toward the goal at rest: the controller alone would sprint at its
+    full acceleration; the runner's speed guard must hold the flown speed under the cap."""
+
+    name = "carrot"
+
+    def plan(self, obs):
+        import numpy as np
+
+        from volary.planning.navigation import NavReference
+
+        d = self.task.goal - obs.position
+        p = obs.position + d / max(float(np.linalg.norm(d)), 1e-9) * min(30.0, np.linalg.norm(d))
+        return NavReference(obs.t, np.array([obs.t]), p[None], np.zeros((1, 3)),
+                            np.zeros((1, 3)), np.zeros(1))  # fmt: skip

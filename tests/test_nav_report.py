@@ -44,8 +44,9 @@ def test_full_report_three_algorithms(tmp_path):
     assert_self_contained(page)
     assert "synthetic &lt;run&gt;" in page  # escaped
     for text in ("Headline", "FLYINGTRUST Table II", "Fast-Planner", "Methods", "mapper",
-                 "Best algorithm by FinalScore", "Hardest scenario type", "quick",
-                 "Sample failures"):  # fmt: skip
+                 "Highest FinalScore", "Hardest scenario type", "quick",
+                 "Sample failures", "unit of replication", "paired sign-flip test",
+                 "Comparisons (paired over configurations)"):  # fmt: skip
         assert text in page, text
     figs = tmp_path / "rep" / "figures"
     names = {p.name for p in figs.glob("*.png")}
@@ -63,7 +64,15 @@ def test_full_report_three_algorithms(tmp_path):
     best = composite_scores(rows)[0]
     assert scores[0]["algo"] == best.algo
     assert float(scores[0]["final_score"]) == pytest.approx(best.final_score)
+    assert float(scores[0]["score_lo"]) <= float(scores[0]["score"]) <= float(scores[0]["score_hi"])
+    for k in ("final_score", "final_score_fixed"):  # percentile intervals of a biased statistic
+        assert float(scores[0][f"{k}_lo"]) < float(scores[0][f"{k}_hi"])
     assert len(read_csv(tmp_path / "rep" / "paper_table_ii.csv")) == 5
+    tests = read_csv(tmp_path / "rep" / "paired_tests.csv")
+    assert len(tests) == 3 * (1 + 7)  # three pairs, pooled and per type
+    assert all(0.0 < float(t["p_value"]) <= 1.0 for t in tests)
+    corr = read_csv(tmp_path / "rep" / "correlations.csv")
+    assert {c["algo"] for c in corr} == {"mapper", "straight", "reactive"}
 
 
 def test_parquet_exports_keep_the_track(tmp_path):
@@ -141,7 +150,9 @@ def test_findings_name_best_and_hardest():
     rows = synthetic_results(algos={"good": 1.0, "bad": 0.1}, configs=2)
     s = summarize(rows)
     text = " ".join(findings(s, composite_scores(rows), rows))
-    assert "Best algorithm by FinalScore: good" in text
+    assert "Highest FinalScore: good" in text
+    assert "good succeeds more often than bad over all types" in text  # paired test, p shown
+    assert "p < 0.001" in text or "p = " in text
     means = {
         sc: sum(g.success_rate for g in s.by_scenario if g.scenario == sc) for sc in s.scenarios
     }

@@ -98,13 +98,12 @@ COLLISION_MAX_GAP = 0.1  # s between collision queries at most
 # The protocol's speed cap (FLYINGTRUST Sec. IV-A: "the UAV's maximum flight speed was capped at
 # 4 m/s") bounds the flown speed, not only the plan. Planners are told SPEED_REF_SHARE of the cap
 # and the runner retimes any reference that is faster (uniformly slower from the plan's tick,
-# same path); at every control step a vehicle flying faster than SPEED_GUARD_SHARE of the cap
-# gets a braking setpoint instead (hold where it is, velocity scaled back to the reference cap,
-# no feed-forward) until it is under again. The margins bound the controller's overshoot:
-# see DESIGN.md "Speed cap" for the measured peaks.
-SPEED_REF_SHARE = 0.92
-SPEED_GUARD_SHARE = 0.95
-GUARD_LOOKAHEAD = 0.1  # s
+# same path); at every control step the position controller's velocity command is saturated at
+# SPEED_GUARD_SHARE of the cap and damped (_Episode._speed_guard). The margins bound the
+# controller's overshoot: see DESIGN.md "Speed cap" for the measured peaks.
+SPEED_REF_SHARE = 0.95
+SPEED_GUARD_SHARE = 0.97
+GUARD_LOOKAHEAD = 0.2  # s, the guard's prediction horizon and acceleration damping
 DEPTH_SIZE = (64, 48)  # px
 DEPTH_HFOV = math.radians(90.0)
 DEPTH_RANGE = 10.0  # m
@@ -206,9 +205,11 @@ class _Episode:
         self.at_goal = GoalDwell(self.goal, s.goal_radius, s.stable_time, STABLE_SPEED, every)
         self.setpoints = torch.zeros(self.n, self.steps, 14)  # until the next planner tick
         self.v_ref = s.speed_cap * SPEED_REF_SHARE  # what planners may plan, m/s
-        self.v_guard = s.speed_cap * SPEED_GUARD_SHARE  # above it the runner brakes, m/s
+        self.v_guard = s.speed_cap * SPEED_GUARD_SHARE  # velocity-command saturation, m/s
         self.peak_speed = torch.zeros(self.n, dtype=torch.float64)  # control-rate, in flight
         self.prev_vel = torch.zeros(self.n, 3)
+        g = self.sim.controller.gains
+        self.kx_over_kv = (g.k_x / g.k_v).float()  # (N, 3) 1/s
         self.track: Any = None  # the navigation rollout's Episode (the 40 Hz track)
         self.pos0 = self._spawn()
         self._make_planners()
@@ -351,30 +352,35 @@ class _Episode:
         return self._speed_guard(world, self.setpoints[:, j])
 
     def _speed_guard(self, world: Any, sp: torch.Tensor) -> torch.Tensor:
-        """The setpoint with the cap enforced: a vehicle faster than ``v_guard`` gets [its own
-        position, its velocity scaled to ``v_ref``, zero acceleration, jerk and yaw rate], so the
-        position controller's velocity term alone brakes it along its path (Lee eq. 12 with
-        e_x = 0). Also keeps each flying vehicle's peak speed at the control rate."""
+        """The setpoint with the cap enforced; also keeps each flying vehicle's control-rate
+        peak speed and ends the vehicles the guard cannot hold (:meth:`_end_over_speed`).
+
+        Lee's position law (eq. 12) is a velocity loop around a velocity command:
+        -k_x e_x - k_v e_v = k_v (v_cmd - v), v_cmd = v_d + (k_x / k_v)(p_d - p). Where |v_cmd|
+        exceeds ``v_guard``, or the speed GUARD_LOOKAHEAD s ahead at the last step's
+        acceleration a would, the setpoint becomes [p, sat(v_cmd) - GUARD_LOOKAHEAD a, no
+        feed-forward]: the same law with v_cmd saturated at ``v_guard`` and damped by the
+        measured acceleration, so the attitude loop's lag does not carry the vehicle past it.
+        Elsewhere the setpoint is untouched."""
         st = world.sim.state
         speed = st.vel.norm(dim=-1)
         flying = world.active
         self.peak_speed = torch.where(
             flying, torch.maximum(self.peak_speed, speed.double()), self.peak_speed
         )
-        # the speed GUARD_LOOKAHEAD s ahead at the acceleration of the last control step: the
-        # guard acts before the attitude loop's lag lets the speed pass the cap
         dv = st.vel - self.prev_vel
         self.prev_vel = st.vel.clone()
         self._end_over_speed(flying & ((st.vel + dv).norm(dim=-1) > self.settings.speed_cap), speed)
-        flying = world.active
-        ahead = st.vel + dv * (GUARD_LOOKAHEAD * CONTROL_HZ)
-        over = flying & (torch.maximum(speed, ahead.norm(dim=-1)) > self.v_guard)
+        v_cmd = sp[:, 3:6] + self.kx_over_kv * (sp[:, 0:3] - st.pos)
+        n = v_cmd.norm(dim=-1)
+        ahead = (st.vel + dv * (GUARD_LOOKAHEAD * CONTROL_HZ)).norm(dim=-1)
+        over = world.active & ((n > self.v_guard) | (ahead > self.v_guard))
         if not bool(over.any()):
             return sp
         sp = sp.clone()
-        scale = (self.v_ref / speed.clamp_min(1e-6))[:, None]
+        sat = v_cmd * (self.v_guard / n.clamp_min(self.v_guard))[:, None]
         sp[over, 0:3] = st.pos[over]
-        sp[over, 3:6] = (st.vel * scale)[over]
+        sp[over, 3:6] = (sat - dv * (GUARD_LOOKAHEAD * CONTROL_HZ))[over]
         sp[over, 6:12] = 0.0
         sp[over, 13] = 0.0
         return sp

@@ -107,24 +107,9 @@ def success_by_scenario(summary: Summary, path: Path) -> Path:
 
 
 def _spearman(x: np.ndarray, y: np.ndarray) -> float:
-    ok = np.isfinite(x) & np.isfinite(y)
-    if ok.sum() < 3:
-        return math.nan
-    rx, ry = _rank(x[ok]), _rank(y[ok])
-    if rx.std() == 0 or ry.std() == 0:
-        return math.nan
-    return float(np.corrcoef(rx, ry)[0, 1])
+    from volary.bench.nav.compare import spearman
 
-
-def _rank(v: np.ndarray) -> np.ndarray:
-    """Average ranks (ties share their mean rank)."""
-    order = np.argsort(v, kind="stable")
-    ranks = np.empty(v.size)
-    ranks[order] = np.arange(v.size, dtype=float)
-    for u in np.unique(v):
-        m = v == u
-        ranks[m] = ranks[m].mean()
-    return ranks
+    return spearman(x, y)
 
 
 _MARKERS = {"real": "o", "virtual": "^", "other": "s", "unknown": "x"}
@@ -291,22 +276,31 @@ def _share(g: GroupStats | None, cause: str) -> float:
     return 0.0 if g is None or g.n == 0 else 100.0 * g.causes.get(cause, 0) / g.n
 
 
-def composite_bars(ours: Sequence[Any], paper: Sequence[Any], path: Path) -> Path:
-    """FinalScore (eq. 18) of our algorithms beside FLYINGTRUST Table II's (hatched)."""
+def composite_bars(
+    ours: Sequence[Any], paper: Sequence[Any], path: Path, intervals: Any = None
+) -> Path:
+    """FinalScore (eq. 18) of our algorithms beside FLYINGTRUST Table II's (hatched), both under
+    the paper's normalization (Var / 0.122); ``intervals``: {algo: ScoreInterval} error bars."""
     plt = _plt()
     colors = algo_colors([r.algo for r in ours])
     names = [r.algo for r in ours] + [p.algo for p in paper]
-    vals = [r.final_score for r in ours] + [p.final_score for p in paper]
+    vals = [r.final_score_fixed for r in ours] + [p.final_score for p in paper]
     cols = [colors[r.algo] for r in ours] + ["#c7c7c7"] * len(paper)
     fig, ax = plt.subplots(figsize=(7, 0.35 * len(names) + 1.2))
     y = np.arange(len(names))[::-1]
-    bars = ax.barh(y, vals, color=cols)
+    err = None
+    if intervals:
+        iv = [intervals[r.algo].final_score_fixed for r in ours]
+        lo = [max(v - a, 0.0) for v, (a, _) in zip(vals, iv, strict=False)] + [0.0] * len(paper)
+        hi = [max(b - v, 0.0) for v, (_, b) in zip(vals, iv, strict=False)] + [0.0] * len(paper)
+        err = np.array([lo, hi])
+    bars = ax.barh(y, vals, color=cols, xerr=err, capsize=3)
     for b in bars[len(ours) :]:
         b.set_hatch("//")
     for yy, v in zip(y, vals, strict=True):
         ax.text(v + 0.5, yy, f"{v:.1f}", va="center", fontsize=8)
     ax.set_yticks(y, names)
-    ax.set_xlabel("FinalScore (eq. 18) [%]")
+    ax.set_xlabel("FinalScore (eq. 18, Var_norm = Var / 0.122 as in Table II) [%]")
     ax.set_xlim(0, max(max(vals, default=0.0) * 1.15, 10))
     ax.set_title("Composite score: this run (colour) and FLYINGTRUST Table II (hatched)")
     ax.grid(axis="x", alpha=0.3)

@@ -24,8 +24,17 @@ from pathlib import Path
 from typing import Any
 
 from volary.bench.nav import figures
+from volary.bench.nav.compare import (
+    Correlation,
+    PairedTest,
+    ScoreInterval,
+    indicator_correlations,
+    paired_tests,
+    score_intervals,
+)
 from volary.bench.nav.schema import ROW_FIELDS, TrialResult
 from volary.bench.nav.score import (
+    PAPER_MAX_VARIANCE,
     PAPER_TABLE_II,
     TABLE_II_SOURCE,
     ScoreRow,
@@ -36,6 +45,23 @@ from volary.bench.nav.stats import GroupStats, Summary, summarize
 from volary.errors import ConfigError
 
 DEFAULT_TITLE = "volary navigation benchmark"
+INTERVALS_SENTENCE = (
+    "Intervals are 95 % and treat the configuration (one scene of a scenario type, flown by "
+    "every platform) as the unit of replication: configurations are resampled within their "
+    "type, then trials within them, so they say how much a rate could change with other scenes "
+    "of the same generators; success rates are widened to at least a Wilson interval over the "
+    "configurations, so 0 % and 100 % get one too."
+)
+
+
+class Inference:
+    """What the report infers beyond the point values: composite-score intervals, paired tests
+    and indicator correlations (:mod:`volary.bench.nav.compare`), computed once per report."""
+
+    def __init__(self, rows: list[TrialResult], summary: Summary, weights: ScoreWeights) -> None:
+        self.intervals: dict[str, ScoreInterval] = score_intervals(rows, weights)
+        self.tests: list[PairedTest] = paired_tests(rows)
+        self.correlations: list[Correlation] = indicator_correlations(summary)
 
 
 def make_report(
@@ -63,11 +89,13 @@ def make_report(
     except OSError as e:
         raise ConfigError(f"out_dir: cannot create {str(out)!r}: {e}") from e
     summary = summarize(rows)
+    weights = weights or ScoreWeights()
     scores = composite_scores(rows, weights)
+    inf = Inference(rows, summary, weights)
     _remove_old_figures(out / "figures")
-    figs = _figures(summary, scores, rows, out / "figures", max_failures)
-    files = export_tables(rows, summary, scores, out)
-    page = _html(title, rows, summary, scores, figs, files, suite, weights or ScoreWeights())
+    figs = _figures(summary, scores, rows, out / "figures", max_failures, inf)
+    files = export_tables(rows, summary, scores, out, inf)
+    page = _html(title, rows, summary, scores, figs, files, suite, weights, inf)
     index = out / "index.html"
     index.write_text(page, encoding="utf-8")
     return index
@@ -96,16 +124,24 @@ class _Fig:
 
 
 def _figures(
-    summary: Summary, scores: list[ScoreRow], rows: list[TrialResult], d: Path, n_fail: int
+    summary: Summary,
+    scores: list[ScoreRow],
+    rows: list[TrialResult],
+    d: Path,
+    n_fail: int,
+    inf: Inference,
 ) -> list[_Fig]:
     f = figures
+    bars = f.composite_bars(scores, PAPER_TABLE_II, d / "composite_scores.png", inf.intervals)
     out = [
-        _Fig("scores", f.composite_bars(scores, PAPER_TABLE_II, d / "composite_scores.png"),
-             "Composite score", "FinalScore (eq. 18) of this run beside FLYINGTRUST Table II."),
+        _Fig("scores", bars, "Composite score",
+             "FinalScore (eq. 18) of this run beside FLYINGTRUST Table II, both with Var_norm = "
+             f"Var / {PAPER_MAX_VARIANCE} (the paper's largest variance); error bars: 95 % "
+             "bootstrap over configurations."),
         _Fig("scenario", f.success_by_scenario(summary, d / "success_by_scenario.png"),
              "Success by scenario type (cf. FLYINGTRUST Fig. 8)",
-             "Mean success over all platforms and trials of each scenario type; error bars are "
-             "95 % percentile bootstrap intervals (B = 1000)."),
+             "Mean success over all platforms and trials of each scenario type; error bars: 95 % "
+             "intervals with the configuration as the unit (B = 1000, Wilson floor)."),
         _Fig("indicators", f.success_vs_indicators(summary, d / "success_vs_indicators.png"),
              "Success vs kinodynamic indicators (cf. Fig. 9)",
              "Each marker is one platform's success averaged over all its trials; ρ is "
@@ -183,14 +219,27 @@ def sample_failures(rows: Sequence[TrialResult], n: int) -> list[TrialResult]:
 
 
 def export_tables(
-    rows: list[TrialResult], summary: Summary, scores: list[ScoreRow], out: Path
+    rows: list[TrialResult],
+    summary: Summary,
+    scores: list[ScoreRow],
+    out: Path,
+    inf: Inference | None = None,
 ) -> list[Path]:
-    """CSV (and Parquet when pyarrow is importable) of the trials, summaries and scores."""
+    """CSV (and Parquet when pyarrow is importable) of the trials, summaries, scores (with their
+    intervals), paired tests and indicator correlations."""
     trial_fields = [f for f in ROW_FIELDS if f != "track"]
+    if inf is None:
+        inf = Inference(rows, summary, ScoreWeights())
     tables: dict[str, list[dict[str, Any]]] = {
         "trials": [{k: getattr(r, k) for k in trial_fields} for r in rows],
         **{k: [g.to_row() for g in t] for k, t in _summary_tables(summary).items()},
-        "scores": [_score_row(s) for s in scores],
+        "scores": [_score_row(s, inf.intervals.get(s.algo)) for s in scores],
+        "paired_tests": [asdict(t) for t in inf.tests],
+        "correlations": [
+            {**{k: v for k, v in asdict(c).items() if k != "ci"}, "ci_lo": c.ci[0],
+             "ci_hi": c.ci[1]}
+            for c in inf.correlations
+        ],
         "paper_table_ii": [
             {**asdict(p), "missing": ";".join(p.missing), "source": TABLE_II_SOURCE}
             for p in PAPER_TABLE_II
@@ -209,9 +258,12 @@ def _summary_tables(summary: Summary) -> dict[str, list[GroupStats]]:
     return {f"summary_{k}": v for k, v in summary.tables().items()}
 
 
-def _score_row(s: ScoreRow) -> dict[str, Any]:
+def _score_row(s: ScoreRow, iv: ScoreInterval | None) -> dict[str, Any]:
     d = asdict(s)
     d["missing_scenarios"] = ";".join(s.missing_scenarios)
+    if iv is not None:
+        for k in ("score", "var", "final_score", "final_score_fixed"):
+            d[f"{k}_lo"], d[f"{k}_hi"] = getattr(iv, k)
     return d
 
 
@@ -332,20 +384,32 @@ def _ranges(xs: list[int]) -> str:
     )
 
 
-def findings(summary: Summary, scores: list[ScoreRow], rows: Sequence[TrialResult]) -> list[str]:
-    """A few sentences generated from the numbers (plain text)."""
+def findings(
+    summary: Summary,
+    scores: list[ScoreRow],
+    rows: Sequence[TrialResult],
+    inf: Inference | None = None,
+) -> list[str]:
+    """A few sentences generated from the numbers (plain text); every "A beats B" comes from a
+    paired test over configurations (:func:`~volary.bench.nav.compare.paired_tests`)."""
+    rows = list(rows)
+    if inf is None:
+        inf = Inference(rows, summary, ScoreWeights())
     out = []
     best = scores[0]
     if len(scores) > 1:
+        fixed = sorted(scores, key=lambda s: -s.final_score_fixed)
         out.append(
-            f"Best algorithm by FinalScore: {best.algo} ({best.final_score:.1f}; Score "
-            f"{best.score:.1f}), ahead of {scores[1].algo} ({scores[1].final_score:.1f})."
+            f"Highest FinalScore: {fixed[0].algo} ({_score_ci(fixed[0], inf, 'final_score_fixed')}"
+            f" with the paper's normalization Var / {PAPER_MAX_VARIANCE}; "
+            f"{_score_ci(fixed[0], inf, 'final_score')} relative to this run), then "
+            f"{fixed[1].algo} ({_score_ci(fixed[1], inf, 'final_score_fixed')})."
         )
     else:
         out.append(
-            f"One algorithm, {best.algo}: Score {best.score:.1f}, FinalScore "
-            f"{best.final_score:.1f} (Var_norm is relative to itself, so any spread costs the "
-            f"full penalty beta)."
+            f"One algorithm, {best.algo}: Score {_score_ci(best, inf, 'score')}, FinalScore "
+            f"{_score_ci(best, inf, 'final_score_fixed')} with the paper's normalization "
+            f"(Var / {PAPER_MAX_VARIANCE}; relative to itself eq. 17 would cost the full beta)."
         )
     for g in summary.by_algo:
         top = max((c for c in g.causes if c != "success"), key=lambda c: g.causes[c])
@@ -355,6 +419,7 @@ def findings(summary: Summary, scores: list[ScoreRow], rows: Sequence[TrialResul
             f"{g.algo} succeeded in {g.successes} of {g.n} trials ({100 * g.success_rate:.1f} %, "
             f"95 % CI {100 * g.ci_lo:.1f}-{100 * g.ci_hi:.1f} %){tail}."
         )
+    out += _comparison_sentences(inf.tests)
     scen = _scenario_means(summary)
     if len(scen) > 1 and min(scen.values()) < max(scen.values()):
         lo, hi = min(scen.values()), max(scen.values())
@@ -365,7 +430,7 @@ def findings(summary: Summary, scores: list[ScoreRow], rows: Sequence[TrialResul
             f"success over algorithms {100 * lo:.1f} %); easiest: {', '.join(easy)} "
             f"({100 * hi:.1f} %)."
         )
-    out += _indicator_sentences(summary)
+    out += _indicator_sentences(inf.correlations)
     missing = [f"{s.algo}: {', '.join(s.missing_scenarios)}" for s in scores if s.missing_scenarios]
     if missing:
         out.append(
@@ -381,6 +446,44 @@ def findings(summary: Summary, scores: list[ScoreRow], rows: Sequence[TrialResul
     return out
 
 
+def _score_ci(s: ScoreRow, inf: Inference, key: str) -> str:
+    v = getattr(s, key)
+    iv = getattr(inf.intervals.get(s.algo), key, None)
+    return f"{v:.1f}" if iv is None else f"{v:.1f} [{iv[0]:.1f}, {iv[1]:.1f}]"
+
+
+def _p(p: float) -> str:
+    return f"p = {p:.2g}" if p >= 1e-3 else "p < 0.001"
+
+
+def _comparison_sentences(tests: list[PairedTest]) -> list[str]:
+    """Per pair: the pooled test, then which types differ significantly and which do not."""
+    out = []
+    pairs = sorted({(t.algo_a, t.algo_b) for t in tests})
+    for a, b in pairs:
+        mine = [t for t in tests if (t.algo_a, t.algo_b) == (a, b)]
+        pooled = next((t for t in mine if not t.scenario), None)
+        if pooled is None:
+            continue
+        hi, lo = (a, b) if pooled.diff >= 0 else (b, a)
+        verdict = "succeeds more often than" if pooled.significant else "is not distinguishable from"
+        text = (
+            f"{hi} {verdict} {lo} over all types ({100 * abs(pooled.diff):.1f} points, paired "
+            f"sign-flip test over {pooled.n_configs} configurations, {_p(pooled.p_value)})"
+        )
+        per = [t for t in mine if t.scenario]
+        sig = [t.scenario for t in per if t.significant]
+        not_sig = [f"{t.scenario} ({_p(t.p_value)})" for t in per if not t.significant]
+        if per:
+            text += (
+                f"; per type, significant at 0.05 in {len(sig)} of {len(per)}"
+                + (f" ({', '.join(sig)})" if sig else "")
+                + (f", not in {', '.join(not_sig)}" if not_sig else "")
+            )
+        out.append(text + ".")
+    return out
+
+
 def _scenario_means(summary: Summary) -> dict[str, float]:
     out = {}
     for s in summary.scenarios:
@@ -390,45 +493,56 @@ def _scenario_means(summary: Summary) -> dict[str, float]:
     return out
 
 
-def _indicator_sentences(summary: Summary) -> list[str]:
+def _indicator_sentences(corrs: list[Correlation]) -> list[str]:
     out = []
-    for a in summary.algos:
-        gs = [g for g in summary.by_platform if g.algo == a and g.platform_info is not None]
-        if len(gs) < 3:
-            continue
-        import numpy as np
-
-        y = np.array([g.success_rate for g in gs])
-        parts = []
-        for attr, name in (("twr_max", "TWR_max"), ("alpha_xy_max", "alpha_xy_max")):
-            x = np.array([getattr(g.platform_info, attr) for g in gs], dtype=float)
-            rho = figures._spearman(x, y)
-            if not math.isnan(rho):
-                parts.append(f"{name} ρ = {rho:+.2f}")
+    for a in sorted({c.algo for c in corrs}):
+        parts = [
+            f"{c.indicator} ρ = {c.rho:+.2f} [{c.ci[0]:+.2f}, {c.ci[1]:+.2f}], {_p(c.p_value)}"
+            for c in corrs
+            if c.algo == a and c.platforms == "all" and not math.isnan(c.rho)
+        ]
+        real = [
+            f"{c.indicator} {c.rho:+.2f} ({_p(c.p_value)})"
+            for c in corrs
+            if c.algo == a and c.platforms == "real" and not math.isnan(c.rho)
+        ]
         if parts:
+            n = next(c.n for c in corrs if c.algo == a and c.platforms == "all")
             out.append(
-                f"{a}: rank correlation of per-platform success with " + ", ".join(parts) + "."
-            )
+                f"{a}: Spearman correlation of per-platform success with the indicators over "
+                f"{n} platforms (permutation test): " + "; ".join(parts)
+                + (f"; among the real platforms alone: {', '.join(real)}" if real else "") + "."
+            )  # fmt: skip
     return out
 
 
-def _score_tables(scores: list[ScoreRow], weights: ScoreWeights) -> str:
+def _ci_cell(v: float, iv: tuple[float, float] | None, digits: int = 1) -> str:
+    if iv is None:
+        return _fmt(v, digits)
+    return f"{_fmt(v, digits)} <small>[{_fmt(iv[0], digits)}, {_fmt(iv[1], digits)}]</small>"
+
+
+def _score_tables(scores: list[ScoreRow], weights: ScoreWeights, inf: Inference) -> str:
     colors = figures.algo_colors([s.algo for s in scores])
+    iv = inf.intervals
     ours = _table(
-        ("Algorithm", "Score", "Variance", "Var_norm", "FinalScore", "Missing", "Trials"),
+        ("Algorithm", "Score", "Variance", "FinalScore (Var / 0.122)", "Var_norm (run)",
+         "FinalScore (run)", "Missing", "Trials"),
         [
             (
                 f"<span class=swatch style='background:{colors[s.algo]}'></span>{_e(s.algo)}",
-                _fmt(s.score),
-                _fmt(s.var, 3),
+                _ci_cell(s.score, getattr(iv.get(s.algo), "score", None)),
+                _ci_cell(s.var, getattr(iv.get(s.algo), "var", None), 3),
+                "<b>" + _ci_cell(s.final_score_fixed,
+                                 getattr(iv.get(s.algo), "final_score_fixed", None)) + "</b>",
                 _fmt(s.var_norm, 3),
-                f"<b>{_fmt(s.final_score)}</b>",
+                _ci_cell(s.final_score, getattr(iv.get(s.algo), "final_score", None)),
                 _e(", ".join(s.missing_scenarios) or "–"),
                 str(s.n_trials),
             )
             for s in scores
         ],
-    )
+    )  # fmt: skip
     paper = _table(
         ("Algorithm", "Score", "Variance", "FinalScore", "Missing"),
         [
@@ -446,7 +560,12 @@ def _score_tables(scores: list[ScoreRow], weights: ScoreWeights) -> str:
     note = (
         f"Weights: classic scenarios {w.classic}, theoretical {w.theoretical}; real platforms "
         f"{w.real}, virtual {w.virtual}, other {w.other}; beta = {w.beta}. Score and FinalScore "
-        "in % (eq. 15, 18); Variance of the 0-1 success rates (eq. 16)."
+        "in % (eq. 15, 18); Variance of the 0-1 success rates (eq. 16). FinalScore (Var / "
+        f"{PAPER_MAX_VARIANCE}) divides by the largest variance of Table II (NavRL's), which "
+        "reproduces the paper's FinalScores and compares across runs; FinalScore (run) divides "
+        "by the largest variance among this run's algorithms (eq. 17 as written), so it changes "
+        "with which algorithms were run. Intervals: 95 % bootstrap of configurations within "
+        "each type (the same draw for every algorithm)."
     )
     return (
         "<div class=pair><div><h3>This run</h3>" + ours + "</div><div><h3>FLYINGTRUST Table II"
@@ -519,6 +638,30 @@ def _platform_table(summary: Summary) -> str:
     return _table(head, body, left=3)
 
 
+def _tests_table(tests: list[PairedTest]) -> str:
+    body = [
+        [_e(t.algo_a), _e(t.algo_b), _e(figures.scenario_label(t.scenario) if t.scenario else
+                                           "all types"),
+         f"{100 * t.rate_a:.1f}", f"{100 * t.rate_b:.1f}", f"{100 * t.diff:+.1f}",
+         f"{t.n_differing} / {t.n_configs}", _e(_p(t.p_value)), _e(t.method)]
+        for t in tests
+    ]  # fmt: skip
+    head = ("A", "B", "Scenario", "A success %", "B success %", "A - B [points]",
+            "configs differing", "p (two-sided)", "test")  # fmt: skip
+    return _table(head, body, left=3)
+
+
+def _correlation_table(corrs: list[Correlation]) -> str:
+    body = [
+        [_e(c.algo), _e(c.indicator), _e(c.platforms), str(c.n), _fmt(c.rho),
+         f"[{_fmt(c.ci[0])}, {_fmt(c.ci[1])}]", _e(_p(c.p_value))]
+        for c in corrs
+    ]  # fmt: skip
+    head = ("Algorithm", "Indicator", "Platforms", "n", "Spearman ρ", "95 % CI (bootstrap)",
+            "p (permutation)")  # fmt: skip
+    return _table(head, body, left=3)
+
+
 def _cause_table(summary: Summary) -> str:
     causes = figures._present_causes(summary)
     body = [[_e(g.algo), *(str(g.causes.get(c, 0)) for c in causes), str(g.n)]
@@ -535,25 +678,37 @@ def _html(
     files: list[Path],
     suite: Any,
     weights: ScoreWeights,
+    inf: Inference,
 ) -> str:
     fig = {f.key: f for f in figs}
     fails = [f for f in figs if f.key.startswith("fail-")]
     heat = [f for f in figs if f.key.startswith("heat-")]
-    facts = "".join(f"<li>{_e(s)}</li>" for s in findings(summary, scores, rows))
+    facts = "".join(f"<li>{_e(s)}</li>" for s in findings(summary, scores, rows, inf))
     parts = [
         f"<h1>{_e(title)}</h1><p class=meta>FLYINGTRUST navigation protocol flown in volary's "
-        "simulator: success, failure causes, SOUS VIDE flight metrics, 95 % bootstrap "
-        "confidence intervals and the composite score of FLYINGTRUST eq. 12-19.</p>",
+        "simulator: success, failure causes, SOUS VIDE flight metrics, 95 % confidence "
+        "intervals, paired tests and the composite score of FLYINGTRUST eq. 12-19.</p>"
+        f"<p class=box>{_e(INTERVALS_SENTENCE)}</p>",
         "<h2>Headline</h2><div class=pair><div>" + _headline(rows, summary, suite) + "</div>"
         "<div class=box style='flex:1;min-width:320px'><b>Findings</b>"
         f"<ul>{facts}</ul></div></div>",
-        "<h2>Composite score (FLYINGTRUST Table II)</h2>" + _score_tables(scores, weights),
+        "<h2>Composite score (FLYINGTRUST Table II)</h2>" + _score_tables(scores, weights, inf),
         _img(fig["scores"]),
+        "<h2>Comparisons (paired over configurations)</h2><p class=meta>Each configuration's "
+        "success rate of A minus B over the platforms and trials both flew; two-sided sign-flip "
+        "permutation test of their mean (exact when at most 16 configurations differ).</p>"
+        + (_tests_table(inf.tests) if inf.tests else "<p>One algorithm: nothing to compare."
+           "</p>"),  # fmt: skip
         "<h2>Success by scenario type</h2>" + _img(fig["scenario"]),
         _metrics_table(summary.by_scenario, "scenario"),
         "<h3>All scenarios</h3>" + _metrics_table(summary.by_algo, "scenario"),
         "<h2>Success and platform capability</h2>" + _img(fig["indicators"]) + _img(fig["grid"]),
-        "<details><summary>Per-platform table</summary>" + _platform_table(summary) + "</details>",
+        "<h3>Correlation with the platform indicators</h3><p class=meta>Unit: the platform "
+        "(its success over all its trials); p from 10,000 permutations of the platforms, "
+        "interval from 2,000 bootstrap resamples of them.</p>"
+        + _correlation_table(inf.correlations),
+        "<details><summary>Per-platform table (intervals stratified by scenario type)</summary>"
+        + _platform_table(summary) + "</details>",
         "<h2>Platform x scenario heatmaps</h2>" + "".join(_img(f) for f in heat),
         "<h2>Failure causes</h2>" + _img(fig["causes"]) + _cause_table(summary),
         "<h2>Sample failures</h2>"
@@ -576,15 +731,27 @@ def _html(
 def _methods(files: list[Path]) -> str:
     items = [
         "Success: within the goal radius and stable there before the time limit (FLYINGTRUST "
-        "Sec. IV-B); failure causes: collision, timeout, outside_goal, no_plan, error.",
-        "Confidence intervals: percentile bootstrap, B = 1000 resamples of the trials of each "
-        "group, seeded per group (Efron and Tibshirani). With few trials per group (e.g. the 10 "
-        "of one platform x scenario cell) and rates near 0 or 1 they are too narrow.",
+        "Sec. IV-B); failure causes: collision, timeout, outside_goal, no_plan, over_speed "
+        "(about to pass the speed cap: the vehicle left the runner's speed guard), error.",
+        "Confidence intervals: the unit of replication is the configuration. Two-stage "
+        "percentile bootstrap (B = 1000, seeded per group): configurations resampled with "
+        "replacement within their scenario type, then trials within each; success rates take "
+        "the hull with a Wilson interval on the configuration-level rate (per type, combined "
+        "in quadrature with the types' weights when a group spans several), so 0 % and 100 % "
+        "are not zero-width. Per-platform intervals are stratified by type. Coverage on "
+        "protocol-shaped simulations: benchmarks/stats_coverage.py.",
+        "Comparisons: paired sign-flip permutation tests over configurations; correlations with "
+        "the platform indicators: Spearman's ρ with a permutation p-value over platforms.",
         "Time to goal: mean over successful trials. Path length, speeds, tracking error (mean "
         "distance to the start-goal reference) and proximity percentile (share of samples within "
         "0.3 m of it; SOUS VIDE Sec. VI): means over the trials where they are defined. "
         "Collisions per 100 m: total collisions / total path length of the group.",
-        "Composite score: FLYINGTRUST eq. 12-19 (see bench/nav/REPORT.md for conventions).",
+        "Composite score: FLYINGTRUST eq. 12-19 (see bench/nav/REPORT.md for conventions); "
+        f"FinalScore under the paper's fixed normalization Var / {PAPER_MAX_VARIANCE} and "
+        "relative to the run (eq. 17).",
+        "Speed cap: planners are told 92 % of the protocol's cap and faster references are "
+        "retimed; a control-rate guard brakes a vehicle above 95 %; max speed is the peak at "
+        "the 240 Hz control rate.",
     ]
     lis = "".join(f"<li>{_e(i)}</li>" for i in items)
     fl = ", ".join(_e(p.name) for p in files)

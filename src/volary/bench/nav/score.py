@@ -34,6 +34,10 @@ CLASSIC_SCENARIOS = ("forest", "urban", "random_cylinders")
 THEORETICAL_SCENARIOS = ("narrow_gap", "sudden_drop", "maze", "perlin")
 
 TABLE_II_SOURCE = "FLYINGTRUST (paper 004) Table II, transcribed from the paper text"
+# eq. 17's normalizer in Table II: the largest variance among the paper's planners (NavRL). A
+# FinalScore under this fixed normalization compares across runs and with Table II; eq. 17's
+# own normalizer is the largest variance among the algorithms of the run (relative to it).
+PAPER_MAX_VARIANCE = 0.122
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,7 @@ class ScoreRow:
     missing_scenarios: tuple[str, ...]  # dropped by eq. 19
     n_cells: int  # (scenario, platform) cells with results
     n_trials: int
+    final_score_fixed: float = math.nan  # eq. 18 with Var / PAPER_MAX_VARIANCE (not clipped)
 
 
 Rates = Mapping[tuple[str, str, str], float]
@@ -178,6 +183,13 @@ def final_scores(scores: Sequence[float], variances: Sequence[float], beta: floa
     return [(n, s * (1.0 - beta * n)) for s, n in zip(scores, norm, strict=True)]
 
 
+def fixed_final_score(score: float, var: float, beta: float, ref: float = PAPER_MAX_VARIANCE):
+    """FinalScore (eq. 18) with Var_norm = Var / ``ref`` (the paper's largest variance), not
+    relative to the run: Score (1 - beta Var / ref). Not clipped: a run more uneven than every
+    Table II planner is penalized more than beta."""
+    return score * (1.0 - beta * var / ref)
+
+
 def composite_scores(
     results_or_rates: Iterable[TrialResult] | Rates,
     weights: ScoreWeights | None = None,
@@ -207,7 +219,7 @@ def composite_scores(
         parts.append((a, 100.0 * hat, var, tuple(s for s in scen if s not in present), cells, n))
     finals = final_scores([p[1] for p in parts], [p[2] for p in parts], weights.beta)
     rows = [
-        ScoreRow(a, sc, var, vn, fs, miss, len(cells), n)
+        ScoreRow(a, sc, var, vn, fs, miss, len(cells), n, fixed_final_score(sc, var, weights.beta))
         for (a, sc, var, miss, cells, n), (vn, fs) in zip(parts, finals, strict=True)
     ]
     return sorted(rows, key=lambda r: (-r.final_score, r.algo))

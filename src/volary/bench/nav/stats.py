@@ -68,45 +68,85 @@ def cluster_bootstrap_ci(
     B: int = 2000,
     seed: int = 0,
     level: float = 0.95,
+    strata: Sequence[Any] | None = None,
+    rate: bool = True,
 ) -> tuple[float, float, float]:
-    """(mean, lo, hi) of a rate whose trials are clustered: ``groups`` holds one row of 0/1 (or
-    float) outcomes per configuration (the unit of replication), e.g. the 36 platforms that flew
-    it. Trials of one configuration share its scene, so they are not independent draws.
+    """(mean, lo, hi) of a mean whose trials are clustered: ``groups`` holds one row of outcomes
+    per configuration (the unit of replication), e.g. the 36 platforms that flew it. Trials of
+    one configuration share its scene, so they are not independent draws. ``strata``: one label
+    per row (the scenario type); configurations are then resampled within their type, so the
+    fixed mix of types is not mistaken for sampling variation (per-platform and pooled rates).
 
-    The interval is the hull of two: a two-stage percentile bootstrap (configurations resampled
-    with replacement, then trials within each; ``B`` resamples, seeded) and a Wilson score
-    interval on the configuration-level mean with n = the number of configurations. The second
-    keeps the interval from collapsing at 0 % and 100 % and from the percentile bootstrap's
-    under-coverage with few clusters. Coverage on protocol-shaped simulations:
-    ``benchmarks/stats_coverage.py``.
+    The interval is a two-stage percentile bootstrap (configurations resampled with replacement
+    within each stratum, then trials within each configuration; ``B`` resamples, seeded), and
+    for a success rate (``rate``) its hull with a Wilson score interval on the
+    configuration-level rate, n = the number of configurations; with several strata the Wilson
+    bound is stratified: each type's Wilson distances from its rate, weighted by the type's
+    share of trials, added in quadrature. The Wilson part keeps the interval from collapsing at
+    0 % and 100 % and from the percentile bootstrap's under-coverage with few clusters
+    (coverage on protocol-shaped simulations: ``benchmarks/stats_coverage.py``). NaN outcomes
+    are left out; configurations with none are dropped. Every trial weighs the same in the mean.
     """
-    rows = [np.asarray(g, dtype=np.float64) for g in groups]
-    rows = [r[~np.isnan(r)] for r in rows]
-    rows = [r for r in rows if r.size]
     if isinstance(B, bool) or not isinstance(B, int | np.integer) or B < 1:
         raise ConfigError(f"B: expected an int >= 1, got {B!r}")
     if isinstance(level, bool) or not isinstance(level, float | int) or not 0.0 < level < 1.0:
         raise ConfigError(f"level: expected a number in (0, 1), got {level!r}")
-    if not rows:
+    labels = [0] * len(groups) if strata is None else list(strata)
+    if len(labels) != len(groups):
+        raise ConfigError(f"strata: expected one label per group ({len(groups)}), got {len(labels)}")
+    by: dict[Any, list[np.ndarray]] = {}
+    for g, lab in zip(groups, labels, strict=True):
+        r = np.asarray(g, dtype=np.float64).ravel()
+        r = r[~np.isnan(r)]
+        if r.size:
+            by.setdefault(lab, []).append(r)
+    if not by:
         return math.nan, math.nan, math.nan
+    rng = np.random.default_rng(int(seed))
+    sums, counts = np.zeros(int(B)), np.zeros(int(B))
+    total, n_all, spread_lo, spread_hi = 0.0, 0, [], []
+    for rows in by.values():  # insertion order: the caller's row order, made canonical by it
+        s_b, n_b = _two_stage(rows, int(B), rng)
+        sums += s_b
+        counts += n_b
+        n_h = sum(r.size for r in rows)
+        total += sum(float(r.sum()) for r in rows)
+        n_all += n_h
+        if rate:
+            c = len(rows)
+            p_c = float(np.mean([r.mean() for r in rows]))
+            w_lo, w_hi = wilson_interval(p_c * c, c, level)
+            spread_lo.append((n_h, p_c - w_lo))
+            spread_hi.append((n_h, w_hi - p_c))
+    mean = total / n_all
+    lo, hi = (float(v) for v in np.quantile(sums / counts, [(1 - level) / 2, (1 + level) / 2]))
+    if rate:
+        if len(by) == 1:
+            (_, d_lo), (_, d_hi) = spread_lo[0], spread_hi[0]
+            p_c = float(np.mean([r.mean() for r in next(iter(by.values()))]))
+            w_lo, w_hi = p_c - d_lo, p_c + d_hi
+        else:
+            w_lo = mean - math.sqrt(sum((n / n_all * d) ** 2 for n, d in spread_lo))
+            w_hi = mean + math.sqrt(sum((n / n_all * d) ** 2 for n, d in spread_hi))
+        lo, hi = max(0.0, min(lo, w_lo)), min(1.0, max(hi, w_hi))
+    return mean, lo, hi
+
+
+def _two_stage(rows: list[np.ndarray], B: int, rng: np.random.Generator) -> tuple:
+    """Per resample: the sum and the count of the trials drawn by picking len(rows)
+    configurations with replacement, then as many trials within each as it has."""
     c = len(rows)
     width = max(r.size for r in rows)
-    table = np.full((c, width), np.nan)
+    table = np.zeros((c, width))
     for i, r in enumerate(rows):
         table[i, : r.size] = r
     sizes = np.array([r.size for r in rows])
-    means = np.array([r.mean() for r in rows])
-    mean = float(np.sum(means * sizes) / sizes.sum())  # every trial weighs the same
-    rng = np.random.default_rng(int(seed))
-    pick = rng.integers(0, c, size=(int(B), c))  # configurations
-    frac = rng.random((int(B), c, width))
+    pick = rng.integers(0, c, size=(B, c))  # configurations
+    frac = rng.random((B, c, width))
     cols = (frac * sizes[pick][..., None]).astype(np.int64)  # trials within each
-    draws = table[pick[..., None], cols]
     mask = np.arange(width)[None, None, :] < sizes[pick][..., None]
-    boot = np.where(mask, draws, 0.0).sum(axis=(1, 2)) / mask.sum(axis=(1, 2))
-    lo, hi = np.quantile(boot, [(1.0 - level) / 2.0, (1.0 + level) / 2.0])
-    w_lo, w_hi = wilson_interval(float(means.mean()) * c, c, level)
-    return mean, float(min(lo, w_lo)), float(max(hi, w_hi))
+    draws = np.where(mask, table[pick[..., None], cols], 0.0)
+    return draws.sum(axis=(1, 2)), mask.sum(axis=(1, 2)).astype(np.float64)
 
 
 def wilson_interval(successes: float, n: int, level: float = 0.95) -> tuple[float, float]:
@@ -170,7 +210,7 @@ class GroupStats:
     n: int
     successes: int
     success_rate: float  # 0-1
-    ci_lo: float  # 95 % bootstrap CI of success_rate (or ``level``)
+    ci_lo: float  # 95 % CI of success_rate (``level``), configurations as the unit
     ci_hi: float
     causes: dict[str, int] = field(default_factory=dict)  # CAUSES -> count
     time_to_goal: float = math.nan  # s, mean over successful trials
@@ -183,6 +223,7 @@ class GroupStats:
     proximity: float = math.nan  # %
     final_distance: float = math.nan  # m
     platform_info: PlatformInfo | None = None  # for per-platform groups
+    metric_ci: dict[str, tuple[float, float]] = field(default_factory=dict)  # pooled groups
 
     def to_row(self) -> dict[str, Any]:
         """Flat dict row (causes as ``cause_<name>``, indicators as columns) for CSV/Parquet."""
@@ -194,6 +235,8 @@ class GroupStats:
         row.update({f"cause_{c}": self.causes.get(c, 0) for c in _cause_names(self.causes)})
         for k in ("time_to_goal", *_MEAN_FIELDS[:4], "collisions_per_m", *_MEAN_FIELDS[4:]):
             row[k] = getattr(self, k)
+        for k, (lo, hi) in self.metric_ci.items():
+            row.update({f"{k}_lo": lo, f"{k}_hi": hi})
         if self.platform_info is not None:
             p = self.platform_info
             row.update(
@@ -246,9 +289,13 @@ class Summary:
 def summarize(
     results: Iterable[TrialResult], B: int = 1000, seed: int = 0, level: float = 0.95
 ) -> Summary:
-    """Success (with bootstrap CIs) and metrics per algo, (algo, scenario), (algo, platform) and
-    (algo, platform, scenario). Each group's bootstrap seed is derived from ``seed`` and the
-    group's key, so a group's CI does not depend on which other groups exist."""
+    """Success and metrics per algo, (algo, scenario), (algo, platform) and (algo, platform,
+    scenario), with intervals whose unit of replication is the configuration (a scene of a
+    scenario type, flown by every platform): :func:`cluster_bootstrap_ci` over (type,
+    configuration) clusters, stratified by type. Success rates get a Wilson floor; metric means
+    of the algorithm and (algorithm, type) groups get the bootstrap interval alone. Each group's
+    seed is derived from ``seed`` and the group's key, so a group's interval does not depend on
+    which other groups exist, nor on the order of ``results``."""
     rows = _check_results(results)
     cols = _columns(rows)
     algos = tuple(sorted({r.algo for r in rows}))
@@ -304,6 +351,10 @@ def _columns(rows: list[TrialResult]) -> dict[str, np.ndarray]:
     cols = {k: col(k) for k in ("time_to_goal", *_MEAN_FIELDS, "collisions")}
     cols["success"] = np.array([bool(r.success) for r in rows], dtype=np.float64)
     cols["cause"] = np.array([r.cause for r in rows], dtype=object)
+    for k in ("scenario", "platform"):
+        cols[k] = np.array([getattr(r, k) for r in rows])
+    for k in ("config", "trial"):
+        cols[k] = np.array([int(getattr(r, k)) for r in rows], dtype=np.int64)
     return cols
 
 
@@ -319,11 +370,21 @@ def _nanmean(x: np.ndarray) -> float:
     return float(x.mean()) if x.size else math.nan
 
 
+_CI_FIELDS = ("time_to_goal", *_MEAN_FIELDS)  # metric means with intervals (pooled groups)
+
+
 def _group(
     key: tuple[str, str, str], ix: np.ndarray, cols: dict, B: int, seed: int, level: float
 ) -> GroupStats:
+    ix = ix[np.lexsort(tuple(cols[k][ix] for k in ("trial", "platform", "config", "scenario")))]
     succ = cols["success"][ix]
-    mean, lo, hi = bootstrap_ci(succ, B=B, seed=_group_seed(seed, key), level=level)
+    gseed = _group_seed(seed, key)
+    mean, lo, hi = clustered_ci(cols, ix, succ, B, gseed, level, rate=True)
+    metric_ci = {}
+    if not key[2]:  # per algorithm and per (algorithm, type): the tables with metric intervals
+        for k in _CI_FIELDS:
+            x = cols[k][ix] if k != "time_to_goal" else np.where(succ > 0, cols[k][ix], np.nan)
+            metric_ci[k] = clustered_ci(cols, ix, x, B, gseed, level, rate=False)[1:]
     causes = dict.fromkeys(CAUSES, 0)
     for c in cols["cause"][ix]:
         causes[str(c)] = causes.get(str(c), 0) + 1
@@ -345,8 +406,23 @@ def _group(
         time_to_goal=_nanmean(ttg),
         collisions_per_m=float(coll[ok].sum()) / total if total > 0 else math.nan,
         platform_info=platform_info(key[2]) if key[2] else None,
+        metric_ci=metric_ci,
         **means,
     )
+
+
+def clustered_ci(
+    cols: dict, ix: np.ndarray, x: np.ndarray, B: int, seed: int, level: float, rate: bool
+) -> tuple[float, float, float]:
+    """:func:`cluster_bootstrap_ci` of the values ``x`` of rows ``ix`` (sorted canonically),
+    clustered by (scenario type, configuration) and stratified by type."""
+    scen, conf = cols["scenario"][ix], cols["config"][ix]
+    cut = np.flatnonzero((scen[1:] != scen[:-1]) | (conf[1:] != conf[:-1])) + 1
+    parts = np.split(np.arange(ix.size), cut)
+    return cluster_bootstrap_ci(
+        [x[p] for p in parts], B=B, seed=seed, level=level,
+        strata=[scen[p[0]] for p in parts], rate=rate,
+    )  # fmt: skip
 
 
 def _group_seed(seed: int, key: tuple[str, str, str]) -> int:
