@@ -23,7 +23,9 @@ import numpy as np
 class NavLimits:
     """What the planner may ask of the platform (FLYINGTRUST Sec. IV: 4 m/s speed cap)."""
 
-    max_speed: float  # m/s, the protocol's cap
+    # m/s, the fastest reference the runner passes on: 95 % of the protocol's cap (the rest is
+    # the controller's overshoot margin); faster references are slowed down (retimed)
+    max_speed: float
     max_acc: float  # m/s^2, horizontal acceleration the platform can sustain at hover
     max_vertical_acc: float  # m/s^2, upward (TWR_max - 1) g, capped
     twr_max: float

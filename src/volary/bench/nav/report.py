@@ -746,7 +746,7 @@ def _methods(files: list[Path]) -> str:
         "distance to the start-goal reference) and proximity percentile (share of samples within "
         "0.3 m of it; SOUS VIDE Sec. VI): means over the trials where they are defined. "
         "Collisions per 100 m: total collisions / total path length of the group.",
-        "Composite score: FLYINGTRUST eq. 12-19 (see bench/nav/REPORT.md for conventions); "
+        "Composite score: FLYINGTRUST eq. 12-19 (conventions: the docstring of volary.bench.nav.score); "
         f"FinalScore under the paper's fixed normalization Var / {PAPER_MAX_VARIANCE} and "
         "relative to the run (eq. 17).",
         "Speed cap: planners are told 92 % of the protocol's cap and faster references are "

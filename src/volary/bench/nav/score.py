@@ -11,12 +11,14 @@ types 1.2, theoretical 1.0) and platform weights W_m (eq. 13: real 1.5, virtual 
 - eq. 19:    a scenario type with no result for algorithm a is dropped and the remaining W_s
   renormalized for that algorithm.
 
-Conventions beyond the paper (``bench/nav/REPORT.md``): the scenario and platform sets are the
+Conventions beyond the paper: the scenario and platform sets are the
 union over all algorithms of the rows given; a single missing (s, m) cell is left out of both
 sums with the eq. 14 denominator, so eq. 16 uses the same weights divided by their sum over
 the present cells (identical to eq. 16 with eq. 19 when whole types are missing); when every
 algorithm has zero variance, Var_norm is 0 (no penalty); platforms outside FLYINGTRUST (presets,
-custom airframes) get the ``other`` weight.
+custom airframes) get the ``other`` weight. ``final_score_fixed``: eq. 18 with Var_norm =
+Var / PAPER_MAX_VARIANCE (0.122, the largest variance of Table II), which reproduces the
+paper's FinalScores and does not depend on which other algorithms a run holds.
 """
 
 from __future__ import annotations
