@@ -38,6 +38,9 @@ BENCH_VENV ?= .venv-bench
 
 # Peers live in their own venv; torch stays pinned by the constraints file.
 $(BENCH_VENV)/.installed: pyproject.toml constraints.txt
+	@echo "make bench: installing the peers (crazyflow, RotorPy, l2f) into $(BENCH_VENV)."
+	@echo "  l2f has no wheel and compiles from source: about 30 minutes on 2 cores, once."
+	@echo "  Reuse a peer venv you already have with: make bench BENCH_VENV=/path/to/venv"
 	@test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
 	$(BENCH_VENV)/bin/python -m pip install -q --upgrade pip
 	$(BENCH_VENV)/bin/python -m pip install -q -c $(CONSTRAINTS) -e . crazyflow l2f rotorpy torchdiffeq roma rich

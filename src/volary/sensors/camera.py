@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -184,6 +185,20 @@ class CameraReading:
         return to_points(
             self.range, self.valid.flatten(1), self.rays, self.origin, self.rotation, frame
         )
+
+    def save(self, path: str | Path, env: int = 0) -> Path:
+        """Env ``env``'s frame: ``x.png`` a colour-mapped depth image (grey: no return),
+        ``x.npz`` the arrays (depth, valid, and segmentation/normals when rendered)."""
+        from volary.sensors.plots import depth_png, save_reading
+
+        arrays = {"depth": self.depth, "valid": self.valid}
+        arrays.update({k: v for k, v in (("segmentation", self.segmentation),
+                                         ("normals", self.normals)) if v is not None})  # fmt: skip
+
+        def png(out: Path, i: int) -> Path:
+            return depth_png(out, torch.where(self.valid[i], self.depth[i], float("nan")))
+
+        return save_reading(path, env, arrays, png)
 
 
 class DepthCamera(RaySensor):

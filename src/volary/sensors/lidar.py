@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -161,6 +162,15 @@ class LidarReading:
             self.rotation,
             frame,
         )
+
+    def save(self, path: str | Path, env: int = 0) -> Path:
+        """Env ``env``'s scan: ``x.png`` a top view of its world-frame points coloured by
+        height, ``x.npz`` the arrays (range, valid, world-frame points)."""
+        from volary.sensors.plots import lidar_png, save_reading
+
+        pts = self.points("world")
+        arrays = {"range": self.range, "valid": self.valid, "points": pts}
+        return save_reading(path, env, arrays, lambda out, i: lidar_png(out, pts[i]))
 
 
 class Lidar(RaySensor):

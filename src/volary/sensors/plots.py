@@ -100,3 +100,33 @@ def preview_sensors(
         depth_png(out / f"{stem}-depth.png", cam(pos, quat).depth, title="z-depth [m]"),
         lidar_png(out / f"{stem}-lidar.png", scan.points("world"), title=f"{lidar} scan"),
     ]
+
+
+def rgb_png(path: str | Path, rgb: Any) -> Path:
+    """Write one RGB image (H, W, 3) in [0, 1] (or env 0 of (N, H, W, 3)) as a PNG, pixel for
+    pixel."""
+    a = _numpy(rgb)
+    if a.ndim == 4:
+        a = a[0]
+    if a.ndim != 3 or a.shape[-1] != 3 or a.size == 0:
+        raise ConfigError(f"rgb: expected shape (H, W, 3) or (N, H, W, 3), got {a.shape}")
+    plt = _pyplot()
+    out = Path(path)
+    plt.imsave(out, np.clip(np.nan_to_num(a), 0.0, 1.0))
+    return out
+
+
+def save_reading(path: str | Path, env: int, arrays: dict[str, Any], png: Any) -> Path:
+    """A reading's ``save``: ``.npz`` writes env ``env``'s arrays (numpy), anything else the
+    PNG that ``png(path, env)`` draws."""
+    out = Path(path)
+    n = next(iter(arrays.values())).shape[0]
+    if isinstance(env, bool) or not isinstance(env, int) or not 0 <= env < n:
+        raise ConfigError(f"env: expected an env index in [0, {n}), got {env!r}")
+    if out.suffix.lower() == ".npz":
+        np.savez_compressed(out, **{k: v[env].detach().cpu().numpy() for k, v in arrays.items()})
+        return out
+    if out.suffix.lower() != ".png":
+        raise ConfigError(f"path: expected a .png or .npz file name, got {str(out)!r}")
+    return png(out, env)
+

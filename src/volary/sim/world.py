@@ -419,6 +419,8 @@ def _build_sensor(name: str, sensor: Any, world: World) -> Any:
         TofConfig: MultiZoneTof,
         RangefinderConfig: Rangefinder,
     }
+    if isinstance(sensor, str):
+        sensor = sensor_preset(sensor, f"sensors[{name!r}]")
     for cfg_type, cls in kinds.items():
         if isinstance(sensor, cfg_type):
             return _Lazy(partial(_ray_sensor, cls, sensor, world))
@@ -426,11 +428,39 @@ def _build_sensor(name: str, sensor: Any, world: World) -> Any:
         return _Lazy(lambda: sensor.build(world.caster))
     if isinstance(sensor, type) or not callable(sensor):
         raise ConfigError(
-            f"sensors[{name!r}]: expected a ray-sensor config (CameraConfig, LidarConfig, "
-            f"TofConfig, RangefinderConfig), an OnCaster or a callable (pos, quat) -> reading, "
-            f"got {sensor!r}"
+            f"sensors[{name!r}]: expected a preset name (e.g. 'd455', 'os1_64'), a ray-sensor "
+            f"config (CameraConfig, LidarConfig, TofConfig, RangefinderConfig), an OnCaster or "
+            f"a callable (pos, quat) -> reading, got {sensor!r}"
         )
     return sensor
+
+
+def sensor_preset(preset: str, where: str = "sensor") -> Any:
+    """The config of a ray-sensor preset by its name: a depth camera (``d455``, ...), a LiDAR
+    (``os1_64``, ...), a multi-zone ToF (``vl53l5cx``, ...) or a rangefinder (``flightgoggles``,
+    ...); the names are distinct across the four kinds."""
+    from volary.sensors import (
+        CAMERA_PRESETS,
+        LIDAR_PRESETS,
+        RANGEFINDER_PRESETS,
+        TOF_PRESETS,
+        camera_config,
+        lidar_config,
+        rangefinder_config,
+        tof_config,
+    )
+
+    kinds = (
+        (CAMERA_PRESETS, camera_config),
+        (LIDAR_PRESETS, lidar_config),
+        (TOF_PRESETS, tof_config),
+        (RANGEFINDER_PRESETS, rangefinder_config),
+    )
+    for presets, make in kinds:
+        if preset in presets:
+            return make(preset)
+    names = ", ".join(n for presets, _ in kinds for n in presets)
+    raise ConfigError(f"{where}: unknown sensor preset {preset!r}; presets: {names}")
 
 
 def _ray_sensor(cls: Any, config: Any, world: World) -> Any:

@@ -42,6 +42,7 @@ import importlib.util
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -66,6 +67,13 @@ class SplatImage:
     rgb: Tensor  # (N, H, W, 3) in [0, 1]
     depth: Tensor  # (N, H, W) m, expected z-depth; ``depth_fill`` where alpha < min_alpha
     alpha: Tensor  # (N, H, W) accumulated opacity in [0, 1]
+
+    def save(self, path: str | Path, env: int = 0) -> Path:
+        """Env ``env``'s image: ``x.png`` the RGB pixels, ``x.npz`` rgb, depth and alpha."""
+        from volary.sensors.plots import rgb_png, save_reading
+
+        arrays = {"rgb": self.rgb, "depth": self.depth, "alpha": self.alpha}
+        return save_reading(path, env, arrays, lambda out, i: rgb_png(out, self.rgb[i]))
 
 
 @dataclass(frozen=True)
