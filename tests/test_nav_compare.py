@@ -8,6 +8,7 @@ import random
 import numpy as np
 import pytest
 
+from test_nav_stats import synthetic_results
 from volary.bench.nav.compare import (
     config_differences,
     correlation_test,
@@ -22,8 +23,6 @@ from volary.bench.nav.schema import TrialResult
 from volary.bench.nav.score import PAPER_TABLE_II, composite_scores, fixed_final_score
 from volary.bench.nav.stats import cluster_bootstrap_ci, summarize
 from volary.errors import ConfigError
-
-from test_nav_stats import synthetic_results
 
 PLATS = ("0.60kg-EMAX", "1.00kg-SunnySky", "2.00kg-T-MOTOR")
 
@@ -87,7 +86,9 @@ def test_paired_test_pairs_platform_configuration_and_trial():
     d, ra, rb = config_differences(rows, "A", "B")
     assert d.shape == (10,) and ra == 1.0  # PLATS[2] (B never flew it) is left out
     # the narrow-gap case: 3 of 360 vs 0 of 360, one configuration differing
-    gap = [_row("A", f"p{i}", "narrow_gap", c, c == 4 and i < 3) for i in range(36) for c in range(10)]
+    gap = [
+        _row("A", f"p{i}", "narrow_gap", c, c == 4 and i < 3) for i in range(36) for c in range(10)
+    ]
     gap += [_row("B", f"p{i}", "narrow_gap", c, False) for i in range(36) for c in range(10)]
     t = paired_test(gap, "A", "B", "narrow_gap")
     assert (t.n_differing, t.p_value, t.significant) == (1, 1.0, False)
@@ -161,7 +162,8 @@ def test_same_numbers_on_every_machine():
     s = summarize(rows)
     g = s.get("mapper")
     assert (g.success_rate, g.ci_lo, g.ci_hi) == pytest.approx(
-        (0.40714285714285714, 0.2920072078407847, 0.5541106820563885), abs=1e-12)
+        (0.40714285714285714, 0.2920072078407847, 0.5541106820563885), abs=1e-12
+    )
     assert g.metric_ci["path_length"] == pytest.approx((31.1691097083703, 38.82151492093229),
                                                        abs=1e-9)  # fmt: skip
     g = s.get("reactive", "", "2.00kg-T-MOTOR")
@@ -169,7 +171,8 @@ def test_same_numbers_on_every_machine():
                                                abs=1e-12)  # fmt: skip
     iv = score_intervals(rows)
     assert iv["mapper"].final_score_fixed == pytest.approx(
-        (22.928366441603142, 32.214659626968015), abs=1e-9)
+        (22.928366441603142, 32.214659626968015), abs=1e-9
+    )
     t = paired_tests(rows)[0]
     assert (t.algo_a, t.algo_b, t.scenario) == ("mapper", "reactive", "")
     assert t.p_value == pytest.approx(0.0005799942000579994, abs=1e-15)

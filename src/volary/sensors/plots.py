@@ -129,4 +129,3 @@ def save_reading(path: str | Path, env: int, arrays: dict[str, Any], png: Any) -
     if out.suffix.lower() != ".png":
         raise ConfigError(f"path: expected a .png or .npz file name, got {str(out)!r}")
     return png(out, env)
-

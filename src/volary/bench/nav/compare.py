@@ -279,7 +279,11 @@ def correlation_test(
     return rho, p, (float(lo), float(hi))
 
 
-INDICATORS = (("twr_max", "TWR_max"), ("alpha_xy_max", "alpha_xy_max"), ("alpha_z_max", "alpha_z_max"))
+INDICATORS = (
+    ("twr_max", "TWR_max"),
+    ("alpha_xy_max", "alpha_xy_max"),
+    ("alpha_z_max", "alpha_z_max"),
+)
 
 
 def indicator_correlations(summary, seed: int = 0) -> list[Correlation]:

@@ -391,7 +391,8 @@ class _Episode:
         of control, not a planner's choice: the guard holds the controllable ones below it)."""
         cap = self.settings.speed_cap
         for i in torch.nonzero(mask).flatten().tolist():
-            note = f"over_speed: {float(speed[i]):.2f} m/s and rising, about to pass the {cap:g} m/s cap"
+            v = float(speed[i])
+            note = f"over_speed: {v:.2f} m/s and rising, about to pass the {cap:g} m/s cap"
             self._stop(i, "over_speed", note)
 
     def _plan_tick(self, t: float) -> np.ndarray:

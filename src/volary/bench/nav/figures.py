@@ -78,7 +78,7 @@ def _pct_err(g: GroupStats | None) -> tuple[float, float, float]:
 
 
 def success_by_scenario(summary: Summary, path: Path) -> Path:
-    """FLYINGTRUST Fig. 8: success per scenario type and algorithm with bootstrap CIs."""
+    """FLYINGTRUST Fig. 8: success per scenario type and algorithm with configuration-unit CIs."""
     plt = _plt()
     algos, scen = summary.algos, summary.scenarios
     colors = algo_colors(algos)
@@ -100,7 +100,9 @@ def success_by_scenario(summary: Summary, path: Path) -> Path:
     ax.set_xticks(x, [scenario_label(s) for s in scen])
     ax.set_ylim(0, 105)
     ax.set_ylabel("success rate [%]")
-    ax.set_title("Success by scenario type (mean over platforms and trials, 95 % bootstrap CI)")
+    ax.set_title(
+        "Success by scenario type (all platforms and trials; 95 % CI, configurations as unit)"
+    )
     ax.grid(axis="y", alpha=0.3)
     ax.legend(title="algorithm", loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     return _save(fig, path)

@@ -236,8 +236,11 @@ def export_tables(
         "scores": [_score_row(s, inf.intervals.get(s.algo)) for s in scores],
         "paired_tests": [asdict(t) for t in inf.tests],
         "correlations": [
-            {**{k: v for k, v in asdict(c).items() if k != "ci"}, "ci_lo": c.ci[0],
-             "ci_hi": c.ci[1]}
+            {
+                **{k: v for k, v in asdict(c).items() if k != "ci"},
+                "ci_lo": c.ci[0],
+                "ci_hi": c.ci[1],
+            }
             for c in inf.correlations
         ],
         "paper_table_ii": [
@@ -466,7 +469,9 @@ def _comparison_sentences(tests: list[PairedTest]) -> list[str]:
         if pooled is None:
             continue
         hi, lo = (a, b) if pooled.diff >= 0 else (b, a)
-        verdict = "succeeds more often than" if pooled.significant else "is not distinguishable from"
+        verdict = (
+            "succeeds more often than" if pooled.significant else "is not distinguishable from"
+        )
         text = (
             f"{hi} {verdict} {lo} over all types ({100 * abs(pooled.diff):.1f} points, paired "
             f"sign-flip test over {pooled.n_configs} configurations, {_p(pooled.p_value)})"
@@ -697,8 +702,9 @@ def _html(
         "<h2>Comparisons (paired over configurations)</h2><p class=meta>Each configuration's "
         "success rate of A minus B over the platforms and trials both flew; two-sided sign-flip "
         "permutation test of their mean (exact when at most 16 configurations differ).</p>"
-        + (_tests_table(inf.tests) if inf.tests else "<p>One algorithm: nothing to compare."
-           "</p>"),  # fmt: skip
+        + (
+            _tests_table(inf.tests) if inf.tests else "<p>One algorithm: nothing to compare.</p>"
+        ),  # fmt: skip
         "<h2>Success by scenario type</h2>" + _img(fig["scenario"]),
         _metrics_table(summary.by_scenario, "scenario"),
         "<h3>All scenarios</h3>" + _metrics_table(summary.by_algo, "scenario"),
@@ -708,7 +714,8 @@ def _html(
         "interval from 2,000 bootstrap resamples of them.</p>"
         + _correlation_table(inf.correlations),
         "<details><summary>Per-platform table (intervals stratified by scenario type)</summary>"
-        + _platform_table(summary) + "</details>",
+        + _platform_table(summary)
+        + "</details>",
         "<h2>Platform x scenario heatmaps</h2>" + "".join(_img(f) for f in heat),
         "<h2>Failure causes</h2>" + _img(fig["causes"]) + _cause_table(summary),
         "<h2>Sample failures</h2>"
@@ -746,7 +753,8 @@ def _methods(files: list[Path]) -> str:
         "distance to the start-goal reference) and proximity percentile (share of samples within "
         "0.3 m of it; SOUS VIDE Sec. VI): means over the trials where they are defined. "
         "Collisions per 100 m: total collisions / total path length of the group.",
-        "Composite score: FLYINGTRUST eq. 12-19 (conventions: the docstring of volary.bench.nav.score); "
+        "Composite score: FLYINGTRUST eq. 12-19 (conventions: the docstring of "
+        "volary.bench.nav.score); "
         f"FinalScore under the paper's fixed normalization Var / {PAPER_MAX_VARIANCE} and "
         "relative to the run (eq. 17).",
         "Speed cap: planners are told 92 % of the protocol's cap and faster references are "

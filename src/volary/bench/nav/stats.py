@@ -93,7 +93,9 @@ def cluster_bootstrap_ci(
         raise ConfigError(f"level: expected a number in (0, 1), got {level!r}")
     labels = [0] * len(groups) if strata is None else list(strata)
     if len(labels) != len(groups):
-        raise ConfigError(f"strata: expected one label per group ({len(groups)}), got {len(labels)}")
+        raise ConfigError(
+            f"strata: expected one label per group ({len(groups)}), got {len(labels)}"
+        )
     by: dict[Any, list[np.ndarray]] = {}
     for g, lab in zip(groups, labels, strict=True):
         r = np.asarray(g, dtype=np.float64).ravel()
