@@ -208,7 +208,7 @@ class _Episode:
         self.v_guard = s.speed_cap * SPEED_GUARD_SHARE  # velocity-command saturation, m/s
         self.peak_speed = torch.zeros(self.n, dtype=torch.float64)  # control-rate, in flight
         self.prev_vel = torch.zeros(self.n, 3)
-        g = self.sim.controller.gains
+        g: Any = self.sim.controller.gains  # type: ignore[attr-defined]  # mellinger's Lee gains
         self.kx_over_kv = (g.k_x / g.k_v).float()  # (N, 3) 1/s
         self.track: Any = None  # the navigation rollout's Episode (the 40 Hz track)
         self.pos0 = self._spawn()

@@ -64,7 +64,7 @@ def bootstrap_ci(
 
 
 def cluster_bootstrap_ci(
-    groups: Sequence[Sequence[float]] | np.ndarray,
+    groups: Sequence[Any] | np.ndarray,
     B: int = 2000,
     seed: int = 0,
     level: float = 0.95,
