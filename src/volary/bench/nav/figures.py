@@ -27,6 +27,7 @@ CAUSE_COLORS = {
     "timeout": "#ff7f0e",
     "outside_goal": "#9467bd",
     "no_plan": "#8c564b",
+    "over_speed": "#e377c2",
     "error": "#000000",
 }
 SCENARIO_LABELS = {
