@@ -757,9 +757,10 @@ def _methods(files: list[Path]) -> str:
         "volary.bench.nav.score); "
         f"FinalScore under the paper's fixed normalization Var / {PAPER_MAX_VARIANCE} and "
         "relative to the run (eq. 17).",
-        "Speed cap: planners are told 92 % of the protocol's cap and faster references are "
-        "retimed; a control-rate guard brakes a vehicle above 95 %; max speed is the peak at "
-        "the 240 Hz control rate.",
+        "Speed cap: planners are told 95 % of the protocol's cap and faster references are "
+        "retimed; at the 240 Hz control rate the position controller's velocity command is "
+        "saturated at 97 % of it; max speed is the peak at the control rate (rows flown before "
+        "the cap was enforced carry the 40 Hz track's peak).",
     ]
     lis = "".join(f"<li>{_e(i)}</li>" for i in items)
     fl = ", ".join(_e(p.name) for p in files)

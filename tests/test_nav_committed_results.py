@@ -1,0 +1,72 @@
+"""The committed full-protocol results: the rows re-flown with the speed cap
+(benchmarks/results/nav-flyingtrust-cap-partial/) all under it, and the published summaries of
+benchmarks/results/nav-flyingtrust/ recomputed from its rows."""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from volary.bench.nav.schema import ProtocolSettings, TrialResult
+
+RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "nav-flyingtrust"
+CAPPED = RESULTS.with_name("nav-flyingtrust-cap-partial")
+_TYPES = {f.name: f.type for f in fields(TrialResult)}
+
+
+def _value(name: str, text: str) -> object:
+    kind = _TYPES[name]
+    if kind == "bool":
+        return text == "True"
+    if kind == "int":
+        return int(text)
+    if kind == "float":
+        return float(text) if text else math.nan
+    return text
+
+
+def committed_rows(folder: Path = RESULTS) -> list[TrialResult]:
+    with (folder / "trials.csv").open(newline="", encoding="utf-8") as fh:
+        return [
+            TrialResult(**{k: _value(k, v) for k, v in r.items() if k in _TYPES})
+            for r in csv.DictReader(fh)
+        ]
+
+
+def test_no_re_flown_trial_exceeds_the_speed_cap():
+    rows = committed_rows(CAPPED)
+    cap = ProtocolSettings().speed_cap
+    assert len(rows) >= 4320 and {r.algo for r in rows} == {"straight", "mapper"}
+    assert sum(r.algo == "straight" for r in rows) == 2520
+    fastest = max(rows, key=lambda r: r.max_speed)
+    assert fastest.max_speed <= cap, fastest.key
+    assert not any(r.cause == "error" for r in rows)
+
+
+@pytest.mark.slow
+def test_published_summaries_recompute_from_the_rows():
+    from volary.bench.nav.compare import score_intervals
+    from volary.bench.nav.score import composite_scores
+    from volary.bench.nav.stats import summarize
+
+    rows = committed_rows()
+    with (RESULTS / "summary_by_scenario.csv").open(newline="", encoding="utf-8") as fh:
+        published = {(r["algo"], r["scenario"]): r for r in csv.DictReader(fh)}
+    for g in summarize(rows).by_scenario:
+        p = published[(g.algo, g.scenario)]
+        assert (float(p["success_rate"]), float(p["ci_lo"]), float(p["ci_hi"])) == pytest.approx(
+            (g.success_rate, g.ci_lo, g.ci_hi), abs=1e-12
+        )
+    with (RESULTS / "scores.csv").open(newline="", encoding="utf-8") as fh:
+        scores = {r["algo"]: r for r in csv.DictReader(fh)}
+    iv = score_intervals(rows)
+    for s in composite_scores(rows):
+        p = scores[s.algo]
+        assert float(p["final_score_fixed"]) == pytest.approx(s.final_score_fixed, abs=1e-9)
+        lo, hi = iv[s.algo].final_score_fixed
+        assert (float(p["final_score_fixed_lo"]), float(p["final_score_fixed_hi"])) == (
+            pytest.approx(lo, abs=1e-9), pytest.approx(hi, abs=1e-9))  # fmt: skip
