@@ -20,7 +20,6 @@ Seeded numpy Generators throughout; the results depend only on the rows, not on 
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import math
 from collections import defaultdict
@@ -35,14 +34,14 @@ from volary.bench.nav.score import (
     ScoreWeights,
     normalized_weights,
 )
+from volary.bench.nav.stats import _group_seed, order_scenarios
 from volary.errors import ConfigError
 
 EXACT_MAX = 16  # configurations with a difference: up to 2^16 sign patterns are enumerated
 
 
 def _seed(seed: int, *key: str) -> int:
-    h = hashlib.sha256("|".join((str(int(seed)), *key)).encode()).digest()
-    return int.from_bytes(h[:4], "little")
+    return _group_seed(seed, key)
 
 
 # ---------------------------------------------------------------------------- score intervals
@@ -75,9 +74,7 @@ def score_intervals(
     if not rows:
         raise ConfigError("results: expected at least one TrialResult, got none")
     algos = sorted({r.algo for r in rows})
-    from volary.bench.nav.score import _ordered
-
-    scen = _ordered({r.scenario for r in rows})
+    scen = order_scenarios({r.scenario for r in rows})
     plats = sorted({r.platform for r in rows})
     confs = {s: sorted({r.config for r in rows if r.scenario == s}) for s in scen}
     a_ix = {a: i for i, a in enumerate(algos)}
@@ -202,11 +199,9 @@ def paired_test(
 
 def paired_tests(results: Sequence[TrialResult], seed: int = 0) -> list[PairedTest]:
     """Every pair of algorithms (alphabetical order as A, B), pooled and per scenario type."""
-    from volary.bench.nav.score import _ordered
-
     rows = list(results)
     algos = sorted({r.algo for r in rows})
-    scen = _ordered({r.scenario for r in rows})
+    scen = order_scenarios({r.scenario for r in rows})
     out = []
     for a, b in itertools.combinations(algos, 2):
         for s in ("", *scen):

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from volary.bench.nav.compare import spearman
 from volary.bench.nav.schema import CAUSES, TrialResult
 from volary.bench.nav.stats import GroupStats, Summary
 
@@ -109,12 +110,6 @@ def success_by_scenario(summary: Summary, path: Path) -> Path:
     return _save(fig, path)
 
 
-def _spearman(x: np.ndarray, y: np.ndarray) -> float:
-    from volary.bench.nav.compare import spearman
-
-    return spearman(x, y)
-
-
 _MARKERS = {"real": "o", "virtual": "^", "other": "s", "unknown": "x"}
 
 
@@ -136,7 +131,7 @@ def success_vs_indicators(summary: Summary, path: Path) -> Path:
             infos = [i for _, i in pairs if i is not None]
             x = np.array([getattr(i, attr) for i in infos], dtype=float)
             y = np.array([100 * g.success_rate for g in gs])
-            rho = _spearman(x, y)
+            rho = spearman(x, y)
             tag = f"{a} (ρ={rho:+.2f})" if not math.isnan(rho) else a
             for cat, mk in _MARKERS.items():
                 m = np.array([i.category == cat for i in infos])

@@ -106,7 +106,7 @@ def cluster_bootstrap_ci(
         return math.nan, math.nan, math.nan
     rng = np.random.default_rng(int(seed))
     sums, counts = np.zeros(int(B)), np.zeros(int(B))
-    total, n_all, spread_lo, spread_hi = 0.0, 0, [], []
+    total, n_all, wilson = 0.0, 0, []  # wilson: (trials, config-level rate, lo, hi) per stratum
     for rows in by.values():  # insertion order: the caller's row order, made canonical by it
         s_b, n_b = _two_stage(rows, int(B), rng)
         sums += s_b
@@ -115,21 +115,16 @@ def cluster_bootstrap_ci(
         total += sum(float(r.sum()) for r in rows)
         n_all += n_h
         if rate:
-            c = len(rows)
             p_c = float(np.mean([r.mean() for r in rows]))
-            w_lo, w_hi = wilson_interval(p_c * c, c, level)
-            spread_lo.append((n_h, p_c - w_lo))
-            spread_hi.append((n_h, w_hi - p_c))
+            wilson.append((n_h, p_c, *wilson_interval(p_c * len(rows), len(rows), level)))
     mean = total / n_all
     lo, hi = (float(v) for v in np.quantile(sums / counts, [(1 - level) / 2, (1 + level) / 2]))
     if rate:
-        if len(by) == 1:
-            (_, d_lo), (_, d_hi) = spread_lo[0], spread_hi[0]
-            p_c = float(np.mean([r.mean() for r in next(iter(by.values()))]))
-            w_lo, w_hi = p_c - d_lo, p_c + d_hi
+        if len(wilson) == 1:
+            w_lo, w_hi = wilson[0][2:]
         else:
-            w_lo = mean - math.sqrt(sum((n / n_all * d) ** 2 for n, d in spread_lo))
-            w_hi = mean + math.sqrt(sum((n / n_all * d) ** 2 for n, d in spread_hi))
+            w_lo = mean - math.sqrt(sum((n / n_all * (p - a)) ** 2 for n, p, a, _ in wilson))
+            w_hi = mean + math.sqrt(sum((n / n_all * (b - p)) ** 2 for n, p, _, b in wilson))
         lo, hi = max(0.0, min(lo, w_lo)), min(1.0, max(hi, w_hi))
     return mean, lo, hi
 
@@ -381,12 +376,13 @@ def _group(
     ix = ix[np.lexsort(tuple(cols[k][ix] for k in ("trial", "platform", "config", "scenario")))]
     succ = cols["success"][ix]
     gseed = _group_seed(seed, key)
-    mean, lo, hi = clustered_ci(cols, ix, succ, B, gseed, level, rate=True)
+    ci = _clustered(cols, ix, B, gseed, level)
+    mean, lo, hi = ci(succ, True)
     metric_ci = {}
     if not key[2]:  # per algorithm and per (algorithm, type): the tables with metric intervals
         for k in _CI_FIELDS:
             x = cols[k][ix] if k != "time_to_goal" else np.where(succ > 0, cols[k][ix], np.nan)
-            metric_ci[k] = clustered_ci(cols, ix, x, B, gseed, level, rate=False)[1:]
+            metric_ci[k] = ci(x, False)[1:]
     causes = dict.fromkeys(CAUSES, 0)
     for c in cols["cause"][ix]:
         causes[str(c)] = causes.get(str(c), 0) + 1
@@ -413,21 +409,25 @@ def _group(
     )
 
 
-def clustered_ci(
-    cols: dict, ix: np.ndarray, x: np.ndarray, B: int, seed: int, level: float, rate: bool
-) -> tuple[float, float, float]:
-    """:func:`cluster_bootstrap_ci` of the values ``x`` of rows ``ix`` (sorted canonically),
-    clustered by (scenario type, configuration) and stratified by type."""
+def _clustered(cols: dict, ix: np.ndarray, B: int, seed: int, level: float) -> Any:
+    """``ci(x, rate)``: :func:`cluster_bootstrap_ci` of the values ``x`` of rows ``ix`` (sorted
+    canonically), clustered by (scenario type, configuration) and stratified by type; the
+    clusters are found once per group."""
     scen, conf = cols["scenario"][ix], cols["config"][ix]
     cut = np.flatnonzero((scen[1:] != scen[:-1]) | (conf[1:] != conf[:-1])) + 1
     parts = np.split(np.arange(ix.size), cut)
-    return cluster_bootstrap_ci(
-        [x[p] for p in parts], B=B, seed=seed, level=level,
-        strata=[scen[p[0]] for p in parts], rate=rate,
-    )  # fmt: skip
+    strata = [scen[p[0]] for p in parts]
+
+    def ci(x: np.ndarray, rate: bool) -> tuple[float, float, float]:
+        return cluster_bootstrap_ci(
+            [x[p] for p in parts], B=B, seed=seed, level=level, strata=strata, rate=rate
+        )
+
+    return ci
 
 
-def _group_seed(seed: int, key: tuple[str, str, str]) -> int:
+def _group_seed(seed: int, key: tuple[str, ...]) -> int:
+    """A group's seed from the run's ``seed`` and the group's key (sha256; every machine)."""
     h = hashlib.sha256(f"{int(seed)}|{'|'.join(key)}".encode()).digest()
     return int.from_bytes(h[:4], "little")
 
