@@ -30,6 +30,7 @@ LAYER = {
     "bench": 5,
     "serve": 5,
     "client": 5,
+    "view": 5,
     "cli": 6,
 }
 

@@ -168,6 +168,24 @@ def test_mintime_racer_finishes_a_few_gate_course_faster_than_the_baseline():
     assert float(res.time[0]) < float(base.time[0])
 
 
+def test_tabulated_setpoints_equal_the_per_step_ones():
+    """The race loop tabulates a plan's setpoints a chunk of steps at a time
+    (TrajectoryPlan.setpoints); each equals the per-step TrajectoryPlan.setpoint at that time."""
+    from volary.bench.race import RACE_PLATFORM
+    from volary.platforms import catalogue
+
+    courses = [alphapilot_2019(), *alphapilot_2019_courses(1, 0)]
+    params = catalogue.params([RACE_PLATFORM] * 2)
+    plan = MinSnapRacer().plan(courses, params)
+    ks = torch.arange(0, 2000, 37, dtype=torch.float64)
+    t = (ks / 240.0)[:, None].expand(len(ks), 2).contiguous()
+    t[:, 1] += 0.5  # per-env times differ
+    table = plan.setpoints(t)
+    assert table.shape == (len(ks), 2, 14)
+    for i in range(len(ks)):
+        torch.testing.assert_close(table[i], plan.setpoint(t[i]), rtol=1e-12, atol=1e-12)
+
+
 def test_mintime_plans_do_not_depend_on_the_batch():
     """A course's plan is the same alone, after other courses, or beside its nominal course:
     perturbed courses warm-start from their own unperturbed course, never from the batch's

@@ -255,6 +255,23 @@ def test_scene_min_over_padded_primitives(device, dtype):
         assert (out.object_id[i].cpu().numpy() == ids).all()
 
 
+@pytest.mark.parametrize("kind", [0, 1, 2, 3])
+def test_scene_of_one_kind_skips_the_others_and_matches_the_reference(device, kind):
+    """A stack holding only one primitive kind queries only that kind (Scene.kinds_present)
+    and still gives the reference distances and ids."""
+    obstacles = _specs()[0].obstacles[kind : kind + 1]
+    specs = [SceneSpec("one", (-5, -5, 0), (5, 5, 5), obstacles=obstacles),
+             SceneSpec("empty", (-5, -5, 0), (5, 5, 5))]  # fmt: skip
+    scene = Scene.stack(specs, device=device, dtype=torch.float64)
+    assert scene.kinds_present == tuple(k == kind for k in range(4))
+    p = np.random.default_rng(kind).uniform([-3, -3, -0.5], [3, 3, 3], (2, 200, 3))
+    out = scene_sdf(scene, _t(p, device, torch.float64))
+    ref, ids = _ref_scene(specs[0], p[0])
+    assert np.abs(out.distance[0].cpu().numpy() - ref).max() < TOL
+    assert (out.object_id[0].cpu().numpy() == ids).all()
+    assert torch.isinf(out.distance[1]).all() and (out.object_id[1] == -1).all()
+
+
 def test_scene_includes_gate_frames(device):
     from volary.worlds import Gate
 

@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
@@ -190,19 +190,45 @@ def _run_race(
     world.reset(pos=torch.tensor([s.start for s in specs]), quat=torch.tensor(quat))
     n, dev = world.b, world.sim.config.device
 
-    def act(world: World, k: int) -> Tensor:
-        return plan.setpoint(torch.full((n,), k * world.dt, device=dev, dtype=torch.float64))
-
     end = float(plan.duration.max()) + grace_s
+    steps = int(math.ceil(end * world.sim.config.control_hz))
+    act = _plan_act(plan, steps, n, world.dt, dev)
     ep = rollout(
         world,
         act,
         (crashed_out, gates_done),  # a crash on the final gate's step still counts
-        steps=int(math.ceil(end * world.sim.config.control_hz)),
+        steps=steps,
         record=_RECORDS,
         record_initial=True,
     )
     return _result(specs, world.gates, ep, plan)
+
+
+TABLE_CHUNK = 1024  # control steps of setpoints tabulated per batched plan evaluation
+
+
+def _plan_act(plan: RacePlan, steps: int, n: int, dt: float, dev: Any) -> Any:
+    """The rollout's command source: the plan's setpoint at step k's time k * dt. A plan with
+    ``setpoints`` (every TrajectoryPlan) is tabulated a chunk of steps at a time, one batched
+    evaluation instead of one per step (same times, same setpoints to rounding)."""
+
+    def times(k0: int, k1: int) -> Tensor:
+        ks = torch.arange(k0, k1, device=dev, dtype=torch.float64)
+        return (ks * dt)[:, None].expand(k1 - k0, n)
+
+    if not hasattr(plan, "setpoints"):
+        return lambda world, k: plan.setpoint(times(k, k + 1)[0])
+    table: dict[int, Tensor] = {}
+
+    def act(world: Any, k: int) -> Tensor:
+        c = k // TABLE_CHUNK
+        if c not in table:
+            table.clear()
+            k0 = c * TABLE_CHUNK
+            table[c] = plan.setpoints(times(k0, min(k0 + TABLE_CHUNK, max(steps, k + 1))))
+        return table[c][k - c * TABLE_CHUNK]
+
+    return act
 
 
 def crashed_out(world: World) -> Tensor:

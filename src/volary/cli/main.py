@@ -498,6 +498,43 @@ def host_planner(
 
 
 @app.command()
+def view(
+    source: Annotated[
+        Path | None,
+        typer.Argument(help="A benchmark run directory (with --trial) or a .npz recording."),
+    ] = None,
+    trial: Annotated[
+        str | None,
+        typer.Option(
+            help="Trial key of the run, algo|platform|scenario|config|trial (the "
+            "report prints it under each sample failure)."
+        ),
+    ] = None,
+    race: Annotated[
+        str | None, typer.Option(help="Fly the AlphaPilot course with this racer and show it.")
+    ] = None,
+    seed: Seed = 0,
+    host: Annotated[str, typer.Option(help="Interface to serve on (localhost by default).")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option(help="Port of the web page.")] = 8080,
+    save: Annotated[
+        Path | None, typer.Option(help="Also write the recording to this .npz file.")
+    ] = None,
+    serve: Annotated[bool, typer.Option(help="Serve the page (--no-serve: only --save).")] = True,
+) -> None:
+    """Browser viewer: a trial, a race or a recording in 3-D with a time slider (viser)."""
+    from volary.cli.view import view_cli
+    from volary.errors import VolaryError
+
+    try:
+        view_cli(source, trial=trial, race=race, seed=seed, host=host, port=port, save=save,
+                 serve=serve, console=console)  # fmt: skip
+    except VolaryError as e:
+        _fail(str(e))
+
+
+@app.command()
 def demo(
     out: Out = Path("out/demo"),
     seed: Seed = 0,

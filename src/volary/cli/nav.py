@@ -264,7 +264,7 @@ def _write_report(path: Path, out: Path) -> Path:
         if not results:
             _fail(f"{path} holds no finished trials yet")
         return Path(make_report(results, out, title=f"volary bench: {path.parent.name}",
-                                suite=stored_suite(path)))  # fmt: skip
+                                suite=stored_suite(path), run=path.parent))  # fmt: skip
     except VolaryError as e:
         _fail(str(e))
 

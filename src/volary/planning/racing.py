@@ -89,6 +89,19 @@ class TrajectoryPlan:
         one = FlatOutputs(*(getattr(f, k)[:, 0] for k in FLAT_FIELDS))
         return feedforward_setpoint(one, self.params)
 
+    def setpoints(self, t: Tensor) -> Tensor:
+        """(K, N, 14): :meth:`setpoint` at K times per env, ``t`` (K, N) s, in one batched
+        evaluation (the plan is a function of time alone, so a race can tabulate it)."""
+        k, n = t.shape
+        f = self.traj.evaluate(t.to(torch.float64).T)  # fields (N, K, ...)
+
+        def rows(x: Tensor) -> Tensor:  # (N, K, ...) -> (K * N, ...), time-major
+            return x.transpose(0, 1).reshape(k * n, *x.shape[2:])
+
+        flat = FlatOutputs(*(rows(getattr(f, name)) for name in FLAT_FIELDS))
+        envs = torch.arange(n, device=t.device).repeat(k)
+        return feedforward_setpoint(flat, self.params.index(envs)).reshape(k, n, -1)
+
 
 CONTROL_MAX_TILT = math.radians(88.0)  # rad, the racer's controller tilt cap (default 45 deg)
 

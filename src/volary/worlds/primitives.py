@@ -270,6 +270,13 @@ class Scene:
     def n_envs(self) -> int:
         return int(self.bounds_min.shape[0])
 
+    @cached_property
+    def kinds_present(self) -> tuple[bool, bool, bool, bool]:
+        """Whether any env holds a valid box, cylinder, sphere, plane (queries skip the
+        others: their padding entries are never valid)."""
+        masks = (self.box_valid, self.cyl_valid, self.sph_valid, self.plane_valid)
+        return tuple(bool(m.any()) for m in masks)  # type: ignore[return-value]
+
     @staticmethod
     def stack(
         specs: SceneSpec | Sequence[SceneSpec],

@@ -211,20 +211,27 @@ def mesh_sdf(
 
 
 def _per_kind(scene: Scene, p: Tensor) -> list[tuple[Tensor, Tensor, Tensor, Tensor]]:
-    """(distance (N,P,K), closest (N,P,K,3), id (N,K), valid (N,K)) for each primitive kind."""
+    """(distance (N,P,K), closest (N,P,K,3), id (N,K), valid (N,K)) for each primitive kind
+    that some env holds (boxes always, so the list is never empty): a kind with no valid entry
+    would only add +inf distances."""
     q = p[:, :, None, :]
     e = lambda t: t[:, None]  # noqa: E731  (N, K, ...) -> (N, 1, K, ...)
+    box, cyl, sph, plane = scene.kinds_present
     out = []
     d, c = sdf_box(q, e(scene.box_center), e(scene.box_half), e(scene.box_yaw))
     out.append((d, c, scene.box_id, scene.box_valid))
-    d, c = sdf_cylinder(
-        q, e(scene.cyl_center), e(scene.cyl_axis), e(scene.cyl_radius), e(scene.cyl_half_length)
-    )
-    out.append((d, c, scene.cyl_id, scene.cyl_valid))
-    d, c = sdf_sphere(q, e(scene.sph_center), e(scene.sph_radius))
-    out.append((d, c, scene.sph_id, scene.sph_valid))
-    d, c = sdf_plane(q, e(scene.plane_point), e(scene.plane_normal))
-    out.append((d, c, scene.plane_id, scene.plane_valid))
+    if cyl:
+        d, c = sdf_cylinder(
+            q, e(scene.cyl_center), e(scene.cyl_axis), e(scene.cyl_radius),
+            e(scene.cyl_half_length),
+        )  # fmt: skip
+        out.append((d, c, scene.cyl_id, scene.cyl_valid))
+    if sph:
+        d, c = sdf_sphere(q, e(scene.sph_center), e(scene.sph_radius))
+        out.append((d, c, scene.sph_id, scene.sph_valid))
+    if plane:
+        d, c = sdf_plane(q, e(scene.plane_point), e(scene.plane_normal))
+        out.append((d, c, scene.plane_id, scene.plane_valid))
     return out
 
 

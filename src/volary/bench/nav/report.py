@@ -71,12 +71,14 @@ def make_report(
     suite: Any = None,
     weights: ScoreWeights | None = None,
     max_failures: int = 6,
+    run: str | Path | None = None,
 ) -> Path:
     """Write the report of ``results`` into ``out_dir`` and return the path of ``index.html``.
 
     ``suite``: the :class:`~volary.bench.nav.protocol.Suite` (or its name) that was run, shown in
     the headline; ``weights``: composite-score weights (paper defaults); ``max_failures``: how
-    many sample failures get a top-down plot.
+    many sample failures get a top-down plot; ``run``: the run directory, named in each sample
+    failure's ``volary view`` command (default ``RUN_DIR``).
     """
     rows = _check_rows(results)
     if not isinstance(title, str) or not title.strip():
@@ -93,7 +95,7 @@ def make_report(
     scores = composite_scores(rows, weights)
     inf = Inference(rows, summary, weights)
     _remove_old_figures(out / "figures")
-    figs = _figures(summary, scores, rows, out / "figures", max_failures, inf)
+    figs = _figures(summary, scores, rows, out / "figures", max_failures, inf, run)
     files = export_tables(rows, summary, scores, out, inf)
     page = _html(title, rows, summary, scores, figs, files, suite, weights, inf)
     index = out / "index.html"
@@ -130,6 +132,7 @@ def _figures(
     d: Path,
     n_fail: int,
     inf: Inference,
+    run: str | Path | None = None,
 ) -> list[_Fig]:
     f = figures
     bars = f.composite_bars(scores, PAPER_TABLE_II, d / "composite_scores.png", inf.intervals)
@@ -172,7 +175,8 @@ def _figures(
     colors = f.algo_colors(summary.algos)
     for i, r in enumerate(sample_failures(rows, n_fail)):
         p = f.failure_plot(r, d / f"failure_{i:02d}.png", colors[r.algo])
-        out.append(_Fig(f"fail-{i}", p, f"Failure {i + 1}: {r.algo}, {r.scenario}", ""))
+        cap = f"In 3-D: {view_command(r.key, run)}" if r.track else ""
+        out.append(_Fig(f"fail-{i}", p, f"Failure {i + 1}: {r.algo}, {r.scenario}", cap))
     return out
 
 
@@ -193,6 +197,13 @@ def _remove_old_figures(d: Path) -> None:
     for pattern in _OWN_FIGURES:
         for p in d.glob(pattern):
             p.unlink()
+
+
+def view_command(key: str, run: str | Path | None) -> str:
+    """The shell command that opens trial ``key`` of ``run`` in the browser viewer."""
+    import shlex
+
+    return f"volary view {shlex.quote(str(run)) if run else 'RUN_DIR'} --trial {shlex.quote(key)}"
 
 
 def _safe(name: str) -> str:

@@ -1,0 +1,318 @@
+"""What the viewer shows: a :class:`Recording` of one scene, the vehicles' tracks through it and
+the sensor frames taken on the way, as plain numpy arrays (world frame, z up, SI units).
+
+Recordings come from a benchmark trial (:func:`trial_recording`: the stored ~5 Hz track, the
+scene regenerated from its scenario type and configuration), an AlphaPilot race
+(:func:`race_recording`), any rollout of a World (:func:`episode_recording`: RL or SOUS VIDE
+evaluation episodes, tracking runs), and save to / load from ``.npz`` without pickles.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from volary.errors import ConfigError, FileFormatError
+from volary.worlds import SceneSpec
+
+NPZ_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Track:
+    """One vehicle's flight: times (K,) s, positions (K, 3) m, attitudes (K, 4) [w, x, y, z]
+    (None: level), the radius of its collision sphere (m) and, when known, its planned path."""
+
+    name: str
+    t: np.ndarray
+    pos: np.ndarray
+    quat: np.ndarray | None = None
+    radius: float = 0.15
+    planned: np.ndarray | None = None  # (P, 3) m, the reference or planned path
+    note: str = ""  # e.g. the trial's outcome
+
+    def __post_init__(self) -> None:
+        t, pos = np.asarray(self.t, float), np.asarray(self.pos, float)
+        if t.ndim != 1 or len(t) < 1 or pos.shape != (len(t), 3):
+            raise ConfigError(
+                f"track {self.name!r}: expected t (K,) and pos (K, 3) with K >= 1, "
+                f"got {t.shape} and {pos.shape}"
+            )
+        if np.any(np.diff(t) < 0):
+            raise ConfigError(f"track {self.name!r}: t: expected non-decreasing times")
+        object.__setattr__(self, "t", t)
+        object.__setattr__(self, "pos", pos)
+        if self.quat is not None:
+            q = np.asarray(self.quat, float)
+            if q.shape != (len(t), 4):
+                raise ConfigError(
+                    f"track {self.name!r}: quat: expected ({len(t)}, 4), got {q.shape}"
+                )
+            object.__setattr__(self, "quat", q)
+
+    def pose_at(self, time: float) -> tuple[np.ndarray, np.ndarray]:
+        """Position (3,) and attitude (4,) at ``time`` s: linear in position, the nearest
+        earlier sample's attitude; held before the first and after the last sample."""
+        pos = np.array([np.interp(time, self.t, self.pos[:, i]) for i in range(3)])
+        if self.quat is None:
+            return pos, np.array([1.0, 0.0, 0.0, 0.0])
+        k = int(np.clip(np.searchsorted(self.t, time, side="right") - 1, 0, len(self.t) - 1))
+        return pos, self.quat[k]
+
+
+@dataclass(frozen=True)
+class Frame:
+    """A sensor frame at time ``t`` s: an image (H, W, 3) uint8 or points (N, 3) m (world)."""
+
+    t: float
+    name: str
+    image: np.ndarray | None = None
+    points: np.ndarray | None = None
+
+
+@dataclass
+class Recording:
+    """A scene, tracks and frames; ``spec`` (not saved) lets the viewer render sensor frames
+    from any pose; ``scene_ref`` ("scenario:config" or "alphapilot") rebuilds it on load."""
+
+    title: str
+    vertices: np.ndarray  # (V, 3) m, obstacles
+    triangles: np.ndarray  # (T, 3) int
+    bounds: tuple[tuple[float, ...], tuple[float, ...]]
+    tracks: list[Track]
+    gate_vertices: np.ndarray = field(default_factory=lambda: np.zeros((0, 3)))
+    gate_triangles: np.ndarray = field(default_factory=lambda: np.zeros((0, 3), np.int64))
+    start: tuple[float, ...] | None = None
+    goal: tuple[float, ...] | None = None
+    frames: list[Frame] = field(default_factory=list)
+    scene_ref: str = ""
+    spec: SceneSpec | None = None
+
+    @property
+    def duration(self) -> float:
+        """Last sample time over all tracks (s)."""
+        return max((float(tr.t[-1]) for tr in self.tracks), default=0.0)
+
+    def frames_at(self, time: float) -> dict[str, Frame]:
+        """Per frame name, the latest frame taken at or before ``time``."""
+        out: dict[str, Frame] = {}
+        for f in sorted(self.frames, key=lambda f: f.t):
+            if f.t <= time + 1e-9 or f.name not in out:
+                out[f.name] = f
+        return out
+
+    # ---- files --------------------------------------------------------------------------------
+    def save(self, path: str | Path) -> Path:
+        """Write the recording as ``.npz`` (arrays and a JSON header; no pickles)."""
+        path = Path(path)
+        if path.suffix != ".npz":
+            raise ConfigError(f"path: expected a .npz file, got {str(path)!r}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        arrays: dict[str, np.ndarray] = {
+            "vertices": self.vertices,
+            "triangles": self.triangles,
+            "gate_vertices": self.gate_vertices,
+            "gate_triangles": self.gate_triangles,
+        }
+        head: dict[str, Any] = {
+            "version": NPZ_VERSION,
+            "title": self.title,
+            "bounds": [list(self.bounds[0]), list(self.bounds[1])],
+            "start": self.start,
+            "goal": self.goal,
+            "scene_ref": self.scene_ref,
+            "tracks": [],
+            "frames": [],
+        }
+        for i, tr in enumerate(self.tracks):
+            head["tracks"].append({"name": tr.name, "radius": tr.radius, "note": tr.note})
+            arrays[f"track{i}_t"], arrays[f"track{i}_pos"] = tr.t, tr.pos
+            if tr.quat is not None:
+                arrays[f"track{i}_quat"] = tr.quat
+            if tr.planned is not None:
+                arrays[f"track{i}_planned"] = tr.planned
+        for i, f in enumerate(self.frames):
+            head["frames"].append({"t": f.t, "name": f.name})
+            if f.image is not None:
+                arrays[f"frame{i}_image"] = f.image
+            if f.points is not None:
+                arrays[f"frame{i}_points"] = f.points
+        arrays["header"] = np.frombuffer(json.dumps(head).encode(), np.uint8)
+        np.savez_compressed(path, **arrays)  # type: ignore[arg-type]
+        return path
+
+
+def load_recording(path: str | Path) -> Recording:
+    """Read a recording written by :meth:`Recording.save` (``allow_pickle=False``)."""
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            a = {k: z[k] for k in z.files}
+        head = json.loads(bytes(a["header"]).decode())
+    except (OSError, ValueError, KeyError) as e:
+        raise FileFormatError(f"{path}: not a volary recording (.npz): {e}") from e
+    if head.get("version") != NPZ_VERSION:
+        raise FileFormatError(f"{path}: recording version {head.get('version')!r} not supported")
+    tracks = [
+        Track(
+            h["name"],
+            a[f"track{i}_t"],
+            a[f"track{i}_pos"],
+            a.get(f"track{i}_quat"),
+            float(h["radius"]),
+            a.get(f"track{i}_planned"),
+            h.get("note", ""),
+        )
+        for i, h in enumerate(head["tracks"])
+    ]
+    frames = [
+        Frame(float(h["t"]), h["name"], a.get(f"frame{i}_image"), a.get(f"frame{i}_points"))
+        for i, h in enumerate(head["frames"])
+    ]
+    ref = head.get("scene_ref", "")
+    return Recording(
+        title=head["title"],
+        vertices=a["vertices"],
+        triangles=a["triangles"],
+        bounds=(tuple(head["bounds"][0]), tuple(head["bounds"][1])),
+        tracks=tracks,
+        gate_vertices=a["gate_vertices"],
+        gate_triangles=a["gate_triangles"],
+        start=_opt_tuple(head.get("start")),
+        goal=_opt_tuple(head.get("goal")),
+        frames=frames,
+        scene_ref=ref,
+        spec=scene_from_ref(ref) if ref else None,
+    )
+
+
+def _opt_tuple(v: Any) -> tuple[float, ...] | None:
+    return None if v is None else tuple(float(x) for x in v)
+
+
+# ---- scenes -----------------------------------------------------------------------------------
+def scene_from_ref(ref: str) -> SceneSpec:
+    """``"forest:3"`` -> that scenario configuration; ``"alphapilot"`` -> the nominal course."""
+    from volary.worlds import make_scenario
+
+    if ref == "alphapilot":
+        from volary.worlds.tracks import alphapilot_2019
+
+        return alphapilot_2019()
+    name, _, config = ref.partition(":")
+    if not config.lstrip("-").isdigit():
+        raise ConfigError(f"scene_ref: expected 'scenario:config' or 'alphapilot', got {ref!r}")
+    return make_scenario(name, int(config))
+
+
+def recording_from_spec(
+    spec: SceneSpec, tracks: Sequence[Track], title: str, scene_ref: str = ""
+) -> Recording:
+    """A recording of ``tracks`` in ``spec``'s scene (obstacles and gate frames tessellated)."""
+    from volary.worlds.io import scene_mesh
+
+    obstacles = scene_mesh(SceneSpec(spec.name, spec.bounds_min, spec.bounds_max, spec.obstacles))
+    gates = scene_mesh(SceneSpec(spec.name, spec.bounds_min, spec.bounds_max, (), spec.gates))
+    return Recording(
+        title=title,
+        vertices=obstacles.vertices,
+        triangles=obstacles.triangles,
+        bounds=(tuple(spec.bounds_min), tuple(spec.bounds_max)),
+        tracks=list(tracks),
+        gate_vertices=gates.vertices,
+        gate_triangles=gates.triangles,
+        start=tuple(spec.start),
+        goal=tuple(spec.goal) if not spec.gates else None,
+        scene_ref=scene_ref,
+        spec=spec,
+    )
+
+
+# ---- sources ----------------------------------------------------------------------------------
+def trial_recording(run: str | Path, trial: str) -> Recording:
+    """The benchmark trial ``trial`` (its key, ``algo|platform|scenario|config|trial``, as the
+    report prints it) of the run directory or database ``run``."""
+    from volary.bench.nav.db import RunDB
+    from volary.platforms import get
+
+    db_path = Path(run)
+    if db_path.is_dir():
+        db_path = db_path / "run.sqlite"
+    if not db_path.is_file():
+        raise ConfigError(f"run: no benchmark database at {str(db_path)!r}")
+    with RunDB.open(db_path, readonly=True) as db:
+        rows = {r.key: r for r in db.results()}
+    if trial not in rows:
+        near = (
+            sorted(k for k in rows if k.split("|")[:3] == trial.split("|")[:3])[:5]
+            or sorted(rows)[:5]
+        )
+        raise ConfigError(f"trial: no trial {trial!r} in {db_path}; keys look like: {near}")
+    r = rows[trial]
+    spec = scene_from_ref(f"{r.scenario}:{r.config}")
+    track = json.loads(r.track) if r.track else []
+    if not track:
+        raise ConfigError(f"trial: {trial!r} has no recorded track (rows carried from CSV)")
+    arr = np.asarray(track, float)
+    radius = float(get(r.platform).radius)
+    outcome = "success" if r.success else r.cause
+    reference = np.array([spec.start, spec.goal], float)
+    tr = Track(r.platform, arr[:, 0], arr[:, 1:4], None, radius, reference, outcome)
+    title = f"{r.algo} on {r.platform}, {r.scenario} config {r.config}: {outcome}"
+    return recording_from_spec(spec, [tr], title, f"{r.scenario}:{r.config}")
+
+
+def episode_recording(
+    spec: SceneSpec,
+    episode: Any,
+    *,
+    names: Sequence[str] | None = None,
+    radius: float | Sequence[float] = 0.15,
+    dt: float,
+    title: str = "episode",
+    scene_ref: str = "",
+) -> Recording:
+    """A recording of a :func:`volary.sim.rollout` episode recorded with ``pos`` (and ``quat``);
+    ``dt``: the World's control period (s), to time its ``record_steps``."""
+    recs = episode.records
+    if "pos" not in recs:
+        raise ConfigError("episode: expected a rollout recorded with record=('pos', 'quat')")
+    pos = recs["pos"].detach().cpu().double().numpy()  # (K, B, 3)
+    quat = recs["quat"].detach().cpu().double().numpy() if "quat" in recs else None
+    t = np.asarray(episode.record_steps, float) * dt
+    b = pos.shape[1]
+    names = list(names) if names is not None else [f"vehicle {i}" for i in range(b)]
+    radii = [float(radius)] * b if isinstance(radius, int | float) else [float(r) for r in radius]
+    if len(names) != b or len(radii) != b:
+        raise ConfigError(f"names/radius: expected {b} entries (one per vehicle)")
+    tracks = [
+        Track(names[i], t, pos[:, i], None if quat is None else quat[:, i], radii[i])
+        for i in range(b)
+    ]
+    return recording_from_spec(spec, tracks, title, scene_ref)
+
+
+def race_recording(result: Any, courses: Sequence[SceneSpec] | None = None) -> Recording:
+    """The first course of a :class:`volary.bench.race.RaceResult` with its flown path."""
+    from volary.worlds.tracks import alphapilot_2019
+
+    spec = alphapilot_2019() if courses is None else courses[0]
+    path = result.path[:, 0].detach().cpu().double().numpy()
+    t = result.path_time.detach().cpu().double().numpy()
+    keep = np.isfinite(path).all(axis=1)
+    outcome = "finished" if bool(result.finished[0]) else "did not finish"
+    time = float(result.time[0])
+    note = f"{outcome}" + ("" if math.isnan(time) else f" in {time:.2f} s")
+    from volary.bench.race import RACE_PLATFORM
+    from volary.platforms import get
+
+    radius = float(get(RACE_PLATFORM).radius)
+    tr = Track("racer", t[keep], path[keep], None, radius, None, note)
+    ref = "alphapilot" if courses is None else ""
+    return recording_from_spec(spec, [tr], f"{result.courses[0]}: {note}", ref)
