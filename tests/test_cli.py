@@ -127,10 +127,23 @@ def test_demo_with_a_bad_suite_names_it(tmp_path):
 
 @pytest.mark.slow
 def test_demo_writes_an_html_page(tmp_path):
-    """The README's main job as it is: the quick suite (168 trials, several minutes)."""
+    """The README's main job as it is: the tour (about a minute on 2 cores): the demo suite's
+    24 trials and report, an AlphaPilot lap, a depth and an RGB frame, on one page."""
     r = runner.invoke(app, ["demo", "--out", str(tmp_path)])
     assert r.exit_code == 0, r.output
-    _demo_page_checks(tmp_path, 168)
+    _demo_page_checks(tmp_path, 24)
+    page = (tmp_path / "index.html").read_text()
+    for part in (
+        "1. A small navigation benchmark",
+        "2. An AlphaPilot 2019 lap",
+        "3. One scene, two sensors",
+        "4. Next",
+        "volary bench run --suite quick",
+    ):
+        assert part in page, part  # fmt: skip
+    assert (tmp_path / "bench" / "index.html").is_file()
+    for name in ("race.png", "depth.png", "rgb.png"):
+        assert (tmp_path / name).stat().st_size > 5_000, name
 
 
 def test_scene_list_preview_export(tmp_path):

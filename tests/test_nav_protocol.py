@@ -62,7 +62,7 @@ def test_quick_suite_spans_twr_and_all_types():
     from volary.platforms import table1
 
     s = get_suite("quick")
-    assert set(SUITES) == {"quick", "flyingtrust"}
+    assert set(SUITES) == {"demo", "quick", "flyingtrust"}
     assert s.platforms == QUICK_PLATFORMS and s.scenarios == SCENARIO_TYPES
     twr = sorted(table1()[p].twr_max for p in s.platforms)
     assert twr[0] <= 1.5 and twr[-1] >= 5.0

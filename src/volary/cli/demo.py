@@ -1,5 +1,6 @@
-"""``volary demo``: the navigation benchmark's ``quick`` suite (straight + mapper, or straight +
-reactive when the mapper is not installed) in a process pool, then its HTML report.
+"""``volary demo``: the one-minute tour (:mod:`volary.cli.showcase`), or with ``--suite`` a
+benchmark suite (straight + mapper, or straight + reactive when the mapper is not installed)
+in a process pool, then its HTML report.
 
 When the benchmark's episode or report is not importable, the earlier demo runs instead: fly
 several catalogue platforms in one mixed batch through a setpoint sequence and write a
@@ -97,15 +98,20 @@ def run_demo(
     *,
     seed: int = 0,
     device: str = "cpu",
-    suite: str = "quick",
+    suite: str | None = None,
     console: Console | None = None,
 ) -> Path:
-    """Run the demo and return the path of the HTML page (``out/index.html``). ``suite``: a
-    built-in suite name or a suite TOML file (``volary.bench.nav.protocol.get_suite``)."""
+    """Run the demo and return the path of the HTML page (``out/index.html``): the one-minute
+    tour (:mod:`volary.cli.showcase`), or with ``suite`` (a built-in suite name or a suite
+    TOML file, ``volary.bench.nav.protocol.get_suite``) that suite and its report."""
     console = console or Console(soft_wrap=True)
     if not _benchmark_available():
         console.print("[yellow]navigation benchmark not available: vehicles demo[/yellow]")
         return run_vehicles_demo(out, seed=seed, device=device, console=console)
+    if suite is None:
+        from volary.cli.showcase import run_showcase
+
+        return run_showcase(out, seed=seed, console=console)
     return run_quick_suite_demo(out, seed=seed, suite=suite, console=console)
 
 

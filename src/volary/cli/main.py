@@ -540,10 +540,16 @@ def demo(
     seed: Seed = 0,
     device: Device = "cpu",
     suite: Annotated[
-        str, typer.Option("--suite", help="quick (default) or a suite TOML file.")
-    ] = "quick",
+        str | None,
+        typer.Option(
+            "--suite",
+            help="Fly only this benchmark suite (quick, flyingtrust or a suite TOML file) and "
+            "write its report, instead of the one-minute tour.",
+        ),
+    ] = None,
 ) -> None:
-    """The main job: the quick navigation suite (straight + mapper) and its HTML report."""
+    """The main job, about a minute on 2 cores: a small navigation benchmark with its report,
+    an AlphaPilot lap, a depth and a splat RGB frame of one scene, on one HTML page."""
     from volary.cli.demo import run_demo
     from volary.errors import VolaryError
 

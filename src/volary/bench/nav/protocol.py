@@ -9,7 +9,9 @@ configuration (FLYINGTRUST Sec. IV). Built-ins (:data:`SUITES`):
   k-th. The fixed configurations are generator seeds (``worlds.FIXED_SEEDS``): 0-9, except
   forest and urban, whose ten are stratified on the straight line's clearance.
 - ``quick``: 6 platforms spanning TWR_max 1.4-6.0 x 7 types x the first 2 fixed configurations
-  of each type = 84 trials per algorithm, for the demo and CI.
+  of each type = 84 trials per algorithm, for CI and a first look at every type.
+- ``demo``: 4 platforms (TWR_max 1.4-6.0) x forest, urban, sudden drop x the first fixed
+  configuration = 12 trials per algorithm, the benchmark part of ``volary demo``.
 
 A user suite is a TOML file (see :func:`load_suite_file`)::
 
@@ -161,12 +163,28 @@ def _quick() -> Suite:
     return Suite("quick", QUICK_PLATFORMS, SCENARIO_TYPES, f"{FIXED}:2", 1)
 
 
+DEMO_PLATFORMS: tuple[str, ...] = (  # TWR_max 1.4, 2.2, 4.6, 6.0
+    "1.20kg-JFRC",
+    "0.60kg-EMAX",
+    "0.98kg-EGO-Planner-DIY",
+    "1.00kg-SunnySky",
+)
+DEMO_TYPES: tuple[str, ...] = ("forest", "urban", "sudden_drop")
+
+
+def _demo() -> Suite:
+    """`volary demo`'s small benchmark: four platforms spanning TWR_max 1.4-6.0 in one batch,
+    three types, each type's first fixed configuration (24 trials for two planners). One
+    configuration per type: its intervals are the Wilson floor's, as wide as they should be."""
+    return Suite("demo", DEMO_PLATFORMS, DEMO_TYPES, f"{FIXED}:1", 1)
+
+
 def _flyingtrust() -> Suite:
     return Suite("flyingtrust", flyingtrust_platforms(), SCENARIO_TYPES, FIXED, 1)
 
 
 _BUILTIN: Registry[Callable[[], Suite]] = Registry(
-    "suite", {"quick": _quick, "flyingtrust": _flyingtrust}
+    "suite", {"demo": _demo, "quick": _quick, "flyingtrust": _flyingtrust}
 )
 SUITES: tuple[str, ...] = _BUILTIN.names()
 
