@@ -131,6 +131,8 @@ def test_demo_writes_an_html_page(tmp_path):
     24 trials and report, an AlphaPilot lap, a depth and an RGB frame, on one page."""
     r = runner.invoke(app, ["demo", "--out", str(tmp_path)])
     assert r.exit_code == 0, r.output
+    for said in ("24 benchmark trials", "benchmark: 24 trials in", "AlphaPilot lap"):
+        assert said in r.output, r.output  # it says what it is doing, not only a bar
     _demo_page_checks(tmp_path, 24)
     page = (tmp_path / "index.html").read_text()
     for part in (

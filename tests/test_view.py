@@ -134,6 +134,17 @@ def test_report_names_the_view_command():
     assert view_command("a|b", None).startswith("volary view RUN_DIR --trial")
 
 
+def test_report_prints_each_sample_failures_view_command(tmp_path, run_dir, key):
+    from dataclasses import replace
+
+    from volary.bench.nav.report import make_report
+
+    (row,) = load_results(run_dir / "run.sqlite")
+    failed = replace(row, success=False, cause="collision")  # a failure with its track
+    page = make_report([failed], tmp_path, run=run_dir).read_text(encoding="utf-8")
+    assert f"In 3-D: volary view {run_dir} --trial &#x27;{key}&#x27;" in page
+
+
 def test_cli_saves_a_trial_recording(tmp_path, run_dir, key):
     from typer.testing import CliRunner
 
