@@ -139,20 +139,12 @@ class Viewer:
 
     def _draw_scene(self, rec: Recording) -> None:
         scene = self.server.scene
-        if len(rec.triangles):
-            scene.add_mesh_simple(
-                "/scene/obstacles",
-                rec.vertices.astype(np.float32),
-                rec.triangles.astype(np.uint32),
-                color=OBSTACLE_COLOR,
-            )
-        if len(rec.gate_triangles):
-            scene.add_mesh_simple(
-                "/scene/gates",
-                rec.gate_vertices.astype(np.float32),
-                rec.gate_triangles.astype(np.uint32),
-                color=GATE_COLOR,
-            )
+        meshes = (("obstacles", rec.vertices, rec.triangles, OBSTACLE_COLOR),
+                  ("gates", rec.gate_vertices, rec.gate_triangles, GATE_COLOR))  # fmt: skip
+        for name, verts, tris, color in meshes:
+            if len(tris):
+                scene.add_mesh_simple(f"/scene/{name}", verts.astype(np.float32),
+                                      tris.astype(np.uint32), color=color)  # fmt: skip
         lo, hi = np.asarray(rec.bounds[0], float), np.asarray(rec.bounds[1], float)
         size = hi - lo
         scene.add_grid(
