@@ -275,3 +275,25 @@ def test_page_draws_the_trial_and_the_slider_moves_the_vehicle(run_dir, key):
         assert (np.abs(moved - bare).sum(-1) > 60).sum() > 50, "the vehicle moved on the page"
     finally:
         v.close()
+
+
+def test_live_view_follows_a_world_as_it_steps():
+    from volary.sim import World
+
+    spec = make_scenario("forest", 2)
+    world = World(["crazyflie"] * 2, spec, control="position", seed=0)
+    world.reset(pos=torch.tensor([spec.start, spec.start]))
+    v = Viewer(port=_free_port())
+    try:
+        live = v.live(world)
+        assert set(v.vehicle_pose) == {"vehicle 0"}  # env 0's one vehicle
+        target = torch.tensor([[*spec.start, 0.0]] * 2) + torch.tensor([1.0, 0.0, 0.5, 0.0])
+        for _ in range(240):
+            world.step(target)
+        assert live.update()
+        np.testing.assert_allclose(v.vehicle_pose["vehicle 0"][0], world.state.pos[0].numpy())
+        assert not live.update()  # at most PLAYBACK_HZ redraws a second
+        with pytest.raises(ConfigError, match="env: expected 0 <= env < 2"):
+            v.live(world, env=2)
+    finally:
+        v.close()
