@@ -297,3 +297,23 @@ def test_live_view_follows_a_world_as_it_steps():
             v.live(world, env=2)
     finally:
         v.close()
+
+
+def test_rl_eval_tracer_records_env_0s_first_episode(tmp_path):
+    """`volary rl eval --record`: env 0's first episode as a viewer recording."""
+    from volary.cli.rl import EpisodeTracer
+    from volary.envs import make_env
+
+    env = make_env("hover", n_envs=2, seed=0)
+    tracer = EpisodeTracer(env)
+    tracer.reset(seed=0)
+    steps = 0
+    while not tracer.done and steps < 3000:
+        tracer.step(torch.zeros(2, env.single_action_space.shape[0]))
+        steps += 1
+    tracer.step(torch.zeros(2, env.single_action_space.shape[0]))  # after the end: not kept
+    rec = load_recording(tracer.recording("hover").save(tmp_path / "ep.npz"))
+    (tr,) = rec.tracks
+    assert tracer.done and len(tr.t) == steps and tr.t[0] == 0.0
+    assert tr.quat.shape == (steps, 4)
+    assert tr.radius == pytest.approx(float(env.world.sim.params.radius[0]))

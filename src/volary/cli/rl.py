@@ -171,6 +171,13 @@ def rl_eval(
     ] = False,
     out: Out = Path("rl_eval"),
     env_opt: EnvOpts = None,
+    record: Annotated[
+        Path | None,
+        typer.Option(
+            "--record",
+            help="Also write env 0's first episode as a .npz recording for `volary view`.",
+        ),
+    ] = None,
 ) -> None:
     """Evaluate a policy on a task (with the task options it was trained with, then any --env
     overrides); write eval.json into --out."""
@@ -190,10 +197,18 @@ def rl_eval(
               for k, v in (meta.get("env_options") or {}).items()}  # fmt: skip
     options = _env_options(task, stored, env_opt)
     env = _make_env(task, envs, seed, device, options)
+    if record is not None and record.suffix != ".npz":
+        _fail(f"--record: expected a .npz path, got {str(record)!r}")
+    tracer = EpisodeTracer(env) if record is not None else None
     try:
-        res = evaluate_policy(env, net, episodes, deterministic=not stochastic, seed=seed)
+        res = evaluate_policy(tracer or env, net, episodes, deterministic=not stochastic,
+                              seed=seed)  # fmt: skip
     except VolaryError as err:
         _fail(str(err))
+    if tracer is not None and record is not None:
+        rec = tracer.recording(f"{task}: env 0's first episode ({policy.name})")
+        console.print(f"-> {rec.save(record)} (volary view {record})", highlight=False,
+                      markup=False)  # fmt: skip
     res.update(task=task, policy=str(policy), trained_on=meta.get("task"), seed=seed,
                env_options=_jsonable(options))  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
@@ -205,3 +220,45 @@ def rl_eval(
     )  # fmt: skip
     console.print(t)
     console.print(f"-> {out / 'eval.json'}", highlight=False, markup=False)
+
+
+class EpisodeTracer:
+    """A vector env that records env 0's pose before every step until its first episode ends
+    (the poses of :class:`volary.view.Track`); everything else goes to the env as it is."""
+
+    def __init__(self, env: Any) -> None:
+        self.env, self.done = env, False
+        self.t: list[float] = []
+        self.pos: list[Any] = []
+        self.quat: list[Any] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.env, name)
+
+    def step(self, actions: Any) -> Any:
+        if not self.done:
+            st = self.env.world.state
+            self.t.append(float(st.time[0]))
+            self.pos.append(st.pos[0].detach().cpu().double().numpy())
+            self.quat.append(st.quat[0].detach().cpu().double().numpy())
+        out = self.env.step(actions)
+        self.done = self.done or bool(out[4]["done"][0])
+        return out
+
+    def recording(self, title: str) -> Any:
+        """The recorded episode in env 0's scene (an open box around it when there is none)."""
+        import numpy as np
+
+        from volary.view import Track, recording_from_spec
+        from volary.worlds import SceneSpec
+
+        pos, t = np.array(self.pos), np.array(self.t) - self.t[0]
+        specs = self.env.world.specs
+        if specs is not None:
+            spec = specs[0]
+        else:
+            lo, hi = pos.min(0) - 2.0, pos.max(0) + 2.0
+            spec = SceneSpec("open", (lo[0], lo[1], 0.0), (hi[0], hi[1], max(hi[2], 1.0)))
+        radius = float(self.env.world.sim.params.radius[0])
+        track = Track("env 0", t, pos, np.array(self.quat), radius)
+        return recording_from_spec(spec, [track], title)
