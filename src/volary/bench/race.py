@@ -218,15 +218,14 @@ def _plan_act(plan: RacePlan, steps: int, n: int, dt: float, dev: Any) -> Any:
 
     if not hasattr(plan, "setpoints"):
         return lambda world, k: plan.setpoint(times(k, k + 1)[0])
-    table: dict[int, Tensor] = {}
+    chunk: list[Any] = [-1, None]  # (index of the tabulated chunk, its (C, N, 14) setpoints)
 
     def act(world: Any, k: int) -> Tensor:
-        c = k // TABLE_CHUNK
-        if c not in table:
-            table.clear()
+        c, j = divmod(k, TABLE_CHUNK)
+        if chunk[0] != c:
             k0 = c * TABLE_CHUNK
-            table[c] = plan.setpoints(times(k0, min(k0 + TABLE_CHUNK, max(steps, k + 1))))
-        return table[c][k - c * TABLE_CHUNK]
+            chunk[:] = [c, plan.setpoints(times(k0, min(k0 + TABLE_CHUNK, steps)))]
+        return chunk[1][j]
 
     return act
 

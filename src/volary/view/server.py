@@ -76,6 +76,7 @@ class Viewer:
         self._nodes: dict[str, Any] = {}
         self._gui: list[Any] = []
         self._camera: Any = None
+        self._image: Any = None  # the sensor panel, when the recording has frames or a scene
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._player: threading.Thread | None = None
@@ -194,7 +195,6 @@ class Viewer:
         play = gui.add_checkbox("play", False)
         play.on_update(lambda _: self._play(slider) if play.value else self._stop.set())
         self._gui += [slider, play]
-        self._slider = slider
         self._image = None
         if rec.frames or self._camera is not None:
             blank = np.full((48, 64, 3), 128, np.uint8)

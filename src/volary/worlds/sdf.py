@@ -216,7 +216,7 @@ def _per_kind(scene: Scene, p: Tensor) -> list[tuple[Tensor, Tensor, Tensor, Ten
     would only add +inf distances."""
     q = p[:, :, None, :]
     e = lambda t: t[:, None]  # noqa: E731  (N, K, ...) -> (N, 1, K, ...)
-    box, cyl, sph, plane = scene.kinds_present
+    _, cyl, sph, plane = scene.kinds_present  # boxes: always
     out = []
     d, c = sdf_box(q, e(scene.box_center), e(scene.box_half), e(scene.box_yaw))
     out.append((d, c, scene.box_id, scene.box_valid))
