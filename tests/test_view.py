@@ -193,6 +193,25 @@ def test_slider_time_moves_the_vehicle_and_renders_depth():
         Viewer(port=-1)
 
 
+def test_play_advances_the_time_until_stopped():
+    v = Viewer(port=_free_port())
+    try:
+        v.show(_synthetic())
+        play = next(g for g in v._gui if getattr(g, "label", "") == "play")
+        play.value = True  # what the page's checkbox does
+        deadline = time.time() + 5.0
+        while v.time < 0.5 and time.time() < deadline:
+            time.sleep(0.05)
+        assert v.time >= 0.5
+        play.value = False
+        time.sleep(0.3)
+        stopped = v.time
+        time.sleep(0.5)
+        assert v.time == stopped
+    finally:
+        v.close()
+
+
 # ---- the page in a real browser ---------------------------------------------------------------
 CHROMIUM = next(
     (
