@@ -247,14 +247,13 @@ def trial_recording(run: str | Path, trial: str) -> Recording:
     if not db_path.is_file():
         raise ConfigError(f"run: no benchmark database at {str(db_path)!r}")
     with RunDB.open(db_path, readonly=True) as db:
-        rows = {r.key: r for r in db.results()}
-    if trial not in rows:
-        near = (
-            sorted(k for k in rows if k.split("|")[:3] == trial.split("|")[:3])[:5]
-            or sorted(rows)[:5]
-        )
+        found = db.results(trial)
+        keys = db.done_keys() if not found else set()
+    if not found:
+        near = sorted(k for k in keys if k.split("|")[:3] == trial.split("|")[:3])[:5]
+        near = near or sorted(keys)[:5]
         raise ConfigError(f"trial: no trial {trial!r} in {db_path}; keys look like: {near}")
-    r = rows[trial]
+    (r,) = found
     spec = scene_from_ref(f"{r.scenario}:{r.config}")
     track = json.loads(r.track) if r.track else []
     if not track:

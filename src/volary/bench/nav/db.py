@@ -188,11 +188,15 @@ class RunDB:
         total = sum(len(u.platforms) for u in self.units())
         return int(done), int(ok), total
 
-    def results(self) -> list[TrialResult]:
+    def results(self, key: str | None = None) -> list[TrialResult]:
+        """Every stored trial (by unit, then key), or only the one with ``key``."""
         names = ", ".join(f'"{n}"' for n in ROW_FIELDS)
         types = _column_types()
         out = []
-        for row in self.conn.execute(f"SELECT {names} FROM trials ORDER BY unit, key"):
+        where, args = ("WHERE key = ?", (key,)) if key is not None else ("", ())
+        for row in self.conn.execute(
+            f"SELECT {names} FROM trials {where} ORDER BY unit, key", args
+        ):
             d = {}
             for n, v in zip(ROW_FIELDS, row, strict=True):
                 t = types[n]
