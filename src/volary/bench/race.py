@@ -186,7 +186,7 @@ def _run_race(
         compile="numba" if device == "cpu" else False,
     )
     plan = pilot.plan(specs, world.params)
-    quat = [_yaw_quat(s.start_yaw) for s in specs]
+    quat = [yaw_quat(s.start_yaw) for s in specs]
     world.reset(pos=torch.tensor([s.start for s in specs]), quat=torch.tensor(quat))
     n, dev = world.b, world.sim.config.device
 
@@ -198,10 +198,10 @@ def _run_race(
         act,
         (crashed_out, gates_done),  # a crash on the final gate's step still counts
         steps=steps,
-        record=_RECORDS,
+        record=RACE_RECORDS,
         record_initial=True,
     )
-    return _result(specs, world.gates, ep, plan)
+    return race_result(specs, world.gates, ep, plan.duration)
 
 
 TABLE_CHUNK = 1024  # control steps of setpoints tabulated per batched plan evaluation
@@ -237,14 +237,14 @@ def crashed_out(world: World) -> Tensor:
     return world.collision_events().any | world.state.crashed | world.sim.last_reset
 
 
-_RECORDS = {  # sampled before the first step and after every step (rollout record_initial)
+RACE_RECORDS = {  # sampled before the first step and after every step (rollout record_initial)
     "pos": lambda w: w.state.pos.clone(),
     "time": lambda w: w.state.time.clone(),
     "passed": lambda w: w.gates.passed.clone(),  # stands still once the env ended (World.step)
 }
 
 
-def _yaw_quat(yaw: float) -> list[float]:
+def yaw_quat(yaw: float) -> list[float]:
     return [math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)]
 
 
@@ -260,9 +260,12 @@ def _gate_times(records: dict[str, Tensor]) -> Tensor:
     return torch.where(new.any(0), at, torch.full_like(at, math.nan))
 
 
-def _result(
-    specs: Sequence[SceneSpec], tracker: GateTracker, ep: Episode, plan: RacePlan
+def race_result(
+    specs: Sequence[SceneSpec], tracker: GateTracker, ep: Episode, plan_time: Tensor
 ) -> RaceResult:
+    """The race's outcome per env from a rollout that recorded ``RACE_RECORDS`` (with the initial
+    sample) and ended with ``crashed_out`` as its collision term; ``plan_time`` (N,) s is the
+    racer's planned duration (NaN when it had none)."""
     rec = ep.records
     gt = _gate_times(rec).cpu()
     last = (tracker.n_gates - 1).clamp_min(0).cpu()
@@ -282,7 +285,7 @@ def _result(
         timed_out=~finished & ~collided,
         time=time,
         score=score,
-        plan_time=plan.duration.cpu().double(),
+        plan_time=plan_time.cpu().double(),
         path=rec["pos"][1::PATH_EVERY].detach().cpu().clone(),
         path_time=torch.tensor(rec["time"][1::PATH_EVERY, 0].tolist()),
     )
@@ -308,6 +311,7 @@ __all__ = [
     "crashed_out",
     "leaderboard",
     "make_racer",
+    "race_result",
     "race_score",
     "run_race",
     "segment_load",

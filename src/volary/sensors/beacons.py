@@ -9,6 +9,12 @@ centre toward X (length L) hits nothing closer than L - eps, hits on the gate's 
 ``frame_margin`` m of the corner excepted (the corner lies on its own frame, FlightGoggles tests
 "occlusion before being included in the IR sensor output"). Gaussian pixel noise of std
 ``pixel_noise_std`` px is added to kept corners from a per-env counter-based stream.
+
+Faults (a detector's failures; none by default): each kept corner is dropped with probability
+``dropout``; each report that remains is, with probability ``false_rate``, a false detection:
+its pixel is uniform over the image, unrelated to the corner its id names (a reflection or
+another light read as that beacon). Both come from a second per-env stream, so a reading
+without faults is the same as before they existed.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ class BeaconReading:
     corner: Tensor  # (N, K) int64 corner index 0..3 in the gate's corner order
     object_id: Tensor  # (N, K) int64 the gate's object id (-1 when unknown)
     depth: Tensor  # (N, K) m, z of the corner in the camera frame (noise-free)
+    false: Tensor | None = None  # (N, K) bool: the report is a false detection (faults)
 
 
 def project_pinhole(points_c: Tensor, intrinsics: Tensor) -> Tensor:
@@ -93,12 +100,18 @@ class IrBeacons:
         pixel_noise_std: float = 0.0,
         frame_margin: float = 0.3,
         eps: float = 1e-3,
+        dropout: float = 0.0,
+        false_rate: float = 0.0,
     ) -> None:
         self.config = camera_config(camera)
         if mount is not None:
             self.config = replace(self.config, mount=as_mount(mount))
         check_nonneg("beacons", pixel_noise_std=pixel_noise_std, frame_margin=frame_margin, eps=eps)
         self.pixel_noise_std, self.frame_margin, self.eps = pixel_noise_std, frame_margin, eps
+        for name, v in (("dropout", dropout), ("false_rate", false_rate)):
+            if not (isinstance(v, int | float) and 0.0 <= v < 1.0):
+                raise ConfigError(f"beacons.{name}: expected a probability in [0, 1), got {v!r}")
+        self.dropout, self.false_rate = float(dropout), float(false_rate)
         self.caster = caster
         self.device, self.dtype, self.n_envs = check_caster(caster)
         corners, self.gate_valid, ids = _gates(scene, self.n_envs, self.device, self.dtype)
@@ -114,6 +127,7 @@ class IrBeacons:
             torch.tensor([[0.0, 0.0, 1.0]]), self.config.mount, self.device, self.dtype
         )
         self.noise = NoiseStream(seed, 0xBEAC0, self.n_envs, self.device)
+        self.faults = NoiseStream(seed, 0xBEAC1, self.n_envs, self.device)
 
     def __call__(self, pos: Any, quat: Tensor | None = None) -> BeaconReading:
         """Visible corners and their pixels for body poses (or a state)."""
@@ -134,8 +148,25 @@ class IrBeacons:
         if self.pixel_noise_std > 0:
             z = self.noise.normal(2 * uv.shape[1], self.dtype).reshape(uv.shape)
             uv = uv + self.pixel_noise_std * z
+        false = None
+        if self.dropout > 0 or self.false_rate > 0:
+            keep, uv, false = self._faults(keep, uv)
         uv = torch.where(keep[..., None], uv, torch.full_like(uv, math.nan))
-        return BeaconReading(uv, keep, self.gate_index, self.corner, self.object_id, pc[..., 2])
+        return BeaconReading(
+            uv, keep, self.gate_index, self.corner, self.object_id, pc[..., 2], false
+        )
+
+    def _faults(self, keep: Tensor, uv: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Dropped reports and false detections (module docstring)."""
+        k = keep.shape[1]
+        _, u = self.faults.draw(4 * k, self.dtype)
+        u_drop, u_false, u_px = u[:, :k], u[:, k : 2 * k], u[:, 2 * k :].reshape(-1, k, 2)
+        keep = keep & (u_drop >= self.dropout)
+        false = keep & (u_false < self.false_rate)
+        size = torch.tensor([self.config.width, self.config.height], dtype=uv.dtype,
+                            device=uv.device)  # fmt: skip
+        uv = torch.where(false[..., None], u_px * size, uv)
+        return keep, uv, false
 
     def _occluded(self, origin: Tensor, rel: Tensor) -> Tensor:
         """(N, K) True where the segment camera -> corner is blocked (see module docstring)."""

@@ -151,6 +151,20 @@ _CAMERA_PRESETS: dict[str, CameraConfig] = {
         stereo_baseline=0.095,
         source="d455 with stereo-shadow invalidation (Aerial Gym Sec. III-D1)",
     ),
+    # FlightGoggles' default racing camera: 1024 x 768 px; Unity's 70 deg is the vertical FOV
+    # (our reading of the FlightGoggles camera settings; the paper gives no intrinsics), the
+    # horizontal FOV follows from the 4:3 aspect with square pixels. Depth is not published:
+    # range 0.1-100 m so the whole arena is in view.
+    "flightgoggles": CameraConfig(
+        width=1024,
+        height=768,
+        hfov=2.0 * math.atan(math.tan(35.0 * _DEG) * 1024.0 / 768.0),
+        vfov=70.0 * _DEG,
+        min_range=0.1,
+        max_range=100.0,
+        source="FlightGoggles racing camera: 1024x768, 70 deg vertical FOV (assumed from its "
+        "Unity settings); range not published",
+    ),
     "ideal_64": CameraConfig(
         width=64,
         height=64,

@@ -81,13 +81,21 @@ _IMU_PRESETS: dict[str, ImuConfig] = {
         rate_hz=200.0,
         source="VectorNav VN-100 datasheet noise densities and bias stability",
     ),
-    # FlightGoggles vehicle config: per-sample variances 0.005 (accel) and 0.003 (gyro) at
-    # the 960 Hz physics rate, converted to densities: sigma = sqrt(var / f).
+    # FlightGoggles vehicle config (flightgoggles_imu parameters and their defaults in the
+    # dynamics node): per-sample variances 0.005 (accel) and 0.003 (gyro) at the 960 Hz physics
+    # rate, converted to densities: sigma = sqrt(var / f); turn-on bias variances 0.005
+    # (m/s^2)^2 and 0.003 (rad/s)^2; bias process auto-correlations 1e-7 (m^2/s^5, rad^2/s^3),
+    # i.e. random walks of sqrt(1e-7) per sqrt(s) (paper 001 Sec. IV-E: a_meas = ... + b_a).
     "flightgoggles": ImuConfig(
         accel_noise_density=math.sqrt(0.005 / 960.0),
         gyro_noise_density=math.sqrt(0.003 / 960.0),
+        accel_bias_random_walk=math.sqrt(1e-7),
+        gyro_bias_random_walk=math.sqrt(1e-7),
+        accel_bias_init=math.sqrt(0.005),
+        gyro_bias_init=math.sqrt(0.003),
         rate_hz=960.0,
-        source="FlightGoggles vehicle configuration (imu variances)",
+        source="FlightGoggles vehicle configuration (imu variances, bias init variances and "
+        "bias process auto-correlations)",
     ),
 }
 IMU_PRESETS: Registry[ImuConfig] = Registry("imu preset", _IMU_PRESETS)

@@ -1,0 +1,442 @@
+"""The AlphaPilot 2019 challenge as it was posed (paper 001 Sec. V-C): race from sensors.
+
+The race, its rules and its score are :mod:`volary.bench.race`'s (the same World, gate
+tracker, collision rule and ``race_result``); what changes is what the racer gets. A contestant
+(:class:`volary.planning.challenge.Contestant`) is briefed with the *nominal* course, the
+perturbation bounds, the vehicle and its sensors, and then, every control step, receives only a
+:class:`~volary.planning.challenge.ChallengeObservation`: the clock, the IMU sample, and the
+IR beacon frame and downward range when those sensors read. It answers with collective thrust
+and body rates for the FlightGoggles acro loop (control mode ``ctbr``). It never holds the World,
+the state or the perturbed courses: observations are copies built here from the sensor readings,
+with the simulator-only fields (corner depths, which reports are false) left out.
+
+Sensors (:class:`ChallengeSensors`; defaults from FlightGoggles where it published them):
+IMU ``flightgoggles`` (noise, turn-on bias and bias walk of the FlightGoggles vehicle config),
+sampled every control step; IR beacons seen by the forward camera (``flightgoggles`` camera,
+60 Hz, the renderer's nominal rate), FlightGoggles' occlusion rule, 1 px noise and 5 % dropped
+reports (our assumption: the paper gives no detector noise); the downward single-point ranger
+(LightWare SF11/B noise, 20 Hz). Faults for robustness runs: ``dropout``, ``false_rate`` (a report
+at a random pixel under a real corner's id), ``imu_bias_scale``.
+
+Scoring exactly as the challenge (:func:`challenge_summary`): 10 n - t per course, 0 on collision
+or no finish; the leaderboard is the mean of the best 5 of the 25 courses; completion rate and the
+mean +- std of all scores beside Table IV. A run ends at ``time_limit_s`` (default 60 s: every
+2019 finish took well under it; the rule's 300 s would only spend CPU on hovering vehicles): a
+course not finished by then scores 0 as a timeout.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from volary.bench.race import (
+    BEST_OF,
+    PATH_EVERY,
+    RACE_PLATFORM,
+    RACE_RECORDS,
+    TOP_2019_SCORE,
+    RaceResult,
+    crashed_out,
+    leaderboard,
+    race_result,
+    yaw_quat,
+)
+from volary.bench.threads import one_thread
+from volary.errors import ConfigError
+from volary.math.quaternion import quat_conj, quat_mul
+from volary.planning.challenge import (
+    DEFAULT_CONTESTANT,
+    BeaconReport,
+    Briefing,
+    ChallengeObservation,
+    Contestant,
+    RangeReport,
+    make_contestant,
+)
+from volary.sensors import IrBeacons, camera_config, rangefinder_config
+from volary.sensors.imu import ImuConfig, imu_config
+from volary.worlds import GateTracker, Scene, SceneSpec, alphapilot_2019, unperturbed
+
+# Table IV of paper 001: sensor set -> (teams, completed runs %, mean score, std of scores)
+TABLE_IV: dict[str, tuple[int, float, float, float]] = {
+    "IMU + IR": (12, 48.67, 35.32, 37.72),
+    "IMU + IR + Camera": (4, 36.0, 26.72, 35.87),
+    "IMU + IR + Ranger": (3, 24.0, 15.04, 27.43),
+    "IMU + IR + Ranger + Camera": (1, 60.0, 41.39, 34.55),
+}
+
+
+@dataclass(frozen=True)
+class ChallengeSensors:
+    """The contestant's sensors and their faults (module docstring)."""
+
+    beacons: bool = True
+    rangefinder: bool = True
+    camera: str = "flightgoggles"  # beacon camera preset (intrinsics, mount)
+    beacon_rate_hz: float = 60.0
+    range_rate_hz: float = 20.0
+    pixel_std: float = 1.0  # px
+    dropout: float = 0.05
+    false_rate: float = 0.0
+    imu: str = "flightgoggles"
+    imu_bias_scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in ("beacon_rate_hz", "range_rate_hz", "imu_bias_scale"):
+            v = getattr(self, name)
+            if not (isinstance(v, int | float) and math.isfinite(v) and v > 0):
+                raise ConfigError(f"sensors.{name}: expected a value > 0, got {v!r}")
+        if not (math.isfinite(self.pixel_std) and self.pixel_std >= 0):
+            raise ConfigError(f"sensors.pixel_std: expected px >= 0, got {self.pixel_std!r}")
+
+    @property
+    def label(self) -> str:
+        """Table IV's name of the set ("IMU + IR + Ranger", ...)."""
+        parts = ["IMU"] + (["IR"] if self.beacons else []) + (["Ranger"] if self.rangefinder else [])
+        return " + ".join(parts)
+
+    def imu_config(self) -> ImuConfig:
+        c, k = imu_config(self.imu), self.imu_bias_scale
+        return replace(c, accel_bias_init=c.accel_bias_init * k, gyro_bias_init=c.gyro_bias_init * k)
+
+
+SENSOR_SETS: dict[str, ChallengeSensors] = {
+    "imu+ir+ranger": ChallengeSensors(),
+    "imu+ir": ChallengeSensors(rangefinder=False),
+}
+FAULTS: dict[str, dict[str, float]] = {
+    "none": {},
+    "dropout30": {"dropout": 0.3},
+    "false10": {"false_rate": 0.1},
+    "bias3x": {"imu_bias_scale": 3.0},
+}
+
+
+@dataclass(frozen=True)
+class ChallengeResult:
+    """A challenge run: the race outcome and the contestant's estimation errors over time."""
+
+    race: RaceResult
+    sensors: ChallengeSensors
+    contestant: str
+    est_time: Tensor  # (K,) s, samples every PATH_EVERY control steps
+    pos_err: Tensor  # (K, N) m, |estimated - true position|; NaN after the env ended
+    att_err: Tensor  # (K, N) rad, attitude error angle
+    gate_err: Tensor  # (K, N, L) m, mean corner distance of each course gate's estimate
+    flying: Tensor  # (K, N) bool, the env had not ended at that sample
+    reset_s: float  # s of wall time in the contestant's reset (its pre-race planning)
+    wall_s: float  # s of wall time of the whole run
+
+
+def run_challenge(
+    courses: Sequence[SceneSpec] | None = None,
+    contestant: str | Contestant = DEFAULT_CONTESTANT,
+    seed: int = 0,
+    *,
+    sensors: ChallengeSensors | None = None,
+    device: str = "cpu",
+    stochastic: bool = True,
+    control_hz: float = 240.0,
+    time_limit_s: float = 60.0,
+) -> ChallengeResult:
+    """Fly ``contestant`` on ``courses`` (default: the nominal course), one env per course.
+
+    ``seed`` seeds the vehicle's process noise and every sensor's noise; the courses carry
+    their own perturbations. Runs with one torch/BLAS/OpenMP thread (:mod:`volary.bench.threads`).
+    """
+    specs = [alphapilot_2019()] if courses is None else list(courses)
+    if not specs:
+        raise ConfigError("courses: expected at least one course")
+    if not (math.isfinite(time_limit_s) and time_limit_s > 0):
+        raise ConfigError(f"time_limit_s: expected a time > 0 s, got {time_limit_s!r}")
+    cfg = sensors if sensors is not None else ChallengeSensors()
+    name = contestant if isinstance(contestant, str) else type(contestant).__name__
+    racer = make_contestant(contestant)
+    with one_thread():
+        return _run(specs, racer, name, seed, cfg, device, stochastic, control_hz, time_limit_s)
+
+
+def _nominal(specs: Sequence[SceneSpec]) -> SceneSpec:
+    """The one nominal course every course was drawn from (the briefing's course)."""
+    base = unperturbed(specs[0])
+    key = [np.asarray(g.corners).tobytes() for g in base.gates]
+    for s in specs[1:]:
+        if [np.asarray(g.corners).tobytes() for g in unperturbed(s).gates] != key:
+            raise ConfigError("courses: expected perturbations of one nominal course")
+    return base
+
+
+def _run(
+    specs: list[SceneSpec],
+    racer: Contestant,
+    name: str,
+    seed: int,
+    cfg: ChallengeSensors,
+    device: str,
+    stochastic: bool,
+    control_hz: float,
+    time_limit_s: float,
+) -> ChallengeResult:
+    from volary.sim import OnCaster, Sensing, World, rollout  # layer 4, imported on use
+    from volary.sim.terms import gates_done
+
+    t_start = time.perf_counter()
+    nominal = _nominal(specs)
+    cam = camera_config(cfg.camera)
+    rig: dict[str, Any] = {}
+    if cfg.beacons:
+        rig["beacons"] = Sensing(
+            OnCaster(lambda caster: IrBeacons(
+                cam, caster, specs, seed=seed, pixel_noise_std=cfg.pixel_std,
+                dropout=cfg.dropout, false_rate=cfg.false_rate,
+            )),
+            rate_hz=cfg.beacon_rate_hz,
+        )  # fmt: skip
+    ranger = rangefinder_config("flightgoggles")
+    if cfg.rangefinder:
+        rig["range"] = Sensing(ranger, rate_hz=cfg.range_rate_hz)
+    scene = Scene.stack(specs, device=device)
+    world = World(
+        [RACE_PLATFORM] * len(specs),
+        specs,
+        gates=GateTracker.for_courses(scene, specs),
+        sensors=rig,
+        control="ctbr",
+        device=device,
+        stochastic=stochastic,
+        seed=seed,
+        control_hz=control_hz,
+        imu=cfg.imu_config(),
+    )
+    quat = [yaw_quat(s.start_yaw) for s in specs]
+    world.reset(pos=torch.tensor([s.start for s in specs]), quat=torch.tensor(quat))
+    brief = Briefing(
+        course=nominal,
+        n_envs=world.b,
+        vehicle=world.params.to(dtype=torch.float64),
+        dt=world.dt,
+        imu=imu_config(cfg.imu),  # the published IMU: a contestant is not told of a fault
+        camera=cam if cfg.beacons else None,
+        beacon_rate_hz=cfg.beacon_rate_hz if cfg.beacons else None,
+        beacon_pixel_std=cfg.pixel_std,
+        rangefinder=ranger if cfg.rangefinder else None,
+        range_rate_hz=cfg.range_rate_hz if cfg.rangefinder else None,
+        start_pos=tuple(float(v) for v in nominal.start),  # type: ignore[arg-type]
+        start_yaw=float(nominal.start_yaw),
+        floor_z=0.0,
+    )
+    t0 = time.perf_counter()
+    racer.reset(brief)
+    reset_s = time.perf_counter() - t0
+    log = _EstimateLog(specs, racer)
+    steps = int(math.ceil(time_limit_s * world.sim.config.control_hz))
+
+    def act(w: Any, k: int) -> Tensor:
+        obs = observe(w, k)
+        cmd = _checked(racer.act(obs), w.b, name)
+        if k % PATH_EVERY == 0:
+            log.take(w, k)
+        return cmd
+
+    ep = rollout(world, act, (crashed_out, gates_done), steps=steps, record=RACE_RECORDS,
+                 record_initial=True)  # fmt: skip
+    race = race_result(specs, world.gates, ep, torch.full((world.b,), math.nan))
+    return log.result(race, cfg, name, ep.end_time, reset_s, time.perf_counter() - t_start)
+
+
+def observe(world: Any, k: int) -> ChallengeObservation:
+    """The contestant's observation at control step k: copies of the sensor readings due now."""
+    readings = world.readings()
+    imu = world.sim.imu_reading
+    beacons = None
+    if "beacons" in readings:
+        r = readings["beacons"]
+        beacons = BeaconReport(
+            r.pixels.clone(), r.visible.clone(), r.object_id.clone(), r.corner.clone()
+        )
+    rng = None
+    if "range" in readings:
+        r = readings["range"]
+        rng = RangeReport(r.range.clone(), r.valid.clone())
+    return ChallengeObservation(
+        step=k,
+        time=world.elapsed.clone(),
+        accel=None if imu is None or k == 0 else imu.accel.clone(),
+        gyro=None if imu is None or k == 0 else imu.gyro.clone(),
+        beacons=beacons,
+        range=rng,
+    )
+
+
+def _checked(cmd: Any, n: int, name: str) -> Tensor:
+    if not isinstance(cmd, Tensor) or tuple(cmd.shape) != (n, 4):
+        shape = tuple(cmd.shape) if isinstance(cmd, Tensor) else type(cmd).__name__
+        raise ConfigError(
+            f"contestant {name!r}: act() must return a (N={n}, 4) tensor [thrust N, "
+            f"w_x, w_y, w_z rad/s], got {shape}"
+        )
+    if not bool(torch.isfinite(cmd).all()):
+        raise ConfigError(f"contestant {name!r}: act() returned a non-finite command")
+    return cmd
+
+
+class _EstimateLog:
+    """The contestant's own estimate beside the truth, every PATH_EVERY steps (when it offers
+    ``estimate()``); the true course gates come from the specs, never from the contestant."""
+
+    def __init__(self, specs: Sequence[SceneSpec], racer: Contestant) -> None:
+        self.racer = racer
+        self.true_gates = torch.stack([
+            torch.as_tensor(np.stack([np.asarray(s.gates[i].corners)
+                                      for i in s.meta["order_index"]]))
+            for s in specs
+        ]).double()  # (N, L, 4, 3) fmt: skip
+        self.rows: list[tuple[float, Tensor, Tensor, Tensor, Tensor]] = []
+
+    def take(self, world: Any, k: int) -> None:
+        est = getattr(self.racer, "estimate", None)
+        if est is None:
+            return
+        e = est()
+        st = world.state
+        pos_err = (e["pos"].double() - st.pos.double()).norm(dim=-1)
+        dq = quat_mul(quat_conj(st.quat.double()), e["quat"].double())
+        att = 2 * torch.atan2(dq[:, 1:].norm(dim=-1), dq[:, 0].abs())
+        gate = (e["gate_corners"].double() - self.true_gates).norm(dim=-1).mean(-1)
+        self.rows.append((k * world.dt, pos_err, att, gate, world.active.clone()))
+
+    def result(
+        self,
+        race: RaceResult,
+        cfg: ChallengeSensors,
+        name: str,
+        end_time: Tensor,
+        reset_s: float,
+        wall_s: float,
+    ) -> ChallengeResult:
+        n, L = self.true_gates.shape[:2]
+        if not self.rows:
+            empty = torch.zeros(0, n)
+            return ChallengeResult(race, cfg, name, torch.zeros(0), empty, empty,
+                                   torch.zeros(0, n, L), empty.bool(), reset_s, wall_s)  # fmt: skip
+        t = torch.tensor([r[0] for r in self.rows], dtype=torch.float64)
+        flying = torch.stack([r[4] for r in self.rows])
+        nan = torch.tensor(math.nan, dtype=torch.float64)
+        pos = torch.where(flying, torch.stack([r[1] for r in self.rows]), nan)
+        att = torch.where(flying, torch.stack([r[2] for r in self.rows]), nan)
+        gate = torch.where(flying[..., None], torch.stack([r[3] for r in self.rows]), nan)
+        return ChallengeResult(race, cfg, name, t, pos, att, gate, flying, reset_s, wall_s)
+
+
+def challenge_summary(res: ChallengeResult, best: int = BEST_OF) -> dict[str, Any]:
+    """The challenge's figures: leaderboard (best ``best`` mean), completion rate, mean +- std
+    of all scores, and the estimation errors (median and 95th percentile over all flying
+    samples; each course gate's error at the moment it was passed)."""
+    r = res.race
+    score = r.score.double()
+    done = r.finished & ~r.collided
+    out: dict[str, Any] = {
+        "contestant": res.contestant,
+        "sensors": res.sensors.label,
+        "sensor_settings": asdict(res.sensors),
+        "courses": len(r.courses),
+        "leaderboard": leaderboard(score, best),
+        "completed_pct": 100.0 * float(done.double().mean()),
+        "mean_score": float(score.mean()),
+        "std_score": float(score.std(unbiased=False)) if score.numel() > 1 else 0.0,
+        "collided": int(r.collided.sum()),
+        "timed_out": int(r.timed_out.sum()),
+        "reset_s": res.reset_s,
+        "wall_s": res.wall_s,
+        "top_2019_score": TOP_2019_SCORE,
+    }
+    if res.pos_err.numel():
+        out["estimation"] = _error_stats(res)
+    return out
+
+
+def _error_stats(res: ChallengeResult) -> dict[str, Any]:
+    def q(x: Tensor) -> dict[str, float]:
+        v = x[torch.isfinite(x)]
+        if not v.numel():
+            return {"median": math.nan, "p95": math.nan}
+        return {"median": float(v.median()), "p95": float(torch.quantile(v, 0.95))}
+
+    gt = res.race.gate_times  # (N, L) s when passed
+    at_pass = []
+    for i in range(gt.shape[0]):
+        for j in range(gt.shape[1]):
+            t = float(gt[i, j])
+            if math.isfinite(t):
+                kk = int(torch.searchsorted(res.est_time, torch.tensor([t]).double())[0]) - 1
+                at_pass.append(float(res.gate_err[max(kk, 0), i, j]))
+    return {
+        "position_m": q(res.pos_err),
+        "attitude_deg": {k: math.degrees(v) for k, v in q(res.att_err).items()},
+        "gate_m": q(res.gate_err),
+        "gate_at_passage_m": q(torch.tensor(at_pass, dtype=torch.float64)),
+    }
+
+
+def plot_estimation(res: ChallengeResult, path: Any, env: int | None = None) -> Any:
+    """Estimation error along the course: position, attitude and the course gates' mean corner
+    error over time (median over the flying envs, shaded 5-95 %, or one env)."""
+    from pathlib import Path
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(3, 1, figsize=(8, 8), sharex=True)
+    t = res.est_time.numpy()
+    series = [
+        (res.pos_err, "position error [m]", 1.0),
+        (res.att_err, "attitude error [deg]", 180.0 / math.pi),
+        (res.gate_err.nanmean(-1), "gate estimate error [m]", 1.0),
+    ]
+    for ax, (x, label, scale) in zip(axes, series, strict=True):
+        v = (x * scale).numpy()
+        if env is not None:
+            ax.plot(t, v[:, env], lw=1.2)
+        else:
+            with np.errstate(all="ignore"):
+                import warnings
+
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    med = np.nanmedian(v, 1)
+                    lo, hi = np.nanpercentile(v, 5, 1), np.nanpercentile(v, 95, 1)
+            ax.fill_between(t, lo, hi, alpha=0.3, label="5-95 % of courses")
+            ax.plot(t, med, lw=1.5, label="median")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    axes[0].legend(loc="upper right")
+    axes[-1].set_xlabel("time since start [s]")
+    axes[0].set_title(f"{res.contestant}, {res.sensors.label}: estimation error")
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return out
+
+
+__all__ = [
+    "FAULTS",
+    "SENSOR_SETS",
+    "TABLE_IV",
+    "ChallengeResult",
+    "ChallengeSensors",
+    "challenge_summary",
+    "observe",
+    "plot_estimation",
+    "run_challenge",
+]

@@ -1,0 +1,328 @@
+"""The reference contestant of the AlphaPilot challenge: race from sensors, not from the truth.
+
+What it knows is a :class:`~volary.planning.challenge.Briefing`; what it senses arrives in
+:class:`~volary.planning.challenge.ChallengeObservation`. Three parts, batched over envs:
+
+1. **Estimation** (:class:`volary.sensors.estimation.GateEkf`): an error-state EKF propagated
+   with every IMU sample and corrected with the IR beacon corners (and the downward range when
+   carried and ``use_range``). The course gates' unknown offsets (dx, dy, dyaw) are states with
+   priors from the published bounds (uniform on +-b: std b / sqrt(3)); the other gates are
+   fixed landmarks. Corners whose innovation fails a chi-square gate are ignored, so false
+   detections and dropped beacons cost accuracy, not the filter.
+2. **Planning**: before the start, volary's minimum-time planner
+   (:func:`volary.planning.mintime.min_time`, the oracle racer's settings) on the *nominal*
+   course gives segment times and the speed through each gate. In flight, every
+   ``replan_every`` control steps, an env whose estimated gates moved more than ``replan_tol``
+   since its plan was made is replanned: min-snap from the reference's current position,
+   velocity, acceleration and jerk (so the reference stays smooth) through the estimated gate
+   centres, crossing each along its estimated normal at the planned speed, with the remaining
+   segment times of the nominal plan (the perturbations move gates by metres on segments of
+   tens of metres, and the plan keeps 10 % thrust headroom for the difference). No replanning within ``freeze_s`` of the next gate (the
+   beacons of a gate leave the view as it is reached, paper 001 Fig. 10c).
+3. **Tracking**: the reference's 14-d setpoint (drag-aware feed-forward) and the *estimated*
+   state give collective thrust and body rates with the geometric law of ``volary.control``
+   (Lee force, Mellinger feed-forward rates, a P law on the attitude error); the acro loop of
+   the vehicle tracks the rates.
+
+Differences from a 2019 team: one EKF design, no learned detector, a planner given a few
+seconds of CPU before the start (the teams had weeks).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from volary.control import Gains
+from volary.control import geometric as geo
+from volary.dynamics.params import VehicleParams
+from volary.errors import ConfigError
+from volary.math.quaternion import quat_from_euler, quat_to_rotmat
+from volary.planning.challenge import Briefing, ChallengeObservation
+from volary.planning.flatness import Limits
+from volary.planning.minsnap import min_snap
+from volary.planning.mintime import min_time
+from volary.planning.racing import (
+    CONTROL_MAX_TILT,
+    TrajectoryPlan,
+    _default_limits,
+    course_gates,
+)
+from volary.sensors.estimation import GateEkf, GateMap
+from volary.worlds.gates import gate_planes
+
+HOLD_S = 5.0  # s of hover setpoints tabulated after a plan's end
+
+
+@dataclass
+class SensorRacer:
+    """The sensors-only reference racer (module docstring)."""
+
+    iters: int = 800  # min-time descent steps on the nominal course (MinTimeRacer's)
+    samples: int = 3000  # limit checks per trajectory and step
+    overshoot: float = 3.0  # m past the final gate
+    tail_weight: float = 0.3
+    replan_every: int = 6  # control steps between replanning checks
+    replan_tol: float = 0.05  # m (and 0.05 rad of normal) of estimate change that replans
+    freeze_s: float = 0.25  # s before the next gate without replanning
+    use_range: bool = True
+    pixel_std: float | None = None  # px the filter assumes; None: the briefing's
+    max_tilt: float = CONTROL_MAX_TILT
+    limits: Limits = field(default_factory=_default_limits)
+
+    def __post_init__(self) -> None:
+        for name in ("iters", "samples", "replan_every"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ConfigError(f"{name}: expected an int >= 1, got {v!r}")
+        for name in ("overshoot", "replan_tol"):
+            v = getattr(self, name)
+            if not (math.isfinite(v) and v > 0):
+                raise ConfigError(f"{name}: expected a value > 0, got {v}")
+
+    # ---- before the start ---------------------------------------------------------------------
+    def reset(self, briefing: Briefing) -> None:
+        b = briefing
+        self.brief, self.n, self.dt = b, b.n_envs, b.dt
+        self.params = b.vehicle.to(dtype=torch.float64)
+        self.gains = Gains.default(self.params).override(max_tilt=self.max_tilt)
+        self.order = list(b.course.meta["order_index"])
+        self.ekf = self._filter(b)
+        start = torch.tensor(b.start_pos, dtype=torch.float64)
+        centres, normals = (torch.as_tensor(x) for x in course_gates(b.course))
+        self.yaw = float(b.start_yaw)
+        nominal = self._nominal(b.course, start, centres, normals)
+        self.durations = nominal[0].expand(self.n, -1).clone()  # (N, M) s per segment
+        self.speeds = nominal[1].expand(self.n, -1).clone()  # (N, L) m/s through each gate
+        self.step_i = 0
+        self.table = torch.zeros(self.n, 0, 14, dtype=torch.float64)  # setpoints per step
+        self.flat = torch.zeros(self.n, 0, 12, dtype=torch.float64)  # p, v, a, jerk per step
+        self.knots = torch.zeros(self.n, centres.shape[0] + 2, dtype=torch.float64)
+        self.plan_gates = torch.zeros(self.n, centres.shape[0], 2, 3, dtype=torch.float64)
+        ref = self._rest_reference(start)
+        self._replan(torch.ones(self.n, dtype=torch.bool), 0, ref)
+
+    def _filter(self, b: Briefing) -> GateEkf:
+        spec = b.course
+        corners = torch.tensor(np.stack([np.asarray(g.corners) for g in spec.gates]))
+        ids = torch.tensor([g.object_id for g in spec.gates])
+        bounds = b.bounds
+        state_of = torch.full((len(spec.gates),), -1, dtype=torch.int64)
+        std = []
+        for l, gi in enumerate(self.order):
+            state_of[gi] = l
+            bx, by, byaw = bounds.get(spec.gates[gi].name, (0.0, 0.0, 0.0))
+            std.append([bx / math.sqrt(3), by / math.sqrt(3), math.radians(byaw) / math.sqrt(3)])
+        cam = b.camera
+        if cam is None:
+            intr, rot, trans = torch.tensor([1.0, 1.0, 0.0, 0.0]), torch.eye(3), torch.zeros(3)
+        else:
+            intr, rot = cam.intrinsics, cam.mount.matrix()
+            trans = torch.tensor(cam.mount.translation, dtype=torch.float64)
+        q0 = quat_from_euler(*(torch.tensor([v], dtype=torch.float64) for v in (0, 0, b.start_yaw)))
+        return GateEkf(
+            GateMap(corners, ids, state_of, torch.tensor(std, dtype=torch.float64)),
+            torch.tensor(b.start_pos, dtype=torch.float64).expand(self.n, 3),
+            q0.expand(self.n, 4),
+            b.imu,
+            intrinsics=intr,
+            camera_rotation=rot,
+            camera_translation=trans,
+            pixel_std=max(self.pixel_std if self.pixel_std is not None else b.beacon_pixel_std,
+                          0.5),
+            range_std=0.05 if b.rangefinder is None else max(b.rangefinder.noise_std, 0.01),
+            floor_z=b.floor_z,
+        )  # fmt: skip
+
+    def _nominal(
+        self, course: Any, start: Tensor, centres: Tensor, normals: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """(segment times (1, M), gate speeds (1, L)) of the min-time plan on the nominal course."""
+        wp, dirs = self._waypoints(start[None], centres[None], normals[None])
+        der = torch.full((*wp.shape[:2], 3, 4), math.nan, dtype=torch.float64)
+        der[:, 0] = 0.0
+        weights = torch.ones(wp.shape[1] - 1, dtype=torch.float64)
+        weights[-1] = self.tail_weight
+        yaw = torch.full(wp.shape[:2], self.yaw, dtype=torch.float64)
+        res = min_time(
+            wp, self.params.index([0]), self.limits, yaw=yaw, derivatives=der,
+            directions=dirs, weights=weights, iters=self.iters, samples=self.samples,
+        )  # fmt: skip
+        assert res.speeds is not None
+        return res.durations, res.speeds[:, 1:-1]
+
+    def _waypoints(self, start: Tensor, centres: Tensor, normals: Tensor) -> tuple[Tensor, Tensor]:
+        """(N, L + 2, 3) start, gate centres, overshoot; directions (normals at the gates)."""
+        over = centres[:, -1:] + self.overshoot * normals[:, -1:]
+        wp = torch.cat((start[:, None], centres, over), 1)
+        dirs = torch.full_like(wp, math.nan)
+        dirs[:, 1:-1] = normals
+        return wp, dirs
+
+    def _rest_reference(self, pos: Tensor) -> Tensor:
+        """(N, 4, 3) position, velocity, acceleration, jerk of a reference at rest at ``pos``."""
+        ref = torch.zeros(self.n, 4, 3, dtype=torch.float64)
+        ref[:, 0] = pos
+        return ref
+
+    # ---- every control step -------------------------------------------------------------------
+    def act(self, obs: ChallengeObservation) -> Tensor:
+        self.step_i = k = obs.step
+        self._estimate(obs)
+        if k > 0 and k % self.replan_every == 0:
+            self._maybe_replan(k)
+        sp = self.table[:, min(k, self.table.shape[1] - 1)]
+        return self._ctbr(sp)
+
+    def estimate(self) -> dict[str, Tensor]:
+        """The racer's belief now: position, velocity, attitude, course gate corners (L, 4, 3)."""
+        e = self.ekf
+        return {
+            "pos": e.pos.clone(),
+            "vel": e.vel.clone(),
+            "quat": e.quat.clone(),
+            "gate_corners": e.gate_corners()[:, self.order].clone(),
+        }
+
+    def _estimate(self, obs: ChallengeObservation) -> None:
+        e = self.ekf
+        if obs.accel is not None and obs.gyro is not None:
+            e.predict(obs.accel, obs.gyro, self.dt)
+        if obs.beacons is not None:
+            bc = obs.beacons
+            e.update_beacons(bc.pixels, bc.visible, bc.gate_id, bc.corner)
+        if obs.range is not None and self.use_range:
+            e.update_range(obs.range.range, obs.range.valid)
+
+    def _gates_now(self) -> Tensor:
+        """(N, L, 2, 3) estimated centre and travel-direction normal of every course gate."""
+        corners = self.ekf.gate_corners()[:, self.order]  # (N, L, 4, 3)
+        c, nrm = gate_planes(corners)
+        prev = torch.cat((torch.tensor(self.brief.start_pos, dtype=c.dtype).expand(self.n, 1, 3),
+                          c[:, :-1]), 1)  # fmt: skip
+        nxt = torch.cat((c[:, 1:], c[:, -1:] + (c[:, -1:] - prev[:, -1:])), 1)
+        sign = torch.sign((nrm * (nxt - prev)).sum(-1, keepdim=True))
+        return torch.stack((c, nrm * torch.where(sign == 0, 1.0, sign)), 2)
+
+    def _maybe_replan(self, k: int) -> None:
+        t = k * self.dt
+        gates = self._gates_now()
+        nxt = (self.knots > t + 1e-9).to(torch.int8).argmax(1)  # next waypoint index
+        live = (self.knots[:, -1] > t) & (nxt >= 1) & (nxt <= gates.shape[1])
+        close = self.knots.gather(1, nxt[:, None])[:, 0] - t < self.freeze_s
+        moved = (gates - self.plan_gates).norm(dim=-1).amax(-1)  # (N, L)
+        ahead = torch.arange(gates.shape[1])[None] >= (nxt[:, None] - 1)
+        moved = torch.where(ahead, moved, 0.0).amax(-1) > self.replan_tol
+        want = live & ~close & moved
+        if bool(want.any()):
+            self._replan(want, k, self._reference_at(k))
+
+    def _reference_at(self, k: int) -> Tensor:
+        """(N, 4, 3) the reference trajectory at step k: position, velocity, acceleration, jerk
+        (the flat outputs, not the setpoint's drag-compensated feed-forward)."""
+        return self.flat[:, min(k, self.flat.shape[1] - 1)].reshape(self.n, 4, 3)
+
+    def _replan(self, mask: Tensor, k: int, ref: Tensor) -> None:
+        """Replan the masked envs from reference ``ref`` at step k (module docstring)."""
+        t = k * self.dt
+        gates = self._gates_now()
+        nxt = (self.knots > t + 1e-9).to(torch.int8).argmax(1) if k > 0 else torch.ones(
+            self.n, dtype=torch.int64
+        )
+        for s in sorted(set(nxt[mask].tolist())):
+            envs = torch.nonzero(mask & (nxt == s))[:, 0]
+            self._replan_group(envs, int(s), k, ref[envs], gates[envs])
+
+    def _replan_group(self, envs: Tensor, s: int, k: int, ref: Tensor, gates: Tensor) -> None:
+        t = k * self.dt
+        n = len(envs)
+        start = torch.tensor(self.brief.start_pos, dtype=torch.float64).expand(n, 3)
+        wp_all, dirs_all = self._waypoints(start, gates[:, :, 0], gates[:, :, 1])
+        wp = torch.cat((ref[:, 0:1], wp_all[:, s:]), 1)
+        dirs = torch.cat((torch.full_like(ref[:, 0:1], math.nan), dirs_all[:, s:]), 1)
+        speeds = torch.cat((torch.full((n, 1), math.nan, dtype=torch.float64),
+                            self.speeds[envs], torch.full((n, 1), math.nan,
+                                                          dtype=torch.float64)), 1)  # fmt: skip
+        sp = torch.cat((speeds[:, :1], speeds[:, s:]), 1)  # NaN at the reference point
+        first = (self.knots[envs, s] - t) if k > 0 else self.durations[envs, 0]
+        dur = torch.cat((first[:, None].clamp_min(0.05), self.durations[envs, s:]), 1)
+        der = torch.full((*wp.shape[:2], 3, 4), math.nan, dtype=torch.float64)
+        der[:, 0, :, :3] = ref[:, 1:4]  # velocity, acceleration, jerk of the reference now
+        der[:, 0, :, 3] = 0.0
+        vel = sp[..., None] * torch.nan_to_num(dirs, nan=0.0)
+        has = torch.isfinite(dirs).all(-1)
+        der[:, :, 0, :3] = torch.where(has[..., None], vel, der[:, :, 0, :3])
+        yaw = torch.full(wp.shape[:2], self.yaw, dtype=torch.float64)
+        vehicle = self.params.index(envs.tolist())
+        traj = min_snap(wp, dur, yaw=yaw, derivatives=der)
+        self._tabulate(envs, k, TrajectoryPlan(traj, vehicle, traj.duration))
+        knots = t + torch.cumsum(dur, 1)
+        self.knots[envs, s:] = knots
+        if k == 0:
+            self.knots[envs, 0] = 0.0
+        self.plan_gates[envs] = gates
+
+    def _tabulate(self, envs: Tensor, k: int, plan: TrajectoryPlan) -> None:
+        """Write the plan's setpoints from step k on into the env rows of the table, then hover
+        at its end for HOLD_S."""
+        steps = int(math.ceil(float(plan.duration.max()) / self.dt)) + 1
+        hold = int(HOLD_S / self.dt)
+        need = k + steps + hold
+        have = self.table.shape[1]
+        if need > have:
+            self.table = _extend(self.table, need)
+            self.flat = _extend(self.flat, need)
+        ts = (torch.arange(steps, dtype=torch.float64) * self.dt)[:, None]
+        ts = torch.minimum(ts.expand(steps, len(envs)), plan.duration[None])
+        rows = plan.setpoints(ts).transpose(0, 1)  # (n, steps, 14)
+        f = plan.traj.evaluate(ts.T)  # the flat outputs themselves (the setpoint's acc and
+        flat = torch.cat((f.pos, f.vel, f.acc, f.jerk), -1)  # jerk carry the drag terms)
+        end = rows[:, -1].clone()
+        end[:, 3:12] = 0.0  # hover where the plan ends
+        end[:, 13] = 0.0
+        end_flat = flat[:, -1].clone()
+        end_flat[:, 3:] = 0.0
+        self.table[envs, k : k + steps] = rows
+        self.table[envs, k + steps :] = end[:, None]
+        self.flat[envs, k : k + steps] = flat
+        self.flat[envs, k + steps :] = end_flat[:, None]
+
+    def _ctbr(self, sp: Tensor) -> Tensor:
+        """Collective thrust + body rates from setpoint ``sp`` (N, 14) and the estimated state
+        (Lee force eq. 12, Mellinger flat rates, W = R^T R_d W_d - k e_R)."""
+        e, g, p = self.ekf, self.gains, self.params
+        F = geo.desired_force(p.mass, e.pos - sp[:, 0:3], e.vel - sp[:, 3:6], sp[:, 6:9],
+                              g.k_x, g.k_v)  # fmt: skip
+        F = geo.limit_force(F, p.mass, p.max_thrust, g.max_tilt)
+        R = quat_to_rotmat(e.quat)
+        R_d = geo.rotation_from_thrust_yaw(F, sp[:, 12])
+        thrust = geo.collective_thrust(F, R, p.max_thrust)
+        w_d = geo.flat_body_rates(R_d, F.norm(dim=-1), p.mass, sp[:, 9:12], sp[:, 13])
+        e_R = geo.attitude_error(R, R_d)
+        rates = geo._bmv(geo.mtm(R, R_d), w_d) - g.k_att_rate * e_R
+        return torch.cat((thrust[:, None], rates), -1)
+
+
+def _extend(table: Tensor, rows: int) -> Tensor:
+    """``table`` (N, T, C) grown to ``rows`` steps by repeating its last row (zeros if empty)."""
+    n, have, c = table.shape
+    pad = (table[:, -1:].expand(-1, rows - have, -1) if have
+           else torch.zeros(n, rows, c, dtype=table.dtype))  # fmt: skip
+    return torch.cat((table, pad), 1)
+
+
+def vehicle_rows(params: VehicleParams, n: int) -> VehicleParams:
+    """``params`` with n rows (one row tiled, or n as given)."""
+    if params.n_envs == n:
+        return params
+    if params.n_envs != 1:
+        raise ConfigError(f"vehicle: expected 1 or {n} rows, got {params.n_envs}")
+    return params.index([0] * n)
+
+
+__all__ = ["SensorRacer", "vehicle_rows"]
