@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import time
+import zlib
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -61,7 +62,7 @@ from volary.planning.challenge import (
     RangeReport,
     make_contestant,
 )
-from volary.sensors import IrBeacons, camera_config, rangefinder_config
+from volary.sensors import IrBeacons, Rangefinder, camera_config, rangefinder_config
 from volary.sensors.imu import ImuConfig, imu_config
 from volary.worlds import GateTracker, Scene, SceneSpec, alphapilot_2019, unperturbed
 
@@ -155,6 +156,8 @@ def run_challenge(
     specs = [alphapilot_2019()] if courses is None else list(courses)
     if not specs:
         raise ConfigError("courses: expected at least one course")
+    if len({s.name for s in specs}) != len(specs):
+        raise ConfigError("courses: expected distinct course names (they seed the noise)")
     if not (math.isfinite(time_limit_s) and time_limit_s > 0):
         raise ConfigError(f"time_limit_s: expected a time > 0 s, got {time_limit_s!r}")
     cfg = sensors if sensors is not None else ChallengeSensors()
@@ -162,6 +165,12 @@ def run_challenge(
     racer = make_contestant(contestant)
     with one_thread():
         return _run(specs, racer, name, seed, cfg, device, stochastic, control_hz, time_limit_s)
+
+
+def course_id(spec: SceneSpec) -> int:
+    """A course's noise-stream id: from its name, so a course draws the same sensor and process
+    noise wherever it sits in the batch."""
+    return zlib.crc32(spec.name.encode()) & 0x7FFFFFFF
 
 
 def _nominal(specs: Sequence[SceneSpec]) -> SceneSpec:
@@ -191,18 +200,22 @@ def _run(
     t_start = time.perf_counter()
     nominal = _nominal(specs)
     cam = camera_config(cfg.camera)
+    ids = [course_id(s) for s in specs]  # every noise stream follows the course, not its slot
     rig: dict[str, Any] = {}
     if cfg.beacons:
         rig["beacons"] = Sensing(
             OnCaster(lambda caster: IrBeacons(
                 cam, caster, specs, seed=seed, pixel_noise_std=cfg.pixel_std,
-                dropout=cfg.dropout, false_rate=cfg.false_rate,
+                dropout=cfg.dropout, false_rate=cfg.false_rate, env_ids=ids,
             )),
             rate_hz=cfg.beacon_rate_hz,
         )  # fmt: skip
     ranger = rangefinder_config("flightgoggles")
     if cfg.rangefinder:
-        rig["range"] = Sensing(ranger, rate_hz=cfg.range_rate_hz)
+        rig["range"] = Sensing(
+            OnCaster(lambda caster: Rangefinder(ranger, caster, seed=seed, env_ids=ids)),
+            rate_hz=cfg.range_rate_hz,
+        )
     scene = Scene.stack(specs, device=device)
     world = World(
         [RACE_PLATFORM] * len(specs),
@@ -215,6 +228,7 @@ def _run(
         seed=seed,
         control_hz=control_hz,
         imu=cfg.imu_config(),
+        noise_seeds=[(seed * 0x9E3779B1 + i) & 0x7FFFFFFF for i in ids],
     )
     quat = [yaw_quat(s.start_yaw) for s in specs]
     world.reset(pos=torch.tensor([s.start for s in specs]), quat=torch.tensor(quat))

@@ -341,29 +341,92 @@ def bench_physics(
 @app.command()
 def race(
     seed: Seed = 0,
-    courses: Annotated[int, typer.Option(help="Perturbed courses flown besides the nominal.")] = 25,
+    courses: Annotated[
+        int, typer.Option(help="Perturbed courses (challenge: 25; oracle: besides the nominal).")
+    ] = 25,
     out: Out = Path("out/race"),
     device: Device = "cpu",
+    mode: Annotated[
+        str,
+        typer.Option(
+            help="challenge (race from sensors, as the 2019 teams did; default) or oracle (the "
+            "racer knows the true gates and state: an upper bound)."
+        ),
+    ] = "challenge",
+    contestant: Annotated[
+        str, typer.Option(help="challenge: 'reference' or your own module:Class.")
+    ] = "reference",
+    sensors: Annotated[
+        str, typer.Option(help="challenge: imu+ir+ranger (default) or imu+ir.")
+    ] = "imu+ir+ranger",
+    faults: Annotated[
+        str, typer.Option(help="challenge: none, dropout30, false10 or bias3x.")
+    ] = "none",
     racer: Annotated[
         str,
         typer.Option(
-            help="mintime (min-snap through the gate centres, minimum-time segment times; "
-            "default) or minsnap (entry/centre/exit points, balanced times)."
+            help="oracle: mintime (min-snap through the gate centres, minimum-time segment "
+            "times; default) or minsnap (entry/centre/exit points, balanced times)."
         ),
     ] = "mintime",
 ) -> None:
-    """AlphaPilot 2019 race: a planned racer on the nominal course and on perturbed courses;
-    per-gate times, scores, leaderboard (mean of the best five), top-down plots."""
+    """AlphaPilot 2019 race. challenge: a contestant races 25 perturbed courses from IMU, IR
+    beacons and the downward ranger; leaderboard (mean of the best five), completion, mean +-
+    std beside the paper's Table IV, estimation error plot. oracle: a planned racer handed the
+    true gates, per-gate times, scores, top-down plots (an upper bound)."""
+    _check_device(device)
+    if mode not in ("challenge", "oracle"):
+        _fail(f"--mode: expected challenge or oracle, got {mode!r}")
+    if mode == "challenge":
+        _race_challenge(seed, courses, out, device, contestant, sensors, faults)
+    else:
+        _race_oracle(seed, courses, out, device, racer)
+
+
+def _race_challenge(
+    seed: int, courses: int, out: Path, device: str, contestant: str, sensors: str, faults: str
+) -> None:
+    import json as _json
+
+    from volary.cli.race import challenge_cli
+
+    if courses < 1:
+        _fail(f"--courses: expected >= 1, got {courses}")
+    with console.status(f"{contestant}: racing {courses} perturbed courses from {sensors}..."):
+        path = challenge_cli(out, seed=seed, courses=courses, device=device,
+                             contestant=contestant, sensors=sensors, faults=faults)  # fmt: skip
+    doc = _json.loads(path.read_text())
+    t = Table("course", "gates passed", "finished", "collided", "time [s]", "score")
+    for c in doc["courses_detail"]:
+        time_s = "-" if c["time_s"] is None else f"{c['time_s']:.2f}"
+        t.add_row(str(c["course"]), str(c["gates_passed"]), str(c["finished"]),
+                  str(c["collided"]), time_s, f"{c['score']:.2f}")  # fmt: skip
+    console.print(t)
+    t4 = Table("sensors", "teams", "completed [%]", "mean score", "std", title="beside Table IV")
+    t4.add_row(f"volary {doc['contestant']}: {doc['sensors']}", "-",
+               f"{doc['completed_pct']:.1f}", f"{doc['mean_score']:.2f}", f"{doc['std_score']:.2f}")  # fmt: skip
+    for name, row in doc["table_iv"].items():
+        t4.add_row(f"2019: {name}", str(row["teams"]), f"{row['completed_pct']:.1f}",
+                   f"{row['mean_score']:.2f}", f"{row['std_score']:.2f}")  # fmt: skip
+    console.print(t4)
+    console.print(
+        f"{doc['contestant']} ({doc['sensors']}, faults {doc['faults']}): leaderboard (mean of "
+        f"the best {doc['best_of']}): {doc['leaderboard']:.2f}  (top 2019 team: "
+        f"{doc['top_2019_score']}); {doc['wall_s']:.0f} s"
+    )
+    console.print(f"wrote {path}", markup=False)
+
+
+def _race_oracle(seed: int, courses: int, out: Path, device: str, racer: str) -> None:
     import json as _json
 
     from volary.cli.race import RACERS, race_cli
 
-    _check_device(device)
     if courses < 0:
         _fail(f"--courses: expected >= 0, got {courses}")
     if racer not in RACERS:
         _fail(f"--racer: expected one of {', '.join(sorted(RACERS))}, got {racer!r}")
-    with console.status(f"{racer}: flying the nominal course and {courses} perturbed ones..."):
+    with console.status(f"{racer} (oracle): flying the nominal course and {courses} perturbed ones..."):
         path = race_cli(out, seed=seed, courses=courses, device=device, racer=racer)
     doc = _json.loads(path.read_text())
     nom = doc["nominal"]
@@ -380,8 +443,9 @@ def race(
         )
     console.print(t)
     console.print(
-        f"{doc['racer']}: leaderboard (mean of the best {doc['best_of']}): {doc['leaderboard']:.2f}"
-        f"  (top 2019 team: {doc['top_2019_score']})"
+        f"{doc['racer']} (oracle: true gates and state, an upper bound): leaderboard (mean of "
+        f"the best {doc['best_of']}): {doc['leaderboard']:.2f}  (top 2019 team: "
+        f"{doc['top_2019_score']})"
     )
     console.print(f"wrote {path}", markup=False)
 

@@ -101,7 +101,8 @@ class SensorRacer:
         self.speeds = nominal[1].expand(self.n, -1).clone()  # (N, L) m/s through each gate
         self.step_i = 0
         self.table = torch.zeros(self.n, 0, 14, dtype=torch.float64)  # setpoints per step
-        self.flat = torch.zeros(self.n, 0, 12, dtype=torch.float64)  # p, v, a, jerk per step
+        self.flat = torch.zeros(self.n, 0, 15, dtype=torch.float64)  # p, v, a, jerk, yaw, its
+        # rate and acceleration per step
         self.knots = torch.zeros(self.n, centres.shape[0] + 2, dtype=torch.float64)
         self.plan_gates = torch.zeros(self.n, centres.shape[0], 2, 3, dtype=torch.float64)
         ref = self._rest_reference(start)
@@ -148,7 +149,7 @@ class SensorRacer:
         der[:, 0] = 0.0
         weights = torch.ones(wp.shape[1] - 1, dtype=torch.float64)
         weights[-1] = self.tail_weight
-        yaw = torch.full(wp.shape[:2], self.yaw, dtype=torch.float64)
+        yaw = self._yaws(wp, dirs)
         res = min_time(
             wp, self.params.index([0]), self.limits, yaw=yaw, derivatives=der,
             directions=dirs, weights=weights, iters=self.iters, samples=self.samples,
@@ -164,10 +165,25 @@ class SensorRacer:
         dirs[:, 1:-1] = normals
         return wp, dirs
 
+    def _yaws(self, wp: Tensor, dirs: Tensor) -> Tensor:
+        """(N, W) rad: the camera's heading at each waypoint. At a gate it bisects the gate
+        normal and the direction to the next waypoint (the gate stays in view on the approach,
+        the next one comes into view as it is passed); the start keeps the start yaw, the last
+        point the final gate's."""
+        n = wp.shape[0]
+        yaw = torch.full(wp.shape[:2], self.yaw, dtype=torch.float64)
+        to_next = wp[:, 2:] - wp[:, 1:-1]
+        to_next = to_next / to_next.norm(dim=-1, keepdim=True).clamp_min(1e-9)
+        look = torch.nan_to_num(dirs[:, 1:-1], nan=0.0) + to_next
+        yaw[:, 1:-1] = torch.atan2(look[..., 1], look[..., 0])
+        yaw[:, -1] = yaw[:, -2]
+        return yaw[:n]
+
     def _rest_reference(self, pos: Tensor) -> Tensor:
-        """(N, 4, 3) position, velocity, acceleration, jerk of a reference at rest at ``pos``."""
-        ref = torch.zeros(self.n, 4, 3, dtype=torch.float64)
+        """(N, 5, 3) a reference at rest at ``pos`` facing the start yaw (see _reference_at)."""
+        ref = torch.zeros(self.n, 5, 3, dtype=torch.float64)
         ref[:, 0] = pos
+        ref[:, 4, 0] = self.yaw
         return ref
 
     # ---- every control step -------------------------------------------------------------------
@@ -223,9 +239,10 @@ class SensorRacer:
             self._replan(want, k, self._reference_at(k))
 
     def _reference_at(self, k: int) -> Tensor:
-        """(N, 4, 3) the reference trajectory at step k: position, velocity, acceleration, jerk
-        (the flat outputs, not the setpoint's drag-compensated feed-forward)."""
-        return self.flat[:, min(k, self.flat.shape[1] - 1)].reshape(self.n, 4, 3)
+        """(N, 5, 3) the reference trajectory at step k: position, velocity, acceleration, jerk
+        and (yaw, yaw rate, yaw acceleration): the flat outputs, not the setpoint's
+        drag-compensated feed-forward."""
+        return self.flat[:, min(k, self.flat.shape[1] - 1)].reshape(self.n, 5, 3)
 
     def _replan(self, mask: Tensor, k: int, ref: Tensor) -> None:
         """Replan the masked envs from reference ``ref`` at step k (module docstring)."""
@@ -253,11 +270,13 @@ class SensorRacer:
         dur = torch.cat((first[:, None].clamp_min(0.05), self.durations[envs, s:]), 1)
         der = torch.full((*wp.shape[:2], 3, 4), math.nan, dtype=torch.float64)
         der[:, 0, :, :3] = ref[:, 1:4]  # velocity, acceleration, jerk of the reference now
-        der[:, 0, :, 3] = 0.0
         vel = sp[..., None] * torch.nan_to_num(dirs, nan=0.0)
         has = torch.isfinite(dirs).all(-1)
         der[:, :, 0, :3] = torch.where(has[..., None], vel, der[:, :, 0, :3])
-        yaw = torch.full(wp.shape[:2], self.yaw, dtype=torch.float64)
+        yaw_all = self._yaws(wp_all, dirs_all)
+        yaw = torch.cat((ref[:, 4, :1], yaw_all[:, s:]), 1)  # from the reference's yaw now
+        der[:, 0, :2, 3] = ref[:, 4, 1:]  # its yaw rate and yaw acceleration
+        der[:, 0, 2, 3] = math.nan
         vehicle = self.params.index(envs.tolist())
         traj = min_snap(wp, dur, yaw=yaw, derivatives=der)
         self._tabulate(envs, k, TrajectoryPlan(traj, vehicle, traj.duration))
@@ -281,12 +300,14 @@ class SensorRacer:
         ts = torch.minimum(ts.expand(steps, len(envs)), plan.duration[None])
         rows = plan.setpoints(ts).transpose(0, 1)  # (n, steps, 14)
         f = plan.traj.evaluate(ts.T)  # the flat outputs themselves (the setpoint's acc and
-        flat = torch.cat((f.pos, f.vel, f.acc, f.jerk), -1)  # jerk carry the drag terms)
+        yaw = torch.stack((f.yaw, f.yaw_rate, f.yaw_acc), -1)  # jerk carry the drag terms)
+        flat = torch.cat((f.pos, f.vel, f.acc, f.jerk, yaw), -1)
         end = rows[:, -1].clone()
         end[:, 3:12] = 0.0  # hover where the plan ends
         end[:, 13] = 0.0
         end_flat = flat[:, -1].clone()
-        end_flat[:, 3:] = 0.0
+        end_flat[:, 3:12] = 0.0
+        end_flat[:, 13:] = 0.0
         self.table[envs, k : k + steps] = rows
         self.table[envs, k + steps :] = end[:, None]
         self.flat[envs, k : k + steps] = flat

@@ -102,6 +102,7 @@ class IrBeacons:
         eps: float = 1e-3,
         dropout: float = 0.0,
         false_rate: float = 0.0,
+        env_ids: Sequence[int] | None = None,
     ) -> None:
         self.config = camera_config(camera)
         if mount is not None:
@@ -126,8 +127,8 @@ class IrBeacons:
         self._pose = RayBundle(
             torch.tensor([[0.0, 0.0, 1.0]]), self.config.mount, self.device, self.dtype
         )
-        self.noise = NoiseStream(seed, 0xBEAC0, self.n_envs, self.device)
-        self.faults = NoiseStream(seed, 0xBEAC1, self.n_envs, self.device)
+        self.noise = NoiseStream(seed, 0xBEAC0, self.n_envs, self.device, env_ids)
+        self.faults = NoiseStream(seed, 0xBEAC1, self.n_envs, self.device, env_ids)
 
     def __call__(self, pos: Any, quat: Tensor | None = None) -> BeaconReading:
         """Visible corners and their pixels for body poses (or a state)."""

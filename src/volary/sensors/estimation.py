@@ -23,8 +23,10 @@ Beacon corner k of gate g (nominal corners c0_k, centre c_g; course gates offset
     x_c = R_BC^T (R^T (c_k - p) - t_BC),   u = fx x/z + cx,  v = fy y/z + cy   (pinhole)
     d x_c / d dp = -R_BC^T R^T,  d x_c / d dtheta = R_BC^T [R^T (c_k - p)]x,
     d x_c / d (dx, dy) = R_BC^T R^T [e_x e_y],  d x_c / d dyaw = R_BC^T R^T (e_z x (c_k - c_g)).
-Each corner's 2-D innovation is gated by its Mahalanobis distance (chi-square, 2 dof) before
-the joint update, which rejects false detections and corners the map does not explain.
+A frame fuses the ``MAX_CORNERS`` nearest reported corners (predicted depth), a fixed count so
+that an env's update does not depend on the rest of the batch. Each corner's 2-D innovation is
+gated by its Mahalanobis distance (chi-square, 2 dof) before the joint update, which rejects
+false detections and corners the map does not explain.
 
 Downward range to the floor z = ``floor_z`` along -z_B: r = (p_z - floor_z) / R_33, gated the
 same way (a gate or obstacle below the vehicle gives a shorter range and is rejected).
@@ -45,6 +47,7 @@ GRAVITY_W = (0.0, 0.0, -9.81)
 CHI2_2DOF = 13.82  # 99.9 % gate for a 2-D innovation
 CHI2_1DOF = 10.83  # 99.9 % gate for a scalar innovation
 VEHICLE = 15  # error-state size of the vehicle block
+MAX_CORNERS = 16  # beacon corners fused per frame (the nearest; a fixed size per env)
 
 
 @dataclass(frozen=True)
@@ -197,15 +200,19 @@ class GateEkf:
         use = visible & (slot_gate >= 0) & torch.isfinite(pixels).all(-1)
         if not bool(use.any()):
             return use
-        kmax = int(use.sum(1).max())
-        order = torch.argsort(use.to(torch.int8), dim=1, descending=True, stable=True)
-        sel = order[:, :kmax]  # (N, k) the used slots first
+        g_all = slot_gate.clamp_min(0)
+        depth_all = self._depths(g_all, corner.long())  # (N, K) predicted camera z
+        use = use & (depth_all > self.min_depth)
+        # the MAX_CORNERS nearest usable corners, a fixed count: an env's update never depends
+        # on how many corners the other envs of the batch see
+        key = torch.where(use, depth_all, torch.full_like(depth_all, math.inf))
+        kk = min(MAX_CORNERS, use.shape[1])
+        sel = torch.topk(key, kk, dim=1, largest=False, sorted=True).indices  # (N, k)
         m = use.gather(1, sel)
-        g = slot_gate.gather(1, sel).clamp_min(0)
+        g = g_all.gather(1, sel)
         k = corner.gather(1, sel).long()
         z = pixels.gather(1, sel[..., None].expand(-1, -1, 2)).to(self.pos.dtype)
-        pred, H, depth = self._project(g, k)  # (N, k, 2), (N, k, 2, dim), (N, k)
-        m = m & (depth > self.min_depth)
+        pred, H, _ = self._project(g, k)  # (N, k, 2), (N, k, 2, dim)
         r = torch.where(m[..., None], z - pred, torch.zeros_like(z))
         # per-corner Mahalanobis gate
         HP = torch.einsum("nkid,nde->nkie", H, self.P)
@@ -267,6 +274,12 @@ class GateEkf:
         eq = gate_ids.long()[..., None] == ids  # (N, K, G)
         return torch.where(eq.any(-1), eq.to(torch.int8).argmax(-1), -1)
 
+    def _depths(self, g: Tensor, k: Tensor) -> Tensor:
+        """(N, K) predicted camera-frame z of corner k of gate g per slot."""
+        c = self.gate_corners()[torch.arange(self.n)[:, None], g, k]
+        x_b = torch.einsum("nji,nkj->nki", self.rotation, c - self.pos[:, None, :])
+        return torch.einsum("j,nkj->nk", self.r_bc[:, 2], x_b - self.t_bc)
+
     def _project(self, g: Tensor, k: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Predicted pixels (N, k, 2), Jacobians (N, k, 2, dim) and depths (N, k) of corner k
         of gate g per selected slot (module docstring)."""
@@ -309,4 +322,4 @@ class GateEkf:
         return torch.cat((o[..., :2], torch.zeros_like(o[..., :1])), -1)
 
 
-__all__ = ["CHI2_1DOF", "CHI2_2DOF", "GateEkf", "GateMap"]
+__all__ = ["CHI2_1DOF", "CHI2_2DOF", "MAX_CORNERS", "GateEkf", "GateMap"]

@@ -10,6 +10,8 @@ on (seed, i) and not on the batch size.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import math
 from dataclasses import dataclass
 
@@ -140,6 +142,16 @@ class Imu:
         self.accel_bias, self.gyro_bias = z.clone(), z.clone()
         self.reading = ImuReading(z.clone(), z.clone())
         self.clock = torch.full((n_envs,), -1.0, device=device, dtype=dtype)  # s since sample
+        self.reset()
+
+    def reseed(self, seeds: Sequence[int]) -> None:
+        """Env i's noise and biases from ``seeds[i]`` alone (not its index in the batch); draws
+        new turn-on biases."""
+        if len(seeds) != self.n_envs:
+            raise ConfigError(f"seeds: expected {self.n_envs} seeds, got {len(seeds)}")
+        zero = torch.zeros(1, dtype=torch.int64, device=self.tick.device)
+        self.keys = torch.cat([vrandom.env_keys(int(s) ^ 0x1A2B3C, zero) for s in seeds])
+        self.tick = torch.zeros_like(self.tick)
         self.reset()
 
     def _normal(self, n: int) -> Tensor:

@@ -16,6 +16,8 @@ Noise sigma(r) = noise_std + noise_quadratic r^2 and dropouts from per-env count
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -257,12 +259,19 @@ class Rangefinder(RaySensor):
     """Batched single-point range sensor along -z of its mount (FlightGoggles' altimeter)."""
 
     def __init__(
-        self, config: str | RangefinderConfig, caster: Any, *, mount: Any = None, seed: int = 0
+        self,
+        config: str | RangefinderConfig,
+        caster: Any,
+        *,
+        mount: Any = None,
+        seed: int = 0,
+        env_ids: Sequence[int] | None = None,
     ) -> None:
+        """``env_ids``: per-env noise stream ids (:class:`~volary.sensors.rays.NoiseStream`)."""
         self._bind(rangefinder_config(config), mount, caster)
         beam = torch.tensor([[0.0, 0.0, -1.0]], dtype=torch.float64)
         self.bundle = RayBundle(beam, self.config.mount, self.device, self.dtype)
-        self.noise = NoiseStream(seed, 0xA17, self.n_envs, self.device)
+        self.noise = NoiseStream(seed, 0xA17, self.n_envs, self.device, env_ids)
 
     def __call__(self, pos: Any, quat: Tensor | None = None) -> RangeReading:
         """Range along the beam for body poses (or a state)."""

@@ -287,12 +287,32 @@ def range_noise_std(distance: Tensor, std: float, std_quadratic: float) -> Tenso
     return std + std_quadratic * distance * distance
 
 
+def stream_ids(env_ids: Sequence[int] | None, n_envs: int, device: Any) -> Tensor:
+    """(N,) int64 stream ids: ``env_ids`` checked (one int per env), or 0..N-1."""
+    if env_ids is None:
+        return torch.arange(n_envs, device=device)
+    ids = list(env_ids)
+    if len(ids) != n_envs or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
+        raise ConfigError(f"env_ids: expected {n_envs} ints (one per env), got {env_ids!r}")
+    return torch.tensor(ids, dtype=torch.int64, device=device)
+
+
 class NoiseStream:
     """Per-env counter-based draws (volary.math.random): env i's draws depend only on (seed, i,
     call count), never on the batch size."""
 
-    def __init__(self, seed: int, salt: int, n_envs: int, device: torch.device) -> None:
-        ids = torch.arange(n_envs, device=device)
+    def __init__(
+        self,
+        seed: int,
+        salt: int,
+        n_envs: int,
+        device: torch.device,
+        env_ids: Sequence[int] | None = None,
+    ) -> None:
+        """``env_ids``: each env's stream id (default its index 0..N-1); give ids that follow
+        the env's content (a course's number, say) to draw the same noise at any batch
+        position."""
+        ids = stream_ids(env_ids, n_envs, device)
         self.keys = vrandom.env_keys(int(seed) ^ salt, ids)
         self.tick = torch.zeros(n_envs, dtype=torch.int64, device=device)
 

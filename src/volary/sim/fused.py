@@ -99,8 +99,7 @@ class FusedLoop:
         self._no_rate = np.zeros((n, 10), dt)
         self._no_imu = (np.zeros((12, 0), dt), np.zeros(0, dt), np.zeros(0, np.int64))
         self._no_rec = (np.zeros((0, 1, n), dt), np.zeros((0, 3, n), np.bool_))
-        self._keys = sim.keys.numpy()
-        self._imu_keys = sim.imu.keys.numpy() if sim.imu is not None else np.zeros(0, np.int64)
+        self._no_imu_keys = np.zeros(0, np.int64)
         c = sim.imu.config if sim.imu is not None else None
         self._imu_cfg = np.array(
             [0.0] * 5
@@ -148,15 +147,15 @@ class FusedLoop:
     def _imu_buffers(self) -> tuple:
         imu = self.sim.imu
         if imu is None:
-            return (*self._no_imu, self._imu_keys, self._imu_cfg)
+            return (*self._no_imu, self._no_imu_keys, self._imu_cfg)
         now = (imu.accel_bias, imu.gyro_bias, imu.reading, imu.clock, imu.tick)
         if self._imu is not None and all(a is b for a, b in zip(now, self._imu[0], strict=True)):
             _, ib, clock, tick = self._imu
-            return copy_padded(ib), clock.copy(), tick.copy(), self._imu_keys, self._imu_cfg
+            return copy_padded(ib), clock.copy(), tick.copy(), imu.keys.numpy(), self._imu_cfg
         r = imu.reading
         ib = padded(_pack([imu.accel_bias, imu.gyro_bias, r.accel, r.gyro]).numpy())
         clock = imu.clock.numpy().copy()
-        return ib, clock, imu.tick.numpy().copy(), self._imu_keys, self._imu_cfg
+        return ib, clock, imu.tick.numpy().copy(), imu.keys.numpy(), self._imu_cfg
 
     # ---- the call -------------------------------------------------------------------------
     def _constants(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -210,7 +209,7 @@ class FusedLoop:
             numba.set_num_threads(min(torch.get_num_threads(), _max_threads(numba)))
             kernel = self.kernels.closed_loop_parallel
         p, c, d = self._constants()
-        code = kernel(p, c, d, x, tick, flags, self._keys, rate, sp, self.mode, self.cdt,
+        code = kernel(p, c, d, x, tick, flags, self.sim.keys.numpy(), rate, sp, self.mode, self.cdt,
                       self.phys, self.iphys, imu, steps, self.stop, cmds, *rec)  # fmt: skip
         self._publish(x, tick, flags, rate, imu)
         self.diverged = bool(code & 1)

@@ -187,13 +187,16 @@ class World:
 
     # ---- lifecycle ----------------------------------------------------------------------------
     def seed_noise(self, seeds: Sequence[int]) -> None:
-        """Vehicle b's process noise from ``seeds[b]`` alone (not its index in the batch)."""
+        """Vehicle b's process noise (and IMU noise and biases, when it carries an IMU) from
+        ``seeds[b]`` alone, not its index in the batch."""
         from volary.math import random as vrandom
 
         if len(seeds) != self.b:
             raise ConfigError(f"noise_seeds: expected {self.b} seeds, got {len(seeds)}")
         zero = torch.zeros(1, dtype=torch.int64, device=self.device)
         self.sim.keys = torch.cat([vrandom.env_keys(int(s), zero) for s in seeds])
+        if self.sim.imu is not None:
+            self.sim.imu.reseed(seeds)
 
     def reset(self, mask: Tensor | None = None, **pose: Any) -> Any:
         """Reset the masked vehicles (all when None) to rest at ``pos``/``quat``/``vel`` (see
