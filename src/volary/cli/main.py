@@ -388,10 +388,15 @@ def _race_challenge(
 ) -> None:
     import json as _json
 
+    from volary.bench.challenge import FAULTS, SENSOR_SETS
     from volary.cli.race import challenge_cli
 
     if courses < 1:
         _fail(f"--courses: expected >= 1, got {courses}")
+    if sensors not in SENSOR_SETS:
+        _fail(f"--sensors: expected one of {', '.join(SENSOR_SETS)}, got {sensors!r}")
+    if faults not in FAULTS:
+        _fail(f"--faults: expected one of {', '.join(FAULTS)}, got {faults!r}")
     with console.status(f"{contestant}: racing {courses} perturbed courses from {sensors}..."):
         path = challenge_cli(out, seed=seed, courses=courses, device=device,
                              contestant=contestant, sensors=sensors, faults=faults)  # fmt: skip

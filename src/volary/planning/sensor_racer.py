@@ -16,8 +16,10 @@ What it knows is a :class:`~volary.planning.challenge.Briefing`; what it senses 
    since its plan was made is replanned: min-snap from the reference's current position,
    velocity, acceleration and jerk (so the reference stays smooth) through the estimated gate
    centres, crossing each along its estimated normal at the planned speed, with the remaining
-   segment times of the nominal plan (the perturbations move gates by metres on segments of
-   tens of metres, and the plan keeps 10 % thrust headroom for the difference). No replanning within ``freeze_s`` of the next gate (the
+   segment times of the nominal plan; a segment the moved gates push past the planning limits
+   (``segment_load`` > 1) gets up to ``MAX_STRETCH`` times its time per pass and the plan is
+   re-solved (``retime_passes``; the later segments restart from the nominal times at every
+   replan, so the stretch never compounds). No replanning within ``freeze_s`` of the next gate (the
    beacons of a gate leave the view as it is reached, paper 001 Fig. 10c).
 3. **Tracking**: the reference's 14-d setpoint (drag-aware feed-forward) and the *estimated*
    state give collective thrust and body rates with the geometric law of ``volary.control``
@@ -52,11 +54,13 @@ from volary.planning.racing import (
     TrajectoryPlan,
     _default_limits,
     course_gates,
+    segment_load,
 )
 from volary.sensors.estimation import GateEkf, GateMap
 from volary.worlds.gates import gate_planes
 
 HOLD_S = 5.0  # s of hover setpoints tabulated after a plan's end
+MAX_STRETCH = 1.2  # a replanned segment's time grows by at most this factor per pass
 
 
 @dataclass
@@ -73,6 +77,8 @@ class SensorRacer:
     use_range: bool = True
     pixel_std: float | None = None  # px the filter assumes; None: the briefing's
     max_tilt: float = CONTROL_MAX_TILT
+    k_att: float = 10.0  # 1/s, body rate commanded per rad of attitude error
+    retime_passes: int = 2  # replanned segments past the limits stretched, re-solved
     limits: Limits = field(default_factory=_default_limits)
 
     def __post_init__(self) -> None:
@@ -267,7 +273,8 @@ class SensorRacer:
                                                           dtype=torch.float64)), 1)  # fmt: skip
         sp = torch.cat((speeds[:, :1], speeds[:, s:]), 1)  # NaN at the reference point
         first = (self.knots[envs, s] - t) if k > 0 else self.durations[envs, 0]
-        dur = torch.cat((first[:, None].clamp_min(0.05), self.durations[envs, s:]), 1)
+        dur = torch.cat((first[:, None].clamp_min(0.05), self.durations[envs, s:]), 1)  # the
+        # later segments restart from the nominal times at every replan (no compounding)
         der = torch.full((*wp.shape[:2], 3, 4), math.nan, dtype=torch.float64)
         der[:, 0, :, :3] = ref[:, 1:4]  # velocity, acceleration, jerk of the reference now
         vel = sp[..., None] * torch.nan_to_num(dirs, nan=0.0)
@@ -279,6 +286,12 @@ class SensorRacer:
         der[:, 0, 2, 3] = math.nan
         vehicle = self.params.index(envs.tolist())
         traj = min_snap(wp, dur, yaw=yaw, derivatives=der)
+        for _ in range(self.retime_passes):  # segments past the limits get more time
+            load = segment_load(traj, vehicle, self.limits)
+            if not bool((load > 1.0).any()):
+                break
+            dur = dur * torch.where(load > 1.0, load.sqrt().clamp_max(MAX_STRETCH), 1.0)
+            traj = min_snap(wp, dur, yaw=yaw, derivatives=der)
         self._tabulate(envs, k, TrajectoryPlan(traj, vehicle, traj.duration))
         knots = t + torch.cumsum(dur, 1)
         self.knots[envs, s:] = knots
@@ -325,7 +338,7 @@ class SensorRacer:
         thrust = geo.collective_thrust(F, R, p.max_thrust)
         w_d = geo.flat_body_rates(R_d, F.norm(dim=-1), p.mass, sp[:, 9:12], sp[:, 13])
         e_R = geo.attitude_error(R, R_d)
-        rates = geo._bmv(geo.mtm(R, R_d), w_d) - g.k_att_rate * e_R
+        rates = geo._bmv(geo.mtm(R, R_d), w_d) - self.k_att * e_R
         return torch.cat((thrust[:, None], rates), -1)
 
 

@@ -1,0 +1,291 @@
+"""The AlphaPilot challenge as posed: a contestant sees sensors only (never the state or the
+perturbed gates), the reference stack's filter is right to first order, beacon faults behave
+as stated, and a course's run does not depend on the batch it is flown in."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+import torch
+
+from volary.bench.challenge import (
+    FAULTS,
+    SENSOR_SETS,
+    TABLE_IV,
+    ChallengeSensors,
+    challenge_summary,
+    run_challenge,
+)
+from volary.errors import ConfigError, UnknownNameError
+from volary.math.quaternion import quat_from_euler, quat_integrate
+from volary.planning.challenge import (
+    CONTESTANTS,
+    BeaconReport,
+    Briefing,
+    ChallengeObservation,
+    RangeReport,
+    make_contestant,
+)
+from volary.planning.sensor_racer import SensorRacer
+from volary.sensors.estimation import VEHICLE, GateEkf, GateMap
+from volary.sensors.imu import imu_config
+from volary.worlds import alphapilot_2019, alphapilot_2019_courses
+
+QUICK = {"iters": 20, "samples": 200}  # a rough nominal plan: these tests fly seconds, not laps
+
+
+class Hover:
+    """A contestant that hovers on thrust alone and keeps everything it is given."""
+
+    def __init__(self) -> None:
+        self.briefing: Briefing | None = None
+        self.seen: list[ChallengeObservation] = []
+
+    def reset(self, briefing: Briefing) -> None:
+        self.briefing = briefing
+
+    def act(self, obs: ChallengeObservation) -> torch.Tensor:
+        self.seen.append(obs)
+        b = self.briefing
+        assert b is not None
+        thrust = (b.vehicle.mass * 9.81).float()
+        return torch.cat((thrust[:, None], torch.zeros(b.n_envs, 3)), -1)
+
+
+def _objects(x, seen=None):
+    """Every object reachable through dataclass fields, mappings and sequences."""
+    seen = set() if seen is None else seen
+    if id(x) in seen:
+        return
+    seen.add(id(x))
+    yield x
+    if dataclasses.is_dataclass(x) and not isinstance(x, type):
+        for f in dataclasses.fields(x):
+            yield from _objects(getattr(x, f.name), seen)
+    elif isinstance(x, dict):
+        for k, v in x.items():
+            yield from _objects(k, seen)
+            yield from _objects(v, seen)
+    elif isinstance(x, list | tuple):
+        for v in x:
+            yield from _objects(v, seen)
+
+
+def test_the_contestant_cannot_reach_the_true_state_or_the_perturbed_gates():
+    from volary.sim import Simulator, World
+    from volary.worlds import GateTracker, Scene
+
+    courses = alphapilot_2019_courses(2, 3)
+    spy = Hover()
+    res = run_challenge(courses, spy, seed=1, time_limit_s=0.3)
+    b = spy.briefing
+    assert b is not None and spy.seen
+    # the briefing's course is the nominal one: no perturbation draw, nominal gate corners
+    assert "perturbation_draw" not in b.course.meta and "perturbation_base" not in b.course.meta
+    nominal = alphapilot_2019()
+    assert [g.corners for g in b.course.gates] == [g.corners for g in nominal.gates]
+    assert all(
+        [g.corners for g in c.gates] != [g.corners for g in nominal.gates] for c in courses
+    )
+    assert set(b.bounds) == set(nominal.meta["perturbation"])
+    # observations carry sensor fields only
+    fields = {f.name for f in dataclasses.fields(ChallengeObservation)}
+    assert fields == {"step", "time", "accel", "gyro", "beacons", "range"}
+    assert {f.name for f in dataclasses.fields(BeaconReport)} == {
+        "pixels", "visible", "gate_id", "corner"
+    }  # fmt: skip
+    assert {f.name for f in dataclasses.fields(RangeReport)} == {"range", "valid"}
+    forbidden = (World, Simulator, GateTracker, Scene)
+    for root in (b, *spy.seen):
+        for obj in _objects(root):
+            assert not isinstance(obj, forbidden), type(obj)
+    # and no observed tensor is the state: positions appear nowhere in what was handed over
+    assert any(o.beacons is not None for o in spy.seen)
+    assert any(o.range is not None for o in spy.seen)
+    assert spy.seen[0].accel is None and spy.seen[1].accel is not None
+    final = res.race.path[-1].double()
+    for o in spy.seen:
+        for t in (o.accel, o.gyro):
+            if t is not None:
+                assert not torch.allclose(t.double(), final, atol=1e-3)
+
+
+def test_observations_are_copies_a_contestant_cannot_change_the_world():
+    class Vandal(Hover):
+        def act(self, obs):
+            cmd = super().act(obs)
+            for t in (obs.time, obs.accel, obs.gyro):
+                if t is not None:
+                    t.fill_(1e6)
+            if obs.beacons is not None:
+                obs.beacons.pixels.fill_(-1.0)
+                obs.beacons.visible.fill_(True)
+            return cmd
+
+    spy, vandal = Hover(), Vandal()
+    course = alphapilot_2019_courses(1, 0)
+    a = run_challenge(course, spy, seed=0, time_limit_s=0.3)
+    b = run_challenge(course, vandal, seed=0, time_limit_s=0.3)
+    assert torch.equal(a.race.path, b.race.path)
+
+
+def test_ekf_jacobians_match_finite_differences():
+    spec = alphapilot_2019()
+    order = spec.meta["order_index"]
+    corners = torch.tensor([list(map(list, g.corners)) for g in spec.gates], dtype=torch.float64)
+    ids = torch.tensor([g.object_id for g in spec.gates])
+    state_of = torch.full((len(spec.gates),), -1, dtype=torch.int64)
+    state_of[torch.tensor(order)] = torch.arange(len(order))
+    std = torch.full((len(order), 3), 0.5, dtype=torch.float64)
+    from volary.sensors import camera_config
+
+    cam = camera_config("flightgoggles")
+    q = quat_from_euler(*(torch.tensor([v], dtype=torch.float64) for v in (0.1, -0.2, 1.4)))
+    ekf = GateEkf(GateMap(corners, ids, state_of, std), torch.tensor([[17.0, -18.0, 5.0]]), q,
+                  imu_config("flightgoggles"), intrinsics=cam.intrinsics,
+                  camera_rotation=cam.mount.matrix(),
+                  camera_translation=torch.tensor(cam.mount.translation))  # fmt: skip
+    ekf.offsets = torch.randn(1, len(order), 3, dtype=torch.float64) * 0.3
+    g = torch.tensor([[order[0], order[0], order[1], 2]])  # gate indices (first two course gates)
+    k = torch.tensor([[0, 2, 1, 3]])
+    pred, H, depth = ekf._project(g, k)
+    assert (depth > 0).all()
+    eps = 1e-6
+    for j in [*range(0, 3), *range(6, 9), VEHICLE, VEHICLE + 1, VEHICLE + 2, VEHICLE + 5]:
+        dx = torch.zeros(1, ekf.dim, dtype=torch.float64)
+        dx[0, j] = eps
+        saved = (ekf.pos.clone(), ekf.quat.clone(), ekf.offsets.clone())
+        ekf._inject(dx)
+        moved, _, _ = ekf._project(g, k)
+        ekf.pos, ekf.quat, ekf.offsets = saved
+        num = (moved - pred) / eps
+        torch.testing.assert_close(H[..., j], num, rtol=1e-4, atol=1e-3)
+
+
+def test_ekf_converges_on_gate_offsets_from_beacons_of_a_vehicle_at_rest():
+    """Synthetic frames from the filter's own camera model at the true offsets: the estimate
+    of every gate in view goes to the truth, the fixed gates anchor the vehicle."""
+    spec = alphapilot_2019()
+    order = spec.meta["order_index"]
+    from volary.sensors import camera_config
+    from volary.sensors.beacons import project_pinhole
+
+    cam = camera_config("flightgoggles")
+    corners = torch.tensor([list(map(list, gt.corners)) for gt in spec.gates], dtype=torch.float64)
+    ids = torch.tensor([gt.object_id for gt in spec.gates])
+    state_of = torch.full((len(spec.gates),), -1, dtype=torch.int64)
+    state_of[torch.tensor(order)] = torch.arange(len(order))
+    std = torch.full((len(order), 3), 1.0, dtype=torch.float64)
+    std[:, 2] = 0.05
+    start = torch.tensor([[18.0, -23.0, 5.3]], dtype=torch.float64)
+    q = quat_from_euler(*(torch.tensor([v], dtype=torch.float64) for v in (0.0, 0.0, math.pi / 2)))
+    kw = dict(intrinsics=cam.intrinsics, camera_rotation=cam.mount.matrix(),
+              camera_translation=torch.tensor(cam.mount.translation))  # fmt: skip
+    truth = GateEkf(GateMap(corners, ids, state_of, std), start, q, imu_config("ideal"), **kw)
+    truth.offsets = torch.zeros(1, len(order), 3, dtype=torch.float64)
+    truth.offsets[0, 0] = torch.tensor([0.8, -0.6, 0.04], dtype=torch.float64)
+    est = GateEkf(GateMap(corners, ids, state_of, std), start, q, imu_config("ideal"), **kw)
+    c = truth.gate_corners()[0].reshape(-1, 3)  # (4 G, 3)
+    pc = (c - start) @ quat_to_rotmat_q(q)[0] @ cam.mount.matrix().double()
+    uv = project_pinhole(pc, cam.intrinsics)
+    vis = (pc[:, 2] > 0.5) & (uv[:, 0] >= 0) & (uv[:, 0] < 1024) & (uv[:, 1] >= 0) & (uv[:, 1] < 768)
+    gid = ids.repeat_interleave(4)[None]
+    corner = torch.arange(4).repeat(len(spec.gates))[None]
+    f = torch.tensor([0.0, 0.0, 9.81], dtype=torch.float64)[None]
+    for _ in range(40):
+        est.predict(f, torch.zeros(1, 3, dtype=torch.float64), 1 / 60)
+        est.update_beacons(uv[None], vis[None], gid, corner)
+    assert vis.view(len(spec.gates), 4)[order[0]].all()  # the first course gate is in view
+    torch.testing.assert_close(est.offsets[0, 0], truth.offsets[0, 0], atol=0.05, rtol=0)
+    assert float((est.pos - start).norm()) < 0.05
+
+
+def quat_to_rotmat_q(q):
+    from volary.math.quaternion import quat_to_rotmat
+
+    return quat_to_rotmat(q)
+
+
+def test_ekf_predict_integrates_a_turning_climb():
+    """With exact IMU samples of a constant body rate and thrust, propagation follows the
+    closed-form attitude and integrates position to second order."""
+    spec = alphapilot_2019()
+    corners = torch.tensor([list(map(list, g.corners)) for g in spec.gates], dtype=torch.float64)
+    ids = torch.tensor([g.object_id for g in spec.gates])
+    none = torch.full((len(spec.gates),), -1, dtype=torch.int64)
+    q0 = torch.tensor([[1.0, 0.0, 0.0, 0.0]], dtype=torch.float64)
+    ekf = GateEkf(GateMap(corners, ids, none, torch.zeros(0, 3, dtype=torch.float64)),
+                  torch.zeros(1, 3, dtype=torch.float64), q0, imu_config("ideal"),
+                  intrinsics=torch.tensor([1.0, 1.0, 0.0, 0.0]), camera_rotation=torch.eye(3),
+                  camera_translation=torch.zeros(3))  # fmt: skip
+    w = torch.tensor([[0.0, 0.0, 0.5]], dtype=torch.float64)
+    f = torch.tensor([[0.0, 0.0, 11.81]], dtype=torch.float64)  # 2 m/s^2 up, level
+    dt = 1 / 240
+    for _ in range(240):
+        ekf.predict(f, w, dt)
+    torch.testing.assert_close(ekf.quat, quat_integrate(q0, w, 1.0), atol=1e-9, rtol=0)
+    assert abs(float(ekf.vel[0, 2]) - 2.0) < 1e-6
+    assert abs(float(ekf.pos[0, 2]) - 1.0) < 1e-2
+
+
+def test_faults_and_sensor_sets_are_what_the_cli_offers():
+    assert set(FAULTS) == {"none", "dropout30", "false10", "bias3x"}
+    assert SENSOR_SETS["imu+ir"].label == "IMU + IR"
+    assert SENSOR_SETS["imu+ir+ranger"].label == "IMU + IR + Ranger"
+    assert set(TABLE_IV) >= {"IMU + IR", "IMU + IR + Ranger"}
+    cfg = dataclasses.replace(ChallengeSensors(), **FAULTS["bias3x"]).imu_config()
+    base = imu_config("flightgoggles")
+    assert cfg.gyro_bias_init == pytest.approx(3 * base.gyro_bias_init)
+    assert base.gyro_bias_init > 0 and base.accel_bias_random_walk > 0  # FlightGoggles biases
+    with pytest.raises(ConfigError, match="imu_bias_scale"):
+        ChallengeSensors(imu_bias_scale=0.0)
+
+
+def test_every_registered_contestant_has_reset_and_act():
+    for name in CONTESTANTS:
+        c = make_contestant(name)
+        assert callable(c.reset) and callable(c.act)
+    with pytest.raises(ConfigError, match="contestant"):
+        make_contestant(42)  # type: ignore[arg-type]
+    with pytest.raises(UnknownNameError, match="contestant 'nobody'.*reference"):
+        make_contestant("nobody")
+
+
+def test_bad_commands_name_the_contestant():
+    class Broken(Hover):
+        def act(self, obs):
+            return torch.zeros(3)
+
+    with pytest.raises(ConfigError, match=r"contestant 'Broken'.*\(N=1, 4\)"):
+        run_challenge(alphapilot_2019_courses(1, 0), Broken(), time_limit_s=0.1)
+    with pytest.raises(ConfigError, match="distinct course names"):
+        c = alphapilot_2019_courses(1, 0)
+        run_challenge(c + c, Hover(), time_limit_s=0.1)
+
+
+def test_reference_racer_estimates_and_tracks_the_first_seconds():
+    courses = alphapilot_2019_courses(2, 0)
+    res = run_challenge(courses, SensorRacer(**QUICK), seed=0, time_limit_s=2.5)
+    assert not bool(res.race.collided.any())
+    assert float(res.pos_err.nan_to_num(0).max()) < 0.3
+    assert float(res.att_err.nan_to_num(0).max()) < math.radians(3.0)
+    s = challenge_summary(res)
+    assert s["estimation"]["position_m"]["median"] < 0.1
+    assert s["courses"] == 2 and s["sensors"] == "IMU + IR + Ranger"
+
+
+def test_a_course_flies_the_same_alone_and_in_a_batch():
+    c = alphapilot_2019_courses(3, 0)
+    alone = run_challenge([c[1]], SensorRacer(**QUICK), seed=0, time_limit_s=1.5)
+    batch = run_challenge([c[2], c[1], c[0]], SensorRacer(**QUICK), seed=0, time_limit_s=1.5)
+    assert torch.equal(alone.race.path[:, 0], batch.race.path[:, 1])
+    torch.testing.assert_close(alone.pos_err[:, 0], batch.pos_err[:, 1], atol=1e-9, rtol=0)
+
+
+@pytest.mark.slow
+def test_reference_racer_finishes_the_nominal_course_from_sensors():
+    res = run_challenge([alphapilot_2019()], SensorRacer(iters=200), seed=0, time_limit_s=30.0)
+    assert bool(res.race.finished[0]) and not bool(res.race.collided[0])
+    assert int(res.race.gates_passed[0]) == 11
