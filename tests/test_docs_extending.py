@@ -23,9 +23,13 @@ def _module_name(code: str) -> str:
 
 def test_the_page_has_the_three_examples():
     names = [_module_name(b) for b in BLOCKS]
-    assert {"extending_task", "extending_rl_task", "extending_planner", "extending_sensor"} <= set(
-        names
-    )
+    assert {
+        "extending_task",
+        "extending_rl_task",
+        "extending_planner",
+        "extending_sensor",
+        "extending_contestant",
+    } <= set(names)
     assert all(len(b.splitlines()) < 100 for b in BLOCKS)
 
 

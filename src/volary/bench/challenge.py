@@ -101,19 +101,23 @@ class ChallengeSensors:
     @property
     def label(self) -> str:
         """Table IV's name of the set ("IMU + IR + Ranger", ...)."""
-        parts = ["IMU"] + (["IR"] if self.beacons else []) + (["Ranger"] if self.rangefinder else [])
+        parts = (
+            ["IMU"] + (["IR"] if self.beacons else []) + (["Ranger"] if self.rangefinder else [])
+        )
         return " + ".join(parts)
 
     def imu_config(self) -> ImuConfig:
         c, k = imu_config(self.imu), self.imu_bias_scale
-        return replace(c, accel_bias_init=c.accel_bias_init * k, gyro_bias_init=c.gyro_bias_init * k)
+        return replace(
+            c, accel_bias_init=c.accel_bias_init * k, gyro_bias_init=c.gyro_bias_init * k
+        )
 
 
 SENSOR_SETS: dict[str, ChallengeSensors] = {
     "imu+ir+ranger": ChallengeSensors(),
     "imu+ir": ChallengeSensors(rangefinder=False),
 }
-FAULTS: dict[str, dict[str, float]] = {
+FAULTS: dict[str, dict[str, Any]] = {
     "none": {},
     "dropout30": {"dropout": 0.3},
     "false10": {"false_rate": 0.1},
@@ -308,11 +312,14 @@ class _EstimateLog:
 
     def __init__(self, specs: Sequence[SceneSpec], racer: Contestant) -> None:
         self.racer = racer
-        self.true_gates = torch.stack([
-            torch.as_tensor(np.stack([np.asarray(s.gates[i].corners)
-                                      for i in s.meta["order_index"]]))
-            for s in specs
-        ]).double()  # (N, L, 4, 3) fmt: skip
+        self.true_gates = torch.stack(
+            [
+                torch.as_tensor(
+                    np.stack([np.asarray(s.gates[i].corners) for i in s.meta["order_index"]])
+                )
+                for s in specs
+            ]
+        ).double()  # (N, L, 4, 3) fmt: skip
         self.rows: list[tuple[float, Tensor, Tensor, Tensor, Tensor]] = []
 
     def take(self, world: Any, k: int) -> None:

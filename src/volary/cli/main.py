@@ -409,7 +409,8 @@ def _race_challenge(
     console.print(t)
     t4 = Table("sensors", "teams", "completed [%]", "mean score", "std", title="beside Table IV")
     t4.add_row(f"volary {doc['contestant']}: {doc['sensors']}", "-",
-               f"{doc['completed_pct']:.1f}", f"{doc['mean_score']:.2f}", f"{doc['std_score']:.2f}")  # fmt: skip
+               f"{doc['completed_pct']:.1f}", f"{doc['mean_score']:.2f}",
+               f"{doc['std_score']:.2f}")  # fmt: skip
     for name, row in doc["table_iv"].items():
         t4.add_row(f"2019: {name}", str(row["teams"]), f"{row['completed_pct']:.1f}",
                    f"{row['mean_score']:.2f}", f"{row['std_score']:.2f}")  # fmt: skip
@@ -431,7 +432,9 @@ def _race_oracle(seed: int, courses: int, out: Path, device: str, racer: str) ->
         _fail(f"--courses: expected >= 0, got {courses}")
     if racer not in RACERS:
         _fail(f"--racer: expected one of {', '.join(sorted(RACERS))}, got {racer!r}")
-    with console.status(f"{racer} (oracle): flying the nominal course and {courses} perturbed ones..."):
+    with console.status(
+        f"{racer} (oracle): flying the nominal course and {courses} perturbed ones..."
+    ):
         path = race_cli(out, seed=seed, courses=courses, device=device, racer=racer)
     doc = _json.loads(path.read_text())
     nom = doc["nominal"]

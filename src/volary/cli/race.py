@@ -29,7 +29,6 @@ from volary.errors import ConfigError
 from volary.planning.racing import DEFAULT_RACER, RACERS, make_racer
 from volary.worlds import SceneSpec, alphapilot_2019, alphapilot_2019_courses
 
-
 ORACLE_NOTE = (
     "oracle: the racer knows the true perturbed gate poses and the true state; an upper bound, "
     "not a challenge score (the 2019 teams raced from sensors: volary race --mode challenge)"
@@ -168,8 +167,10 @@ def challenge_cli(
         "faults": faults,
         **challenge_summary(res),
         "best_of": BEST_OF,
-        "table_iv": {k: dict(zip(("teams", "completed_pct", "mean_score", "std_score"), v,
-                                 strict=True)) for k, v in TABLE_IV.items()},  # fmt: skip
+        "table_iv": {
+            k: dict(zip(("teams", "completed_pct", "mean_score", "std_score"), v, strict=True))
+            for k, v in TABLE_IV.items()
+        },  # fmt: skip
         "courses_detail": res.race.to_dict()["courses"],
     }
     best = int(res.race.score.argmax())

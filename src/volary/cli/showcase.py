@@ -32,7 +32,7 @@ NEXT_COMMANDS = (
         "the full protocol: 36 platforms x 7 types x 10 configurations",
     ),  # fmt: skip
     ("volary view out/demo --trial KEY", "any trial of this run in 3-D (keys in the report)"),
-    ("volary race", "the AlphaPilot course and 25 perturbed ones, leaderboard"),
+    ("volary race", "the AlphaPilot challenge: 25 perturbed courses raced from sensors"),
     ("volary view --race mintime", "a race lap in the browser viewer"),
     ("volary splat render forest --out frame.png", "photoreal RGB of any scenario"),
     ("volary serve", "fly your own stack against a World over ZeroMQ (docs/serve.md)"),
@@ -124,7 +124,8 @@ def run_showcase(out: Path, *, seed: int = 0, console: Console | None = None) ->
                       f"{summary.successes} successes, {summary.errors} errors")  # fmt: skip
         with console.status("the AlphaPilot lap and the sensor frames..."):
             parts = side.result()
-    console.print(f"AlphaPilot lap ({RACER}): {_lap_text(parts['race'])}; planned and flown in "
+    console.print(f"AlphaPilot lap ({RACER}, oracle: true gates): {_lap_text(parts['race'])}; "
+                  f"planned and flown in "
                   f"{parts['race_s']:.0f} s; frames in {parts['frames_s']:.0f} s")  # fmt: skip
     with console.status("writing the report..."):
         rows = load_results(db)
@@ -204,7 +205,9 @@ def _page(
         + (_img(fig, "success by scenario type") if fig.is_file() else "")
         + "<h2>2. An AlphaPilot 2019 lap</h2>"
         f"<p>The min-snap racer on the nominal course, flown by the AlphaPilot vehicle with "
-        f"the Mellinger controller: {html.escape(_lap_text(race))}.</p>"
+        f"the Mellinger controller: {html.escape(_lap_text(race))}. An oracle lap: the racer "
+        f"knows the gates and the state (an upper bound); <code>volary race</code> runs the "
+        f"challenge as posed, from the IMU, IR beacons and the ranger.</p>"
         + _img(out / "race.png", "AlphaPilot lap, top view")
         + "<h2>3. One scene, two sensors</h2>"
         f"<p>{html.escape(frames['scene'])}, from the start pose, one camera (the D455 "

@@ -17,10 +17,14 @@ What it knows is a :class:`~volary.planning.challenge.Briefing`; what it senses 
    velocity, acceleration and jerk (so the reference stays smooth) through the estimated gate
    centres, crossing each along its estimated normal at the planned speed, with the remaining
    segment times of the nominal plan; a segment the moved gates push past the planning limits
-   (``segment_load`` > 1) gets up to ``MAX_STRETCH`` times its time per pass and the plan is
-   re-solved (``retime_passes``; the later segments restart from the nominal times at every
-   replan, so the stretch never compounds). No replanning within ``freeze_s`` of the next gate (the
-   beacons of a gate leave the view as it is reached, paper 001 Fig. 10c).
+   (``segment_load`` > 1) gets up to ``MAX_STRETCH`` times its time per pass, the gates at
+   its ends are passed that much slower, and the plan is re-solved (``retime_passes``; the
+   later segments restart from the nominal times and speeds at every replan, so the stretch
+   never compounds). No replanning within ``freeze_s`` of the next gate (the
+   beacons of a gate leave the view as it is reached, paper 001 Fig. 10c). When the estimated
+   position is more than ``resync_m`` from the reference (thrust saturation, a late gate), the
+   replan starts from the estimated position and velocity instead, so the new plan aims
+   through the gates from where the vehicle is.
 3. **Tracking**: the reference's 14-d setpoint (drag-aware feed-forward) and the *estimated*
    state give collective thrust and body rates with the geometric law of ``volary.control``
    (Lee force, Mellinger feed-forward rates, a P law on the attitude error); the acro loop of
@@ -34,7 +38,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import torch
@@ -53,6 +56,7 @@ from volary.planning.racing import (
     CONTROL_MAX_TILT,
     TrajectoryPlan,
     _default_limits,
+    _vehicle_key,
     course_gates,
     segment_load,
 )
@@ -60,6 +64,7 @@ from volary.sensors.estimation import GateEkf, GateMap
 from volary.worlds.gates import gate_planes
 
 HOLD_S = 5.0  # s of hover setpoints tabulated after a plan's end
+_NOMINAL: dict[tuple, tuple[Tensor, Tensor]] = {}  # nominal plans solved in this process
 MAX_STRETCH = 1.2  # a replanned segment's time grows by at most this factor per pass
 
 
@@ -79,6 +84,9 @@ class SensorRacer:
     max_tilt: float = CONTROL_MAX_TILT
     k_att: float = 10.0  # 1/s, body rate commanded per rad of attitude error
     retime_passes: int = 2  # replanned segments past the limits stretched, re-solved
+    slow_gates: bool = True  # a stretched segment's gates are passed slower
+    scale_by_length: bool = True  # later segment times follow the estimated gate distances
+    resync_m: float = 0.3  # m from the reference at which a replan starts from the estimate
     limits: Limits = field(default_factory=_default_limits)
 
     def __post_init__(self) -> None:
@@ -102,8 +110,10 @@ class SensorRacer:
         start = torch.tensor(b.start_pos, dtype=torch.float64)
         centres, normals = (torch.as_tensor(x) for x in course_gates(b.course))
         self.yaw = float(b.start_yaw)
-        nominal = self._nominal(b.course, start, centres, normals)
+        nominal = self._nominal(start, centres, normals)
         self.durations = nominal[0].expand(self.n, -1).clone()  # (N, M) s per segment
+        wp0, _ = self._waypoints(start[None], centres[None], normals[None])
+        self.nominal_chords = (wp0[0, 1:] - wp0[0, :-1]).norm(dim=-1)  # (M,) m
         self.speeds = nominal[1].expand(self.n, -1).clone()  # (N, L) m/s through each gate
         self.step_i = 0
         self.table = torch.zeros(self.n, 0, 14, dtype=torch.float64)  # setpoints per step
@@ -146,10 +156,20 @@ class SensorRacer:
             floor_z=b.floor_z,
         )  # fmt: skip
 
-    def _nominal(
-        self, course: Any, start: Tensor, centres: Tensor, normals: Tensor
+    def _nominal(self, start: Tensor, centres: Tensor, normals: Tensor) -> tuple[Tensor, Tensor]:
+        """(segment times (1, M), gate speeds (1, L)) of the min-time plan on the nominal course,
+        solved once per process for a course, vehicle and settings (the same computation)."""
+        key = (start.numpy().tobytes(), centres.numpy().tobytes(), normals.numpy().tobytes(),
+               _vehicle_key(self.params, 0), self.iters, self.samples, self.overshoot,
+               self.tail_weight, repr(self.limits), self.yaw)  # fmt: skip
+        if key not in _NOMINAL:
+            _NOMINAL[key] = self._solve_nominal(start, centres, normals)
+        durations, speeds = _NOMINAL[key]
+        return durations.clone(), speeds.clone()
+
+    def _solve_nominal(
+        self, start: Tensor, centres: Tensor, normals: Tensor
     ) -> tuple[Tensor, Tensor]:
-        """(segment times (1, M), gate speeds (1, L)) of the min-time plan on the nominal course."""
         wp, dirs = self._waypoints(start[None], centres[None], normals[None])
         der = torch.full((*wp.shape[:2], 3, 4), math.nan, dtype=torch.float64)
         der[:, 0] = 0.0
@@ -240,9 +260,17 @@ class SensorRacer:
         moved = (gates - self.plan_gates).norm(dim=-1).amax(-1)  # (N, L)
         ahead = torch.arange(gates.shape[1])[None] >= (nxt[:, None] - 1)
         moved = torch.where(ahead, moved, 0.0).amax(-1) > self.replan_tol
-        want = live & ~close & moved
+        ref = self._reference_at(k)
+        e = self.ekf
+        lag = (e.pos - ref[:, 0]).norm(dim=-1) > self.resync_m  # fell off the reference
+        lag = lag & (self.resync_m > 0)
+        if bool(lag.any()):  # replan from where the vehicle is
+            ref = ref.clone()
+            ref[:, 0] = torch.where(lag[:, None], e.pos, ref[:, 0])
+            ref[:, 1] = torch.where(lag[:, None], e.vel, ref[:, 1])
+        want = live & ~close & (moved | lag)
         if bool(want.any()):
-            self._replan(want, k, self._reference_at(k))
+            self._replan(want, k, ref)
 
     def _reference_at(self, k: int) -> Tensor:
         """(N, 5, 3) the reference trajectory at step k: position, velocity, acceleration, jerk
@@ -254,8 +282,10 @@ class SensorRacer:
         """Replan the masked envs from reference ``ref`` at step k (module docstring)."""
         t = k * self.dt
         gates = self._gates_now()
-        nxt = (self.knots > t + 1e-9).to(torch.int8).argmax(1) if k > 0 else torch.ones(
-            self.n, dtype=torch.int64
+        nxt = (
+            (self.knots > t + 1e-9).to(torch.int8).argmax(1)
+            if k > 0
+            else torch.ones(self.n, dtype=torch.int64)
         )
         for s in sorted(set(nxt[mask].tolist())):
             envs = torch.nonzero(mask & (nxt == s))[:, 0]
@@ -273,13 +303,23 @@ class SensorRacer:
                                                           dtype=torch.float64)), 1)  # fmt: skip
         sp = torch.cat((speeds[:, :1], speeds[:, s:]), 1)  # NaN at the reference point
         first = (self.knots[envs, s] - t) if k > 0 else self.durations[envs, 0]
-        dur = torch.cat((first[:, None].clamp_min(0.05), self.durations[envs, s:]), 1)  # the
-        # later segments restart from the nominal times at every replan (no compounding)
+        later = self.durations[envs, s:]  # nominal times, restarted at every replan
+        if self.scale_by_length:  # first-order re-allocation: time in proportion to length
+            chord = (wp_all[:, s + 1 :] - wp_all[:, s:-1]).norm(dim=-1)
+            ratio = (chord / self.nominal_chords[s:]).clamp(1 / MAX_STRETCH, MAX_STRETCH)
+            later = later * ratio
+        dur = torch.cat((first[:, None].clamp_min(0.05), later), 1)
         der = torch.full((*wp.shape[:2], 3, 4), math.nan, dtype=torch.float64)
         der[:, 0, :, :3] = ref[:, 1:4]  # velocity, acceleration, jerk of the reference now
-        vel = sp[..., None] * torch.nan_to_num(dirs, nan=0.0)
         has = torch.isfinite(dirs).all(-1)
-        der[:, :, 0, :3] = torch.where(has[..., None], vel, der[:, :, 0, :3])
+        unit = torch.nan_to_num(dirs, nan=0.0)
+
+        def gate_velocities(speed: Tensor) -> Tensor:
+            d = der.clone()
+            d[:, :, 0, :3] = torch.where(has[..., None], speed[..., None] * unit, der[:, :, 0, :3])
+            return d
+
+        der = gate_velocities(sp)
         yaw_all = self._yaws(wp_all, dirs_all)
         yaw = torch.cat((ref[:, 4, :1], yaw_all[:, s:]), 1)  # from the reference's yaw now
         der[:, 0, :2, 3] = ref[:, 4, 1:]  # its yaw rate and yaw acceleration
@@ -290,7 +330,15 @@ class SensorRacer:
             load = segment_load(traj, vehicle, self.limits)
             if not bool((load > 1.0).any()):
                 break
-            dur = dur * torch.where(load > 1.0, load.sqrt().clamp_max(MAX_STRETCH), 1.0)
+            f = torch.where(load > 1.0, load.sqrt().clamp_max(MAX_STRETCH), 1.0)  # (n, S)
+            dur = dur * f
+            # a slower segment passes its gates slower: each gate's speed over the larger
+            # stretch of its two segments (else the plan must spend the time on a detour)
+            g = torch.ones_like(sp)
+            g[:, 1:] = torch.maximum(f, torch.cat((f[:, 1:], torch.ones_like(f[:, :1])), 1))
+            if self.slow_gates:
+                sp = sp / g
+                der = gate_velocities(sp)
             traj = min_snap(wp, dur, yaw=yaw, derivatives=der)
         self._tabulate(envs, k, TrajectoryPlan(traj, vehicle, traj.duration))
         knots = t + torch.cumsum(dur, 1)

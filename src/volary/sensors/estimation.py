@@ -296,10 +296,13 @@ class GateEkf:
         zs = torch.where(zc.abs() > 1e-6, zc, torch.full_like(zc, 1e-6))
         pred = torch.stack((fx * x_c[..., 0] / zs + cx, fy * x_c[..., 1] / zs + cy), -1)
         zero = torch.zeros_like(zs)
-        J = torch.stack((
-            torch.stack((fx / zs, zero, -fx * x_c[..., 0] / zs**2), -1),
-            torch.stack((zero, fy / zs, -fy * x_c[..., 1] / zs**2), -1),
-        ), -2)  # (N, k, 2, 3) fmt: skip
+        J = torch.stack(
+            (
+                torch.stack((fx / zs, zero, -fx * x_c[..., 0] / zs**2), -1),
+                torch.stack((zero, fy / zs, -fy * x_c[..., 1] / zs**2), -1),
+            ),
+            -2,
+        )  # (N, k, 2, 3) fmt: skip
         rbt = self.r_bc.T
         A = rbt @ R.transpose(1, 2)  # (N, 3, 3): d x_c / d c (world)
         H = torch.zeros(n, g.shape[1], 2, self.dim, dtype=R.dtype)
@@ -307,11 +310,14 @@ class GateEkf:
         H[..., 6:9] = J @ (rbt @ hat(x_b))
         ez = torch.tensor([0.0, 0.0, 1.0], dtype=R.dtype)
         dyaw = torch.linalg.cross(ez.expand_as(c), c - cg - self._shift(g), dim=-1)
-        dcdo = torch.stack((
-            torch.tensor([1.0, 0.0, 0.0], dtype=R.dtype).expand_as(c),
-            torch.tensor([0.0, 1.0, 0.0], dtype=R.dtype).expand_as(c),
-            dyaw,
-        ), -1)  # (N, k, 3 world, 3 offsets) fmt: skip
+        dcdo = torch.stack(
+            (
+                torch.tensor([1.0, 0.0, 0.0], dtype=R.dtype).expand_as(c),
+                torch.tensor([0.0, 1.0, 0.0], dtype=R.dtype).expand_as(c),
+                dyaw,
+            ),
+            -1,
+        )  # (N, k, 3 world, 3 offsets) fmt: skip
         Hg = J @ (A[:, None] @ dcdo)  # (N, k, 2, 3)
         H = H + torch.einsum("nkio,nkod->nkid", Hg, self._place[g])
         return pred, H, zc

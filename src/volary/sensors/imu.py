@@ -10,9 +10,8 @@ on (seed, i) and not on the batch size.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch

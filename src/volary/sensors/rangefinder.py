@@ -16,9 +16,8 @@ Noise sigma(r) = noise_std + noise_quadratic r^2 and dropouts from per-env count
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
