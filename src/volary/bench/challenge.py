@@ -392,18 +392,19 @@ def _error_stats(res: ChallengeResult) -> dict[str, Any]:
         return {"median": float(v.median()), "p95": float(torch.quantile(v, 0.95))}
 
     gt = res.race.gate_times  # (N, L) s when passed
-    at_pass = []
+    at_pass = torch.full(gt.shape, math.nan, dtype=torch.float64)
     for i in range(gt.shape[0]):
         for j in range(gt.shape[1]):
             t = float(gt[i, j])
             if math.isfinite(t):
                 kk = int(torch.searchsorted(res.est_time, torch.tensor([t]).double())[0]) - 1
-                at_pass.append(float(res.gate_err[max(kk, 0), i, j]))
+                at_pass[i, j] = float(res.gate_err[max(kk, 0), i, j])
     return {
         "position_m": q(res.pos_err),
         "attitude_deg": {k: math.degrees(v) for k, v in q(res.att_err).items()},
         "gate_m": q(res.gate_err),
-        "gate_at_passage_m": q(torch.tensor(at_pass, dtype=torch.float64)),
+        "gate_at_passage_m": q(at_pass.flatten()),
+        "gate_at_passage_by_gate_m": [q(at_pass[:, j])["median"] for j in range(gt.shape[1])],
     }
 
 

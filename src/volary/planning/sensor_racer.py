@@ -21,10 +21,10 @@ What it knows is a :class:`~volary.planning.challenge.Briefing`; what it senses 
    its ends are passed that much slower, and the plan is re-solved (``retime_passes``; the
    later segments restart from the nominal times and speeds at every replan, so the stretch
    never compounds). No replanning within ``freeze_s`` of the next gate (the
-   beacons of a gate leave the view as it is reached, paper 001 Fig. 10c). When the estimated
-   position is more than ``resync_m`` from the reference (thrust saturation, a late gate), the
-   replan starts from the estimated position and velocity instead, so the new plan aims
-   through the gates from where the vehicle is.
+   beacons of a gate leave the view as it is reached, paper 001 Fig. 10c). Optionally
+   (``resync_m`` > 0; off by default: on the development courses it replanned so often that
+   a run took over twice as long, and it was not evaluated to the end), a replan starts from
+   the estimated position and velocity when the vehicle is that far from the reference.
 3. **Tracking**: the reference's 14-d setpoint (drag-aware feed-forward) and the *estimated*
    state give collective thrust and body rates with the geometric law of ``volary.control``
    (Lee force, Mellinger feed-forward rates, a P law on the attitude error); the acro loop of
@@ -86,7 +86,7 @@ class SensorRacer:
     retime_passes: int = 2  # replanned segments past the limits stretched, re-solved
     slow_gates: bool = True  # a stretched segment's gates are passed slower
     scale_by_length: bool = True  # later segment times follow the estimated gate distances
-    resync_m: float = 0.3  # m from the reference at which a replan starts from the estimate
+    resync_m: float = 0.0  # m off the reference that replans from the estimate (0: off)
     limits: Limits = field(default_factory=_default_limits)
 
     def __post_init__(self) -> None:
