@@ -276,9 +276,14 @@ def test_reference_racer_estimates_and_tracks_the_first_seconds():
     assert s["courses"] == 2 and s["sensors"] == "IMU + IR + Ranger"
 
 
-def test_a_course_flies_the_same_alone_and_in_a_batch():
+def test_a_course_flies_the_same_alone_and_in_a_batch_whatever_the_threads():
     c = alphapilot_2019_courses(3, 0)
-    alone = run_challenge([c[1]], SensorRacer(**QUICK), seed=0, time_limit_s=1.5)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)  # the caller's setting does not reach the run (one_thread)
+    try:
+        alone = run_challenge([c[1]], SensorRacer(**QUICK), seed=0, time_limit_s=1.5)
+    finally:
+        torch.set_num_threads(before)
     batch = run_challenge([c[2], c[1], c[0]], SensorRacer(**QUICK), seed=0, time_limit_s=1.5)
     assert torch.equal(alone.race.path[:, 0], batch.race.path[:, 1])
     torch.testing.assert_close(alone.pos_err[:, 0], batch.pos_err[:, 1], atol=1e-9, rtol=0)

@@ -17,7 +17,8 @@ What it knows is a :class:`~volary.planning.challenge.Briefing`; what it senses 
    velocity, acceleration and jerk (so the reference stays smooth) through the estimated gate
    centres, crossing each along its estimated normal at the planned speed, with the remaining
    segment times of the nominal plan; a segment the moved gates push past the planning limits
-   (``segment_load`` > 1) gets up to ``MAX_STRETCH`` times its time per pass, the gates at
+   (``segment_load`` > 1; not the current one, whose time carries over from plan to plan) gets
+   up to ``MAX_STRETCH`` times its time per pass, the gates at
    its ends are passed that much slower, and the plan is re-solved (``retime_passes``; the
    later segments restart from the nominal times and speeds at every replan, so the stretch
    never compounds). No replanning within ``freeze_s`` of the next gate (the
@@ -331,6 +332,8 @@ class SensorRacer:
             if not bool((load > 1.0).any()):
                 break
             f = torch.where(load > 1.0, load.sqrt().clamp_max(MAX_STRETCH), 1.0)  # (n, S)
+            f[:, 0] = 1.0  # the current segment keeps its time: stretching it at every replan
+            # would compound (its time is carried from plan to plan, the others restart)
             dur = dur * f
             # a slower segment passes its gates slower: each gate's speed over the larger
             # stretch of its two segments (else the plan must spend the time on a detour)
