@@ -65,6 +65,7 @@ from volary.sensors.estimation import GateEkf, GateMap
 from volary.worlds.gates import gate_planes
 
 HOLD_S = 5.0  # s of hover setpoints tabulated after a plan's end
+MAX_PLAN_S = 300.0  # s of a plan tabulated at most (the challenge's course time limit)
 _NOMINAL: dict[tuple, tuple[Tensor, Tensor]] = {}  # nominal plans solved in this process
 MAX_STRETCH = 1.2  # a replanned segment's time grows by at most this factor per pass
 
@@ -353,7 +354,8 @@ class SensorRacer:
     def _tabulate(self, envs: Tensor, k: int, plan: TrajectoryPlan) -> None:
         """Write the plan's setpoints from step k on into the env rows of the table, then hover
         at its end for HOLD_S."""
-        steps = int(math.ceil(float(plan.duration.max()) / self.dt)) + 1
+        longest = min(float(plan.duration.max()), MAX_PLAN_S)  # a runaway plan cannot eat RAM
+        steps = int(math.ceil(longest / self.dt)) + 1
         hold = int(HOLD_S / self.dt)
         need = k + steps + hold
         have = self.table.shape[1]
