@@ -359,8 +359,10 @@ class _EstimateLog:
 
 def challenge_summary(res: ChallengeResult, best: int = BEST_OF) -> dict[str, Any]:
     """The challenge's figures: leaderboard (best ``best`` mean), completion rate, mean +- std
-    of all scores, and the estimation errors (median and 95th percentile over all flying
-    samples; each course gate's error at the moment it was passed)."""
+    of all scores, and the estimation errors: median and 95th percentile along the course (up
+    to 2 s after each course's last gate passage; position also over every flying sample, which
+    includes vehicles hovering on after missing a gate) and each course gate's error at the
+    moment it was passed."""
     r = res.race
     score = r.score.double()
     done = r.finished & ~r.collided
@@ -399,10 +401,20 @@ def _error_stats(res: ChallengeResult) -> dict[str, Any]:
             if math.isfinite(t):
                 kk = int(torch.searchsorted(res.est_time, torch.tensor([t]).double())[0]) - 1
                 at_pass[i, j] = float(res.gate_err[max(kk, 0), i, j])
+    # "along the course": up to 2 s after the env's last gate passage (or its end); an env
+    # that missed a gate and hovers on past its plan is not racing any more
+    last = torch.nan_to_num(gt, nan=-math.inf).amax(-1)  # (N,) s, -inf: no gate passed
+    limit = torch.where(torch.isfinite(last), last + 2.0, torch.full_like(last, math.inf))
+    on = res.est_time[:, None] <= limit[None, :]  # (K, N)
+    nan = torch.tensor(math.nan, dtype=torch.float64)
+    pos, att = torch.where(on, res.pos_err, nan), torch.where(on, res.att_err, nan)
+    gate = torch.where(on[..., None], res.gate_err, nan)
     return {
-        "position_m": q(res.pos_err),
-        "attitude_deg": {k: math.degrees(v) for k, v in q(res.att_err).items()},
-        "gate_m": q(res.gate_err),
+        "along_the_course": "samples up to 2 s after each course's last gate passage",
+        "position_m": q(pos),
+        "attitude_deg": {k: math.degrees(v) for k, v in q(att).items()},
+        "gate_m": q(gate),
+        "position_all_flying_m": q(res.pos_err),
         "gate_at_passage_m": q(at_pass.flatten()),
         "gate_at_passage_by_gate_m": [q(at_pass[:, j])["median"] for j in range(gt.shape[1])],
     }
