@@ -401,11 +401,7 @@ def _error_stats(res: ChallengeResult) -> dict[str, Any]:
             if math.isfinite(t):
                 kk = int(torch.searchsorted(res.est_time, torch.tensor([t]).double())[0]) - 1
                 at_pass[i, j] = float(res.gate_err[max(kk, 0), i, j])
-    # "along the course": up to 2 s after the env's last gate passage (or its end); an env
-    # that missed a gate and hovers on past its plan is not racing any more
-    last = torch.nan_to_num(gt, nan=-math.inf).amax(-1)  # (N,) s, -inf: no gate passed
-    limit = torch.where(torch.isfinite(last), last + 2.0, torch.full_like(last, math.inf))
-    on = res.est_time[:, None] <= limit[None, :]  # (K, N)
+    on = on_course(res)
     nan = torch.tensor(math.nan, dtype=torch.float64)
     pos, att = torch.where(on, res.pos_err, nan), torch.where(on, res.att_err, nan)
     gate = torch.where(on[..., None], res.gate_err, nan)
@@ -420,9 +416,19 @@ def _error_stats(res: ChallengeResult) -> dict[str, Any]:
     }
 
 
+def on_course(res: ChallengeResult) -> Tensor:
+    """(K, N) bool: the estimation samples "along the course", up to 2 s after each course's
+    last gate passage (all of them when it passed none); a vehicle that missed a gate and
+    hovers on past its plan is not racing any more."""
+    last = torch.nan_to_num(res.race.gate_times, nan=-math.inf).amax(-1)  # (N,) s
+    limit = torch.where(torch.isfinite(last), last + 2.0, torch.full_like(last, math.inf))
+    return res.est_time[:, None] <= limit[None, :]
+
+
 def plot_estimation(res: ChallengeResult, path: Any, env: int | None = None) -> Any:
-    """Estimation error along the course: position, attitude and the course gates' mean corner
-    error over time (median over the flying envs, shaded 5-95 %, or one env)."""
+    """Estimation error along the course (:func:`on_course`): position, attitude and the course
+    gates' mean corner error over time (median over the courses still racing, shaded 5-95 %,
+    while at least 3 race; or one env)."""
     from pathlib import Path
 
     import matplotlib
@@ -431,11 +437,14 @@ def plot_estimation(res: ChallengeResult, path: Any, env: int | None = None) -> 
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(3, 1, figsize=(8, 8), sharex=True)
-    t = res.est_time.numpy()
+    on = on_course(res)
+    keep = on.sum(1) >= min(3, on.shape[1])  # samples where at least 3 courses still race
+    t = res.est_time[keep].numpy()
+    nan = torch.tensor(math.nan, dtype=torch.float64)
     series = [
-        (res.pos_err, "position error [m]", 1.0),
-        (res.att_err, "attitude error [deg]", 180.0 / math.pi),
-        (res.gate_err.nanmean(-1), "gate estimate error [m]", 1.0),
+        (torch.where(on, res.pos_err, nan)[keep], "position error [m]", 1.0),
+        (torch.where(on, res.att_err, nan)[keep], "attitude error [deg]", 180.0 / math.pi),
+        (torch.where(on, res.gate_err.nanmean(-1), nan)[keep], "gate estimate error [m]", 1.0),
     ]
     for ax, (x, label, scale) in zip(axes, series, strict=True):
         v = (x * scale).numpy()
@@ -455,7 +464,7 @@ def plot_estimation(res: ChallengeResult, path: Any, env: int | None = None) -> 
         ax.grid(alpha=0.3)
     axes[0].legend(loc="upper right")
     axes[-1].set_xlabel("time since start [s]")
-    axes[0].set_title(f"{res.contestant}, {res.sensors.label}: estimation error")
+    axes[0].set_title(f"{res.contestant}, {res.sensors.label}: estimation error along the course")
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110, bbox_inches="tight")
@@ -471,6 +480,7 @@ __all__ = [
     "ChallengeSensors",
     "challenge_summary",
     "observe",
+    "on_course",
     "plot_estimation",
     "run_challenge",
 ]
