@@ -276,3 +276,23 @@ def test_placed_vehicles_take_the_given_pose_and_the_others_fly():
     assert world.state is st and world.tick == 1
     with pytest.raises(ConfigError, match=r"place\.pos: expected shape \(2, 3\)"):
         world.step(sp, place=Placement(torch.tensor([True, True]), torch.zeros(3), place.quat))
+
+
+@pytest.mark.parametrize("compile", [False, "numba"])
+def test_noise_seeds_key_process_and_imu_noise_on_every_backend(compile):
+    """A vehicle seeded s flies the same whatever its slot (the numba closed loop once kept the
+    slot-keyed noise it was built with, ignoring ``noise_seeds``)."""
+
+    def fly(seeds):
+        w = World("flightgoggles", ROOM, n_envs=len(seeds), stochastic=True, compile=compile,
+                  control="position", imu="flightgoggles", noise_seeds=seeds)  # fmt: skip
+        w.reset(pos=torch.tensor(ROOM.start))
+        ep = rollout(w, _hold(w, (0.0, 0.0, 1.2)), steps=60, record=("pos",))
+        return ep.records["pos"], w.sim.imu_reading.accel
+
+    alone_pos, alone_imu = fly([7])
+    batch_pos, batch_imu = fly([3, 5, 7])
+    torch.testing.assert_close(batch_pos[:, 2], alone_pos[:, 0], rtol=0, atol=1e-6)
+    torch.testing.assert_close(batch_imu[2], alone_imu[0], rtol=0, atol=1e-5)
+    assert not torch.equal(batch_pos[:, 0], batch_pos[:, 2])  # other seeds, other noise
+    assert not torch.allclose(batch_imu[0], batch_imu[2], atol=1e-3)
