@@ -19,7 +19,7 @@ from volary.bench.challenge import (
     run_challenge,
 )
 from volary.errors import ConfigError, UnknownNameError
-from volary.math.quaternion import quat_from_euler, quat_integrate
+from volary.math.quaternion import quat_from_euler, quat_integrate, quat_to_rotmat
 from volary.planning.challenge import (
     CONTESTANTS,
     BeaconReport,
@@ -186,7 +186,7 @@ def test_ekf_converges_on_gate_offsets_from_beacons_of_a_vehicle_at_rest():
     truth.offsets[0, 0] = torch.tensor([0.8, -0.6, 0.04], dtype=torch.float64)
     est = GateEkf(GateMap(corners, ids, state_of, std), start, q, imu_config("ideal"), **kw)
     c = truth.gate_corners()[0].reshape(-1, 3)  # (4 G, 3)
-    pc = (c - start) @ quat_to_rotmat_q(q)[0] @ cam.mount.matrix().double()
+    pc = (c - start) @ quat_to_rotmat(q)[0] @ cam.mount.matrix().double()
     uv = project_pinhole(pc, cam.intrinsics)
     vis = (
         (pc[:, 2] > 0.5) & (uv[:, 0] >= 0) & (uv[:, 0] < 1024) & (uv[:, 1] >= 0) & (uv[:, 1] < 768)
@@ -200,12 +200,6 @@ def test_ekf_converges_on_gate_offsets_from_beacons_of_a_vehicle_at_rest():
     assert vis.view(len(spec.gates), 4)[order[0]].all()  # the first course gate is in view
     torch.testing.assert_close(est.offsets[0, 0], truth.offsets[0, 0], atol=0.05, rtol=0)
     assert float((est.pos - start).norm()) < 0.05
-
-
-def quat_to_rotmat_q(q):
-    from volary.math.quaternion import quat_to_rotmat
-
-    return quat_to_rotmat(q)
 
 
 def test_ekf_predict_integrates_a_turning_climb():

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 import zlib
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
@@ -451,13 +452,10 @@ def plot_estimation(res: ChallengeResult, path: Any, env: int | None = None) -> 
         if env is not None:
             ax.plot(t, v[:, env], lw=1.2)
         else:
-            with np.errstate(all="ignore"):
-                import warnings
-
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", RuntimeWarning)
-                    med = np.nanmedian(v, 1)
-                    lo, hi = np.nanpercentile(v, 5, 1), np.nanpercentile(v, 95, 1)
+            with warnings.catch_warnings():  # all-NaN samples: no course racing there
+                warnings.simplefilter("ignore", RuntimeWarning)
+                med = np.nanmedian(v, 1)
+                lo, hi = np.nanpercentile(v, 5, 1), np.nanpercentile(v, 95, 1)
             ax.fill_between(t, lo, hi, alpha=0.3, label="5-95 % of courses")
             ax.plot(t, med, lw=1.5, label="median")
         ax.set_ylabel(label)

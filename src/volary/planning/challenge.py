@@ -21,8 +21,7 @@ Contestants are named in :data:`CONTESTANTS` (``"reference"``) or given as ``mod
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from torch import Tensor
@@ -53,7 +52,6 @@ class Briefing:
     start_pos: tuple[float, float, float]
     start_yaw: float
     floor_z: float = 0.0  # m, the arena floor
-    extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def bounds(self) -> dict[str, tuple[float, float, float]]:

@@ -92,6 +92,11 @@ class TrajectoryPlan:
     def setpoints(self, t: Tensor) -> Tensor:
         """(K, N, 14): :meth:`setpoint` at K times per env, ``t`` (K, N) s, in one batched
         evaluation (the plan is a function of time alone, so a race can tabulate it)."""
+        return self.tabulate(t)[0]
+
+    def tabulate(self, t: Tensor) -> tuple[Tensor, FlatOutputs]:
+        """(setpoints (K, N, 14), the flat outputs themselves with fields (N, K, ...)) at K
+        times per env, ``t`` (K, N) s, from one evaluation of the trajectory."""
         k, n = t.shape
         f = self.traj.evaluate(t.to(torch.float64).T)  # fields (N, K, ...)
 
@@ -100,7 +105,8 @@ class TrajectoryPlan:
 
         flat = FlatOutputs(*(rows(getattr(f, name)) for name in FLAT_FIELDS))
         envs = torch.arange(n, device=t.device).repeat(k)
-        return feedforward_setpoint(flat, self.params.index(envs)).reshape(k, n, -1)
+        sp = feedforward_setpoint(flat, self.params.index(envs)).reshape(k, n, -1)
+        return sp, FlatOutputs(*(getattr(f, name) for name in FLAT_FIELDS))
 
 
 CONTROL_MAX_TILT = math.radians(88.0)  # rad, the racer's controller tilt cap (default 45 deg)
@@ -389,11 +395,20 @@ def course_gates(spec: SceneSpec) -> tuple[np.ndarray, np.ndarray]:
     along the direction of travel (from the previous gate, or the start, to the next one)."""
     order = spec.meta["order_index"]
     corners = torch.as_tensor(np.stack([np.asarray(spec.gates[i].corners) for i in order]))
-    c, n = (x.numpy() for x in gate_planes(corners))
-    prev = np.concatenate([np.asarray(spec.start, dtype=float)[None], c[:-1]])
-    nxt = np.concatenate([c[1:], c[-1:] + (c[-1:] - prev[-1:])])
-    sign = np.sign(np.einsum("ij,ij->i", n, nxt - prev))
-    return c, n * np.where(sign == 0, 1.0, sign)[:, None]
+    start = torch.as_tensor(np.asarray(spec.start, dtype=float))
+    c, n = travel_planes(corners[None], start[None])
+    return c[0].numpy(), n[0].numpy()
+
+
+def travel_planes(corners: Tensor, start: Tensor) -> tuple[Tensor, Tensor]:
+    """Centres (N, L, 3) and unit normals (N, L, 3) of gates given by their corners (N, L, 4, 3)
+    in course order, each normal turned along the direction of travel: from the previous gate
+    (or ``start`` (N, 3)) toward the next one (past the last gate: straight on)."""
+    c, n = gate_planes(corners)
+    prev = torch.cat((start[:, None].to(c.dtype), c[:, :-1]), 1)
+    nxt = torch.cat((c[:, 1:], c[:, -1:] + (c[:, -1:] - prev[:, -1:])), 1)
+    sign = torch.sign((n * (nxt - prev)).sum(-1, keepdim=True))
+    return c, n * torch.where(sign == 0, 1.0, sign)
 
 
 __all__ = [
@@ -408,5 +423,6 @@ __all__ = [
     "balance_segment_times",
     "course_gates",
     "make_racer",
+    "travel_planes",
     "segment_load",
 ]

@@ -46,7 +46,6 @@ from torch import Tensor
 
 from volary.control import Gains
 from volary.control import geometric as geo
-from volary.dynamics.params import VehicleParams
 from volary.errors import ConfigError
 from volary.math.quaternion import quat_from_euler, quat_to_rotmat
 from volary.planning.challenge import Briefing, ChallengeObservation
@@ -60,9 +59,9 @@ from volary.planning.racing import (
     _vehicle_key,
     course_gates,
     segment_load,
+    travel_planes,
 )
 from volary.sensors.estimation import GateEkf, GateMap
-from volary.worlds.gates import gate_planes
 
 HOLD_S = 5.0  # s of hover setpoints tabulated after a plan's end
 MAX_PLAN_S = 300.0  # s of a plan tabulated at most (the challenge's course time limit)
@@ -117,14 +116,14 @@ class SensorRacer:
         wp0, _ = self._waypoints(start[None], centres[None], normals[None])
         self.nominal_chords = (wp0[0, 1:] - wp0[0, :-1]).norm(dim=-1)  # (M,) m
         self.speeds = nominal[1].expand(self.n, -1).clone()  # (N, L) m/s through each gate
-        self.step_i = 0
         self.table = torch.zeros(self.n, 0, 14, dtype=torch.float64)  # setpoints per step
         self.flat = torch.zeros(self.n, 0, 15, dtype=torch.float64)  # p, v, a, jerk, yaw, its
         # rate and acceleration per step
         self.knots = torch.zeros(self.n, centres.shape[0] + 2, dtype=torch.float64)
         self.plan_gates = torch.zeros(self.n, centres.shape[0], 2, 3, dtype=torch.float64)
-        ref = self._rest_reference(start)
-        self._replan(torch.ones(self.n, dtype=torch.bool), 0, ref)
+        first = torch.ones(self.n, dtype=torch.int64)  # every env heads for waypoint 1
+        everyone = torch.ones(self.n, dtype=torch.bool)
+        self._replan(everyone, 0, self._rest_reference(start), self._gates_now(), first)
 
     def _filter(self, b: Briefing) -> GateEkf:
         spec = b.course
@@ -216,7 +215,7 @@ class SensorRacer:
 
     # ---- every control step -------------------------------------------------------------------
     def act(self, obs: ChallengeObservation) -> Tensor:
-        self.step_i = k = obs.step
+        k = obs.step
         self._estimate(obs)
         if k > 0 and k % self.replan_every == 0:
             self._maybe_replan(k)
@@ -246,17 +245,17 @@ class SensorRacer:
     def _gates_now(self) -> Tensor:
         """(N, L, 2, 3) estimated centre and travel-direction normal of every course gate."""
         corners = self.ekf.gate_corners()[:, self.order]  # (N, L, 4, 3)
-        c, nrm = gate_planes(corners)
-        prev = torch.cat((torch.tensor(self.brief.start_pos, dtype=c.dtype).expand(self.n, 1, 3),
-                          c[:, :-1]), 1)  # fmt: skip
-        nxt = torch.cat((c[:, 1:], c[:, -1:] + (c[:, -1:] - prev[:, -1:])), 1)
-        sign = torch.sign((nrm * (nxt - prev)).sum(-1, keepdim=True))
-        return torch.stack((c, nrm * torch.where(sign == 0, 1.0, sign)), 2)
+        start = torch.tensor(self.brief.start_pos, dtype=corners.dtype).expand(self.n, 3)
+        return torch.stack(travel_planes(corners, start), 2)
+
+    def _next_waypoint(self, t: float) -> Tensor:
+        """(N,) index of each env's next waypoint at time t (the first knot after t)."""
+        return (self.knots > t + 1e-9).to(torch.int8).argmax(1)
 
     def _maybe_replan(self, k: int) -> None:
         t = k * self.dt
         gates = self._gates_now()
-        nxt = (self.knots > t + 1e-9).to(torch.int8).argmax(1)  # next waypoint index
+        nxt = self._next_waypoint(t)
         live = (self.knots[:, -1] > t) & (nxt >= 1) & (nxt <= gates.shape[1])
         close = self.knots.gather(1, nxt[:, None])[:, 0] - t < self.freeze_s
         moved = (gates - self.plan_gates).norm(dim=-1).amax(-1)  # (N, L)
@@ -272,7 +271,7 @@ class SensorRacer:
             ref[:, 1] = torch.where(lag[:, None], e.vel, ref[:, 1])
         want = live & ~close & (moved | lag)
         if bool(want.any()):
-            self._replan(want, k, ref)
+            self._replan(want, k, ref, gates, nxt)
 
     def _reference_at(self, k: int) -> Tensor:
         """(N, 5, 3) the reference trajectory at step k: position, velocity, acceleration, jerk
@@ -280,15 +279,9 @@ class SensorRacer:
         drag-compensated feed-forward."""
         return self.flat[:, min(k, self.flat.shape[1] - 1)].reshape(self.n, 5, 3)
 
-    def _replan(self, mask: Tensor, k: int, ref: Tensor) -> None:
-        """Replan the masked envs from reference ``ref`` at step k (module docstring)."""
-        t = k * self.dt
-        gates = self._gates_now()
-        nxt = (
-            (self.knots > t + 1e-9).to(torch.int8).argmax(1)
-            if k > 0
-            else torch.ones(self.n, dtype=torch.int64)
-        )
+    def _replan(self, mask: Tensor, k: int, ref: Tensor, gates: Tensor, nxt: Tensor) -> None:
+        """Replan the masked envs from reference ``ref`` at step k through ``gates`` (N, L, 2, 3),
+        ``nxt`` (N,) their next waypoints (module docstring); one batch per next waypoint."""
         for s in sorted(set(nxt[mask].tolist())):
             envs = torch.nonzero(mask & (nxt == s))[:, 0]
             self._replan_group(envs, int(s), k, ref[envs], gates[envs])
@@ -300,10 +293,8 @@ class SensorRacer:
         wp_all, dirs_all = self._waypoints(start, gates[:, :, 0], gates[:, :, 1])
         wp = torch.cat((ref[:, 0:1], wp_all[:, s:]), 1)
         dirs = torch.cat((torch.full_like(ref[:, 0:1], math.nan), dirs_all[:, s:]), 1)
-        speeds = torch.cat((torch.full((n, 1), math.nan, dtype=torch.float64),
-                            self.speeds[envs], torch.full((n, 1), math.nan,
-                                                          dtype=torch.float64)), 1)  # fmt: skip
-        sp = torch.cat((speeds[:, :1], speeds[:, s:]), 1)  # NaN at the reference point
+        free = torch.full((n, 1), math.nan, dtype=torch.float64)  # speed free: reference, end
+        sp = torch.cat((free, self.speeds[envs, s - 1 :], free), 1)  # gates s-1.. ahead
         first = (self.knots[envs, s] - t) if k > 0 else self.durations[envs, 0]
         later = self.durations[envs, s:]  # nominal times, restarted at every replan
         if self.scale_by_length:  # first-order re-allocation: time in proportion to length
@@ -336,11 +327,11 @@ class SensorRacer:
             f[:, 0] = 1.0  # the current segment keeps its time: stretching it at every replan
             # would compound (its time is carried from plan to plan, the others restart)
             dur = dur * f
-            # a slower segment passes its gates slower: each gate's speed over the larger
-            # stretch of its two segments (else the plan must spend the time on a detour)
-            g = torch.ones_like(sp)
-            g[:, 1:] = torch.maximum(f, torch.cat((f[:, 1:], torch.ones_like(f[:, :1])), 1))
-            if self.slow_gates:
+            if self.slow_gates:  # a slower segment passes its gates slower: each gate's speed
+                # over the larger stretch of its two segments (else the plan must spend the
+                # time on a detour)
+                g = torch.ones_like(sp)
+                g[:, 1:] = torch.maximum(f, torch.cat((f[:, 1:], torch.ones_like(f[:, :1])), 1))
                 sp = sp / g
                 der = gate_velocities(sp)
             traj = min_snap(wp, dur, yaw=yaw, derivatives=der)
@@ -364,9 +355,9 @@ class SensorRacer:
             self.flat = _extend(self.flat, need)
         ts = (torch.arange(steps, dtype=torch.float64) * self.dt)[:, None]
         ts = torch.minimum(ts.expand(steps, len(envs)), plan.duration[None])
-        rows = plan.setpoints(ts).transpose(0, 1)  # (n, steps, 14)
-        f = plan.traj.evaluate(ts.T)  # the flat outputs themselves (the setpoint's acc and
-        yaw = torch.stack((f.yaw, f.yaw_rate, f.yaw_acc), -1)  # jerk carry the drag terms)
+        sp, f = plan.tabulate(ts)  # the setpoints, and the flat outputs themselves (the
+        rows = sp.transpose(0, 1)  # setpoint's acc and jerk carry the drag terms): (n, steps, .)
+        yaw = torch.stack((f.yaw, f.yaw_rate, f.yaw_acc), -1)
         flat = torch.cat((f.pos, f.vel, f.acc, f.jerk, yaw), -1)
         end = rows[:, -1].clone()
         end[:, 3:12] = 0.0  # hover where the plan ends
@@ -403,13 +394,4 @@ def _extend(table: Tensor, rows: int) -> Tensor:
     return torch.cat((table, pad), 1)
 
 
-def vehicle_rows(params: VehicleParams, n: int) -> VehicleParams:
-    """``params`` with n rows (one row tiled, or n as given)."""
-    if params.n_envs == n:
-        return params
-    if params.n_envs != 1:
-        raise ConfigError(f"vehicle: expected 1 or {n} rows, got {params.n_envs}")
-    return params.index([0] * n)
-
-
-__all__ = ["SensorRacer", "vehicle_rows"]
+__all__ = ["SensorRacer"]

@@ -85,34 +85,35 @@ class GateEkf:
         process_scale: float = 4.0,
         min_depth: float = 0.5,
     ) -> None:
-        dt = torch.float64
+        f64 = torch.float64
         self.n = int(pos.shape[0])
         self.map = GateMap(
-            gates.corners.to(dt), gates.ids.long(), gates.state_of.long(), gates.offset_std.to(dt)
-        )
+            gates.corners.to(f64), gates.ids.long(), gates.state_of.long(),
+            gates.offset_std.to(f64),
+        )  # fmt: skip
         self.dim = VEHICLE + 3 * self.map.n_offsets
-        self.pos, self.vel = pos.to(dt).clone(), torch.zeros(self.n, 3, dtype=dt)
-        self.quat = quat.to(dt).clone()
-        self.ba, self.bg = torch.zeros(self.n, 3, dtype=dt), torch.zeros(self.n, 3, dtype=dt)
-        self.offsets = torch.zeros(self.n, self.map.n_offsets, 3, dtype=dt)
+        self.pos, self.vel = pos.to(f64).clone(), torch.zeros(self.n, 3, dtype=f64)
+        self.quat = quat.to(f64).clone()
+        self.ba, self.bg = torch.zeros(self.n, 3, dtype=f64), torch.zeros(self.n, 3, dtype=f64)
+        self.offsets = torch.zeros(self.n, self.map.n_offsets, 3, dtype=f64)
         std = torch.cat((
-            torch.full((6,), 1e-3, dtype=dt),  # position and velocity known at the start
-            torch.full((3,), math.radians(1.0), dtype=dt),  # resting on the start pose
-            torch.full((3,), max(imu.accel_bias_init, 1e-3), dtype=dt),
-            torch.full((3,), max(imu.gyro_bias_init, 1e-4), dtype=dt),
+            torch.full((6,), 1e-3, dtype=f64),  # position and velocity known at the start
+            torch.full((3,), math.radians(1.0), dtype=f64),  # resting on the start pose
+            torch.full((3,), max(imu.accel_bias_init, 1e-3), dtype=f64),
+            torch.full((3,), max(imu.gyro_bias_init, 1e-4), dtype=f64),
             self.map.offset_std.clamp_min(1e-3).reshape(-1),
         ))  # fmt: skip
         self.P = torch.diag_embed(std * std).expand(self.n, -1, -1).clone()
         self.imu, self.process_scale = imu, process_scale
-        self.intrinsics = intrinsics.to(dt)
-        self.r_bc, self.t_bc = camera_rotation.to(dt), camera_translation.to(dt)
+        self.intrinsics = intrinsics.to(f64)
+        self.r_bc, self.t_bc = camera_rotation.to(f64), camera_translation.to(f64)
         self.pixel_std, self.range_std, self.floor_z = pixel_std, range_std, floor_z
         self.min_depth = min_depth
-        self.g = torch.tensor(GRAVITY_W, dtype=dt)
+        self.g = torch.tensor(GRAVITY_W, dtype=f64)
         self.centres = self.map.corners.mean(1)  # (G, 3)
         # one-hot placement of each gate's offset columns in the error state (G, 3, dim)
         g = self.map.corners.shape[0]
-        place = torch.zeros(g, 3, self.dim, dtype=dt)
+        place = torch.zeros(g, 3, self.dim, dtype=f64)
         for i, l in enumerate(self.map.state_of.tolist()):
             if l >= 0:
                 for j in range(3):
@@ -125,10 +126,11 @@ class GateEkf:
     def rotation(self) -> Tensor:
         return quat_to_rotmat(self.quat)
 
-    def gate_corners(self) -> Tensor:
-        """(N, G, 4, 3) m: every gate's corners as the filter estimates them now."""
+    def gate_corners(self, offsets: Tensor | None = None) -> Tensor:
+        """(N, G, 4, 3) m: every gate's corners as the filter estimates them now (or for the
+        per-gate ``offsets`` (N, G, 3) of :meth:`_gate_offsets`)."""
         c0, cg = self.map.corners, self.centres
-        o = self._gate_offsets()  # (N, G, 3)
+        o = self._gate_offsets() if offsets is None else offsets
         cy, sy = torch.cos(o[..., 2]), torch.sin(o[..., 2])
         rel = (c0 - cg[:, None, :])[None]  # (1, G, 4, 3)
         x = cy[..., None] * rel[..., 0] - sy[..., None] * rel[..., 1]
@@ -201,7 +203,9 @@ class GateEkf:
         if not bool(use.any()):
             return use
         g_all = slot_gate.clamp_min(0)
-        depth_all = self._depths(g_all, corner.long())  # (N, K) predicted camera z
+        offsets = self._gate_offsets()  # (N, G, 3), once for this frame
+        corners = self.gate_corners(offsets)
+        depth_all = self._depths(corners, g_all, corner.long())  # (N, K) predicted camera z
         use = use & (depth_all > self.min_depth)
         # the MAX_CORNERS nearest usable corners, a fixed count: an env's update never depends
         # on how many corners the other envs of the batch see
@@ -212,7 +216,7 @@ class GateEkf:
         g = g_all.gather(1, sel)
         k = corner.gather(1, sel).long()
         z = pixels.gather(1, sel[..., None].expand(-1, -1, 2)).to(self.pos.dtype)
-        pred, H, _ = self._project(g, k)  # (N, k, 2), (N, k, 2, dim)
+        pred, H, _ = self._project(g, k, corners, offsets)  # (N, k, 2), (N, k, 2, dim)
         r = torch.where(m[..., None], z - pred, torch.zeros_like(z))
         # per-corner Mahalanobis gate
         HP = torch.einsum("nkid,nde->nkie", H, self.P)
@@ -274,16 +278,21 @@ class GateEkf:
         eq = gate_ids.long()[..., None] == ids  # (N, K, G)
         return torch.where(eq.any(-1), eq.to(torch.int8).argmax(-1), -1)
 
-    def _depths(self, g: Tensor, k: Tensor) -> Tensor:
-        """(N, K) predicted camera-frame z of corner k of gate g per slot."""
-        c = self.gate_corners()[torch.arange(self.n)[:, None], g, k]
+    def _depths(self, corners: Tensor, g: Tensor, k: Tensor) -> Tensor:
+        """(N, K) predicted camera-frame z of corner k of gate g per slot (``corners`` of
+        :meth:`gate_corners`)."""
+        c = corners[torch.arange(self.n)[:, None], g, k]
         x_b = torch.einsum("nji,nkj->nki", self.rotation, c - self.pos[:, None, :])
         return torch.einsum("j,nkj->nk", self.r_bc[:, 2], x_b - self.t_bc)
 
-    def _project(self, g: Tensor, k: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    def _project(
+        self, g: Tensor, k: Tensor, corners: Tensor | None = None, offsets: Tensor | None = None
+    ) -> tuple[Tensor, Tensor, Tensor]:
         """Predicted pixels (N, k, 2), Jacobians (N, k, 2, dim) and depths (N, k) of corner k
-        of gate g per selected slot (module docstring)."""
-        corners = self.gate_corners()  # (N, G, 4, 3)
+        of gate g per selected slot (module docstring); ``corners`` and ``offsets`` as
+        :meth:`gate_corners` and :meth:`_gate_offsets` give them (computed when None)."""
+        offsets = self._gate_offsets() if offsets is None else offsets
+        corners = self.gate_corners(offsets) if corners is None else corners  # (N, G, 4, 3)
         n = self.n
         c = corners[torch.arange(n)[:, None], g, k]  # (N, k, 3)
         cg = self.centres[g]  # (N, k, 3)
@@ -309,7 +318,9 @@ class GateEkf:
         H[..., 0:3] = -J @ A[:, None]
         H[..., 6:9] = J @ (rbt @ hat(x_b))
         ez = torch.tensor([0.0, 0.0, 1.0], dtype=R.dtype)
-        dyaw = torch.linalg.cross(ez.expand_as(c), c - cg - self._shift(g), dim=-1)
+        o = offsets.gather(1, g[..., None].expand(-1, -1, 3))  # (N, k, 3) each slot's gate
+        shift = torch.cat((o[..., :2], torch.zeros_like(o[..., :1])), -1)  # yaw turns about
+        dyaw = torch.linalg.cross(ez.expand_as(c), c - cg - shift, dim=-1)  # the moved centre
         dcdo = torch.stack(
             (
                 torch.tensor([1.0, 0.0, 0.0], dtype=R.dtype).expand_as(c),
@@ -321,11 +332,6 @@ class GateEkf:
         Hg = J @ (A[:, None] @ dcdo)  # (N, k, 2, 3)
         H = H + torch.einsum("nkio,nkod->nkid", Hg, self._place[g])
         return pred, H, zc
-
-    def _shift(self, g: Tensor) -> Tensor:
-        """(N, k, 3) the (dx, dy, 0) shift of gate g (the yaw turns about the moved centre)."""
-        o = self._gate_offsets().gather(1, g[..., None].expand(-1, -1, 3))
-        return torch.cat((o[..., :2], torch.zeros_like(o[..., :1])), -1)
 
 
 __all__ = ["CHI2_1DOF", "CHI2_2DOF", "MAX_CORNERS", "GateEkf", "GateMap"]
