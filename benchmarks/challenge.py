@@ -29,10 +29,12 @@ for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_v, "1")
 
 RESULTS = Path(__file__).resolve().parent / "results"
-# name -> (sensor set, faults): the default stack, the IMU + IR ablation, the robustness runs
+# name -> (sensor set, faults): the default stack, the ablations (IMU + IR; the stereo camera
+# instead of the IR beacons), the robustness runs
 CONFIGS = {
     "default": ("imu+ir+ranger", "none"),
     "imu+ir": ("imu+ir", "none"),
+    "imu+camera+ranger": ("imu+camera+ranger", "none"),
     "dropout30": ("imu+ir+ranger", "dropout30"),
     "false10": ("imu+ir+ranger", "false10"),
     "bias3x": ("imu+ir+ranger", "bias3x"),

@@ -25,6 +25,7 @@ from volary.planning.challenge import (
     BeaconReport,
     Briefing,
     ChallengeObservation,
+    DepthReport,
     RangeReport,
     make_contestant,
 )
@@ -79,7 +80,8 @@ def test_the_contestant_cannot_reach_the_true_state_or_the_perturbed_gates():
 
     courses = alphapilot_2019_courses(2, 3)
     spy = Hover()
-    res = run_challenge(courses, spy, seed=1, time_limit_s=0.3)
+    every = ChallengeSensors(stereo=True)  # every sensor a contestant may carry
+    res = run_challenge(courses, spy, seed=1, sensors=every, time_limit_s=0.3)
     b = spy.briefing
     assert b is not None and spy.seen
     # the briefing's course is the nominal one: no perturbation draw, nominal gate corners
@@ -90,11 +92,14 @@ def test_the_contestant_cannot_reach_the_true_state_or_the_perturbed_gates():
     assert set(b.bounds) == set(nominal.meta["perturbation"])
     # observations carry sensor fields only
     fields = {f.name for f in dataclasses.fields(ChallengeObservation)}
-    assert fields == {"step", "time", "accel", "gyro", "beacons", "range"}
+    assert fields == {"step", "time", "accel", "gyro", "beacons", "range", "depth"}
     assert {f.name for f in dataclasses.fields(BeaconReport)} == {
         "pixels", "visible", "gate_id", "corner"
     }  # fmt: skip
     assert {f.name for f in dataclasses.fields(RangeReport)} == {"range", "valid"}
+    # the stereo frame is depth and validity only: no object ids (which gate a pixel shows)
+    assert {f.name for f in dataclasses.fields(DepthReport)} == {"depth", "valid"}
+    assert b.stereo is not None and b.stereo.segmentation is False
     forbidden = (World, Simulator, GateTracker, Scene)
     for root in (b, *spy.seen):
         for obj in _objects(root):
@@ -102,6 +107,7 @@ def test_the_contestant_cannot_reach_the_true_state_or_the_perturbed_gates():
     # and no observed tensor is the state: positions appear nowhere in what was handed over
     assert any(o.beacons is not None for o in spy.seen)
     assert any(o.range is not None for o in spy.seen)
+    assert any(o.depth is not None for o in spy.seen)
     assert spy.seen[0].accel is None and spy.seen[1].accel is not None
     final = res.race.path[-1].double()
     for o in spy.seen:
@@ -148,7 +154,7 @@ def test_ekf_jacobians_match_finite_differences():
     ekf.offsets = torch.randn(1, len(order), 3, dtype=torch.float64) * 0.3
     g = torch.tensor([[order[0], order[0], order[1], 2]])  # gate indices (first two course gates)
     k = torch.tensor([[0, 2, 1, 3]])
-    pred, H, depth = ekf._project(g, k)
+    pred, H, depth, Hz = ekf._project(g, k)
     assert (depth > 0).all()
     eps = 1e-6
     for j in [*range(0, 3), *range(6, 9), VEHICLE, VEHICLE + 1, VEHICLE + 2, VEHICLE + 5]:
@@ -156,10 +162,11 @@ def test_ekf_jacobians_match_finite_differences():
         dx[0, j] = eps
         saved = (ekf.pos.clone(), ekf.quat.clone(), ekf.offsets.clone())
         ekf._inject(dx)
-        moved, _, _ = ekf._project(g, k)
+        moved, _, moved_depth, _ = ekf._project(g, k)
         ekf.pos, ekf.quat, ekf.offsets = saved
         num = (moved - pred) / eps
         torch.testing.assert_close(H[..., j], num, rtol=1e-4, atol=1e-3)
+        torch.testing.assert_close(Hz[..., j], (moved_depth - depth) / eps, rtol=1e-4, atol=1e-4)
 
 
 def test_ekf_converges_on_gate_offsets_from_beacons_of_a_vehicle_at_rest():
@@ -281,6 +288,24 @@ def test_a_course_flies_the_same_alone_and_in_a_batch_whatever_the_threads():
     batch = run_challenge([c[2], c[1], c[0]], SensorRacer(**QUICK), seed=0, time_limit_s=1.5)
     assert torch.equal(alone.race.path[:, 0], batch.race.path[:, 1])
     torch.testing.assert_close(alone.pos_err[:, 0], batch.pos_err[:, 1], atol=1e-9, rtol=0)
+
+
+def test_camera_only_racer_finds_the_first_gate_alone_or_in_a_batch():
+    """Stereo depth instead of the IR beacons: the racer starts from the nominal course, finds
+    the perturbed first gate in its depth images on the approach, and a course flies the same
+    alone and beside others."""
+    c = alphapilot_2019_courses(2, 0)
+    cam = SENSOR_SETS["imu+camera+ranger"]
+    assert cam.label == "IMU + Ranger + Camera" and not cam.beacons
+    alone = run_challenge([c[1]], SensorRacer(**QUICK), seed=0, sensors=cam, time_limit_s=7.0)
+    batch = run_challenge([c[0], c[1]], SensorRacer(**QUICK), seed=0, sensors=cam,
+                          time_limit_s=7.0)  # fmt: skip
+    assert torch.equal(alone.race.path[:, 0], batch.race.path[:, 1])
+    first = batch.gate_err[..., 0]  # (K, N) m, the first course gate's estimate
+    assert bool((first[0] > 0.5).all())  # the nominal gate is far from the perturbed one
+    assert bool((first[-1] < 0.15).all()), first[-1]  # found on the approach
+    assert bool(torch.isfinite(batch.race.gate_times[:, 0]).all())  # and flown through
+    assert not bool(batch.race.collided.any())
 
 
 @pytest.mark.slow

@@ -15,8 +15,10 @@ IMU ``flightgoggles`` (noise, turn-on bias and bias walk of the FlightGoggles ve
 sampled every control step; IR beacons seen by the forward camera (``flightgoggles`` camera,
 60 Hz, the renderer's nominal rate), FlightGoggles' occlusion rule, 1 px noise and 5 % dropped
 reports (our assumption: the paper gives no detector noise); the downward single-point ranger
-(LightWare SF11/B noise, 20 Hz). Faults for robustness runs: ``dropout``, ``false_rate`` (a report
-at a random pixel under a real corner's id), ``imu_bias_scale``.
+(LightWare SF11/B noise, 20 Hz); optionally the stereo camera as the depth image its matcher gives
+(``flightgoggles_stereo``: 320 x 240 at 15 Hz, noise growing with the square of the depth; no
+object ids: the contestant finds the gates itself). Faults for robustness runs: ``dropout``,
+``false_rate`` (a report at a random pixel under a real corner's id), ``imu_bias_scale``.
 
 Scoring exactly as the challenge (:func:`challenge_summary`): 10 n - t per course, 0 on collision
 or no finish; the leaderboard is the mean of the best 5 of the 25 courses; completion rate and the
@@ -60,10 +62,11 @@ from volary.planning.challenge import (
     Briefing,
     ChallengeObservation,
     Contestant,
+    DepthReport,
     RangeReport,
     make_contestant,
 )
-from volary.sensors import IrBeacons, Rangefinder, camera_config, rangefinder_config
+from volary.sensors import DepthCamera, IrBeacons, Rangefinder, camera_config, rangefinder_config
 from volary.sensors.imu import ImuConfig, imu_config
 from volary.worlds import GateTracker, Scene, SceneSpec, alphapilot_2019, unperturbed
 
@@ -82,9 +85,12 @@ class ChallengeSensors:
 
     beacons: bool = True
     rangefinder: bool = True
+    stereo: bool = False  # the stereo camera's depth images
     camera: str = "flightgoggles"  # beacon camera preset (intrinsics, mount)
+    stereo_camera: str = "flightgoggles_stereo"  # depth camera preset (intrinsics, noise)
     beacon_rate_hz: float = 60.0
     range_rate_hz: float = 20.0
+    stereo_rate_hz: float = 15.0  # a stereo matcher's rate on the contestant's CPU (assumed)
     pixel_std: float = 1.0  # px
     dropout: float = 0.05
     false_rate: float = 0.0
@@ -92,7 +98,7 @@ class ChallengeSensors:
     imu_bias_scale: float = 1.0
 
     def __post_init__(self) -> None:
-        for name in ("beacon_rate_hz", "range_rate_hz", "imu_bias_scale"):
+        for name in ("beacon_rate_hz", "range_rate_hz", "stereo_rate_hz", "imu_bias_scale"):
             v = getattr(self, name)
             if not (isinstance(v, int | float) and math.isfinite(v) and v > 0):
                 raise ConfigError(f"sensors.{name}: expected a value > 0, got {v!r}")
@@ -103,9 +109,12 @@ class ChallengeSensors:
     def label(self) -> str:
         """Table IV's name of the set ("IMU + IR + Ranger", ...)."""
         parts = (
-            ["IMU"] + (["IR"] if self.beacons else []) + (["Ranger"] if self.rangefinder else [])
+            ["IMU"]
+            + (["IR"] if self.beacons else [])
+            + (["Ranger"] if self.rangefinder else [])
+            + (["Camera"] if self.stereo else [])
         )
-        return " + ".join(parts)
+        return " + ".join(parts)  # fmt: skip
 
     def imu_config(self) -> ImuConfig:
         c, k = imu_config(self.imu), self.imu_bias_scale
@@ -117,6 +126,7 @@ class ChallengeSensors:
 SENSOR_SETS: dict[str, ChallengeSensors] = {
     "imu+ir+ranger": ChallengeSensors(),
     "imu+ir": ChallengeSensors(rangefinder=False),
+    "imu+camera+ranger": ChallengeSensors(beacons=False, stereo=True),
 }
 FAULTS: dict[str, dict[str, Any]] = {
     "none": {},
@@ -221,6 +231,12 @@ def _run(
             OnCaster(lambda caster: Rangefinder(ranger, caster, seed=seed, env_ids=ids)),
             rate_hz=cfg.range_rate_hz,
         )
+    stereo = camera_config(cfg.stereo_camera)
+    if cfg.stereo:
+        rig["stereo"] = Sensing(
+            OnCaster(lambda caster: DepthCamera(stereo, caster, seed=seed, env_ids=ids)),
+            rate_hz=cfg.stereo_rate_hz,
+        )
     scene = Scene.stack(specs, device=device)
     world = World(
         [RACE_PLATFORM] * len(specs),
@@ -251,6 +267,8 @@ def _run(
         start_pos=tuple(float(v) for v in nominal.start),  # type: ignore[arg-type]
         start_yaw=float(nominal.start_yaw),
         floor_z=0.0,
+        stereo=stereo if cfg.stereo else None,
+        stereo_rate_hz=cfg.stereo_rate_hz if cfg.stereo else None,
     )
     t0 = time.perf_counter()
     racer.reset(brief)
@@ -285,6 +303,10 @@ def observe(world: Any, k: int) -> ChallengeObservation:
     if "range" in readings:
         r = readings["range"]
         rng = RangeReport(r.range.clone(), r.valid.clone())
+    depth = None
+    if "stereo" in readings:
+        r = readings["stereo"]
+        depth = DepthReport(r.depth.clone(), r.valid.clone())
     return ChallengeObservation(
         step=k,
         time=world.elapsed.clone(),
@@ -292,6 +314,7 @@ def observe(world: Any, k: int) -> ChallengeObservation:
         gyro=None if imu is None or k == 0 else imu.gyro.clone(),
         beacons=beacons,
         range=rng,
+        depth=depth,
     )
 
 

@@ -357,7 +357,11 @@ def race(
         str, typer.Option(help="challenge: 'reference' or your own module:Class.")
     ] = "reference",
     sensors: Annotated[
-        str, typer.Option(help="challenge: imu+ir+ranger (default) or imu+ir.")
+        str,
+        typer.Option(
+            help="challenge: imu+ir+ranger (default), imu+ir, or imu+camera+ranger (stereo depth "
+            "instead of the IR beacons; slower to simulate)."
+        ),
     ] = "imu+ir+ranger",
     faults: Annotated[
         str, typer.Option(help="challenge: none, dropout30, false10 or bias3x.")

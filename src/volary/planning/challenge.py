@@ -11,7 +11,8 @@ streams and sent collective thrust + body rates to the acro loop. So here:
   control period and each sensor's configuration, mount and rate;
 - :class:`ChallengeObservation` (every control step): the clock, the IMU sample and, when a
   sensor read at this step, its reading: IR beacons (pixels, gate id and corner index of each
-  visible corner) and the downward range. Nothing else: no state, no gate poses;
+  visible corner), the downward range and the stereo camera's depth image (depth and validity
+  only: no object ids, no normals). Nothing else: no state, no gate poses;
 - :class:`Contestant`: ``reset(briefing)`` then ``act(obs) -> (N, 4)`` CTBR commands
   ``[thrust N, w_x, w_y, w_z rad/s]``; optionally ``estimate()`` (its own belief, for the race
   report's estimation errors; never fed back).
@@ -52,6 +53,8 @@ class Briefing:
     start_pos: tuple[float, float, float]
     start_yaw: float
     floor_z: float = 0.0  # m, the arena floor
+    stereo: CameraConfig | None = None  # the stereo depth camera (intrinsics, mount, noise)
+    stereo_rate_hz: float | None = None
 
     @property
     def bounds(self) -> dict[str, tuple[float, float, float]]:
@@ -78,6 +81,14 @@ class RangeReport:
 
 
 @dataclass(frozen=True)
+class DepthReport:
+    """One stereo depth frame (the camera of :attr:`Briefing.stereo`)."""
+
+    depth: Tensor  # (N, H, W) m, z-depth along the optical axis; the config's fill if invalid
+    valid: Tensor  # (N, H, W) bool, the matcher found a depth
+
+
+@dataclass(frozen=True)
 class ChallengeObservation:
     """What a contestant senses at one control step (module docstring)."""
 
@@ -87,6 +98,7 @@ class ChallengeObservation:
     gyro: Tensor | None  # (N, 3) rad/s IMU body rate; None before the first step
     beacons: BeaconReport | None  # a fresh frame, or None
     range: RangeReport | None  # a fresh reading, or None
+    depth: DepthReport | None = None  # a fresh stereo depth frame, or None
 
 
 @runtime_checkable
@@ -130,6 +142,7 @@ __all__ = [
     "ChallengeObservation",
     "Contestant",
     "DEFAULT_CONTESTANT",
+    "DepthReport",
     "RangeReport",
     "make_contestant",
 ]

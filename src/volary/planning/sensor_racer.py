@@ -5,7 +5,13 @@ What it knows is a :class:`~volary.planning.challenge.Briefing`; what it senses 
 
 1. **Estimation** (:class:`volary.sensors.estimation.GateEkf`): an error-state EKF propagated
    with every IMU sample and corrected with the IR beacon corners (and the downward range when
-   carried and ``use_range``). The course gates' unknown offsets (dx, dy, dyaw) are states with
+   carried and ``use_range``). With the stereo camera, the gates are found in each depth image
+   by :class:`volary.sensors.gate_detector.GateDetector` (the frame model fitted to the point
+   cloud near where the filter expects each gate) and each fitted gate's corners are fused as
+   pixels and depths (pixel noise ``camera_pixel_std``, depth noise 0.05 m plus the camera's
+   quadratic term). With the camera as the only gate sensor the plans keep the tilt within
+   ``camera_tilt`` (a forward camera tilted further to accelerate sees the floor, not the gates:
+   perception limits the speed). The course gates' unknown offsets (dx, dy, dyaw) are states with
    priors from the published bounds (uniform on +-b: std b / sqrt(3)); the other gates are
    fixed landmarks. Corners whose innovation fails a chi-square gate are ignored, so false
    detections and dropped beacons cost accuracy, not the filter.
@@ -38,7 +44,7 @@ seconds of CPU before the start (the teams had weeks).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
@@ -48,7 +54,7 @@ from volary.control import Gains
 from volary.control import geometric as geo
 from volary.errors import ConfigError
 from volary.math.quaternion import quat_from_euler, quat_to_rotmat
-from volary.planning.challenge import Briefing, ChallengeObservation
+from volary.planning.challenge import Briefing, ChallengeObservation, DepthReport
 from volary.planning.flatness import Limits
 from volary.planning.minsnap import min_snap
 from volary.planning.mintime import min_time
@@ -61,7 +67,9 @@ from volary.planning.racing import (
     segment_load,
     travel_planes,
 )
-from volary.sensors.estimation import GateEkf, GateMap
+from volary.sensors.estimation import VEHICLE, Camera, GateEkf, GateMap
+from volary.sensors.gate_detector import GateDetector, rotate
+from volary.sensors.rays import pinhole_rays
 
 HOLD_S = 5.0  # s of hover setpoints tabulated after a plan's end
 MAX_PLAN_S = 300.0  # s of a plan tabulated at most (the challenge's course time limit)
@@ -82,6 +90,11 @@ class SensorRacer:
     freeze_s: float = 0.25  # s before the next gate without replanning
     use_range: bool = True
     pixel_std: float | None = None  # px the filter assumes; None: the briefing's
+    camera_pixel_std: float = 1.5  # px of a gate corner fitted in a stereo depth image
+    commit_next_gate: bool | None = None  # None: only with the camera as the gate sensor
+    camera_tilt: float = math.radians(30.0)  # rad, the planning tilt cap when the stereo
+    # camera is the only gate sensor (the forward camera's 70 deg vertical FOV: tilting
+    # further to accelerate points it at the floor and the gates leave the view)
     max_tilt: float = CONTROL_MAX_TILT
     k_att: float = 10.0  # 1/s, body rate commanded per rad of attitude error
     retime_passes: int = 2  # replanned segments past the limits stretched, re-solved
@@ -105,9 +118,16 @@ class SensorRacer:
         b = briefing
         self.brief, self.n, self.dt = b, b.n_envs, b.dt
         self.params = b.vehicle.to(dtype=torch.float64)
+        self.plan_limits = self.limits
+        camera_only = b.camera is None and b.stereo is not None
+        if camera_only:  # the gates must stay in the camera's view
+            self.plan_limits = replace(self.limits, max_tilt=min(self.limits.max_tilt,
+                                                                 self.camera_tilt))  # fmt: skip
+        self.commit = camera_only if self.commit_next_gate is None else self.commit_next_gate
         self.gains = Gains.default(self.params).override(max_tilt=self.max_tilt)
         self.order = list(b.course.meta["order_index"])
         self.ekf = self._filter(b)
+        self.detector = None if b.stereo is None else self._detector(b)
         start = torch.tensor(b.start_pos, dtype=torch.float64)
         centres, normals = (torch.as_tensor(x) for x in course_gates(b.course))
         self.yaw = float(b.start_yaw)
@@ -157,12 +177,25 @@ class SensorRacer:
             floor_z=b.floor_z,
         )  # fmt: skip
 
+    def _detector(self, b: Briefing) -> GateDetector:
+        spec, cam = b.course, b.stereo
+        assert cam is not None
+        corners = torch.tensor(np.stack([np.asarray(g.corners) for g in spec.gates]))
+        border = torch.tensor([g.border for g in spec.gates], dtype=torch.float64)
+        depth = torch.tensor([g.depth for g in spec.gates], dtype=torch.float64)
+        self.cam_rays = pinhole_rays(cam.width, cam.height, cam.hfov, cam.vfov).reshape(-1, 3)
+        self.cam_rot = cam.mount.matrix().to(torch.float64)
+        self.cam_trans = torch.tensor(cam.mount.translation, dtype=torch.float64)
+        self.stereo_cam = Camera(cam.intrinsics, self.cam_rot, self.cam_trans)
+        return GateDetector(corners, border, depth, max_range=min(cam.max_range, 25.0),
+                            floor_z=b.floor_z)  # fmt: skip
+
     def _nominal(self, start: Tensor, centres: Tensor, normals: Tensor) -> tuple[Tensor, Tensor]:
         """(segment times (1, M), gate speeds (1, L)) of the min-time plan on the nominal course,
         solved once per process for a course, vehicle and settings (the same computation)."""
         key = (start.numpy().tobytes(), centres.numpy().tobytes(), normals.numpy().tobytes(),
                _vehicle_key(self.params, 0), self.iters, self.samples, self.overshoot,
-               self.tail_weight, repr(self.limits), self.yaw)  # fmt: skip
+               self.tail_weight, repr(self.plan_limits), self.yaw)  # fmt: skip
         if key not in _NOMINAL:
             _NOMINAL[key] = self._solve_nominal(start, centres, normals)
         durations, speeds = _NOMINAL[key]
@@ -178,7 +211,7 @@ class SensorRacer:
         weights[-1] = self.tail_weight
         yaw = self._yaws(wp, dirs)
         res = min_time(
-            wp, self.params.index([0]), self.limits, yaw=yaw, derivatives=der,
+            wp, self.params.index([0]), self.plan_limits, yaw=yaw, derivatives=der,
             directions=dirs, weights=weights, iters=self.iters, samples=self.samples,
         )  # fmt: skip
         assert res.speeds is not None
@@ -241,6 +274,49 @@ class SensorRacer:
             e.update_beacons(bc.pixels, bc.visible, bc.gate_id, bc.corner)
         if obs.range is not None and self.use_range:
             e.update_range(obs.range.range, obs.range.valid)
+        if obs.depth is not None and self.detector is not None:
+            self._update_stereo(obs.depth)
+
+    def _update_stereo(self, frame: DepthReport) -> None:
+        """Find the gates in a depth frame and fuse their corners (module docstring)."""
+        e, cam = self.ekf, self.brief.stereo
+        assert cam is not None and self.detector is not None
+        n = self.n
+        z = frame.depth.to(torch.float64).reshape(n, -1)
+        ok = frame.valid.reshape(n, -1) & torch.isfinite(z)
+        x_c = self.cam_rays[None] * torch.where(ok, z, math.nan)[..., None]  # (N, P, 3)
+        R = e.rotation
+        r_wc = rotate(R, self.cam_rot.T[None].expand(n, 3, 3)).transpose(1, 2)  # R R_BC
+        cam_pos = e.pos + rotate(R, self.cam_trans.expand(n, 1, 3))[:, 0]
+        points = cam_pos[:, None] + rotate(r_wc, x_c)
+        predicted = e.gate_corners()
+        det = self.detector(points, predicted, self._gate_sigma(), cam_pos, r_wc,
+                            cam.intrinsics, (cam.width, cam.height))  # fmt: skip
+        c = det.corners.reshape(n, -1, 3)  # (N, C*4, 3) in the estimated world frame
+        x = rotate(r_wc.transpose(1, 2), c - cam_pos[:, None])
+        fx, fy, cx, cy = cam.intrinsics.to(torch.float64).unbind(-1)
+        depth = x[..., 2]
+        zs = depth.clamp_min(1e-6)
+        pixels = torch.stack((fx * x[..., 0] / zs + cx, fy * x[..., 1] / zs + cy), -1)
+        slots = det.ok[..., None].expand(-1, -1, 4).reshape(n, -1) & (depth > 0)
+        ids = e.map.ids[det.gate.clamp_min(0)][..., None].expand(-1, -1, 4).reshape(n, -1)
+        corner = torch.arange(4).repeat(det.ok.shape[1])[None].expand(n, -1)
+        depth_std = 0.05 + cam.noise_quadratic * depth * depth
+        e.update_beacons(pixels, slots, ids, corner, depth=depth, depth_std=depth_std,
+                         pixel_std=self.camera_pixel_std, camera=self.stereo_cam)  # fmt: skip
+
+    def _gate_sigma(self) -> Tensor:
+        """(N, G) m: the std of each gate's horizontal position relative to the vehicle as the
+        filter sees it (its offset's and the vehicle position's variances)."""
+        e = self.ekf
+        P = e.P
+        pos_var = torch.maximum(P[:, 0, 0], P[:, 1, 1])  # (N,)
+        l = e.map.state_of
+        idx = torch.arange(e.map.n_offsets) * 3 + VEHICLE
+        off_var = torch.maximum(P[:, idx, idx], P[:, idx + 1, idx + 1])  # (N, L)
+        padded = torch.cat((off_var, torch.zeros(self.n, 1, dtype=P.dtype)), 1)
+        per_gate = padded[:, torch.where(l >= 0, l, e.map.n_offsets)]
+        return torch.sqrt(per_gate + pos_var[:, None])
 
     def _gates_now(self) -> Tensor:
         """(N, L, 2, 3) estimated centre and travel-direction normal of every course gate."""
@@ -320,7 +396,7 @@ class SensorRacer:
         vehicle = self.params.index(envs.tolist())
         traj = min_snap(wp, dur, yaw=yaw, derivatives=der)
         for _ in range(self.retime_passes):  # segments past the limits get more time
-            load = segment_load(traj, vehicle, self.limits)
+            load = segment_load(traj, vehicle, self.plan_limits)
             if not bool((load > 1.0).any()):
                 break
             f = torch.where(load > 1.0, load.sqrt().clamp_max(MAX_STRETCH), 1.0)  # (n, S)
@@ -332,6 +408,9 @@ class SensorRacer:
                 # time on a detour)
                 g = torch.ones_like(sp)
                 g[:, 1:] = torch.maximum(f, torch.cat((f[:, 1:], torch.ones_like(f[:, :1])), 1))
+                if self.commit:  # the gate that ends the current segment keeps its speed: the
+                    g[:, 1] = 1.0  # vehicle is committed to it; braking late for it carries
+                    # on past the gate (min-snap keeps the deceleration continuous)
                 sp = sp / g
                 der = gate_velocities(sp)
             traj = min_snap(wp, dur, yaw=yaw, derivatives=der)

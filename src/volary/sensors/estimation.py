@@ -46,8 +46,22 @@ from volary.sensors.imu import ImuConfig
 GRAVITY_W = (0.0, 0.0, -9.81)
 CHI2_2DOF = 13.82  # 99.9 % gate for a 2-D innovation
 CHI2_1DOF = 10.83  # 99.9 % gate for a scalar innovation
+CHI2_3DOF = 16.27  # 99.9 % gate for a 3-D innovation (pixel and depth)
 VEHICLE = 15  # error-state size of the vehicle block
 MAX_CORNERS = 16  # beacon corners fused per frame (the nearest; a fixed size per env)
+
+
+@dataclass(frozen=True)
+class Camera:
+    """A pinhole camera on the body: (fx, fy, cx, cy) px, R_BC and t_BC (m)."""
+
+    intrinsics: Tensor
+    rotation: Tensor
+    translation: Tensor
+
+    def as_f64(self) -> Camera:
+        f64 = torch.float64
+        return Camera(self.intrinsics.to(f64), self.rotation.to(f64), self.translation.to(f64))
 
 
 @dataclass(frozen=True)
@@ -105,8 +119,7 @@ class GateEkf:
         ))  # fmt: skip
         self.P = torch.diag_embed(std * std).expand(self.n, -1, -1).clone()
         self.imu, self.process_scale = imu, process_scale
-        self.intrinsics = intrinsics.to(f64)
-        self.r_bc, self.t_bc = camera_rotation.to(f64), camera_translation.to(f64)
+        self.camera = Camera(intrinsics, camera_rotation, camera_translation).as_f64()
         self.pixel_std, self.range_std, self.floor_z = pixel_std, range_std, floor_z
         self.min_depth = min_depth
         self.g = torch.tensor(GRAVITY_W, dtype=f64)
@@ -193,40 +206,64 @@ class GateEkf:
 
     # ---- updates ------------------------------------------------------------------------------
     def update_beacons(
-        self, pixels: Tensor, visible: Tensor, gate_ids: Tensor, corner: Tensor
+        self,
+        pixels: Tensor,
+        visible: Tensor,
+        gate_ids: Tensor,
+        corner: Tensor,
+        *,
+        depth: Tensor | None = None,
+        depth_std: Tensor | None = None,
+        pixel_std: float | None = None,
+        camera: Camera | None = None,
     ) -> Tensor:
-        """Fuse one beacon frame: ``pixels`` (N, K, 2), ``visible`` (N, K), the gate object id
-        and corner index (0..3) of every slot (N, K). Slots of gates not on the map are
-        ignored. Returns (N, K) bool: the corners used (gated in)."""
+        """Fuse one frame of gate corners: ``pixels`` (N, K, 2), ``visible`` (N, K), the gate
+        object id and corner index (0..3) of every slot (N, K); optionally each corner's camera
+        depth ``depth`` (N, K) m with std ``depth_std`` (N, K) m (a detector that ranges the
+        gate, such as stereo). ``pixel_std`` and ``camera`` override the filter's pixel noise and
+        camera for this frame (a second camera). Slots of gates not on the map are ignored.
+        Returns (N, K) bool: the corners used (gated in)."""
+        px_std = self.pixel_std if pixel_std is None else float(pixel_std)
+        cam = self.camera if camera is None else camera.as_f64()
         slot_gate = self._gate_index(gate_ids)  # (N, K) index into the map or -1
         use = visible & (slot_gate >= 0) & torch.isfinite(pixels).all(-1)
+        if depth is not None:
+            if depth_std is None:
+                raise ValueError("depth_std: expected (N, K) m with depth")
+            use = use & torch.isfinite(depth) & (depth_std > 0)
         if not bool(use.any()):
             return use
         g_all = slot_gate.clamp_min(0)
         offsets = self._gate_offsets()  # (N, G, 3), once for this frame
         corners = self.gate_corners(offsets)
-        depth_all = self._depths(corners, g_all, corner.long())  # (N, K) predicted camera z
+        depth_all = self._depths(corners, g_all, corner.long(), cam)  # (N, K) camera z
         use = use & (depth_all > self.min_depth)
         # the MAX_CORNERS nearest usable corners, a fixed count: an env's update never depends
         # on how many corners the other envs of the batch see
         key = torch.where(use, depth_all, torch.full_like(depth_all, math.inf))
         kk = min(MAX_CORNERS, use.shape[1])
-        sel = torch.topk(key, kk, dim=1, largest=False, sorted=True).indices  # (N, k)
+        sel = torch.sort(key, dim=1, stable=True).indices[:, :kk]  # (N, k); ties by slot
         m = use.gather(1, sel)
         g = g_all.gather(1, sel)
         k = corner.gather(1, sel).long()
-        z = pixels.gather(1, sel[..., None].expand(-1, -1, 2)).to(self.pos.dtype)
-        pred, H, _ = self._project(g, k, corners, offsets)  # (N, k, 2), (N, k, 2, dim)
+        z = pixels.gather(1, sel[..., None].expand(-1, -1, 2)).to(self.pos.dtype) / px_std
+        pred, H, zc, Hz = self._project(g, k, corners, offsets, cam)
+        pred, H = pred / px_std, H / px_std  # whitened: unit noise per row
+        if depth is not None and depth_std is not None:
+            ds = depth_std.gather(1, sel).to(self.pos.dtype).clamp_min(1e-6)
+            dz = torch.nan_to_num(depth.gather(1, sel).to(self.pos.dtype)) / ds
+            z = torch.cat((z, dz[..., None]), -1)
+            pred = torch.cat((pred, (zc / ds)[..., None]), -1)
+            H = torch.cat((H, (Hz / ds[..., None])[..., None, :]), -2)
         r = torch.where(m[..., None], z - pred, torch.zeros_like(z))
         # per-corner Mahalanobis gate
         HP = torch.einsum("nkid,nde->nkie", H, self.P)
-        S_kk = torch.einsum("nkie,nkje->nkij", HP, H) + self.pixel_std**2 * torch.eye(
-            2, dtype=H.dtype
-        )
+        rows = H.shape[-2]
+        S_kk = torch.einsum("nkie,nkje->nkij", HP, H) + torch.eye(rows, dtype=H.dtype)
         d2 = (r[..., None, :] @ torch.linalg.solve(S_kk, r[..., None]))[..., 0, 0]
-        ok = m & (d2 < CHI2_2DOF)
+        ok = m & (d2 < (CHI2_2DOF if rows == 2 else CHI2_3DOF))
         self.rejected = self.rejected + (m & ~ok).sum(1)
-        self._joint_update(H, r, ok, self.pixel_std)
+        self._joint_update(H, r, ok, 1.0)
         used = torch.zeros_like(use)
         return used.scatter(1, sel, ok)
 
@@ -258,19 +295,29 @@ class GateEkf:
         HP = Hm @ self.P
         S = HP @ Hm.transpose(1, 2) + std * std * torch.eye(k * m, dtype=H.dtype)
         Kt = torch.linalg.solve(S, HP)  # (N, km, dim) = S^-1 H P = K^T
-        dx = (Kt.transpose(1, 2) @ rm[..., None])[..., 0]
+        dx = (Kt * rm[..., None]).sum(1)  # K r, as a sum: a batched matrix-vector product
+        # rounds differently for one env and for many
         P = self.P - HP.transpose(1, 2) @ Kt
-        self.P = 0.5 * (P + P.transpose(1, 2))
-        self._inject(dx)
+        # an env with no row in this update keeps its state bit for bit (a null update would
+        # still round P's symmetrization and the quaternion's renormalization): whether it is
+        # updated must not depend on whether another env of the batch had a measurement
+        has = ok.reshape(n, -1).any(1)
+        self.P = torch.where(has[:, None, None], 0.5 * (P + P.transpose(1, 2)), self.P)
+        self._inject(dx, has)
 
-    def _inject(self, dx: Tensor) -> None:
-        self.pos = self.pos + dx[:, 0:3]
-        self.vel = self.vel + dx[:, 3:6]
-        self.quat = quat_integrate(self.quat, dx[:, 6:9], 1.0)
-        self.quat = self.quat / self.quat.norm(dim=-1, keepdim=True)
-        self.ba = self.ba + dx[:, 9:12]
-        self.bg = self.bg + dx[:, 12:15]
-        self.offsets = self.offsets + dx[:, VEHICLE:].reshape(self.n, -1, 3)
+    def _inject(self, dx: Tensor, has: Tensor | None = None) -> None:
+        """Add the error-state correction ``dx`` (N, dim) to the envs where ``has`` (all)."""
+        keep = torch.ones(self.n, dtype=torch.bool) if has is None else has
+        k1 = keep[:, None]
+        self.pos = torch.where(k1, self.pos + dx[:, 0:3], self.pos)
+        self.vel = torch.where(k1, self.vel + dx[:, 3:6], self.vel)
+        q = quat_integrate(self.quat, dx[:, 6:9], 1.0)
+        self.quat = torch.where(k1, q / q.norm(dim=-1, keepdim=True), self.quat)
+        self.ba = torch.where(k1, self.ba + dx[:, 9:12], self.ba)
+        self.bg = torch.where(k1, self.bg + dx[:, 12:15], self.bg)
+        self.offsets = torch.where(keep[:, None, None],
+                                   self.offsets + dx[:, VEHICLE:].reshape(self.n, -1, 3),
+                                   self.offsets)  # fmt: skip
 
     def _gate_index(self, gate_ids: Tensor) -> Tensor:
         """(N, K) index into the map of each slot's gate id, -1 when not on the map."""
@@ -278,19 +325,26 @@ class GateEkf:
         eq = gate_ids.long()[..., None] == ids  # (N, K, G)
         return torch.where(eq.any(-1), eq.to(torch.int8).argmax(-1), -1)
 
-    def _depths(self, corners: Tensor, g: Tensor, k: Tensor) -> Tensor:
+    def _depths(self, corners: Tensor, g: Tensor, k: Tensor, cam: Camera) -> Tensor:
         """(N, K) predicted camera-frame z of corner k of gate g per slot (``corners`` of
         :meth:`gate_corners`)."""
         c = corners[torch.arange(self.n)[:, None], g, k]
         x_b = torch.einsum("nji,nkj->nki", self.rotation, c - self.pos[:, None, :])
-        return torch.einsum("j,nkj->nk", self.r_bc[:, 2], x_b - self.t_bc)
+        return torch.einsum("j,nkj->nk", cam.rotation[:, 2], x_b - cam.translation)
 
     def _project(
-        self, g: Tensor, k: Tensor, corners: Tensor | None = None, offsets: Tensor | None = None
-    ) -> tuple[Tensor, Tensor, Tensor]:
-        """Predicted pixels (N, k, 2), Jacobians (N, k, 2, dim) and depths (N, k) of corner k
-        of gate g per selected slot (module docstring); ``corners`` and ``offsets`` as
-        :meth:`gate_corners` and :meth:`_gate_offsets` give them (computed when None)."""
+        self,
+        g: Tensor,
+        k: Tensor,
+        corners: Tensor | None = None,
+        offsets: Tensor | None = None,
+        cam: Camera | None = None,
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Predicted pixels (N, k, 2), Jacobians (N, k, 2, dim), depths (N, k) and the depths'
+        Jacobians (N, k, dim) of corner k of gate g per selected slot (module docstring);
+        ``corners`` and ``offsets`` as :meth:`gate_corners` and :meth:`_gate_offsets` give them
+        (computed when None); ``cam`` the filter's camera unless given."""
+        cam = self.camera if cam is None else cam
         offsets = self._gate_offsets() if offsets is None else offsets
         corners = self.gate_corners(offsets) if corners is None else corners  # (N, G, 4, 3)
         n = self.n
@@ -299,8 +353,8 @@ class GateEkf:
         R = self.rotation
         rel = c - self.pos[:, None, :]
         x_b = torch.einsum("nji,nkj->nki", R, rel)  # R^T (c - p)
-        x_c = torch.einsum("ji,nkj->nki", self.r_bc, x_b - self.t_bc)
-        fx, fy, cx, cy = self.intrinsics.unbind(-1)
+        x_c = torch.einsum("ji,nkj->nki", cam.rotation, x_b - cam.translation)
+        fx, fy, cx, cy = cam.intrinsics.unbind(-1)
         zc = x_c[..., 2]
         zs = torch.where(zc.abs() > 1e-6, zc, torch.full_like(zc, 1e-6))
         pred = torch.stack((fx * x_c[..., 0] / zs + cx, fy * x_c[..., 1] / zs + cy), -1)
@@ -312,11 +366,11 @@ class GateEkf:
             ),
             -2,
         )  # (N, k, 2, 3) fmt: skip
-        rbt = self.r_bc.T
+        rbt = cam.rotation.T
         A = rbt @ R.transpose(1, 2)  # (N, 3, 3): d x_c / d c (world)
-        H = torch.zeros(n, g.shape[1], 2, self.dim, dtype=R.dtype)
-        H[..., 0:3] = -J @ A[:, None]
-        H[..., 6:9] = J @ (rbt @ hat(x_b))
+        Hx = torch.zeros(n, g.shape[1], 3, self.dim, dtype=R.dtype)  # d x_c / d error state
+        Hx[..., 0:3] = -A[:, None]
+        Hx[..., 6:9] = rbt @ hat(x_b)
         ez = torch.tensor([0.0, 0.0, 1.0], dtype=R.dtype)
         o = offsets.gather(1, g[..., None].expand(-1, -1, 3))  # (N, k, 3) each slot's gate
         shift = torch.cat((o[..., :2], torch.zeros_like(o[..., :1])), -1)  # yaw turns about
@@ -329,9 +383,10 @@ class GateEkf:
             ),
             -1,
         )  # (N, k, 3 world, 3 offsets) fmt: skip
-        Hg = J @ (A[:, None] @ dcdo)  # (N, k, 2, 3)
-        H = H + torch.einsum("nkio,nkod->nkid", Hg, self._place[g])
-        return pred, H, zc
+        Hx = Hx + torch.einsum("nkio,nkod->nkid", A[:, None] @ dcdo, self._place[g])
+        return pred, J @ Hx, zc, Hx[..., 2, :]
 
 
-__all__ = ["CHI2_1DOF", "CHI2_2DOF", "MAX_CORNERS", "GateEkf", "GateMap"]
+__all__ = [
+    "CHI2_1DOF", "CHI2_2DOF", "CHI2_3DOF", "MAX_CORNERS", "VEHICLE", "Camera", "GateEkf", "GateMap",
+]  # fmt: skip

@@ -1,0 +1,101 @@
+"""The stereo gate detector of the sensors-only racer: the frame model's distance, and gates
+found in rendered depth images where they stand, not where the racer believed them."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from volary.math.quaternion import quat_from_euler
+from volary.sensors import DepthCamera, camera_config
+from volary.sensors.gate_detector import GateDetector, frame_sdf
+from volary.sensors.raycast import make_raycaster
+from volary.worlds import Gate, SceneSpec
+
+W, H = 1.0, 0.8  # half opening (m)
+CAM = camera_config("flightgoggles_stereo", noise_quadratic=0.0)
+
+
+def gate_corners(cx: float, cy: float, cz: float, yaw: float) -> torch.Tensor:
+    """(4, 3) corners of an opening 2W x 2H centred at (cx, cy, cz), its top bar along yaw."""
+    a = torch.tensor([math.cos(yaw), math.sin(yaw), 0.0], dtype=torch.float64)
+    up = torch.tensor([0.0, 0.0, 1.0], dtype=torch.float64)
+    c = torch.tensor([cx, cy, cz], dtype=torch.float64)
+    return torch.stack((c - W * a + H * up, c + W * a + H * up, c + W * a - H * up,
+                        c - W * a - H * up))  # fmt: skip
+
+
+def scene(*gates: torch.Tensor) -> SceneSpec:
+    gs = tuple(Gate(tuple(map(tuple, g.tolist())), name=f"g{i}", object_id=i + 1)
+               for i, g in enumerate(gates))  # fmt: skip
+    return SceneSpec("t", (-20.0, -20.0, 0.0), (20.0, 20.0, 8.0), gates=gs)
+
+
+def frame(spec: SceneSpec, n: int = 1):
+    """A depth frame of a camera 6 m in front of the origin looking along +y, as world points."""
+    cam = DepthCamera(CAM, make_raycaster([spec], n))
+    q = quat_from_euler(*(torch.tensor([v] * n, dtype=torch.float64)
+                          for v in (0.0, 0.0, math.pi / 2)))  # fmt: skip
+    r = cam(torch.tensor([[0.0, -6.0, 3.0]] * n, dtype=torch.float64), q)
+    return r.points("world").double(), r.origin.double(), r.rotation.double()
+
+
+def detect(believed: torch.Tensor, spec: SceneSpec, sigma: float, n: int = 1):
+    pts, origin, r_wc = frame(spec, n)
+    det = GateDetector(believed, torch.tensor(0.1), torch.tensor(0.1))
+    pred = believed[None].expand(n, -1, -1, -1)
+    s = torch.full((n, believed.shape[0]), sigma, dtype=torch.float64)
+    return det(pts, pred, s, origin, r_wc, CAM.intrinsics, (CAM.width, CAM.height))
+
+
+def test_frame_distance_is_zero_on_the_frame_and_grows_off_it():
+    hw, hh, b, hd = (torch.tensor(v, dtype=torch.float64) for v in (1.0, 0.8, 0.1, 0.05))
+    pts = torch.tensor([
+        [1.05, 0.0, 0.0],  # inside the right bar
+        [0.0, 0.0, 0.0],  # the opening's centre: 0.8 m below the top bar's inner edge
+        [0.0, 0.0, 0.85],  # inside the top bar
+        [0.0, 0.5, 0.85],  # 0.45 m in front of the top bar
+        [2.0, 0.0, 0.0],  # 0.9 m right of the frame
+    ], dtype=torch.float64)  # fmt: skip
+    d = frame_sdf(pts, hw, hh, b, hd)
+    assert d[0] < 0 and d[2] < 0
+    torch.testing.assert_close(d[[1, 3, 4]], torch.tensor([0.8, 0.45, 0.9], dtype=torch.float64))
+
+
+def test_a_gate_moved_from_where_it_was_believed_is_found_where_it_stands():
+    truth = gate_corners(1.1, 0.7, 3.2, math.radians(4.0))
+    believed = gate_corners(0.0, 0.0, 3.0, 0.0)
+    det = detect(believed[None], scene(truth), sigma=1.0)
+    assert bool(det.ok[0, 0]) and int(det.gate[0, 0]) == 0
+    err = (det.corners[0, 0] - truth).norm(dim=-1)
+    assert float(err.max()) < 0.05, err
+
+
+def test_no_gate_no_detection():
+    believed = gate_corners(0.0, 0.0, 3.0, 0.0)
+    det = detect(believed[None], scene(), sigma=1.0)
+    assert not bool(det.ok.any())
+
+
+def test_two_look_alike_gates_within_the_search_are_ambiguous():
+    """Two identical gates 2.6 m apart, the belief between them and very uncertain: the
+    detector does not pick one (either would pass the filter's gate)."""
+    believed = gate_corners(0.0, 0.0, 3.0, 0.0)
+    spec = scene(gate_corners(-1.3, 0.0, 3.0, 0.0), gate_corners(1.3, 0.0, 3.0, 0.0))
+    det = detect(believed[None], spec, sigma=1.5)
+    assert not bool(det.ok[0, 0])
+    near = detect(believed[None], scene(gate_corners(0.3, 0.0, 3.0, 0.0)), sigma=0.05)
+    assert bool(near.ok[0, 0])  # a confident belief needs no search
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_detection_does_not_depend_on_the_batch(n):
+    truth = gate_corners(0.6, -0.4, 3.1, math.radians(-3.0))
+    believed = gate_corners(0.0, 0.0, 3.0, 0.0)
+    one = detect(believed[None], scene(truth), sigma=0.8, n=1)
+    many = detect(believed[None], scene(truth), sigma=0.8, n=n)
+    for i in range(n):
+        torch.testing.assert_close(many.corners[i], one.corners[0], rtol=0, atol=1e-9)
+        assert torch.equal(many.inliers[i], one.inliers[0])
