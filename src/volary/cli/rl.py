@@ -1,4 +1,4 @@
-"""``volary rl train|eval``: PPO on the ``volary.envs`` tasks (registered by ``main.py``)."""
+"""``volary rl train|eval|export``: PPO on the ``volary.envs`` tasks (registered by ``main.py``)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ from rich.table import Table
 
 from volary.cli.overrides import SetOption, configure
 
-rl_app = typer.Typer(no_args_is_help=True, help="Reinforcement learning: PPO train and eval.")
+rl_app = typer.Typer(
+    no_args_is_help=True, help="Reinforcement learning: PPO train, eval and export."
+)
 console = Console(soft_wrap=True)  # paths and messages are not broken at 80 columns
 
 Task = Annotated[str, typer.Option("--task", help="Task name (volary.envs.make_env).")]
@@ -220,6 +222,55 @@ def rl_eval(
     )  # fmt: skip
     console.print(t)
     console.print(f"-> {out / 'eval.json'}", highlight=False, markup=False)
+
+
+PARITY_OBSERVATIONS = 1000  # observations of the ONNX parity check printed by rl export
+
+
+@rl_app.command("export")
+def rl_export(
+    checkpoint: Annotated[Path, typer.Argument(help="policy.pt written by rl train.")],
+    onnx: Annotated[
+        Path | None, typer.Option("--onnx", help="Write the deterministic policy as ONNX here.")
+    ] = None,
+    header: Annotated[
+        Path | None, typer.Option("--header", help="Write a C99 header of the MLP here.")
+    ] = None,
+    name: Annotated[str, typer.Option("--name", help="C prefix in the header.")] = "policy",
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the parity observations.")] = 0,
+) -> None:
+    """Export a policy's deterministic action for deployment: ONNX and/or a C header.
+
+    The action is clamp(mu(o), -1, 1), as rl eval acts. After --onnx, prints the largest
+    difference between torch and onnxruntime on 1,000 observations drawn from the policy's
+    observation statistics. ONNX needs the export extra (onnx, onnxruntime, onnxscript)."""
+    from volary.errors import VolaryError
+    from volary.learning.export import c_header, export_onnx, onnx_parity, parity_observations
+    from volary.learning.rl.ppo import load_policy
+
+    if onnx is None and header is None:
+        _fail("expected --onnx PATH and/or --header PATH")
+    if not checkpoint.is_file():
+        _fail(f"CHECKPOINT: no such file {str(checkpoint)!r}")
+    try:
+        net, _, _ = load_policy(checkpoint, "cpu")
+    except VolaryError as err:
+        _fail(f"CHECKPOINT: {err}")
+    if onnx is not None:
+        try:
+            export_onnx(net, onnx, net.obs_dim)
+            obs = parity_observations(net, PARITY_OBSERVATIONS, seed)
+            diff = onnx_parity(net, onnx, obs)
+        except VolaryError as err:
+            _fail(f"--onnx: {err}")
+        console.print(f"-> {onnx} (ONNX); max |torch - onnxruntime| on {len(obs)} observations: "
+                      f"{diff:.3g}", highlight=False, markup=False)  # fmt: skip
+    if header is not None:
+        try:
+            c_header(net, header, name=name)
+        except VolaryError as err:
+            _fail(f"--header: {err}")
+        console.print(f"-> {header} (C99, {name}_forward)", highlight=False, markup=False)
 
 
 class EpisodeTracer:
