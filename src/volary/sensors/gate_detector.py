@@ -32,6 +32,7 @@ box and ring distances; exact outside, a lower bound inside).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -39,8 +40,6 @@ import torch
 from torch import Tensor
 
 from volary.errors import ConfigError
-
-PRIORITY_MUL = 7919  # a prime: i -> 7919 i mod P permutes the pixels unless 7919 divides P
 
 
 @dataclass(frozen=True)
@@ -51,6 +50,14 @@ class GateDetections:
     gate: Tensor  # (N, C) int64, the map index of the gate sought in that slot (-1: none)
     ok: Tensor  # (N, C) bool, a detection
     inliers: Tensor  # (N, C) int64, points within inlier_m of the fitted frame
+
+
+@functools.lru_cache(maxsize=8)
+def _priority(p: int) -> Tensor:
+    """(P,) float32: each pixel's fixed sampling priority, a seeded random permutation of the
+    pixels (no ties, well mixed over the image, the same for every env and batch)."""
+    gen = torch.Generator().manual_seed(0x6A7E)
+    return torch.randperm(p, generator=gen).float()  # exact in float32 below 2^24 pixels
 
 
 def rotate(R: Tensor, v: Tensor) -> Tensor:
@@ -226,8 +233,7 @@ class GateDetector:
         for i in range(3):  # per axis: no (N, C, P, 3) temporary
             d2 += (s32[:, None, :, i] - c32[:, :, None, i]) ** 2
         near = good[:, None] & (d2 < reach[..., None] ** 2) & (g[..., None] >= 0)
-        prio = (torch.arange(p, dtype=torch.int64) * PRIORITY_MUL) % p  # a permutation of the
-        key = torch.where(near, prio.float(), torch.full_like(d2, -1.0))  # pixels: no ties
+        key = torch.where(near, _priority(p), torch.full_like(d2, -1.0))
         m = min(self.max_points, p)
         top = torch.topk(key, m, dim=-1).indices  # (N, C, M)
         have = near.gather(2, top)
