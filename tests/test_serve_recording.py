@@ -128,7 +128,11 @@ def test_a_killed_client_loses_nothing_in_the_recording(tmp_path):
     assert topics.count("/vehicle0/pose") == topics.count("/vehicle1/pose") == 6
     faults = [json.loads(m.data) for msgs in ticks.values() for t, m in msgs
               if t == "/volary/events" and json.loads(m.data)["event"] == "fault"]  # fmt: skip
-    assert [f["code"] for f in faults] == ["timeout"] and faults[0]["slot"] == 1
+    # the drop is recorded as slot 1's timeout; when the server answers the vanished client's
+    # step after the socket closed (a busy machine), the reply's failure is recorded too
+    codes = [f["code"] for f in faults]
+    assert codes.count("timeout") == 1 and set(codes) <= {"timeout", "unreachable"}, codes
+    assert {f["slot"] for f in faults} == {1}
 
 
 def test_every_fault_is_recorded_even_past_the_in_memory_log(tmp_path):
