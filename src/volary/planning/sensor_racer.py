@@ -184,9 +184,9 @@ class SensorRacer:
         border = torch.tensor([g.border for g in spec.gates], dtype=torch.float64)
         depth = torch.tensor([g.depth for g in spec.gates], dtype=torch.float64)
         self.cam_rays = pinhole_rays(cam.width, cam.height, cam.hfov, cam.vfov).reshape(-1, 3)
-        self.cam_rot = cam.mount.matrix().to(torch.float64)
-        self.cam_trans = torch.tensor(cam.mount.translation, dtype=torch.float64)
-        self.stereo_cam = Camera(cam.intrinsics, self.cam_rot, self.cam_trans)
+        rot = cam.mount.matrix().to(torch.float64)
+        trans = torch.tensor(cam.mount.translation, dtype=torch.float64)
+        self.stereo_cam = Camera(cam.intrinsics, rot, trans).as_f64()
         return GateDetector(corners, border, depth, max_range=min(cam.max_range, 25.0),
                             floor_z=b.floor_z)  # fmt: skip
 
@@ -286,15 +286,16 @@ class SensorRacer:
         ok = frame.valid.reshape(n, -1) & torch.isfinite(z)
         x_c = self.cam_rays[None] * torch.where(ok, z, math.nan)[..., None]  # (N, P, 3)
         R = e.rotation
-        r_wc = rotate(R, self.cam_rot.T[None].expand(n, 3, 3)).transpose(1, 2)  # R R_BC
-        cam_pos = e.pos + rotate(R, self.cam_trans.expand(n, 1, 3))[:, 0]
+        sc = self.stereo_cam
+        r_wc = rotate(R, sc.rotation.T[None].expand(n, 3, 3)).transpose(1, 2)  # R R_BC
+        cam_pos = e.pos + rotate(R, sc.translation.expand(n, 1, 3))[:, 0]
         points = cam_pos[:, None] + rotate(r_wc, x_c)
         predicted = e.gate_corners()
         det = self.detector(points, predicted, self._gate_sigma(), cam_pos, r_wc,
-                            cam.intrinsics, (cam.width, cam.height))  # fmt: skip
+                            sc.intrinsics, (cam.width, cam.height))  # fmt: skip
         c = det.corners.reshape(n, -1, 3)  # (N, C*4, 3) in the estimated world frame
         x = rotate(r_wc.transpose(1, 2), c - cam_pos[:, None])
-        fx, fy, cx, cy = cam.intrinsics.to(torch.float64).unbind(-1)
+        fx, fy, cx, cy = sc.intrinsics.unbind(-1)
         depth = x[..., 2]
         zs = depth.clamp_min(1e-6)
         pixels = torch.stack((fx * x[..., 0] / zs + cx, fy * x[..., 1] / zs + cy), -1)

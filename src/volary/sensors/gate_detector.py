@@ -40,6 +40,7 @@ import torch
 from torch import Tensor
 
 from volary.errors import ConfigError
+from volary.sensors.rays import check_positive_int
 
 
 @dataclass(frozen=True)
@@ -117,16 +118,13 @@ class GateDetector:
     ) -> None:
         if corners.ndim != 3 or tuple(corners.shape[1:]) != (4, 3):
             raise ConfigError(f"corners: expected (G, 4, 3), got {tuple(corners.shape)}")
-        for name, v in (("max_candidates", max_candidates), ("max_points", max_points),
-                        ("min_inliers", min_inliers), ("iters", iters)):  # fmt: skip
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ConfigError(f"{name}: expected an int >= 1, got {v!r}")
+        check_positive_int("gate detector", max_candidates=max_candidates,
+                           max_points=max_points, min_inliers=min_inliers, iters=iters)  # fmt: skip
         for name, x in (("max_range", max_range), ("grid_step", grid_step),
                         ("inlier_m", inlier_m)):  # fmt: skip
             if not (math.isfinite(x) and x > 0):
                 raise ConfigError(f"{name}: expected a value > 0, got {x!r}")
         c = corners.to(torch.float64)
-        self.centres = c.mean(1)  # (G, 3)
         self.half_w = (c[:, 1] - c[:, 0]).norm(dim=-1) / 2
         self.half_h = (c[:, 2] - c[:, 1]).norm(dim=-1) / 2
         self.border = torch.as_tensor(border, dtype=torch.float64).expand(c.shape[0])
