@@ -113,6 +113,25 @@ def test_nan_actions_do_not_spread_and_bad_calls_name_the_problem() -> None:
         env.reset(seed=-1)
 
 
+def test_the_fused_env_steps_alike_inside_torch_inference_mode() -> None:
+    # rsl_rl collects its rollouts under torch.inference_mode(); the fused physics' lazy state
+    # views must still count writes there (they once raised "Inference tensors do not track
+    # version counter") and the flight must be the one flown outside it
+    def fly(inference: bool) -> torch.Tensor:
+        env = make_env("hover", n_envs=6, seed=3, compile="numba")
+        env.reset(seed=3)
+        gen = torch.Generator().manual_seed(0)
+        out = []
+        for _ in range(70):  # through resets (episodes end when they leave the box)
+            a = torch.rand(6, 4, generator=gen) * 2.0 - 1.0
+            with torch.inference_mode(inference):
+                obs, *_ = env.step(a)
+            out.append(obs.clone())
+        return torch.stack(out)
+
+    torch.testing.assert_close(fly(True), fly(False), rtol=0.0, atol=0.0)
+
+
 def test_reset_mask_restarts_only_those_envs() -> None:
     env = make_env("reach", n_envs=3, seed=0, **FAST)
     env.reset(seed=0)

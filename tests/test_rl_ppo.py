@@ -20,12 +20,14 @@ from volary.errors import ConfigError, FileFormatError
 from volary.learning.rl import (
     ActorCritic,
     PPOConfig,
+    PPOTrainer,
     evaluate_policy,
     gae,
     load_policy,
     save_policy,
     train_ppo,
 )
+from volary.learning.rl.ppo import learning_rate
 
 
 class PointMass:
@@ -95,6 +97,8 @@ SMALL = PPOConfig(rollout_steps=16, epochs=2, minibatches=2, hidden=(16, 16))
         ("hidden", (), "non-empty tuple of ints"),
         ("hidden", (64, 0), "widths >= 1"),
         ("normalize_obs", 1, "bool"),
+        ("normalize_rewards", "yes", "bool"),
+        ("lr_schedule", "cosine", "one of constant, linear"),
         ("seed", -1, "int >= 0"),
     ],
 )
@@ -167,6 +171,74 @@ def test_same_seed_same_report(device):
     assert a["device"] == str(torch.device(device))
     _, c = train_ppo(PointMass(8, device), dataclasses.replace(SMALL, seed=1), iterations=4)
     assert c["history"] != a["history"]
+
+
+def test_a_trainer_driven_by_hand_is_train_ppo():
+    # callers that evaluate between iterations (benchmarks/rl_trainers.py) drive PPOTrainer
+    _, whole = train_ppo(PointMass(8), SMALL, iterations=4)
+    trainer = PPOTrainer(PointMass(8), SMALL, iterations=4)
+    rows = [trainer.iterate() for _ in range(4)]
+    assert trainer.report()["history"] == whole["history"]
+    assert [r["mean_return"] for r in rows] == whole["history"]["mean_return"]
+    assert trainer.report()["samples"] == whole["samples"] == 4 * 8 * 16
+
+
+def test_the_linear_schedule_anneals_the_step_size_to_zero():
+    cfg = dataclasses.replace(SMALL, lr=1e-3, lr_schedule="linear")
+    rates = [learning_rate(cfg, i, 4) for i in range(4)]
+    assert rates == pytest.approx([1e-3, 7.5e-4, 5e-4, 2.5e-4])
+    assert learning_rate(SMALL, 3, 4) == SMALL.lr  # constant
+    trainer = PPOTrainer(PointMass(8), cfg, iterations=4)
+    for expected in rates:
+        trainer.iterate()
+        assert trainer.opt.param_groups[0]["lr"] == pytest.approx(expected)
+
+
+def test_adam_matches_torch_optim_adam():
+    # the trainer's own Adam (it avoids torch.optim's 1.7 s torch._dynamo import) is the
+    # reference's update, including a step size changed between steps (the schedules)
+    from volary.learning.rl.ppo import Adam
+
+    gen = torch.Generator().manual_seed(0)
+    ours = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.Tanh(), torch.nn.Linear(7, 2))
+    ref = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.Tanh(), torch.nn.Linear(7, 2))
+    ref.load_state_dict(ours.state_dict())
+    a = Adam(ours.parameters(), lr=3e-3, eps=1e-5)
+    b = torch.optim.Adam(ref.parameters(), lr=3e-3, eps=1e-5, foreach=False)
+    for i in range(30):
+        x = torch.randn(16, 5, generator=gen)
+        for net, opt in ((ours, a), (ref, b)):
+            opt.zero_grad(set_to_none=True)
+            net(x).pow(2).sum().backward()
+            opt.param_groups[0]["lr"] = 3e-3 * (1.0 - i / 30)
+            opt.step()
+    for p, q in zip(ours.parameters(), ref.parameters(), strict=True):
+        torch.testing.assert_close(p, q, rtol=1e-6, atol=1e-7)
+
+
+class _Scaled(PointMass):
+    """PointMass with every reward multiplied by ``factor``."""
+
+    def __init__(self, factor: float) -> None:
+        super().__init__(8)
+        self.factor = factor
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        return obs, reward * self.factor, terminated, truncated, info
+
+
+def test_reward_scaling_makes_training_blind_to_the_reward_unit():
+    # Engstrom et al. 2020: rewards / std(discounted return). The same task in other units
+    # (x 1000) trains the same policy; without the scaling it does not.
+    cfg = dataclasses.replace(SMALL, normalize_rewards=True)
+    a, _ = train_ppo(_Scaled(1.0), cfg, iterations=4)
+    b, _ = train_ppo(_Scaled(1000.0), cfg, iterations=4)
+    for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
+        torch.testing.assert_close(pa, pb, rtol=1e-4, atol=1e-5)
+    c, _ = train_ppo(_Scaled(1.0), SMALL, iterations=4)
+    d, _ = train_ppo(_Scaled(1000.0), SMALL, iterations=4)
+    assert not torch.allclose(c.critic[0].weight, d.critic[0].weight, rtol=1e-3)
 
 
 def test_checkpoint_round_trip(trained, tmp_path):
@@ -250,6 +322,9 @@ runner = CliRunner()
         (["train", "--task", "hover", "--device", "tpu"], "--device"),
         (["train", "--task", "hover", "--set", "lr=-1"], "PPOConfig.lr"),
         (["train", "--task", "hover", "--set", "nope"], "FIELD=VALUE"),
+        (["train", "--recipe", "nope"], "hover-fast"),
+        (["train", "--recipe", "hover-fast", "--task", "navigate"], "recipe 'hover-fast'"),
+        (["train"], "--task: required"),
         (["eval", "--policy", "missing.pt", "--task", "hover"], "--policy"),
         (["eval", "--policy", "missing.pt", "--task", "hover", "--episodes", "0"], "--episodes"),
     ],
@@ -263,6 +338,34 @@ def test_cli_bad_options_exit_2_with_one_line(args, message, tmp_path):
 def test_cli_unknown_option_exits_2():
     r = runner.invoke(rl_app, ["train", "--task", "hover", "--bogus", "1"])
     assert r.exit_code == 2 and "bogus" in r.output
+
+
+def test_cli_recipe_sets_what_is_not_given(tmp_path, monkeypatch):
+    from volary.learning.rl.recipes import RECIPES
+
+    calls = []
+
+    def make_env(name, n_envs, **options):
+        calls.append((name, n_envs, options))
+        return PointMass(n_envs)
+
+    monkeypatch.setattr("volary.cli.rl._make_env", lambda task, envs, seed, device, options:
+                        make_env(task, envs, seed=seed, device=device, **options))  # fmt: skip
+    out = tmp_path / "run"
+    args = ["--recipe", "hover-fast", "--iterations", "2", "--envs", "8", "--set", "hidden=8,8"]
+    r = runner.invoke(rl_app, ["train", *args, "--env", "compile=false", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    rec = RECIPES["hover-fast"]
+    ((name, n, options),) = calls
+    assert (name, n) == ("hover", 8)  # the recipe's task; the given --envs
+    assert options["compile"] is False  # --env over the recipe's compile=numba
+    report = json.loads((out / "report.json").read_text())
+    cfg = report["config"]
+    assert report["iterations"] == 2 and cfg["hidden"] == [8, 8]  # given options win
+    for key in ("rollout_steps", "epochs", "lr_schedule", "desired_kl", "normalize_rewards"):
+        assert cfg[key] == rec.ppo[key], key  # the rest is the recipe's
+    _, _, meta = load_policy(out / "policy.pt")
+    assert meta["recipe"] == "hover-fast" and meta["env_options"] == {"compile": False}
 
 
 def test_cli_train_and_eval_end_to_end(tmp_path, monkeypatch):

@@ -116,31 +116,61 @@ class _Printer:
 
 @rl_app.command("train")
 def rl_train(
-    task: Task,
-    envs: Envs = 64,
-    iterations: Annotated[int, typer.Option("--iterations", help="PPO iterations.")] = 100,
+    task: Annotated[
+        str | None,
+        typer.Option("--task", help="Task name (volary.envs.make_env); or take --recipe's."),
+    ] = None,
+    envs: Annotated[
+        int | None, typer.Option("--envs", help="Parallel envs (default 64, or --recipe's).")
+    ] = None,
+    iterations: Annotated[
+        int | None,
+        typer.Option("--iterations", help="PPO iterations (default 100, or --recipe's)."),
+    ] = None,
     seed: Seed = 0,
     device: Device = "cpu",
     out: Out = Path("rl_out"),
     set_: SetOption = None,
     log_every: Annotated[int, typer.Option("--log-every", help="Print every K iterations.")] = 5,
     env_opt: EnvOpts = None,
+    recipe: Annotated[
+        str | None,
+        typer.Option(
+            "--recipe",
+            help="A named recipe (volary.learning.rl.recipes, e.g. hover-fast): its task, envs, "
+            "iterations, --env and --set values; options given here override them.",
+        ),
+    ] = None,
 ) -> None:
     """Train a PPO policy; write policy.pt, report.json and learning_curve.png into --out.
 
     --set takes PPOConfig fields, e.g. --set lr=1e-3 --set hidden=128,128."""
     from volary.errors import VolaryError
     from volary.learning.rl.ppo import PPOConfig, plot_learning_curve, save_policy, train_ppo
+    from volary.learning.rl.recipes import get_recipe
 
+    try:
+        rec = get_recipe(recipe) if recipe is not None else None
+    except VolaryError as err:
+        _fail(f"--recipe: {err}")
+    if rec is not None and task is not None and task != rec.task:
+        _fail(f"--task {task}: recipe {recipe!r} trains task {rec.task!r}; drop --task or "
+              "--recipe")  # fmt: skip
+    task = task or (rec.task if rec else None)
+    if task is None:
+        _fail("--task: required (or --recipe NAME)")
+    envs = envs if envs is not None else (rec.envs if rec else 64)
+    iterations = iterations if iterations is not None else (rec.iterations if rec else 100)
     for value, option in ((envs, "--envs"), (iterations, "--iterations"), (log_every,
                           "--log-every")):  # fmt: skip
         _check_positive(value, option)
     _check_device(device)
     try:
-        cfg = configure(PPOConfig(), [("--seed", "seed", seed)], set_)
+        base = PPOConfig(**rec.ppo) if rec else PPOConfig()
+        cfg = configure(base, [("--seed", "seed", seed)], set_)
     except VolaryError as err:
         _fail(str(err))
-    options = _env_options(task, {}, env_opt)
+    options = _env_options(task, dict(rec.env) if rec else {}, env_opt)
     env = _make_env(task, envs, seed, device, options)
     try:
         policy, report = train_ppo(env, cfg, iterations, progress=_Printer(log_every, iterations))
@@ -149,7 +179,7 @@ def rl_train(
     report["task"] = task
     out.mkdir(parents=True, exist_ok=True)
     meta = {"task": task, "envs": envs, "iterations": iterations, "seed": seed, "device": device,
-            "env_options": _jsonable(options)}  # fmt: skip
+            "env_options": _jsonable(options), "recipe": recipe}  # fmt: skip
     save_policy(out / "policy.pt", policy, cfg, meta)
     (out / "report.json").write_text(json.dumps(report, indent=2))
     plot_learning_curve(report, out / "learning_curve.png", title=f"PPO on {task}")

@@ -97,6 +97,13 @@ class LazyState(MultirotorState):
         d = self.__dict__
         if "_src" not in d or name not in _STATE_SET:
             raise AttributeError(name)
+        if torch.is_inference_mode_enabled():  # a learner's rollout (rsl_rl's, say): make a
+            with torch.inference_mode(False):  # normal tensor, whose writes are counted
+                return self._make(d, name)
+        return self._make(d, name)
+
+    @staticmethod
+    def _make(d: dict[str, Any], name: str) -> Tensor:
         x, tick, flags, rows = d["_src"]
         kind, i, j = rows[name]
         wrap = _same if isinstance(x, Tensor) else torch.from_numpy
@@ -113,8 +120,9 @@ class LazyState(MultirotorState):
         return t
 
     def modified(self) -> bool:
-        """Whether a tensor of this state was written in place (torch version counters)."""
-        return any(t._version for t in self.__dict__.get("_made", ()))
+        """Whether a tensor of this state was written in place (torch version counters; an
+        inference tensor has none and counts as written)."""
+        return any(t.is_inference() or t._version for t in self.__dict__.get("_made", ()))
 
     def replace(self, **changes: Any) -> MultirotorState:  # a plain state from here on
         if not _STATE_SET.issuperset(changes):

@@ -36,6 +36,8 @@ CHECKPOINT_KIND = CheckpointKind(
 )
 CHECKPOINT_FORMAT = CHECKPOINT_KIND.tag
 Progress = Callable[[int, dict[str, Any]], None]
+LR_SCHEDULES = ("constant", "linear", "adaptive")
+LR_BOUNDS = (1e-5, 1e-2)  # the adaptive schedule's floor and ceiling
 
 
 # ---- config --------------------------------------------------------------------------------------
@@ -50,6 +52,8 @@ class PPOConfig:
     gae_lambda: float = 0.95  # GAE lambda (Schulman et al. 2016)
     clip: float = 0.2  # PPO ratio clip epsilon (Schulman et al. 2017 eq. 7)
     lr: float = 3e-4  # Adam learning rate
+    lr_schedule: str = "constant"  # LR_SCHEDULES: constant, linear to 0, or KL-adaptive
+    desired_kl: float = 0.01  # the adaptive schedule's target approx KL per minibatch
     value_coef: float = 0.5  # c_1 of eq. 9
     entropy_coef: float = 0.0  # c_2 of eq. 9
     max_grad_norm: float = 1.0  # global gradient-norm clip
@@ -57,6 +61,7 @@ class PPOConfig:
     init_log_std: float = -0.5  # initial log std of the Gaussian policy
     normalize_obs: bool = True  # running mean/std of observations (stored in the checkpoint)
     normalize_advantages: bool = True  # per-minibatch advantage standardization
+    normalize_rewards: bool = False  # divide rewards by the running std of discounted returns
     seed: int = 0  # network init, sampling and minibatch shuffling
     threads: int = 1  # torch CPU threads while training
 
@@ -67,12 +72,17 @@ class PPOConfig:
         _check_int("seed", self.seed, low=0)
         for name in ("gamma", "gae_lambda"):
             _check_float(name, getattr(self, name), "in [0, 1]", lambda v: 0.0 <= v <= 1.0)
-        for name in ("clip", "lr", "max_grad_norm"):
+        for name in ("clip", "lr", "max_grad_norm", "desired_kl"):
             _check_float(name, getattr(self, name), "> 0", lambda v: v > 0.0)
         for name in ("value_coef", "entropy_coef"):
             _check_float(name, getattr(self, name), ">= 0", lambda v: v >= 0.0)
         _check_float("init_log_std", self.init_log_std, "in [-20, 2]", lambda v: -20 <= v <= 2)
-        for name in ("normalize_obs", "normalize_advantages"):
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ConfigError(
+                f"PPOConfig.lr_schedule: expected one of {', '.join(LR_SCHEDULES)}, "
+                f"got {self.lr_schedule!r}"
+            )
+        for name in ("normalize_obs", "normalize_advantages", "normalize_rewards"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"PPOConfig.{name}: expected a bool, got {getattr(self, name)!r}")
 
@@ -191,8 +201,8 @@ class ActorCritic(nn.Module):
 
     def dist(self, obs_n: Tensor) -> torch.distributions.Normal:
         """The action distribution given normalized observations (..., D)."""
-        mu = self.actor(obs_n)
-        return torch.distributions.Normal(mu, self.log_std.exp().expand_as(mu))
+        mu = self.actor(obs_n)  # (arguments are finite by construction: no validation cost)
+        return torch.distributions.Normal(mu, self.log_std.exp().expand_as(mu), validate_args=False)
 
     @torch.no_grad()
     def sample(self, obs: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:
@@ -215,6 +225,46 @@ class ActorCritic(nn.Module):
             raise ConfigError("ActorCritic.act: a stochastic action needs an explicit generator")
         noise = torch.randn(d.loc.shape, generator=generator, device=obs.device, dtype=obs.dtype)
         return (d.loc + d.scale * noise).clamp(-1.0, 1.0)
+
+
+class Adam:
+    """Adam (Kingma & Ba 2015, Algorithm 1) in torch.optim.Adam's form (``eps`` added to
+    ``sqrt(v_t / (1 - beta2^t))``, bias-corrected step ``lr / (1 - beta1^t)``), same update.
+
+    Written here, not taken from ``torch.optim``, only because ``torch.optim.Optimizer.step``
+    imports ``torch._dynamo`` on first use: 1.7 s of interpreter work, a sixth of the fixed
+    cost of a ``volary rl train`` process (issue 22's 30 s hover budget). Parity with
+    torch.optim.Adam is tested. ``param_groups[0]["lr"]`` is the step size schedules set.
+    """
+
+    def __init__(
+        self, params: Iterable[Tensor], lr: float, betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-8,
+    ) -> None:  # fmt: skip
+        self.params = [p for p in params if p.requires_grad]
+        self.param_groups = [{"lr": float(lr)}]
+        self.betas, self.eps, self.t = betas, eps, 0
+        self.m = [torch.zeros_like(p) for p in self.params]
+        self.v = [torch.zeros_like(p) for p in self.params]
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for p in self.params:
+            p.grad = None
+
+    @torch.no_grad()
+    def step(self) -> None:
+        self.t += 1
+        b1, b2 = self.betas
+        lr = self.param_groups[0]["lr"]
+        step_size = lr / (1.0 - b1**self.t)
+        bc2_sqrt = math.sqrt(1.0 - b2**self.t)
+        for p, m, v in zip(self.params, self.m, self.v, strict=True):
+            if p.grad is None:
+                continue
+            g = p.grad
+            m.lerp_(g, 1.0 - b1)  # m = b1 m + (1 - b1) g
+            v.mul_(b2).addcmul_(g, g, value=1.0 - b2)
+            p.addcdiv_(m, (v.sqrt() / bc2_sqrt).add_(self.eps), value=-step_size)
 
 
 # ---- the equations -------------------------------------------------------------------------------
@@ -304,6 +354,26 @@ class _Episodes:
         return int(count), ret / count, length / count
 
 
+class RewardScale:
+    """Reward scaling (Engstrom et al. 2020, "Implementation Matters", Sec. 3): rewards are
+    divided by the running standard deviation of each env's discounted return
+    ``G_t = gamma G_{t-1} + r_t`` (reset at episode ends), so value targets stay O(1) whatever
+    the task's reward magnitude. Running moments: parallel Welford in float64 (Chan et al.)."""
+
+    def __init__(self, n: int, gamma: float, device: torch.device, eps: float = 1e-8) -> None:
+        self.gamma, self.eps = gamma, eps
+        self.ret = torch.zeros(n, dtype=torch.float64, device=device)
+        self.stats = RunningNorm(1).to(device)
+
+    @torch.no_grad()
+    def __call__(self, reward: Tensor, done: Tensor) -> Tensor:
+        self.ret = self.ret * self.gamma + reward.to(torch.float64)
+        self.stats.update(self.ret[:, None])
+        scaled = reward / torch.sqrt(self.stats.var[0] + self.eps).to(reward.dtype)
+        self.ret = torch.where(done, 0.0, self.ret)
+        return scaled
+
+
 def _final_obs(info: dict[str, Any], obs: Tensor) -> Tensor:
     final = info.get("final_obs")
     if final is None:
@@ -318,8 +388,11 @@ def collect_rollout(
     cfg: PPOConfig,
     gen: torch.Generator,
     episodes: _Episodes,
+    scale: RewardScale | None = None,
 ) -> tuple[dict[str, Tensor], Tensor]:
-    """Run ``cfg.rollout_steps`` steps; return the flat training batch and the next obs."""
+    """Run ``cfg.rollout_steps`` steps; return the flat training batch and the next obs.
+    ``scale`` (``cfg.normalize_rewards``) scales the rewards trained on; episode statistics
+    keep the env's own."""
     buf: dict[str, list[Tensor]] = {k: [] for k in ("obs", "actions", "logp", "values", "r")}
     term_l, done_l, next_v = [], [], []
     for _ in range(cfg.rollout_steps):
@@ -327,7 +400,8 @@ def collect_rollout(
         action, logp, value = policy.sample(obs, gen)
         nxt, reward, terminated, truncated, info = env.step(action.clamp(-1.0, 1.0))
         done = terminated | truncated
-        for k, v in zip(buf, (policy.obs_norm(obs), action, logp, value, reward), strict=True):
+        r_train = reward if scale is None else scale(reward, done)
+        for k, v in zip(buf, (policy.obs_norm(obs), action, logp, value, r_train), strict=True):
             buf[k].append(v)
         term_l.append(terminated)
         done_l.append(done)
@@ -352,7 +426,7 @@ def collect_rollout(
 
 def update_policy(
     policy: ActorCritic,
-    opt: torch.optim.Optimizer,
+    opt: Adam | torch.optim.Optimizer,
     batch: dict[str, Tensor],
     cfg: PPOConfig,
     gen: torch.Generator,
@@ -368,6 +442,8 @@ def update_policy(
             opt.zero_grad(set_to_none=True)
             loss.backward()
             nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
+            if cfg.lr_schedule == "adaptive":
+                adapt_lr(opt, float(stats["approx_kl"]), cfg.desired_kl)
             opt.step()
             for k, v in stats.items():
                 totals[k] = totals.get(k, torch.zeros_like(v)) + v
@@ -415,43 +491,102 @@ def train_ppo(
 def _train(
     env: Any, cfg: PPOConfig, iterations: int, progress: Progress | None
 ) -> tuple[ActorCritic, dict[str, Any]]:
-    device, n = torch.device(env.device), int(env.num_envs)
-    obs_dim = _space_dim(env.single_observation_space, "single_observation_space")
-    act_dim = _space_dim(env.single_action_space, "single_action_space")
-    policy = ActorCritic(obs_dim, act_dim, cfg).to(device)
-    opt = torch.optim.Adam(policy.parameters(), lr=cfg.lr, eps=1e-5)
-    gen = torch.Generator(device=device).manual_seed(cfg.seed)
-    obs, _ = env.reset(seed=cfg.seed)
-    obs = _check_obs(obs, n, obs_dim, device)
-    episodes = _Episodes(n, device)
-    history: dict[str, list[Any]] = {}
-    timing: dict[str, list[float]] = {"samples_per_s": [], "wall_s": []}
-    start = time.perf_counter()
+    trainer = PPOTrainer(env, cfg, iterations)
     for it in range(iterations):
+        row = trainer.iterate()
+        if progress is not None:
+            progress(it, row)
+    return trainer.policy.eval(), trainer.report()
+
+
+class PPOTrainer:
+    """One PPO run, an iteration (rollout + update) at a time: ``train_ppo`` is a loop of
+    ``iterate``; callers that evaluate or stop on their own (benchmarks) drive it directly.
+
+    Builds the policy, the optimizer and the generator and resets ``env`` on construction;
+    ``iterations`` is the planned length (the linear learning-rate schedule's horizon).
+    """
+
+    def __init__(self, env: Any, cfg: PPOConfig, iterations: int) -> None:
+        if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
+            raise ConfigError(f"PPOTrainer: iterations expected an int >= 1, got {iterations!r}")
+        self.env, self.cfg, self.iterations = env, cfg, iterations
+        self.device, self.n = torch.device(env.device), int(env.num_envs)
+        obs_dim = _space_dim(env.single_observation_space, "single_observation_space")
+        act_dim = _space_dim(env.single_action_space, "single_action_space")
+        self.policy = ActorCritic(obs_dim, act_dim, cfg).to(self.device)
+        self.opt = Adam(self.policy.parameters(), lr=cfg.lr, eps=1e-5)
+        self.gen = torch.Generator(device=self.device).manual_seed(cfg.seed)
+        obs, _ = env.reset(seed=cfg.seed)
+        self.obs = _check_obs(obs, self.n, obs_dim, self.device)
+        self.episodes = _Episodes(self.n, self.device)
+        self.scale = RewardScale(self.n, cfg.gamma, self.device) if cfg.normalize_rewards else None
+        self.done = 0  # iterations run
+        self.history: dict[str, list[Any]] = {}
+        self.timing: dict[str, list[float]] = {"samples_per_s": [], "wall_s": []}
+
+    def iterate(self) -> dict[str, Any]:
+        """One rollout and update; its history row with samples/s and wall s added."""
         t0 = time.perf_counter()
-        policy.train()
-        batch, obs = collect_rollout(env, policy, obs, cfg, gen, episodes)
-        stats = update_policy(policy, opt, batch, cfg, gen)
-        count, ret, length = episodes.pop()
+        self.policy.train()
+        _set_lr(self.opt, self.cfg, min(self.done, self.iterations - 1), self.iterations)
+        batch, self.obs = collect_rollout(
+            self.env, self.policy, self.obs, self.cfg, self.gen, self.episodes, self.scale
+        )
+        stats = update_policy(self.policy, self.opt, batch, self.cfg, self.gen)
+        count, ret, length = self.episodes.pop()
         row: dict[str, Any] = {"episodes": count, "mean_return": ret, "mean_length": length}
         row.update(stats)
         for k, v in row.items():
-            history.setdefault(k, []).append(v)
+            self.history.setdefault(k, []).append(v)
         dt = time.perf_counter() - t0
-        timing["samples_per_s"].append(n * cfg.rollout_steps / dt)
-        timing["wall_s"].append(dt)
-        if progress is not None:
-            progress(it, {**row, "samples_per_s": timing["samples_per_s"][-1], "wall_s": dt})
-    report = {
-        "config": cfg.to_dict(),
-        "num_envs": n,
-        "device": str(device),
-        "iterations": iterations,
-        "samples": iterations * n * cfg.rollout_steps,
-        "history": history,
-        "timing": {**timing, "total_wall_s": time.perf_counter() - start},
-    }
-    return policy.eval(), report
+        self.timing["samples_per_s"].append(self.n * self.cfg.rollout_steps / dt)
+        self.timing["wall_s"].append(dt)
+        self.done += 1
+        return {**row, "samples_per_s": self.timing["samples_per_s"][-1], "wall_s": dt}
+
+    def report(self) -> dict[str, Any]:
+        """The run so far: config, sizes, per-iteration history and timing (train_ppo's)."""
+        return {
+            "config": self.cfg.to_dict(),
+            "num_envs": self.n,
+            "device": str(self.device),
+            "iterations": self.done,
+            "samples": self.done * self.n * self.cfg.rollout_steps,
+            "history": self.history,
+            "timing": {**self.timing, "total_wall_s": sum(self.timing["wall_s"])},
+        }
+
+
+def learning_rate(cfg: PPOConfig, iteration: int, iterations: int) -> float:
+    """The Adam step size of ``iteration`` (0-based) of ``iterations`` for the fixed
+    schedules: ``cfg.lr``, or for ``lr_schedule="linear"`` ``cfg.lr (1 - iteration /
+    iterations)`` (annealed towards 0, the schedule of Schulman et al. 2017's Atari and MuJoCo
+    runs)."""
+    if cfg.lr_schedule == "linear":
+        return cfg.lr * (1.0 - iteration / iterations)
+    return cfg.lr
+
+
+def adapt_lr(opt: Adam | torch.optim.Optimizer, kl: float, desired: float) -> None:
+    """KL-adaptive step size (Schulman et al. 2017 Sec. 4's adaptive KL rule applied to the
+    learning rate, as in Rudin et al. 2021's massively parallel PPO): a minibatch whose approx
+    KL exceeds 2 x ``desired`` divides the rate by 1.5, one below ``desired`` / 2 multiplies it
+    by 1.5, within :data:`LR_BOUNDS`."""
+    for group in opt.param_groups:
+        if kl > 2.0 * desired:
+            group["lr"] = max(group["lr"] / 1.5, LR_BOUNDS[0])
+        elif 0.0 < kl < 0.5 * desired:
+            group["lr"] = min(group["lr"] * 1.5, LR_BOUNDS[1])
+
+
+def _set_lr(
+    opt: Adam | torch.optim.Optimizer, cfg: PPOConfig, iteration: int, iterations: int
+) -> None:
+    if cfg.lr_schedule == "adaptive":
+        return  # the rate carried over from the last minibatch (adapt_lr)
+    for group in opt.param_groups:
+        group["lr"] = learning_rate(cfg, iteration, iterations)
 
 
 # ---- evaluation ----------------------------------------------------------------------------------
@@ -573,14 +708,20 @@ def plot_learning_curve(report: dict[str, Any], path: str | Path, title: str = "
 
 
 __all__ = [
+    "LR_SCHEDULES",
+    "Adam",
     "CHECKPOINT_FORMAT",
     "CHECKPOINT_KIND",
     "ActorCritic",
     "PPOConfig",
+    "PPOTrainer",
+    "RewardScale",
     "RunningNorm",
+    "adapt_lr",
     "collect_rollout",
     "evaluate_policy",
     "gae",
+    "learning_rate",
     "load_policy",
     "plot_learning_curve",
     "ppo_loss",
