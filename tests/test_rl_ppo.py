@@ -194,6 +194,20 @@ def test_the_linear_schedule_anneals_the_step_size_to_zero():
         assert trainer.opt.param_groups[0]["lr"] == pytest.approx(expected)
 
 
+def test_gaussian_kl_is_torch_distributions_kl():
+    # the adaptive step size reads the exact KL from the sampling policy
+    from volary.learning.rl.ppo import gaussian_kl
+
+    gen = torch.Generator().manual_seed(1)
+    mu0, mu1 = torch.randn(2, 50, 3, generator=gen)
+    ls0, ls1 = 0.5 * torch.randn(2, 50, 3, generator=gen)
+    ref = torch.distributions.kl_divergence(
+        torch.distributions.Normal(mu0, ls0.exp()), torch.distributions.Normal(mu1, ls1.exp())
+    ).sum(-1)
+    torch.testing.assert_close(gaussian_kl(mu0, ls0, mu1, ls1), ref)
+    assert torch.equal(gaussian_kl(mu0, ls0, mu0, ls0), torch.zeros(50))
+
+
 def test_adam_matches_torch_optim_adam():
     # the trainer's own Adam (it avoids torch.optim's 1.7 s torch._dynamo import) is the
     # reference's update, including a step size changed between steps (the schedules)

@@ -205,13 +205,16 @@ class ActorCritic(nn.Module):
         return torch.distributions.Normal(mu, self.log_std.exp().expand_as(mu), validate_args=False)
 
     @torch.no_grad()
-    def sample(self, obs: Tensor, generator: torch.Generator) -> tuple[Tensor, Tensor, Tensor]:
-        """(unclipped action (N, A), its log-prob (N,), V (N,)) for raw observations (N, D)."""
+    def sample(
+        self, obs: Tensor, generator: torch.Generator
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """(unclipped action (N, A), its log-prob (N,), V (N,), the mean (N, A)) for raw
+        observations (N, D)."""
         obs_n = self.obs_norm(obs)
         d = self.dist(obs_n)
         noise = torch.randn(d.loc.shape, generator=generator, device=obs.device, dtype=obs.dtype)
         a = d.loc + d.scale * noise
-        return a, d.log_prob(a).sum(-1), self.critic(obs_n)[..., 0]
+        return a, d.log_prob(a).sum(-1), self.critic(obs_n)[..., 0], d.loc
 
     @torch.no_grad()
     def act(
@@ -294,6 +297,14 @@ def gae(
     return adv, adv + values
 
 
+def gaussian_kl(mu0: Tensor, log_std0: Tensor, mu1: Tensor, log_std1: Tensor) -> Tensor:
+    """KL(N(mu0, s0^2) || N(mu1, s1^2)) of diagonal Gaussians, summed over the last axis:
+    sum log(s1 / s0) + (s0^2 + (mu0 - mu1)^2) / (2 s1^2) - 1/2."""
+    var0, var1 = torch.exp(2.0 * log_std0), torch.exp(2.0 * log_std1)
+    kl = log_std1 - log_std0 + (var0 + (mu0 - mu1) ** 2) / (2.0 * var1) - 0.5
+    return kl.sum(-1)
+
+
 def ppo_loss(
     policy: ActorCritic, batch: dict[str, Tensor], cfg: PPOConfig
 ) -> tuple[Tensor, dict[str, Tensor]]:
@@ -320,6 +331,7 @@ def ppo_loss(
             "value_loss": value_loss.detach(),
             "entropy": entropy.detach(),
             "approx_kl": ((ratio - 1.0) - log_ratio).mean(),
+            "kl": gaussian_kl(batch["mu"], batch["log_std"], d.loc, d.scale.log()).mean(),
             "clip_fraction": ((ratio - 1.0).abs() > cfg.clip).float().mean(),
         }
     return loss, stats
@@ -393,15 +405,17 @@ def collect_rollout(
     """Run ``cfg.rollout_steps`` steps; return the flat training batch and the next obs.
     ``scale`` (``cfg.normalize_rewards``) scales the rewards trained on; episode statistics
     keep the env's own."""
-    buf: dict[str, list[Tensor]] = {k: [] for k in ("obs", "actions", "logp", "values", "r")}
+    keys = ("obs", "actions", "logp", "values", "r", "mu")
+    buf: dict[str, list[Tensor]] = {k: [] for k in keys}
     term_l, done_l, next_v = [], [], []
     for _ in range(cfg.rollout_steps):
         policy.obs_norm.update(obs)
-        action, logp, value = policy.sample(obs, gen)
+        action, logp, value, mu = policy.sample(obs, gen)
         nxt, reward, terminated, truncated, info = env.step(action.clamp(-1.0, 1.0))
         done = terminated | truncated
         r_train = reward if scale is None else scale(reward, done)
-        for k, v in zip(buf, (policy.obs_norm(obs), action, logp, value, r_train), strict=True):
+        row = (policy.obs_norm(obs), action, logp, value, r_train, mu)
+        for k, v in zip(buf, row, strict=True):
             buf[k].append(v)
         term_l.append(terminated)
         done_l.append(done)
@@ -419,7 +433,8 @@ def collect_rollout(
         torch.stack(buf["r"]).to(values.dtype), values, next_values,
         torch.stack(term_l), dones, cfg.gamma, cfg.gae_lambda,
     )  # fmt: skip
-    batch = {k: torch.stack(buf[k]).flatten(0, 1) for k in ("obs", "actions", "logp")}
+    batch = {k: torch.stack(buf[k]).flatten(0, 1) for k in ("obs", "actions", "logp", "mu")}
+    batch["log_std"] = policy.log_std.detach().expand_as(batch["mu"])  # the sampling policy's
     batch.update(adv=adv.flatten(), returns=ret.flatten())
     return batch, obs
 
@@ -443,7 +458,7 @@ def update_policy(
             loss.backward()
             nn.utils.clip_grad_norm_(policy.parameters(), cfg.max_grad_norm)
             if cfg.lr_schedule == "adaptive":
-                adapt_lr(opt, float(stats["approx_kl"]), cfg.desired_kl)
+                adapt_lr(opt, float(stats["kl"]), cfg.desired_kl)
             opt.step()
             for k, v in stats.items():
                 totals[k] = totals.get(k, torch.zeros_like(v)) + v
@@ -570,8 +585,9 @@ def learning_rate(cfg: PPOConfig, iteration: int, iterations: int) -> float:
 
 def adapt_lr(opt: Adam | torch.optim.Optimizer, kl: float, desired: float) -> None:
     """KL-adaptive step size (Schulman et al. 2017 Sec. 4's adaptive KL rule applied to the
-    learning rate, as in Rudin et al. 2021's massively parallel PPO): a minibatch whose approx
-    KL exceeds 2 x ``desired`` divides the rate by 1.5, one below ``desired`` / 2 multiplies it
+    learning rate, as in Rudin et al. 2021's massively parallel PPO): a minibatch whose KL
+    from the sampling policy (exact, :func:`gaussian_kl`) exceeds 2 x ``desired`` divides
+    the rate by 1.5, one below ``desired`` / 2 multiplies it
     by 1.5, within :data:`LR_BOUNDS`."""
     for group in opt.param_groups:
         if kl > 2.0 * desired:
@@ -721,6 +737,7 @@ __all__ = [
     "collect_rollout",
     "evaluate_policy",
     "gae",
+    "gaussian_kl",
     "learning_rate",
     "load_policy",
     "plot_learning_curve",
