@@ -49,12 +49,14 @@ def _clear_numba_cache() -> int:
     return gone
 
 
-def run_seed(seed: int, recipe: str, work: Path, threads: int) -> dict:
+def run_seed(seed: int, recipe: str, work: Path, threads: int, learner: str | None) -> dict:
     out = work / f"seed{seed}"
     shutil.rmtree(out, ignore_errors=True)
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads),
            "NUMBA_NUM_THREADS": str(threads)}  # fmt: skip
     train = [*_volary(), "rl", "train", "--recipe", recipe, "--seed", str(seed), "--out", str(out)]
+    if learner is not None:
+        train += ["--learner", learner]
     t0 = time.perf_counter()
     subprocess.run(train, check=True, env=env, stdout=subprocess.DEVNULL)
     wall = time.perf_counter() - t0
@@ -78,6 +80,7 @@ def run_seed(seed: int, recipe: str, work: Path, threads: int) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--recipe", default="hover-fast")
+    ap.add_argument("--learner", help="volary or rsl_rl (default: the recipe's)")
     ap.add_argument("--seeds", default="0,1,2,3,4")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--cold", action="store_true", help="clear the numba cache before each run")
@@ -89,14 +92,15 @@ def main(argv: list[str] | None = None) -> int:
     runs = []
     for seed in (int(s) for s in args.seeds.split(",")):
         cleared = _clear_numba_cache() if args.cold else 0
-        r = run_seed(seed, args.recipe, work, args.threads)
+        r = run_seed(seed, args.recipe, work, args.threads, args.learner)
         r["numba_cache"] = f"cleared ({cleared} files)" if args.cold else "warm"
         runs.append(r)
         print(f"seed {seed}: train {r['train_process_s']:.1f} s, success {r['success']:.1%}",
               file=sys.stderr, flush=True)  # fmt: skip
     ok = [r for r in runs if r["success"] >= TARGET and r["train_process_s"] <= LIMIT_S]
     doc = {
-        "benchmark": "rl_hover", "recipe": args.recipe, "target_success": TARGET,
+        "benchmark": "rl_hover", "recipe": args.recipe, "learner": args.learner or "recipe's",
+        "target_success": TARGET,
         "limit_s": LIMIT_S, "threads": args.threads, "machine": cpu_model(),
         "unit_of_replication": "training seed",
         "median_train_process_s": statistics.median(r["train_process_s"] for r in runs),
@@ -108,7 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2))
     print(
-        f"volary rl train --recipe {args.recipe} (numba cache "
+        f"volary rl train --recipe {args.recipe}"
+        f"{' --learner ' + args.learner if args.learner else ''} (numba cache "
         f"{'cleared before each run' if args.cold else 'warm'}; {args.threads} threads)"
     )
     print(

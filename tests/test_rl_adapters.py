@@ -122,6 +122,47 @@ def test_rsl_rl_ppo_raises_the_return() -> None:
     assert after > before + MARGIN, (before, after)
 
 
+def test_rsl_rl_learner_returns_the_policy_it_trained() -> None:
+    # volary rl train --learner rsl_rl: rsl_rl trains, volary's ActorCritic is saved; the
+    # converted policy must act exactly as the trained runner's own inference policy
+    pytest.importorskip("rsl_rl")
+    import contextlib
+    import io
+
+    from rsl_rl.runners import OnPolicyRunner
+    from tensordict import TensorDict
+
+    from volary.envs.adapters import to_rsl_rl
+    from volary.learning.rl import PPOConfig
+    from volary.learning.rl.rsl import rsl_rl_config, to_actor_critic, train_rsl_rl
+
+    cfg = PPOConfig(rollout_steps=8, epochs=2, minibatches=2, hidden=(16, 16), lr=1e-3,
+                    normalize_obs=False, normalize_rewards=True,
+                    lr_schedule="adaptive")  # fmt: skip
+    torch.manual_seed(0)
+    with contextlib.redirect_stdout(io.StringIO()):
+        runner = OnPolicyRunner(to_rsl_rl(_easy_env(seed=0, n_envs=32)), rsl_rl_config(cfg),
+                                log_dir=None, device="cpu")  # fmt: skip
+        runner.learn(num_learning_iterations=2)
+    policy = to_actor_critic(runner, 22, 4, cfg)
+    obs = _easy_env(seed=5, n_envs=64).reset()[0]
+    theirs = runner.get_inference_policy()(TensorDict({"policy": obs}, batch_size=[64]))
+    torch.testing.assert_close(policy.act(obs, deterministic=True), theirs.clamp(-1.0, 1.0),
+                               rtol=0.0, atol=0.0)  # fmt: skip
+    std = runner.alg.actor.distribution.log_std_param
+    torch.testing.assert_close(policy.log_std, std.detach())
+
+    calls: list[int] = []
+    _, report = train_rsl_rl(to_rsl_rl(_easy_env(seed=0, n_envs=32)), cfg, 3,
+                             progress=lambda it, row: calls.append(it))  # fmt: skip
+    assert calls == [0, 1, 2] and report["samples"] == 3 * 32 * 8
+    assert report["learner"] == "rsl_rl" and len(report["history"]["mean_return"]) == 3
+    with pytest.raises(ConfigError, match="normalize_obs=false"):
+        rsl_rl_config(PPOConfig())
+    with pytest.raises(ConfigError, match="linear"):
+        rsl_rl_config(PPOConfig(normalize_obs=False, lr_schedule="linear"))
+
+
 # ---- skrl ---------------------------------------------------------------------------------------
 def test_skrl_adapter_interface(device: str) -> None:
     pytest.importorskip("skrl")

@@ -107,11 +107,24 @@ class _Printer:
             col.min_width, col.justify = 10, "right"
         t.add_row(
             str(it + 1), str(row["episodes"]), _fmt(row["mean_return"], ".2f"),
-            _fmt(row["mean_length"], ".1f"), f"{row['policy_loss']:.4f}",
-            f"{row['value_loss']:.4g}", f"{row['approx_kl']:.4f}", f"{row['samples_per_s']:.0f}",
+            _fmt(row["mean_length"], ".1f"), _fmt(row.get("policy_loss"), ".4f"),
+            _fmt(row.get("value_loss"), ".4g"), _fmt(row.get("approx_kl"), ".4f"),
+            f"{row['samples_per_s']:.0f}",
         )  # fmt: skip
         console.print(t)
         self.header = False
+
+
+LEARNERS = ("volary", "rsl_rl")
+
+
+def _train_rsl_rl(env: Any, cfg: Any, iterations: int, printer: Any) -> tuple[Any, dict]:
+    try:
+        from volary.envs.adapters import to_rsl_rl
+        from volary.learning.rl.rsl import train_rsl_rl
+    except ImportError as err:  # rsl-rl-lib is in the rl extra
+        _fail(f"--learner rsl_rl: {err} (pip install 'volary[rl]')")
+    return train_rsl_rl(to_rsl_rl(env), cfg, iterations, progress=printer)
 
 
 @rl_app.command("train")
@@ -133,6 +146,14 @@ def rl_train(
     set_: SetOption = None,
     log_every: Annotated[int, typer.Option("--log-every", help="Print every K iterations.")] = 5,
     env_opt: EnvOpts = None,
+    learner: Annotated[
+        str | None,
+        typer.Option(
+            "--learner",
+            help="volary (its own PPO, the default) or rsl_rl (rsl-rl-lib's OnPolicyRunner on "
+            "the same PPOConfig; the policy is saved in volary's format either way).",
+        ),
+    ] = None,
     recipe: Annotated[
         str | None,
         typer.Option(
@@ -159,6 +180,9 @@ def rl_train(
     task = task or (rec.task if rec else None)
     if task is None:
         _fail("--task: required (or --recipe NAME)")
+    learner = learner or (rec.learner if rec else "volary")
+    if learner not in LEARNERS:
+        _fail(f"--learner: expected one of {', '.join(LEARNERS)}, got {learner!r}")
     envs = envs if envs is not None else (rec.envs if rec else 64)
     iterations = iterations if iterations is not None else (rec.iterations if rec else 100)
     for value, option in ((envs, "--envs"), (iterations, "--iterations"), (log_every,
@@ -172,14 +196,19 @@ def rl_train(
         _fail(str(err))
     options = _env_options(task, dict(rec.env) if rec else {}, env_opt)
     env = _make_env(task, envs, seed, device, options)
+    printer = _Printer(log_every, iterations)
     try:
-        policy, report = train_ppo(env, cfg, iterations, progress=_Printer(log_every, iterations))
+        if learner == "rsl_rl":
+            policy, report = _train_rsl_rl(env, cfg, iterations, printer)
+        else:
+            policy, report = train_ppo(env, cfg, iterations, progress=printer)
     except VolaryError as err:
         _fail(str(err))
     report["task"] = task
+    report["learner"] = learner
     out.mkdir(parents=True, exist_ok=True)
     meta = {"task": task, "envs": envs, "iterations": iterations, "seed": seed, "device": device,
-            "env_options": _jsonable(options), "recipe": recipe}  # fmt: skip
+            "env_options": _jsonable(options), "recipe": recipe, "learner": learner}  # fmt: skip
     save_policy(out / "policy.pt", policy, cfg, meta)
     (out / "report.json").write_text(json.dumps(report, indent=2))
     plot_learning_curve(report, out / "learning_curve.png", title=f"PPO on {task}")

@@ -23,6 +23,7 @@ class Recipe:
     description: str  # one line: what it is for and where its figures are
     env: dict[str, Any] = field(default_factory=dict)  # task config fields (--env)
     ppo: dict[str, Any] = field(default_factory=dict)  # PPOConfig fields (--set)
+    learner: str = "volary"  # volary's PPO or rsl_rl (--learner)
 
 
 RECIPES: dict[str, Recipe] = {

@@ -1,0 +1,159 @@
+"""A PPOConfig trained by rsl_rl's learner (rsl-rl-lib 5.x, ``OnPolicyRunner``), returned as
+volary's :class:`~volary.learning.rl.ppo.ActorCritic` so checkpoints, ``volary rl eval`` and
+``volary rl export`` are the same whatever the learner (``volary rl train --learner rsl_rl``).
+
+The env is an rsl_rl ``VecEnv`` (``volary.envs.adapters.to_rsl_rl``; this package does not
+import ``volary.envs``). The config maps onto rsl_rl's PPO field by field
+(:func:`rsl_rl_config`); reward scaling is volary's :class:`RewardScale` on the env's rewards
+(rsl_rl has none). rsl_rl draws from torch's global generator: it is seeded with
+``cfg.seed``, the one departure from volary's explicit generators, because rsl_rl does so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+import time
+from typing import Any
+
+import torch
+
+from volary.errors import ConfigError
+from volary.learning.rl.ppo import ActorCritic, PPOConfig, Progress, RewardScale
+
+
+def rsl_rl_config(cfg: PPOConfig) -> dict[str, Any]:
+    """rsl_rl's ``OnPolicyRunner`` config for ``cfg`` (classes resolved); ``ConfigError`` for
+    what rsl_rl cannot do the same way (a linear schedule, observation normalization, which
+    volary's checkpoint would not carry)."""
+    from rsl_rl.algorithms import PPO
+    from rsl_rl.models import MLPModel
+    from rsl_rl.modules.distribution import GaussianDistribution
+
+    if cfg.lr_schedule == "linear":
+        raise ConfigError("learner rsl_rl: lr_schedule=linear has no rsl_rl equivalent "
+                          "(constant or adaptive)")  # fmt: skip
+    if cfg.normalize_obs:
+        raise ConfigError("learner rsl_rl: set normalize_obs=false (rsl_rl's normalizer is not "
+                          "carried into volary's checkpoint)")  # fmt: skip
+    if not cfg.normalize_advantages:
+        raise ConfigError("learner rsl_rl: rsl_rl always standardizes advantages; set "
+                          "normalize_advantages=true")  # fmt: skip
+    net = {"class_name": MLPModel, "hidden_dims": list(cfg.hidden), "activation": "tanh"}
+    gaussian = {"class_name": GaussianDistribution, "init_std": math.exp(cfg.init_log_std),
+                "std_type": "log"}  # fmt: skip
+    return {
+        "num_steps_per_env": cfg.rollout_steps,
+        "save_interval": 1_000_000_000,
+        "obs_groups": {"actor": ["policy"], "critic": ["policy"]},
+        "algorithm": {
+            "class_name": PPO, "learning_rate": cfg.lr,
+            "schedule": "adaptive" if cfg.lr_schedule == "adaptive" else "fixed",
+            "desired_kl": cfg.desired_kl, "num_learning_epochs": cfg.epochs,
+            "num_mini_batches": cfg.minibatches, "gamma": cfg.gamma, "lam": cfg.gae_lambda,
+            "clip_param": cfg.clip, "value_loss_coef": cfg.value_coef,
+            "entropy_coef": cfg.entropy_coef, "max_grad_norm": cfg.max_grad_norm,
+            "use_clipped_value_loss": False, "normalize_advantage_per_mini_batch": True,
+        },
+        "actor": {**net, "distribution_cfg": gaussian},
+        "critic": net,
+    }  # fmt: skip
+
+
+class _Tally:
+    """The venv's ``step`` wrapped: episode returns/lengths of the env's own rewards for the
+    history rows, and (``cfg.normalize_rewards``) the scaled rewards rsl_rl trains on."""
+
+    def __init__(self, venv: Any, cfg: PPOConfig) -> None:
+        n, dev = int(venv.num_envs), torch.device(venv.device)
+        self.scale = RewardScale(n, cfg.gamma, dev) if cfg.normalize_rewards else None
+        self.ret = torch.zeros(n, dtype=torch.float64, device=dev)
+        self.len = torch.zeros(n, dtype=torch.float64, device=dev)
+        self.sums = [0, 0.0, 0.0]  # episodes, return, length
+        self.step = venv.step
+        venv.step = self
+
+    def __call__(self, actions: torch.Tensor) -> Any:
+        obs, reward, dones, extras = self.step(actions)
+        done = dones.bool()
+        self.ret += reward.to(torch.float64)
+        self.len += 1.0
+        if bool(done.any()):
+            self.sums[0] += int(done.sum())
+            self.sums[1] += float(self.ret[done].sum())
+            self.sums[2] += float(self.len[done].sum())
+            self.ret[done], self.len[done] = 0.0, 0.0
+        if self.scale is not None:
+            reward = self.scale(reward, done)
+        return obs, reward, dones, extras
+
+    def pop(self) -> dict[str, Any]:
+        count, ret, length = self.sums
+        self.sums = [0, 0.0, 0.0]
+        return {"episodes": count, "mean_return": ret / count if count else None,
+                "mean_length": length / count if count else None}  # fmt: skip
+
+
+def to_actor_critic(runner: Any, obs_dim: int, act_dim: int, cfg: PPOConfig) -> ActorCritic:
+    """volary's ActorCritic holding the runner's trained actor, critic and log std (the MLPs
+    have the same layers: Linear, Tanh, ..., Linear)."""
+    policy = ActorCritic(obs_dim, act_dim, cfg)
+    actor, critic = runner.alg.actor, runner.alg.critic
+    policy.actor.load_state_dict(actor.mlp.state_dict())
+    policy.critic.load_state_dict(critic.mlp.state_dict())
+    with torch.no_grad():
+        policy.log_std.copy_(actor.distribution.log_std_param.detach().cpu())
+    return policy.eval()
+
+
+def train_rsl_rl(
+    venv: Any, cfg: PPOConfig, iterations: int, progress: Progress | None = None
+) -> tuple[ActorCritic, dict[str, Any]]:
+    """Train with rsl_rl's ``OnPolicyRunner`` for ``iterations``; (policy, report) as
+    :func:`~volary.learning.rl.ppo.train_ppo` returns them (history: episodes, mean return and
+    length per iteration; rsl_rl keeps its losses to itself)."""
+    from rsl_rl.runners import OnPolicyRunner
+
+    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
+        raise ConfigError(f"train_rsl_rl: iterations expected an int >= 1, got {iterations!r}")
+    run_cfg = rsl_rl_config(cfg)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(cfg.threads)
+    torch.manual_seed(cfg.seed)
+    try:
+        tally = _Tally(venv, cfg)
+        quiet = io.StringIO()  # rsl_rl prints its models and a block per iteration
+        with contextlib.redirect_stdout(quiet):
+            runner = OnPolicyRunner(venv, run_cfg, log_dir=None, device=str(venv.device))
+        n = int(venv.num_envs)
+        history: dict[str, list[Any]] = {}
+        timing: dict[str, list[float]] = {"samples_per_s": [], "wall_s": []}
+        for it in range(iterations):
+            t0 = time.perf_counter()
+            with contextlib.redirect_stdout(quiet):
+                runner.learn(num_learning_iterations=1)
+            quiet.seek(0)
+            quiet.truncate()
+            dt = time.perf_counter() - t0
+            row = tally.pop()
+            for k, v in row.items():
+                history.setdefault(k, []).append(v)
+            timing["samples_per_s"].append(n * cfg.rollout_steps / dt)
+            timing["wall_s"].append(dt)
+            if progress is not None:
+                progress(it, {**row, "samples_per_s": timing["samples_per_s"][-1], "wall_s": dt})
+    finally:
+        torch.set_num_threads(threads)
+    obs_dim = int(venv.get_observations()["policy"].shape[-1])
+    policy = to_actor_critic(runner, obs_dim, int(venv.num_actions), cfg)
+    report = {
+        "learner": "rsl_rl", "config": cfg.to_dict(), "num_envs": n,
+        "device": str(venv.device), "iterations": iterations,
+        "samples": iterations * n * cfg.rollout_steps, "history": history,
+        "timing": {**timing, "total_wall_s": sum(timing["wall_s"])},
+    }  # fmt: skip
+    return policy, report
+
+
+__all__ = ["rsl_rl_config", "to_actor_critic", "train_rsl_rl"]
