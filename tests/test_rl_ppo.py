@@ -366,7 +366,8 @@ def test_cli_recipe_sets_what_is_not_given(tmp_path, monkeypatch):
     monkeypatch.setattr("volary.cli.rl._make_env", lambda task, envs, seed, device, options:
                         make_env(task, envs, seed=seed, device=device, **options))  # fmt: skip
     out = tmp_path / "run"
-    args = ["--recipe", "hover-fast", "--iterations", "2", "--envs", "8", "--set", "hidden=8,8"]
+    args = ["--recipe", "hover-fast", "--learner", "volary", "--iterations", "2", "--envs", "8",
+            "--set", "hidden=8,8"]  # fmt: skip
     r = runner.invoke(rl_app, ["train", *args, "--env", "compile=false", "--out", str(out)])
     assert r.exit_code == 0, r.output
     rec = RECIPES["hover-fast"]
@@ -380,6 +381,8 @@ def test_cli_recipe_sets_what_is_not_given(tmp_path, monkeypatch):
         assert cfg[key] == rec.ppo[key], key  # the rest is the recipe's
     _, _, meta = load_policy(out / "policy.pt")
     assert meta["recipe"] == "hover-fast" and meta["env_options"] == {"compile": False}
+    assert meta["learner"] == report["learner"] == "volary"  # --learner over the recipe's
+    assert rec.learner == "rsl_rl"
 
 
 def test_cli_train_and_eval_end_to_end(tmp_path, monkeypatch):

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from volary.envs.adapters import NumpyVectorEnv, to_numpy, to_sb3
+from volary.envs.adapters import NumpyVectorEnv, to_numpy, to_rsl_rl, to_sb3, to_skrl
 from volary.envs.base import TorchVectorEnv
 from volary.envs.navigate import NavigateTask, NavigateTaskConfig
 from volary.envs.position import ACTION_MODES, PositionTask, PositionTaskConfig
@@ -78,5 +78,7 @@ __all__ = [
     "env_config",
     "make_env",
     "to_numpy",
+    "to_rsl_rl",
     "to_sb3",
+    "to_skrl",
 ]
