@@ -119,11 +119,10 @@ LEARNERS = ("volary", "rsl_rl")
 
 
 def _train_rsl_rl(env: Any, cfg: Any, iterations: int, printer: Any) -> tuple[Any, dict]:
-    try:
-        from volary.envs.adapters import to_rsl_rl
-        from volary.learning.rl.rsl import train_rsl_rl
-    except ImportError as err:  # rsl-rl-lib is in the rl extra
-        _fail(f"--learner rsl_rl: {err} (pip install 'volary[rl]')")
+    """(A missing rsl-rl-lib raises to_rsl_rl's MissingDependencyError: the caller's one line.)"""
+    from volary.envs.adapters import to_rsl_rl
+    from volary.learning.rl.rsl import train_rsl_rl
+
     return train_rsl_rl(to_rsl_rl(env), cfg, iterations, progress=printer)
 
 

@@ -331,7 +331,9 @@ def ppo_loss(
             "value_loss": value_loss.detach(),
             "entropy": entropy.detach(),
             "approx_kl": ((ratio - 1.0) - log_ratio).mean(),
-            "kl": gaussian_kl(batch["mu"], batch["log_std"], d.loc, d.scale.log()).mean(),
+            "kl": gaussian_kl(
+                batch["mu"], batch["log_std"], d.loc, policy.log_std.expand_as(d.loc)
+            ).mean(),
             "clip_fraction": ((ratio - 1.0).abs() > cfg.clip).float().mean(),
         }
     return loss, stats

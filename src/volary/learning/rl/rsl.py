@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from volary.errors import ConfigError
-from volary.learning.rl.ppo import ActorCritic, PPOConfig, Progress, RewardScale
+from volary.learning.rl.ppo import ActorCritic, PPOConfig, Progress, RewardScale, _Episodes
 
 
 def rsl_rl_config(cfg: PPOConfig) -> dict[str, Any]:
@@ -63,36 +63,27 @@ def rsl_rl_config(cfg: PPOConfig) -> dict[str, Any]:
 
 class _Tally:
     """The venv's ``step`` wrapped: episode returns/lengths of the env's own rewards for the
-    history rows, and (``cfg.normalize_rewards``) the scaled rewards rsl_rl trains on."""
+    history rows (PPO's ``_Episodes``), and (``cfg.normalize_rewards``) the scaled rewards
+    rsl_rl trains on."""
 
     def __init__(self, venv: Any, cfg: PPOConfig) -> None:
         n, dev = int(venv.num_envs), torch.device(venv.device)
         self.scale = RewardScale(n, cfg.gamma, dev) if cfg.normalize_rewards else None
-        self.ret = torch.zeros(n, dtype=torch.float64, device=dev)
-        self.len = torch.zeros(n, dtype=torch.float64, device=dev)
-        self.sums = [0, 0.0, 0.0]  # episodes, return, length
+        self.episodes = _Episodes(n, dev)
         self.step = venv.step
         venv.step = self
 
     def __call__(self, actions: torch.Tensor) -> Any:
         obs, reward, dones, extras = self.step(actions)
         done = dones.bool()
-        self.ret += reward.to(torch.float64)
-        self.len += 1.0
-        if bool(done.any()):
-            self.sums[0] += int(done.sum())
-            self.sums[1] += float(self.ret[done].sum())
-            self.sums[2] += float(self.len[done].sum())
-            self.ret[done], self.len[done] = 0.0, 0.0
+        self.episodes.add(reward, done, {})  # rsl_rl's extras carry no episode sums
         if self.scale is not None:
             reward = self.scale(reward, done)
         return obs, reward, dones, extras
 
     def pop(self) -> dict[str, Any]:
-        count, ret, length = self.sums
-        self.sums = [0, 0.0, 0.0]
-        return {"episodes": count, "mean_return": ret / count if count else None,
-                "mean_length": length / count if count else None}  # fmt: skip
+        count, ret, length = self.episodes.pop()
+        return {"episodes": count, "mean_return": ret, "mean_length": length}
 
 
 def to_actor_critic(runner: Any, obs_dim: int, act_dim: int, cfg: PPOConfig) -> ActorCritic:
