@@ -182,6 +182,136 @@ def test_rotor_thrust_actions_have_one_entry_per_rotor() -> None:
     assert torch.isfinite(obs).all()
 
 
+def test_aerial_gym_observation_is_error_rot6d_body_velocity_and_rates() -> None:
+    """Aerial Gym's motor-control state (paper 003, Sec. V-C): [e^W, R_6, R^T v, Omega]."""
+    from volary.math.quaternion import quat_to_rotmat
+
+    env = make_env("hover", n_envs=5, seed=2, observation="aerial_gym", control="rotor_thrusts",
+                   platform="tilted_hexa", **FAST)  # fmt: skip
+    assert env.single_observation_space.shape == (15,) and env.single_action_space.shape == (6,)
+    obs, _ = env.reset(seed=2)
+    obs, *_ = env.step(torch.full((5, 6), 0.2))  # some rotation and velocity
+    s = env.world.state
+    rot = quat_to_rotmat(s.quat)
+    world_vel = (rot @ obs[:, 9:12, None].to(rot.dtype))[:, :, 0]  # body velocity back to world
+    torch.testing.assert_close(obs[:, 0:3], (env.goal - s.pos).float())
+    torch.testing.assert_close(obs[:, 3:6], rot[:, :, 0].float())  # R's first column
+    torch.testing.assert_close(obs[:, 6:9], rot[:, :, 1].float())  # its second
+    torch.testing.assert_close(world_vel, s.vel, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(obs[:, 12:15], s.omega.float())
+
+
+def test_setpoint_sequence_moves_the_goal_every_hold_and_per_env_stream() -> None:
+    def goals(n: int) -> list[torch.Tensor]:
+        env = make_env("hover", n_envs=n, seed=4, goal_hold_s=0.25, goal_range=(1.0, 1.0, 0.5),
+                       episode_s=5.0, **FAST)  # 15 steps a goal  # fmt: skip
+        env.reset(seed=4)
+        out = [env.goal[:2].clone()]
+        for _ in range(45):
+            env.step(_zero_thrust(env))
+            out.append(env.goal[:2].clone())
+        return out
+
+    g = goals(2)
+    changed = [k for k in range(1, 46) if not torch.equal(g[k], g[k - 1])]
+    assert changed == [15, 30, 45]  # after every 15th step, for every env
+    off = torch.stack(g) - torch.tensor([0.0, 0.0, 1.5])  # the draws stay in goal +- range
+    assert (off.abs() <= torch.tensor([1.0, 1.0, 0.5])).all() and off[-1].abs().max() > 0.05
+    for a, b in zip(g, goals(5), strict=True):
+        assert torch.equal(a, b)  # env i's goals do not depend on the batch size
+
+
+def test_tracking_error_is_the_mean_distance_of_episodes_flown_to_the_end() -> None:
+    env = make_env("hover", n_envs=3, seed=1, episode_s=0.5, settle_s=0.25, **FAST)  # 30 steps
+    env.reset(seed=1)
+    dist = []
+    for k in range(30):
+        obs, _, term, trunc, info = env.step(_zero_thrust(env))
+        if k < 29:
+            dist.append(obs[:, :3].double().norm(dim=-1))
+    assert trunc.all() and not term.any()
+    dist.append(info["final_obs"][:, :3].double().norm(dim=-1))
+    d = torch.stack(dist)  # (30, N) |e_p| after each step
+    torch.testing.assert_close(info["mean_error"], d.mean(0), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(info["settled_error"], d[14:].mean(0), rtol=1e-5, atol=1e-6)
+    env = make_env("hover", n_envs=3, seed=1, episode_s=0.5, **FAST)
+    env.reset(seed=1)
+    obs, _, term, _, info = env.step(torch.full((3, 4), -1.0))  # no thrust: it falls ...
+    for _ in range(29):
+        obs, _, term, _, info = env.step(torch.full((3, 4), -1.0))
+        if term.any():
+            break
+    assert term.any() and torch.isnan(info["mean_error"][term]).all()  # ... and has no error
+
+
+def test_precision_term_adds_its_weighted_kernel_to_the_reward() -> None:
+    def step(**kw):
+        env = make_env("hover", n_envs=4, seed=3, **FAST, **kw)
+        env.reset(seed=3)
+        obs, rew, *_ = env.step(_zero_thrust(env))
+        return obs, rew
+
+    obs, base = step()
+    _, more = step(precision_weight=2.0, precision_scale=0.5)
+    want = base + 2.0 * torch.exp(-obs[:, :3].norm(dim=-1) / 0.5)
+    torch.testing.assert_close(more, want, rtol=1e-5, atol=1e-5)
+
+
+def test_evaluation_reports_the_tasks_episode_metrics() -> None:
+    from volary.learning.rl.ppo import ActorCritic, PPOConfig, evaluate_policy
+
+    env = make_env("hover", n_envs=4, seed=0, episode_s=0.25, **FAST)
+    net = ActorCritic(env.single_observation_space.shape[0], 4, PPOConfig())
+    res = evaluate_policy(env, net, episodes=8, seed=0)
+    assert set(res["metrics"]) == {"final_distance", "mean_error", "settled_error"}
+    m = res["metrics"]["mean_error"]
+    assert 0 <= m["episodes"] <= 8 and (m["mean"] is None) == (m["episodes"] == 0)
+
+
+def test_random_airframes_give_env_i_its_own_quad_and_volary_twr_tells_its_hover_fraction():
+    from volary.platforms.indicators import thrust_to_weight
+    from volary.platforms.randomize import random_quad
+
+    env = make_env("hover", n_envs=4, seed=5, random_airframes=True, observation="volary_twr",
+                   **FAST)  # fmt: skip
+    assert env.single_observation_space.shape == (18 + 4 + 1,)
+    obs, _ = env.reset(seed=5)
+    want = torch.tensor([1.0 / thrust_to_weight(random_quad(5, i)) for i in range(4)])
+    torch.testing.assert_close(obs[:, -1], want.float())
+    torch.testing.assert_close(env.sim.params.mass.float(),
+                               torch.tensor([random_quad(5, i).mass for i in range(4)]).float())
+
+
+def test_grouped_evaluation_splits_episodes_by_label() -> None:
+    from volary.learning.rl.ppo import ActorCritic, PPOConfig, evaluate_policy
+
+    env = make_env("hover", n_envs=4, seed=0, episode_s=0.25, **FAST)
+    net = ActorCritic(env.single_observation_space.shape[0], 4, PPOConfig())
+    res = evaluate_policy(env, net, episodes=8, seed=0, groups=["a", "b", "a", "b"])
+    g = res["groups"]
+    assert list(g) == ["a", "b"] and g["a"]["episodes"] == g["b"]["episodes"] == 4
+    mean = (g["a"]["success_rate"] + g["b"]["success_rate"]) / 2
+    assert mean == pytest.approx(res["success_rate"])
+    with pytest.raises(ConfigError, match="groups"):
+        evaluate_policy(env, net, episodes=8, groups=["a"])
+
+
+@pytest.mark.parametrize("name", sorted(__import__("volary.learning.rl.recipes",
+                                                    fromlist=["RECIPES"]).RECIPES))
+def test_every_recipe_builds_its_env_and_policy_and_takes_a_step(name) -> None:
+    from volary.learning.rl.ppo import ActorCritic, PPOConfig
+    from volary.learning.rl.recipes import get_recipe
+
+    rec = get_recipe(name)
+    assert rec.learner in ("volary", "rsl_rl") and rec.envs >= 1 and rec.iterations >= 1
+    env = make_env(rec.task, n_envs=3, **{**rec.env, "compile": False})
+    net = ActorCritic(env.single_observation_space.shape[0], env.single_action_space.shape[0],
+                      PPOConfig(**rec.ppo))  # fmt: skip
+    obs, _ = env.reset(seed=0)
+    obs, rew, *_ = env.step(net.act(obs, deterministic=True))
+    assert torch.isfinite(obs).all() and torch.isfinite(rew).all()
+
+
 def test_cli_trains_on_a_real_task_and_eval_reuses_its_options(tmp_path) -> None:
     """`volary rl train --env control=velocity` then `rl eval`: the policy's task options travel
     in its checkpoint (eval would otherwise fly a velocity policy through ctbr)."""

@@ -260,3 +260,52 @@ def test_layout_option_for_the_wrong_layout_is_rejected(tmp_path):
 def test_missing_file_is_a_file_format_error(tmp_path):
     with pytest.raises(FileFormatError, match="cannot read"):
         load_file(tmp_path / "absent.toml")
+
+
+# ---- random quads (volary.platforms.randomize) -------------------------------------------------
+def test_random_quads_draw_inside_their_ranges_and_enclose_the_flyingtrust_platforms():
+    import math
+
+    from volary.platforms.indicators import thrust_to_weight
+    from volary.platforms.randomize import QuadRanges, random_quads
+
+    r = QuadRanges()
+    quads = random_quads(400, seed=3)
+    mass = [q.mass for q in quads]
+    twr = [thrust_to_weight(q) for q in quads]
+    taus = [q.motor_tau_up[0] for q in quads]
+    arm = [math.hypot(*q.rotor_positions[0][:2]) for q in quads]
+    for vals, (lo, hi) in ((mass, r.mass), (twr, r.twr), (taus, r.motor_tau), (arm, r.arm)):
+        assert lo - 1e-9 <= min(vals) and max(vals) <= hi + 1e-9
+        assert max(vals) - min(vals) > 0.6 * (hi - lo)  # spread over the range, not one value
+    ft = names("flyingtrust-real") + names("flyingtrust-virtual")
+    assert len(ft) == 36
+    for name in ft:  # every evaluation platform is a possible draw
+        a = get(name)
+        assert r.mass[0] <= a.mass <= r.mass[1] and r.twr[0] <= thrust_to_weight(a) <= r.twr[1]
+        assert r.motor_tau[0] <= a.motor_tau_up[0] <= r.motor_tau[1]
+
+
+def test_random_quad_k_does_not_depend_on_how_many_are_drawn_and_hovers():
+    from volary.platforms.randomize import random_quad, random_quads
+    from volary.sim import Simulator
+
+    assert random_quads(7, seed=1)[5] == random_quad(1, 5) == random_quads(9, seed=1)[5]
+    assert random_quad(1, 5) != random_quad(2, 5)
+    sim = Simulator(random_quads(16, seed=0), control="position", stochastic=False)
+    target = torch.tensor([0.0, 0.5, 1.5, 0.0])  # a 0.5 m step up and sideways
+    for _ in range(int(5 * sim.config.control_hz)):
+        s = sim.step(target)
+    assert not s.crashed.any() and not s.diverged.any()
+    assert (s.pos - target[:3]).norm(dim=-1).max() < 0.02  # default gains fly every draw
+
+
+@pytest.mark.parametrize(
+    ("kw", "field"), [({"twr": (0.8, 2.0)}, "twr"), ({"mass": (2.0, 1.0)}, "mass"),
+                      ({"arm": (0.0, 0.2)}, "arm")],  # fmt: skip
+)
+def test_random_quad_ranges_are_checked(kw, field):
+    from volary.platforms.randomize import QuadRanges
+
+    with pytest.raises(ConfigError, match=f"QuadRanges.{field}"):
+        QuadRanges(**kw)

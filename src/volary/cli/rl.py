@@ -279,6 +279,11 @@ def rl_eval(
         f"{res['mean_length']:.1f}", _fmt(res["success_rate"], ".2%"),
     )  # fmt: skip
     console.print(t)
+    if res["metrics"]:
+        m = Table("episode metric", "mean", "median", "episodes with it")
+        for name, v in res["metrics"].items():
+            m.add_row(name, _fmt(v["mean"], ".4f"), _fmt(v["median"], ".4f"), str(v["episodes"]))
+        console.print(m)
     console.print(f"-> {out / 'eval.json'}", highlight=False, markup=False)
 
 

@@ -1,9 +1,18 @@
 """Position tasks: fly to a goal and hold it (``hover``: start near a fixed goal; ``reach``: a
 new goal every episode). The Aerial Gym position-setpoint task family on volary's simulator.
 
-Observation (float32, 18 + A; :data:`OBS_LAYOUT`): goal - position (3, world, m), velocity
-(3, world, m/s), the body-to-world rotation matrix (9, row-major; no quaternion sign
-ambiguity), body rates (3, rad/s) and the previous action (A).
+Observation (float32; ``observation`` picks the layout, :data:`OBS_LAYOUTS`):
+
+- ``volary`` (default, 18 + A): goal - position (3, world, m), velocity (3, world, m/s), the
+  body-to-world rotation matrix (9, row-major; no quaternion sign ambiguity), body rates
+  (3, rad/s) and the previous action (A).
+- ``aerial_gym`` (15): Aerial Gym's motor-control state (paper 003, Sec. V-C):
+  s = [e^W, R_6, R^T v, Omega]: goal - position (3, world), the 6-D rotation representation
+  of Zhou et al. 2019 (the first two columns of the body-to-world R, 6), the velocity in the
+  body frame (3; the paper writes "R v" with R world-to-body) and body rates (3).
+- ``volary_twr`` (19 + A): ``volary`` and the airframe's hover thrust fraction m g / T_max
+  (1 / its thrust-to-weight ratio, a spec-sheet figure: FLYINGTRUST Table I lists it for all
+  36 platforms), so one policy can fly airframes of any TWR (``random_airframes``).
 
 Action in [-1, 1]^A, mapped to the simulator's control level (``PositionTask._setpoint``):
 ``ctbr`` (default, A = 4): collective thrust (a0 + 1) / 2 x max thrust, body rates a1..3 x
@@ -11,9 +20,17 @@ Action in [-1, 1]^A, mapped to the simulator's control level (``PositionTask._se
 (world), yaw a3 x pi; ``rotor_thrusts`` (A = rotors): (a + 1) / 2 x each rotor's max thrust.
 
 Reward per step (shaping documented, not from a paper): r = exp(-|e_p|) + 0.5 exp(-|e_p|)
-exp(-|v|) - 0.02 |omega| - 0.05 |a - a_prev|^2; a termination (crash, out of bounds, flipped,
-diverged) adds ``crash_penalty``. Success: the episode ends by time with |e_p| <
+exp(-|v|) - 0.02 |omega| - 0.05 |a - a_prev|^2 [+ ``precision_weight`` exp(-|e_p| /
+``precision_scale``), off by default: ten times the slope near the goal, against the steady
+offset a policy otherwise keeps]; a termination (crash, out of bounds, flipped, diverged) adds
+``crash_penalty``. Success: the episode ends by time with |e_p| <
 ``success_radius`` and |v| < 0.5 m/s.
+
+Setpoint sequences (``goal_hold_s`` > 0): every ``goal_hold_s`` seconds the goal jumps to a new
+draw of goal + U(+-goal_range), as in Aerial Gym's setpoint-tracking experiments (Fig. 7).
+Tracking error, reported at the end of every episode flown to its time limit (NaN for one that
+terminated early): ``mean_error``, the mean |e_p| over all its steps, and ``settled_error``,
+the mean over the steps at least ``settle_s`` after the goal last changed.
 """
 
 from __future__ import annotations
@@ -25,12 +42,20 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from volary.dynamics import GRAVITY
 from volary.envs.base import TorchVectorEnv, replace_options
 from volary.errors import ConfigError
 from volary.math.quaternion import quat_from_euler, quat_to_rotmat
+from volary.platforms.randomize import random_quads
 from volary.sim import World, terms
 
-OBS_LAYOUT = (("goal_error", 3), ("vel", 3), ("rotmat", 9), ("omega", 3), ("prev_action", -1))
+OBS_LAYOUTS = {
+    "volary": (("goal_error", 3), ("vel", 3), ("rotmat", 9), ("omega", 3), ("prev_action", -1)),
+    "aerial_gym": (("goal_error", 3), ("rot6d", 6), ("body_vel", 3), ("omega", 3)),
+    "volary_twr": (("goal_error", 3), ("vel", 3), ("rotmat", 9), ("omega", 3), ("prev_action", -1),
+                   ("hover_thrust_fraction", 1)),
+}
+OBS_LAYOUT = OBS_LAYOUTS["volary"]  # the default layout (-1: the action's size)
 ACTION_MODES = ("ctbr", "velocity", "acceleration", "rotor_thrusts")
 
 
@@ -39,7 +64,9 @@ class PositionTaskConfig:
     """Every knob of a position task (SI units; ranges are half-widths of uniform draws)."""
 
     platform: str | tuple[str, ...] = "research_quad_1kg"  # catalogue name(s), tiled over envs
+    random_airframes: bool = False  # env i flies random_quad(seed, i) instead of ``platform``
     control: str = "ctbr"  # ACTION_MODES
+    observation: str = "volary"  # OBS_LAYOUTS
     control_hz: float = 60.0
     physics_hz: float = 240.0  # RK4, 4 substeps per control step (Aerial Gym steps at 100 Hz)
     episode_s: float = 10.0
@@ -55,7 +82,11 @@ class PositionTaskConfig:
     min_height: float = 0.1  # m, below it the episode terminates (ground)
     max_tilt: float = 1.4  # rad between body z and world z before it terminates
     crash_penalty: float = -10.0
+    precision_weight: float = 0.0  # weight of the precision term exp(-|e_p| / precision_scale)
+    precision_scale: float = 0.1  # m
     success_radius: float = 0.2  # m
+    goal_hold_s: float = 0.0  # s a goal is held before the next is drawn; 0: one per episode
+    settle_s: float = 2.0  # s after a goal change before its error counts as settled
     stochastic: bool = True  # FlightGoggles force/moment noise in the physics
     seed: int = 0
     device: str = "cpu"
@@ -66,8 +97,20 @@ class PositionTaskConfig:
             raise ConfigError(
                 f"control: expected one of {', '.join(ACTION_MODES)}, got {self.control!r}"
             )
+        if self.observation not in OBS_LAYOUTS:
+            raise ConfigError(
+                f"observation: expected one of {', '.join(OBS_LAYOUTS)}, got {self.observation!r}"
+            )
+        for name in ("goal_hold_s", "settle_s"):
+            v = getattr(self, name)
+            if not _finite_number(v) or v < 0:
+                raise ConfigError(f"{name}: expected a finite number >= 0, got {v!r}")
+        if not _finite_number(self.precision_weight) or self.precision_weight < 0:
+            raise ConfigError(f"precision_weight: expected a finite number >= 0, "
+                              f"got {self.precision_weight!r}")  # fmt: skip
         for name in ("control_hz", "physics_hz", "episode_s", "max_speed", "max_acc",
-                     "max_distance", "success_radius", "max_tilt"):  # fmt: skip
+                     "max_distance", "success_radius", "max_tilt",
+                     "precision_scale"):  # fmt: skip
             v = getattr(self, name)
             if not _finite_number(v) or v <= 0:
                 raise ConfigError(f"{name}: expected a finite number > 0, got {v!r}")
@@ -100,8 +143,12 @@ class PositionTask(TorchVectorEnv):
     def __init__(self, n_envs: int, config: PositionTaskConfig | None = None) -> None:
         cfg = config or PositionTaskConfig()
         self.config = cfg
+        if cfg.random_airframes:
+            platforms: Any = random_quads(n_envs, cfg.seed)
+        else:
+            platforms = cfg.platform if isinstance(cfg.platform, str) else list(cfg.platform)
         world = World(
-            cfg.platform if isinstance(cfg.platform, str) else list(cfg.platform),
+            platforms,
             n_envs=n_envs, control=cfg.control, control_hz=cfg.control_hz,
             physics_hz=cfg.physics_hz, stochastic=cfg.stochastic,
             on_divergence="terminate",  # frozen, flagged; the env ends and resets it
@@ -117,18 +164,29 @@ class PositionTask(TorchVectorEnv):
             terms.tilted(cfg.max_tilt),
         )
         max_steps = max(1, int(round(cfg.episode_s * cfg.control_hz)))
-        super().__init__(n_envs, 18 + act_dim, act_dim, cfg.device, world=world, terms=ends,
+        obs_dim = sum(act_dim if k < 0 else k for _, k in OBS_LAYOUTS[cfg.observation])
+        super().__init__(n_envs, obs_dim, act_dim, cfg.device, world=world, terms=ends,
                          max_steps=max_steps)  # fmt: skip
         self.goal = torch.tensor(cfg.goal, device=self.device).expand(n_envs, 3).clone()
         self._seed(cfg.seed)
         self._rotor_max = (p.k_f * p.w_max**2).to(torch.float32)  # (N, R) N
         self._max_thrust = p.max_thrust.to(torch.float32)  # (N,) N
+        self._hover_fraction = (p.mass * GRAVITY / p.max_thrust).to(torch.float32)[:, None]
         self._rates = torch.tensor(cfg.max_rates, device=self.device)
         # the start distribution's constants, on the device once (a copy per reset would make
         # every GPU step wait for the host)
         self._goal_base = torch.tensor(cfg.goal, device=self.device)
         self._goal_range = torch.tensor(cfg.goal_range, device=self.device)
         self._start_range = torch.tensor(cfg.start_range, device=self.device)
+        # tracking error per episode (module docstring), in control steps
+        self._hold_steps = int(round(cfg.goal_hold_s * cfg.control_hz))
+        self._settle_steps = int(round(cfg.settle_s * cfg.control_hz))
+        zeros = torch.zeros(n_envs, dtype=torch.float64, device=self.device)
+        self._err_sum, self._err_n = zeros.clone(), zeros.clone()
+        self._settled_sum, self._settled_n = zeros.clone(), zeros.clone()
+        self._since_goal = torch.zeros(n_envs, dtype=torch.int64, device=self.device)
+
+    episode_metrics = ("final_distance", "mean_error", "settled_error")  # info fields, m
 
     def _goal(self, world: World) -> Tensor:
         return self.goal
@@ -144,7 +202,21 @@ class PositionTask(TorchVectorEnv):
         tilt = u[:, 9:11] * cfg.start_tilt
         quat = quat_from_euler(tilt[:, 0], tilt[:, 1], u[:, 11] * math.pi)
         self.goal = torch.where(mask[:, None], goal, self.goal)
+        for acc in (self._err_sum, self._err_n, self._settled_sum, self._settled_n):
+            acc.masked_fill_(mask, 0.0)
+        self._since_goal.masked_fill_(mask, 0)
         return {"pos": pos, "quat": quat, "vel": vel}
+
+    def _next_goals(self) -> None:
+        """Setpoint sequences: envs that have held their goal ``goal_hold_s`` get a new one."""
+        self._since_goal += 1
+        if self._hold_steps <= 0:
+            return
+        due = self._since_goal % self._hold_steps == 0
+        u = self._draw(due, 3)  # the env's stream, so its goals do not depend on N either
+        goal = self._goal_base + u * self._goal_range
+        self.goal = torch.where(due[:, None], goal, self.goal)
+        self._since_goal = torch.where(due, 0, self._since_goal)
 
     def _setpoint(self, a: Tensor) -> Tensor:
         """The controller setpoint for normalized actions ``a`` (the module docstring's map)."""
@@ -159,8 +231,16 @@ class PositionTask(TorchVectorEnv):
 
     def _observe(self) -> Tensor:
         s = self.world.state
-        rot = quat_to_rotmat(s.quat).reshape(-1, 9)
-        obs = torch.cat((self.goal - s.pos, s.vel, rot, s.omega, self.prev_action), dim=-1)
+        rot = quat_to_rotmat(s.quat)  # (N, 3, 3) body to world
+        if self.config.observation == "aerial_gym":
+            rot6 = rot[:, :, :2].transpose(1, 2).reshape(-1, 6)  # columns 1 and 2 of R
+            body_vel = (rot.transpose(1, 2) @ s.vel[:, :, None])[:, :, 0]
+            obs = torch.cat((self.goal - s.pos, rot6, body_vel, s.omega), dim=-1)
+        else:
+            parts = [self.goal - s.pos, s.vel, rot.reshape(-1, 9), s.omega, self.prev_action]
+            if self.config.observation == "volary_twr":
+                parts.append(self._hover_fraction)
+            obs = torch.cat(parts, dim=-1)
         return torch.nan_to_num(obs.to(torch.float32), nan=0.0, posinf=1e3, neginf=-1e3)
 
     def _reward(
@@ -176,8 +256,27 @@ class PositionTask(TorchVectorEnv):
             - 0.02 * s.omega.norm(dim=-1)
             - 0.05 * ((action - self.prev_prev) ** 2).sum(-1)
         )
+        if cfg.precision_weight > 0:
+            reward = reward + cfg.precision_weight * torch.exp(-err / cfg.precision_scale)
         reward = torch.where(terminated, reward + cfg.crash_penalty, reward)
         reward = torch.nan_to_num(reward, nan=cfg.crash_penalty).to(torch.float32)
         success = truncated & (err < cfg.success_radius) & (speed < 0.5)
-        end = {"success": success, "final_distance": torch.nan_to_num(err, nan=math.inf)}
+        end = {"success": success, "final_distance": torch.nan_to_num(err, nan=math.inf),
+               **self._tracking(err, truncated)}  # fmt: skip
+        self._next_goals()
         return reward, end
+
+    def _tracking(self, err: Tensor, truncated: Tensor) -> dict[str, Tensor]:
+        """Accumulate this step's |e_p|; the episode's mean and settled errors (NaN unless
+        ``truncated``: only episodes flown to their time limit have a tracking error)."""
+        e = err.to(torch.float64)
+        settled = self._since_goal + 1 >= self._settle_steps  # this step ends >= settle_s in
+        self._err_sum += e
+        self._err_n += 1.0
+        self._settled_sum += torch.where(settled, e, 0.0)
+        self._settled_n += settled.to(torch.float64)
+        nan = torch.full_like(e, math.nan)
+        mean = torch.where(truncated, self._err_sum / self._err_n, nan)
+        has = truncated & (self._settled_n > 0)
+        tail = torch.where(has, self._settled_sum / self._settled_n.clamp_min(1.0), nan)
+        return {"mean_error": mean, "settled_error": tail}

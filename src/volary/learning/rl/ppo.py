@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -616,13 +616,18 @@ def evaluate_policy(
     deterministic: bool = True,
     seed: int = 0,
     max_steps: int = 100_000,
+    groups: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Every env's first ``k = ceil(episodes / num_envs)`` episodes (``k * num_envs`` >=
     ``episodes`` in all; not "the first to end", which would favour short episodes).
 
     Returns episodes, mean/std return, mean length and the success rate when the env reports
-    ``info["success"]`` at episode end (else None). Stochastic actions draw from a generator
-    seeded with ``seed``.
+    ``info["success"]`` at episode end (else None), and under ``metrics`` each of the env's
+    ``episode_metrics`` info fields: its mean and median over the episodes where it is finite
+    and that count (a task reports NaN where a metric does not apply, e.g. tracking error of an
+    episode that crashed). Stochastic actions draw from a generator seeded with ``seed``.
+    ``groups``: a label per env (e.g. its airframe); adds ``groups``, label -> episodes, success
+    rate and mean return of that label's envs.
     """
     if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
         raise ConfigError(f"evaluate_policy: episodes expected an int >= 1, got {episodes!r}")
@@ -638,6 +643,12 @@ def evaluate_policy(
     rets: list[Tensor] = []
     lens: list[Tensor] = []
     succ: list[Tensor] = []
+    if groups is not None and len(groups) != n:
+        raise ConfigError(f"evaluate_policy: groups expected {n} labels (one per env), "
+                          f"got {len(groups)}")  # fmt: skip
+    names = tuple(getattr(env, "episode_metrics", ()))
+    which: list[Tensor] = []  # the env of every counted episode
+    extra: dict[str, list[Tensor]] = {name: [] for name in names}
     for _ in range(max_steps):
         action = policy.act(obs, deterministic=deterministic, generator=gen)
         obs, reward, terminated, truncated, info = env.step(action)
@@ -650,6 +661,9 @@ def evaluate_policy(
             lens.append(info.get("episode_length", length)[keep].to(torch.float64))
             if "success" in info:
                 succ.append(info["success"][keep].to(torch.float64))
+            for name in names:
+                extra[name].append(info[name][keep].to(torch.float64))
+            which.append(keep.nonzero()[:, 0])
             count += done.to(torch.int64)
             ret, length = ret * ~done, length * ~done
         if bool((count >= k).all()):
@@ -658,13 +672,43 @@ def evaluate_policy(
         found = int(count.clamp(max=k).sum())
         raise ConfigError(f"evaluate_policy: {found} of {k * n} episodes in {max_steps} steps")
     r, ln = torch.cat(rets), torch.cat(lens)
-    return {
+    out = {
         "episodes": int(r.numel()),
         "mean_return": float(r.mean()),
         "std_return": float(r.std(unbiased=False)),
         "mean_length": float(ln.mean()),
         "success_rate": float(torch.cat(succ).mean()) if succ else None,
+        "metrics": {name: _finite_summary(torch.cat(v)) for name, v in extra.items()},
     }
+    if groups is not None:
+        out["groups"] = _by_group(groups, torch.cat(which).cpu(), r.cpu(),
+                                  torch.cat(succ).cpu() if succ else None)  # fmt: skip
+    return out
+
+
+def _by_group(
+    groups: Sequence[str], env_of: Tensor, returns: Tensor, success: Tensor | None
+) -> dict[str, dict[str, Any]]:
+    """Episodes, success rate and mean return per label (labels in first-seen order)."""
+    label = [groups[int(i)] for i in env_of]
+    out: dict[str, dict[str, Any]] = {}
+    for g in dict.fromkeys(groups):
+        idx = torch.tensor([k for k, lab in enumerate(label) if lab == g], dtype=torch.long)
+        out[g] = {
+            "episodes": int(idx.numel()),
+            "success_rate": None if success is None or idx.numel() == 0
+            else float(success[idx].mean()),
+            "mean_return": float(returns[idx].mean()) if idx.numel() else None,
+        }  # fmt: skip
+    return out
+
+
+def _finite_summary(values: Tensor) -> dict[str, Any]:
+    """Mean and median of the finite ``values`` and their count (None where none is)."""
+    v = values[torch.isfinite(values)]
+    if v.numel() == 0:
+        return {"mean": None, "median": None, "episodes": 0}
+    return {"mean": float(v.mean()), "median": float(v.median()), "episodes": int(v.numel())}
 
 
 # ---- checkpoints ---------------------------------------------------------------------------------

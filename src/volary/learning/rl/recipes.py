@@ -26,6 +26,50 @@ class Recipe:
     learner: str = "volary"  # volary's PPO or rsl_rl (--learner)
 
 
+# Aerial Gym's motor-control policy (paper 003, Sec. V-C): the state [e^W, R_6, R^T v, Omega],
+# rotor thrust setpoints as actions, a 32-24 network, a 0.01 s control step. Not the paper's:
+# the learner (rsl_rl's PPO here, Sample Factory there), 400 Hz RK4 physics under the 100 Hz
+# control step, the reward (volary's position reward plus its precision term) and the airframes
+# (volary's presets; the paper flew a ModalAI Voxl 2 Mini quad).
+# benchmarks/rl_aerial_gym.py trains these and measures tracking error on setpoint sequences.
+_AERIAL_GYM_ENV: dict[str, Any] = {
+    "control": "rotor_thrusts",
+    "observation": "aerial_gym",
+    "control_hz": 100.0,
+    "physics_hz": 400.0,
+    "compile": "numba",
+    "goal": (0.0, 0.0, 2.0),
+    "start_range": (2.0, 2.0, 1.0),  # covers the evaluation's setpoint jumps (up to 2, 2, 1 m)
+    "precision_weight": 1.0,
+}
+_AERIAL_GYM_PPO: dict[str, Any] = {
+    "hidden": (32, 24),
+    "rollout_steps": 32,
+    "epochs": 5,
+    "minibatches": 4,
+    "lr": 1e-3,
+    "lr_schedule": "adaptive",
+    "desired_kl": 0.01,
+    "gamma": 0.99,  # 1 s at 100 Hz
+    "normalize_obs": False,
+    "normalize_rewards": True,
+    "threads": 2,
+}
+
+
+def _aerial_gym(platform: str, what: str) -> Recipe:
+    return Recipe(
+        task="hover",
+        envs=1024,
+        iterations=300,
+        description=f"Aerial Gym's motor-thrust position-setpoint policy on the {what} "
+        "(32-24 net, 0.01 s step; benchmarks/rl_aerial_gym.py)",
+        env={**_AERIAL_GYM_ENV, "platform": platform},
+        learner="rsl_rl",
+        ppo=dict(_AERIAL_GYM_PPO),
+    )
+
+
 RECIPES: dict[str, Recipe] = {
     # Issue 22's "time to a hover policy": benchmarks/rl_hover.py times this whole command.
     # Why these values (benchmarks/results/rl/table.md): no observation normalization
@@ -53,6 +97,34 @@ RECIPES: dict[str, Recipe] = {
             "threads": 2,
         },
     ),
+    # Issue 22's "one policy across airframes" (RAPTOR's idea): every env flies its own random
+    # quad (volary.platforms.randomize: mass, inertia, TWR, top rotor speed, motor tau, drag),
+    # the policy is told each airframe's hover thrust fraction (1 / TWR, a spec-sheet figure);
+    # benchmarks/rl_cross_airframe.py evaluates it on the 36 FLYINGTRUST platforms.
+    "cross-airframe": Recipe(
+        task="hover",
+        envs=1024,
+        iterations=200,
+        description="one ctbr hover policy for any quad: 1,024 random airframes, told each "
+        "one's hover thrust fraction (benchmarks/rl_cross_airframe.py)",
+        env={"compile": "numba", "random_airframes": True, "observation": "volary_twr",
+             "precision_weight": 1.0},  # fmt: skip
+        learner="rsl_rl",
+        ppo={
+            "rollout_steps": 24,
+            "epochs": 5,
+            "minibatches": 4,
+            "lr": 1e-3,
+            "lr_schedule": "adaptive",
+            "desired_kl": 0.01,
+            "gamma": 0.98,
+            "normalize_obs": False,
+            "normalize_rewards": True,
+            "threads": 2,
+        },
+    ),
+    "aerial-gym-quad": _aerial_gym("research_quad_1kg", "1 kg research quad"),
+    "aerial-gym-tilted-hexa": _aerial_gym("tilted_hexa", "tilted (fully actuated) hexa"),
 }
 
 
