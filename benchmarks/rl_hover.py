@@ -49,7 +49,8 @@ def _clear_numba_cache() -> int:
     return gone
 
 
-def run_seed(seed: int, recipe: str, work: Path, threads: int, learner: str | None) -> dict:
+def run_seed(seed: int, recipe: str, work: Path, threads: int, learner: str | None,
+             extra: list[str] | None = None) -> dict:
     out = work / f"seed{seed}"
     shutil.rmtree(out, ignore_errors=True)
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads),
@@ -57,6 +58,7 @@ def run_seed(seed: int, recipe: str, work: Path, threads: int, learner: str | No
     train = [*_volary(), "rl", "train", "--recipe", recipe, "--seed", str(seed), "--out", str(out)]
     if learner is not None:
         train += ["--learner", learner]
+    train += extra or []
     t0 = time.perf_counter()
     subprocess.run(train, check=True, env=env, stdout=subprocess.DEVNULL)
     wall = time.perf_counter() - t0
@@ -84,6 +86,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", default="0,1,2,3,4")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--cold", action="store_true", help="clear the numba cache before each run")
+    ap.add_argument("--env", action="append", default=[], metavar="FIELD=VALUE",
+                    help="a task option over the recipe's (repeatable)")
+    ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                    help="a PPOConfig field over the recipe's (repeatable)")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "rl" / "hover-fast.json")
     args = ap.parse_args(argv)
     from _machine import cpu_model
@@ -92,7 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     runs = []
     for seed in (int(s) for s in args.seeds.split(",")):
         cleared = _clear_numba_cache() if args.cold else 0
-        r = run_seed(seed, args.recipe, work, args.threads, args.learner)
+        extra = [x for item in args.env for x in ("--env", item)]
+        extra += [x for item in args.set for x in ("--set", item)]
+        r = run_seed(seed, args.recipe, work, args.threads, args.learner, extra)
         r["numba_cache"] = f"cleared ({cleared} files)" if args.cold else "warm"
         runs.append(r)
         print(f"seed {seed}: train {r['train_process_s']:.1f} s, success {r['success']:.1%}",

@@ -159,8 +159,25 @@ def test_rsl_rl_learner_returns_the_policy_it_trained() -> None:
     assert report["learner"] == "rsl_rl" and len(report["history"]["mean_return"]) == 3
     with pytest.raises(ConfigError, match="normalize_obs=false"):
         rsl_rl_config(PPOConfig())
-    with pytest.raises(ConfigError, match="linear"):
-        rsl_rl_config(PPOConfig(normalize_obs=False, lr_schedule="linear"))
+
+    # lr_schedule=linear: rsl_rl steps with volary's annealed rate, lr (1 - it / iterations)
+    seen: list[float] = []
+    import rsl_rl.algorithms.ppo as rsl_ppo
+
+    update = rsl_ppo.PPO.update
+
+    def spy(self, *a, **kw):
+        seen.append(self.optimizer.param_groups[0]["lr"])
+        return update(self, *a, **kw)
+
+    lin = PPOConfig(rollout_steps=8, epochs=1, minibatches=1, hidden=(8,), lr=1e-3,
+                    normalize_obs=False, lr_schedule="linear")  # fmt: skip
+    try:
+        rsl_ppo.PPO.update = spy
+        train_rsl_rl(to_rsl_rl(_easy_env(seed=0, n_envs=8)), lin, 4)
+    finally:
+        rsl_ppo.PPO.update = update
+    assert seen == pytest.approx([1e-3, 7.5e-4, 5e-4, 2.5e-4])
 
 
 # ---- skrl ---------------------------------------------------------------------------------------

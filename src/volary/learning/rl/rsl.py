@@ -20,20 +20,25 @@ from typing import Any
 import torch
 
 from volary.errors import ConfigError
-from volary.learning.rl.ppo import ActorCritic, PPOConfig, Progress, RewardScale, _Episodes
+from volary.learning.rl.ppo import (
+    ActorCritic,
+    PPOConfig,
+    Progress,
+    RewardScale,
+    _Episodes,
+    learning_rate,
+)
 
 
 def rsl_rl_config(cfg: PPOConfig) -> dict[str, Any]:
-    """rsl_rl's ``OnPolicyRunner`` config for ``cfg`` (classes resolved); ``ConfigError`` for
-    what rsl_rl cannot do the same way (a linear schedule, observation normalization, which
+    """rsl_rl's ``OnPolicyRunner`` config for ``cfg`` (classes resolved; a linear schedule runs
+    as rsl_rl's fixed one, its step size set by :func:`train_rsl_rl` before every iteration);
+    ``ConfigError`` for what rsl_rl cannot do the same way (observation normalization, which
     volary's checkpoint would not carry)."""
     from rsl_rl.algorithms import PPO
     from rsl_rl.models import MLPModel
     from rsl_rl.modules.distribution import GaussianDistribution
 
-    if cfg.lr_schedule == "linear":
-        raise ConfigError("learner rsl_rl: lr_schedule=linear has no rsl_rl equivalent "
-                          "(constant or adaptive)")  # fmt: skip
     if cfg.normalize_obs:
         raise ConfigError("learner rsl_rl: set normalize_obs=false (rsl_rl's normalizer is not "
                           "carried into volary's checkpoint)")  # fmt: skip
@@ -98,6 +103,13 @@ def to_actor_critic(runner: Any, obs_dim: int, act_dim: int, cfg: PPOConfig) -> 
     return policy.eval()
 
 
+def _set_lr(alg: Any, lr: float) -> None:
+    """rsl_rl's PPO steps with ``lr`` from now on (its attribute and its optimizer's groups)."""
+    alg.learning_rate = lr
+    for group in alg.optimizer.param_groups:
+        group["lr"] = lr
+
+
 def train_rsl_rl(
     venv: Any, cfg: PPOConfig, iterations: int, progress: Progress | None = None
 ) -> tuple[ActorCritic, dict[str, Any]]:
@@ -122,6 +134,8 @@ def train_rsl_rl(
         timing: dict[str, list[float]] = {"samples_per_s": [], "wall_s": []}
         for it in range(iterations):
             t0 = time.perf_counter()
+            if cfg.lr_schedule == "linear":
+                _set_lr(runner.alg, learning_rate(cfg, it, iterations))
             with contextlib.redirect_stdout(quiet):
                 runner.learn(num_learning_iterations=1)
             quiet.seek(0)
