@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from _cli import threads_env, volary_command
 
 HERE = Path(__file__).resolve().parent
 RECIPES = ("aerial-gym-quad", "aerial-gym-tilted-hexa")
@@ -39,31 +40,20 @@ EVAL_ENV = ["goal=(0,0,2)", "goal_range=(1,1,0.5)", "start_range=(1,1,0.5)", "go
 EVAL_SEED = 7
 
 
-def _volary() -> list[str]:
-    exe = Path(sys.executable).with_name("volary")
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "volary.cli.main"]
-
-
-def _env(threads: int) -> dict[str, str]:
-    t = str(threads)
-    return {**os.environ, "OMP_NUM_THREADS": t, "OPENBLAS_NUM_THREADS": t, "MKL_NUM_THREADS": t,
-            "NUMBA_NUM_THREADS": t}  # fmt: skip
-
-
 def run(recipe: str, seed: int, work: Path, threads: int, episodes: int) -> dict:
     out = work / recipe / f"seed{seed}"
     shutil.rmtree(out, ignore_errors=True)
-    train = [*_volary(), "rl", "train", "--recipe", recipe, "--seed", str(seed), "--out", str(out),
-             "--log-every", "50"]  # fmt: skip
+    train = [*volary_command(), "rl", "train", "--recipe", recipe, "--seed", str(seed),
+             "--out", str(out), "--log-every", "50"]  # fmt: skip
     t0 = time.perf_counter()
-    subprocess.run(train, check=True, env=_env(threads), stdout=subprocess.DEVNULL)
+    subprocess.run(train, check=True, env=threads_env(threads), stdout=subprocess.DEVNULL)
     wall = time.perf_counter() - t0
-    ev = [*_volary(), "rl", "eval", "--policy", str(out / "policy.pt"), "--task", "hover",
+    ev = [*volary_command(), "rl", "eval", "--policy", str(out / "policy.pt"), "--task", "hover",
           "--episodes", str(episodes), "--envs", str(min(episodes, 256)),
           "--seed", str(EVAL_SEED), "--out", str(out)]  # fmt: skip
     for item in EVAL_ENV:
         ev += ["--env", item]
-    subprocess.run(ev, check=True, env=_env(threads), stdout=subprocess.DEVNULL)
+    subprocess.run(ev, check=True, env=threads_env(threads), stdout=subprocess.DEVNULL)
     res = json.loads((out / "eval.json").read_text())
     report = json.loads((out / "report.json").read_text())
     m = res["metrics"]
@@ -91,8 +81,14 @@ def error_over_time(policy: Path, episodes: int) -> dict:
 
     net, _, meta = load_policy(policy, "cpu")
     opts = {k: tuple(v) if isinstance(v, list) else v for k, v in meta["env_options"].items()}
-    opts.update(goal=(0.0, 0.0, 2.0), goal_range=(1.0, 1.0, 0.5), start_range=(1.0, 1.0, 0.5),
-                goal_hold_s=5.0, episode_s=20.0, settle_s=2.0)  # EVAL_ENV
+    opts.update(
+        goal=(0.0, 0.0, 2.0),
+        goal_range=(1.0, 1.0, 0.5),
+        start_range=(1.0, 1.0, 0.5),
+        goal_hold_s=5.0,
+        episode_s=20.0,
+        settle_s=2.0,
+    )  # EVAL_ENV
     env = make_env("hover", n_envs=episodes, **{**opts, "seed": EVAL_SEED})
     obs, _ = env.reset(seed=EVAL_SEED)
     errs, alive = [], torch.ones(episodes, dtype=torch.bool)
@@ -121,8 +117,12 @@ def plot(curves: dict[str, dict], path: Path) -> None:
         (line,) = ax.plot(c["t_s"], c["median"], lw=1.2, label=f"{recipe} (median)")
         ax.fill_between(c["t_s"], c["p10"], c["p90"], color=line.get_color(), alpha=0.2, lw=0)
     ax.axhline(PAPER_ERROR_M, color="k", ls="--", lw=0.8, label="paper, real robot (0.09 m)")
-    ax.set(xlabel="time (s); setpoint changes every 5 s", ylabel="|position error| (m)",
-           yscale="log", title="Motor-thrust policies (seed 0) on setpoint sequences, 10-90 %")
+    ax.set(
+        xlabel="time (s); setpoint changes every 5 s",
+        ylabel="|position error| (m)",
+        yscale="log",
+        title="Motor-thrust policies (seed 0) on setpoint sequences, 10-90 %",
+    )
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -146,9 +146,13 @@ def main(argv: list[str] | None = None) -> int:
         for recipe in recipes:  # interleaved: both platforms see the same machine spells
             r = run(recipe, seed, work, args.threads, args.episodes)
             runs.append(r)
-            print(f"{recipe} seed {seed}: settled {r['settled_error_m']:.3f} m, mean "
-                  f"{r['mean_error_m']:.3f} m, {r['flown_to_the_end']}/{r['episodes']} to the "
-                  f"end, train {r['train_process_s']:.0f} s", file=sys.stderr, flush=True)
+            print(
+                f"{recipe} seed {seed}: settled {r['settled_error_m']:.3f} m, mean "
+                f"{r['mean_error_m']:.3f} m, {r['flown_to_the_end']}/{r['episodes']} to the "
+                f"end, train {r['train_process_s']:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
     summary = {}
     for recipe in recipes:
         rs = [r for r in runs if r["recipe"] == recipe]
@@ -177,18 +181,24 @@ def main(argv: list[str] | None = None) -> int:
     }  # fmt: skip
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2))
-    print("| recipe | seed | settled error (m) | mean error (m) | flown to the end | "
-          "train command (s) |")
+    print(
+        "| recipe | seed | settled error (m) | mean error (m) | flown to the end | "
+        "train command (s) |"
+    )
     print("| --- | --- | --- | --- | --- | --- |")
     for r in runs:
-        print(f"| {r['recipe']} | {r['seed']} | {r['settled_error_m']:.3f} | "
-              f"{r['mean_error_m']:.3f} | {r['flown_to_the_end']}/{r['episodes']} | "
-              f"{r['train_process_s']:.0f} |")
+        print(
+            f"| {r['recipe']} | {r['seed']} | {r['settled_error_m']:.3f} | "
+            f"{r['mean_error_m']:.3f} | {r['flown_to_the_end']}/{r['episodes']} | "
+            f"{r['train_process_s']:.0f} |"
+        )
     for recipe, s in summary.items():
-        print(f"{recipe}: settled error {s['settled_error_m_mean_over_seeds']:.3f} m (mean over "
-              f"{s['seeds']} seeds; paper 0.09 m on the real robot), mean error "
-              f"{s['mean_error_m_mean_over_seeds']:.3f} m, {s['flown_to_the_end']} flown to "
-              "the end")
+        print(
+            f"{recipe}: settled error {s['settled_error_m_mean_over_seeds']:.3f} m (mean over "
+            f"{s['seeds']} seeds; paper 0.09 m on the real robot), mean error "
+            f"{s['mean_error_m_mean_over_seeds']:.3f} m, {s['flown_to_the_end']} flown to "
+            "the end"
+        )
     print(f"-> {args.out}, {args.out.with_suffix('.png')}")
     return 0
 

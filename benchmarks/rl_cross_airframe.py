@@ -33,27 +33,24 @@ import sys
 import time
 from pathlib import Path
 
+from _cli import threads_env, volary_command
+
 HERE = Path(__file__).resolve().parent
 RECIPE = "cross-airframe"
 VARIANTS: dict[str, list[str]] = {
     "cross-airframe": [],
     "no-twr": ["--env", "observation=volary"],
-    "specialist": ["--env", "random_airframes=false", "--env", "observation=volary",
-                   "--env", "platform=research_quad_1kg"],  # fmt: skip
+    "specialist": [
+        "--env",
+        "random_airframes=false",
+        "--env",
+        "observation=volary",
+        "--env",
+        "platform=research_quad_1kg",
+    ],  # fmt: skip
 }
 EVAL_SEED = 7
 TARGET = 0.95
-
-
-def _volary() -> list[str]:
-    exe = Path(sys.executable).with_name("volary")
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "volary.cli.main"]
-
-
-def _threads_env(threads: int) -> dict[str, str]:
-    t = str(threads)
-    return {**os.environ, "OMP_NUM_THREADS": t, "OPENBLAS_NUM_THREADS": t, "MKL_NUM_THREADS": t,
-            "NUMBA_NUM_THREADS": t}  # fmt: skip
 
 
 def platforms() -> list[str]:
@@ -65,10 +62,10 @@ def platforms() -> list[str]:
 def train(variant: str, seed: int, work: Path, threads: int) -> tuple[Path, float, str]:
     out = work / variant / f"seed{seed}"
     shutil.rmtree(out, ignore_errors=True)
-    cmd = [*_volary(), "rl", "train", "--recipe", RECIPE, "--seed", str(seed), "--out", str(out),
-           "--log-every", "50", *VARIANTS[variant]]  # fmt: skip
+    cmd = [*volary_command(), "rl", "train", "--recipe", RECIPE, "--seed", str(seed),
+           "--out", str(out), "--log-every", "50", *VARIANTS[variant]]  # fmt: skip
     t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, env=_threads_env(threads), stdout=subprocess.DEVNULL)
+    subprocess.run(cmd, check=True, env=threads_env(threads), stdout=subprocess.DEVNULL)
     return out / "policy.pt", time.perf_counter() - t0, " ".join(cmd[1:])
 
 
@@ -119,8 +116,11 @@ def plot(doc: dict, path: Path) -> None:
     ax.axhline(TARGET, color="k", ls="--", lw=0.8)
     ax.set_xticks(range(len(order)), [f"{p} ({twr[p]:.1f})" for p in order], rotation=90,
                   fontsize=6)  # fmt: skip
-    ax.set(ylabel="hover success (mean over seeds)", ylim=(0, 1.02),
-           title="One hover policy on the 36 FLYINGTRUST platforms (sorted by TWR)")
+    ax.set(
+        ylabel="hover success (mean over seeds)",
+        ylim=(0, 1.02),
+        title="One hover policy on the 36 FLYINGTRUST platforms (sorted by TWR)",
+    )
     ax.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -175,8 +175,10 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(json.dumps(doc, indent=2))
     if set(variants) == set(VARIANTS):
         plot(doc, args.out.with_suffix(".png"))
-    print("| variant | success over the 36 platforms, per seed | platforms at >= 95 %, per seed "
-          "| median train command (s) |")
+    print(
+        "| variant | success over the 36 platforms, per seed | platforms at >= 95 %, per seed "
+        "| median train command (s) |"
+    )
     print("| --- | --- | --- | --- |")
     for variant, s in summary.items():
         succ = ", ".join(f"{v:.1%}" for v in s["success_over_platforms_per_seed"])
