@@ -26,14 +26,11 @@ import sys
 import time
 from pathlib import Path
 
+from _cli import volary_command
+
 HERE = Path(__file__).resolve().parent
 TARGET = 0.95
 LIMIT_S = 30.0  # issue 22's target for the whole train command on this 2-core machine
-
-
-def _volary() -> list[str]:
-    exe = Path(sys.executable).with_name("volary")
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "volary.cli.main"]
 
 
 def _clear_numba_cache() -> int:
@@ -55,14 +52,15 @@ def run_seed(seed: int, recipe: str, work: Path, threads: int, learner: str | No
     shutil.rmtree(out, ignore_errors=True)
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads),
            "NUMBA_NUM_THREADS": str(threads)}  # fmt: skip
-    train = [*_volary(), "rl", "train", "--recipe", recipe, "--seed", str(seed), "--out", str(out)]
+    train = [*volary_command(), "rl", "train", "--recipe", recipe, "--seed", str(seed),
+             "--out", str(out)]  # fmt: skip
     if learner is not None:
         train += ["--learner", learner]
     train += extra or []
     t0 = time.perf_counter()
     subprocess.run(train, check=True, env=env, stdout=subprocess.DEVNULL)
     wall = time.perf_counter() - t0
-    ev = [*_volary(), "rl", "eval", "--policy", str(out / "policy.pt"), "--task", "hover",
+    ev = [*volary_command(), "rl", "eval", "--policy", str(out / "policy.pt"), "--task", "hover",
           "--episodes", "1024", "--envs", "1024", "--seed", "7", "--out", str(out)]  # fmt: skip
     t1 = time.perf_counter()
     subprocess.run(ev, check=True, env=env, stdout=subprocess.DEVNULL)
