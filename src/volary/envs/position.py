@@ -182,7 +182,7 @@ class PositionTask(TorchVectorEnv):
         self._hold_steps = int(round(cfg.goal_hold_s * cfg.control_hz))
         self._settle_steps = int(round(cfg.settle_s * cfg.control_hz))
         zeros = torch.zeros(n_envs, dtype=torch.float64, device=self.device)
-        self._err_sum, self._err_n = zeros.clone(), zeros.clone()
+        self._err_sum = zeros.clone()
         self._settled_sum, self._settled_n = zeros.clone(), zeros.clone()
         self._since_goal = torch.zeros(n_envs, dtype=torch.int64, device=self.device)
 
@@ -202,7 +202,7 @@ class PositionTask(TorchVectorEnv):
         tilt = u[:, 9:11] * cfg.start_tilt
         quat = quat_from_euler(tilt[:, 0], tilt[:, 1], u[:, 11] * math.pi)
         self.goal = torch.where(mask[:, None], goal, self.goal)
-        for acc in (self._err_sum, self._err_n, self._settled_sum, self._settled_n):
+        for acc in (self._err_sum, self._settled_sum, self._settled_n):
             acc.masked_fill_(mask, 0.0)
         self._since_goal.masked_fill_(mask, 0)
         return {"pos": pos, "quat": quat, "vel": vel}
@@ -272,11 +272,11 @@ class PositionTask(TorchVectorEnv):
         e = err.to(torch.float64)
         settled = self._since_goal + 1 >= self._settle_steps  # this step ends >= settle_s in
         self._err_sum += e
-        self._err_n += 1.0
         self._settled_sum += torch.where(settled, e, 0.0)
         self._settled_n += settled.to(torch.float64)
         nan = torch.full_like(e, math.nan)
-        mean = torch.where(truncated, self._err_sum / self._err_n, nan)
+        steps = (self.episode_length + 1).to(torch.float64)  # this step included
+        mean = torch.where(truncated, self._err_sum / steps, nan)
         has = truncated & (self._settled_n > 0)
         tail = torch.where(has, self._settled_sum / self._settled_n.clamp_min(1.0), nan)
         return {"mean_error": mean, "settled_error": tail}
