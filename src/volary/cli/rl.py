@@ -1,4 +1,4 @@
-"""``volary rl train|eval|export``: PPO on the ``volary.envs`` tasks (registered by ``main.py``)."""
+"""``volary rl train|eval|export|dce``: PPO on the ``volary.envs`` tasks; the depth encoder."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def _env_options(task: str, options: dict[str, Any], items: list[str] | None) ->
     from volary.errors import VolaryError
 
     try:
-        base = env_config(task, **options)
+        base = env_config(task, **_resolved(options))
     except VolaryError as err:
         _fail(f"--task {task}: {err}")
     try:
@@ -79,12 +79,26 @@ def _jsonable(options: dict[str, Any]) -> dict[str, Any]:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in options.items()}
 
 
+def _resolved(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with a ``depth_encoder`` path (what policy files store) loaded."""
+    if not isinstance(options.get("depth_encoder"), str):
+        return options
+    from volary.errors import VolaryError
+    from volary.learning.dce import resolve_env_options
+
+    try:
+        return resolve_env_options(options)
+    except VolaryError as err:
+        _fail(f"--env depth_encoder: {err}")
+
+
 def _make_env(task: str, envs: int, seed: int, device: str, options: dict[str, Any]) -> Any:
     from volary.envs import make_env
     from volary.errors import VolaryError
 
+    opts = _resolved(options)
     try:
-        return make_env(task, n_envs=envs, **{"seed": seed, "device": device, **options})
+        return make_env(task, n_envs=envs, **{"seed": seed, "device": device, **opts})
     except VolaryError as err:
         _fail(f"--task {task}: {err}")
 
@@ -285,6 +299,102 @@ def rl_eval(
             m.add_row(name, _fmt(v["mean"], ".4f"), _fmt(v["median"], ".4f"), str(v["episodes"]))
         console.print(m)
     console.print(f"-> {out / 'eval.json'}", highlight=False, markup=False)
+
+
+@rl_app.command("dce")
+def rl_dce(
+    frames: Annotated[int, typer.Option("--frames", help="Depth images to collect.")] = 32768,
+    scenes: Annotated[
+        int, typer.Option("--scenes", help="Training forests (navigate's scene seeds).")
+    ] = 64,
+    scene_seed: Annotated[int, typer.Option("--scene-seed", help="First forest seed.")] = 0,
+    envs: Envs = 256,
+    seed: Seed = 0,
+    out: Out = Path("out/rl/dce"),
+    env_opt: EnvOpts = None,
+    set_: SetOption = None,
+) -> None:
+    """Train a deep collision encoder (volary.learning.dce) on navigate's depth camera.
+
+    Flies --envs navigate envs along the goal vector with noise in --scenes forests from
+    --scene-seed, collects --frames depth images, trains a VAE whose latent reconstructs
+    their collision images (--set fields of DCEConfig: latent, width, beta, epochs, batch,
+    lr, val_fraction, max_px, seed). Writes encoder.pt, report.json and dce.png into --out;
+    use it with `volary rl train --task navigate --env depth_encoder=OUT/encoder.pt`."""
+    import torch
+
+    from volary.errors import VolaryError
+    from volary.learning.dce import DCEConfig, collect_depth, save_encoder, train_dce
+
+    for value, option in ((frames, "--frames"), (scenes, "--scenes"), (envs, "--envs")):
+        _check_positive(value, option)
+    try:
+        cfg = configure(DCEConfig(), [("--seed", "seed", seed)], set_)
+    except VolaryError as err:
+        _fail(str(err))
+    options = _env_options("navigate", {}, env_opt)
+    if "depth_encoder" in options:
+        _fail("--env depth_encoder: the encoder is what this command trains")
+    torch.manual_seed(seed)
+    console.print(f"collecting {frames} depth images in {scenes} forests ...", highlight=False)
+    try:
+        depth, info = collect_depth(frames, scenes, scene_seed, envs, seed, env_options=options)
+        vae, report = train_dce(depth, info, cfg, progress=_dce_printer(cfg.epochs))
+    except VolaryError as err:
+        _fail(str(err))
+    out.mkdir(parents=True, exist_ok=True)
+    report.update(info=info, env_options=_jsonable(options))
+    save_encoder(out / "encoder.pt", vae, info, cfg, meta=report)
+    (out / "report.json").write_text(json.dumps(report, indent=2))
+    _plot_dce(vae, depth, info, cfg, report, out / "dce.png")
+    console.print(f"-> {out / 'encoder.pt'}, report.json, dce.png ({report['wall_s']:.0f} s)",
+                  highlight=False, markup=False)  # fmt: skip
+
+
+def _dce_printer(epochs: int) -> Any:
+    def show(epoch: int, row: dict[str, float]) -> None:
+        console.print(f"epoch {epoch + 1}/{epochs}: reconstruction {row['train_recon']:.2f} "
+                      f"(validation {row['val_recon']:.2f}), KL {row['train_kl']:.2f}",
+                      highlight=False)  # fmt: skip
+
+    return show
+
+
+def _plot_dce(vae: Any, depth: Any, info: dict, cfg: Any, report: dict, path: Path) -> None:
+    """Depth, collision target and reconstruction of six images; the loss curves."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import torch
+
+    from volary.learning.dce import collision_targets
+
+    idx = torch.linspace(0, depth.shape[0] - 1, 6).long()
+    with torch.no_grad():
+        rec = vae.decode(vae.encode(depth[idx])[0])
+    tgt = collision_targets(depth[idx], info, cfg.max_px)
+    fig, axes = plt.subplots(4, 6, figsize=(13, 7.5))
+    for j in range(6):
+        for i, (img, name) in enumerate(((depth[idx[j]], "depth"), (tgt[j], "collision image"),
+                                         (rec[j], "reconstruction"))):  # fmt: skip
+            axes[i, j].imshow(img.numpy(), vmin=0, vmax=1, cmap="viridis")
+            axes[i, j].set_xticks([]), axes[i, j].set_yticks([])
+            if j == 0:
+                axes[i, j].set_ylabel(name)
+    for ax in axes[3]:
+        ax.remove()
+    ax = fig.add_subplot(4, 1, 4)
+    h = report["history"]
+    ax.plot(h["train_recon"], label="train reconstruction")
+    ax.plot(h["val_recon"], label="validation reconstruction")
+    ax.plot(h["train_kl"], label="KL")
+    ax.set_xlabel("epoch")
+    ax.legend(fontsize=8)
+    fig.suptitle(f"deep collision encoder: {report['frames']} images, latent {cfg.latent}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
 
 
 PARITY_OBSERVATIONS = 1000  # observations of the ONNX parity check printed by rl export

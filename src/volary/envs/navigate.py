@@ -14,6 +14,9 @@ the goal vector (3, m, its length clipped to 10 m) and velocity (3, m/s); the bo
 rotation matrix (9); body rates (3, rad/s); the previous action (4); and the depth image
 (``depth_obs`` = (h, w), default 12 x 16): the camera's z-depth (``camera`` = (H, W) px, 90 deg
 hFOV, 10 m range, invalid pixels = range) min-pooled to (h, w) and divided by the range.
+With ``depth_encoder`` (a frozen module, e.g. a deep collision encoder from
+:func:`volary.learning.dce.load_encoder`), the last part is instead its ``out_dim`` features of
+the whole (H, W) image divided by the range (22 + out_dim values; Aerial Gym's DCE navigation).
 
 Action in [-1, 1]^4: velocity in the yaw-aligned frame a0..2 x ``max_speed`` (a0 forward), and
 a yaw step a3 x ``max_yaw_rate`` / decision rate added to the current yaw (the controller's yaw
@@ -75,6 +78,8 @@ class NavigateTaskConfig:
     seed: int = 0
     device: str = "cpu"
     compile: bool | str = False
+    # None: min-pooled depth; else a module (N, H, W) depth / range -> (N, out_dim), run frozen
+    depth_encoder: Any = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         for name in ("hfov", "depth_range", "control_hz", "physics_hz", "episode_s",
@@ -99,6 +104,14 @@ class NavigateTaskConfig:
             raise ConfigError(
                 f"depth_obs: expected (h, w) dividing camera {self.camera}, got {self.depth_obs}"
             )
+        enc = self.depth_encoder
+        if enc is not None:
+            k = getattr(enc, "out_dim", None)
+            if not callable(enc) or isinstance(k, bool) or not isinstance(k, int) or k < 1:
+                raise ConfigError(
+                    "depth_encoder: expected None or a module with an int out_dim >= 1 (load "
+                    f"one with volary.learning.dce.load_encoder), got {type(enc).__name__}"
+                )
 
     def replace(self, **kw: Any) -> NavigateTaskConfig:
         return replace_options(self, **kw)
@@ -141,8 +154,9 @@ class NavigateTask(TorchVectorEnv):
             terms.reached(self._goal, cfg.goal_radius),
         )
         h, w = cfg.depth_obs
+        n_depth = h * w if cfg.depth_encoder is None else int(cfg.depth_encoder.out_dim)
         max_steps = max(1, int(round(cfg.episode_s * cfg.control_hz / cfg.action_repeat)))
-        super().__init__(n_envs, N_STATE_OBS + h * w, 4, cfg.device, world=world, terms=ends,
+        super().__init__(n_envs, N_STATE_OBS + n_depth, 4, cfg.device, world=world, terms=ends,
                          max_steps=max_steps, action_repeat=cfg.action_repeat)  # fmt: skip
         dev = self.device
         rows = {k: [getattr(sp, k) for sp in self.scene_specs] for k in ("start", "goal")}
@@ -185,14 +199,22 @@ class NavigateTask(TorchVectorEnv):
         yaw_sp = yaw + action[:, 3] * cfg.max_yaw_rate * decision_dt
         return torch.cat((v_world, yaw_sp[:, None]), dim=-1)
 
-    def _depth(self) -> Tensor:
-        """(N, h, w) min-pooled, range-normalized depth of the World's camera now."""
+    def depth_image(self) -> Tensor:
+        """(N, H, W) float32 z-depth of the World's camera now divided by the range, in [0, 1]
+        (invalid pixels: 1)."""
         cfg = self.config
         frame = self.world.read("depth")
         d = torch.where(frame.valid, frame.depth, cfg.depth_range).clamp(0.0, cfg.depth_range)
-        h, w = cfg.depth_obs
-        pooled = -F.adaptive_max_pool2d(-d[:, None], (h, w))[:, 0] / cfg.depth_range
-        return pooled.to(torch.float32)
+        return (d / cfg.depth_range).to(torch.float32)
+
+    def _depth(self) -> Tensor:
+        """(N, h * w) min-pooled depth, or (N, out_dim) features of ``depth_encoder``."""
+        cfg, d = self.config, self.depth_image()
+        if cfg.depth_encoder is not None:
+            with torch.no_grad():
+                return cfg.depth_encoder(d).to(torch.float32).reshape(d.shape[0], -1)
+        pooled = -F.adaptive_max_pool2d(-d[:, None], cfg.depth_obs)[:, 0]
+        return pooled.flatten(1)
 
     def _observe(self) -> Tensor:
         s = self.world.state
@@ -208,7 +230,7 @@ class NavigateTask(TorchVectorEnv):
         g = g * (10.0 / g.norm(dim=-1, keepdim=True).clamp_min(10.0))  # length clipped to 10 m
         rot = quat_to_rotmat(s.quat).reshape(-1, 9)
         obs = torch.cat(
-            (g, to_yaw_frame(s.vel), rot, s.omega, self.prev_action, self._depth().flatten(1)),
+            (g, to_yaw_frame(s.vel), rot, s.omega, self.prev_action, self._depth()),
             dim=-1,
         )
         return torch.nan_to_num(obs.to(torch.float32), nan=0.0, posinf=1e3, neginf=-1e3)
