@@ -57,6 +57,7 @@ class Airframe:
     force_noise: float = 0.0  # N/sqrt(Hz), stochastic force intensity sigma_f
     moment_noise: float = 0.0  # N m/sqrt(Hz), stochastic moment intensity sigma_m
     collider_radius: float | None = None  # m; default: arm length + 0.3 * arm length
+    frame_height: float | None = None  # m, props to landing gear; default: half the arm length
     sources: dict[str, str] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -108,6 +109,9 @@ class Airframe:
         positive("drag_quadratic", self.drag_quadratic, strict=False)
         positive("drag_moment", self.drag_moment, strict=False)
         positive("force_noise", [self.force_noise], strict=False)
+        for fname in ("collider_radius", "frame_height"):
+            if getattr(self, fname) is not None:
+                positive(fname, [getattr(self, fname)])
         positive("moment_noise", [self.moment_noise], strict=False)
         if any(d not in (-1.0, 1.0) for d in self.rotor_directions):
             raise ConfigError(f"{self.name}: rotor_directions: expected +1 or -1 per rotor")
@@ -133,6 +137,23 @@ class Airframe:
     def radius(self) -> float:
         """Collision-sphere radius (m)."""
         return self.collider_radius if self.collider_radius is not None else 1.3 * self.arm_length
+
+    @property
+    def prop_radius(self) -> float:
+        """Propeller radius (m) the collision sphere implies: its radius minus the arm length
+        (the sphere is arm + propeller radius), at least 0."""
+        return max(0.0, self.radius - self.arm_length)
+
+    @property
+    def collider_half_extents(self) -> Vec3:
+        """Half extents (m, body x, y, z) of the oriented box that fits the frame: the rotor
+        discs' span in x and y (max |r_x|, |r_y| over rotors + propeller radius) and half the
+        frame height above and below the rotor plane (max |r_z| + height / 2)."""
+        r = np.abs(np.asarray(self.rotor_positions))
+        height = self.frame_height if self.frame_height is not None else 0.5 * self.arm_length
+        rp = self.prop_radius
+        return (float(r[:, 0].max() + rp), float(r[:, 1].max() + rp),
+                float(r[:, 2].max() + height / 2))  # fmt: skip
 
     def allocation_matrix(self) -> np.ndarray:
         """A (6, R): body wrench [f; m] = A T for per-rotor thrusts T_i = k_f w_i|w_i| (N).

@@ -40,6 +40,7 @@ class VehicleParams:
     force_noise: Tensor  # (N,) N/sqrt(Hz)
     moment_noise: Tensor  # (N,) N m/sqrt(Hz)
     radius: Tensor  # (N,) m collision sphere
+    collider_half: Tensor  # (N, 3) m half extents of the frame's box collider (body x, y, z)
     alloc: Tensor  # (N, 6, R) wrench = alloc @ T, T_i = k_f w|w| (N)
     alloc_pinv: Tensor  # (N, R, 6) pseudo-inverse over the controllable axes
     actuated: Tensor  # (N, 6) bool, wrench axes the rotors can produce independently
@@ -151,6 +152,7 @@ def _airframe_arrays(a: Airframe, r_pad: int) -> dict[str, np.ndarray]:
         "force_noise": np.asarray(a.force_noise),
         "moment_noise": np.asarray(a.moment_noise),
         "radius": np.asarray(a.radius),
+        "collider_half": np.asarray(a.collider_half_extents),
         "alloc": alloc,
         "alloc_pinv": np.linalg.pinv(masked, rcond=1e-9),
         "actuated": actuated.astype(float),

@@ -58,6 +58,7 @@ FIELDS: dict[str, Field] = {
     "force_noise": Field("N/sqrt(Hz)"),
     "moment_noise": Field("N m/sqrt(Hz)"),
     "collider_radius": Field("m", False, (("mm", 1e-3),)),
+    "frame_height": Field("m", False, (("mm", 1e-3), ("cm", 1e-2))),
     "rotor_tilt": Field("deg", False, (("rad", 180 / math.pi),)),  # tilted_hexa only
     "coaxial_gap": Field("m", False, (("mm", 1e-3),)),  # y6 only
 }

@@ -35,6 +35,7 @@ from volary.sim.simulator import Simulator
 from volary.worlds.primitives import Scene, SceneSpec
 
 VEHICLE_ID = 1_000_000  # object id of vehicle slot m in ray hits: VEHICLE_ID + m
+COLLIDERS = ("sphere", "box")  # World(collider=...)
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,9 @@ class World:
     ``Scene`` stacked per vehicle. ``noise_seeds``: one seed per vehicle for its process noise
     (default: the Simulator's ``(seed, index)`` streams). ``gates``: a GateTracker per vehicle,
     advanced by every step for the vehicles still flying (the others' ``passed`` stands still).
+    ``collider``: what hits the scene, ``"sphere"`` (``VehicleParams.radius``) or ``"box"`` (the
+    oriented box that fits the frame, ``VehicleParams.collider_half``, turning with the
+    vehicle; :mod:`volary.worlds.collider`). Vehicles and actors meet as spheres either way.
     """
 
     def __init__(
@@ -101,8 +105,12 @@ class World:
         caster: Any = None,
         actors: Sequence[Any] | None = None,
         sim: Simulator | None = None,
+        collider: str = "sphere",
         **sim_kwargs: Any,
     ) -> None:
+        if collider not in COLLIDERS:
+            raise ConfigError(f"collider: expected one of {', '.join(COLLIDERS)}, got {collider!r}")
+        self.collider = collider
         self.m = _positive_int(vehicles_per_env, "vehicles_per_env")
         self.sim = sim if sim is not None else _simulator(platforms, n_envs, self.m, sim_kwargs)
         if sim is not None and (platforms is not None or sim_kwargs):
@@ -288,7 +296,12 @@ class World:
 
         if self.scene is None:
             raise ConfigError("scene: the World has no scene to collide with")
-        ev = collision_events(self.scene, self.sim.state.pos, self.sim.params.radius)
+        st, params = self.sim.state, self.sim.params
+        if self.collider == "box":
+            ev = collision_events(self.scene, st.pos, params.radius, quat=st.quat,
+                                  box=params.collider_half.to(st.pos.dtype))  # fmt: skip
+        else:
+            ev = collision_events(self.scene, st.pos, params.radius)
         if self.actors is None:
             return ev
         pos, r = self.sim.state.pos, self.sim.params.radius.to(self.sim.state.pos.dtype)
@@ -302,7 +315,9 @@ class World:
             object_id=torch.where(closer, oid, ev.object_id),
             contact_point=torch.where((hit & ~ev.collided)[:, None], pos, ev.contact_point),
             clearance=torch.minimum(ev.clearance, clear),
-        )
+            bound_clearance=None if ev.bound_clearance is None
+            else torch.minimum(ev.bound_clearance, clear),
+        )  # fmt: skip
 
     def vehicle_contacts(self) -> Tensor:
         """(B,) bool: the vehicle's sphere touches another vehicle of its env."""

@@ -1,8 +1,12 @@
-"""Collision events: each vehicle is a sphere of radius r (``VehicleParams.radius``) tested
-against its env's scene, flight ceiling and bounds.
+"""Collision events: each vehicle is a sphere of radius r (``VehicleParams.radius``), or with
+``box=`` the oriented box that fits its frame (``VehicleParams.collider_half``, turning with
+its attitude; :mod:`volary.worlds.collider`), tested against its env's scene, flight ceiling
+and bounds.
 
-* collided: signed distance from the vehicle centre to the scene < r.
-* above_ceiling: the sphere touches the flight ceiling (``z + r > ceiling``).
+* collided: signed distance from the vehicle centre to the scene < r (box: no separating
+  direction found between the box and an obstacle).
+* above_ceiling: the collider reaches above the flight ceiling (``z + r > ceiling``; box: its
+  highest corner).
 * out_of_bounds: the vehicle centre left the axis-aligned flight volume.
 
 :func:`collision_events` is stateless; :class:`CollisionMonitor` keeps the first event time per
@@ -32,6 +36,14 @@ class Events:
     clearance: Tensor  # (N,) m signed distance of the sphere surface to the scene (sdf - r)
     out_of_bounds: Tensor  # (N,) bool, centre outside [bounds_min, bounds_max]
     above_ceiling: Tensor  # (N,) bool, z + r above the flight ceiling
+    bound_clearance: Tensor | None = None  # (N,) m clearance of the collider's bounding sphere
+    # (attitude-free, <= clearance; None: the sphere collider, where it is clearance itself)
+
+    @property
+    def sphere_clearance(self) -> Tensor:
+        """(N,) m clearance of the collider's bounding sphere: a lower bound of ``clearance``
+        that no rotation can use up (what a query schedule may rely on)."""
+        return self.clearance if self.bound_clearance is None else self.bound_clearance
 
     @property
     def any(self) -> Tensor:
@@ -53,11 +65,17 @@ def _radius(scene: Scene, radius: Any) -> Tensor:
     return r
 
 
-def collision_events(scene: Scene, pos: Tensor, radius: Any) -> Events:
-    """Events for vehicle centres ``pos (N, 3)`` (m, world) and radii ``radius`` (N,) or scalar."""
+def collision_events(
+    scene: Scene, pos: Tensor, radius: Any, *, quat: Tensor | None = None, box: Any = None
+) -> Events:
+    """Events for vehicle centres ``pos (N, 3)`` (m, world) and radii ``radius`` (N,) or scalar;
+    with ``box`` (half extents (N, 3) or (3,), m) and ``quat`` (N, 4) the oriented box instead
+    of the sphere (``radius`` is then unused)."""
     if not isinstance(pos, Tensor) or pos.shape != (scene.n_envs, 3):
         shape = tuple(pos.shape) if isinstance(pos, Tensor) else type(pos).__name__
         raise ConfigError(f"pos: expected a tensor of shape ({scene.n_envs}, 3), got {shape}")
+    if box is not None:
+        return _box_events(scene, pos, quat, box)
     r = _radius(scene, radius)
     near = scene_sdf(scene, check_points(scene, pos[:, None, :], "pos"))
     dist = near.distance[:, 0]
@@ -71,6 +89,27 @@ def collision_events(scene: Scene, pos: Tensor, radius: Any) -> Events:
         clearance=dist - r,
         out_of_bounds=oob,
         above_ceiling=pos[:, 2] + r > scene.ceiling,
+    )
+
+
+def _box_events(scene: Scene, pos: Tensor, quat: Any, box: Any) -> Events:
+    from volary.worlds.collider import box_clearance, box_top, check_boxes
+
+    if quat is None:
+        raise ConfigError("quat: the box collider needs the vehicles' attitudes (N, 4)")
+    _, half = check_boxes(scene, pos, quat, box)
+    clear, obj, point = box_clearance(scene, pos, quat, half)
+    hit = clear < 0
+    centre = scene_sdf(scene, check_points(scene, pos[:, None, :], "pos")).distance[:, 0]
+    oob = ((pos < scene.bounds_min) | (pos > scene.bounds_max)).any(dim=-1)
+    return Events(
+        collided=hit,
+        object_id=obj,
+        contact_point=torch.where(hit[:, None], point, torch.nan),
+        clearance=clear,
+        out_of_bounds=oob,
+        above_ceiling=box_top(pos, quat, half) > scene.ceiling,
+        bound_clearance=torch.minimum(centre - half.norm(dim=-1), clear),
     )
 
 
