@@ -268,3 +268,23 @@ def test_reactive_unit_is_deterministic():
         da.pop("wall_time"), db.pop("wall_time")
         assert da == db
     assert all(r.path_length > 3.0 for r in a)
+
+
+def test_the_box_collider_changes_only_what_counts_as_a_hit(straight_rows):
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(episode, "scene_spec", _open_line)
+        unit = WorkUnit("straight", "sudden_drop", 0, 0, PAIR, seed=3,
+                        settings=ProtocolSettings(collider="box"))  # fmt: skip
+        rows = run_unit(unit)
+    for a, b in zip(straight_rows, rows, strict=True):  # no contact: the same flight and row
+        assert {**a.to_row(), "wall_time": 0} == {**b.to_row(), "wall_time": 0}
+    with pytest.raises(ConfigError, match="settings.collider"):
+        ProtocolSettings(collider="capsule")
+
+
+def test_planners_keep_the_box_half_width_from_obstacles():
+    from volary.planning.navigation import NavLimits
+
+    sphere = NavLimits(4.0, 5.0, 3.0, 2.5, 100.0, 8.0, 0.3)
+    box = replace(sphere, half_extents=(0.24, 0.22, 0.05))
+    assert sphere.plan_radius == 0.3 and box.plan_radius == 0.24

@@ -123,6 +123,14 @@ def test_toml_suite_file(tmp_path):
     assert get_suite(str(p)) == s
 
 
+def test_toml_suite_chooses_the_collider(tmp_path):
+    head = 'platforms = ["0.60kg-EMAX"]\nscenarios = ["narrow_gap"]\nconfigs = [0]\n[settings]\n'
+    s = get_suite(_write(tmp_path, head + 'collider = "box"\n'))
+    assert s.settings.collider == "box" and ProtocolSettings().collider == "sphere"
+    with pytest.raises(ConfigError, match="settings.collider: expected one of sphere, box"):
+        get_suite(_write(tmp_path, head + "collider = 3\n"))
+
+
 def test_toml_suite_shorthands(tmp_path):
     p = _write(tmp_path, 'platforms = "flyingtrust"\nscenarios = "all"\nconfigs = [1]\n')
     s = get_suite(p)

@@ -32,6 +32,18 @@ class NavLimits:
     alpha_xy_max: float  # rad/s^2
     alpha_z_max: float  # rad/s^2
     radius: float  # m, the vehicle's collision radius
+    # m, half extents (body x, y, z) of the box that collides instead of the sphere when the
+    # protocol flies the fitted collider (settings.collider = "box"); None: the sphere
+    half_extents: tuple[float, float, float] | None = None
+
+    @property
+    def plan_radius(self) -> float:
+        """m, the radius to keep obstacles at: the sphere's, or with the box collider its
+        larger half width across the arms (enough for a vehicle whose heading follows its
+        path; turned 45 degrees across a gap the frame's diagonal is wider)."""
+        if self.half_extents is None:
+            return self.radius
+        return max(self.half_extents[0], self.half_extents[1])
 
 
 @dataclass(frozen=True)

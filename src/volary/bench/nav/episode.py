@@ -190,15 +190,19 @@ class _Episode:
             control_hz=CONTROL_HZ,
             stochastic=True,
             on_divergence="reset",
+            collider=self.settings.collider,
         )
         self.sim = self.world.sim
         self.radius = self.sim.params.radius.double().numpy().copy()
+        self.half = (self.sim.params.collider_half.double().numpy().copy()
+                     if self.settings.collider == "box" else None)  # fmt: skip
         acc_bound = np.array([GRAVITY * (_indicators(a).twr_max + 1) for a in self.sim.airframes])
         self.start = np.asarray(self.spec.start, dtype=np.float64)
         self.goal = np.asarray(self.spec.goal, dtype=np.float64)
         self.t_nav0 = TAKEOFF_TIME + SETTLE_TIME  # sim time of t = 0
+        bound = self.radius if self.half is None else np.linalg.norm(self.half, axis=1)
         self.collisions = ClearanceCollisions(
-            self.spec, self.radius, acc_bound, self.t_nav0, COLLISION_MAX_GAP
+            self.spec, bound, acc_bound, self.t_nav0, COLLISION_MAX_GAP, half=self.half
         )
         s = self.settings
         every = int(round(CONTROL_HZ / RECORD_HZ))
@@ -246,6 +250,7 @@ class _Episode:
             alpha_xy_max=ind.alpha_xy_max,
             alpha_z_max=ind.alpha_z_max,
             radius=float(self.radius[i]),
+            half_extents=None if self.half is None else tuple(float(v) for v in self.half[i]),
         )
         bmax = np.array(spec.bounds_max, dtype=np.float64)
         bmax[2] = min(bmax[2], spec.flight_ceiling)

@@ -262,6 +262,9 @@ def _settings(table: Any, where: str) -> ProtocolSettings:
         raise ConfigError(f"{where}unknown settings {bad}; valid settings: {sorted(valid)}")
     values = {}
     for k, v in table.items():
+        if k == "collider":
+            values[k] = v  # checked by ProtocolSettings
+            continue
         if isinstance(v, bool) or not isinstance(v, int | float):
             raise ConfigError(f"{where}settings.{k}: expected a number, got {v!r}")
         if not v > 0:

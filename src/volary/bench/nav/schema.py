@@ -22,7 +22,9 @@ SCHEMA_VERSION = 1
 CAUSES = ("success", "collision", "timeout", "outside_goal", "no_plan", "over_speed", "error")
 
 
-# documented ranges of the protocol settings: (lowest, highest, unit)
+COLLIDERS = ("sphere", "box")  # settings.collider (volary.sim.World's colliders)
+
+# documented ranges of the numeric protocol settings: (lowest, highest, unit)
 SETTING_RANGES: dict[str, tuple[float, float, str]] = {
     "speed_cap": (0.1, 50.0, "m/s"),
     "time_limit": (0.1, 3600.0, "s"),
@@ -46,9 +48,15 @@ class ProtocolSettings:
     planner_rate_hz: float = 10.0
     trial_wall_limit: float = 120.0  # s of wall clock per trial before it is an "error"
     proximity_radius: float = 0.3  # m, SOUS VIDE proximity percentile
+    collider: str = "sphere"  # COLLIDERS: the collision sphere, or the box that fits the frame
 
     def __post_init__(self) -> None:
+        if self.collider not in COLLIDERS:
+            raise ConfigError(f"settings.collider: expected one of {', '.join(COLLIDERS)}, "
+                              f"got {self.collider!r}")  # fmt: skip
         for f in fields(self):
+            if f.name not in SETTING_RANGES:
+                continue
             v = getattr(self, f.name)
             lo, hi, unit = SETTING_RANGES[f.name]
             if isinstance(v, bool) or not isinstance(v, int | float) or not lo <= v <= hi:

@@ -30,15 +30,20 @@ class ClearanceCollisions:
     distance is 1-Lipschitz, so no contact between queries is missed. A ground crash or a
     divergence reset is queried at once; ``force_tick`` (a ``world.tick``) queries every vehicle
     still flying. ``notes[b]`` says what ended vehicle b ("collision: obstacle 42", ...).
+
+    With the box collider (``half``: (N, 3) half extents; ``radius`` then the box's bounding
+    radius) the schedule runs on the bounding sphere's clearance, which no rotation can use up,
+    and the events are the box's: obstacles and ceiling from the World's events, the floor by
+    the box's lowest corner.
     """
 
     name = "collision"
 
     def __init__(
         self, spec: SceneSpec, radius: np.ndarray, acc_bound: np.ndarray, t0: float,
-        max_gap: float,
+        max_gap: float, half: np.ndarray | None = None,
     ) -> None:  # fmt: skip
-        self.spec, self.radius, self.acc_bound = spec, radius, acc_bound
+        self.spec, self.radius, self.acc_bound, self.half = spec, radius, acc_bound, half
         self.t0, self.max_gap = t0, max_gap  # t0: simulator time of t = 0
         n = len(radius)
         self.next_check = np.full(n, -math.inf)  # simulator time of the next query
@@ -58,8 +63,9 @@ class ClearanceCollisions:
         ev = world.collision_events()
         pos = st.pos.double().numpy()
         speed = np.linalg.norm(st.vel.double().numpy(), axis=1)
-        margin = self._margin(ev.clearance.double().numpy(), pos)
-        hit = (ev.collided | ev.out_of_bounds | ev.above_ceiling).numpy() | (margin < 0) | crash
+        margin = self._margin(ev.sphere_clearance.double().numpy(), pos)
+        hit = (ev.collided | ev.out_of_bounds | ev.above_ceiling).numpy() | crash
+        hit |= (margin < 0) if self.half is None else self._box_floor(st, pos)
         hit &= due
         for i in np.flatnonzero(due).tolist():
             if hit[i]:
@@ -69,6 +75,14 @@ class ClearanceCollisions:
             gap = margin[i] / (speed[i] + self.acc_bound[i] * self.max_gap / 2)
             self.next_check[i] = t + min(self.max_gap, max(gap, 0.0))
         return torch.from_numpy(hit)
+
+    def _box_floor(self, st: Any, pos: np.ndarray) -> np.ndarray:
+        """(N,) bool: the box's lowest corner is below the flight volume's floor."""
+        from volary.math.quaternion import quat_to_rotmat
+
+        rot = quat_to_rotmat(st.quat.double()).numpy()
+        low = pos[:, 2] - (self.half * np.abs(rot[:, 2, :])).sum(axis=1)
+        return low < self.spec.bounds_min[2]
 
     def _margin(self, clearance: np.ndarray, pos: np.ndarray) -> np.ndarray:
         """Distance (m) each sphere may move before any event: obstacles, floor, ceiling, bounds."""

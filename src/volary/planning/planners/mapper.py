@@ -132,7 +132,7 @@ class MapperPlanner:
         self.grid = OccupancyGrid(task.bounds_min, task.bounds_max, o.resolution, o.truncation)
         self.projector = DepthProjector(task.depth, o.pixel_stride)
         lim = task.limits
-        self.radius = float(lim.radius)
+        self.radius = float(lim.plan_radius)  # the sphere, or the fitted box's half width
         self.v_max = float(min(o.speed, lim.max_speed) if o.speed > 0 else lim.max_speed)
         self.a_xy = max(o.acc_fraction * float(lim.max_acc), 0.5)
         self.a_up = max(o.acc_fraction * float(lim.max_vertical_acc), 0.5)

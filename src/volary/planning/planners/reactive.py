@@ -101,7 +101,7 @@ class ReactivePlanner:
         r_wc = r_wb @ self._r_bc
         origin = obs.position + r_wb @ task.depth.t_body_cam
         pts = origin + (self._rays * np.where(ok, depth, 0.0)[..., None]) @ r_wc.T  # (H, W, 3)
-        r_safe = self.safety * task.limits.radius
+        r_safe = self.safety * task.limits.plan_radius
         dz = np.abs(pts[..., 2] - obs.position[2])
         keep = ok & (dz < r_safe + self.slab_margin) & (pts[..., 2] > task.bounds_min[2] + 0.05)
         rel = pts[..., :2] - obs.position[:2]
@@ -120,7 +120,7 @@ class ReactivePlanner:
         free = np.full(self.n_cand, task.depth.max_range)
         if len(dist) == 0:
             return free
-        r_safe = self.safety * task.limits.radius
+        r_safe = self.safety * task.limits.plan_radius
         ang = bearing[None, :] - self._cand[:, None]
         along, lat = dist * np.cos(ang), np.abs(dist * np.sin(ang))
         block = (along > 0) & (lat < r_safe)
@@ -136,7 +136,7 @@ class ReactivePlanner:
         task = self.task
         assert task is not None
         a = 0.5 * task.limits.max_acc
-        margin = task.limits.radius
+        margin = task.limits.plan_radius
         v_cap = task.limits.max_speed
         need = min(v_cap**2 / (2 * a) + margin + 0.5, d_goal + margin)
         target = float(np.clip(goal_rel, self._cand[0], self._cand[-1]))
@@ -189,7 +189,7 @@ class ReactivePlanner:
         """Vertical speed toward the goal altitude, kept inside floor and ceiling."""
         task = self.task
         assert task is not None
-        r = task.limits.radius + 0.3
+        r = task.limits.plan_radius + 0.3
         z = float(np.clip(task.goal[2], task.bounds_min[2] + r, task.bounds_max[2] - r))
         return float(np.clip(z - obs.position[2], -1.0, 1.0))
 
