@@ -60,12 +60,16 @@ def train_pair(work: Path, seed: int, encoder: Path, iterations: int) -> dict[st
                "--seed", str(seed), "--set", "threads=1", "--out", str(out), *extra]  # fmt: skip
         procs[name] = (subprocess.Popen(cmd, env=threads_env(1), stdout=subprocess.DEVNULL),
                        out, time.perf_counter(), " ".join(cmd[1:]))  # fmt: skip
-    done = {}
-    for name, (p, out, t0, cmd) in procs.items():
-        if p.wait() != 0:
-            raise SystemExit(f"{name} seed {seed}: training failed ({cmd})")
-        done[name] = {"policy": out / "policy.pt", "wall_s": time.perf_counter() - t0,
-                      "command": cmd}  # fmt: skip
+    done: dict[str, dict] = {}
+    while len(done) < len(procs):  # each one's wall at its own end
+        for name, (p, out, t0, cmd) in procs.items():
+            if name in done or p.poll() is None:
+                continue
+            if p.returncode != 0:
+                raise SystemExit(f"{name} seed {seed}: training failed ({cmd})")
+            done[name] = {"policy": out / "policy.pt", "wall_s": time.perf_counter() - t0,
+                          "command": cmd}  # fmt: skip
+        time.sleep(1.0)
     return done
 
 

@@ -386,9 +386,10 @@ def _plot_dce(vae: Any, depth: Any, info: dict, cfg: Any, report: dict, path: Pa
         ax.remove()
     ax = fig.add_subplot(4, 1, 4)
     h = report["history"]
-    ax.plot(h["train_recon"], label="train reconstruction")
-    ax.plot(h["val_recon"], label="validation reconstruction")
-    ax.plot(h["train_kl"], label="KL")
+    epochs = range(1, len(h["train_recon"]) + 1)
+    ax.plot(epochs, h["train_recon"], label="train reconstruction")
+    ax.plot(epochs, h["val_recon"], label="validation reconstruction (after the epoch)")
+    ax.plot(epochs, h["train_kl"], label="KL (nats)")
     ax.set_xlabel("epoch")
     ax.legend(fontsize=8)
     fig.suptitle(f"deep collision encoder: {report['frames']} images, latent {cfg.latent}")
