@@ -38,11 +38,9 @@ class GoalFollower:
         return self
 
     def act(self, obs: torch.Tensor, deterministic: bool = True, generator=None) -> torch.Tensor:
-        g = obs[:, :3]
-        a = torch.zeros(obs.shape[0], 4, device=obs.device)
-        a[:, :3] = 0.75 * g / g.norm(dim=-1, keepdim=True).clamp_min(1e-6)
-        a[:, 3] = torch.atan2(g[:, 1], g[:, 0]).clamp(-1.0, 1.0)
-        return a
+        from volary.envs.navigate import goal_follower_action
+
+        return goal_follower_action(obs)
 
 
 def main(argv: list[str] | None = None) -> int:

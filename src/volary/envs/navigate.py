@@ -117,6 +117,16 @@ class NavigateTaskConfig:
         return replace_options(self, **kw)
 
 
+def goal_follower_action(obs: Tensor) -> Tensor:
+    """The no-depth baseline's action for navigate observations (N, D): velocity along the
+    observed goal vector at 0.75 x max speed, yaw turned towards it (clamped to one full step)."""
+    g = obs[:, :3]
+    a = torch.zeros(obs.shape[0], 4, device=obs.device, dtype=obs.dtype)
+    a[:, :3] = 0.75 * g / g.norm(dim=-1, keepdim=True).clamp_min(1e-6)
+    a[:, 3] = torch.atan2(g[:, 1], g[:, 0]).clamp(-1.0, 1.0)
+    return a
+
+
 class NavigateTask(TorchVectorEnv):
     """N multirotors crossing one scene to a goal from depth images; see the module docstring.
 

@@ -191,6 +191,7 @@ def collect_depth(
     vector plus Gaussian noise of std ``noise`` per action (so flights also end close to and
     in trees). ``info``: camera focal length (px), robot radius (m), range (m), scenes."""
     from volary.envs import make_env
+    from volary.envs.navigate import goal_follower_action
 
     if isinstance(frames, bool) or not isinstance(frames, int) or frames < 1:
         raise ConfigError(f"frames: expected an int >= 1, got {frames!r}")
@@ -205,10 +206,7 @@ def collect_depth(
         img = env.depth_image().cpu()
         out.append(img)
         got += img.shape[0]
-        g = obs[:, :3]
-        act = torch.zeros(obs.shape[0], 4)
-        act[:, :3] = 0.75 * g / g.norm(dim=-1, keepdim=True).clamp_min(1e-6)
-        act[:, 3] = torch.atan2(g[:, 1], g[:, 0]).clamp(-1.0, 1.0)
+        act = goal_follower_action(obs.cpu())
         act = (act + noise * torch.randn(act.shape, generator=gen)).clamp(-1.0, 1.0)
         obs, *_ = env.step(act.to(env.device))
     depth = torch.cat(out)[:frames]

@@ -167,9 +167,19 @@ def box_clearance(
     the box (N, 3), NaN where no primitive is a candidate) of N oriented boxes against their
     env's scene; clearance < 0: the box touches or penetrates (module docstring)."""
     rot, h = check_boxes(scene, pos, quat, half)
+    return box_query(scene, pos, rot, h, iterations)[:3]
+
+
+def box_query(
+    scene: Scene, pos: Tensor, rot: Tensor, h: Tensor, iterations: int = ITERATIONS
+) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """:func:`box_clearance` for validated rotations (N, 3, 3) and half extents (N, 3), with a
+    fourth value: the clearance of the boxes' bounding spheres (N,) m (the broad-phase bound
+    min_O d_O(p) - |h|, which no rotation can use up)."""
     n, dev, dt = scene.n_envs, pos.device, pos.dtype
     rho = h.norm(dim=-1)
     best = torch.full((n,), torch.inf, device=dev, dtype=dt)
+    bound = torch.full((n,), torch.inf, device=dev, dtype=dt)
     obj = torch.full((n,), -1, device=dev, dtype=torch.int64)
     point = torch.full((n, 3), torch.nan, device=dev, dtype=dt)
     q = pos[:, None, :]
@@ -189,6 +199,7 @@ def box_clearance(
     for kind, d, valid, ids, params in kinds:
         d = torch.where(valid, d, torch.inf)
         lower = d - rho[:, None]  # far primitives: the broad-phase bound
+        bound = torch.minimum(bound, lower.min(dim=-1).values)
         cand = valid & (lower < 0)
         env, k = cand.nonzero(as_tuple=True)
         if env.numel():
@@ -211,6 +222,8 @@ def box_clearance(
         gap = ((pos[:, None] - pt) * nrm).sum(-1) - (
             h[:, None] * ((nrm[..., :, None] * rot[:, None]).sum(-2)).abs()).sum(-1)  # fmt: skip
         gap = torch.where(scene.plane_valid, gap, torch.inf)
+        centre = torch.where(scene.plane_valid, ((pos[:, None] - pt) * nrm).sum(-1), torch.inf)
+        bound = torch.minimum(bound, centre.min(dim=-1).values - rho)
         m, j = gap.min(dim=-1)
         better = m < best
         best = torch.where(better, m, best)
@@ -223,22 +236,28 @@ def box_clearance(
         md, mq, mid = mesh_sdf(q, scene.tri_vertices, scene.tri_normals, scene.tri_valid,
                                scene.tri_id)  # fmt: skip
         m = md[:, 0] - rho
+        bound = torch.minimum(bound, m)
         better = m < best
         best = torch.where(better, m, best)
         obj = torch.where(better, mid[:, 0], obj)
         point = torch.where(better[:, None], mq[:, 0], point)
-    return best, obj, point
+    return best, obj, point, torch.minimum(bound, best)
 
 
 def box_top(pos: Tensor, quat: Tensor, half: Tensor) -> Tensor:
     """(N,) m highest z of N oriented boxes."""
-    rot = quat_to_rotmat(quat.to(pos.dtype))
-    return pos[:, 2] + (half.to(pos.dtype) * rot[:, 2, :].abs()).sum(-1)
+    return top_of(pos, quat_to_rotmat(quat.to(pos.dtype)), half.to(pos.dtype))
+
+
+def top_of(pos: Tensor, rot: Tensor, half: Tensor) -> Tensor:
+    """(N,) m highest z of boxes with rotations (N, 3, 3) and half extents (N, 3)."""
+    return pos[:, 2] + (half * rot[:, 2, :].abs()).sum(-1)
 
 
 __all__ = [
     "ITERATIONS",
     "box_clearance",
+    "box_query",
     "box_support",
     "box_top",
     "check_boxes",
@@ -247,4 +266,5 @@ __all__ = [
     "project_box",
     "project_cylinder",
     "project_sphere",
+    "top_of",
 ]

@@ -93,14 +93,13 @@ def collision_events(
 
 
 def _box_events(scene: Scene, pos: Tensor, quat: Any, box: Any) -> Events:
-    from volary.worlds.collider import box_clearance, box_top, check_boxes
+    from volary.worlds.collider import box_query, check_boxes, top_of
 
     if quat is None:
         raise ConfigError("quat: the box collider needs the vehicles' attitudes (N, 4)")
-    _, half = check_boxes(scene, pos, quat, box)
-    clear, obj, point = box_clearance(scene, pos, quat, half)
+    rot, half = check_boxes(scene, pos, quat, box)
+    clear, obj, point, bound = box_query(scene, pos, rot, half)
     hit = clear < 0
-    centre = scene_sdf(scene, check_points(scene, pos[:, None, :], "pos")).distance[:, 0]
     oob = ((pos < scene.bounds_min) | (pos > scene.bounds_max)).any(dim=-1)
     return Events(
         collided=hit,
@@ -108,8 +107,8 @@ def _box_events(scene: Scene, pos: Tensor, quat: Any, box: Any) -> Events:
         contact_point=torch.where(hit[:, None], point, torch.nan),
         clearance=clear,
         out_of_bounds=oob,
-        above_ceiling=box_top(pos, quat, half) > scene.ceiling,
-        bound_clearance=torch.minimum(centre - half.norm(dim=-1), clear),
+        above_ceiling=top_of(pos, rot, half) > scene.ceiling,
+        bound_clearance=bound,
     )
 
 
