@@ -27,6 +27,9 @@ _BUILTIN: dict[str, str] = {
     "straight": "volary.planning.planners.straight:StraightPlanner",
     "reactive": "volary.planning.planners.reactive:ReactivePlanner",
     "mapper": "volary.planning.planners.mapper:MapperPlanner",
+    "kinodynamic": "volary.planning.planners.kinodynamic:KinodynamicPlanner",
+    "ego": "volary.planning.planners.ego:EgoPlanner",
+    "topo": "volary.planning.planners.topo:TopoPlanner",
 }
 # the built-ins, then entry points, then any "module:Class" spec
 _REGISTRY: Registry[Any] = Registry("planner", _BUILTIN, group=ENTRY_POINT_GROUP, specs=True)

@@ -84,17 +84,17 @@ class MapperOptions:
     recovery_time: float = 8.0  # how long min_margin stays after a stuck event
 
 
-def _check_options(opts: MapperOptions) -> None:
+def _check_options(opts: MapperOptions, name: str = "mapper") -> None:
     for f in dataclasses.fields(opts):
         v = getattr(opts, f.name)
         if not (isinstance(v, int | float) and math.isfinite(v)):
-            raise ConfigError(f"mapper option {f.name}: expected a finite number, got {v!r}")
+            raise ConfigError(f"{name} option {f.name}: expected a finite number, got {v!r}")
         if v < 0 or (v == 0 and f.name not in ("speed", "min_margin", "clearance_weight")):
-            raise ConfigError(f"mapper option {f.name}: expected > 0, got {v!r}")
+            raise ConfigError(f"{name} option {f.name}: expected > 0, got {v!r}")
     if opts.vertical_cost < 1 or opts.heuristic_weight < 1:
-        raise ConfigError("mapper options vertical_cost, heuristic_weight: expected >= 1")
+        raise ConfigError(f"{name} options vertical_cost, heuristic_weight: expected >= 1")
     if opts.acc_fraction > 1:
-        raise ConfigError(f"mapper option acc_fraction: expected <= 1, got {opts.acc_fraction}")
+        raise ConfigError(f"{name} option acc_fraction: expected <= 1, got {opts.acc_fraction}")
 
 
 def _yaw_of(quat: np.ndarray) -> float:
@@ -112,14 +112,15 @@ class MapperPlanner:
 
     name = "mapper"
     needs = frozenset({"depth"})
+    options_type: type[MapperOptions] = MapperOptions  # subclasses extend the options
 
     def __init__(self, **options: float) -> None:
-        valid = [f.name for f in dataclasses.fields(MapperOptions)]
+        valid = [f.name for f in dataclasses.fields(self.options_type)]
         unknown = sorted(set(options) - set(valid))
         if unknown:
-            raise ConfigError(f"mapper options {unknown}: unknown; valid options are {valid}")
-        self.options = MapperOptions(**options)  # type: ignore[arg-type]
-        _check_options(self.options)
+            raise ConfigError(f"{self.name} options {unknown}: unknown; valid options are {valid}")
+        self.options = self.options_type(**options)  # type: ignore[arg-type]
+        _check_options(self.options, self.name)
         self.task: NavTask | None = None
         self.stats: dict[str, float] = {}
 
@@ -254,20 +255,9 @@ class MapperPlanner:
         tol = 0.3 if goal_clear else 0.75 * self.task.goal_radius  # type: ignore[union-attr]
         path, reached = None, False
         for margin in dict.fromkeys((self.margin, o.min_margin)):
-            cand, reached, _ = search(
-                self.grid,
-                p0,
-                goal,
-                self.radius + margin,
-                goal_tol=tol,
-                soft=o.soft_clearance,
-                w_clear=o.clearance_weight,
-                kz=o.vertical_cost,
-                eps=o.heuristic_weight,
-                max_expand=o.max_expansions,
-            )
-            if len(cand) > 1 or reached:
-                path = cand
+            found = self._find_path(p0, goal, tol, margin)
+            if found is not None:
+                path, reached = found
                 if margin < self.margin:
                     self._low_margin_until = self._t + o.recovery_time
                 break
@@ -283,13 +273,39 @@ class MapperPlanner:
             self._path = None
             return
         self._no_path = 0
-        path = path.copy()
-        path[0] = p0
-        if reached:
-            path = np.vstack([path, goal[None]])
         if self._keep_old(path, reached):
             self._path_time = self._t
             return
+        self._accept_path(path, reached)
+
+    def _find_path(
+        self, p0: np.ndarray, goal: np.ndarray, tol: float, margin: float
+    ) -> tuple[np.ndarray, bool] | None:
+        """The guiding path (K, 3) from p0 (its first point) toward the goal at the given
+        inflation margin and whether it reaches the goal; None when it gets nowhere. Here the
+        grid's weighted A*; the kinodynamic planner replaces it."""
+        o = self.options
+        cand, reached, _ = search(
+            self.grid,
+            p0,
+            goal,
+            self.radius + margin,
+            goal_tol=tol,
+            soft=o.soft_clearance,
+            w_clear=o.clearance_weight,
+            kz=o.vertical_cost,
+            eps=o.heuristic_weight,
+            max_expand=o.max_expansions,
+        )
+        if len(cand) <= 1 and not reached:
+            return None
+        path = cand.copy()
+        path[0] = p0
+        if reached:
+            path = np.vstack([path, goal[None]])
+        return path, reached
+
+    def _accept_path(self, path: np.ndarray, reached: bool) -> None:
         self._path, self._path_reached, self._path_time = path, reached, self._t
 
     def _keep_old(self, new: np.ndarray, reached: bool) -> bool:

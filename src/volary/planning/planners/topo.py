@@ -1,0 +1,179 @@
+"""``topo``: Path-Guided PGO's family (Zhou, Gao, Pan & Shen, "Robust Real-time UAV Replanning
+Using Guided Gradient-based Optimization and Topological Paths", ICRA 2020), written from the
+paper for volary's benchmark; no code was ported.
+
+Per call, on the ``mapper``'s map (:mod:`volary.planning.planners.occupancy`):
+
+1. **Local target**: ``horizon`` m ahead along the guiding grid A* path to the goal (the
+   ``mapper``'s search, on its triggers).
+2. **Topologically distinct guiding paths** (paper Sec. IV): the A* path to the local target,
+   then up to ``n_paths - 1`` more, each searched with a tube around the middle of the
+   earlier ones blocked (radius ``tube``), so it passes the obstacles on another side; a path
+   longer than ``max_ratio`` times the shortest, or running within ``tube`` of an earlier one
+   on average, is dropped. The paper builds a topological roadmap by sampling and keeps the
+   shortest paths of distinct homotopy; blocking tubes around found paths is a cheaper way to
+   the same kind of set on a voxel grid.
+3. **Path-guided optimization** for each guide, in parallel in the paper and in turn here
+   (Sec. III): from the straight line to the local target (the paper starts from the previous,
+   colliding trajectory), a first L-BFGS stage pulls the control points toward the guide
+   (J_g = sum |Q_i - G_i|^2, G_i the guide's point at Q_i's share of the arc length) with
+   smoothness, so the spline takes the guide's side of each obstacle; a second stage optimizes
+   smoothness, ESDF collision and feasibility (Fast-Planner's costs,
+   :mod:`volary.planning.planners.bspline`), with uniform time re-allocation.
+4. **Selection**: the candidate with the lowest final cost (smoothness + collision +
+   feasibility, plus ``time_weight`` times its duration) among those whose samples keep the
+   hard clearance.
+
+Where it differs from the paper: guides from blocked-tube A* rather than a sampled
+topological roadmap; candidates optimized sequentially; the map and the recovery are the
+``mapper``'s.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from volary.planning.navigation import NavReference
+from volary.planning.planners import bspline
+from volary.planning.planners.bspline import BsplineOptions, BsplinePlanner
+from volary.planning.planners.mapper import MapperPlanner
+from volary.planning.planners.search import search
+
+
+@dataclass(frozen=True)
+class TopoOptions(BsplineOptions):
+    """Options of :class:`TopoPlanner` beyond :class:`BsplineOptions`."""
+
+    n_paths: int = 3  # guiding paths at most
+    tube: float = 0.8  # m, radius blocked around earlier guides
+    max_ratio: float = 1.6  # longest guide kept, relative to the shortest
+    w_guide: float = 5.0
+    time_weight: float = 1.0  # per second of duration in the selection cost
+    guide_expansions: int = 30_000
+
+
+def _arc(path: np.ndarray) -> np.ndarray:
+    return np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(path, axis=0), axis=1))])
+
+
+def resample(path: np.ndarray, n: int) -> np.ndarray:
+    """``n`` points evenly spaced by arc length along polyline ``path`` (K, 3)."""
+    cum = _arc(path)
+    s = np.linspace(0.0, cum[-1], n)
+    return np.stack([np.interp(s, cum, path[:, i]) for i in range(3)], -1)
+
+
+def guide_cost(q: np.ndarray, targets: np.ndarray) -> tuple[float, np.ndarray]:
+    """sum_i |Q_i - G_i|^2 over all control points and its gradient."""
+    d = q - targets
+    return float((d**2).sum()), 2.0 * d
+
+
+class TopoPlanner(BsplinePlanner):
+    """Path-Guided PGO's family (module docstring). Keyword options: :class:`TopoOptions`."""
+
+    name = "topo"
+    options_type = TopoOptions
+
+    def reset(self, task) -> None:  # type: ignore[no-untyped-def]
+        super().reset(task)
+        self.stats["guides"] = 0
+        self.stats["guide_s"] = 0.0
+
+    def _local(self, p0: np.ndarray) -> np.ndarray:
+        """The guiding path from p0, cut at ``horizon`` m."""
+        path = self._path
+        assert path is not None
+        pts = np.vstack([p0[None], path[1:]])
+        cum = _arc(pts)
+        h = self.options.horizon
+        if cum[-1] <= h:
+            return pts
+        k = int(np.searchsorted(cum, h))
+        end = np.array([np.interp(h, cum, pts[:, i]) for i in range(3)])
+        return np.vstack([pts[:k], end[None]])
+
+    def _guides(self, first: np.ndarray) -> list[np.ndarray]:
+        """The first guide and up to n_paths - 1 distinct ones (module docstring, step 2)."""
+        o: TopoOptions = self.options  # type: ignore[assignment]
+        t1 = time.perf_counter()
+        guides = [first]
+        start, target = first[0], first[-1]
+        base = _arc(first)[-1]
+        grid = copy.copy(self.grid)
+        grid.dist_cm = self.grid.dist_cm.copy()
+        for _ in range(int(o.n_paths) - 1):
+            self._block_tube(grid, guides[-1])
+            cand, reached, _ = search(grid, start, target, self.radius + self.margin,
+                                      goal_tol=0.3, max_expand=int(o.guide_expansions))  # fmt: skip
+            if not reached or len(cand) < 2:
+                break
+            cand = np.vstack([start[None], cand[1:], target[None]])
+            if _arc(cand)[-1] > o.max_ratio * base:
+                break
+            if any(_mean_distance(cand, g) < o.tube for g in guides):
+                break
+            guides.append(cand)
+        self.stats["guides"] += len(guides)
+        self.stats["guide_s"] += time.perf_counter() - t1
+        return guides
+
+    def _block_tube(self, grid, path: np.ndarray) -> None:  # type: ignore[no-untyped-def]
+        """Mark the voxels within ``tube`` of the middle of ``path`` (1 m kept free at either
+        end) as obstacles in the copied grid."""
+        o: TopoOptions = self.options  # type: ignore[assignment]
+        cum = _arc(path)
+        keep = (cum > 1.0) & (cum < cum[-1] - 1.0)
+        if not keep.any():
+            return
+        mid = resample(path[keep], max(int(np.ceil((cum[keep][-1] - cum[keep][0]) / 0.1)), 2))
+        r = int(np.ceil(o.tube / grid.res))
+        ax = np.arange(-r, r + 1)
+        off = np.stack(np.meshgrid(ax, ax, ax, indexing="ij"), -1).reshape(-1, 3)
+        off = off[(off**2).sum(-1) * grid.res**2 <= o.tube**2]
+        cells = (grid.index(mid)[:, None, :] + off[None]).reshape(-1, 3)
+        cells = cells[grid.inside(cells)]
+        grid.dist_cm[cells[:, 0], cells[:, 1], cells[:, 2]] = 0
+
+    def _fit_spline(self, p0: np.ndarray, v0: np.ndarray, a0: np.ndarray, t: float) -> NavReference:
+        self._fitted = False
+        local = self._local(p0)
+        target = local[-1]
+        if np.linalg.norm(target - p0) < 1.0:
+            return MapperPlanner._fit(self, p0, v0, a0, t)
+        guides = self._guides(local)
+        ts, pos, _, _ = self._min_snap(np.stack([p0, target]), v0, a0)
+        knots, dt = bspline.knots_along(pos, ts, self._knot_dt())
+        o: TopoOptions = self.options  # type: ignore[assignment]
+        d_thr = self.radius + self.margin
+        esdf = lambda qq: bspline.esdf_cost(self.grid, qq, d_thr)  # noqa: E731
+
+        def build(w: float) -> tuple[np.ndarray, float] | None:
+            best, best_cost = None, np.inf
+            for guide in guides:
+                q = bspline.fit(knots, v0, a0, dt)
+                targets = resample(guide, len(q))
+                pull = lambda qq, g=targets: guide_cost(qq, g)  # noqa: E731
+                q = bspline.optimize(q, [(1.0 / len(q), bspline.smoothness), (o.w_guide, pull)],
+                                     int(o.opt_iterations))  # fmt: skip
+                q, step = self._time_scaled(q, dt, v0, a0, esdf, w)
+                if self._emit(q, step, p0, v0, a0, t) is None:
+                    continue
+                cost = sum(wk * term(q)[0] for wk, term in self._terms(q, step, esdf, w))
+                cost += o.time_weight * bspline.duration(q, step)
+                if cost < best_cost:
+                    best, best_cost = (q, step), cost
+            return best
+
+        return self._spline_or_fallback(build, p0, v0, a0, t)
+
+
+def _mean_distance(a: np.ndarray, b: np.ndarray) -> float:
+    """Mean distance from the points of polyline ``a`` (resampled) to polyline ``b``'s points."""
+    pa = resample(a, 32)
+    pb = resample(b, 64)
+    return float(np.linalg.norm(pa[:, None] - pb[None], axis=-1).min(1).mean())
