@@ -4,7 +4,9 @@
 
 - a built-in name (:data:`PLANNERS`): ``straight`` (the paper's straight-flight baseline),
   ``reactive`` (a depth-image gap follower), ``mapper`` (a mapping planner: depth fusion,
-  distance field, path search, smoothing); each is imported only when asked for;
+  distance field, path search, smoothing), and FLYINGTRUST's families on the mapper's map:
+  ``kinodynamic`` (Fast-Planner), ``ego`` (EGO-Planner), ``topo`` (Path-Guided PGO); each is
+  imported only when asked for;
 - ``"package.module:Class"``: any class whose keyword arguments are the options;
 - a name registered by an installed package under the entry-point group ``volary.planners``
   (``[project.entry-points."volary.planners"] myplanner = "mypkg.nav:MyPlanner"``).
