@@ -81,19 +81,9 @@ class EgoPlanner(BsplinePlanner):
         self.stats["pairs"] = 0
         self.stats["guide_searches"] = 0
 
-    def _local_target(self, p0: np.ndarray) -> np.ndarray:
-        path = self._path
-        assert path is not None
-        pts = np.vstack([p0[None], path[1:]])
-        cum = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(pts, axis=0), axis=1))])
-        h = self.options.horizon
-        if cum[-1] <= h:
-            return pts[-1]
-        return np.array([np.interp(h, cum, pts[:, i]) for i in range(3)])
-
     def _fit_spline(self, p0: np.ndarray, v0: np.ndarray, a0: np.ndarray, t: float) -> NavReference:
         self._fitted = False
-        target = self._local_target(p0)
+        target = self._local_path(p0)[-1]
         if np.linalg.norm(target - p0) < 1.0:
             return MapperPlanner._fit(self, p0, v0, a0, t)  # near the end: the mapper's fit
         ts, pos, _, _ = self._min_snap(np.stack([p0, target]), v0, a0)

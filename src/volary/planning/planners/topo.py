@@ -84,19 +84,6 @@ class TopoPlanner(BsplinePlanner):
         self.stats["guides"] = 0
         self.stats["guide_s"] = 0.0
 
-    def _local(self, p0: np.ndarray) -> np.ndarray:
-        """The guiding path from p0, cut at ``horizon`` m."""
-        path = self._path
-        assert path is not None
-        pts = np.vstack([p0[None], path[1:]])
-        cum = _arc(pts)
-        h = self.options.horizon
-        if cum[-1] <= h:
-            return pts
-        k = int(np.searchsorted(cum, h))
-        end = np.array([np.interp(h, cum, pts[:, i]) for i in range(3)])
-        return np.vstack([pts[:k], end[None]])
-
     def _guides(self, first: np.ndarray) -> list[np.ndarray]:
         """The first guide and up to n_paths - 1 distinct ones (module docstring, step 2)."""
         o: TopoOptions = self.options  # type: ignore[assignment]
@@ -141,7 +128,7 @@ class TopoPlanner(BsplinePlanner):
 
     def _fit_spline(self, p0: np.ndarray, v0: np.ndarray, a0: np.ndarray, t: float) -> NavReference:
         self._fitted = False
-        local = self._local(p0)
+        local = self._local_path(p0)
         target = local[-1]
         if np.linalg.norm(target - p0) < 1.0:
             return MapperPlanner._fit(self, p0, v0, a0, t)

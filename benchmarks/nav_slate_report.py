@@ -1,0 +1,120 @@
+"""FLYINGTRUST's Table II beside ours, for the planner slate (issue 21).
+
+Combines the committed full-protocol rows of ``straight`` and ``mapper``
+(``benchmarks/results/nav-flyingtrust/trials.csv``) with the full-protocol runs of the new
+planners (``volary bench run --suite flyingtrust --algo NAME --seed 0``; the same suite, seed,
+configurations and trials, so every row has a twin in every planner) and writes the benchmark
+report of all of them to ``benchmarks/results/nav-flyingtrust-slate/``: ``index.html`` (its
+per-scenario x platform heatmaps are the analogues of the paper's Figs. 11-15), the CSV
+exports (scores with 95 % intervals over configurations, paired sign-flip tests by
+configuration), and ``table_ii.md``: the paper's Table II and ours side by side, with each
+family's rank in both.
+
+    .venv/bin/python benchmarks/nav_slate_report.py --runs out/bench/ft-kino
+
+Unit of replication: the scene configuration (10 per scenario type, each flown by all 36
+platforms); the intervals resample configurations within their type, the paired tests flip
+the signs of per-configuration differences (``volary.bench.nav.compare``).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+COMMITTED = HERE / "results" / "nav-flyingtrust" / "trials.csv"
+OUT = HERE / "results" / "nav-flyingtrust-slate"
+# the paper's family of each of our planners (Table II names); None: no counterpart
+FAMILY = {
+    "kinodynamic": "Fast-Planner",
+    "ego": "EGO-Planner",
+    "topo": "Path-Guided PGO",
+    "learned": "NavRL",
+    "straight": "Straight Flight Baseline",
+    "mapper": None,
+}
+
+
+def committed_rows(path: Path) -> list:
+    from nav_carry_rows import read_rows  # a sibling script: the trials.csv reader
+
+    return list(read_rows(path).values())
+
+
+def table_ii(scores: list, intervals: dict, rows: list) -> str:
+    from volary.bench.nav.score import PAPER_TABLE_II
+
+    paper = {p.algo: p for p in PAPER_TABLE_II}
+    paper_rank = {p.algo: k + 1 for k, p in
+                  enumerate(sorted(PAPER_TABLE_II, key=lambda p: -p.final_score))}  # fmt: skip
+    ours = sorted(scores, key=lambda s: -s.final_score_fixed)
+    our_rank = {s.algo: k + 1 for k, s in enumerate(ours)}
+    success = {}
+    for r in rows:
+        n, k = success.get(r.algo, (0, 0))
+        success[r.algo] = (n + 1, k + bool(r.success))
+    lines = [
+        "| ours | family (paper) | success | Score [95 % CI] | FinalScore, paper's "
+        "normalization [95 % CI] | our rank | paper Score | paper FinalScore | paper rank |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for s in ours:
+        fam = FAMILY.get(s.algo)
+        iv = intervals.get(s.algo)
+        p = paper.get(fam) if fam else None
+        n, k = success[s.algo]
+        ci = lambda t: f"[{t[0]:.1f}, {t[1]:.1f}]" if t else ""  # noqa: E731
+        lines.append(
+            f"| `{s.algo}` | {fam or '(none)'} | {100 * k / n:.1f} % of {n} | {s.score:.1f} "
+            f"{ci(iv.score if iv else None)} | {s.final_score_fixed:.1f} "
+            f"{ci(iv.final_score_fixed if iv else None)} | {our_rank[s.algo]} | "
+            f"{p.score if p else ''} | {p.final_score if p else ''} | "
+            f"{paper_rank[fam] if p else ''} |"
+        )
+    for p in PAPER_TABLE_II:
+        if p.algo not in {FAMILY.get(s.algo) for s in ours}:
+            lines.append(f"| (not flown) | {p.algo} | | | | | {p.score} | {p.final_score} | "
+                         f"{paper_rank[p.algo]} |")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=Path, default=COMMITTED, help="committed trials.csv")
+    ap.add_argument("--runs", type=Path, nargs="+", required=True,
+                    help="run directories (or databases) of the new planners")  # fmt: skip
+    ap.add_argument("--out", type=Path, default=OUT)
+    a = ap.parse_args()
+    from volary.bench.nav.compare import score_intervals
+    from volary.bench.nav.report import make_report
+    from volary.bench.nav.runner import load_results
+    from volary.bench.nav.score import composite_scores
+
+    rows = committed_rows(a.rows)
+    for run in a.runs:
+        db = run / "run.sqlite" if run.is_dir() else run
+        new = load_results(db)
+        have = {r.key for r in rows}
+        dup = [r.key for r in new if r.key in have]
+        if dup:
+            raise SystemExit(f"{db}: {len(dup)} rows already present, e.g. {dup[0]}")
+        rows += new
+    keys = {(r.scenario, r.config, r.trial, r.platform) for r in rows}
+    algos = sorted({r.algo for r in rows})
+    for algo in algos:
+        mine = {(r.scenario, r.config, r.trial, r.platform) for r in rows if r.algo == algo}
+        if mine != keys:
+            raise SystemExit(f"{algo}: {len(keys - mine)} trials missing; runs must be complete")
+    index = make_report(rows, a.out, title="FLYINGTRUST protocol: the planner slate",
+                        suite="flyingtrust")  # fmt: skip
+    scores = composite_scores(rows)
+    intervals = score_intervals(rows)
+    text = table_ii(scores, intervals, rows)
+    (a.out / "table_ii.md").write_text(text, encoding="utf-8")
+    print(text)
+    print(f"wrote {index} and {a.out / 'table_ii.md'}")
+
+
+if __name__ == "__main__":
+    main()
