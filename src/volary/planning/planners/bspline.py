@@ -388,6 +388,20 @@ class BsplinePlanner(MapperPlanner):
     def _fit_spline(self, p0: np.ndarray, v0: np.ndarray, a0: np.ndarray, t: float) -> NavReference:
         raise NotImplementedError
 
+    def _local_path(self, p0: np.ndarray) -> np.ndarray:
+        """The guiding path from p0 (its first point), cut at ``horizon`` m of arc length; its
+        last point is the local target."""
+        path = self._path
+        assert path is not None
+        pts = np.vstack([p0[None], path[1:]])
+        cum = np.concatenate([[0.0], np.cumsum(np.linalg.norm(np.diff(pts, axis=0), axis=1))])
+        h = self.options.horizon
+        if cum[-1] <= h:
+            return pts
+        k = int(np.searchsorted(cum, h))
+        end = np.array([np.interp(h, cum, pts[:, i]) for i in range(3)])
+        return np.vstack([pts[:k], end[None]])
+
     def _knot_dt(self) -> float:
         o = self.options
         return max(o.ctrl_spacing / self.v_max, 0.08)  # type: ignore[attr-defined]
