@@ -69,3 +69,28 @@ def test_published_summaries_recompute_from_the_rows():
         lo, hi = iv[s.algo].final_score_fixed
         assert (float(p["final_score_fixed_lo"]), float(p["final_score_fixed_hi"])) == (
             pytest.approx(lo, abs=1e-9), pytest.approx(hi, abs=1e-9))  # fmt: skip
+
+
+SLATE = RESULTS.parent / "nav-flyingtrust-slate"
+
+
+@pytest.mark.skipif(not (SLATE / "trials.csv").exists(), reason="slate results not committed")
+def test_slate_rows_are_complete_capped_and_carry_the_committed_ones():
+    """The slate report (benchmarks/nav_slate_report.py): every planner flew the same 2,520
+    trials, none over the cap and none an error; straight and mapper rows are the committed
+    full-protocol rows unchanged."""
+    rows = committed_rows(SLATE)
+    algos = {r.algo for r in rows}
+    assert {"straight", "mapper"} < algos
+    trials = {a: {(r.scenario, r.config, r.trial, r.platform) for r in rows if r.algo == a}
+              for a in algos}  # fmt: skip
+    assert all(len(t) == 2520 for t in trials.values())
+    assert len({frozenset(t) for t in trials.values()}) == 1
+    assert max(r.max_speed for r in rows) <= ProtocolSettings().speed_cap
+    assert not any(r.cause == "error" for r in rows)
+    old = {r.key: r for r in committed_rows()}
+    for r in rows:
+        if r.algo in ("straight", "mapper"):
+            o = old[r.key]
+            same = (r.success, r.cause, repr(r.flight_time))
+            assert same == (o.success, o.cause, repr(o.flight_time)), r.key
