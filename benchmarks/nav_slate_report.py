@@ -79,12 +79,56 @@ def table_ii(scores: list, intervals: dict, rows: list) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _key(r) -> tuple:  # noqa: ANN001
+    return (r.scenario, r.config, r.trial, r.platform)
+
+
+def write_partial(rows: list, out: Path) -> None:
+    """Per-scenario success (95 % intervals over configurations) and paired sign-flip tests
+    on the trials that every planner has flown."""
+    from volary.bench.nav.compare import paired_tests
+    from volary.bench.nav.stats import summarize
+
+    algos = sorted({r.algo for r in rows})
+    common = set.intersection(*({_key(r) for r in rows if r.algo == a} for a in algos))
+    rows = [r for r in rows if _key(r) in common]
+    summary = summarize(rows)
+    lines = [f"Trials flown by every planner: {len(common)} per planner "
+             "(unit of replication: the configuration).", "",
+             "| scenario | configs | " + " | ".join(f"`{a}` success [95 % CI]" for a in algos)
+             + " |", "| --- | --- |" + " --- |" * len(algos)]  # fmt: skip
+    for scen in summary.scenarios:
+        n_cfg = len({r.config for r in rows if r.scenario == scen})
+        cells = []
+        for algo in algos:
+            g = next(g for g in summary.by_scenario if g.algo == algo and g.scenario == scen)
+            cells.append(f"{100 * g.success_rate:.1f} % [{100 * g.ci_lo:.1f}, {100 * g.ci_hi:.1f}]")
+        lines.append(f"| {scen} | {n_cfg} | " + " | ".join(cells) + " |")
+    lines += ["", "| A | B | scenario | configs | differing | rate A | rate B | p (sign flip) |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    for t in paired_tests(rows):
+        lines.append(f"| `{t.algo_a}` | `{t.algo_b}` | {t.scenario or 'all'} | {t.n_configs} | "
+                     f"{t.n_differing} | {100 * t.rate_a:.1f} % | {100 * t.rate_b:.1f} % | "
+                     f"{t.p_value:.3g} |")  # fmt: skip
+    out.mkdir(parents=True, exist_ok=True)
+    text = "\n".join(lines) + "\n"
+    (out / "partial.md").write_text(text, encoding="utf-8")
+    print(text)
+    print(f"wrote {out / 'partial.md'}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=Path, default=COMMITTED, help="committed trials.csv")
     ap.add_argument("--runs", type=Path, nargs="+", required=True,
                     help="run directories (or databases) of the new planners")  # fmt: skip
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument(
+        "--partial",
+        action="store_true",
+        help="runs still in progress: keep the trials every planner flew, write "
+        "per-scenario success and paired tests (partial.md), no Table II",
+    )
     a = ap.parse_args()
     from volary.bench.nav.compare import score_intervals
     from volary.bench.nav.report import make_report
@@ -93,13 +137,19 @@ def main() -> None:
 
     rows = committed_rows(a.rows)
     for run in a.runs:
-        db = run / "run.sqlite" if run.is_dir() else run
-        new = load_results(db)
+        if run.suffix == ".csv":  # a trials.csv export
+            new = committed_rows(run)
+        else:
+            new = load_results(run / "run.sqlite" if run.is_dir() else run)
+        db = run
         have = {r.key for r in rows}
         dup = [r.key for r in new if r.key in have]
         if dup:
             raise SystemExit(f"{db}: {len(dup)} rows already present, e.g. {dup[0]}")
         rows += new
+    if a.partial:
+        write_partial(rows, a.out)
+        return
     keys = {(r.scenario, r.config, r.trial, r.platform) for r in rows}
     algos = sorted({r.algo for r in rows})
     for algo in algos:
