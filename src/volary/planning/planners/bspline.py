@@ -39,7 +39,6 @@ checked against finite differences in ``tests/test_nav_bspline.py``.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from collections.abc import Callable
@@ -443,17 +442,12 @@ class BsplinePlanner(MapperPlanner):
             q[:3] = start_points((q[0] + 4 * q[1] + q[2]) / 6.0, v0, a0, dt)
         return q, dt
 
-    def _emit(
-        self,
-        q: np.ndarray,
-        dt: float,
-        p0: np.ndarray,
-        v0: np.ndarray,
-        a0: np.ndarray,
-        t: float,
-    ) -> NavReference | None:
-        """The reference of the spline, or None when a sample comes closer than the hard
-        clearance (radius + hard_margin; no deeper than the start where it already is)."""
+    def _clear_samples(
+        self, q: np.ndarray, dt: float, p0: np.ndarray
+    ) -> tuple[np.ndarray, ...] | None:
+        """Samples (times, pos, vel, acc) of the spline every ``sample_dt``, or None when one
+        comes closer than the hard clearance (radius + hard_margin; no deeper than the start
+        where it already is)."""
         o = self.options
         ts = np.arange(0.0, duration(q, dt) + 1e-9, o.sample_dt)
         if ts[-1] < duration(q, dt) - 1e-9:
@@ -463,7 +457,7 @@ class BsplinePlanner(MapperPlanner):
         c0 = float(self.grid.clearance(p0[None])[0])
         if (self.grid.clearance(pos) < min(hard, c0 - 0.02)).any():
             return None
-        return self._reference(t, ts, pos, vel, acc)
+        return ts, pos, vel, acc
 
     def _spline_or_fallback(
         self,
@@ -481,11 +475,11 @@ class BsplinePlanner(MapperPlanner):
             out = build(w)
             if out is None:
                 break
-            ref = self._emit(out[0], out[1], p0, v0, a0, t)
-            if ref is not None:
+            samples = self._clear_samples(out[0], out[1], p0)
+            if samples is not None:
                 self.stats["fit_s"] += time.perf_counter() - t1
                 self._fitted = True
-                return ref
+                return self._reference(t, *samples)
         self._fitted = False
         self.stats["fallbacks"] += 1
         hard = self.radius + o.hard_margin
@@ -495,7 +489,3 @@ class BsplinePlanner(MapperPlanner):
             ref = self._brake(p0, v0, a0, t)
         self.stats["fit_s"] += time.perf_counter() - t1
         return ref
-
-
-def option_names(options_type: type) -> list[str]:
-    return [f.name for f in dataclasses.fields(options_type)]

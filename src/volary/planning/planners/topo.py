@@ -148,7 +148,7 @@ class TopoPlanner(BsplinePlanner):
                 q = bspline.optimize(q, [(1.0 / len(q), bspline.smoothness), (o.w_guide, pull)],
                                      int(o.opt_iterations))  # fmt: skip
                 q, step = self._time_scaled(q, dt, v0, a0, esdf, w)
-                if self._emit(q, step, p0, v0, a0, t) is None:
+                if self._clear_samples(q, step, p0) is None:
                     continue
                 cost = sum(wk * term(q)[0] for wk, term in self._terms(q, step, esdf, w))
                 cost += o.time_weight * bspline.duration(q, step)
