@@ -99,7 +99,7 @@ class EgoPlanner(BsplinePlanner):
                     break
                 pairs = tuple(np.concatenate([a, b]) for a, b in zip(pairs, new, strict=True))  # type: ignore[assignment]
                 idx, anc, dirs = pairs
-                term = lambda qq, i=idx, a=anc, d=dirs: bspline.pair_cost(qq, i, a, d, s_f)  # noqa: E731
+                term = bspline.Objective(w_pairs=1.0, pairs=(idx, anc, dirs), s_f=s_f)
                 q, step = self._time_scaled(q, step, v0, a0, term, w)
             return q, step
 

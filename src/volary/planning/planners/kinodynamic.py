@@ -435,7 +435,7 @@ class KinodynamicPlanner(BsplinePlanner):
 
         def build(w: float) -> tuple[np.ndarray, float]:
             q = bspline.fit(knots, v0, a0, dt)
-            esdf = lambda qq: bspline.esdf_cost(self.grid, qq, d_thr)  # noqa: E731
+            esdf = bspline.Objective(w_esdf=1.0, grid=self.grid, d_thr=d_thr)
             return self._time_scaled(q, dt, v0, a0, esdf, w)
 
         return self._spline_or_fallback(build, p0, v0, a0, t)

@@ -87,6 +87,11 @@ class MapperOptions:
 def _check_options(opts: MapperOptions, name: str = "mapper") -> None:
     for f in dataclasses.fields(opts):
         v = getattr(opts, f.name)
+        if "choices" in f.metadata:  # a named choice, e.g. BsplineOptions.optimizer
+            if v not in f.metadata["choices"]:
+                raise ConfigError(f"{name} option {f.name}: expected one of "
+                                  f"{', '.join(f.metadata['choices'])}, got {v!r}")  # fmt: skip
+            continue
         if not (isinstance(v, int | float) and math.isfinite(v)):
             raise ConfigError(f"{name} option {f.name}: expected a finite number, got {v!r}")
         if v < 0 or (v == 0 and f.name not in ("speed", "min_margin", "clearance_weight")):

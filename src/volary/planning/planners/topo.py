@@ -67,12 +67,6 @@ def resample(path: np.ndarray, n: int) -> np.ndarray:
     return np.stack([np.interp(s, cum, path[:, i]) for i in range(3)], -1)
 
 
-def guide_cost(q: np.ndarray, targets: np.ndarray) -> tuple[float, np.ndarray]:
-    """sum_i |Q_i - G_i|^2 over all control points and its gradient."""
-    d = q - targets
-    return float((d**2).sum()), 2.0 * d
-
-
 class TopoPlanner(BsplinePlanner):
     """Path-Guided PGO's family (module docstring). Keyword options: :class:`TopoOptions`."""
 
@@ -137,20 +131,19 @@ class TopoPlanner(BsplinePlanner):
         knots, dt = bspline.knots_along(pos, ts, self._knot_dt())
         o: TopoOptions = self.options  # type: ignore[assignment]
         d_thr = self.radius + self.margin
-        esdf = lambda qq: bspline.esdf_cost(self.grid, qq, d_thr)  # noqa: E731
+        esdf = bspline.Objective(w_esdf=1.0, grid=self.grid, d_thr=d_thr)
 
         def build(w: float) -> tuple[np.ndarray, float] | None:
             best, best_cost = None, np.inf
             for guide in guides:
                 q = bspline.fit(knots, v0, a0, dt)
-                targets = resample(guide, len(q))
-                pull = lambda qq, g=targets: guide_cost(qq, g)  # noqa: E731
-                q = bspline.optimize(q, [(1.0 / len(q), bspline.smoothness), (o.w_guide, pull)],
-                                     int(o.opt_iterations))  # fmt: skip
+                pull = bspline.Objective(w_smooth=1.0 / len(q), w_guide=o.w_guide,
+                                         targets=resample(guide, len(q)))  # fmt: skip
+                q = self._optimize(q, pull)
                 q, step = self._time_scaled(q, dt, v0, a0, esdf, w)
                 if self._clear_samples(q, step, p0) is None:
                     continue
-                cost = sum(wk * term(q)[0] for wk, term in self._terms(q, step, esdf, w))
+                cost = self._objective(q, step, esdf, w)(q)[0]
                 cost += o.time_weight * bspline.duration(q, step)
                 if cost < best_cost:
                     best, best_cost = (q, step), cost
