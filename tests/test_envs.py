@@ -278,8 +278,10 @@ def test_random_airframes_give_env_i_its_own_quad_and_volary_twr_tells_its_hover
     obs, _ = env.reset(seed=5)
     want = torch.tensor([1.0 / thrust_to_weight(random_quad(5, i)) for i in range(4)])
     torch.testing.assert_close(obs[:, -1], want.float())
-    torch.testing.assert_close(env.sim.params.mass.float(),
-                               torch.tensor([random_quad(5, i).mass for i in range(4)]).float())
+    torch.testing.assert_close(
+        env.sim.params.mass.float(),
+        torch.tensor([random_quad(5, i).mass for i in range(4)]).float(),
+    )
 
 
 def test_grouped_evaluation_splits_episodes_by_label() -> None:
@@ -296,8 +298,9 @@ def test_grouped_evaluation_splits_episodes_by_label() -> None:
         evaluate_policy(env, net, episodes=8, groups=["a"])
 
 
-@pytest.mark.parametrize("name", sorted(__import__("volary.learning.rl.recipes",
-                                                    fromlist=["RECIPES"]).RECIPES))
+@pytest.mark.parametrize(
+    "name", sorted(__import__("volary.learning.rl.recipes", fromlist=["RECIPES"]).RECIPES)
+)
 def test_every_recipe_builds_its_env_and_policy_and_takes_a_step(name) -> None:
     from volary.learning.rl.ppo import ActorCritic, PPOConfig
     from volary.learning.rl.recipes import get_recipe

@@ -234,9 +234,30 @@ def test_cli_export_writes_onnx_and_header(tmp_path):
     assert onnx.stat().st_size > 0 and "policy_forward" in header.read_text()
 
 
+def test_cli_export_npz_carries_the_navigate_layout(tmp_path):
+    """--npz: plain arrays the numpy runtime evaluates as torch does, with the layout of the
+    checkpoint's navigate task (what the learned planner rebuilds its observation from)."""
+    from volary.learning.export import deterministic_actor
+    from volary.planning.planners.learned import NumpyMLP
+
+    pol = _policy()
+    meta = {"task": "navigate", "env_options": {"action_repeat": 6, "max_speed": 3.0}}
+    ck = save_policy(tmp_path / "policy.pt", pol, PPOConfig(hidden=(64, 64)), meta)
+    r = CliRunner().invoke(rl_app, ["export", str(ck), "--npz", str(tmp_path / "p.npz")])
+    assert r.exit_code == 0, r.output
+    net = NumpyMLP(tmp_path / "p.npz")
+    assert net.meta["decision_hz"] == 10.0 and net.meta["max_speed"] == 3.0
+    obs = torch.randn(300, OBS_DIM, generator=torch.Generator().manual_seed(1)) * 3
+    want = deterministic_actor(pol)(obs).detach().numpy()
+    assert np.abs(net(obs.numpy()) - want).max() < TOL
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
-    [([], "--onnx PATH and/or --header PATH"), (["--header", "x.h"], "CHECKPOINT: no such")],
+    [
+        ([], "--onnx PATH, --header PATH and/or --npz PATH"),
+        (["--header", "x.h"], "CHECKPOINT: no such"),
+    ],
 )
 def test_cli_export_errors_exit_2(tmp_path, args, message):
     r = CliRunner().invoke(rl_app, ["export", str(tmp_path / "none.pt"), *args])

@@ -301,8 +301,12 @@ def test_random_quad_k_does_not_depend_on_how_many_are_drawn_and_hovers():
 
 
 @pytest.mark.parametrize(
-    ("kw", "field"), [({"twr": (0.8, 2.0)}, "twr"), ({"mass": (2.0, 1.0)}, "mass"),
-                      ({"arm": (0.0, 0.2)}, "arm")],  # fmt: skip
+    ("kw", "field"),
+    [
+        ({"twr": (0.8, 2.0)}, "twr"),
+        ({"mass": (2.0, 1.0)}, "mass"),
+        ({"arm": (0.0, 0.2)}, "arm"),
+    ],  # fmt: skip
 )
 def test_random_quad_ranges_are_checked(kw, field):
     from volary.platforms.randomize import QuadRanges

@@ -223,6 +223,8 @@ def rl_train(
     meta = {"task": task, "envs": envs, "iterations": iterations, "seed": seed, "device": device,
             "env_options": _jsonable(options), "recipe": recipe, "learner": learner}  # fmt: skip
     save_policy(out / "policy.pt", policy, cfg, meta)
+    if rec is not None and rec.npz:
+        _write_npz(policy, out / "policy.npz", task, options)
     (out / "report.json").write_text(json.dumps(report, indent=2))
     plot_learning_curve(report, out / "learning_curve.png", title=f"PPO on {task}")
     console.print(
@@ -401,6 +403,22 @@ def _plot_dce(vae: Any, depth: Any, info: dict, cfg: Any, report: dict, path: Pa
 PARITY_OBSERVATIONS = 1000  # observations of the ONNX parity check printed by rl export
 
 
+def _write_npz(policy: Any, path: Path, task: str, env_options: dict[str, Any]) -> None:
+    """policy.npz: the deterministic policy as plain arrays; for navigate with the task's
+    deployment layout (what the learned planner needs to rebuild its observation)."""
+    from volary.learning.export import mlp_npz
+
+    meta: dict[str, Any] = {"task": task}
+    if task == "navigate":
+        from volary.envs.navigate import NavigateTaskConfig, deployment_layout
+
+        fields = NavigateTaskConfig.__dataclass_fields__
+        opts = {k: v for k, v in env_options.items() if k in fields}
+        meta = deployment_layout(NavigateTaskConfig(**opts))
+    mlp_npz(policy, path, meta=meta)
+    console.print(f"-> {path} (plain arrays + deployment layout)", highlight=False, markup=False)
+
+
 @rl_app.command("export")
 def rl_export(
     checkpoint: Annotated[Path, typer.Argument(help="policy.pt written by rl train.")],
@@ -409,6 +427,10 @@ def rl_export(
     ] = None,
     header: Annotated[
         Path | None, typer.Option("--header", help="Write a C99 header of the MLP here.")
+    ] = None,
+    npz: Annotated[
+        Path | None,
+        typer.Option("--npz", help="Write plain arrays (numpy, no pickle) + the task's layout."),
     ] = None,
     name: Annotated[str, typer.Option("--name", help="C prefix in the header.")] = "policy",
     seed: Annotated[int, typer.Option("--seed", help="Seed of the parity observations.")] = 0,
@@ -422,14 +444,20 @@ def rl_export(
     from volary.learning.export import c_header, export_onnx, onnx_parity, parity_observations
     from volary.learning.rl.ppo import load_policy
 
-    if onnx is None and header is None:
-        _fail("expected --onnx PATH and/or --header PATH")
+    if onnx is None and header is None and npz is None:
+        _fail("expected --onnx PATH, --header PATH and/or --npz PATH")
     if not checkpoint.is_file():
         _fail(f"CHECKPOINT: no such file {str(checkpoint)!r}")
     try:
-        net, _, _ = load_policy(checkpoint, "cpu")
+        net, _, ckpt_meta = load_policy(checkpoint, "cpu")
     except VolaryError as err:
         _fail(f"CHECKPOINT: {err}")
+    if npz is not None:
+        try:
+            _write_npz(net, npz, str(ckpt_meta.get("task", "")),
+                       dict(ckpt_meta.get("env_options") or {}))  # fmt: skip
+        except VolaryError as err:
+            _fail(f"--npz: {err}")
     if onnx is not None:
         try:
             export_onnx(net, onnx, net.obs_dim)

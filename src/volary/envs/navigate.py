@@ -117,6 +117,26 @@ class NavigateTaskConfig:
         return replace_options(self, **kw)
 
 
+def deployment_layout(cfg: NavigateTaskConfig) -> dict[str, Any]:
+    """What a deployment must know to rebuild this task's observation and act on its action
+    (JSON-able): the depth grid and camera, the range, the speed and yaw-rate scales and the
+    decision rate. The learned planner (``volary.planning.planners.learned``) reads it from
+    the exported weights."""
+    if cfg.depth_encoder is not None:
+        raise ConfigError("depth_encoder: a deployment layout covers min-pooled depth only")
+    return {
+        "task": "navigate",
+        "obs_dim": N_STATE_OBS + cfg.depth_obs[0] * cfg.depth_obs[1],
+        "depth_obs": list(cfg.depth_obs),
+        "camera": list(cfg.camera),
+        "hfov": float(cfg.hfov),
+        "depth_range": float(cfg.depth_range),
+        "max_speed": float(cfg.max_speed),
+        "max_yaw_rate": float(cfg.max_yaw_rate),
+        "decision_hz": float(cfg.control_hz) / cfg.action_repeat,
+    }
+
+
 def goal_follower_action(obs: Tensor) -> Tensor:
     """The no-depth baseline's action for navigate observations (N, D): velocity along the
     observed goal vector at 0.75 x max speed, yaw turned towards it (clamped to one full step)."""

@@ -52,8 +52,14 @@ from volary.sim import World, terms
 OBS_LAYOUTS = {
     "volary": (("goal_error", 3), ("vel", 3), ("rotmat", 9), ("omega", 3), ("prev_action", -1)),
     "aerial_gym": (("goal_error", 3), ("rot6d", 6), ("body_vel", 3), ("omega", 3)),
-    "volary_twr": (("goal_error", 3), ("vel", 3), ("rotmat", 9), ("omega", 3), ("prev_action", -1),
-                   ("hover_thrust_fraction", 1)),
+    "volary_twr": (
+        ("goal_error", 3),
+        ("vel", 3),
+        ("rotmat", 9),
+        ("omega", 3),
+        ("prev_action", -1),
+        ("hover_thrust_fraction", 1),
+    ),
 }
 OBS_LAYOUT = OBS_LAYOUTS["volary"]  # the default layout (-1: the action's size)
 ACTION_MODES = ("ctbr", "velocity", "acceleration", "rotor_thrusts")

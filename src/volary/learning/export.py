@@ -414,9 +414,41 @@ def c_header(module_or_policy: nn.Module, path: str | Path, *, name: str = "poli
     return out
 
 
+# ---- plain arrays (npz) --------------------------------------------------------------------------
+def mlp_npz(
+    module_or_policy: nn.Module, path: str | Path, *, meta: dict[str, Any] | None = None
+) -> Path:
+    """Write the deterministic policy of a small MLP as plain arrays in an ``.npz`` that numpy
+    reads without pickle (``np.load(path, allow_pickle=False)``): ``stages`` (a JSON string:
+    per stage its kind, parameters and array names), the arrays ``"{k}_{name}"`` (float32) and
+    ``meta`` (a JSON string, e.g. the observation layout a deployment must rebuild). The stages
+    are the C header's (norm, linear, tanh, relu, elu, clamp); the numpy runtime that reads
+    them is :class:`volary.planning.planners.learned.NumpyMLP` (the learned planner's)."""
+    import json
+
+    stages = _stages(_module(module_or_policy))
+    out = _check_out_path(path)
+    arrays: dict[str, np.ndarray] = {}
+    layout = []
+    for k, st in enumerate(stages):
+        names = []
+        for name, t in st.arrays.items():
+            arrays[f"{k}_{name}"] = t.numpy().astype(np.float32)
+            names.append(name)
+        layout.append({"kind": st.kind, "params": list(st.params), "arrays": names})
+    try:
+        meta_json = json.dumps(meta or {}, sort_keys=True)
+    except TypeError as exc:
+        raise ConfigError(f"meta: expected JSON-able values: {exc}") from exc
+    with out.open("wb") as f:
+        np.savez(f, stages=np.array(json.dumps(layout)), meta=np.array(meta_json), **arrays)
+    return out
+
+
 __all__ = [
     "DeterministicActor",
     "c_header",
+    "mlp_npz",
     "deterministic_actor",
     "export_onnx",
     "onnx_parity",

@@ -24,6 +24,7 @@ class Recipe:
     env: dict[str, Any] = field(default_factory=dict)  # task config fields (--env)
     ppo: dict[str, Any] = field(default_factory=dict)  # PPOConfig fields (--set)
     learner: str = "volary"  # volary's PPO or rsl_rl (--learner)
+    npz: bool = False  # also write policy.npz (plain arrays + the task's deployment layout)
 
 
 # Aerial Gym's motor-control policy (paper 003, Sec. V-C): the state [e^W, R_6, R^T v, Omega],
@@ -107,8 +108,12 @@ RECIPES: dict[str, Recipe] = {
         iterations=200,
         description="one ctbr hover policy for any quad: 1,024 random airframes, told each "
         "one's hover thrust fraction (benchmarks/rl_cross_airframe.py)",
-        env={"compile": "numba", "random_airframes": True, "observation": "volary_twr",
-             "precision_weight": 1.0},  # fmt: skip
+        env={
+            "compile": "numba",
+            "random_airframes": True,
+            "observation": "volary_twr",
+            "precision_weight": 1.0,
+        },  # fmt: skip
         learner="rsl_rl",
         ppo={
             "rollout_steps": 24,
@@ -122,6 +127,26 @@ RECIPES: dict[str, Recipe] = {
             "normalize_rewards": True,
             "threads": 2,
         },
+    ),
+    # Issue 21's learned planner (volary.planning.planners.learned, NavRL-like): navigate at
+    # the benchmark's 10 Hz planning rate (60 Hz control, 6 steps a decision) across 64 forests
+    # and four FLYINGTRUST airframes from the smallest to the largest radius (0.25-0.53 m; the
+    # policy is not told which it flies). policy.npz is what the planner ships
+    # (volary/planning/planners/data/learned_planner.npz).
+    "learned-planner": Recipe(
+        task="navigate",
+        envs=256,
+        iterations=300,
+        description="the learned planner's policy: depth + goal -> velocity at 10 Hz, 64 "
+        "forests, 4 airframes (writes policy.npz for volary.planning.planners.learned)",
+        env={
+            "compile": "numba",
+            "scenes": 64,
+            "action_repeat": 6,
+            "platform": ("0.55kg-UAV-1", "1.50kg-DJI", "2.80kg-T-MOTOR", "4.91kg-DJI"),
+        },
+        ppo={"threads": 1},
+        npz=True,
     ),
     "aerial-gym-quad": _aerial_gym("research_quad_1kg", "1 kg research quad"),
     "aerial-gym-tilted-hexa": _aerial_gym("tilted_hexa", "tilted (fully actuated) hexa"),

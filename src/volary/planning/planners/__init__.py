@@ -5,7 +5,8 @@
 - a built-in name (:data:`PLANNERS`): ``straight`` (the paper's straight-flight baseline),
   ``reactive`` (a depth-image gap follower), ``mapper`` (a mapping planner: depth fusion,
   distance field, path search, smoothing), and FLYINGTRUST's families on the mapper's map:
-  ``kinodynamic`` (Fast-Planner), ``ego`` (EGO-Planner), ``topo`` (Path-Guided PGO); each is
+  ``kinodynamic`` (Fast-Planner), ``ego`` (EGO-Planner), ``topo`` (Path-Guided PGO); and
+  ``learned`` (NavRL-like: a PPO depth policy behind a velocity-obstacle shield); each is
   imported only when asked for;
 - ``"package.module:Class"``: any class whose keyword arguments are the options;
 - a name registered by an installed package under the entry-point group ``volary.planners``
@@ -32,6 +33,7 @@ _BUILTIN: dict[str, str] = {
     "kinodynamic": "volary.planning.planners.kinodynamic:KinodynamicPlanner",
     "ego": "volary.planning.planners.ego:EgoPlanner",
     "topo": "volary.planning.planners.topo:TopoPlanner",
+    "learned": "volary.planning.planners.learned:LearnedPlanner",
 }
 # the built-ins, then entry points, then any "module:Class" spec
 _REGISTRY: Registry[Any] = Registry("planner", _BUILTIN, group=ENTRY_POINT_GROUP, specs=True)

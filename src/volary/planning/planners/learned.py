@@ -1,0 +1,345 @@
+"""``learned``: a NavRL-like learned planner: a PPO policy on depth + goal that commands
+velocities, behind a velocity-obstacle safety shield (NavRL's structure: Xu et al., "NavRL:
+Learning Safe Flight in Dynamic Environments", RA-L 2025; written from its description, the
+paper is not among ``shared/papers``).
+
+**The policy** is trained in ``volary.envs``' ``navigate`` task (one command:
+``volary rl train --recipe learned-planner``, see :mod:`volary.learning.rl.recipes`) and ships
+as plain arrays (``data/learned_planner.npz``, written by :func:`volary.learning.export.mlp_npz`,
+read here without pickle by :class:`NumpyMLP`; 26 k parameters). Its observation is rebuilt
+from the benchmark's :class:`~volary.planning.navigation.NavObservation` exactly as ``navigate``
+builds it (:func:`observation`; a test checks the two against each other): in the yaw-aligned
+body frame the goal vector (length clipped to 10 m) and the velocity, the body-to-world rotation
+(9, row-major), the body rates, the previous action, and the forward depth image as z-depth
+over the range (no return: 1), min-pooled to the policy's grid (the benchmark's 48 x 64 image
+pools 4 x 4 to 12 x 16; the policy trained on 24 x 32 images pooled 2 x 2, same field of view:
+each cell covers the same solid angle, the finer image can only see more of it). Its action
+is a velocity in the yaw-aligned frame (x ``max_speed``) and a yaw step (x ``max_yaw_rate`` /
+decision rate), decided at the benchmark's 10 Hz planning rate (the recipe trains at 10 Hz).
+
+**The shield** (NavRL's velocity obstacles, for the static obstacles this benchmark has): the
+depth pixels within ``shield_range`` are back-projected to world points; a velocity v is unsafe
+when the straight flight p + v t, t in [0, ``horizon``] s, passes within ``plan_radius +
+margin`` of a point (the truncated velocity obstacle of a point obstacle; for a point behind
+the vehicle, or one the flight only approaches after ``horizon``, none). An unsafe command is
+replaced by the closest safe one among candidates (the command's direction turned by up to 90
+degrees horizontally and 30 vertically, at 1, 0.75, 0.5 and 0.25 of its speed), or zero
+velocity (hover) when none is safe. NavRL solves a small optimization over its velocity
+obstacles instead of sampling them, and keeps a map of the static obstacles; this shield sees
+only the current frame (obstacles that left the field of view are the policy's to remember).
+``shield=False`` flies the bare policy (the ablation). The flight volume's faces (floor,
+ceiling, sides: bounds the camera does not see) limit each velocity component so that
+``horizon`` s of it keeps the vehicle ``plan_radius + margin`` inside (always on: the policy
+trained where only its centre had to stay inside the volume, and learned to fly near the
+ceiling).
+
+**Arrival**: the policy trained on episodes that end within 1 m of the goal, so it never
+learned to stop there, and the benchmark's success needs the vehicle to stay within the goal
+radius for a second below 1 m/s. Within ``arrive`` m (3) of the goal the velocity command is
+therefore ``arrive_gain`` (goal - p), capped at the policy's speed (still shielded): a
+proportional arrival law, not learned (NavRL's policy is trained to reach and hold its goal).
+
+The reference is the velocity held for ``hold`` s from the current position (p0 + v (t - t0)),
+at the policy's yaw setpoint; the position controller tracks it until the next call.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from volary.errors import ConfigError
+from volary.planning.navigation import NavObservation, NavReference, NavTask
+from volary.planning.planners.occupancy import DepthProjector, quat_to_matrix
+
+WEIGHTS = "learned_planner.npz"  # in volary/planning/planners/data
+GOAL_CLIP = 10.0  # m, the navigate task's goal-vector clip
+
+
+# ---------------------------------------------------------------------------- the network
+class NumpyMLP:
+    """The deterministic policy of an MLP exported by ``volary.learning.export.mlp_npz``:
+    numpy float32, no pickle. ``meta`` holds what the exporter was told (observation layout)."""
+
+    KINDS = ("norm", "linear", "tanh", "relu", "elu", "clamp")
+
+    def __init__(self, path: str | Path) -> None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"weights: {str(p)!r} does not exist")
+        try:
+            with np.load(p, allow_pickle=False) as z:
+                data = {k: z[k] for k in z.files}
+            stages = json.loads(str(data["stages"]))
+            self.meta: dict[str, Any] = json.loads(str(data["meta"]))
+        except (ValueError, KeyError, OSError) as exc:
+            raise ConfigError(f"weights: {str(p)!r} is not an mlp_npz file ({exc})") from exc
+        self.stages: list[tuple[str, tuple[float, ...], dict[str, np.ndarray]]] = []
+        for k, st in enumerate(stages):
+            if st["kind"] not in self.KINDS:
+                raise ConfigError(f"weights: {str(p)!r} stage {k}: unknown kind {st['kind']!r}")
+            arrays = {n: data[f"{k}_{n}"].astype(np.float32) for n in st["arrays"]}
+            self.stages.append((st["kind"], tuple(st["params"]), arrays))
+        first = next((a for kind, _, a in self.stages if kind in ("norm", "linear")), None)
+        if first is None:
+            raise ConfigError(f"weights: {str(p)!r} has no layer")
+        self.obs_dim = int(first["mean"].shape[0] if "mean" in first else first["W"].shape[1])
+
+    def __call__(self, obs: np.ndarray) -> np.ndarray:
+        """Actions (..., A) from observations (..., obs_dim), float32 as torch computes them."""
+        x = np.asarray(obs, dtype=np.float32)
+        for kind, params, a in self.stages:
+            if kind == "norm":
+                x = np.clip((x - a["mean"]) / a["std"], -params[0], params[0])
+            elif kind == "linear":
+                x = x @ a["W"].T + a["b"]
+            elif kind == "tanh":
+                x = np.tanh(x)
+            elif kind == "relu":
+                x = np.maximum(x, np.float32(0))
+            elif kind == "elu":
+                x = np.where(x > 0, x, np.float32(params[0]) * np.expm1(x))
+            else:  # clamp
+                x = np.clip(x, params[0], params[1])
+        return x
+
+
+def default_weights() -> Path:
+    """The shipped policy's path."""
+    return Path(str(resources.files("volary.planning.planners").joinpath("data", WEIGHTS)))
+
+
+# ---------------------------------------------------------------------------- observation
+def yaw_of(quat: np.ndarray) -> float:
+    """Heading (rad) of a [w, x, y, z] body-to-world quaternion (ZYX yaw)."""
+    r = quat_to_matrix(quat)
+    return math.atan2(r[1, 0], r[0, 0])
+
+
+def to_yaw_frame(v: np.ndarray, yaw: float) -> np.ndarray:
+    """World vector(s) (..., 3) in the yaw-aligned frame (x forward, z up)."""
+    c, s = math.cos(yaw), math.sin(yaw)
+    v = np.asarray(v, dtype=np.float64)
+    return np.stack((c * v[..., 0] + s * v[..., 1], -s * v[..., 0] + c * v[..., 1], v[..., 2]), -1)
+
+
+def pooled_depth(depth: np.ndarray, max_range: float, grid: tuple[int, int]) -> np.ndarray:
+    """(h * w,) z-depth over the range (no return or beyond it: 1), min-pooled to ``grid``
+    (the image's size must be a multiple of it)."""
+    h, w = grid
+    d = np.asarray(depth, dtype=np.float32)
+    if d.ndim != 2 or d.shape[0] % h or d.shape[1] % w:
+        raise ConfigError(f"obs.depth: expected an (H, W) image with H, W multiples of {grid}, "
+                          f"got shape {d.shape}")  # fmt: skip
+    r = np.float32(max_range)
+    d = np.clip(np.where(np.isfinite(d), d, r), 0.0, r) / r
+    return d.reshape(h, d.shape[0] // h, w, d.shape[1] // w).min(axis=(1, 3)).reshape(-1)
+
+
+def observation(
+    obs: NavObservation, goal: np.ndarray, prev_action: np.ndarray, depth_range: float,
+    grid: tuple[int, int],
+) -> np.ndarray:  # fmt: skip
+    """The ``navigate`` task's observation (float32, 22 + h w) of a benchmark observation
+    (module docstring)."""
+    yaw = yaw_of(obs.quat)
+    g = to_yaw_frame(np.asarray(goal) - obs.position, yaw)
+    g = g * (GOAL_CLIP / max(float(np.linalg.norm(g)), GOAL_CLIP))
+    rot = quat_to_matrix(obs.quat).reshape(-1)
+    assert obs.depth is not None
+    parts = (g, to_yaw_frame(obs.velocity, yaw), rot, obs.omega, prev_action,
+             pooled_depth(obs.depth, depth_range, grid))  # fmt: skip
+    out = np.concatenate([np.asarray(x, dtype=np.float32).reshape(-1) for x in parts])
+    return np.nan_to_num(out, nan=0.0, posinf=1e3, neginf=-1e3)
+
+
+# ---------------------------------------------------------------------------- the shield
+def unsafe(points: np.ndarray, p0: np.ndarray, vels: np.ndarray, horizon: float, r: float
+           ) -> np.ndarray:  # fmt: skip
+    """(V,) bool: velocity v (V, 3) flown straight from p0 for ``horizon`` s passes within r
+    of a point (P, 3) (the truncated velocity obstacle, module docstring)."""
+    if len(points) == 0:
+        return np.zeros(len(vels), dtype=bool)
+    rel = points - p0  # (P, 3)
+    seg = vels * horizon  # (V, 3): the flight's displacement
+    ll = (seg**2).sum(-1)  # (V,)
+    s = np.clip((rel @ seg.T) / np.maximum(ll, 1e-12)[None], 0.0, 1.0)  # (P, V)
+    closest = s[..., None] * seg[None] - rel[:, None]  # (P, V, 3)
+    return ((closest**2).sum(-1) < r * r).any(axis=0)
+
+
+def candidates(v: np.ndarray) -> np.ndarray:
+    """Velocities near v (C, 3): its direction turned by up to 90 deg in yaw and 30 in
+    pitch, at 1, 0.75, 0.5 and 0.25 of its speed."""
+    speed = float(np.linalg.norm(v))
+    if speed < 1e-6:
+        return np.zeros((0, 3))
+    yaw, pitch = math.atan2(v[1], v[0]), math.asin(max(-1.0, min(1.0, v[2] / speed)))
+    dy = np.radians(np.arange(-90, 91, 15))
+    dp = np.radians(np.array([-30.0, -15.0, 0.0, 15.0, 30.0]))
+    yy, pp, ss = np.meshgrid(yaw + dy, np.clip(pitch + dp, -1.2, 1.2), [1.0, 0.75, 0.5, 0.25],
+                             indexing="ij")  # fmt: skip
+    d = np.stack((np.cos(pp) * np.cos(yy), np.cos(pp) * np.sin(yy), np.sin(pp)), -1)
+    return (d * (ss * speed)[..., None]).reshape(-1, 3)
+
+
+def shield(points: np.ndarray, p0: np.ndarray, v: np.ndarray, horizon: float, r: float
+           ) -> tuple[np.ndarray, bool]:  # fmt: skip
+    """The safe velocity closest to v (v itself when safe; zero when no candidate is), and
+    whether v was changed."""
+    if not unsafe(points, p0, v[None], horizon, r)[0]:
+        return v, False
+    cand = candidates(v)
+    ok = cand[~unsafe(points, p0, cand, horizon, r)]
+    if len(ok) == 0:
+        return np.zeros(3), True
+    return ok[int(np.argmin(((ok - v) ** 2).sum(-1)))], True
+
+
+def volume_clamp(v: np.ndarray, p: np.ndarray, lo: np.ndarray, hi: np.ndarray, r: float,
+                 horizon: float) -> np.ndarray:  # fmt: skip
+    """v with each component limited so that ``horizon`` s of it keeps p at least r inside the
+    box [lo, hi] (the flight volume's faces: the floor, the ceiling and the sides, which the
+    camera does not see; a vehicle already closer is sent back inside)."""
+    up = (np.asarray(hi) - r - p) / horizon
+    down = (np.asarray(lo) + r - p) / horizon
+    return np.minimum(np.maximum(v, np.minimum(down, up)), np.maximum(up, down))
+
+
+# ---------------------------------------------------------------------------- the planner
+@dataclass(frozen=True)
+class LearnedOptions:
+    """Keyword options of the ``learned`` planner."""
+
+    weights: str = ""  # an mlp_npz file; "": the shipped policy
+    shield: bool = True  # the velocity-obstacle safety shield
+    horizon: float = 1.0  # s, the velocity obstacles' time horizon
+    margin: float = 0.15  # m beyond the plan radius
+    shield_range: float = 5.0  # m, depth points considered by the shield
+    pixel_stride: int = 2  # depth pixels back-projected for the shield (every n-th)
+    hold: float = 0.5  # s, length of the emitted reference
+    arrive: float = 3.0  # m from the goal where the arrival law takes over from the policy
+    arrive_gain: float = 1.0  # 1/s, the arrival law's velocity per metre to the goal
+
+
+class LearnedPlanner:
+    """NavRL-like learned planner (module docstring). Keyword options: :class:`LearnedOptions`."""
+
+    name = "learned"
+    needs: frozenset[str] = frozenset({"depth"})
+
+    def __init__(self, **options: Any) -> None:
+        known = set(LearnedOptions.__dataclass_fields__)
+        bad = sorted(set(options) - known)
+        if bad:
+            raise ConfigError(f"learned options {bad}: unknown; valid: {sorted(known)}")
+        o = LearnedOptions(**options)
+        for k in ("horizon", "margin", "shield_range", "hold", "arrive", "arrive_gain"):
+            v = getattr(o, k)
+            ok = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+            if not (ok and v > 0):
+                raise ConfigError(f"learned option {k}: expected a finite number > 0, got {v!r}")
+        st = o.pixel_stride
+        if isinstance(st, bool) or not isinstance(st, int) or st < 1:
+            raise ConfigError(f"learned option pixel_stride: expected an int >= 1, got {st!r}")
+        if not isinstance(o.shield, bool):
+            raise ConfigError(f"learned option shield: expected a bool, got {o.shield!r}")
+        self.options = o
+        self.policy = NumpyMLP(o.weights or default_weights())
+        m = self.policy.meta
+        try:
+            self.grid = (int(m["depth_obs"][0]), int(m["depth_obs"][1]))
+            self.max_speed, self.max_yaw_rate = float(m["max_speed"]), float(m["max_yaw_rate"])
+            self.decision_hz, self.depth_range = float(m["decision_hz"]), float(m["depth_range"])
+            self.hfov = float(m["hfov"])
+            obs_dim = int(m["obs_dim"])
+        except (KeyError, TypeError, ValueError, IndexError) as exc:
+            raise ConfigError(f"weights: meta lacks the navigate layout ({exc!r}); export with "
+                              "volary rl train --recipe learned-planner") from exc  # fmt: skip
+        want = 22 + self.grid[0] * self.grid[1]
+        if obs_dim != want or self.policy.obs_dim != want:
+            got = self.policy.obs_dim
+            raise ConfigError(f"weights: the network takes {got} values, its layout says "
+                              f"{obs_dim}; navigate with {self.grid} depth: {want}")  # fmt: skip
+        self.stats: dict[str, float] = {
+            "calls": 0,
+            "shielded": 0,
+            "stopped": 0,
+            "arriving": 0,
+            "volume": 0,
+        }
+
+    def reset(self, task: NavTask) -> None:
+        cam = task.depth
+        if cam is None:
+            raise ConfigError("task.depth: the learned planner needs a depth camera, got None")
+        hfov = 2.0 * math.atan(cam.width / (2.0 * cam.fx))
+        if abs(hfov - self.hfov) > math.radians(2.0):
+            want = math.degrees(self.hfov)
+            raise ConfigError(f"task.depth: the policy was trained with a {want:.0f} deg "
+                              f"camera, got {math.degrees(hfov):.0f} deg")  # fmt: skip
+        if cam.height % self.grid[0] or cam.width % self.grid[1]:
+            raise ConfigError(f"task.depth: expected an image whose size is a multiple of "
+                              f"{self.grid}, got {cam.height} x {cam.width}")  # fmt: skip
+        self.task = task
+        self.projector = DepthProjector(cam, self.options.pixel_stride)
+        self.radius = task.limits.plan_radius
+        self.prev_action = np.zeros(4, dtype=np.float32)
+        self.stats = {"calls": 0, "shielded": 0, "stopped": 0, "arriving": 0, "volume": 0}
+
+    def plan(self, obs: NavObservation) -> NavReference:
+        o = self.options
+        if obs.depth is None:
+            raise ConfigError("obs.depth: the learned planner needs a depth image, got None")
+        x = observation(obs, self.task.goal, self.prev_action, self.depth_range, self.grid)
+        a = self.policy(x[None])[0].astype(np.float64)
+        yaw = yaw_of(obs.quat)
+        c, s = math.cos(yaw), math.sin(yaw)
+        vb = a[:3] * self.max_speed
+        v = np.array([c * vb[0] - s * vb[1], s * vb[0] + c * vb[1], vb[2]])
+        self.stats["calls"] += 1
+        to_goal = np.asarray(self.task.goal) - obs.position
+        dist = float(np.linalg.norm(to_goal))
+        if dist < o.arrive:  # the arrival law (module docstring)
+            v = to_goal * min(o.arrive_gain, self.max_speed / max(dist, 1e-9))
+            a[:3] = to_yaw_frame(v, yaw) / self.max_speed
+            self.stats["arriving"] += 1
+        if o.shield:
+            pts = self.projector.points(obs.depth, obs.position, obs.quat)
+            near = pts[np.linalg.norm(pts - obs.position, axis=1) < o.shield_range]
+            v, changed = shield(near, obs.position, v, o.horizon, self.radius + o.margin)
+            if changed:
+                self.stats["shielded"] += 1
+                self.stats["stopped"] += int(not v.any())
+                a[:3] = to_yaw_frame(v, yaw) / self.max_speed  # the action flown
+        v_vol = volume_clamp(v, obs.position, self.task.bounds_min, self.task.bounds_max,
+                             self.radius + o.margin, o.horizon)  # fmt: skip
+        if not np.array_equal(v_vol, v):
+            v = v_vol
+            a[:3] = to_yaw_frame(v, yaw) / self.max_speed
+            self.stats["volume"] += 1
+        self.prev_action = np.clip(a, -1.0, 1.0).astype(np.float32)
+        yaw_sp = yaw + float(a[3]) * self.max_yaw_rate / self.decision_hz
+        times = obs.t + np.linspace(0.0, o.hold, 6)
+        pos = obs.position + (times - obs.t)[:, None] * v
+        return NavReference(
+            t0=obs.t, times=times, positions=pos, velocities=np.tile(v, (6, 1)),
+            accelerations=np.zeros((6, 3)), yaws=np.full(6, yaw_sp),
+        )  # fmt: skip
+
+
+__all__ = [
+    "LearnedOptions",
+    "LearnedPlanner",
+    "NumpyMLP",
+    "observation",
+    "shield",
+    "unsafe",
+    "volume_clamp",
+]
