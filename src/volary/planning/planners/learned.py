@@ -6,7 +6,7 @@ paper is not among ``shared/papers``).
 **The policy** is trained in ``volary.envs``' ``navigate`` task (one command:
 ``volary rl train --recipe learned-planner``, see :mod:`volary.learning.rl.recipes`) and ships
 as plain arrays (``data/learned_planner.npz``, written by :func:`volary.learning.export.mlp_npz`,
-read here without pickle by :class:`NumpyMLP`; 26 k parameters). Its observation is rebuilt
+read here without pickle by :class:`NumpyMLP`; 18 k parameters). Its observation is rebuilt
 from the benchmark's :class:`~volary.planning.navigation.NavObservation` exactly as ``navigate``
 builds it (:func:`observation`; a test checks the two against each other): in the yaw-aligned
 body frame the goal vector (length clipped to 10 m) and the velocity, the body-to-world rotation
