@@ -148,6 +148,8 @@ def test_options_and_camera_are_checked(tmp_path):
     wide = type(task.depth)(**{**task.depth.__dict__, "fx": task.depth.fx / 2})
     with pytest.raises(ConfigError, match="deg camera"):
         p.reset(type(task)(**{**task.__dict__, "depth": wide}))
+    with pytest.raises(ConfigError, match="planner_rate_hz: the policy decides at 10 Hz"):
+        p.reset(type(task)(**{**task.__dict__, "planner_rate_hz": 20.0}))
 
 
 def test_shield_stops_the_flight_into_a_wall():

@@ -287,6 +287,10 @@ class LearnedPlanner:
         if cam.height % self.grid[0] or cam.width % self.grid[1]:
             raise ConfigError(f"task.depth: expected an image whose size is a multiple of "
                               f"{self.grid}, got {cam.height} x {cam.width}")  # fmt: skip
+        if abs(task.planner_rate_hz - self.decision_hz) > 0.01 * self.decision_hz:
+            hz = self.decision_hz
+            raise ConfigError(f"task.planner_rate_hz: the policy decides at {hz:g} Hz (its "
+                              f"yaw step and dynamics), got {task.planner_rate_hz:g}")  # fmt: skip
         self.task = task
         self.projector = DepthProjector(cam, self.options.pixel_stride)
         self.radius = task.limits.plan_radius
