@@ -60,6 +60,7 @@ from volary.planning.planners.occupancy import DepthProjector, quat_to_matrix
 
 WEIGHTS = "learned_planner.npz"  # in volary/planning/planners/data
 GOAL_CLIP = 10.0  # m, the navigate task's goal-vector clip
+STATS = ("calls", "shielded", "stopped", "arriving", "volume")  # LearnedPlanner.stats
 
 
 # ---------------------------------------------------------------------------- the network
@@ -267,13 +268,7 @@ class LearnedPlanner:
             got = self.policy.obs_dim
             raise ConfigError(f"weights: the network takes {got} values, its layout says "
                               f"{obs_dim}; navigate with {self.grid} depth: {want}")  # fmt: skip
-        self.stats: dict[str, float] = {
-            "calls": 0,
-            "shielded": 0,
-            "stopped": 0,
-            "arriving": 0,
-            "volume": 0,
-        }
+        self.stats: dict[str, float] = dict.fromkeys(STATS, 0)
 
     def reset(self, task: NavTask) -> None:
         cam = task.depth
@@ -295,7 +290,7 @@ class LearnedPlanner:
         self.projector = DepthProjector(cam, self.options.pixel_stride)
         self.radius = task.limits.plan_radius
         self.prev_action = np.zeros(4, dtype=np.float32)
-        self.stats = {"calls": 0, "shielded": 0, "stopped": 0, "arriving": 0, "volume": 0}
+        self.stats = dict.fromkeys(STATS, 0)
 
     def plan(self, obs: NavObservation) -> NavReference:
         o = self.options
@@ -308,11 +303,12 @@ class LearnedPlanner:
         vb = a[:3] * self.max_speed
         v = np.array([c * vb[0] - s * vb[1], s * vb[0] + c * vb[1], vb[2]])
         self.stats["calls"] += 1
+        replaced = False
         to_goal = np.asarray(self.task.goal) - obs.position
         dist = float(np.linalg.norm(to_goal))
         if dist < o.arrive:  # the arrival law (module docstring)
             v = to_goal * min(o.arrive_gain, self.max_speed / max(dist, 1e-9))
-            a[:3] = to_yaw_frame(v, yaw) / self.max_speed
+            replaced = True
             self.stats["arriving"] += 1
         if o.shield:
             pts = self.projector.points(obs.depth, obs.position, obs.quat)
@@ -321,13 +317,14 @@ class LearnedPlanner:
             if changed:
                 self.stats["shielded"] += 1
                 self.stats["stopped"] += int(not v.any())
-                a[:3] = to_yaw_frame(v, yaw) / self.max_speed  # the action flown
+                replaced = True
         v_vol = volume_clamp(v, obs.position, self.task.bounds_min, self.task.bounds_max,
                              self.radius + o.margin, o.horizon)  # fmt: skip
         if not np.array_equal(v_vol, v):
-            v = v_vol
-            a[:3] = to_yaw_frame(v, yaw) / self.max_speed
+            v, replaced = v_vol, True
             self.stats["volume"] += 1
+        if replaced:  # the action flown, as navigate would have seen it
+            a[:3] = to_yaw_frame(v, yaw) / self.max_speed
         self.prev_action = np.clip(a, -1.0, 1.0).astype(np.float32)
         yaw_sp = yaw + float(a[3]) * self.max_yaw_rate / self.decision_hz
         times = obs.t + np.linspace(0.0, o.hold, 6)
