@@ -8,9 +8,21 @@ vehicle, offered to the planners as ``NavLimits.plan_radius``), every other sett
 protocol's. Same seed, configurations and trials for both, so each row has a paired twin.
 
     .venv/bin/python benchmarks/nav_narrow_gap.py --algos straight,mapper --configs 3
+    .venv/bin/python benchmarks/nav_narrow_gap.py --algos ego --colliders box \
+        --sphere-rows out/bench/ft-ego/report/trials.csv
 
-Writes ``benchmarks/results/nav-narrow-gap/`` (the two run databases' rows as CSV, a JSON
+Writes ``benchmarks/results/nav-narrow-gap/`` (the rows as ``trials-{sphere,box}.csv``, a JSON
 summary, ``narrow-gap.png``: success against the platform's half width) and prints a table.
+Rows of planners not flown in this call are kept, so planners can be added one call at a time;
+the summary covers every planner with rows for both colliders.
+
+``--sphere-rows``: a full-protocol ``trials.csv`` (``volary bench report``) supplies the sphere
+rows instead of flying them again. The protocol's default collider is the sphere and a trial's
+seed depends on (base seed, algo, scenario, configuration, trial, platform), not on the suite,
+so these are the same trials: the 216 straight and mapper rows of configurations 0-2 flown by
+this script and by the full protocol are identical in outcome, cause, flight time and path
+length. The script refuses rows flown with another base seed, and missing rows.
+
 Unit of replication: the scene configuration (each flown once per platform); with few
 configurations the per-platform rates are coarse, the pooled comparison is the claim.
 """
@@ -29,54 +41,104 @@ OUT = HERE / "results" / "nav-narrow-gap"
 COLLIDERS = ("sphere", "box")
 
 
-def fly(algos: list[str], configs: int, workers: int, work: Path) -> dict[str, list]:
+def suite(collider: str, configs: int):
     from volary.bench.nav.protocol import Suite, flyingtrust_platforms
-    from volary.bench.nav.runner import load_results, run_suite
     from volary.bench.nav.schema import ProtocolSettings
 
+    return Suite(f"narrow-gap-{collider}", flyingtrust_platforms(), ("narrow_gap",),
+                 f"fixed:{configs}", settings=ProtocolSettings(collider=collider))  # fmt: skip
+
+
+def fly(algos: list[str], configs: int, workers: int, work: Path, colliders: list[str]) -> dict:
+    from volary.bench.nav.runner import load_results, run_suite
+
     rows, walls = {}, {}
-    for collider in COLLIDERS:
-        suite = Suite(f"narrow-gap-{collider}", flyingtrust_platforms(), ("narrow_gap",),
-                      f"fixed:{configs}", settings=ProtocolSettings(collider=collider))  # fmt: skip
+    for collider in colliders:
         db = work / f"{collider}.sqlite"
         if db.exists():
             db.unlink()
         t0 = time.perf_counter()
-        run_suite(suite, algos, db, workers=workers, progress=False)
+        run_suite(suite(collider, configs), algos, db, workers=workers, progress=False)
         walls[collider] = time.perf_counter() - t0
-        rows[collider] = load_results(db)
+        rows[collider] = [_csv_row(r.to_row()) for r in load_results(db)]
+        db.unlink()
         print(f"{collider}: {len(rows[collider])} trials in {walls[collider]:.0f} s", flush=True)
     return {"rows": rows, "walls": walls}
 
 
-def summarize(rows: dict[str, list], algos: list[str]) -> dict:
+def _csv_row(row: dict) -> dict[str, str]:
+    """A result row as the CSV holds it (strings; the 40 Hz track stays in the database)."""
+    return {k: str(v) for k, v in row.items() if k != "track"}
+
+
+def protocol_sphere_rows(path: Path, algos: list[str], configs: int) -> list[dict[str, str]]:
+    """The narrow-gap rows of configurations 0..configs-1 from a full protocol's trials.csv,
+    checked to be the trials this script's sphere suite would fly (same keys, base seed 0)."""
+    want = {(t.algo, t.platform, str(t.config), str(t.trial))
+            for u in suite("sphere", configs).units(algos, 0) for t in u.trials()}  # fmt: skip
+    with path.open(newline="") as f:
+        rows = [r for r in csv.DictReader(f)
+                if r["scenario"] == "narrow_gap"
+                and (r["algo"], r["platform"], r["config"], r["trial"]) in want]  # fmt: skip
+    for r in rows:
+        if r["seed"] != "0":
+            where = f"{path}: row {r['algo']}/{r['platform']}/config {r['config']}"
+            raise SystemExit(f"{where} was flown with base seed {r['seed']}; this flies seed 0")
+    if len(rows) != len(want):
+        raise SystemExit(f"{path}: {len(rows)} of the {len(want)} narrow-gap rows wanted "
+                         f"({', '.join(algos)}, configurations 0-{configs - 1})")  # fmt: skip
+    return rows
+
+
+def merge(path: Path, new: list[dict[str, str]], algos: list[str]) -> list[dict[str, str]]:
+    """Rows of ``path`` for other planners, then ``new``; written back to ``path``."""
+    old = []
+    if path.exists():
+        with path.open(newline="") as f:
+            old = [r for r in csv.DictReader(f) if r["algo"] not in algos]
+    rows = old + new
+    if rows:
+        with path.open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]), extrasaction="ignore")
+            w.writeheader()
+            w.writerows(rows)
+    return rows
+
+
+def summarize(rows: dict[str, list[dict[str, str]]]) -> dict:
     from scipy.stats import binomtest
 
     from volary.platforms import get
 
-    half = {p: max(get(p).collider_half_extents[:2]) for p in {r.platform for r in rows["box"]}}
-    radius = {p: get(p).radius for p in half}
+    plats = {r["platform"] for r in rows["box"]}
+    half = {p: max(get(p).collider_half_extents[:2]) for p in plats}
+    radius = {p: get(p).radius for p in plats}
     out: dict = {"platform_half_width": half, "platform_radius": radius, "algos": {}}
+    algos = list(dict.fromkeys(r["algo"] for r in rows["box"]))
     for algo in algos:
         cell: dict = {}
         for collider in COLLIDERS:
             for r in rows[collider]:
-                if r.algo == algo:
-                    cell.setdefault((r.platform, r.config, r.trial), {})[collider] = r
+                if r["algo"] == algo:
+                    cell.setdefault((r["platform"], r["config"], r["trial"]), {})[collider] = r
+        cell = {k: v for k, v in cell.items() if len(v) == 2}  # paired trials only
+        if not cell:
+            continue
+        ok = {k: {c: v[c]["success"] == "True" for c in COLLIDERS} for k, v in cell.items()}
         by_platform: dict = {}
         for (plat, _, _), pair in cell.items():
             d = by_platform.setdefault(plat, {"sphere": [], "box": [], "causes_box": []})
-            d["sphere"].append(bool(pair["sphere"].success))
-            d["box"].append(bool(pair["box"].success))
-            d["causes_box"].append(pair["box"].cause)
-        both = list(cell.values())
-        s_only = sum(1 for p in both if p["sphere"].success and not p["box"].success)
-        b_only = sum(1 for p in both if p["box"].success and not p["sphere"].success)
+            for c in COLLIDERS:
+                d[c].append(pair[c]["success"] == "True")
+            d["causes_box"].append(pair["box"]["cause"])
+        both = list(ok.values())
+        s_only = sum(1 for p in both if p["sphere"] and not p["box"])
+        b_only = sum(1 for p in both if p["box"] and not p["sphere"])
         test = binomtest(b_only, s_only + b_only) if s_only + b_only else None
         out["algos"][algo] = {
             "trials": len(cell),
-            "success_sphere": sum(p["sphere"].success for p in both) / len(both),
-            "success_box": sum(p["box"].success for p in both) / len(both),
+            "success_sphere": sum(p["sphere"] for p in both) / len(both),
+            "success_box": sum(p["box"] for p in both) / len(both),
             "discordant_box_only": b_only, "discordant_sphere_only": s_only,
             "mcnemar_exact_p": None if test is None else float(test.pvalue),
             "per_platform": {p: {"sphere": sum(v["sphere"]) / len(v["sphere"]),
@@ -119,22 +181,44 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--algos", default="straight,mapper")
     ap.add_argument("--configs", type=int, default=3, help="the first N fixed configurations")
+    ap.add_argument("--colliders", default="sphere,box", help="the colliders to fly")
+    ap.add_argument("--sphere-rows", type=Path, default=None,
+                    help="a full protocol trials.csv: its sphere rows")  # fmt: skip
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     algos = args.algos.split(",")
+    colliders = args.colliders.split(",")
+    if set(colliders) - set(COLLIDERS):
+        ap.error(f"--colliders: expected some of {', '.join(COLLIDERS)}, got {args.colliders}")
+    if args.sphere_rows is not None and "sphere" in colliders:
+        ap.error("--sphere-rows supplies the sphere rows: fly --colliders box only")
     args.out.mkdir(parents=True, exist_ok=True)
-    flown = fly(algos, args.configs, args.workers, args.out)
-    for collider, rows in flown["rows"].items():
-        with (args.out / f"trials-{collider}.csv").open("w", newline="") as f:
-            names = [k for k in rows[0].to_row() if k != "track"]  # the 40 Hz track: in the db
-            w = csv.DictWriter(f, fieldnames=names, extrasaction="ignore")
-            w.writeheader()
-            w.writerows(r.to_row() for r in rows)
-        (args.out / f"{collider}.sqlite").unlink()
-    summary = summarize(flown["rows"], algos)
-    summary.update(configs=args.configs, walls_s=flown["walls"], workers=args.workers)
+    flown = fly(algos, args.configs, args.workers, args.out, colliders)
+    if args.sphere_rows is not None:
+        flown["rows"]["sphere"] = protocol_sphere_rows(args.sphere_rows, algos, args.configs)
+    rows = {
+        c: merge(
+            args.out / f"trials-{c}.csv",
+            flown["rows"].get(c, []),
+            algos if c in flown["rows"] else [],
+        )  # fmt: skip
+        for c in COLLIDERS
+    }
+    summary = summarize(rows)
+    previous = {}
+    if (args.out / "narrow-gap.json").exists():
+        before = json.loads((args.out / "narrow-gap.json").read_text())
+        previous = before.get("runs") or {  # written before "runs" existed: one joint call
+            a: {k: before.get(k) for k in ("configs", "workers", "walls_s")} | {"sphere_rows": None}
+            for a in before.get("algos", {})
+        }
+    for algo in algos:  # how each planner's rows were made
+        previous[algo] = {"configs": args.configs, "workers": args.workers,
+                          "walls_s": flown["walls"],
+                          "sphere_rows": args.sphere_rows and str(args.sphere_rows)}  # fmt: skip
+    summary.update(configs=args.configs, runs=previous)
     (args.out / "narrow-gap.json").write_text(json.dumps(summary, indent=1) + "\n")
     plot(summary, args.out / "narrow-gap.png")
     print("| algo | trials | success, sphere | success, box | box-only / sphere-only wins | "

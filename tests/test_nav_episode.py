@@ -260,6 +260,43 @@ def test_sensors_and_task_handed_to_planners():
     assert task.bounds_max[2] == 3.0 and task.time_limit == 0.25
 
 
+class RgbSpy(Spy):
+    """A planner that sees the RGB camera and the depth camera (to compare the two)."""
+
+    needs = frozenset({"depth", "rgb"})
+    seen: list = []
+
+    def plan(self, obs):
+        RgbSpy.seen.append((self.task, obs))
+        return self.inner.plan(obs)
+
+
+def test_rgb_camera_sees_the_scene_the_depth_camera_sees():
+    """A planner that needs "rgb" gets (H, W, 3) uint8 frames of the scene's splat appearance,
+    pixel for pixel aligned with the depth camera: obstacles within 5 m are never sky, and the
+    camera info matches the depth camera's."""
+    from volary.bench.nav.episode import RGB_SKY
+
+    RgbSpy.seen.clear()
+    unit = WorkUnit(f"{__name__}:RgbSpy", "forest", 0, 0, ("0.60kg-EMAX",), 5, (),
+                    ProtocolSettings(time_limit=0.25))  # fmt: skip
+    run_unit(unit)
+    task, obs = RgbSpy.seen[0]
+    cam, rgb = task.depth, task.rgb
+    assert (rgb.width, rgb.height, rgb.fx, rgb.fy, rgb.cx, rgb.cy) == (
+        cam.width, cam.height, cam.fx, cam.fy, cam.cx, cam.cy)  # fmt: skip
+    assert np.array_equal(rgb.q_body_cam, cam.q_body_cam) and rgb.rate_hz == cam.rate_hz
+    assert obs.rgb.shape == (cam.height, cam.width, 3) and obs.rgb.dtype == np.uint8
+    assert obs.lidar is None  # only what the planner needs
+    sky = np.abs(obs.rgb.astype(float) - 255 * np.array(RGB_SKY)).max(-1) <= 3
+    near = np.isfinite(obs.depth) & (obs.depth < 5.0)
+    assert near.sum() > 100 and not sky[near].any()
+    assert sky.sum() > 100  # forest 0 shows sky above its trees
+    Spy.seen.clear()  # a planner without "rgb" gets none
+    run_unit(replace(unit, algo=f"{__name__}:Spy"))
+    assert Spy.seen[0][1].rgb is None
+
+
 def test_reactive_unit_is_deterministic():
     unit = WorkUnit("reactive", "forest", 1, 1, PAIR, 2, (), ProtocolSettings(time_limit=4.0))
     a, b = run_unit(unit), run_unit(unit)

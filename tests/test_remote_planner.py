@@ -3,6 +3,7 @@ the planner moves behind the wire, and a host that fails becomes a recorded fail
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
@@ -221,22 +222,29 @@ def test_a_planner_that_raises_on_the_host_is_an_error_row_with_its_traceback():
 
 
 def test_wire_round_trips_are_exact():
-    from volary.bench.nav.episode import _depth_info, _lidar_info
+    from volary.bench.nav.episode import _depth_info, _lidar_info, _rgb_info
     from volary.planning.navigation import NavLimits, NavObservation, NavReference, NavTask
 
     rng = np.random.default_rng(0)
     limits = NavLimits(4.0, 5.1, 3.2, 2.5, 100.0, 20.0, 0.2)
     task = NavTask(rng.normal(size=3), rng.normal(size=3), 2.0, -rng.random(3), rng.random(3),
-                   limits, 90.0, 10.0, _depth_info(10.0), _lidar_info(10.0), 7, "p")  # fmt: skip
+                   limits, 90.0, 10.0, _depth_info(10.0), _lidar_info(10.0), 7, "p",
+                   _rgb_info(10.0))  # fmt: skip
     back = task_from_wire(P.decode(_frames(P.encode({"op": "x", "task": task_to_wire(task)}))))
     assert back.limits == task.limits and back.seed == 7 and back.platform == "p"
+    assert back.rgb.width == task.rgb.width and back.rgb.fx == task.rgb.fx
+    plain = task_to_wire(dataclasses.replace(task, rgb=None))  # what hosts before "rgb" read
+    assert "rgb" not in plain and task_from_wire({"task": plain}).rgb is None
     for a, b in ((task.start, back.start), (task.depth.q_body_cam, back.depth.q_body_cam),
-                 (task.lidar.directions, back.lidar.directions)):  # fmt: skip
+                 (task.lidar.directions, back.lidar.directions),
+                 (task.rgb.t_body_cam, back.rgb.t_body_cam)):  # fmt: skip
         assert np.array_equal(a, b) and b.flags.writeable
     obs = NavObservation(1.5, rng.normal(size=3), rng.normal(size=3), np.array([1.0, 0, 0, 0]),
-                         rng.normal(size=3), rng.random((48, 64)).astype(np.float32))  # fmt: skip
+                         rng.normal(size=3), rng.random((48, 64)).astype(np.float32),
+                         rgb=rng.integers(0, 256, (48, 64, 3), dtype=np.uint8))  # fmt: skip
     ob = obs_from_wire(P.decode(_frames(P.encode({"op": "x", "obs": obs_to_wire(obs)}))))
     assert ob.t == 1.5 and np.array_equal(ob.depth, obs.depth) and ob.depth.dtype == np.float32
+    assert np.array_equal(ob.rgb, obs.rgb) and ob.rgb.dtype == np.uint8
     k = np.linspace(0, 1, 5)
     ref = NavReference(0.0, k, rng.normal(size=(5, 3)), rng.normal(size=(5, 3)),
                        rng.normal(size=(5, 3)), k)  # fmt: skip

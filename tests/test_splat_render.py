@@ -356,3 +356,32 @@ def test_fast_path_threads_do_not_change_the_images(batched, n, threads):
     assert float(one.alpha.mean()) > 0.2  # a scene, not the background
     assert torch.equal(one.rgb, many.rgb) and torch.equal(one.alpha, many.alpha)
     torch.testing.assert_close(one.depth, many.depth, rtol=0, atol=0, equal_nan=True)
+
+
+def test_splat_camera_renders_what_render_gives_for_its_mount_and_checks_its_inputs():
+    """``SplatCamera`` (the rigs' callable RGB camera): body poses in, the image ``render``
+    gives for the forward mount and the depth camera's pinhole intrinsics, background where no
+    Gaussian covers a pixel; clear errors for bad arguments."""
+    from volary.sensors.rays import pinhole_intrinsics
+    from volary.sensors.splat import SplatCamera, to_uint8
+
+    s = one_gaussian((3.0, 0.0, 1.0), (0.3, 0.3, 0.3), (1.0, 0, 0, 0), 0.9, (0.9, 0.2, 0.1))
+    cam = SplatCamera(s, 32, 24, math.pi / 2, background=(0.0, 0.0, 1.0))
+    pos = torch.tensor([[0.0, 0.0, 1.0], [0.0, 0.0, 1.0]])
+    quat = torch.tensor([[1.0, 0, 0, 0], [0.0, 0, 0, 1.0]])  # facing it, and facing away
+    img = cam(pos, quat)
+    k = pinhole_intrinsics(32, 24, math.pi / 2, None).tolist()
+    want = render(s, k, camera_poses(pos, quat), 32, 24, background=(0.0, 0.0, 1.0))
+    assert torch.equal(img.rgb, want.rgb)
+    assert img.rgb[0, 12, 16, 0] > 0.5  # the red Gaussian straight ahead
+    assert torch.equal(img.rgb[1], torch.tensor([0.0, 0.0, 1.0]).expand(24, 32, 3))
+    px = to_uint8(torch.tensor([-0.1, 0.5, 1.2]))
+    assert px.dtype == torch.uint8 and px.tolist() == [0, 128, 255]
+    bad = (({"width": 0}, "width"), ({"hfov": 4.0}, "hfov"), ({"backend": "gl"}, "backend"),
+           ({"background": (2, 0, 0)}, "background"))  # fmt: skip
+    for kw, match in bad:
+        args = {"width": 32, "height": 24, "hfov": 1.0} | kw
+        with pytest.raises(ConfigError, match=match):
+            SplatCamera(s, **args)
+    with pytest.raises(ConfigError, match="splats"):
+        SplatCamera("scene.ply", 32, 24)

@@ -2,7 +2,8 @@
 
 A navigation planner is what a real vehicle would run: it receives its task once per trial
 (start, goal, the platform's limits, the sensors it gets) and then, at its own rate, an
-observation with what the vehicle measures (odometry, a depth image and/or a LiDAR scan), and
+observation with what the vehicle measures (odometry, a depth image, an RGB image and/or a LiDAR
+scan), and
 returns a reference the position controller tracks until the next call. Everything is numpy,
 float64, SI units, world frame z-up, quaternions [w, x, y, z] body-to-world; one planner instance
 serves one trial (the runner batches trials across envs and calls each env's planner in turn).
@@ -17,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 import numpy as np
+
+SENSORS = frozenset({"depth", "lidar", "rgb"})  # what a planner's ``needs`` may name
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,22 @@ class DepthCameraInfo:
 
 
 @dataclass(frozen=True)
+class RgbCameraInfo:
+    """Pinhole RGB camera rigidly mounted on the body (OpenCV camera frame); the benchmark's
+    shares the depth camera's size, intrinsics and mount, so their pixels correspond."""
+
+    width: int
+    height: int
+    fx: float
+    fy: float
+    cx: float
+    cy: float
+    rate_hz: float
+    t_body_cam: np.ndarray  # (3,) m, camera origin in the body frame
+    q_body_cam: np.ndarray  # (4,) [w, x, y, z], camera-to-body rotation
+
+
+@dataclass(frozen=True)
 class LidarInfo:
     """A scanning LiDAR on the body: ``directions`` (K, 3) unit rays in the body frame."""
 
@@ -88,6 +107,7 @@ class NavTask:
     lidar: LidarInfo | None = None
     seed: int = 0  # for planners that draw random numbers
     platform: str = ""
+    rgb: RgbCameraInfo | None = None
 
 
 @dataclass(frozen=True)
@@ -102,6 +122,7 @@ class NavObservation:
     depth: np.ndarray | None = None  # (H, W) float32 z-depth in m; no return: +inf
     lidar: np.ndarray | None = None  # (K,) float32 ranges in m along LidarInfo.directions; +inf
     extra: dict = field(default_factory=dict)
+    rgb: np.ndarray | None = None  # (H, W, 3) uint8 RGB, rendered from the scene's splats
 
 
 @dataclass(frozen=True)
@@ -137,10 +158,11 @@ class NavReference:
 class NavPlanner(Protocol):
     """One planner instance per trial.
 
-    ``needs``: the sensors it wants, a subset of {"depth", "lidar"}; the runner only renders
-    those. ``reset(task)`` is called once; ``plan(obs)`` at ``task.planner_rate_hz`` and returns
-    the reference to track, or ``None`` when it has no plan (the vehicle then holds its
-    position; a trial with no plan at all is the failure cause "no_plan").
+    ``needs``: the sensors it wants, a subset of :data:`SENSORS` ({"depth", "lidar", "rgb"});
+    the runner only renders those. ``reset(task)`` is called once; ``plan(obs)`` at
+    ``task.planner_rate_hz`` and returns the reference to track, or ``None`` when it has no plan
+    (the vehicle then holds its position; a trial with no plan at all is the failure cause
+    "no_plan").
     """
 
     name: str

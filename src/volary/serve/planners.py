@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from volary.planning.navigation import SENSORS
 from volary.serve import protocol as P
 
 DEFAULT_ADDRESS = "tcp://127.0.0.1:5600"
@@ -45,9 +46,13 @@ class RemotePlannerError(Exception):
 
 
 # ---- NavTask / NavObservation / NavReference <-> message maps ---------------------------------
+_OPTIONAL = ("rgb",)  # fields left out of the wire when None (hosts older than them refuse them)
+
+
 def task_to_wire(task: Any) -> dict[str, Any]:
     """A ``NavTask`` as a header map (nested dataclasses as maps, arrays as arrays)."""
-    return {f.name: _plain(getattr(task, f.name)) for f in dataclasses.fields(task)}
+    out = {f.name: _plain(getattr(task, f.name)) for f in dataclasses.fields(task)}
+    return {k: v for k, v in out.items() if not (k in _OPTIONAL and v is None)}
 
 
 def _plain(v: Any) -> Any:
@@ -59,26 +64,36 @@ def _plain(v: Any) -> Any:
 def task_from_wire(msg: Mapping[str, Any]) -> Any:
     """The ``NavTask`` of a ``planner_reset`` message; a missing or mistyped field raises
     :class:`~volary.serve.protocol.ProtocolError` naming it."""
-    from volary.planning.navigation import DepthCameraInfo, LidarInfo, NavLimits, NavTask
+    from volary.planning.navigation import (
+        DepthCameraInfo,
+        LidarInfo,
+        NavLimits,
+        NavTask,
+        RgbCameraInfo,
+    )
 
     t = P.field(msg, "task", dict)
     try:
         limits = NavLimits(**P.field(t, "limits", dict))
         depth = P.field(t, "depth", (dict, type(None)), None)
         lidar = P.field(t, "lidar", (dict, type(None)), None)
-        fields = {k: _array_copy(v) for k, v in t.items() if k not in ("limits", "depth", "lidar")}
+        rgb = P.field(t, "rgb", (dict, type(None)), None)
+        sensors = ("limits", "depth", "lidar", "rgb")
+        fields = {k: _array_copy(v) for k, v in t.items() if k not in sensors}
         return NavTask(
             **fields,
             limits=limits,
             depth=None if depth is None else DepthCameraInfo(**_copies(depth)),
             lidar=None if lidar is None else LidarInfo(**_copies(lidar)),
+            rgb=None if rgb is None else RgbCameraInfo(**_copies(rgb)),
         )
     except TypeError as e:
         raise P.ProtocolError("bad_field", f"task: {e}") from None
 
 
 def obs_to_wire(obs: Any) -> dict[str, Any]:
-    return {f.name: getattr(obs, f.name) for f in dataclasses.fields(obs)}
+    out = {f.name: getattr(obs, f.name) for f in dataclasses.fields(obs)}
+    return {k: v for k, v in out.items() if not (k in _OPTIONAL and v is None)}
 
 
 def obs_from_wire(msg: Mapping[str, Any]) -> Any:
@@ -174,8 +189,9 @@ class RemotePlanner:
         )
         name = P.field(reply, "name", str)
         needs = P.field(reply, "needs", list)
-        if not set(needs) <= {"depth", "lidar"} or not all(isinstance(n, str) for n in needs):
-            raise P.ProtocolError("bad_field", f"needs: expected depth and/or lidar, got {needs}")
+        if not all(isinstance(n, str) for n in needs) or not set(needs) <= SENSORS:
+            want = f"needs: expected some of {sorted(SENSORS)}, got {needs}"
+            raise P.ProtocolError("bad_field", want)
         self.name, self.needs = name, frozenset(needs)
 
     def plan(self, obs: Any) -> Any:

@@ -223,22 +223,12 @@ def _splat_camera(preset: str, spec: Any, seed: int) -> Any:
     """A ``(pos, quat) -> SplatImage`` camera over the scene's Gaussian splats (synthesized
     from the scene with its seed, as SOUS VIDE's scenes are; gsplat on CUDA where installed,
     the torch or numba path elsewhere)."""
-    from volary.sensors.splat import camera_poses, render, synthesize
+    from volary.sensors.splat import SplatCamera, synthesize
 
     if spec is None:
         raise ConfigError("sensors: 'splat' needs a scene to synthesize splats from")
     w, _, h = preset.partition("x")
     if not (w.isdigit() and h.isdigit() and int(w) > 0 and int(h) > 0):
         raise ConfigError(f"splat preset: expected WIDTHxHEIGHT such as 64x64, got {preset!r}")
-    width, height = int(w), int(h)
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")  # gsplat renders on CUDA
-    splats = synthesize(spec, seed).to(dev)
-    f = width / 2 / math.tan(math.radians(90.0) / 2)
-    intrinsics = (f, f, width / 2, height / 2)
-
-    def camera(pos: torch.Tensor, quat: torch.Tensor) -> Any:
-        t_wc = camera_poses(pos.float().to(dev), quat.float().to(dev))
-        img = render(splats, intrinsics, t_wc, width, height)
-        return type(img)(img.rgb.cpu(), img.depth.cpu(), img.alpha.cpu())
-
-    return camera
+    return SplatCamera(synthesize(spec, seed).to(dev), int(w), int(h), math.pi / 2)

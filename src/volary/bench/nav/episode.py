@@ -21,7 +21,10 @@ time constants are >= 10 ms, so 960 Hz resolves them), process noise seeded per 
 Planner calls at ``settings.planner_rate_hz`` with the true state as odometry (no estimator
 noise) and the sensors the planner ``needs``: a forward 64 x 48 depth camera (90 deg hFOV,
 10 m) and/or a 16 x 180 LiDAR (30 deg vertical FOV, 20 m), ray-cast with Embree by the World's
-rig, rendered for the envs still flying only. The reference a call returns is tracked until
+rig, and/or an RGB camera of the depth camera's size, intrinsics and mount, rendering the
+scene's Gaussian-splat appearance (:func:`volary.sensors.splat.synthesize`, seeded with the
+configuration, so every trial of a configuration sees the same world) with SOUS VIDE's
+renderer; all rendered for the envs still flying only. The reference a call returns is tracked until
 the next call; no reference (``None``) holds the position. Planner latency is not simulated.
 
 Ends per env (checked on the env's own schedule, so an env's row does not depend on the other
@@ -75,6 +78,7 @@ from volary.planning.navigation import (
     NavObservation,
     NavReference,
     NavTask,
+    RgbCameraInfo,
 )
 from volary.worlds.primitives import SceneSpec
 
@@ -107,6 +111,7 @@ GUARD_LOOKAHEAD = 0.2  # s, the guard's prediction horizon and acceleration damp
 DEPTH_SIZE = (64, 48)  # px
 DEPTH_HFOV = math.radians(90.0)
 DEPTH_RANGE = 10.0  # m
+RGB_SKY = (0.62, 0.75, 0.88)  # the RGB camera's background where no splat covers a pixel
 LIDAR_CHANNELS, LIDAR_COLUMNS, LIDAR_VFOV, LIDAR_RANGE = 16, 180, math.radians(30.0), 20.0
 
 
@@ -172,7 +177,7 @@ class _Episode:
     navigation with a planner tick every ``steps`` control steps."""
 
     def __init__(self, unit: WorkUnit, watchdog: _Watchdog) -> None:
-        from volary.sim import World
+        from volary.sim import Sensing, World
 
         self.unit, self.settings, self.watchdog = unit, unit.settings, watchdog
         self.spec = scene_spec(unit.scenario, unit.config)
@@ -182,7 +187,13 @@ class _Episode:
         self.world = World(
             list(unit.platforms),
             self.spec,
-            sensors=_rig(CONTROL_HZ / self.steps),
+            sensors=_rig(CONTROL_HZ / self.steps)
+            | {
+                "rgb": Sensing(
+                    _RgbCamera(self.spec, unit.config, lambda: self.world.active),
+                    rate_hz=CONTROL_HZ / self.steps,
+                )
+            },  # fmt: skip
             noise_seeds=[e.spec.trial_seed for e in self.envs],
             control="mellinger",
             compile="numba",
@@ -267,6 +278,7 @@ class _Episode:
             lidar=_lidar_info(s.planner_rate_hz),
             seed=self.envs[i].spec.trial_seed,
             platform=self.envs[i].spec.platform,
+            rgb=_rgb_info(s.planner_rate_hz),
         )
 
     # ---- planner guard -----------------------------------------------------------------------
@@ -406,7 +418,7 @@ class _Episode:
         pos, vel = st.pos.double().numpy(), st.vel.double().numpy()
         quat, omega = st.quat.double().numpy(), st.omega.double().numpy()
         active = self.world.active.tolist()
-        depth, lidar = self._render()
+        depth, lidar, rgb = self._render()
         times = t + np.arange(self.steps) / CONTROL_HZ
         buf = np.zeros((self.n, self.steps, 14))
         for i, env in enumerate(self.envs):
@@ -419,6 +431,7 @@ class _Episode:
                     omega=omega[i].copy(),
                     depth=None if depth is None or "depth" not in env.planner.needs else depth[i],
                     lidar=None if lidar is None or "lidar" not in env.planner.needs else lidar[i],
+                    rgb=None if rgb is None or "rgb" not in env.planner.needs else rgb[i],
                 )
                 self._plan_env(i, obs)
         for i, (env, flying) in enumerate(zip(self.envs, self.world.active.tolist(), strict=True)):
@@ -427,10 +440,10 @@ class _Episode:
             buf[i] = _setpoints(env.ref, env.hold, times, _yaw(quat[i]))
         return buf
 
-    def _render(self) -> tuple[np.ndarray | None, np.ndarray | None]:
-        """(N, H, W) z-depth and (N, K) LiDAR ranges (+inf: no return) from the World's rig,
-        cast for the envs still flying; None for a sensor no planner needs."""
-        depth = lidar = None
+    def _render(self) -> tuple[np.ndarray | None, np.ndarray | None, np.ndarray | None]:
+        """(N, H, W) z-depth, (N, K) LiDAR ranges (+inf: no return) and (N, H, W, 3) uint8 RGB
+        from the World's rig, for the envs still flying; None for a sensor no planner needs."""
+        depth = lidar = rgb = None
         if "depth" in self.needs:
             r = self.world.read("depth")
             d = r.depth.numpy().astype(np.float32)
@@ -439,7 +452,9 @@ class _Episode:
             r = self.world.read("lidar")
             rng = r.range.reshape(self.n, -1).numpy().astype(np.float32)
             lidar = np.where(r.valid.reshape(self.n, -1).numpy(), rng, np.float32(np.inf))
-        return depth, lidar
+        if "rgb" in self.needs:
+            rgb = self.world.read("rgb").numpy()
+        return depth, lidar, rgb
 
     def _plan_env(self, i: int, obs: NavObservation) -> None:
         env = self.envs[i]
@@ -550,6 +565,38 @@ def _rig(rate_hz: float) -> dict[str, Any]:
     )  # fmt: skip
     lidar = replace(_lidar_config(), invalid_value=math.nan)
     return {"depth": Sensing(cam, rate_hz=rate_hz), "lidar": Sensing(lidar, rate_hz=rate_hz)}
+
+
+class _RgbCamera:
+    """The forward RGB camera over the scene's synthesized splats, built on its first reading
+    (the splats only exist for planners that need them); renders the envs ``active()`` says
+    are flying, the others read black. (N, H, W, 3) uint8."""
+
+    def __init__(self, spec: SceneSpec, seed: int, active: Callable[[], torch.Tensor]) -> None:
+        self.spec, self.seed, self.active = spec, int(seed), active
+        self.camera: Any = None
+
+    def __call__(self, pos: torch.Tensor, quat: torch.Tensor) -> torch.Tensor:
+        from volary.sensors.splat import SplatCamera, synthesize, to_uint8
+
+        if self.camera is None:
+            w, h = DEPTH_SIZE
+            self.camera = SplatCamera(synthesize(self.spec, self.seed), w, h, DEPTH_HFOV,
+                                      background=RGB_SKY)  # fmt: skip
+        w, h = DEPTH_SIZE
+        out = torch.zeros(pos.shape[0], h, w, 3, dtype=torch.uint8)
+        idx = torch.nonzero(self.active().cpu()).flatten()
+        if idx.numel():
+            out[idx] = to_uint8(self.camera(pos[idx], quat[idx]).rgb)
+        return out
+
+
+def _rgb_info(rate: float) -> RgbCameraInfo:
+    d = _depth_info(rate)
+    return RgbCameraInfo(
+        width=d.width, height=d.height, fx=d.fx, fy=d.fy, cx=d.cx, cy=d.cy, rate_hz=rate,
+        t_body_cam=d.t_body_cam, q_body_cam=d.q_body_cam,
+    )  # fmt: skip
 
 
 def _depth_info(rate: float) -> DepthCameraInfo:

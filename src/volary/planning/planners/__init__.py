@@ -77,9 +77,11 @@ def _check_planner(planner: Any, name: str) -> None:
         raise ConfigError(
             f"planner {name!r}: {type(planner).__name__} lacks {missing} of the NavPlanner protocol"
         )
-    bad = set(planner.needs) - {"depth", "lidar"}
+    from volary.planning.navigation import SENSORS
+
+    bad = set(planner.needs) - SENSORS
     if bad:
-        raise ConfigError(f"planner {name!r}: needs {sorted(bad)}; valid: ['depth', 'lidar']")
+        raise ConfigError(f"planner {name!r}: needs {sorted(bad)}; valid: {sorted(SENSORS)}")
 
 
 __all__ = ["ENTRY_POINT_GROUP", "PLANNERS", "available_planners", "get_planner", "resolve_planner"]

@@ -2,6 +2,7 @@
 batched EWA splat renderer (torch reference, torch pair path for any device, numba CPU path,
 optional gsplat on CUDA). See ``volary/sensors/DESIGN.md``."""
 
+from volary.sensors.splat.camera import SplatCamera, to_uint8
 from volary.sensors.splat.collision import occupancy, splat_scene
 from volary.sensors.splat.io import (
     GaussianSplats,
@@ -20,6 +21,7 @@ __all__ = [
     "BACKENDS",
     "GaussianSplats",
     "PlyLayout",
+    "SplatCamera",
     "SplatImage",
     "SynthConfig",
     "align",
@@ -35,4 +37,5 @@ __all__ = [
     "splats_from_colours",
     "synthesize",
     "synthesize_scenario",
+    "to_uint8",
 ]
