@@ -247,6 +247,38 @@ def test_search_from_inside_the_inflation_escapes():
     assert reached and len(path) > 2
 
 
+def test_a_repeated_search_reuses_its_result_until_the_map_changes(monkeypatch):
+    """The search cache is exact: a repeated query is answered without searching and equals a
+    fresh search; a map change (new voxels, ``block`` on a scratch copy) is searched again."""
+    import volary.planning.planners.search as S
+
+    task, _ = wall_task()
+    grid = OccupancyGrid(task.bounds_min, task.bounds_max, 0.2)
+    ys, zs = np.meshgrid(np.arange(3.0, 7.0, 0.05), np.arange(0.0, 3.0, 0.05))
+    grid.insert_points(np.stack([np.full(ys.size, 3.1), ys.ravel(), zs.ravel()], -1))
+    calls = []
+    real = S._astar
+    monkeypatch.setattr(S, "_astar", lambda *a: calls.append(1) or real(*a))
+    first = search(grid, task.start, task.goal, thr=0.3)
+    again = search(grid, task.start + 0.01, task.goal, thr=0.3)  # same voxels: from the cache
+    assert len(calls) == 1 and np.array_equal(first[0], again[0]) and first[1:] == again[1:]
+    grid.search_cache.clear()  # what an uncached search gives
+    assert np.array_equal(search(grid, task.start, task.goal, thr=0.3)[0], first[0])
+    assert len(calls) == 2
+    scratch = grid.scratch()
+    mid = grid.index(first[0][len(first[0]) // 3 : 2 * len(first[0]) // 3])
+    ring = np.stack(np.meshgrid(*[np.arange(-2, 3)] * 3, indexing="ij"), -1).reshape(-1, 3)
+    cells = (mid[:, None] + ring[None]).reshape(-1, 3)
+    scratch.block(cells[grid.inside(cells)])  # the path's middle walled off, in the copy only
+    blocked = search(scratch, task.start, task.goal, thr=0.3)
+    assert len(calls) == 3 and not np.array_equal(blocked[0], first[0])
+    assert np.array_equal(search(grid, task.start, task.goal, thr=0.3)[0], first[0])
+    assert len(calls) == 3  # the original grid and its cache are untouched
+    grid.insert_points(np.array([[4.0, 1.0, 1.5]]))  # new voxels: searched again
+    search(grid, task.start, task.goal, thr=0.3)
+    assert len(calls) == 4 and len(grid.search_cache) == 1
+
+
 def test_trajectory_respects_limits_clearance_and_continuity():
     task, _ = wall_task()
     planner = MapperPlanner()

@@ -2,22 +2,26 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import torch
 
 import volary.registry
 from volary.bench.nav.episode import _checked
 from volary.errors import ConfigError, UnknownNameError
 from volary.planning.navigation import (
+    SENSORS,
     DepthCameraInfo,
     NavLimits,
     NavObservation,
     NavPlanner,
     NavReference,
     NavTask,
+    RgbCameraInfo,
 )
 from volary.planning.planners import PLANNERS, available_planners, get_planner
 
@@ -39,6 +43,7 @@ def _task(goal=(20.0, 0.0, 1.5)) -> NavTask:
         depth=DepthCameraInfo(W, H, FX, FX, W / 2, H / 2, 10.0, 10.0, np.zeros(3), Q_CAM),
         seed=1,
         platform="synthetic",
+        rgb=RgbCameraInfo(W, H, FX, FX, W / 2, H / 2, 10.0, np.zeros(3), Q_CAM),
     )
 
 
@@ -53,7 +58,23 @@ def _depth_wall(dist: float | None) -> np.ndarray:
     return np.where(img <= 10.0, img, np.inf).astype(np.float32)
 
 
-def _obs(t=0.0, depth=None) -> NavObservation:
+@functools.lru_cache(maxsize=4)
+def _rgb_open(wall: float | None = None) -> np.ndarray:
+    """The benchmark's RGB frame from 1.5 m over an open floor (the synthesized splats of a
+    floor-only scene, the sky above), with a wall ``wall`` m ahead if given; read-only."""
+    from volary.sensors.splat import SKY, SplatCamera, synthesize, to_uint8
+    from volary.worlds import Box, SceneSpec
+
+    walls = () if wall is None else (Box((wall + 0.25, 0.0, 2.0), (0.5, 30.0, 4.0), 0.0, 1),)
+    spec = SceneSpec("open", (-5.0, -20.0, 0.0), (40.0, 20.0, 6.0), walls)
+    cam = SplatCamera(synthesize(spec, 0), W, H, math.pi / 2, background=SKY)
+    img = to_uint8(cam(torch.tensor([[0.0, 0.0, 1.5]]), torch.tensor([[1.0, 0, 0, 0]])).rgb[0])
+    out = img.numpy()
+    out.flags.writeable = False
+    return out
+
+
+def _obs(t=0.0, depth=None, rgb=None) -> NavObservation:
     return NavObservation(
         t=t,
         position=np.array([0.0, 0.0, 1.5]),
@@ -61,7 +82,14 @@ def _obs(t=0.0, depth=None) -> NavObservation:
         quat=np.array([1.0, 0.0, 0.0, 0.0]),
         omega=np.zeros(3),
         depth=depth,
+        rgb=rgb,
     )
+
+
+def _sensed(p, t: float) -> NavObservation:
+    """An open-space observation with the sensors planner ``p`` needs."""
+    depth = _depth_wall(None) if "depth" in p.needs else None
+    return _obs(t, depth, _rgb_open() if "rgb" in p.needs else None)
 
 
 @pytest.mark.parametrize("name", available_planners())
@@ -69,12 +97,12 @@ def test_planner_contract_open_space(name):
     """Every registered planner: reset, then plans toward the goal in open space."""
     p = get_planner(name)
     assert isinstance(p, NavPlanner) and p.name
-    assert set(p.needs) <= {"depth", "lidar"}
+    assert set(p.needs) <= SENSORS
     task = _task()
     p.reset(task)
     ref = None
     for k in range(10):
-        out = p.plan(_obs(0.1 * k, _depth_wall(None) if "depth" in p.needs else None))
+        out = p.plan(_sensed(p, 0.1 * k))
         assert _checked(out) is out
         ref = out if out is not None else ref
     assert isinstance(ref, NavReference), f"{name} never planned in open space"
@@ -91,7 +119,7 @@ def test_planner_instances_are_independent_and_deterministic(name):
         p.reset(_task())
         out = None
         for k in range(3):
-            out = p.plan(_obs(0.1 * k, _depth_wall(None) if "depth" in p.needs else None))
+            out = p.plan(_sensed(p, 0.1 * k))
         outs.append(out)
     a, b = outs
     assert (a is None) == (b is None)

@@ -1,4 +1,5 @@
-"""``volary rl train|eval|export|dce``: PPO on the ``volary.envs`` tasks; the depth encoder."""
+"""``volary rl train|eval|export|dce|rgb-encoder``: PPO on the ``volary.envs`` tasks; the depth
+encoder; the learned_rgb planner's RGB depth encoder."""
 
 from __future__ import annotations
 
@@ -395,6 +396,108 @@ def _plot_dce(vae: Any, depth: Any, info: dict, cfg: Any, report: dict, path: Pa
     ax.set_xlabel("epoch")
     ax.legend(fontsize=8)
     fig.suptitle(f"deep collision encoder: {report['frames']} images, latent {cfg.latent}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+@rl_app.command("rgb-encoder")
+def rl_rgb_encoder(
+    out: Out = Path("out/rl/rgb-encoder"),
+    seed: Seed = 0,
+    set_: SetOption = None,
+) -> None:
+    """Train the learned_rgb planner's RGB depth encoder (volary.learning.rgb_depth).
+
+    Renders RGB and depth at random free poses in the training scenes (forest and urban,
+    generator seeds 1000 and up: not the benchmark's configurations), trains a small CNN to
+    predict the learned policy's min-pooled depth grid from RGB, holding out whole scenes for
+    validation. --set fields of RgbDepthConfig (scenarios, scenes, scene_seed,
+    frames_per_scene, epochs, batch, lr, over_weight, channels, ...). Writes encoder.npz
+    (plain arrays: fly it with --algo learned_rgb and the planner option
+    encoder=OUT/encoder.npz), report.json and rgb_encoder.png into --out."""
+    import time
+
+    import torch
+
+    from volary.errors import VolaryError
+    from volary.learning.rgb_depth import RgbDepthConfig, collect, export, train
+
+    try:
+        cfg = configure(RgbDepthConfig(), [("--seed", "seed", seed)], set_)
+    except VolaryError as err:
+        _fail(str(err))
+    torch.manual_seed(seed)
+    n = len(cfg.scenarios) * cfg.scenes
+    console.print(f"rendering {n * cfg.frames_per_scene} RGB + depth frames in {n} scenes ...",
+                  highlight=False)  # fmt: skip
+    t0 = time.perf_counter()
+
+    def scene_done(k: int, total: int) -> None:
+        if k % max(1, total // 8) == 0 or k == total:
+            console.print(f"  scene {k}/{total} ({time.perf_counter() - t0:.0f} s)",
+                          highlight=False)  # fmt: skip
+
+    def epoch_done(epoch: int, row: dict[str, float]) -> None:
+        console.print(f"epoch {epoch + 1}/{cfg.epochs}: loss {row['train_loss']:.4f}, "
+                      f"unseen scenes: MAE {row['val_mae_m']:.2f} m, within 3 m MAE "
+                      f"{row['val_near_mae_m']:.2f} m, >1 m too far "
+                      f"{row['val_near_too_far_1m']:.1%}", highlight=False)  # fmt: skip
+
+    try:
+        rgb, target, info = collect(cfg, progress=scene_done)
+        collect_s = time.perf_counter() - t0
+        ids = info.pop("scene_ids")
+        net, report = train(rgb, target, cfg, ids, progress=epoch_done)
+    except VolaryError as err:
+        _fail(str(err))
+    out.mkdir(parents=True, exist_ok=True)
+    report.update(info=info, collect_s=collect_s)
+    export(net, out / "encoder.npz", info, report)
+    (out / "report.json").write_text(json.dumps(report, indent=2))
+    _plot_rgb_encoder(net, rgb, target, ids, report, out / "rgb_encoder.png")
+    console.print(f"-> {out / 'encoder.npz'}, report.json, rgb_encoder.png (render "
+                  f"{collect_s:.0f} s, train {report['wall_s']:.0f} s)",
+                  highlight=False, markup=False)  # fmt: skip
+
+
+def _plot_rgb_encoder(net: Any, rgb: Any, target: Any, ids: Any, report: dict, path: Path) -> None:
+    """Six validation frames: RGB, the true pooled depth, the prediction; the learning curve."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import torch
+
+    from volary.learning.rgb_depth import as_input
+
+    cfg = report["config"]
+    grid = tuple(cfg["grid"])
+    val = torch.nonzero(torch.isin(ids, ids.unique()[-1:])).flatten()  # any one scene's frames
+    idx = val[torch.linspace(0, len(val) - 1, 6).long()]
+    with torch.no_grad():
+        pred = net(as_input(rgb[idx]))
+    fig, axes = plt.subplots(4, 6, figsize=(13, 7.5))
+    for j in range(6):
+        rows = ((rgb[idx[j]].numpy(), "RGB"), (target[idx[j]].view(grid).numpy(), "depth grid"),
+                (pred[j].numpy(), "predicted"))  # fmt: skip
+        for i, (img, name) in enumerate(rows):
+            kw = {} if i == 0 else {"vmin": 0, "vmax": 1, "cmap": "viridis"}
+            axes[i, j].imshow(img, **kw)
+            axes[i, j].set_xticks([]), axes[i, j].set_yticks([])
+            if j == 0:
+                axes[i, j].set_ylabel(name)
+    for ax in axes[3]:
+        ax.remove()
+    ax = fig.add_subplot(4, 1, 4)
+    h = report["history"]
+    epochs = range(1, len(h["train_loss"]) + 1)
+    ax.plot(epochs, h["val_mae_m"], label="unseen scenes: MAE (m)")
+    ax.plot(epochs, h["val_near_mae_m"], label="unseen scenes, truth within 3 m: MAE (m)")
+    ax.set_xlabel("epoch")
+    ax.legend(fontsize=8)
+    fig.suptitle(f"RGB depth encoder: {report['frames']} frames, "
+                 f"{report['validation_scenes']} scenes held out")  # fmt: skip
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)

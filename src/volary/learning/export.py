@@ -237,31 +237,58 @@ class _Stage:
     params: tuple[float, ...] = ()  # norm: (clip,), elu: (alpha,), clamp: (lo, hi)
 
 
-def _stages(module: nn.Module) -> list[_Stage]:
-    """The stages of an MLP; ``ConfigError`` naming the first unsupported layer type."""
-    make = _STAGES.get(type(module))  # exact types: a subclass may override forward
+def _stages(module: nn.Module, npz: bool = False) -> list[_Stage]:
+    """The stages of an MLP (with ``npz``, also of the small convolutional nets ``mlp_npz``
+    writes: conv, coords, sigmoid); ``ConfigError`` naming the first unsupported layer type."""
+    kinds = _STAGES | (_npz_stages() if npz else {})
+    make = kinds.get(type(module))  # exact types: a subclass may override forward
     if make is None:
+        who = "mlp_npz" if npz else "c_header"
         raise ConfigError(
-            f"module_or_policy: c_header does not support layer type {type(module).__name__}; "
-            f"supported: {', '.join(t.__name__ for t in _STAGES)}"
+            f"module_or_policy: {who} does not support layer type {type(module).__name__}; "
+            f"supported: {', '.join(t.__name__ for t in kinds)}"
         )
-    return make(module)
+    return make(module, npz)
 
 
-_STAGES: dict[type, Callable[[Any], list[_Stage]]] = {
-    DeterministicActor: lambda m: [
-        *_stages(m.obs_norm),
-        *_stages(m.actor),
+_STAGES: dict[type, Callable[[Any, bool], list[_Stage]]] = {
+    DeterministicActor: lambda m, npz: [
+        *_stages(m.obs_norm, npz),
+        *_stages(m.actor, npz),
         _Stage("clamp", params=(-1.0, 1.0)),
     ],
-    nn.Sequential: lambda m: [s for child in m for s in _stages(child)],
-    nn.Linear: lambda m: [_linear(m)],
-    RunningNorm: lambda m: [_norm(m)] if m.enabled else [],
-    nn.Tanh: lambda m: [_Stage("tanh")],
-    nn.ReLU: lambda m: [_Stage("relu")],
-    nn.ELU: lambda m: [_Stage("elu", params=(float(m.alpha),))],
-    nn.Identity: lambda m: [],
+    nn.Sequential: lambda m, npz: [s for child in m for s in _stages(child, npz)],
+    nn.Linear: lambda m, npz: [_linear(m)],
+    RunningNorm: lambda m, npz: [_norm(m)] if m.enabled else [],
+    nn.Tanh: lambda m, npz: [_Stage("tanh")],
+    nn.ReLU: lambda m, npz: [_Stage("relu")],
+    nn.ELU: lambda m, npz: [_Stage("elu", params=(float(m.alpha),))],
+    nn.Identity: lambda m, npz: [],
 }
+
+
+def _conv(conv: nn.Conv2d) -> _Stage:
+    """A 2-D convolution: W (out, in, kh, kw), b, params (stride, padding, dilation); square
+    strides, paddings and dilations, one group, zero padding (what the numpy runtime does)."""
+    square = len({*conv.stride}) == len({*conv.padding}) == len({*conv.dilation}) == 1
+    ok = conv.groups == 1 and conv.padding_mode == "zeros" and isinstance(conv.padding, tuple)
+    if not (ok and square):
+        raise ConfigError(f"module_or_policy: mlp_npz supports Conv2d with square stride, "
+                          f"padding and dilation, one group, zero padding; got {conv}")  # fmt: skip
+    w = conv.weight.detach().cpu().float().contiguous()
+    b = conv.bias.detach().cpu().float() if conv.bias is not None else torch.zeros(w.shape[0])
+    geometry = (float(conv.stride[0]), float(conv.padding[0]), float(conv.dilation[0]))
+    return _Stage("conv", {"W": w, "b": b}, geometry)
+
+
+def _npz_stages() -> dict[type, Callable[[Any, bool], list[_Stage]]]:
+    from volary.learning.rgb_depth import Coords
+
+    return {
+        nn.Conv2d: lambda m, npz: [_conv(m)],
+        nn.Sigmoid: lambda m, npz: [_Stage("sigmoid")],
+        Coords: lambda m, npz: [_Stage("coords")],
+    }
 
 
 def _linear(lin: nn.Linear) -> _Stage:
@@ -422,11 +449,12 @@ def mlp_npz(
     reads without pickle (``np.load(path, allow_pickle=False)``): ``stages`` (a JSON string:
     per stage its kind, parameters and array names), the arrays ``"{k}_{name}"`` (float32) and
     ``meta`` (a JSON string, e.g. the observation layout a deployment must rebuild). The stages
-    are the C header's (norm, linear, tanh, relu, elu, clamp); the numpy runtime that reads
-    them is :class:`volary.planning.planners.learned.NumpyMLP` (the learned planner's)."""
+    are the C header's (norm, linear, tanh, relu, elu, clamp) and, for small convolutional nets
+    such as the RGB depth encoder (:mod:`volary.learning.rgb_depth`), conv, coords and sigmoid;
+    the numpy runtime that reads them is :class:`volary.planning.planners.learned.NumpyMLP`."""
     import json
 
-    stages = _stages(_module(module_or_policy))
+    stages = _stages(_module(module_or_policy), npz=True)
     out = _check_out_path(path)
     arrays: dict[str, np.ndarray] = {}
     layout = []

@@ -80,6 +80,7 @@ from volary.planning.navigation import (
     NavTask,
     RgbCameraInfo,
 )
+from volary.sensors.splat.camera import SKY
 from volary.worlds.primitives import SceneSpec
 
 GRAVITY = 9.81
@@ -111,7 +112,7 @@ GUARD_LOOKAHEAD = 0.2  # s, the guard's prediction horizon and acceleration damp
 DEPTH_SIZE = (64, 48)  # px
 DEPTH_HFOV = math.radians(90.0)
 DEPTH_RANGE = 10.0  # m
-RGB_SKY = (0.62, 0.75, 0.88)  # the RGB camera's background where no splat covers a pixel
+RGB_SKY = SKY  # the RGB camera's background where no splat covers a pixel
 LIDAR_CHANNELS, LIDAR_COLUMNS, LIDAR_VFOV, LIDAR_RANGE = 16, 180, math.radians(30.0), 20.0
 
 

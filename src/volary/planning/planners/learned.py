@@ -59,6 +59,7 @@ from volary.planning.navigation import NavObservation, NavReference, NavTask
 from volary.planning.planners.occupancy import DepthProjector, quat_to_matrix
 
 WEIGHTS = "learned_planner.npz"  # in volary/planning/planners/data
+ENCODER = "learned_rgb_encoder.npz"  # the learned_rgb planner's RGB depth encoder, there too
 GOAL_CLIP = 10.0  # m, the navigate task's goal-vector clip
 STATS = ("calls", "shielded", "stopped", "arriving", "volume")  # LearnedPlanner.stats
 
@@ -66,9 +67,10 @@ STATS = ("calls", "shielded", "stopped", "arriving", "volume")  # LearnedPlanner
 # ---------------------------------------------------------------------------- the network
 class NumpyMLP:
     """The deterministic policy of an MLP exported by ``volary.learning.export.mlp_npz``:
-    numpy float32, no pickle. ``meta`` holds what the exporter was told (observation layout)."""
+    numpy float32, no pickle. ``meta`` holds what the exporter was told (observation layout).
+    Small convolutional nets (the RGB depth encoder) also run: their input is (N, C, H, W)."""
 
-    KINDS = ("norm", "linear", "tanh", "relu", "elu", "clamp")
+    KINDS = ("norm", "linear", "tanh", "relu", "elu", "clamp", "conv", "coords", "sigmoid")
 
     def __init__(self, path: str | Path) -> None:
         p = Path(path)
@@ -87,10 +89,13 @@ class NumpyMLP:
                 raise ConfigError(f"weights: {str(p)!r} stage {k}: unknown kind {st['kind']!r}")
             arrays = {n: data[f"{k}_{n}"].astype(np.float32) for n in st["arrays"]}
             self.stages.append((st["kind"], tuple(st["params"]), arrays))
-        first = next((a for kind, _, a in self.stages if kind in ("norm", "linear")), None)
+        first = next(((k, a) for k, _, a in self.stages if k in ("norm", "linear", "conv")), None)
         if first is None:
             raise ConfigError(f"weights: {str(p)!r} has no layer")
-        self.obs_dim = int(first["mean"].shape[0] if "mean" in first else first["W"].shape[1])
+        kind, a = first
+        # the observation size of an MLP; a convolutional net's input is an image (None)
+        size = a["mean" if kind == "norm" else "W"].shape[-1]
+        self.obs_dim: int | None = None if kind == "conv" else int(size)
 
     def __call__(self, obs: np.ndarray) -> np.ndarray:
         """Actions (..., A) from observations (..., obs_dim), float32 as torch computes them."""
@@ -106,14 +111,44 @@ class NumpyMLP:
                 x = np.maximum(x, np.float32(0))
             elif kind == "elu":
                 x = np.where(x > 0, x, np.float32(params[0]) * np.expm1(x))
-            else:  # clamp
+            elif kind == "clamp":
                 x = np.clip(x, params[0], params[1])
+            elif kind == "conv":
+                x = conv2d(x, a["W"], a["b"], *(int(v) for v in params))
+            elif kind == "coords":
+                x = with_coords(x)
+            else:  # sigmoid
+                x = np.float32(1) / (np.float32(1) + np.exp(-x))
         return x
 
 
-def default_weights() -> Path:
-    """The shipped policy's path."""
-    return Path(str(resources.files("volary.planning.planners").joinpath("data", WEIGHTS)))
+def conv2d(x: np.ndarray, w: np.ndarray, b: np.ndarray, stride: int, padding: int,
+           dilation: int) -> np.ndarray:  # fmt: skip
+    """torch.nn.functional.conv2d of (N, C, H, W) with weights (O, C, kh, kw): zero padding,
+    one group; out[n, o, i, j] = b[o] + sum_{c,p,q} x[n, c, s i + d p, s j + d q] w[o, c, p, q]
+    over the padded input."""
+    _, _, kh, kw = w.shape
+    if padding:
+        x = np.pad(x, ((0, 0), (0, 0), (padding, padding), (padding, padding)))
+    span_h, span_w = dilation * (kh - 1) + 1, dilation * (kw - 1) + 1
+    win = np.lib.stride_tricks.sliding_window_view(x, (span_h, span_w), axis=(2, 3))
+    win = win[:, :, ::stride, ::stride, ::dilation, ::dilation]  # (N, C, H', W', kh, kw)
+    out = np.tensordot(win, w, axes=([1, 4, 5], [1, 2, 3]))  # (N, H', W', O)
+    return (out.transpose(0, 3, 1, 2) + b[None, :, None, None]).astype(np.float32)
+
+
+def with_coords(x: np.ndarray) -> np.ndarray:
+    """(N, C, H, W) -> (N, C + 2, H, W): the column and the row, each scaled to [-1, 1]."""
+    n, _, h, w = x.shape
+    yy, xx = np.meshgrid(np.linspace(-1, 1, h, dtype=np.float32),
+                         np.linspace(-1, 1, w, dtype=np.float32), indexing="ij")  # fmt: skip
+    grids = np.broadcast_to(np.stack((xx, yy))[None], (n, 2, h, w))
+    return np.concatenate((x.astype(np.float32), grids), axis=1)
+
+
+def default_weights(name: str = WEIGHTS) -> Path:
+    """The path of a shipped file (default: the policy)."""
+    return Path(str(resources.files("volary.planning.planners").joinpath("data", name)))
 
 
 # ---------------------------------------------------------------------------- observation
@@ -145,17 +180,18 @@ def pooled_depth(depth: np.ndarray, max_range: float, grid: tuple[int, int]) -> 
 
 def observation(
     obs: NavObservation, goal: np.ndarray, prev_action: np.ndarray, depth_range: float,
-    grid: tuple[int, int],
+    grid: tuple[int, int], pooled: np.ndarray | None = None,
 ) -> np.ndarray:  # fmt: skip
     """The ``navigate`` task's observation (float32, 22 + h w) of a benchmark observation
-    (module docstring)."""
+    (module docstring); ``pooled``: the depth grid if not from ``obs.depth`` (predicted)."""
     yaw = yaw_of(obs.quat)
     g = to_yaw_frame(np.asarray(goal) - obs.position, yaw)
     g = g * (GOAL_CLIP / max(float(np.linalg.norm(g)), GOAL_CLIP))
     rot = quat_to_matrix(obs.quat).reshape(-1)
-    assert obs.depth is not None
-    parts = (g, to_yaw_frame(obs.velocity, yaw), rot, obs.omega, prev_action,
-             pooled_depth(obs.depth, depth_range, grid))  # fmt: skip
+    if pooled is None:
+        assert obs.depth is not None
+        pooled = pooled_depth(obs.depth, depth_range, grid)
+    parts = (g, to_yaw_frame(obs.velocity, yaw), rot, obs.omega, prev_action, pooled)
     out = np.concatenate([np.asarray(x, dtype=np.float32).reshape(-1) for x in parts])
     return np.nan_to_num(out, nan=0.0, posinf=1e3, neginf=-1e3)
 
@@ -274,14 +310,22 @@ class LearnedPlanner:
         cam = task.depth
         if cam is None:
             raise ConfigError("task.depth: the learned planner needs a depth camera, got None")
+        self._check_camera(cam, "task.depth")
+        self._reset(task, cam)
+
+    def _check_camera(self, cam: Any, where: str) -> None:
         hfov = 2.0 * math.atan(cam.width / (2.0 * cam.fx))
         if abs(hfov - self.hfov) > math.radians(2.0):
             want = math.degrees(self.hfov)
-            raise ConfigError(f"task.depth: the policy was trained with a {want:.0f} deg "
+            raise ConfigError(f"{where}: the policy was trained with a {want:.0f} deg "
                               f"camera, got {math.degrees(hfov):.0f} deg")  # fmt: skip
         if cam.height % self.grid[0] or cam.width % self.grid[1]:
-            raise ConfigError(f"task.depth: expected an image whose size is a multiple of "
+            raise ConfigError(f"{where}: expected an image whose size is a multiple of "
                               f"{self.grid}, got {cam.height} x {cam.width}")  # fmt: skip
+
+    def _reset(self, task: NavTask, cam: Any) -> None:
+        """What every reset does once the camera is checked; ``cam`` is the depth camera the
+        shield back-projects from."""
         if abs(task.planner_rate_hz - self.decision_hz) > 0.01 * self.decision_hz:
             hz = self.decision_hz
             raise ConfigError(f"task.planner_rate_hz: the policy decides at {hz:g} Hz (its "
@@ -292,11 +336,17 @@ class LearnedPlanner:
         self.prev_action = np.zeros(4, dtype=np.float32)
         self.stats = dict.fromkeys(STATS, 0)
 
-    def plan(self, obs: NavObservation) -> NavReference:
-        o = self.options
+    def _perceive(self, obs: NavObservation) -> tuple[np.ndarray, np.ndarray]:
+        """The policy's depth grid (h w,) and the z-depth image the shield back-projects."""
         if obs.depth is None:
             raise ConfigError("obs.depth: the learned planner needs a depth image, got None")
-        x = observation(obs, self.task.goal, self.prev_action, self.depth_range, self.grid)
+        return pooled_depth(obs.depth, self.depth_range, self.grid), obs.depth
+
+    def plan(self, obs: NavObservation) -> NavReference:
+        o = self.options
+        pooled, depth = self._perceive(obs)
+        x = observation(obs, self.task.goal, self.prev_action, self.depth_range, self.grid,
+                        pooled)  # fmt: skip
         a = self.policy(x[None])[0].astype(np.float64)
         yaw = yaw_of(obs.quat)
         c, s = math.cos(yaw), math.sin(yaw)
@@ -311,7 +361,7 @@ class LearnedPlanner:
             replaced = True
             self.stats["arriving"] += 1
         if o.shield:
-            pts = self.projector.points(obs.depth, obs.position, obs.quat)
+            pts = self.projector.points(depth, obs.position, obs.quat)
             near = pts[np.linalg.norm(pts - obs.position, axis=1) < o.shield_range]
             v, changed = shield(near, obs.position, v, o.horizon, self.radius + o.margin)
             if changed:
@@ -335,10 +385,76 @@ class LearnedPlanner:
         )  # fmt: skip
 
 
+class LearnedRgbPlanner(LearnedPlanner):
+    """``learned_rgb``: the learned planner flown from RGB alone (issue 21). A small CNN (the
+    RGB depth encoder, :mod:`volary.learning.rgb_depth`, shipped as
+    ``data/learned_rgb_encoder.npz``) predicts the policy's min-pooled depth grid from the
+    forward RGB frame; the policy, the arrival law and the volume clamp are the ``learned``
+    planner's, and the shield back-projects the predicted grid (each cell's depth over its
+    pixel block) instead of a measured image. Its depth twin is ``learned``. Keyword options:
+    :class:`LearnedOptions` and ``encoder`` (an ``mlp_npz`` RGB depth encoder; "": the
+    shipped one)."""
+
+    name = "learned_rgb"
+    needs: frozenset[str] = frozenset({"rgb"})
+
+    def __init__(self, encoder: str = "", **options: Any) -> None:
+        super().__init__(**options)
+        if not isinstance(encoder, str):
+            raise ConfigError(f"learned_rgb option encoder: expected a path, got {encoder!r}")
+        self.encoder = NumpyMLP(encoder or default_weights(ENCODER))
+        m = self.encoder.meta
+        want = {"kind": "rgb_depth", "grid": list(self.grid), "depth_range": self.depth_range}
+        fits = all(m.get(k) == v for k, v in want.items())
+        hfov = m.get("hfov")
+        fits = fits and isinstance(hfov, float) and abs(hfov - self.hfov) < 1e-6
+        if not (fits and isinstance(m.get("height"), int) and isinstance(m.get("width"), int)):
+            raise ConfigError(
+                f"encoder: expected an RGB depth encoder (volary rl rgb-encoder) for the "
+                f"policy's {self.grid} grid, {self.depth_range:g} m range and "
+                f"{math.degrees(self.hfov):.0f} deg camera; its meta says {m}"
+            )
+        self.size = (int(m["height"]), int(m["width"]))
+
+    def reset(self, task: NavTask) -> None:
+        from volary.planning.navigation import DepthCameraInfo
+
+        cam = task.rgb
+        if cam is None:
+            raise ConfigError("task.rgb: the learned_rgb planner needs an RGB camera, got None")
+        self._check_camera(cam, "task.rgb")
+        if (cam.height, cam.width) != self.size:
+            raise ConfigError(f"task.rgb: the encoder was trained on {self.size[0]} x "
+                              f"{self.size[1]} images, got {cam.height} x {cam.width}")  # fmt: skip
+        depth = DepthCameraInfo(
+            width=cam.width, height=cam.height, fx=cam.fx, fy=cam.fy, cx=cam.cx, cy=cam.cy,
+            max_range=self.depth_range, rate_hz=cam.rate_hz, t_body_cam=cam.t_body_cam,
+            q_body_cam=cam.q_body_cam,
+        )  # fmt: skip
+        self._reset(task, depth)
+
+    def _perceive(self, obs: NavObservation) -> tuple[np.ndarray, np.ndarray]:
+        """The predicted grid, and as the shield's image each cell's depth over its block
+        (no return where the prediction is at the range)."""
+        img = obs.rgb
+        h, w = self.size
+        if img is None or img.shape != (h, w, 3) or img.dtype != np.uint8:
+            got = None if img is None else f"{img.shape} {img.dtype}"
+            raise ConfigError(f"obs.rgb: expected an ({h}, {w}, 3) uint8 image, got {got}")
+        x = img.transpose(2, 0, 1)[None].astype(np.float32) / np.float32(255)
+        pooled = self.encoder(x)[0].reshape(self.grid).astype(np.float32)
+        gh, gw = self.grid
+        z = np.where(pooled >= 0.999, np.inf, pooled * self.depth_range)
+        image = np.repeat(np.repeat(z, h // gh, axis=0), w // gw, axis=1)
+        return pooled.reshape(-1), image
+
+
 __all__ = [
     "LearnedOptions",
     "LearnedPlanner",
+    "LearnedRgbPlanner",
     "NumpyMLP",
+    "conv2d",
     "observation",
     "shield",
     "unsafe",

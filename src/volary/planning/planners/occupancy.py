@@ -23,6 +23,7 @@ p_W = p + R_WB (t_BC + R_BC p_C).
 
 from __future__ import annotations
 
+import copy
 import math
 
 import numba
@@ -107,11 +108,29 @@ class OccupancyGrid:
             np.uint8
         )
         self.n_occupied = 0
+        # bumped whenever dist_cm changes: a search of an unchanged map is a pure function of
+        # its arguments, so its result can be reused (search.search's cache)
+        self.version = 0
+        self.search_cache: dict = {}
+
+    def scratch(self) -> OccupancyGrid:
+        """A copy whose distance field may be edited (:meth:`block`) without touching this
+        grid or its search results."""
+        out = copy.copy(self)
+        out.occupied, out.dist_cm = self.occupied.copy(), self.dist_cm.copy()
+        out.search_cache = {}
+        return out
+
+    def block(self, cells: np.ndarray) -> None:
+        """Mark voxels (P, 3) as obstacles in the distance field only (a search barrier)."""
+        self.dist_cm[cells[:, 0], cells[:, 1], cells[:, 2]] = 0
+        self.version += 1
 
     def clear(self) -> None:
         self.occupied.fill(0)
         self.dist_cm.fill(FAR_CM)
         self.n_occupied = 0
+        self.version += 1
 
     def index(self, points: np.ndarray) -> np.ndarray:
         """(P, 3) int64 voxel indices of world points (not clamped)."""
@@ -142,6 +161,7 @@ class OccupancyGrid:
         cells = np.stack(np.unravel_index(flat, self.shape), -1).astype(np.int64)
         _stamp(self.dist_cm, cells, self._offsets, self._off_cm)
         self.n_occupied += int(flat.size)
+        self.version += 1
         return int(flat.size)
 
     def clearance(self, points: np.ndarray) -> np.ndarray:

@@ -14,6 +14,12 @@ for eps = 1). A start voxel inside the inflation may be left through voxels of s
 increasing clearance (escape). When the goal is not reached within ``max_expand`` expansions,
 or every reachable voxel is explored, the path to the expanded voxel nearest to the goal is
 returned with ``reached = False`` (a receding-horizon partial plan).
+
+Reuse: the search is a pure function of the distance field and its arguments, so ``search``
+keeps the last results of each grid (``OccupancyGrid.search_cache``, emptied when the grid's
+``version`` changes) and answers a repeated query from them: the same path, bit for bit. A
+vehicle hovering before a wall it cannot pass (a failed search exhausts its expansion budget)
+then stops paying for the same failure at every planning call.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ import numba
 import numpy as np
 
 from volary.planning.planners.occupancy import OccupancyGrid
+
+SEARCH_CACHE = 8  # results kept per grid (module docstring: reuse)
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -254,16 +262,9 @@ def search(
 ) -> tuple[np.ndarray, bool, int]:
     """Path (K, 3) of world voxel centres from ``start`` toward ``goal`` (m), free at
     clearance ``thr`` (m); returns (path, reached, expansions). See the module docstring."""
-    g_buf, parent, closed = _buffers(grid.shape)
-    s = grid.clamp(grid.index(np.asarray(start)[None]))[0]
-    g = grid.clamp(grid.index(np.asarray(goal)[None]))[0]
-    path, found, expanded = _astar(
-        grid.dist_cm,
-        g_buf,
-        parent,
-        closed,
-        s.astype(np.int64),
-        g.astype(np.int64),
+    s = grid.clamp(grid.index(np.asarray(start)[None]))[0].astype(np.int64)
+    g = grid.clamp(grid.index(np.asarray(goal)[None]))[0].astype(np.int64)
+    args = (
         int(round(thr * 100.0)),
         float(goal_tol / grid.res),
         float(grid.res * 100.0),
@@ -273,6 +274,17 @@ def search(
         float(eps),
         int(max_expand),
     )
+    key = (grid.version, *s.tolist(), *g.tolist(), *args)
+    hit = grid.search_cache.get(key)
+    if hit is None:
+        g_buf, parent, closed = _buffers(grid.shape)
+        hit = _astar(grid.dist_cm, g_buf, parent, closed, s, g, *args)
+        if next(iter(grid.search_cache), key)[0] != grid.version:
+            grid.search_cache.clear()  # the map changed: older results are stale
+        elif len(grid.search_cache) >= SEARCH_CACHE:
+            grid.search_cache.pop(next(iter(grid.search_cache)))
+        grid.search_cache[key] = hit
+    path, found, expanded = hit
     return grid.center(path), bool(found), int(expanded)
 
 

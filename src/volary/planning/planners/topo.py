@@ -31,7 +31,6 @@ topological roadmap; candidates optimized sequentially; the map and the recovery
 
 from __future__ import annotations
 
-import copy
 import time
 from dataclasses import dataclass
 
@@ -85,8 +84,7 @@ class TopoPlanner(BsplinePlanner):
         guides = [first]
         start, target = first[0], first[-1]
         base = _arc(first)[-1]
-        grid = copy.copy(self.grid)
-        grid.dist_cm = self.grid.dist_cm.copy()
+        grid = self.grid.scratch()
         for _ in range(int(o.n_paths) - 1):
             self._block_tube(grid, guides[-1])
             cand, reached, _ = search(grid, start, target, self.radius + self.margin,
@@ -118,7 +116,7 @@ class TopoPlanner(BsplinePlanner):
         off = off[(off**2).sum(-1) * grid.res**2 <= o.tube**2]
         cells = (grid.index(mid)[:, None, :] + off[None]).reshape(-1, 3)
         cells = cells[grid.inside(cells)]
-        grid.dist_cm[cells[:, 0], cells[:, 1], cells[:, 2]] = 0
+        grid.block(cells)
 
     def _fit_spline(self, p0: np.ndarray, v0: np.ndarray, a0: np.ndarray, t: float) -> NavReference:
         self._fitted = False

@@ -20,6 +20,8 @@ from volary.errors import ConfigError
 from volary.sensors.splat.io import GaussianSplats
 from volary.sensors.splat.render import BACKENDS, SplatImage, camera_poses, render
 
+SKY = (0.62, 0.75, 0.88)  # a daylight sky colour for backgrounds (the benchmark's RGB camera)
+
 
 class SplatCamera:
     """An RGB camera of ``width`` x ``height`` px with horizontal field of view ``hfov`` (rad;
@@ -78,4 +80,4 @@ def to_uint8(rgb: Tensor) -> Tensor:
     return (rgb.clamp(0.0, 1.0) * 255.0).round().to(torch.uint8)
 
 
-__all__ = ["SplatCamera", "to_uint8"]
+__all__ = ["SKY", "SplatCamera", "to_uint8"]
