@@ -155,4 +155,4 @@ def test_planner_sees_open_space_far_and_a_wall_near():
     assert near.reshape(12, 16)[centre].mean() < 0.35  # < 3.5 m
     assert np.isfinite(image).any()
     ref = p.plan(_obs(rgb=_rgb_open(wall=1.0)))
-    assert np.linalg.norm(ref.velocities[0][:2]) < 1.0  # does not charge into the wall
+    assert ref.velocities[0][0] < 0.5  # does not fly on into the wall (+x)

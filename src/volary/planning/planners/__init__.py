@@ -6,8 +6,9 @@
   ``reactive`` (a depth-image gap follower), ``mapper`` (a mapping planner: depth fusion,
   distance field, path search, smoothing), and FLYINGTRUST's families on the mapper's map:
   ``kinodynamic`` (Fast-Planner), ``ego`` (EGO-Planner), ``topo`` (Path-Guided PGO); and
-  ``learned`` (NavRL-like: a PPO depth policy behind a velocity-obstacle shield); each is
-  imported only when asked for;
+  ``learned`` (NavRL-like: a PPO depth policy behind a velocity-obstacle shield) and
+  ``learned_rgb`` (the same policy from RGB alone, on a depth grid a small CNN predicts); each
+  is imported only when asked for;
 - ``"package.module:Class"``: any class whose keyword arguments are the options;
 - a name registered by an installed package under the entry-point group ``volary.planners``
   (``[project.entry-points."volary.planners"] myplanner = "mypkg.nav:MyPlanner"``).
@@ -34,6 +35,7 @@ _BUILTIN: dict[str, str] = {
     "ego": "volary.planning.planners.ego:EgoPlanner",
     "topo": "volary.planning.planners.topo:TopoPlanner",
     "learned": "volary.planning.planners.learned:LearnedPlanner",
+    "learned_rgb": "volary.planning.planners.learned:LearnedRgbPlanner",
 }
 # the built-ins, then entry points, then any "module:Class" spec
 _REGISTRY: Registry[Any] = Registry("planner", _BUILTIN, group=ENTRY_POINT_GROUP, specs=True)

@@ -2,7 +2,7 @@
 batched EWA splat renderer (torch reference, torch pair path for any device, numba CPU path,
 optional gsplat on CUDA). See ``volary/sensors/DESIGN.md``."""
 
-from volary.sensors.splat.camera import SplatCamera, to_uint8
+from volary.sensors.splat.camera import SKY, SplatCamera, to_uint8
 from volary.sensors.splat.collision import occupancy, splat_scene
 from volary.sensors.splat.io import (
     GaussianSplats,
@@ -18,6 +18,7 @@ from volary.sensors.splat.render import BACKENDS, SplatImage, camera_poses, look
 from volary.sensors.splat.synth import SynthConfig, synthesize, synthesize_scenario
 
 __all__ = [
+    "SKY",
     "BACKENDS",
     "GaussianSplats",
     "PlyLayout",
