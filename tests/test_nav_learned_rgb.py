@@ -156,3 +156,20 @@ def test_planner_sees_open_space_far_and_a_wall_near():
     assert np.isfinite(image).any()
     ref = p.plan(_obs(rgb=_rgb_open(wall=1.0)))
     assert ref.velocities[0][0] < 0.5  # does not fly on into the wall (+x)
+
+
+def test_rgb_encoder_command_writes_an_encoder_the_planner_flies(tmp_path):
+    from typer.testing import CliRunner
+
+    from volary.cli.main import app
+
+    sets = ["scenes=1", "frames_per_scene=100", "epochs=1", "batch=64", "scene_seed=2100"]
+    args = ["rl", "rgb-encoder", "--out", str(tmp_path)]
+    r = CliRunner().invoke(app, args + [x for s in sets for x in ("--set", s)])
+    assert r.exit_code == 0, r.output
+    assert {"encoder.npz", "report.json", "rgb_encoder.png"} <= {p.name for p in tmp_path.iterdir()}
+    p = get_planner("learned_rgb", encoder=str(tmp_path / "encoder.npz"))
+    p.reset(_task())
+    assert p.plan(_obs(rgb=_rgb_open())) is not None
+    r = CliRunner().invoke(app, args + ["--set", "grid=(7,16)"])
+    assert r.exit_code == 2 and "grid" in r.output

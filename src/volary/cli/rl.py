@@ -363,12 +363,35 @@ def _dce_printer(epochs: int) -> Any:
     return show
 
 
-def _plot_dce(vae: Any, depth: Any, info: dict, cfg: Any, report: dict, path: Path) -> None:
-    """Depth, collision target and reconstruction of six images; the loss curves."""
+def _image_figure(rows: list[tuple[str, list[Any], dict]], curves: dict[str, list[float]],
+                  title: str, path: Path) -> None:  # fmt: skip
+    """Rows of six images (name, images, imshow options) above the curves of a training run."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(rows) + 1, 6, figsize=(13, 7.5))
+    for i, (name, images, kw) in enumerate(rows):
+        for j, img in enumerate(images):
+            axes[i, j].imshow(img, **kw)
+            axes[i, j].set_xticks([]), axes[i, j].set_yticks([])
+        axes[i, 0].set_ylabel(name)
+    for ax in axes[-1]:
+        ax.remove()
+    ax = fig.add_subplot(len(rows) + 1, 1, len(rows) + 1)
+    for label, values in curves.items():
+        ax.plot(range(1, len(values) + 1), values, label=label)
+    ax.set_xlabel("epoch")
+    ax.legend(fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+
+
+def _plot_dce(vae: Any, depth: Any, info: dict, cfg: Any, report: dict, path: Path) -> None:
+    """Depth, collision target and reconstruction of six images; the loss curves."""
     import torch
 
     from volary.learning.dce import collision_targets
@@ -377,28 +400,16 @@ def _plot_dce(vae: Any, depth: Any, info: dict, cfg: Any, report: dict, path: Pa
     with torch.no_grad():
         rec = vae.decode(vae.encode(depth[idx])[0])
     tgt = collision_targets(depth[idx], info, cfg.max_px)
-    fig, axes = plt.subplots(4, 6, figsize=(13, 7.5))
-    for j in range(6):
-        for i, (img, name) in enumerate(((depth[idx[j]], "depth"), (tgt[j], "collision image"),
-                                         (rec[j], "reconstruction"))):  # fmt: skip
-            axes[i, j].imshow(img.numpy(), vmin=0, vmax=1, cmap="viridis")
-            axes[i, j].set_xticks([]), axes[i, j].set_yticks([])
-            if j == 0:
-                axes[i, j].set_ylabel(name)
-    for ax in axes[3]:
-        ax.remove()
-    ax = fig.add_subplot(4, 1, 4)
+    kw = {"vmin": 0, "vmax": 1, "cmap": "viridis"}
+    rows = [("depth", [d.numpy() for d in depth[idx]], kw),
+            ("collision image", [t.numpy() for t in tgt], kw),
+            ("reconstruction", [r.numpy() for r in rec], kw)]  # fmt: skip
     h = report["history"]
-    epochs = range(1, len(h["train_recon"]) + 1)
-    ax.plot(epochs, h["train_recon"], label="train reconstruction")
-    ax.plot(epochs, h["val_recon"], label="validation reconstruction (after the epoch)")
-    ax.plot(epochs, h["train_kl"], label="KL (nats)")
-    ax.set_xlabel("epoch")
-    ax.legend(fontsize=8)
-    fig.suptitle(f"deep collision encoder: {report['frames']} images, latent {cfg.latent}")
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    curves = {"train reconstruction": h["train_recon"],
+              "validation reconstruction (after the epoch)": h["val_recon"],
+              "KL (nats)": h["train_kl"]}  # fmt: skip
+    title = f"deep collision encoder: {report['frames']} images, latent {cfg.latent}"
+    _image_figure(rows, curves, title, path)
 
 
 @rl_app.command("rgb-encoder")
@@ -463,44 +474,25 @@ def rl_rgb_encoder(
 
 def _plot_rgb_encoder(net: Any, rgb: Any, target: Any, ids: Any, report: dict, path: Path) -> None:
     """Six validation frames: RGB, the true pooled depth, the prediction; the learning curve."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     import torch
 
     from volary.learning.rgb_depth import as_input
 
-    cfg = report["config"]
-    grid = tuple(cfg["grid"])
+    grid = tuple(report["config"]["grid"])
     val = torch.nonzero(torch.isin(ids, ids.unique()[-1:])).flatten()  # any one scene's frames
     idx = val[torch.linspace(0, len(val) - 1, 6).long()]
     with torch.no_grad():
         pred = net(as_input(rgb[idx]))
-    fig, axes = plt.subplots(4, 6, figsize=(13, 7.5))
-    for j in range(6):
-        rows = ((rgb[idx[j]].numpy(), "RGB"), (target[idx[j]].view(grid).numpy(), "depth grid"),
-                (pred[j].numpy(), "predicted"))  # fmt: skip
-        for i, (img, name) in enumerate(rows):
-            kw = {} if i == 0 else {"vmin": 0, "vmax": 1, "cmap": "viridis"}
-            axes[i, j].imshow(img, **kw)
-            axes[i, j].set_xticks([]), axes[i, j].set_yticks([])
-            if j == 0:
-                axes[i, j].set_ylabel(name)
-    for ax in axes[3]:
-        ax.remove()
-    ax = fig.add_subplot(4, 1, 4)
+    kw = {"vmin": 0, "vmax": 1, "cmap": "viridis"}
+    rows = [("RGB", [f.numpy() for f in rgb[idx]], {}),
+            ("depth grid", [target[i].view(grid).numpy() for i in idx], kw),
+            ("predicted", [p.numpy() for p in pred], kw)]  # fmt: skip
     h = report["history"]
-    epochs = range(1, len(h["train_loss"]) + 1)
-    ax.plot(epochs, h["val_mae_m"], label="unseen scenes: MAE (m)")
-    ax.plot(epochs, h["val_near_mae_m"], label="unseen scenes, truth within 3 m: MAE (m)")
-    ax.set_xlabel("epoch")
-    ax.legend(fontsize=8)
-    fig.suptitle(f"RGB depth encoder: {report['frames']} frames, "
-                 f"{report['validation_scenes']} scenes held out")  # fmt: skip
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+    curves = {"unseen scenes: MAE (m)": h["val_mae_m"],
+              "unseen scenes, truth within 3 m: MAE (m)": h["val_near_mae_m"]}  # fmt: skip
+    title = (f"RGB depth encoder: {report['frames']} frames, "
+             f"{report['validation_scenes']} scenes held out")  # fmt: skip
+    _image_figure(rows, curves, title, path)
 
 
 PARITY_OBSERVATIONS = 1000  # observations of the ONNX parity check printed by rl export

@@ -50,8 +50,8 @@ class NavLimits:
 
 
 @dataclass(frozen=True)
-class DepthCameraInfo:
-    """Pinhole depth camera rigidly mounted on the body (OpenCV camera frame)."""
+class PinholeInfo:
+    """A pinhole camera's image size and intrinsics (px; OpenCV camera frame)."""
 
     width: int
     height: int
@@ -59,6 +59,12 @@ class DepthCameraInfo:
     fy: float
     cx: float
     cy: float
+
+
+@dataclass(frozen=True)
+class DepthCameraInfo(PinholeInfo):
+    """Pinhole depth camera rigidly mounted on the body (OpenCV camera frame)."""
+
     max_range: float  # m; beyond it the observation reads +inf (no return)
     rate_hz: float
     t_body_cam: np.ndarray  # (3,) m, camera origin in the body frame
@@ -66,16 +72,10 @@ class DepthCameraInfo:
 
 
 @dataclass(frozen=True)
-class RgbCameraInfo:
+class RgbCameraInfo(PinholeInfo):
     """Pinhole RGB camera rigidly mounted on the body (OpenCV camera frame); the benchmark's
     shares the depth camera's size, intrinsics and mount, so their pixels correspond."""
 
-    width: int
-    height: int
-    fx: float
-    fy: float
-    cx: float
-    cy: float
     rate_hz: float
     t_body_cam: np.ndarray  # (3,) m, camera origin in the body frame
     q_body_cam: np.ndarray  # (4,) [w, x, y, z], camera-to-body rotation
