@@ -38,6 +38,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "results" / "nav-narrow-gap"
+WORK = HERE.parent / "out" / "nav-narrow-gap"  # run databases (ignored by git)
 COLLIDERS = ("sphere", "box")
 
 
@@ -195,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.sphere_rows is not None and "sphere" in colliders:
         ap.error("--sphere-rows supplies the sphere rows: fly --colliders box only")
     args.out.mkdir(parents=True, exist_ok=True)
-    flown = fly(algos, args.configs, args.workers, args.out, colliders)
+    WORK.mkdir(parents=True, exist_ok=True)
+    flown = fly(algos, args.configs, args.workers, WORK, colliders)
     if args.sphere_rows is not None:
         flown["rows"]["sphere"] = protocol_sphere_rows(args.sphere_rows, algos, args.configs)
     rows = {
