@@ -46,8 +46,14 @@ def _clear_numba_cache() -> int:
     return gone
 
 
-def run_seed(seed: int, recipe: str, work: Path, threads: int, learner: str | None,
-             extra: list[str] | None = None) -> dict:
+def run_seed(
+    seed: int,
+    recipe: str,
+    work: Path,
+    threads: int,
+    learner: str | None,
+    extra: list[str] | None = None,
+) -> dict:
     out = work / f"seed{seed}"
     shutil.rmtree(out, ignore_errors=True)
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads),
@@ -73,6 +79,7 @@ def run_seed(seed: int, recipe: str, work: Path, threads: int, learner: str | No
         "samples": report["samples"], "iterations": report["iterations"],
         "success": res["success_rate"], "mean_length": res["mean_length"],
         "mean_return": res["mean_return"], "eval_process_s": eval_wall,
+        "validation": report.get("validation"),  # the recipe's early stop, when it has one
         "learning_curve": {k: report["history"][k] for k in ("mean_return", "mean_length")},
     }  # fmt: skip
 
@@ -84,10 +91,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", default="0,1,2,3,4")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--cold", action="store_true", help="clear the numba cache before each run")
-    ap.add_argument("--env", action="append", default=[], metavar="FIELD=VALUE",
-                    help="a task option over the recipe's (repeatable)")
-    ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                    help="a PPOConfig field over the recipe's (repeatable)")
+    ap.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="a task option over the recipe's (repeatable)",
+    )
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="a PPOConfig field over the recipe's (repeatable)",
+    )
     ap.add_argument("--out", type=Path, default=HERE / "results" / "rl" / "hover-fast.json")
     args = ap.parse_args(argv)
     from _machine import cpu_model
@@ -123,14 +140,17 @@ def main(argv: list[str] | None = None) -> int:
         f"{'cleared before each run' if args.cold else 'warm'}; {args.threads} threads)"
     )
     print(
-        "| seed | train command wall (s) | of it training (s) | samples | success (1,024 "
-        "episodes) | mean length |"
+        "| seed | train command wall (s) | of it training (s) | of it validating (s) | "
+        "iterations | validation success | success (1,024 episodes) | mean length |"
     )
-    print("| --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in runs:
+        v = r["validation"]
+        vs, vsucc = ("-", "-") if v is None else (f"{v['wall_s']:.1f}",
+                                                 f"{v['chosen_success']:.1%}")  # fmt: skip
         print(
-            f"| {r['seed']} | {r['train_process_s']:.1f} | {r['training_s']:.1f} | "
-            f"{r['samples']:,} | {r['success']:.1%} | {r['mean_length']:.0f} |"
+            f"| {r['seed']} | {r['train_process_s']:.1f} | {r['training_s']:.1f} | {vs} | "
+            f"{r['iterations']} | {vsucc} | {r['success']:.1%} | {r['mean_length']:.0f} |"
         )
     print(
         f"median wall {doc['median_train_process_s']:.1f} s (max "

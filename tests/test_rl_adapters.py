@@ -157,6 +157,25 @@ def test_rsl_rl_learner_returns_the_policy_it_trained() -> None:
                              progress=lambda it, row: calls.append(it))  # fmt: skip
     assert calls == [0, 1, 2] and report["samples"] == 3 * 32 * 8
     assert report["learner"] == "rsl_rl" and len(report["history"]["mean_return"]) == 3
+
+    # early stop: validated after iterations 1 and 2, stopped at 2 with that policy
+    from volary.learning.rl import EarlyStop
+
+    seen: list = []
+
+    def validate(p):
+        seen.append(p.act(obs, deterministic=True))
+        return [0.5, 0.99][len(seen) - 1]
+
+    policy, report = train_rsl_rl(
+        to_rsl_rl(_easy_env(seed=0, n_envs=32)),
+        cfg,
+        5,
+        stop=EarlyStop(validate, target=0.97, every=1, first=1),
+    )
+    assert report["iterations"] == 2 and report["samples"] == 2 * 32 * 8
+    assert report["validation"]["chosen_iteration"] == 2 and len(seen) == 2
+    torch.testing.assert_close(policy.act(obs, deterministic=True), seen[1], rtol=0, atol=0)
     with pytest.raises(ConfigError, match="normalize_obs=false"):
         rsl_rl_config(PPOConfig())
 

@@ -19,6 +19,7 @@ from volary.cli.rl import rl_app
 from volary.errors import ConfigError, FileFormatError
 from volary.learning.rl import (
     ActorCritic,
+    EarlyStop,
     PPOConfig,
     PPOTrainer,
     evaluate_policy,
@@ -183,6 +184,78 @@ def test_a_trainer_driven_by_hand_is_train_ppo():
     assert trainer.report()["samples"] == whole["samples"] == 4 * 8 * 16
 
 
+class _Script:
+    """A validation that answers a scripted success sequence and keeps each policy it saw."""
+
+    def __init__(self, answers):
+        self.answers, self.seen = list(answers), []
+
+    def __call__(self, policy):
+        self.seen.append({k: v.clone() for k, v in policy.state_dict().items()})
+        return self.answers.pop(0)
+
+
+def _same_weights(policy, state):
+    return all(torch.equal(v, state[k]) for k, v in policy.state_dict().items())
+
+
+def test_early_stop_stops_when_validation_reaches_the_target():
+    # validation after iterations 2, 4, 6: the run stops at the first check at the target
+    script = _Script([0.2, 0.98, 1.0])
+    policy, report = train_ppo(PointMass(8), SMALL, iterations=10,
+                               stop=EarlyStop(script, target=0.97, every=2, first=2))  # fmt: skip
+    assert report["iterations"] == 4 and report["samples"] == 4 * 8 * 16
+    assert len(report["history"]["mean_return"]) == 4
+    val = report["validation"]
+    assert [r["iteration"] for r in val["rows"]] == [2, 4]
+    assert val["reached"] and val["chosen_iteration"] == 4 and val["chosen_success"] == 0.98
+    assert _same_weights(policy, script.seen[-1])
+    # the iterations run are the unstopped run's first four (validation draws nothing from it)
+    _, plain = train_ppo(PointMass(8), SMALL, iterations=10)
+    assert report["history"]["mean_return"] == plain["history"]["mean_return"][:4]
+
+
+def test_early_stop_that_never_reaches_keeps_the_best_validated_policy():
+    # checks after 1, 3 and the last iteration (5, always validated); best is the one at 3
+    script = _Script([0.1, 0.6, 0.3])
+    policy, report = train_ppo(PointMass(8), SMALL, iterations=5,
+                               stop=EarlyStop(script, target=0.9, every=2, first=1))  # fmt: skip
+    val = report["validation"]
+    assert [r["iteration"] for r in val["rows"]] == [1, 3, 5] and report["iterations"] == 5
+    assert not val["reached"] and (val["chosen_iteration"], val["chosen_success"]) == (3, 0.6)
+    assert _same_weights(policy, script.seen[1]) and not _same_weights(policy, script.seen[2])
+
+
+def test_early_stop_with_a_real_validation_env():
+    # the point mass's success (|x| < 0.5 at the episode's end) on 64 episodes of another seed
+    val_env = PointMass(32)
+
+    def validate(policy):
+        return evaluate_policy(val_env, policy, 64, seed=99)["success_rate"]
+
+    cfg = PPOConfig(rollout_steps=32, epochs=5, minibatches=4, lr=1e-3, seed=3)
+    policy, report = train_ppo(PointMass(32), cfg, iterations=40,
+                               stop=EarlyStop(validate, target=0.9, every=5, first=5))  # fmt: skip
+    val = report["validation"]
+    assert val["reached"] and report["iterations"] < 40, val
+    assert validate(policy) == val["chosen_success"] >= 0.9
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"validate": 1}, "EarlyStop.validate: expected a callable"),
+        ({"target": 0.0}, "EarlyStop.target: expected a success rate in"),
+        ({"target": 1.5}, "EarlyStop.target"),
+        ({"every": 0}, "EarlyStop.every: expected an int >= 1"),
+        ({"first": 2.0}, "EarlyStop.first"),
+    ],
+)
+def test_early_stop_errors_name_the_field(kwargs, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        EarlyStop(**{"validate": lambda p: 1.0, **kwargs})
+
+
 def test_the_linear_schedule_anneals_the_step_size_to_zero():
     cfg = dataclasses.replace(SMALL, lr=1e-3, lr_schedule="linear")
     rates = [learning_rate(cfg, i, 4) for i in range(4)]
@@ -337,6 +410,8 @@ runner = CliRunner()
         (["train", "--task", "hover", "--set", "lr=-1"], "PPOConfig.lr"),
         (["train", "--task", "hover", "--set", "nope"], "FIELD=VALUE"),
         (["train", "--recipe", "nope"], "hover-fast"),
+        (["train", "--task", "hover", "--stop-at", "1.5"], "--stop-at"),
+        (["train", "--task", "hover", "--stop-at", "0.9", "--val-every", "0"], "--val-every"),
         (["train", "--recipe", "hover-fast", "--task", "navigate"], "recipe 'hover-fast'"),
         (["train"], "--task: required"),
         (["eval", "--policy", "missing.pt", "--task", "hover"], "--policy"),
@@ -367,7 +442,7 @@ def test_cli_recipe_sets_what_is_not_given(tmp_path, monkeypatch):
                         make_env(task, envs, seed=seed, device=device, **options))  # fmt: skip
     out = tmp_path / "run"
     args = ["--recipe", "hover-fast", "--learner", "volary", "--iterations", "2", "--envs", "8",
-            "--set", "hidden=8,8"]  # fmt: skip
+            "--set", "hidden=8,8", "--stop-at", "0"]  # fmt: skip
     r = runner.invoke(rl_app, ["train", *args, "--env", "compile=false", "--out", str(out)])
     assert r.exit_code == 0, r.output
     rec = RECIPES["hover-fast"]
@@ -383,6 +458,20 @@ def test_cli_recipe_sets_what_is_not_given(tmp_path, monkeypatch):
     assert meta["recipe"] == "hover-fast" and meta["env_options"] == {"compile": False}
     assert meta["learner"] == report["learner"] == "volary"  # --learner over the recipe's
     assert rec.learner == "rsl_rl"
+    assert "validation" not in report and meta["stop_at"] is None  # --stop-at 0: none
+
+    # the recipe's own early stop: a validation env of its own seed, checked as the recipe says
+    calls.clear()
+    out = tmp_path / "stop"
+    args = ["--recipe", "hover-fast", "--learner", "volary", "--iterations", "3", "--envs", "8",
+            "--set", "hidden=8,8", "--seed", "4", "--val-every", "1"]  # fmt: skip
+    r = runner.invoke(rl_app, ["train", *args, "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    assert [(c[0], c[1], c[2]["seed"]) for c in calls] == [
+        ("hover", 8, 4), ("hover", rec.val_episodes, 1_000_003 + 4)]  # fmt: skip
+    val = json.loads((out / "report.json").read_text())["validation"]
+    assert val["target"] == rec.stop_at and [x["iteration"] for x in val["rows"]] == [3]
+    assert "validation:" in r.output and load_policy(out / "policy.pt")[2]["stop_at"] == 0.97
 
 
 def test_cli_train_and_eval_end_to_end(tmp_path, monkeypatch):

@@ -133,12 +133,40 @@ class _Printer:
 LEARNERS = ("volary", "rsl_rl")
 
 
-def _train_rsl_rl(env: Any, cfg: Any, iterations: int, printer: Any) -> tuple[Any, dict]:
+def _train_rsl_rl(env: Any, cfg: Any, iterations: int, printer: Any, stop: Any) -> tuple[Any, dict]:
     """(A missing rsl-rl-lib raises to_rsl_rl's MissingDependencyError: the caller's one line.)"""
     from volary.envs.adapters import to_rsl_rl
     from volary.learning.rl.rsl import train_rsl_rl
 
-    return train_rsl_rl(to_rsl_rl(env), cfg, iterations, progress=printer)
+    return train_rsl_rl(to_rsl_rl(env), cfg, iterations, progress=printer, stop=stop)
+
+
+VALIDATION_SEED = 1_000_003  # + the training seed: validation episodes no other command draws
+
+
+def _early_stop(task: str, target: float | None, episodes: int, every: int, first: int,
+                seed: int, device: str, options: dict[str, Any]) -> Any:  # fmt: skip
+    """The EarlyStop of ``--stop-at``: success of the deterministic policy on ``episodes``
+    episodes of a separate env (at most 256 wide) seeded ``VALIDATION_SEED + seed``."""
+    if target is None:
+        return None
+    from volary.errors import VolaryError
+    from volary.learning.rl.ppo import EarlyStop, evaluate_policy
+
+    if not 0.0 < target <= 1.0:
+        _fail(f"--stop-at: expected a success rate in (0, 1], got {target}")
+    _check_positive(episodes, "--val-episodes")
+    _check_positive(every, "--val-every")
+    val_seed = VALIDATION_SEED + seed
+    env = _make_env(task, min(episodes, 256), val_seed, device, options)
+
+    def validate(policy: Any) -> float:
+        res = evaluate_policy(env, policy, episodes, deterministic=True, seed=val_seed)
+        if res["success_rate"] is None:
+            raise VolaryError(f"--stop-at: task {task!r} reports no success to validate on")
+        return float(res["success_rate"])
+
+    return EarlyStop(validate, target=target, every=every, first=first)
 
 
 @rl_app.command("train")
@@ -176,6 +204,28 @@ def rl_train(
             "iterations, --env and --set values; options given here override them.",
         ),
     ] = None,
+    stop_at: Annotated[
+        float | None,
+        typer.Option(
+            "--stop-at",
+            help="Stop once the deterministic policy succeeds in this fraction of held-out "
+            "validation episodes (checked every --val-every iterations; --iterations is then "
+            "the most it runs); keeps the best validated policy. Default: none, or --recipe's; "
+            "0: none.",
+        ),
+    ] = None,
+    val_episodes: Annotated[
+        int | None,
+        typer.Option(
+            "--val-episodes", help="Validation episodes for --stop-at (default 256, or --recipe's)."
+        ),  # fmt: skip
+    ] = None,
+    val_every: Annotated[
+        int | None,
+        typer.Option(
+            "--val-every", help="Validate every K iterations (default 10, or --recipe's)."
+        ),  # fmt: skip
+    ] = None,
 ) -> None:
     """Train a PPO policy; write policy.pt, report.json and learning_curve.png into --out.
 
@@ -210,24 +260,40 @@ def rl_train(
         _fail(str(err))
     options = _env_options(task, dict(rec.env) if rec else {}, env_opt)
     env = _make_env(task, envs, seed, device, options)
+    stop_at = stop_at if stop_at is not None else (rec.stop_at if rec else None)
+    stop_at = None if stop_at == 0.0 else stop_at  # --stop-at 0: train every iteration
+    val_every = val_every if val_every is not None else (rec.val_every if rec else 10)
+    val_first = (rec.val_first if rec else None) or val_every
+    if val_episodes is None:
+        val_episodes = rec.val_episodes if rec else 256
+    stop = _early_stop(task, stop_at, val_episodes, val_every, val_first, seed, device, options)
     printer = _Printer(log_every, iterations)
     try:
         if learner == "rsl_rl":
-            policy, report = _train_rsl_rl(env, cfg, iterations, printer)
+            policy, report = _train_rsl_rl(env, cfg, iterations, printer, stop)
         else:
-            policy, report = train_ppo(env, cfg, iterations, progress=printer)
+            policy, report = train_ppo(env, cfg, iterations, progress=printer, stop=stop)
     except VolaryError as err:
         _fail(str(err))
     report["task"] = task
     report["learner"] = learner
     out.mkdir(parents=True, exist_ok=True)
-    meta = {"task": task, "envs": envs, "iterations": iterations, "seed": seed, "device": device,
+    meta = {"task": task, "envs": envs, "iterations": report["iterations"], "seed": seed,
+            "device": device, "stop_at": stop_at,
             "env_options": _jsonable(options), "recipe": recipe, "learner": learner}  # fmt: skip
     save_policy(out / "policy.pt", policy, cfg, meta)
     if rec is not None and rec.npz:
         _write_npz(policy, out / "policy.npz", task, options)
     (out / "report.json").write_text(json.dumps(report, indent=2))
     plot_learning_curve(report, out / "learning_curve.png", title=f"PPO on {task}")
+    if "validation" in report:
+        v = report["validation"]
+        console.print(
+            f"validation: {v['chosen_success']:.1%} at iteration {v['chosen_iteration']} "
+            f"({'reached' if v['reached'] else 'did not reach'} --stop-at {v['target']:.0%}; "
+            f"{len(v['rows'])} checks, {v['wall_s']:.1f} s)",
+            highlight=False,
+        )  # fmt: skip
     console.print(
         f"{task}: {report['samples']} samples in {report['timing']['total_wall_s']:.1f} s -> "
         f"{out / 'policy.pt'}, report.json, learning_curve.png",

@@ -36,6 +36,69 @@ CHECKPOINT_KIND = CheckpointKind(
 )
 CHECKPOINT_FORMAT = CHECKPOINT_KIND.tag
 Progress = Callable[[int, dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class EarlyStop:
+    """Model selection on held-out episodes: after every ``every``-th iteration (from
+    ``first``), ``validate(policy)`` gives the deterministic policy's success rate on episodes
+    the learner never trains on (the caller builds them: another env, another seed); the run
+    stops as soon as it reaches ``target``. A run that never does returns the best policy
+    validated (the final one is validated too; ties go to the later). The validations are in
+    the report's ``validation`` rows; their wall time counts in the run's wall."""
+
+    validate: Callable[[ActorCritic], float]
+    target: float = 0.97
+    every: int = 10
+    first: int = 10
+
+    def __post_init__(self) -> None:
+        if not callable(self.validate):
+            raise ConfigError(f"EarlyStop.validate: expected a callable, got {self.validate!r}")
+        if isinstance(self.target, bool) or not 0.0 < float(self.target) <= 1.0:
+            raise ConfigError(f"EarlyStop.target: expected a success rate in (0, 1], "
+                              f"got {self.target!r}")  # fmt: skip
+        for name in ("every", "first"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise ConfigError(f"EarlyStop.{name}: expected an int >= 1, got {v!r}")
+
+    def due(self, done: int, iterations: int) -> bool:
+        """Whether to validate after ``done`` iterations of ``iterations`` planned."""
+        return done == iterations or (done >= self.first and (done - self.first) % self.every == 0)
+
+
+class _Selection:
+    """The validations of one run: rows, the best policy so far, whether to stop."""
+
+    def __init__(self, stop: EarlyStop) -> None:
+        self.stop, self.rows = stop, []
+        self.best: tuple[float, dict[str, Tensor]] | None = None
+
+    def check(self, done: int, policy: ActorCritic) -> bool:
+        """Validate ``policy`` after ``done`` iterations; True when it reached the target."""
+        t0 = time.perf_counter()
+        success = float(self.stop.validate(policy))
+        self.rows.append({"iteration": done, "success": success,
+                          "wall_s": time.perf_counter() - t0})  # fmt: skip
+        if self.best is None or success >= self.best[0]:
+            self.best = (success, {k: v.detach().clone() for k, v in policy.state_dict().items()})
+        return success >= self.stop.target
+
+    def chosen(self, policy: ActorCritic) -> ActorCritic:
+        """``policy`` with the best validated weights loaded."""
+        if self.best is not None:
+            policy.load_state_dict(self.best[1])
+        return policy
+
+    def report(self) -> dict[str, Any]:
+        best = max(self.rows, key=lambda r: (r["success"], r["iteration"]))
+        return {"target": self.stop.target, "rows": self.rows,
+                "reached": best["success"] >= self.stop.target,
+                "chosen_iteration": best["iteration"], "chosen_success": best["success"],
+                "wall_s": sum(r["wall_s"] for r in self.rows)}  # fmt: skip
+
+
 LR_SCHEDULES = ("constant", "linear", "adaptive")
 LR_BOUNDS = (1e-5, 1e-2)  # the adaptive schedule's floor and ceiling
 
@@ -486,34 +549,50 @@ def _check_obs(obs: Any, n: int, dim: int, device: torch.device) -> Tensor:
 
 
 def train_ppo(
-    env: Any, cfg: PPOConfig, iterations: int, progress: Progress | None = None
+    env: Any,
+    cfg: PPOConfig,
+    iterations: int,
+    progress: Progress | None = None,
+    stop: EarlyStop | None = None,
 ) -> tuple[ActorCritic, dict[str, Any]]:
-    """Train a new ActorCritic for ``iterations`` rollouts + updates.
+    """Train a new ActorCritic for ``iterations`` rollouts + updates (at most, with ``stop``).
 
     Returns (policy in eval mode, report). ``report["history"]`` holds per-iteration columns
     (episodes ended, their mean return and length, losses, approx KL, clip fraction, entropy),
     deterministic per seed for a deterministic env; ``report["timing"]`` holds samples/s and
-    wall time. ``progress(iteration, row)`` is called after each iteration.
+    wall time. ``progress(iteration, row)`` is called after each iteration. ``stop``: validate
+    and stop early (:class:`EarlyStop`; ``report["validation"]``).
     """
     if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
         raise ConfigError(f"train_ppo: iterations expected an int >= 1, got {iterations!r}")
     threads = torch.get_num_threads()
     torch.set_num_threads(cfg.threads)
     try:
-        return _train(env, cfg, iterations, progress)
+        return _train(env, cfg, iterations, progress, stop)
     finally:
         torch.set_num_threads(threads)
 
 
 def _train(
-    env: Any, cfg: PPOConfig, iterations: int, progress: Progress | None
+    env: Any, cfg: PPOConfig, iterations: int, progress: Progress | None, stop: EarlyStop | None
 ) -> tuple[ActorCritic, dict[str, Any]]:
+    t0 = time.perf_counter()
     trainer = PPOTrainer(env, cfg, iterations)
+    selection = _Selection(stop) if stop is not None else None
     for it in range(iterations):
         row = trainer.iterate()
         if progress is not None:
             progress(it, row)
-    return trainer.policy.eval(), trainer.report()
+        if selection is not None and stop is not None and stop.due(it + 1, iterations):
+            if selection.check(it + 1, trainer.policy):
+                break
+    report = trainer.report()
+    policy = trainer.policy.eval()
+    if selection is not None:
+        policy = selection.chosen(policy)
+        report["validation"] = selection.report()
+        report["timing"]["run_wall_s"] = time.perf_counter() - t0
+    return policy, report
 
 
 class PPOTrainer:
@@ -775,6 +854,7 @@ __all__ = [
     "CHECKPOINT_FORMAT",
     "CHECKPOINT_KIND",
     "ActorCritic",
+    "EarlyStop",
     "PPOConfig",
     "PPOTrainer",
     "RewardScale",

@@ -22,10 +22,12 @@ import torch
 from volary.errors import ConfigError
 from volary.learning.rl.ppo import (
     ActorCritic,
+    EarlyStop,
     PPOConfig,
     Progress,
     RewardScale,
     _Episodes,
+    _Selection,
     learning_rate,
 )
 
@@ -111,9 +113,14 @@ def _set_lr(alg: Any, lr: float) -> None:
 
 
 def train_rsl_rl(
-    venv: Any, cfg: PPOConfig, iterations: int, progress: Progress | None = None
+    venv: Any,
+    cfg: PPOConfig,
+    iterations: int,
+    progress: Progress | None = None,
+    stop: EarlyStop | None = None,
 ) -> tuple[ActorCritic, dict[str, Any]]:
-    """Train with rsl_rl's ``OnPolicyRunner`` for ``iterations``; (policy, report) as
+    """Train with rsl_rl's ``OnPolicyRunner`` for ``iterations`` (at most, with ``stop``:
+    :class:`~volary.learning.rl.ppo.EarlyStop`); (policy, report) as
     :func:`~volary.learning.rl.ppo.train_ppo` returns them (history: episodes, mean return and
     length per iteration; rsl_rl keeps its losses to itself)."""
     from rsl_rl.runners import OnPolicyRunner
@@ -124,12 +131,17 @@ def train_rsl_rl(
     threads = torch.get_num_threads()
     torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
+    t_run = time.perf_counter()
+    selection = _Selection(stop) if stop is not None else None
+    obs_dim, act_dim = 0, int(venv.num_actions)
     try:
         tally = _Tally(venv, cfg)
         quiet = io.StringIO()  # rsl_rl prints its models and a block per iteration
         with contextlib.redirect_stdout(quiet):
             runner = OnPolicyRunner(venv, run_cfg, log_dir=None, device=str(venv.device))
         n = int(venv.num_envs)
+        obs_dim = int(venv.get_observations()["policy"].shape[-1])
+        done = 0
         history: dict[str, list[Any]] = {}
         timing: dict[str, list[float]] = {"samples_per_s": [], "wall_s": []}
         for it in range(iterations):
@@ -146,18 +158,25 @@ def train_rsl_rl(
                 history.setdefault(k, []).append(v)
             timing["samples_per_s"].append(n * cfg.rollout_steps / dt)
             timing["wall_s"].append(dt)
+            done = it + 1
             if progress is not None:
                 progress(it, {**row, "samples_per_s": timing["samples_per_s"][-1], "wall_s": dt})
+            if selection is not None and stop is not None and stop.due(done, iterations):
+                if selection.check(done, to_actor_critic(runner, obs_dim, act_dim, cfg)):
+                    break
+        policy = to_actor_critic(runner, obs_dim, act_dim, cfg)
     finally:
         torch.set_num_threads(threads)
-    obs_dim = int(venv.get_observations()["policy"].shape[-1])
-    policy = to_actor_critic(runner, obs_dim, int(venv.num_actions), cfg)
     report = {
         "learner": "rsl_rl", "config": cfg.to_dict(), "num_envs": n,
-        "device": str(venv.device), "iterations": iterations,
-        "samples": iterations * n * cfg.rollout_steps, "history": history,
+        "device": str(venv.device), "iterations": done,
+        "samples": done * n * cfg.rollout_steps, "history": history,
         "timing": {**timing, "total_wall_s": sum(timing["wall_s"])},
     }  # fmt: skip
+    if selection is not None:
+        policy = selection.chosen(policy)
+        report["validation"] = selection.report()
+        report["timing"]["run_wall_s"] = time.perf_counter() - t_run
     return policy, report
 
 
