@@ -72,21 +72,30 @@ def _csv_row(row: dict) -> dict[str, str]:
     return {k: str(v) for k, v in row.items() if k != "track"}
 
 
-def protocol_sphere_rows(path: Path, algos: list[str], configs: int) -> list[dict[str, str]]:
-    """The narrow-gap rows of configurations 0..configs-1 from a full protocol's trials.csv,
-    checked to be the trials this script's sphere suite would fly (same keys, base seed 0)."""
+def protocol_sphere_rows(paths: list[Path], algos: list[str], configs: int) -> list[dict[str, str]]:
+    """The narrow-gap rows of configurations 0..configs-1 from full protocols' trials.csv
+    files, checked to be the trials this script's sphere suite would fly (same keys, base seed
+    0, each once)."""
     want = {(t.algo, t.platform, str(t.config), str(t.trial))
             for u in suite("sphere", configs).units(algos, 0) for t in u.trials()}  # fmt: skip
-    with path.open(newline="") as f:
-        rows = [r for r in csv.DictReader(f)
-                if r["scenario"] == "narrow_gap"
-                and (r["algo"], r["platform"], r["config"], r["trial"]) in want]  # fmt: skip
-    for r in rows:
-        if r["seed"] != "0":
-            where = f"{path}: row {r['algo']}/{r['platform']}/config {r['config']}"
-            raise SystemExit(f"{where} was flown with base seed {r['seed']}; this flies seed 0")
+    rows, seen = [], set()
+    for path in paths:
+        with path.open(newline="") as f:
+            for r in csv.DictReader(f):
+                key = (r["algo"], r["platform"], r["config"], r["trial"])
+                if r["scenario"] != "narrow_gap" or key not in want:
+                    continue
+                if r["seed"] != "0":
+                    where = f"{path}: row {r['algo']}/{r['platform']}/config {r['config']}"
+                    raise SystemExit(f"{where} was flown with base seed {r['seed']}; this flies "
+                                     "seed 0")  # fmt: skip
+                if key in seen:
+                    raise SystemExit(f"{path}: row {'/'.join(key)} given twice")
+                seen.add(key)
+                rows.append(r)
     if len(rows) != len(want):
-        raise SystemExit(f"{path}: {len(rows)} of the {len(want)} narrow-gap rows wanted "
+        where = ", ".join(str(p) for p in paths)
+        raise SystemExit(f"{where}: {len(rows)} of the {len(want)} narrow-gap rows wanted "
                          f"({', '.join(algos)}, configurations 0-{configs - 1})")  # fmt: skip
     return rows
 
@@ -183,8 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--algos", default="straight,mapper")
     ap.add_argument("--configs", type=int, default=3, help="the first N fixed configurations")
     ap.add_argument("--colliders", default="sphere,box", help="the colliders to fly")
-    ap.add_argument("--sphere-rows", type=Path, default=None,
-                    help="a full protocol trials.csv: its sphere rows")  # fmt: skip
+    ap.add_argument("--sphere-rows", type=Path, action="append", default=None,
+                    help="a full protocol trials.csv: its sphere rows (repeatable)")  # fmt: skip
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args(argv)
@@ -216,10 +225,10 @@ def main(argv: list[str] | None = None) -> int:
             a: {k: before.get(k) for k in ("configs", "workers", "walls_s")} | {"sphere_rows": None}
             for a in before.get("algos", {})
         }
+    given = [str(p) for p in args.sphere_rows] if args.sphere_rows else None
     for algo in algos:  # how each planner's rows were made
         previous[algo] = {"configs": args.configs, "workers": args.workers,
-                          "walls_s": flown["walls"],
-                          "sphere_rows": args.sphere_rows and str(args.sphere_rows)}  # fmt: skip
+                          "walls_s": flown["walls"], "sphere_rows": given}  # fmt: skip
     summary.update(configs=args.configs, runs=previous)
     (args.out / "narrow-gap.json").write_text(json.dumps(summary, indent=1) + "\n")
     plot(summary, args.out / "narrow-gap.png")
