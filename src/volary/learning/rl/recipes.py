@@ -84,7 +84,8 @@ RECIPES: dict[str, Recipe] = {
     # It stops as soon as the deterministic policy succeeds in 97 % of 64 validation episodes
     # (another seed than training's and than the benchmark's evaluation), checked every 5
     # iterations from the 30th (no seed had a policy before 45 in benchmarks/rl_trainers.py);
-    # 150 iterations at most. A check costs about 0.5 s (64 x 10 s of flight).
+    # 150 iterations at most. A check costs 1.0-1.8 s on 2 cores (64 x 10 s of flight; the
+    # env's per-step overhead, not its width, sets it).
     "hover-fast": Recipe(
         task="hover",
         envs=512,
