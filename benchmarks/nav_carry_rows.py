@@ -9,11 +9,20 @@ and that every carried unit is complete. ``volary bench resume RUN`` then flies 
 The ``trials.csv`` export has no ``track`` column, so carried rows have no flown track (their
 failure plots say "no track recorded").
 
+``--complete`` instead carries every work unit, of any type, whose rows are all in the export
+and none of them an "error" (an error can be a wall-clock limit, which depends on the
+machine): a partial run continued in another session, unit by unit. The rows are matched by
+trial key, which holds the platform, scenario, configuration seed and trial.
+
     .venv/bin/python benchmarks/nav_carry_rows.py --suite flyingtrust --algo straight,mapper \\
         --rows benchmarks/results/nav-flyingtrust/trials.csv \\
         --types random_cylinders,narrow_gap,sudden_drop,maze,perlin \\
         --db out/bench/flyingtrust-carry/run.sqlite
     .venv/bin/volary bench resume out/bench/flyingtrust-carry --workers 2
+
+    .venv/bin/python benchmarks/nav_carry_rows.py --algo ego --complete \
+        --rows benchmarks/results/nav-flyingtrust-slate/ego-partial/trials.csv \
+        --db out/bench/ft-ego/run.sqlite
 """
 
 from __future__ import annotations
@@ -61,11 +70,14 @@ def main() -> None:
     ap.add_argument("--algo", default="straight,mapper")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--rows", type=Path, required=True, help="trials.csv of the earlier run")
-    ap.add_argument("--types", required=True, help="comma-separated scenario types to carry")
+    which = ap.add_mutually_exclusive_group(required=True)
+    which.add_argument("--types", help="comma-separated scenario types to carry")
+    which.add_argument("--complete", action="store_true",
+                       help="carry every unit whose rows are all stored and none an error")
     ap.add_argument("--db", type=Path, required=True, help="the new run's database")
     a = ap.parse_args()
     suite, algos = get_suite(a.suite), a.algo.split(",")
-    types = a.types.split(",")
+    types = a.types.split(",") if a.types else []
     old = read_rows(a.rows)
     for t in types:
         flown = sorted({r.config for r in old.values() if r.scenario == t})
@@ -78,17 +90,20 @@ def main() -> None:
     with RunDB.open(a.db) as db:
         done = db.done_keys()
         for uid, unit in enumerate(db.units()):
-            if unit.scenario not in types:
+            if not a.complete and unit.scenario not in types:
                 continue
             keys = [s.key for s in unit.trials()]
             if all(k in done for k in keys):
                 continue
             missing = [k for k in keys if k not in old]
+            if a.complete and (missing or any(old[k].cause == "error" for k in keys)):
+                continue  # flown again
             if missing:
                 raise SystemExit(f"unit {uid}: no stored row for {missing[:3]}...")
             carried += db.write_unit(uid, [old[k] for k in keys])
         total, stored = len(db.units()), len(db.done_keys())
-    print(f"{a.db}: carried {carried} rows of {', '.join(types)}; {stored} stored, "
+    what = "complete units" if a.complete else ", ".join(types)
+    print(f"{a.db}: carried {carried} rows of {what}; {stored} stored, "
           f"{total} work units; fly the rest with: volary bench resume {a.db.parent}")  # fmt: skip
 
 
