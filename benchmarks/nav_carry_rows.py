@@ -72,8 +72,11 @@ def main() -> None:
     ap.add_argument("--rows", type=Path, required=True, help="trials.csv of the earlier run")
     which = ap.add_mutually_exclusive_group(required=True)
     which.add_argument("--types", help="comma-separated scenario types to carry")
-    which.add_argument("--complete", action="store_true",
-                       help="carry every unit whose rows are all stored and none an error")
+    which.add_argument(
+        "--complete",
+        action="store_true",
+        help="carry every unit whose rows are all stored and none an error",
+    )
     ap.add_argument("--db", type=Path, required=True, help="the new run's database")
     a = ap.parse_args()
     suite, algos = get_suite(a.suite), a.algo.split(",")
