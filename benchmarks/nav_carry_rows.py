@@ -21,7 +21,7 @@ trial key, which holds the platform, scenario, configuration seed and trial.
     .venv/bin/volary bench resume out/bench/flyingtrust-carry --workers 2
 
     .venv/bin/python benchmarks/nav_carry_rows.py --algo ego --complete \
-        --rows benchmarks/results/nav-flyingtrust-slate/ego-partial/trials.csv \
+        --rows out/bench/ft-ego-first/report/trials.csv \
         --db out/bench/ft-ego/run.sqlite
 """
 
