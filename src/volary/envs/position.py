@@ -194,6 +194,19 @@ class PositionTask(TorchVectorEnv):
 
     episode_metrics = ("final_distance", "mean_error", "settled_error")  # info fields, m
 
+    def evaluate_mlp(self, policy: Any, seed: int) -> dict[str, Any] | None:
+        """Reset with ``seed`` and fly every env's first episode under the deterministic MLP
+        ``policy`` (:class:`volary.envs.policy.MlpPolicy`) in one numba call; per-env arrays
+        of the end-of-episode info (:func:`volary.envs.fused_position.first_episodes`), or
+        None where that kernel does not apply (then step the env). Reset before stepping."""
+        if self.sim.fused_loop is None:
+            return None
+        from volary.envs import fused_position
+
+        if fused_position.unsupported(self, policy) is not None:
+            return None
+        return fused_position.first_episodes(self, policy, seed)
+
     def _goal(self, world: World) -> Tensor:
         return self.goal
 

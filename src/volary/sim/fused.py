@@ -62,6 +62,26 @@ class LoopResult:
     rec_flags: np.ndarray  # (T, 3, N) or empty
 
 
+@dataclass
+class LoopBuffers:
+    """The arguments of :func:`~volary.sim.fused_kernels.env_step` besides the env, the step,
+    the setpoint, the command output and the scratch (:meth:`FusedLoop.buffers`)."""
+
+    p: np.ndarray  # airframe parameters (K_p, N)
+    c: np.ndarray  # controller: allocation, limits, gains (K_c, N)
+    d: np.ndarray  # disturbance (K_d, N)
+    x: np.ndarray  # state (K, N), advanced in place
+    tick: np.ndarray  # (N,) int64 physics ticks (the noise counter)
+    flags: np.ndarray  # (3, N) bool [landed, crashed, diverged]
+    keys: np.ndarray  # (N,) noise keys
+    rate: np.ndarray  # (N, 10) rate-loop state (ctbr)
+    imu: tuple  # IMU buffers (empty arrays without an IMU)
+    mode: int  # control mode code
+    cdt: float  # control period, s
+    phys: np.ndarray  # physics constants
+    iphys: np.ndarray  # integer physics constants
+
+
 def supports(sim: Simulator) -> bool:
     """Whether ``sim``'s loop can run fused: a built-in controller on the rigid body."""
     from volary.control.controller import MultirotorController
@@ -191,6 +211,22 @@ class FusedLoop:
         if a.shape == (self.s,) or a.shape == (self.sim.n_envs, self.s):
             return np.ascontiguousarray(a.reshape(1, -1, self.s))
         return None
+
+    def buffers(self) -> LoopBuffers:
+        """Fresh copies of everything :func:`~volary.sim.fused_kernels.env_step` reads and
+        advances, from the Simulator's current state: for kernels that put their own logic
+        (a task's observation, a policy, end conditions) around the control step. Hand the
+        advanced buffers back with :meth:`publish`."""
+        x, tick, flags = self._state(self.sim.state)
+        p, c, d = self._constants()
+        return LoopBuffers(p, c, d, x, tick, flags, self.sim.keys.numpy(), self._rate_buffer(),
+                           self._imu_buffers(), self.mode, self.cdt, self.phys,
+                           self.iphys)  # fmt: skip
+
+    def publish(self, b: LoopBuffers) -> None:
+        """Make the buffers a kernel advanced (:meth:`buffers`) the Simulator's state."""
+        self._publish(b.x, b.tick, b.flags, b.rate, b.imu)
+        self.diverged = bool(b.flags[2].any())
 
     def step(self, sp: np.ndarray) -> np.ndarray:
         """One control step with the (1, N or 1, S) setpoint ``sp``; returns the command."""

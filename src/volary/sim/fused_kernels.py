@@ -67,6 +67,9 @@ def _env_step(n, k, p, c, d, x, flags, tick, keys, rate, sp, mode, cdt, phys, ip
         imu_update(ib, iclock, itick, ikeys[n], n, q, om, acc, cdt, icfg, u, cc, nz)
 
 
+env_step = _env_step  # the public name, for kernels that build their own loop around it
+
+
 @jit
 def _record(k, x, flags, rec_x, rec_flags):
     if rec_x.shape[0] > 0:

@@ -171,6 +171,12 @@ class Simulator:
 
     # ---- properties -----------------------------------------------------------------------
     @property
+    def fused_loop(self) -> Any:
+        """The numba closed loop (:class:`volary.sim.fused.FusedLoop`) serving this Simulator's
+        steps, or None when it steps another way."""
+        return self._fused
+
+    @property
     def last_reset(self) -> Tensor:
         """(N,) bool: the envs the last step found diverged (and reset, with
         ``on_divergence="reset"``)."""

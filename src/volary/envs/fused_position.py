@@ -1,0 +1,328 @@
+"""A position task's evaluation in one numba call: every env flies its first episode under a
+deterministic MLP policy, observation, policy, control step, end conditions and score inside
+the kernel.
+
+Why: an early-stopped training run validates its policy every few iterations (issue 22's
+time to a hover policy). Stepped through :class:`~volary.envs.position.PositionTask` a
+validation of 64 ten-second episodes costs 1.0-1.8 s on the 2-core machine, almost all of it
+per-step torch overhead on small tensors (the rotation matrix, the reward, the terms, the
+policy's three linear layers), not the physics. Here the loop runs per env inside the kernel
+around the same control step (:func:`volary.sim.fused_kernels.env_step`), so the physics, the
+noise streams and the start states are the torch path's own.
+
+The torch path stays the reference: ``tests/test_fused_eval.py`` checks episodes, returns,
+success and tracking errors against :meth:`PositionTask.step` driven by the same policy.
+The kernel computes the observation, the reward and the policy in float64 and rounds where the
+torch path holds float32, so the two agree to float32 rounding, not bit for bit (torch's
+matrix products sum in another order); a trajectory that grazes a threshold (the success
+radius, a termination) may fall on the other side of it.
+
+What it covers: the ``hover`` and ``reach`` tasks with every observation layout and action
+mode, one goal per episode (``goal_hold_s`` 0), on the numba backend (``compile="numba"``,
+the CPU default of the recipes); a policy that is an MLP with tanh between its layers and an
+optional observation normalizer (:class:`MlpPolicy`). Anything else returns None and the
+caller steps the env.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numba
+import numpy as np
+import torch
+
+from volary.envs.policy import MlpPolicy
+from volary.errors import ConfigError
+from volary.sim.fused_kernels import _scratch, env_step
+
+if TYPE_CHECKING:
+    from volary.envs.position import PositionTask
+
+_LAYOUT_CODES = {"volary": 0, "aerial_gym": 1, "volary_twr": 2}
+_ACTION_CODES = {"ctbr": 0, "rotor_thrusts": 1, "velocity": 2, "acceleration": 2}
+PARALLEL_MIN = 64  # envs; from here the kernel splits envs over numba's threads
+BLOCK = 8  # envs per parallel work item (a whole episode each: small blocks balance the load)
+
+
+def unsupported(env: PositionTask, policy: MlpPolicy) -> str | None:
+    """Why ``env`` cannot evaluate ``policy`` in the kernel (None: it can)."""
+    cfg = env.config
+    if env.sim.fused_loop is None:
+        return "the env does not step on the numba closed loop (compile='numba' on the CPU)"
+    if cfg.goal_hold_s > 0:
+        return "setpoint sequences (goal_hold_s > 0) draw goals during the episode"
+    if env.world.scene is not None or env.sim.imu is not None:
+        return "a scene or an IMU"
+    obs_dim = int(env.observation_space.shape[-1])  # type: ignore[index]
+    if policy.obs_dim != obs_dim or policy.act_dim != env.act_dim:
+        return "the policy's sizes do not match the env's"
+    if env.sim.controller.setpoint_size != env.act_dim:
+        return "the action mode's setpoint is not one value per action"
+    return None
+
+
+def first_episodes(env: PositionTask, policy: MlpPolicy, seed: int) -> dict[str, np.ndarray]:
+    """Reset ``env`` with ``seed`` and fly every env's first episode under ``policy`` in one
+    kernel call; per env: ``episode_return`` (float32, summed in float32 as the env does),
+    ``episode_length``, ``success`` and the task's ``episode_metrics`` (NaN where the env
+    reports NaN). The env must be reset before it is stepped again. Raises ``ConfigError``
+    when :func:`unsupported` names a reason."""
+    why = unsupported(env, policy)
+    if why is not None:
+        raise ConfigError(f"first_episodes: the kernel cannot evaluate this: {why}")
+    env.reset(seed=seed)
+    cfg, n, loop = env.config, env.num_envs, env.sim.fused_loop
+    b = loop.buffers()
+    sizes, flat, norm, clip = policy.packed()
+    scale, offset = _action_map(env)
+    task = np.array([cfg.max_distance, cfg.min_height, math.cos(cfg.max_tilt), cfg.crash_penalty,
+                     cfg.precision_weight, cfg.precision_scale, cfg.success_radius],
+                    np.float64)  # fmt: skip
+    ints = np.array([_LAYOUT_CODES[cfg.observation], env.max_steps, env._settle_steps,
+                     env.sim.params.n_rotors], np.int64)  # fmt: skip
+    goal = env.goal.numpy().astype(np.float64)
+    hover = env._hover_fraction[:, 0].numpy().astype(np.float64)
+    out_f = np.zeros((5, n), np.float64)
+    out_i = np.zeros((2, n), np.int64)
+    threads = torch.get_num_threads()
+    kernel = _episodes
+    if n >= PARALLEL_MIN and threads > 1:
+        top = int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
+        numba.set_num_threads(min(threads, top))
+        kernel = _episodes_parallel
+    kernel(b.p, b.c, b.d, b.x, b.tick, b.flags, b.keys, b.rate, b.imu, b.mode, b.cdt, b.phys,
+           b.iphys, sizes, flat, norm, clip, scale, offset, goal, hover, task, ints, out_f,
+           out_i)  # fmt: skip
+    loop.publish(b)
+    env._started = False  # the task's episode counters no longer match the World: reset first
+    return {
+        "episode_return": out_f[0].astype(np.float32),
+        "episode_length": out_i[0],
+        "success": out_i[1].astype(bool),
+        "final_distance": out_f[1],
+        "mean_error": out_f[2],
+        "settled_error": out_f[3],
+    }
+
+
+def _action_map(env: PositionTask) -> tuple[np.ndarray, np.ndarray]:
+    """setpoint_j = (a_j + offset_j) * scale[n, j] (:meth:`PositionTask._setpoint`)."""
+    cfg, n, a = env.config, env.num_envs, env.act_dim
+    scale = np.zeros((n, a), np.float64)
+    offset = np.zeros(a, np.float64)
+    code = _ACTION_CODES[cfg.control]
+    if code == 0:
+        scale[:, 0] = 0.5 * env._max_thrust.numpy()
+        scale[:, 1:] = env._rates.numpy()[None, :]
+        offset[0] = 1.0
+    elif code == 1:
+        scale[:] = 0.5 * env._rotor_max.numpy()
+        offset[:] = 1.0
+    else:
+        lim = cfg.max_speed if cfg.control == "velocity" else cfg.max_acc
+        scale[:, :3] = lim
+        scale[:, 3:] = math.pi
+    return scale, offset
+
+
+_jit = numba.njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+
+
+@_jit
+def _forward(sizes, flat, norm, clip, obs, h0, h1, act):
+    """act = clip(mlp(norm(obs)), -1, 1); NaN -> 0 (the env's action check). Each layer's
+    output is rounded to float32 as torch's float32 layers round it; the outputs are the inner
+    loop (the weights are stored transposed), so it vectorizes without reordering any sum."""
+    d = sizes[0]
+    for i in range(d):
+        v = np.float64(obs[i])
+        if clip > 0.0:
+            v = np.float64(np.float32((v - norm[0, i]) / norm[1, i]))
+            v = min(max(v, -clip), clip)
+        h0[i] = v
+    off = 0
+    layers = sizes.shape[0] - 1
+    src, dst = h0, h1
+    for layer in range(layers):
+        din, dout = sizes[layer], sizes[layer + 1]
+        bias = off + din * dout
+        for o in range(dout):
+            dst[o] = 0.0
+        for i in range(din):
+            xi = src[i]
+            row = off + i * dout
+            for o in range(dout):
+                dst[o] += flat[row + o] * xi
+        for o in range(dout):
+            v = np.float64(np.float32(dst[o] + flat[bias + o]))
+            if layer < layers - 1:
+                v = np.float64(np.float32(np.tanh(v)))
+            dst[o] = v
+        off = bias + dout
+        src, dst = dst, src
+    for j in range(act.shape[0]):
+        v = src[j]
+        act[j] = 0.0 if np.isnan(v) else min(max(v, -1.0), 1.0)
+
+
+@_jit
+def _observe(x, n, r, goal, prev, hover, layout, obs):
+    """:meth:`PositionTask._observe` of env ``n`` into ``obs`` (float32, NaN -> 0,
+    +-inf -> +-1e3)."""
+    w, qx, qy, qz = x[6, n], x[7, n], x[8, n], x[9, n]
+    rm = np.empty(9, np.float64)  # body to world, row-major (quat_to_rotmat)
+    rm[0] = 1 - 2 * (qy * qy + qz * qz)
+    rm[1] = 2 * (qx * qy - w * qz)
+    rm[2] = 2 * (qx * qz + w * qy)
+    rm[3] = 2 * (qx * qy + w * qz)
+    rm[4] = 1 - 2 * (qx * qx + qz * qz)
+    rm[5] = 2 * (qy * qz - w * qx)
+    rm[6] = 2 * (qx * qz - w * qy)
+    rm[7] = 2 * (qy * qz + w * qx)
+    rm[8] = 1 - 2 * (qx * qx + qy * qy)
+    k = 0
+    for i in range(3):
+        obs[k] = goal[n, i] - x[i, n]
+        k += 1
+    if layout == 1:  # aerial_gym: e, columns 1 and 2 of R, R^T v, omega
+        for col in range(2):
+            for row in range(3):
+                obs[k] = rm[3 * row + col]
+                k += 1
+        for i in range(3):
+            obs[k] = rm[i] * x[3, n] + rm[3 + i] * x[4, n] + rm[6 + i] * x[5, n]
+            k += 1
+        for i in range(3):
+            obs[k] = x[10 + i, n]
+            k += 1
+    else:
+        for i in range(3):
+            obs[k] = x[3 + i, n]
+            k += 1
+        for i in range(9):
+            obs[k] = rm[i]
+            k += 1
+        for i in range(3):
+            obs[k] = x[10 + i, n]
+            k += 1
+        for j in range(prev.shape[0]):
+            obs[k] = prev[j]
+            k += 1
+        if layout == 2:
+            obs[k] = hover[n]
+            k += 1
+    for i in range(k):
+        v = obs[i]
+        if np.isnan(v):
+            obs[i] = 0.0
+        elif np.isinf(v):
+            obs[i] = 1e3 if v > 0 else -1e3
+
+
+@_jit
+def _fly_env(n, p, c, d, x, tick, flags, keys, rate, imu, mode, cdt, phys, iphys, sizes, flat,
+             norm, clip, scale, offset, goal, hover, task, ints, out_f, out_i, s, cmds,
+             sp):  # fmt: skip
+    """Env ``n``'s first episode (the module docstring); results into column n of the outs."""
+    a_dim = offset.shape[0]
+    r = ints[3]
+    width = 1
+    for i in range(sizes.shape[0]):
+        width = max(width, sizes[i])
+    obs = np.zeros(sizes[0], np.float32)
+    h0 = np.zeros(width, np.float64)
+    h1 = np.zeros(width, np.float64)
+    act = np.zeros(a_dim, np.float64)
+    prev = np.zeros(a_dim, np.float32)
+    max_distance, min_height, cos_tilt, crash = task[0], task[1], task[2], task[3]
+    precision_w, precision_s, radius = task[4], task[5], task[6]
+    layout, max_steps, settle = ints[0], ints[1], ints[2]
+    ret = np.float32(0.0)
+    err_sum, settled_sum, settled_n = 0.0, 0.0, 0.0
+    for k in range(max_steps):
+        _observe(x, n, r, goal, prev, hover, layout, obs)
+        _forward(sizes, flat, norm, clip, obs, h0, h1, act)
+        for j in range(a_dim):
+            sp[0, j] = (np.float32(act[j]) + offset[j]) * scale[n, j]
+        env_step(n, 0, p, c, d, x, flags, tick, keys, rate, sp, mode, cdt, phys, iphys, imu,
+                 cmds, s)  # fmt: skip
+        # the task's terms (PositionTask): diverged, crashed, too_far, below, tilted
+        e0, e1, e2 = goal[n, 0] - x[0, n], goal[n, 1] - x[1, n], goal[n, 2] - x[2, n]
+        err = math.sqrt(e0 * e0 + e1 * e1 + e2 * e2)
+        finite = np.isfinite(x[0, n]) and np.isfinite(x[1, n]) and np.isfinite(x[2, n])
+        qx, qy = x[7, n], x[8, n]
+        r22 = 1 - 2 * (qx * qx + qy * qy)
+        terminated = (flags[2, n] or not finite or flags[1, n] or err > max_distance
+                      or x[2, n] < min_height or r22 < cos_tilt)  # fmt: skip
+        truncated = (not terminated) and k + 1 >= max_steps
+        # the reward (PositionTask._reward)
+        speed = math.sqrt(x[3, n] ** 2 + x[4, n] ** 2 + x[5, n] ** 2)
+        om = math.sqrt(x[10, n] ** 2 + x[11, n] ** 2 + x[12, n] ** 2)
+        jerk = 0.0
+        for j in range(a_dim):
+            dj = np.float32(act[j]) - prev[j]
+            jerk += dj * dj
+        close = math.exp(-err)
+        rew = close + 0.5 * close * math.exp(-speed) - 0.02 * om - 0.05 * jerk
+        if precision_w > 0:
+            rew += precision_w * math.exp(-err / precision_s)
+        if terminated:
+            rew += crash
+        if np.isnan(rew):
+            rew = crash
+        ret = np.float32(ret + np.float32(rew))
+        # tracking error (PositionTask._tracking), one goal per episode
+        e = err
+        err_sum += e
+        if k + 1 >= settle:
+            settled_sum += e
+            settled_n += 1.0
+        for j in range(a_dim):
+            prev[j] = np.float32(act[j])
+        if terminated or truncated:
+            out_f[0, n] = ret
+            out_i[0, n] = k + 1
+            out_i[1, n] = truncated and err < radius and speed < 0.5
+            out_f[1, n] = math.inf if np.isnan(err) else err
+            out_f[2, n] = err_sum / (k + 1) if truncated else math.nan
+            has = truncated and settled_n > 0
+            out_f[3, n] = settled_sum / settled_n if has else math.nan
+            return
+
+
+@_jit
+def _episodes(p, c, d, x, tick, flags, keys, rate, imu, mode, cdt, phys, iphys, sizes, flat,
+              norm, clip, scale, offset, goal, hover, task, ints, out_f, out_i):  # fmt: skip
+    """Every env's first episode, one env after another (envs never interact)."""
+    r = ints[3]
+    s = _scratch(13 + r, r, x)
+    cmds = np.empty((1, x.shape[1], r), x.dtype)
+    sp = np.empty((1, offset.shape[0]), x.dtype)
+    for n in range(x.shape[1]):
+        _fly_env(n, p, c, d, x, tick, flags, keys, rate, imu, mode, cdt, phys, iphys, sizes,
+                 flat, norm, clip, scale, offset, goal, hover, task, ints, out_f, out_i, s, cmds,
+                 sp)  # fmt: skip
+
+
+@numba.njit(cache=True, nogil=True, fastmath=False, error_model="numpy", parallel=True)
+def _episodes_parallel(p, c, d, x, tick, flags, keys, rate, imu, mode, cdt, phys, iphys, sizes,
+                       flat, norm, clip, scale, offset, goal, hover, task, ints, out_f,
+                       out_i):  # fmt: skip
+    """:func:`_episodes` with the envs split over numba's threads (results do not depend on
+    the thread count: every env's episode is its own)."""
+    r = ints[3]
+    n_env = x.shape[1]
+    cmds = np.empty((1, n_env, r), x.dtype)
+    nb = (n_env + BLOCK - 1) // BLOCK
+    for b in numba.prange(nb):
+        s = _scratch(13 + r, r, x)
+        sp = np.empty((1, offset.shape[0]), x.dtype)
+        for n in range(b * BLOCK, min((b + 1) * BLOCK, n_env)):
+            _fly_env(n, p, c, d, x, tick, flags, keys, rate, imu, mode, cdt, phys, iphys, sizes,
+                     flat, norm, clip, scale, offset, goal, hover, task, ints, out_f, out_i, s,
+                     cmds, sp)  # fmt: skip
+
+
+__all__ = ["MlpPolicy", "first_episodes", "unsupported"]
