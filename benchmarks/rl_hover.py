@@ -9,6 +9,9 @@ apart. Unit of replication: the training seed; every run is reported.
 
     .venv/bin/python benchmarks/rl_hover.py --seeds 0,1,2,3,4
 
+``--learner volary,rsl_rl`` runs both, interleaved seed by seed (the peers side by side in one
+run, on the same machine state), and writes one file per learner.
+
 Writes ``benchmarks/results/rl/hover-fast.json`` (or ``--out``), keeps each run's
 ``report.json`` and ``learning_curve.png`` under ``benchmarks/results/rl/hover-fast/``, prints a
 table.
@@ -87,7 +90,11 @@ def run_seed(
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--recipe", default="hover-fast")
-    ap.add_argument("--learner", help="volary or rsl_rl (default: the recipe's)")
+    ap.add_argument(
+        "--learner",
+        help="volary or rsl_rl (default: the recipe's); a comma list runs them in turn for "
+        "every seed and writes one file each (--out's stem + '-LEARNER')",
+    )
     ap.add_argument("--seeds", default="0,1,2,3,4")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--cold", action="store_true", help="clear the numba cache before each run")
@@ -109,34 +116,47 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     from _machine import cpu_model
 
-    work = args.out.with_suffix("")
-    runs = []
+    learners = args.learner.split(",") if args.learner else [None]
+    outs = {lr: args.out if len(learners) == 1 else
+            args.out.with_name(f"{args.out.stem}-{lr}{args.out.suffix}")
+            for lr in learners}  # fmt: skip
+    runs: dict = {lr: [] for lr in learners}
     for seed in (int(s) for s in args.seeds.split(",")):
-        cleared = _clear_numba_cache() if args.cold else 0
-        extra = [x for item in args.env for x in ("--env", item)]
-        extra += [x for item in args.set for x in ("--set", item)]
-        r = run_seed(seed, args.recipe, work, args.threads, args.learner, extra)
-        r["numba_cache"] = f"cleared ({cleared} files)" if args.cold else "warm"
-        runs.append(r)
-        print(f"seed {seed}: train {r['train_process_s']:.1f} s, success {r['success']:.1%}",
-              file=sys.stderr, flush=True)  # fmt: skip
+        for learner in learners:  # interleaved: every seed runs each learner in turn
+            cleared = _clear_numba_cache() if args.cold else 0
+            extra = [x for item in args.env for x in ("--env", item)]
+            extra += [x for item in args.set for x in ("--set", item)]
+            work = outs[learner].with_suffix("")
+            r = run_seed(seed, args.recipe, work, args.threads, learner, extra)
+            r["numba_cache"] = f"cleared ({cleared} files)" if args.cold else "warm"
+            runs[learner].append(r)
+            print(f"seed {seed} {learner or ''}: train {r['train_process_s']:.1f} s, "
+                  f"success {r['success']:.1%}", file=sys.stderr, flush=True)  # fmt: skip
+    for learner in learners:
+        _report(args, learner, runs[learner], outs[learner], cpu_model(),
+                interleaved=[lr for lr in learners if lr != learner])  # fmt: skip
+    return 0
+
+
+def _report(args, learner, runs, out, machine, interleaved) -> None:
     ok = [r for r in runs if r["success"] >= TARGET and r["train_process_s"] <= LIMIT_S]
     doc = {
-        "benchmark": "rl_hover", "recipe": args.recipe, "learner": args.learner or "recipe's",
+        "benchmark": "rl_hover", "recipe": args.recipe, "learner": learner or "recipe's",
         "target_success": TARGET,
-        "limit_s": LIMIT_S, "threads": args.threads, "machine": cpu_model(),
+        "limit_s": LIMIT_S, "threads": args.threads, "machine": machine,
         "unit_of_replication": "training seed",
+        "interleaved_with": interleaved,  # learners run in turn, seed by seed, in this run
         "median_train_process_s": statistics.median(r["train_process_s"] for r in runs),
         "max_train_process_s": max(r["train_process_s"] for r in runs),
         "median_success": statistics.median(r["success"] for r in runs),
         "min_success": min(r["success"] for r in runs),
         "runs_meeting_both": f"{len(ok)}/{len(runs)}", "runs": runs,
     }  # fmt: skip
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=2))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=2))
     print(
         f"volary rl train --recipe {args.recipe}"
-        f"{' --learner ' + args.learner if args.learner else ''} (numba cache "
+        f"{' --learner ' + learner if learner else ''} (numba cache "
         f"{'cleared before each run' if args.cold else 'warm'}; {args.threads} threads)"
     )
     print(
@@ -158,8 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{doc['min_success']:.1%}; runs with >= {TARGET:.0%} within {LIMIT_S:.0f} s: "
         f"{doc['runs_meeting_both']}"
     )
-    print(f"wrote {args.out}")
-    return 0
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":
