@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -112,6 +113,11 @@ def main(argv: list[str] | None = None) -> int:
         metavar="FIELD=VALUE",
         help="a PPOConfig field over the recipe's (repeatable)",
     )
+    ap.add_argument(
+        "--train-args",
+        default="",
+        help="more options for volary rl train, one string (e.g. '--val-every 2')",
+    )
     ap.add_argument("--out", type=Path, default=HERE / "results" / "rl" / "hover-fast.json")
     args = ap.parse_args(argv)
     from _machine import cpu_model
@@ -126,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
             cleared = _clear_numba_cache() if args.cold else 0
             extra = [x for item in args.env for x in ("--env", item)]
             extra += [x for item in args.set for x in ("--set", item)]
+            extra += shlex.split(args.train_args)
             work = outs[learner].with_suffix("")
             r = run_seed(seed, args.recipe, work, args.threads, learner, extra)
             r["numba_cache"] = f"cleared ({cleared} files)" if args.cold else "warm"
