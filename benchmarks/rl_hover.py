@@ -153,6 +153,7 @@ def _report(args, learner, runs, out, machine, interleaved) -> None:
         "limit_s": LIMIT_S, "threads": args.threads, "machine": machine,
         "unit_of_replication": "training seed",
         "interleaved_with": interleaved,  # learners run in turn, seed by seed, in this run
+        "train_args": args.train_args, "env": args.env, "set": args.set,
         "median_train_process_s": statistics.median(r["train_process_s"] for r in runs),
         "max_train_process_s": max(r["train_process_s"] for r in runs),
         "median_success": statistics.median(r["success"] for r in runs),
