@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 
 _LAYOUT_CODES = {"volary": 0, "aerial_gym": 1, "volary_twr": 2}
 _ACTION_CODES = {"ctbr": 0, "rotor_thrusts": 1, "velocity": 2, "acceleration": 2}
+_TERMS = ("diverged", "crashed", "too_far", "below", "tilted")  # PositionTask's, in order
 PARALLEL_MIN = 64  # envs; from here the kernel splits envs over numba's threads
 BLOCK = 8  # envs per parallel work item (a whole episode each: small blocks balance the load)
 
@@ -51,6 +52,8 @@ def unsupported(env: PositionTask, policy: MlpPolicy) -> str | None:
     cfg = env.config
     if env.sim.fused_loop is None:
         return "the env does not step on the numba closed loop (compile='numba' on the CPU)"
+    if env.term_names != _TERMS or env.action_repeat != 1:
+        return "end conditions or an action repeat other than PositionTask's"
     if cfg.goal_hold_s > 0:
         return "setpoint sequences (goal_hold_s > 0) draw goals during the episode"
     if env.world.scene is not None or env.sim.imu is not None:
