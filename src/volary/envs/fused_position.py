@@ -33,6 +33,8 @@ import numba
 import numpy as np
 import torch
 
+from volary.control.numba_laws import rotmat
+from volary.dynamics.numba_kernels import jit
 from volary.envs.policy import MlpPolicy
 from volary.errors import ConfigError
 from volary.sim.fused_kernels import _scratch, env_step
@@ -41,7 +43,6 @@ if TYPE_CHECKING:
     from volary.envs.position import PositionTask
 
 _LAYOUT_CODES = {"volary": 0, "aerial_gym": 1, "volary_twr": 2}
-_ACTION_CODES = {"ctbr": 0, "rotor_thrusts": 1, "velocity": 2, "acceleration": 2}
 _TERMS = ("diverged", "crashed", "too_far", "below", "tilted")  # PositionTask's, in order
 PARALLEL_MIN = 64  # envs; from here the kernel splits envs over numba's threads
 BLOCK = 8  # envs per parallel work item (a whole episode each: small blocks balance the load)
@@ -87,7 +88,7 @@ def first_episodes(env: PositionTask, policy: MlpPolicy, seed: int) -> dict[str,
                      env.sim.params.n_rotors], np.int64)  # fmt: skip
     goal = env.goal.numpy().astype(np.float64)
     hover = env._hover_fraction[:, 0].numpy().astype(np.float64)
-    out_f = np.zeros((5, n), np.float64)
+    out_f = np.zeros((4, n), np.float64)
     out_i = np.zeros((2, n), np.int64)
     threads = torch.get_num_threads()
     kernel = _episodes
@@ -115,25 +116,21 @@ def _action_map(env: PositionTask) -> tuple[np.ndarray, np.ndarray]:
     cfg, n, a = env.config, env.num_envs, env.act_dim
     scale = np.zeros((n, a), np.float64)
     offset = np.zeros(a, np.float64)
-    code = _ACTION_CODES[cfg.control]
-    if code == 0:
+    if cfg.control == "ctbr":
         scale[:, 0] = 0.5 * env._max_thrust.numpy()
         scale[:, 1:] = env._rates.numpy()[None, :]
         offset[0] = 1.0
-    elif code == 1:
+    elif cfg.control == "rotor_thrusts":
         scale[:] = 0.5 * env._rotor_max.numpy()
         offset[:] = 1.0
-    else:
+    else:  # velocity, acceleration
         lim = cfg.max_speed if cfg.control == "velocity" else cfg.max_acc
         scale[:, :3] = lim
         scale[:, 3:] = math.pi
     return scale, offset
 
 
-_jit = numba.njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
-
-
-@_jit
+@jit
 def _tanh(v):
     """tanh in float64 from expm1 (exact to a few float64 ulps, also near 0): a third of the
     cost of libm's tanh, which was most of a policy's forward pass."""
@@ -142,7 +139,7 @@ def _tanh(v):
     return t if v >= 0 else -t
 
 
-@_jit
+@jit
 def _forward(sizes, flat, norm, clip, obs, h0, h1, act):
     """act = clip(mlp(norm(obs)), -1, 1); NaN -> 0 (the env's action check). Each layer's
     output is rounded to float32 as torch's float32 layers round it; the outputs are the inner
@@ -180,21 +177,11 @@ def _forward(sizes, flat, norm, clip, obs, h0, h1, act):
         act[j] = 0.0 if np.isnan(v) else min(max(v, -1.0), 1.0)
 
 
-@_jit
-def _observe(x, n, r, goal, prev, hover, layout, obs):
+@jit
+def _observe(x, n, goal, prev, hover, layout, obs):
     """:meth:`PositionTask._observe` of env ``n`` into ``obs`` (float32, NaN -> 0,
     +-inf -> +-1e3)."""
-    w, qx, qy, qz = x[6, n], x[7, n], x[8, n], x[9, n]
-    rm = np.empty(9, np.float64)  # body to world, row-major (quat_to_rotmat)
-    rm[0] = 1 - 2 * (qy * qy + qz * qz)
-    rm[1] = 2 * (qx * qy - w * qz)
-    rm[2] = 2 * (qx * qz + w * qy)
-    rm[3] = 2 * (qx * qy + w * qz)
-    rm[4] = 1 - 2 * (qx * qx + qz * qz)
-    rm[5] = 2 * (qy * qz - w * qx)
-    rm[6] = 2 * (qx * qz - w * qy)
-    rm[7] = 2 * (qy * qz + w * qx)
-    rm[8] = 1 - 2 * (qx * qx + qy * qy)
+    rm = rotmat(x[6, n], x[7, n], x[8, n], x[9, n])  # body to world, row-major
     k = 0
     for i in range(3):
         obs[k] = goal[n, i] - x[i, n]
@@ -234,16 +221,13 @@ def _observe(x, n, r, goal, prev, hover, layout, obs):
             obs[i] = 1e3 if v > 0 else -1e3
 
 
-@_jit
+@jit
 def _fly_env(n, p, c, d, x, tick, flags, keys, rate, imu, mode, cdt, phys, iphys, sizes, flat,
              norm, clip, scale, offset, goal, hover, task, ints, out_f, out_i, s, cmds,
              sp):  # fmt: skip
     """Env ``n``'s first episode (the module docstring); results into column n of the outs."""
     a_dim = offset.shape[0]
-    r = ints[3]
-    width = 1
-    for i in range(sizes.shape[0]):
-        width = max(width, sizes[i])
+    width = sizes.max()
     obs = np.zeros(sizes[0], np.float32)
     h0 = np.zeros(width, np.float64)
     h1 = np.zeros(width, np.float64)
@@ -255,7 +239,7 @@ def _fly_env(n, p, c, d, x, tick, flags, keys, rate, imu, mode, cdt, phys, iphys
     ret = np.float32(0.0)
     err_sum, settled_sum, settled_n = 0.0, 0.0, 0.0
     for k in range(max_steps):
-        _observe(x, n, r, goal, prev, hover, layout, obs)
+        _observe(x, n, goal, prev, hover, layout, obs)
         _forward(sizes, flat, norm, clip, obs, h0, h1, act)
         for j in range(a_dim):
             sp[0, j] = (np.float32(act[j]) + offset[j]) * scale[n, j]
@@ -287,10 +271,9 @@ def _fly_env(n, p, c, d, x, tick, flags, keys, rate, imu, mode, cdt, phys, iphys
             rew = crash
         ret = np.float32(ret + np.float32(rew))
         # tracking error (PositionTask._tracking), one goal per episode
-        e = err
-        err_sum += e
+        err_sum += err
         if k + 1 >= settle:
-            settled_sum += e
+            settled_sum += err
             settled_n += 1.0
         for j in range(a_dim):
             prev[j] = np.float32(act[j])
@@ -305,7 +288,7 @@ def _fly_env(n, p, c, d, x, tick, flags, keys, rate, imu, mode, cdt, phys, iphys
             return
 
 
-@_jit
+@jit
 def _episodes(p, c, d, x, tick, flags, keys, rate, imu, mode, cdt, phys, iphys, sizes, flat,
               norm, clip, scale, offset, goal, hover, task, ints, out_f, out_i):  # fmt: skip
     """Every env's first episode, one env after another (envs never interact)."""
