@@ -127,14 +127,14 @@ def main(argv: list[str] | None = None) -> int:
             args.out.with_name(f"{args.out.stem}-{lr}{args.out.suffix}")
             for lr in learners}  # fmt: skip
     runs: dict = {lr: [] for lr in learners}
+    extra = [x for item in args.env for x in ("--env", item)]
+    extra += [x for item in args.set for x in ("--set", item)]
+    extra += shlex.split(args.train_args)
     for seed in (int(s) for s in args.seeds.split(",")):
         for learner in learners:  # interleaved: every seed runs each learner in turn
             cleared = _clear_numba_cache() if args.cold else 0
-            extra = [x for item in args.env for x in ("--env", item)]
-            extra += [x for item in args.set for x in ("--set", item)]
-            extra += shlex.split(args.train_args)
-            work = outs[learner].with_suffix("")
-            r = run_seed(seed, args.recipe, work, args.threads, learner, extra)
+            r = run_seed(seed, args.recipe, outs[learner].with_suffix(""), args.threads, learner,
+                         extra)  # fmt: skip
             r["numba_cache"] = f"cleared ({cleared} files)" if args.cold else "warm"
             runs[learner].append(r)
             print(f"seed {seed} {learner or ''}: train {r['train_process_s']:.1f} s, "
