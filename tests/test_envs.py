@@ -201,6 +201,30 @@ def test_aerial_gym_observation_is_error_rot6d_body_velocity_and_rates() -> None
     torch.testing.assert_close(obs[:, 12:15], s.omega.float())
 
 
+def test_body_observation_is_the_goal_error_velocity_and_up_axis_in_the_body_frame() -> None:
+    """``body``: [R^T e, R^T v, R^T e_z, Omega, previous action]; back in the world frame
+    they are the world's error, velocity and up axis."""
+    from volary.math.quaternion import quat_to_rotmat
+
+    env = make_env("hover", n_envs=5, seed=2, observation="body", **FAST)
+    assert env.single_observation_space.shape == (16,)
+    env.reset(seed=2)
+    action = torch.tensor([[0.1, 0.3, -0.2, 0.4]]).expand(5, 4)  # some rotation and velocity
+    obs, *_ = env.step(action)
+    s = env.world.state
+    rot = quat_to_rotmat(s.quat)
+
+    def world(part: torch.Tensor) -> torch.Tensor:
+        return (rot @ part[:, :, None].to(rot.dtype))[:, :, 0]
+
+    torch.testing.assert_close(world(obs[:, 0:3]), env.goal - s.pos, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(world(obs[:, 3:6]), s.vel, atol=1e-5, rtol=1e-5)
+    up = torch.tensor([0.0, 0.0, 1.0], dtype=rot.dtype).expand(5, 3)
+    torch.testing.assert_close(world(obs[:, 6:9]), up, atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(obs[:, 9:12], s.omega.float())
+    torch.testing.assert_close(obs[:, 12:16], action)
+
+
 def test_setpoint_sequence_moves_the_goal_every_hold_and_per_env_stream() -> None:
     def goals(n: int) -> list[torch.Tensor]:
         env = make_env("hover", n_envs=n, seed=4, goal_hold_s=0.25, goal_range=(1.0, 1.0, 0.5),

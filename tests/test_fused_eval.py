@@ -30,6 +30,7 @@ CASES = {
         "episode_s": 0.6,
         "max_distance": 1.2,
     },  # fmt: skip
+    "body-acceleration": {"observation": "body", "control": "acceleration", "max_distance": 1.5},
     "twr-velocity-random_airframes": {
         "observation": "volary_twr",
         "control": "velocity",

@@ -267,6 +267,18 @@ def test_the_linear_schedule_anneals_the_step_size_to_zero():
         assert trainer.opt.param_groups[0]["lr"] == pytest.approx(expected)
 
 
+def test_building_a_policy_leaves_the_global_generator_alone():
+    """rsl_rl samples actions from torch's global generator and an rsl_rl run builds an
+    ActorCritic at every validation: building one must not change the run."""
+    state = torch.get_rng_state()
+    a = ActorCritic(6, 2, PPOConfig(seed=3))
+    assert torch.equal(torch.get_rng_state(), state)
+    b = ActorCritic(6, 2, PPOConfig(seed=3))  # still initialized from its own seed
+    for pa, pb in zip(a.parameters(), b.parameters(), strict=True):
+        assert torch.equal(pa, pb)
+    assert a.actor[0].weight.abs().sum() > 0 and torch.equal(a.actor[0].bias, torch.zeros(64))
+
+
 def test_gaussian_kl_is_torch_distributions_kl():
     # the adaptive step size reads the exact KL from the sampling policy
     from volary.learning.rl.ppo import gaussian_kl
@@ -412,6 +424,7 @@ runner = CliRunner()
         (["train", "--recipe", "nope"], "hover-fast"),
         (["train", "--task", "hover", "--stop-at", "1.5"], "--stop-at"),
         (["train", "--task", "hover", "--stop-at", "0.9", "--val-every", "0"], "--val-every"),
+        (["train", "--task", "hover", "--stop-at", "0.9", "--val-first", "0"], "--val-first"),
         (["train", "--recipe", "hover-fast", "--task", "navigate"], "recipe 'hover-fast'"),
         (["train"], "--task: required"),
         (["eval", "--policy", "missing.pt", "--task", "hover"], "--policy"),
@@ -463,14 +476,30 @@ def test_cli_recipe_sets_what_is_not_given(tmp_path, monkeypatch):
     # the recipe's own early stop: a validation env of its own seed, checked as the recipe says
     calls.clear()
     out = tmp_path / "stop"
-    args = ["--recipe", "hover-fast", "--learner", "volary", "--iterations", "3", "--envs", "8",
-            "--set", "hidden=8,8", "--seed", "4", "--val-every", "1"]  # fmt: skip
+    args = [
+        "--recipe",
+        "hover-fast",
+        "--learner",
+        "volary",
+        "--iterations",
+        "3",
+        "--envs",
+        "8",
+        "--set",
+        "hidden=8,8",
+        "--seed",
+        "4",
+        "--val-every",
+        "1",
+        "--val-first",
+        "2",
+    ]
     r = runner.invoke(rl_app, ["train", *args, "--out", str(out)])
     assert r.exit_code == 0, r.output
     assert [(c[0], c[1], c[2]["seed"]) for c in calls] == [
         ("hover", 8, 4), ("hover", rec.val_episodes, 1_000_003 + 4)]  # fmt: skip
     val = json.loads((out / "report.json").read_text())["validation"]
-    assert val["target"] == rec.stop_at and [x["iteration"] for x in val["rows"]] == [3]
+    assert val["target"] == rec.stop_at and [x["iteration"] for x in val["rows"]] == [2, 3]
     assert "validation:" in r.output and load_policy(out / "policy.pt")[2]["stop_at"] == 0.97
 
 

@@ -157,6 +157,7 @@ def _early_stop(task: str, target: float | None, episodes: int, every: int, firs
         _fail(f"--stop-at: expected a success rate in (0, 1], got {target}")
     _check_positive(episodes, "--val-episodes")
     _check_positive(every, "--val-every")
+    _check_positive(first, "--val-first")
     val_seed = VALIDATION_SEED + seed
     env = _make_env(task, min(episodes, 256), val_seed, device, options)
 
@@ -226,6 +227,14 @@ def rl_train(
             "--val-every", help="Validate every K iterations (default 10, or --recipe's)."
         ),  # fmt: skip
     ] = None,
+    val_first: Annotated[
+        int | None,
+        typer.Option(
+            "--val-first",
+            help="First validation after this many iterations (default --val-every, or "
+            "--recipe's).",
+        ),
+    ] = None,
 ) -> None:
     """Train a PPO policy; write policy.pt, report.json and learning_curve.png into --out.
 
@@ -263,7 +272,8 @@ def rl_train(
     stop_at = stop_at if stop_at is not None else (rec.stop_at if rec else None)
     stop_at = None if stop_at == 0.0 else stop_at  # --stop-at 0: train every iteration
     val_every = val_every if val_every is not None else (rec.val_every if rec else 10)
-    val_first = (rec.val_first if rec else None) or val_every
+    if val_first is None:
+        val_first = (rec.val_first if rec else None) or val_every
     if val_episodes is None:
         val_episodes = rec.val_episodes if rec else 256
     stop = _early_stop(task, stop_at, val_episodes, val_every, val_first, seed, device, options)

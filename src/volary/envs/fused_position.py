@@ -42,7 +42,7 @@ from volary.sim.fused_kernels import _scratch, env_step
 if TYPE_CHECKING:
     from volary.envs.position import PositionTask
 
-_LAYOUT_CODES = {"volary": 0, "aerial_gym": 1, "volary_twr": 2}
+_LAYOUT_CODES = {"volary": 0, "aerial_gym": 1, "volary_twr": 2, "body": 3}
 _TERMS = ("diverged", "crashed", "too_far", "below", "tilted")  # PositionTask's, in order
 PARALLEL_MIN = 64  # envs; from here the kernel splits envs over numba's threads
 BLOCK = 8  # envs per parallel work item (a whole episode each: small blocks balance the load)
@@ -183,10 +183,28 @@ def _observe(x, n, goal, prev, hover, layout, obs):
     +-inf -> +-1e3)."""
     rm = rotmat(x[6, n], x[7, n], x[8, n], x[9, n])  # body to world, row-major
     k = 0
-    for i in range(3):
-        obs[k] = goal[n, i] - x[i, n]
-        k += 1
-    if layout == 1:  # aerial_gym: e, columns 1 and 2 of R, R^T v, omega
+    if layout != 3:  # the world-frame goal error leads every layout but body's
+        for i in range(3):
+            obs[k] = goal[n, i] - x[i, n]
+            k += 1
+    if layout == 3:  # body: R^T e, R^T v, R^T e_z (R's third row), omega, previous action
+        e0, e1, e2 = goal[n, 0] - x[0, n], goal[n, 1] - x[1, n], goal[n, 2] - x[2, n]
+        for i in range(3):
+            obs[k] = rm[i] * e0 + rm[3 + i] * e1 + rm[6 + i] * e2
+            k += 1
+        for i in range(3):
+            obs[k] = rm[i] * x[3, n] + rm[3 + i] * x[4, n] + rm[6 + i] * x[5, n]
+            k += 1
+        for i in range(3):
+            obs[k] = rm[6 + i]
+            k += 1
+        for i in range(3):
+            obs[k] = x[10 + i, n]
+            k += 1
+        for j in range(prev.shape[0]):
+            obs[k] = prev[j]
+            k += 1
+    elif layout == 1:  # aerial_gym: e, columns 1 and 2 of R, R^T v, omega
         for col in range(2):
             for row in range(3):
                 obs[k] = rm[3 * row + col]

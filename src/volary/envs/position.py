@@ -13,6 +13,10 @@ Observation (float32; ``observation`` picks the layout, :data:`OBS_LAYOUTS`):
 - ``volary_twr`` (19 + A): ``volary`` and the airframe's hover thrust fraction m g / T_max
   (1 / its thrust-to-weight ratio, a spec-sheet figure: FLYINGTRUST Table I lists it for all
   36 platforms), so one policy can fly airframes of any TWR (``random_airframes``).
+- ``body`` (12 + A): everything in the body frame (FLU): R^T (goal - position) (3), R^T v (3),
+  the world's up axis R^T e_z (3), body rates (3) and the previous action (A). Heading drops
+  out: the hover dynamics are the same at every yaw, and so is this observation, where the
+  world-frame layouts make the policy learn each heading (issue 22's hover recipe).
 
 Action in [-1, 1]^A, mapped to the simulator's control level (``PositionTask._setpoint``):
 ``ctbr`` (default, A = 4): collective thrust (a0 + 1) / 2 x max thrust, body rates a1..3 x
@@ -59,6 +63,13 @@ OBS_LAYOUTS = {
         ("omega", 3),
         ("prev_action", -1),
         ("hover_thrust_fraction", 1),
+    ),
+    "body": (
+        ("body_goal_error", 3),
+        ("body_vel", 3),
+        ("body_up", 3),
+        ("omega", 3),
+        ("prev_action", -1),
     ),
 }
 OBS_LAYOUT = OBS_LAYOUTS["volary"]  # the default layout (-1: the action's size)
@@ -251,7 +262,11 @@ class PositionTask(TorchVectorEnv):
     def _observe(self) -> Tensor:
         s = self.world.state
         rot = quat_to_rotmat(s.quat)  # (N, 3, 3) body to world
-        if self.config.observation == "aerial_gym":
+        if self.config.observation == "body":  # R^T x for world vectors x (R body to world)
+            world = torch.stack((self.goal - s.pos, s.vel), dim=-1)  # (N, 3, 2)
+            body = (rot.transpose(1, 2) @ world).transpose(1, 2).reshape(-1, 6)
+            obs = torch.cat((body, rot[:, 2, :], s.omega, self.prev_action), dim=-1)
+        elif self.config.observation == "aerial_gym":
             rot6 = rot[:, :, :2].transpose(1, 2).reshape(-1, 6)  # columns 1 and 2 of R
             body_vel = (rot.transpose(1, 2) @ s.vel[:, :, None])[:, :, 0]
             obs = torch.cat((self.goal - s.pos, rot6, body_vel, s.omega), dim=-1)

@@ -235,9 +235,12 @@ class RunningNorm(nn.Module):
 
 
 def _mlp(sizes: list[int], out_gain: float, generator: torch.Generator) -> nn.Sequential:
+    """Tanh MLP initialized from ``generator`` only. ``skip_init``: nn.Linear's own init would
+    draw from torch's global generator, which rsl_rl samples its actions from, so building an
+    ActorCritic mid-run (every validation of an rsl_rl run) would change that run."""
     layers: list[nn.Module] = []
     for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:], strict=True)):
-        lin = nn.Linear(a, b)
+        lin = nn.utils.skip_init(nn.Linear, a, b)
         last = i == len(sizes) - 2
         nn.init.orthogonal_(lin.weight, out_gain if last else math.sqrt(2.0), generator=generator)
         nn.init.zeros_(lin.bias)
