@@ -468,7 +468,7 @@ def test_cli_recipe_sets_what_is_not_given(tmp_path, monkeypatch):
     for key in ("rollout_steps", "epochs", "lr_schedule", "desired_kl", "normalize_rewards"):
         assert cfg[key] == rec.ppo[key], key  # the rest is the recipe's
     _, _, meta = load_policy(out / "policy.pt")
-    assert meta["recipe"] == "hover-fast" and meta["env_options"] == {"compile": False}
+    assert meta["recipe"] == "hover-fast" and meta["env_options"] == {**rec.env, "compile": False}
     assert meta["learner"] == report["learner"] == "volary"  # --learner over the recipe's
     assert rec.learner == "rsl_rl"
     assert "validation" not in report and meta["stop_at"] is None  # --stop-at 0: none
