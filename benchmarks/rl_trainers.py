@@ -1,6 +1,7 @@
 """PPO trainers side by side on ``hover``: volary's own PPO, rsl_rl, skrl and Stable-Baselines3.
 
-Same task (``hover``, ctbr actions, the fused numba physics), same env count, the same PPO
+Same task (``hover`` with the recipe's options: ctbr actions, the body-frame observation, the
+fused numba physics), same env count, the same PPO
 recipe (``volary rl train --recipe hover-fast``'s, :data:`RECIPE`: rollout length, epochs,
 minibatches, discount, GAE lambda, clip, loss weights, gradient clip, 64-64 tanh networks,
 initial action std, no observation normalization, reward scaling, the KL-adaptive step size)

@@ -140,3 +140,27 @@ def test_an_env_evaluated_in_the_kernel_must_be_reset_before_it_steps():
         env.step(torch.zeros(8, env.act_dim))
     obs, _ = env.reset(seed=2)
     assert obs.shape == (8, env.single_observation_space.shape[0])
+
+
+def test_a_policy_without_mlp_policy_is_stepped():
+    """Any object with act() (another library's policy) is evaluated by stepping the env."""
+
+    class Wrapped:
+        def __init__(self, inner):
+            self.inner, self.obs_dim = inner, inner.obs_dim
+
+        def to(self, device):
+            return self
+
+        def eval(self):
+            return self
+
+        def act(self, obs, deterministic=False, generator=None):
+            return self.inner.act(obs, deterministic=True)
+
+    env = make_env("hover", n_envs=16, seed=1, **SHORT)
+    policy = _policy(env, seed=5, normalize=False)
+    got = evaluate_policy(env, Wrapped(policy), 16, seed=3)
+    ref = evaluate_policy(env, policy, 16, seed=3, kernel=False)
+    assert got["success_rate"] == ref["success_rate"]
+    assert got["mean_return"] == ref["mean_return"] and got["mean_length"] == ref["mean_length"]
