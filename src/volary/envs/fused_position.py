@@ -27,7 +27,7 @@ caller steps the env.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numba
 import numpy as np
@@ -339,4 +339,36 @@ def _episodes_parallel(p, c, d, x, tick, flags, keys, rate, imu, mode, cdt, phys
                      cmds, sp)  # fmt: skip
 
 
-__all__ = ["MlpPolicy", "first_episodes", "unsupported"]
+def warm_cache() -> dict[str, float]:
+    """Compile the evaluation kernel into numba's disk cache (serial on contiguous and on
+    padded buffers, parallel on padded ones: the three a run can take), so that no later
+    process compiles it (about 20 s on the 2-core machine, which a first ``volary rl train
+    --recipe hover-fast`` would otherwise pay in its first validation); seconds per variant.
+    ``make venv`` runs it once, after :func:`volary.sim.fused.warm_cache`."""
+    import time
+
+    from volary.envs import make_env
+
+    out = {}
+    for n, threads in ((8, 1), (PARALLEL_MIN, 1), (PARALLEL_MIN, 2)):
+        before = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            t = time.perf_counter()
+            env = cast("PositionTask", make_env("hover", n_envs=n, compile="numba", episode_s=0.1))
+            obs_dim = int(env.single_observation_space.shape[0])  # type: ignore[index]
+            w = (np.zeros((8, obs_dim), np.float32), np.zeros((env.act_dim, 8), np.float32))
+            b = (np.zeros(8, np.float32), np.zeros(env.act_dim, np.float32))
+            first_episodes(env, MlpPolicy(w, b), seed=0)
+            out[f"N={n} threads={threads}"] = time.perf_counter() - t
+        finally:
+            torch.set_num_threads(before)
+    return out
+
+
+__all__ = ["MlpPolicy", "first_episodes", "unsupported", "warm_cache"]
+
+
+if __name__ == "__main__":
+    for name, s in warm_cache().items():
+        print(f"numba evaluation kernel {name}: {s:.1f} s")

@@ -72,7 +72,8 @@ class _Selection:
     """The validations of one run: rows, the best policy so far, whether to stop."""
 
     def __init__(self, stop: EarlyStop) -> None:
-        self.stop, self.rows = stop, []
+        self.stop = stop
+        self.rows: list[dict[str, Any]] = []
         self.best: tuple[float, dict[str, Tensor]] | None = None
 
     def check(self, done: int, policy: ActorCritic) -> bool:

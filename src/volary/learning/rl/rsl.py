@@ -167,7 +167,7 @@ def train_rsl_rl(
         policy = to_actor_critic(runner, obs_dim, act_dim, cfg)
     finally:
         torch.set_num_threads(threads)
-    report = {
+    report: dict[str, Any] = {
         "learner": "rsl_rl", "config": cfg.to_dict(), "num_envs": n,
         "device": str(venv.device), "iterations": done,
         "samples": done * n * cfg.rollout_steps, "history": history,
