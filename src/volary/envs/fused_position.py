@@ -181,56 +181,63 @@ def _forward(sizes, flat, norm, clip, obs, h0, h1, act):
 def _observe(x, n, goal, prev, hover, layout, obs):
     """:meth:`PositionTask._observe` of env ``n`` into ``obs`` (float32, NaN -> 0,
     +-inf -> +-1e3)."""
+    _finite_obs(obs, _layout(x, n, goal, prev, hover, layout, obs))
+
+
+@jit
+def _layout(x, n, goal, prev, hover, layout, obs):
+    """Env ``n``'s observation in ``layout``'s order (:data:`_LAYOUT_CODES`) into ``obs``;
+    how many values it wrote."""
     rm = rotmat(x[6, n], x[7, n], x[8, n], x[9, n])  # body to world, row-major
-    k = 0
-    if layout != 3:  # the world-frame goal error leads every layout but body's
-        for i in range(3):
-            obs[k] = goal[n, i] - x[i, n]
-            k += 1
+    e0, e1, e2 = goal[n, 0] - x[0, n], goal[n, 1] - x[1, n], goal[n, 2] - x[2, n]
     if layout == 3:  # body: R^T e, R^T v, R^T e_z (R's third row), omega, previous action
-        e0, e1, e2 = goal[n, 0] - x[0, n], goal[n, 1] - x[1, n], goal[n, 2] - x[2, n]
+        k = _put_rt(obs, 0, rm, e0, e1, e2)
+        k = _put_rt(obs, k, rm, x[3, n], x[4, n], x[5, n])
         for i in range(3):
-            obs[k] = rm[i] * e0 + rm[3 + i] * e1 + rm[6 + i] * e2
-            k += 1
-        for i in range(3):
-            obs[k] = rm[i] * x[3, n] + rm[3 + i] * x[4, n] + rm[6 + i] * x[5, n]
-            k += 1
-        for i in range(3):
-            obs[k] = rm[6 + i]
-            k += 1
-        for i in range(3):
-            obs[k] = x[10 + i, n]
-            k += 1
-        for j in range(prev.shape[0]):
-            obs[k] = prev[j]
-            k += 1
-    elif layout == 1:  # aerial_gym: e, columns 1 and 2 of R, R^T v, omega
+            obs[k + i] = rm[6 + i]
+        return _put_rates(obs, k + 3, x, n, prev, True)
+    obs[0], obs[1], obs[2] = e0, e1, e2  # the world-frame layouts lead with e
+    if layout == 1:  # aerial_gym: e, columns 1 and 2 of R, R^T v, omega
         for col in range(2):
             for row in range(3):
-                obs[k] = rm[3 * row + col]
-                k += 1
-        for i in range(3):
-            obs[k] = rm[i] * x[3, n] + rm[3 + i] * x[4, n] + rm[6 + i] * x[5, n]
-            k += 1
-        for i in range(3):
-            obs[k] = x[10 + i, n]
-            k += 1
-    else:
-        for i in range(3):
-            obs[k] = x[3 + i, n]
-            k += 1
-        for i in range(9):
-            obs[k] = rm[i]
-            k += 1
-        for i in range(3):
-            obs[k] = x[10 + i, n]
-            k += 1
+                obs[3 + 3 * col + row] = rm[3 * row + col]
+        k = _put_rt(obs, 9, rm, x[3, n], x[4, n], x[5, n])
+        return _put_rates(obs, k, x, n, prev, False)
+    for i in range(3):  # volary, volary_twr: e, v, R, omega, previous action [, hover]
+        obs[3 + i] = x[3 + i, n]
+    for i in range(9):
+        obs[6 + i] = rm[i]
+    k = _put_rates(obs, 15, x, n, prev, True)
+    if layout == 2:
+        obs[k] = hover[n]
+        k += 1
+    return k
+
+
+@jit
+def _put_rt(obs, k, rm, v0, v1, v2):
+    """obs[k:k+3] = R^T v for the world vector v (``rm`` body to world, row-major); k + 3."""
+    for i in range(3):
+        obs[k + i] = rm[i] * v0 + rm[3 + i] * v1 + rm[6 + i] * v2
+    return k + 3
+
+
+@jit
+def _put_rates(obs, k, x, n, prev, with_prev):
+    """obs[k:] = body rates of env n [and the previous action]; the index after them."""
+    for i in range(3):
+        obs[k + i] = x[10 + i, n]
+    k += 3
+    if with_prev:
         for j in range(prev.shape[0]):
-            obs[k] = prev[j]
-            k += 1
-        if layout == 2:
-            obs[k] = hover[n]
-            k += 1
+            obs[k + j] = prev[j]
+        k += prev.shape[0]
+    return k
+
+
+@jit
+def _finite_obs(obs, k):
+    """NaN -> 0, +-inf -> +-1e3 in obs[:k] (the torch path's nan_to_num)."""
     for i in range(k):
         v = obs[i]
         if np.isnan(v):
