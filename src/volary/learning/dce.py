@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import Tensor, nn
@@ -38,6 +38,9 @@ from volary.learning.checkpoint import (
     state_on_cpu,
     write_checkpoint,
 )
+
+if TYPE_CHECKING:
+    from volary.envs.navigate import NavigateTask
 
 CHECKPOINT_KIND = CheckpointKind("dce", "deep collision encoder", ("config", "state_dict", "info"))
 
@@ -195,8 +198,9 @@ def collect_depth(
 
     if isinstance(frames, bool) or not isinstance(frames, int) or frames < 1:
         raise ConfigError(f"frames: expected an int >= 1, got {frames!r}")
-    env = make_env("navigate", n_envs=n_envs, seed=seed, scenes=scenes, scene_seed=scene_seed,
-                   **(env_options or {}))  # fmt: skip
+    made = make_env("navigate", n_envs=n_envs, seed=seed, scenes=scenes, scene_seed=scene_seed,
+                    **(env_options or {}))  # fmt: skip
+    env = cast("NavigateTask", made)
     cfg = env.config
     gen = torch.Generator().manual_seed(seed)
     obs, _ = env.reset(seed=seed)
@@ -255,7 +259,7 @@ def train_dce(
     perm = torch.randperm(depth.shape[0], generator=gen)
     n_val = max(1, int(round(cfg.val_fraction * depth.shape[0])))
     val, tr = perm[:n_val], perm[n_val:]
-    vae = DepthVAE(tuple(depth.shape[1:]), cfg)
+    vae = DepthVAE((int(depth.shape[1]), int(depth.shape[2])), cfg)
     opt = torch.optim.Adam(vae.parameters(), lr=cfg.lr)
     hist: dict[str, list[float]] = {"train_recon": [], "train_kl": [], "val_recon": [],
                                     "val_kl": []}  # fmt: skip

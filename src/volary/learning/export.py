@@ -469,7 +469,8 @@ def mlp_npz(
     except TypeError as exc:
         raise ConfigError(f"meta: expected JSON-able values: {exc}") from exc
     with out.open("wb") as f:
-        np.savez(f, stages=np.array(json.dumps(layout)), meta=np.array(meta_json), **arrays)
+        payload = {"stages": np.array(json.dumps(layout)), "meta": np.array(meta_json), **arrays}
+        np.savez(f, **payload)  # type: ignore[arg-type]  # numpy's stub types **kwds as bool
     return out
 
 

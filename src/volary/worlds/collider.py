@@ -184,6 +184,7 @@ def box_query(
     point = torch.full((n, 3), torch.nan, device=dev, dtype=dt)
     q = pos[:, None, :]
     _, has_cyl, has_sph, has_plane = scene.kinds_present
+    kinds: list[tuple[str, Tensor, Tensor, Tensor, tuple[Tensor, ...]]]
     kinds = [("box", sdf_box(q, scene.box_center, scene.box_half, scene.box_yaw)[0],
               scene.box_valid, scene.box_id,
               (scene.box_center, scene.box_half, scene.box_yaw))]  # fmt: skip

@@ -262,7 +262,7 @@ class _Episode:
             alpha_xy_max=ind.alpha_xy_max,
             alpha_z_max=ind.alpha_z_max,
             radius=float(self.radius[i]),
-            half_extents=None if self.half is None else tuple(float(v) for v in self.half[i]),
+            half_extents=None if self.half is None else _xyz(self.half[i]),
         )
         bmax = np.array(spec.bounds_max, dtype=np.float64)
         bmax[2] = min(bmax[2], spec.flight_ceiling)
@@ -665,6 +665,11 @@ def _start_planner(env: _Env, algo: str, options: dict[str, Any]) -> None:
 
 REMOTE = "remote:"  # algo prefix of a planner served by another process (volary.serve.planners)
 REMOTE_TIMEOUT = 10.0  # s a remote planner may take per call before the trial fails
+
+
+def _xyz(v: Any) -> tuple[float, float, float]:
+    """Three floats from a length-3 array (a box collider's half extents)."""
+    return float(v[0]), float(v[1]), float(v[2])
 
 
 def _yaw(quat: np.ndarray) -> float:

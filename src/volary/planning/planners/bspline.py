@@ -589,7 +589,7 @@ class BsplinePlanner(MapperPlanner):
     name = "bspline"
     options_type: type[MapperOptions] = BsplineOptions
 
-    def reset(self, task) -> None:  # type: ignore[no-untyped-def]
+    def reset(self, task) -> None:
         super().reset(task)
         self._path_version = 0
         self._spline: tuple[int, float] | None = None  # (path version, t0) of the kept spline
@@ -600,7 +600,7 @@ class BsplinePlanner(MapperPlanner):
         super()._accept_path(path, reached)
         self._path_version += 1
 
-    def _start_state(self, obs, pos):  # type: ignore[no-untyped-def]
+    def _start_state(self, obs, pos):
         p0, v0, a0 = super()._start_state(obs, pos)
         self._tracking = False
         if self._ref is not None:  # the start state came from the previous reference
@@ -633,9 +633,9 @@ class BsplinePlanner(MapperPlanner):
         clear = self.grid.clearance(ref.positions[ahead])
         if (clear < min(self.radius + o.hard_margin, clear[0] - 0.02)).any():
             return None
-        k = min(
-            int(np.searchsorted(ref.times, t + 1.0 / self.task.planner_rate_hz)), len(ref.times) - 1
-        )  # type: ignore[union-attr]
+        task = self.task
+        assert task is not None  # set by reset()
+        k = min(int(np.searchsorted(ref.times, t + 1.0 / task.planner_rate_hz)), len(ref.times) - 1)
         self._yaw = float(ref.yaws[k])
         return ref
 

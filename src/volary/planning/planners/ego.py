@@ -76,7 +76,7 @@ class EgoPlanner(BsplinePlanner):
     name = "ego"
     options_type = EgoOptions
 
-    def reset(self, task) -> None:  # type: ignore[no-untyped-def]
+    def reset(self, task) -> None:
         super().reset(task)
         self.stats["pairs"] = 0
         self.stats["guide_searches"] = 0

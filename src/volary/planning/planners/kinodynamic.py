@@ -371,14 +371,14 @@ class KinodynamicPlanner(BsplinePlanner):
     name = "kinodynamic"
     options_type = KinodynamicOptions
 
-    def reset(self, task) -> None:  # type: ignore[no-untyped-def]
+    def reset(self, task) -> None:
         super().reset(task)
         self._v_start = np.zeros(3)
         self._path_t: np.ndarray | None = None
         self._cand_t: np.ndarray | None = None
         self.stats["expansions"] = 0
 
-    def _start_state(self, obs, pos):  # type: ignore[no-untyped-def]
+    def _start_state(self, obs, pos):
         p0, v0, a0 = super()._start_state(obs, pos)
         self._v_start = v0
         return p0, v0, a0

@@ -174,8 +174,8 @@ def pooled_depth(depth: np.ndarray, max_range: float, grid: tuple[int, int]) -> 
         raise ConfigError(f"obs.depth: expected an (H, W) image with H, W multiples of {grid}, "
                           f"got shape {d.shape}")  # fmt: skip
     r = np.float32(max_range)
-    d = np.clip(np.where(np.isfinite(d), d, r), 0.0, r) / r
-    return d.reshape(h, d.shape[0] // h, w, d.shape[1] // w).min(axis=(1, 3)).reshape(-1)
+    near = np.clip(np.where(np.isfinite(d), d, r), 0.0, r) / r
+    return near.reshape(h, d.shape[0] // h, w, d.shape[1] // w).min(axis=(1, 3)).reshape(-1)
 
 
 def observation(

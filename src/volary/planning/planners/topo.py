@@ -72,7 +72,7 @@ class TopoPlanner(BsplinePlanner):
     name = "topo"
     options_type = TopoOptions
 
-    def reset(self, task) -> None:  # type: ignore[no-untyped-def]
+    def reset(self, task) -> None:
         super().reset(task)
         self.stats["guides"] = 0
         self.stats["guide_s"] = 0.0
@@ -101,7 +101,7 @@ class TopoPlanner(BsplinePlanner):
         self.stats["guide_s"] += time.perf_counter() - t1
         return guides
 
-    def _block_tube(self, grid, path: np.ndarray) -> None:  # type: ignore[no-untyped-def]
+    def _block_tube(self, grid, path: np.ndarray) -> None:
         """Mark the voxels within ``tube`` of the middle of ``path`` (1 m kept free at either
         end) as obstacles in the copied grid."""
         o: TopoOptions = self.options  # type: ignore[assignment]
