@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -c $(CONSTRAINTS) -e ".[dev]"
 	$(PY) -m volary.sim.fused  # compile the numba closed loop into its disk cache, once
-	$(PY) -m volary.envs.fused_position  # and the one-call evaluation kernel (RL validations)
+	$(PY) -m volary.envs.fused_position  # and the one-call evaluation kernel (RL validation, rl eval)
 	@touch $(STAMP)
 
 venv: $(STAMP)

@@ -347,17 +347,20 @@ def _episodes_parallel(p, c, d, x, tick, flags, keys, rate, imu, mode, cdt, phys
 
 
 def warm_cache() -> dict[str, float]:
-    """Compile the evaluation kernel into numba's disk cache (serial on contiguous and on
-    padded buffers, parallel on padded ones: the three a run can take), so that no later
-    process compiles it (about 20 s on the 2-core machine, which a first ``volary rl train
-    --recipe hover-fast`` would otherwise pay in its first validation); seconds per variant.
-    ``make venv`` runs it once, after :func:`volary.sim.fused.warm_cache`."""
+    """Compile the evaluation kernel into numba's disk cache, so that no later process
+    compiles it (9-13 s a variant on the 2-core machine, which a first ``volary rl train
+    --recipe hover-fast`` would otherwise pay in its first validation and a first ``volary rl
+    eval`` in its evaluation); seconds per variant. Four variants: serial and parallel, each on
+    the Simulator's contiguous buffers (fewer than :data:`volary.sim.fused.PARALLEL_MIN` envs)
+    and on its padded ones. ``make venv`` runs it once, after
+    :func:`volary.sim.fused.warm_cache`."""
     import time
 
     from volary.envs import make_env
+    from volary.sim.fused import PARALLEL_MIN as PADDED_FROM
 
     out = {}
-    for n, threads in ((8, 1), (PARALLEL_MIN, 1), (PARALLEL_MIN, 2)):
+    for n, threads in ((8, 1), (PADDED_FROM, 1), (PARALLEL_MIN, 2), (PADDED_FROM, 2)):
         before = torch.get_num_threads()
         torch.set_num_threads(threads)
         try:
