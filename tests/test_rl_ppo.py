@@ -476,24 +476,9 @@ def test_cli_recipe_sets_what_is_not_given(tmp_path, monkeypatch):
     # the recipe's own early stop: a validation env of its own seed, checked as the recipe says
     calls.clear()
     out = tmp_path / "stop"
-    args = [
-        "--recipe",
-        "hover-fast",
-        "--learner",
-        "volary",
-        "--iterations",
-        "3",
-        "--envs",
-        "8",
-        "--set",
-        "hidden=8,8",
-        "--seed",
-        "4",
-        "--val-every",
-        "1",
-        "--val-first",
-        "2",
-    ]
+    args = ["--recipe", "hover-fast", "--learner", "volary", "--iterations", "3", "--envs", "8",
+            "--set", "hidden=8,8", "--seed", "4", "--val-every", "1",
+            "--val-first", "2"]  # fmt: skip
     r = runner.invoke(rl_app, ["train", *args, "--out", str(out)])
     assert r.exit_code == 0, r.output
     assert [(c[0], c[1], c[2]["seed"]) for c in calls] == [
