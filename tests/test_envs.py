@@ -113,12 +113,19 @@ def test_nan_actions_do_not_spread_and_bad_calls_name_the_problem() -> None:
         env.reset(seed=-1)
 
 
-def test_the_fused_env_steps_alike_inside_torch_inference_mode() -> None:
+@pytest.mark.filterwarnings("error:compiled physics step failed:RuntimeWarning")
+@pytest.mark.parametrize("compile_", ["numba", "warp"])
+def test_the_fused_env_steps_alike_inside_torch_inference_mode(compile_) -> None:
     # rsl_rl collects its rollouts under torch.inference_mode(); the fused physics' lazy state
-    # views must still count writes there (they once raised "Inference tensors do not track
-    # version counter") and the flight must be the one flown outside it
+    # views (numba's closed loop) and the packed-state cache (Warp's step, the default on CUDA)
+    # must not ask those tensors for their version counter (both once raised "Inference
+    # tensors do not track version counter"; Warp then fell back to the eager step), and the
+    # flight must be the one flown outside it
+    if compile_ == "warp":
+        pytest.importorskip("warp")
+
     def fly(inference: bool) -> torch.Tensor:
-        env = make_env("hover", n_envs=6, seed=3, compile="numba")
+        env = make_env("hover", n_envs=6, seed=3, compile=compile_)
         env.reset(seed=3)
         gen = torch.Generator().manual_seed(0)
         out = []

@@ -427,6 +427,9 @@ class _Cached:
     def get(self, obj) -> Tensor:
         if obj is not self.obj:  # a frozen dataclass: same object, same tensors
             self.obj, self.tensors, self.versions = obj, [getattr(obj, k) for k in self.names], None
+        if any(t.is_inference() for t in self.tensors):  # no version counter: pack every call
+            self.versions = None
+            return _pack(self.tensors)
         versions = tuple(t._version for t in self.tensors)
         if versions != self.versions:
             self.versions, self.buf = versions, _pack(self.tensors)
@@ -534,15 +537,21 @@ class _SoAStepper:
             tick = torch.cat([p[1] for p in parts], dim=0)
             fl = torch.cat([p[2] for p in parts], dim=1)
         out = _state_from(x, tick, fl, params.n_rotors)
-        self.last = (out, x, fl, x._version, fl._version)
+        # Reuse the buffers next call only if a write to them would show: tensors made under
+        # torch.inference_mode (rsl_rl's rollouts) have no version counter, so they are repacked.
+        tracked = not (x.is_inference() or fl.is_inference())
+        self.last = (out, x, fl, x._version, fl._version) if tracked else None
         return out
 
     def _chunk(self, args: tuple, a: int, b: int) -> tuple:
         """Envs a..b of the call's buffers; the parameter, disturbance and key slices are kept
         while those buffers are the same objects (they rarely change between calls)."""
-        const, version = (args[0], args[1], args[6]), args[6]._version
+        const = (args[0], args[1], args[6])
+        untracked = args[6].is_inference()  # no version counter: slice again every call
+        version = -1 if untracked else args[6]._version
         if (
-            self.chunks is None
+            untracked
+            or self.chunks is None
             or self.chunks[1] != version
             or any(x is not y for x, y in zip(const, self.chunks[0], strict=True))
         ):
