@@ -16,6 +16,7 @@ import torch
 from typer.testing import CliRunner
 
 from volary.cli.rl import rl_app
+from volary.device import resolve
 from volary.errors import ConfigError, FileFormatError
 from volary.learning.rl import (
     ActorCritic,
@@ -169,7 +170,7 @@ def test_same_seed_same_report(device):
     _, a = train_ppo(PointMass(8, device), SMALL, iterations=4)
     _, b = train_ppo(PointMass(8, device), SMALL, iterations=4)
     assert a["history"] == b["history"] and a["config"] == b["config"]
-    assert a["device"] == str(torch.device(device))
+    assert a["device"] == str(resolve(device))  # "cuda" is reported as its index, cuda:0
     _, c = train_ppo(PointMass(8, device), dataclasses.replace(SMALL, seed=1), iterations=4)
     assert c["history"] != a["history"]
 

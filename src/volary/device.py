@@ -18,3 +18,13 @@ def host_sync_is_cheap(device: torch.device | str) -> bool:
     """True on the CPU (a tensor's value is already on the host); False on CUDA and other
     accelerators, where reading it back waits for the device."""
     return torch.device(device).type == "cpu"
+
+
+def resolve(device: torch.device | str) -> torch.device:
+    """``device`` as its tensors report it: ``"cuda"`` becomes ``cuda:<current index>``, so
+    ``tensor.device == resolve(device)`` holds for a tensor made with ``device=device``
+    (``torch.device("cuda") != torch.device("cuda:0")``)."""
+    d = torch.device(device)
+    if d.type != "cpu" and d.index is None:
+        return torch.empty(0, device=d).device
+    return d

@@ -27,7 +27,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 from torch import Tensor
 
-from volary.device import host_sync_is_cheap
+from volary.device import host_sync_is_cheap, resolve
 from volary.errors import ConfigError
 from volary.math import random as vrandom
 from volary.sim import World, rollout
@@ -73,7 +73,7 @@ class TorchVectorEnv(gym.vector.VectorEnv):
             raise ConfigError(f"n_envs: expected an integer >= 1, got {num_envs!r}")
         self.num_envs = num_envs
         self.act_dim = act_dim
-        self.device = torch.device(device)
+        self.device = resolve(device)  # cuda -> cuda:0, as the env's tensors report it
         inf = np.float32(np.inf)
         self.single_observation_space = gym.spaces.Box(-inf, inf, (obs_dim,), np.float32)
         self.single_action_space = gym.spaces.Box(-1.0, 1.0, (act_dim,), np.float32)

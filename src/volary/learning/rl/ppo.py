@@ -18,6 +18,7 @@ import torch
 from torch import Tensor, nn
 
 from volary.config import apply_overrides
+from volary.device import resolve as resolve_device
 from volary.errors import ConfigError
 from volary.learning.checkpoint import (
     CheckpointKind,
@@ -627,7 +628,7 @@ class PPOTrainer:
         if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
             raise ConfigError(f"PPOTrainer: iterations expected an int >= 1, got {iterations!r}")
         self.env, self.cfg, self.iterations = env, cfg, iterations
-        self.device, self.n = torch.device(env.device), int(env.num_envs)
+        self.device, self.n = resolve_device(env.device), int(env.num_envs)
         obs_dim = _space_dim(env.single_observation_space, "single_observation_space")
         act_dim = _space_dim(env.single_action_space, "single_action_space")
         self.policy = ActorCritic(obs_dim, act_dim, cfg).to(self.device)
@@ -737,7 +738,7 @@ def evaluate_policy(
     """
     if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
         raise ConfigError(f"evaluate_policy: episodes expected an int >= 1, got {episodes!r}")
-    device, n = torch.device(env.device), int(env.num_envs)
+    device, n = resolve_device(env.device), int(env.num_envs)
     k = -(-episodes // n)
     policy = policy.to(device).eval()
     if groups is not None and len(groups) != n:
