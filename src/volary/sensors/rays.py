@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from volary.device import resolve as resolve_device
 from volary.errors import ConfigError
 from volary.math import random as vrandom
 from volary.math.quaternion import quat_from_euler, quat_normalize, quat_to_rotmat
@@ -219,7 +220,7 @@ class RayBundle:
     def __init__(
         self, dirs_s: Tensor, mount: Mount, device: torch.device | str, dtype: torch.dtype
     ) -> None:
-        self.device, self.dtype = torch.device(device), dtype
+        self.device, self.dtype = resolve_device(device), dtype
         self.dirs_s = dirs_s.to(device=self.device, dtype=dtype).contiguous()  # (R, 3)
         r_bs = mount.matrix()
         self.r_bs = r_bs.to(device=self.device, dtype=dtype)  # (3, 3)

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from volary.device import resolve as resolve_device
 from volary.errors import ConfigError
 from volary.math.quaternion import quat_rotate, quat_rotate_inverse
 from volary.worlds.primitives import Box, Cylinder, Mesh, Scene, SceneSpec, Sphere
@@ -50,7 +51,7 @@ class Actors:
                 raise ConfigError(
                     f"actors[{k}]: expected a Box, Cylinder, Sphere or Mesh, got {type(s).__name__}"
                 )
-        self.k, self.n, self.device, self.dtype = len(shapes), n_envs, torch.device(device), dtype
+        self.k, self.n, self.device, self.dtype = len(shapes), n_envs, resolve_device(device), dtype
         self.shapes = [dataclasses.replace(s, object_id=ACTOR_ID + k) for k, s in enumerate(shapes)]
         specs = [
             SceneSpec(f"actor{k}", (-_FAR,) * 3, (_FAR,) * 3, obstacles=(s,))

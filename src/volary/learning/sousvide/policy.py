@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from volary.device import resolve as resolve_device
 from volary.errors import ConfigError
 from volary.learning.sousvide.history import ActionWindow, HistoryBuffer, observable
 from volary.learning.sousvide.net import OBJECTIVE_SIZE, SVNet, load_checkpoint, save_checkpoint
@@ -31,7 +32,7 @@ class SVPolicy:
     ) -> None:
         if not isinstance(net, SVNet):
             raise ConfigError(f"net: expected an SVNet, got {type(net).__name__}")
-        self.device = torch.device(device)
+        self.device = resolve_device(device)
         self.net = net.to(self.device).eval()
         self.meta = dict(meta or {})
         self._buffer: HistoryBuffer | None = None

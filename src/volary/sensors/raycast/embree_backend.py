@@ -16,6 +16,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from volary.device import resolve as resolve_device
 from volary.errors import MissingDependencyError
 from volary.sensors.raycast.base import (
     RayHits,
@@ -100,7 +101,7 @@ class EmbreeCaster:
         embree_scene, triangle_mesh = _embree()
         per = as_spec_list(specs, n_envs)
         self.n_envs = len(per)
-        self.device = torch.device(device)
+        self.device = resolve_device(device)
         self.dtype = dtype
         self.segments = segments
         self._post = _post_fn()

@@ -17,6 +17,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from volary.device import resolve as resolve_device
 from volary.sensors.raycast.base import (
     FLOOR_ID,
     RayHits,
@@ -209,7 +210,7 @@ class TorchCaster:
     ) -> None:
         per = as_spec_list(specs, n_envs)
         self.n_envs = len(per)
-        self.device = torch.device(device)
+        self.device = resolve_device(device)
         self.dtype = dtype
         self.segments = segments  # unused: the reference is exact
         self.scene = Scene.stack(per, device=self.device, dtype=dtype)
