@@ -198,6 +198,68 @@ def test_custom_controller_and_thrust_rate_take_the_general_path():
     assert tr.backend == "eager"
 
 
+def _randomized(sim: Simulator, rebuild: bool) -> None:
+    """Heavier, stiffer vehicles (per env), as domain randomization sets them; ``rebuild``:
+    a controller built for the true parameters (BoundaryPredictor's flights do this)."""
+    from volary.control import make_controller
+
+    p = sim.params
+    scale = torch.linspace(0.8, 1.25, sim.n_envs, dtype=p.dtype)
+    sim.params = p.replace(mass=p.mass * scale, inertia=p.inertia * scale[:, None, None])
+    if rebuild:
+        sim.controller = make_controller(sim.controller.mode, sim.params)
+
+
+@pytest.mark.parametrize("rebuild", [False, True], ids=["nominal-controller", "rebuilt"])
+@pytest.mark.parametrize("mode", ["position", "mellinger", "ctbr"])
+def test_fused_loop_flies_the_controllers_own_model_and_a_replaced_controller(mode, rebuild):
+    """The controller flies with its own model of the vehicle (the torch controller's params),
+    not the Simulator's: with randomized params and the nominal controller, and after
+    ``sim.controller`` is replaced by one built for the true params. The fused loop once read
+    mass and inertia from the Simulator's params and kept the controller it was built with,
+    so BoundaryPredictor's CPU flights differed from its CUDA (eager) ones."""
+    fused, eager = _pair(mode, torch.float64, n_envs=6)
+    for s in (fused, eager):
+        _randomized(s, rebuild)
+    assert fused._fused is not None and fused._fused.ctrl is fused.controller
+    sp = _setpoint(mode, eager)
+    for _ in range(60):
+        a, b = fused.step(sp), eager.step(sp)
+    _close(a, b, 1e-9)
+
+
+def test_replacing_the_controller_switches_the_loop():
+    """Another built-in mode gets a new fused loop; a user's controller steps eagerly (control
+    in torch); a built-in controller again brings the fused loop back."""
+    from volary.control import make_controller
+
+    sim = Simulator("crazyflie", control="position")
+    first = sim._fused
+    sim.controller = make_controller("velocity", sim.params)
+    assert sim._fused is not None and sim._fused is not first and sim._fused.mode != first.mode
+    calls = []
+
+    class Logged:
+        mode, setpoint_size = "position", 4
+
+        def __init__(self, params):
+            self.inner = make_controller("position", params)
+
+        def __call__(self, state, setpoint, dt):
+            calls.append(1)
+            return self.inner(state, setpoint, dt)
+
+        def reset(self, mask=None):
+            self.inner.reset(mask)
+
+    sim.controller = Logged(sim.params)
+    assert sim._fused is None
+    sim.step([0.0, 0.0, 1.0, 0.0])
+    assert calls == [1]
+    sim.controller = make_controller("position", sim.params)
+    assert sim._fused is not None
+
+
 def test_auto_backend_by_device_batch_and_model():
     """compile='auto': numba below 1,024 envs on the CPU, inductor from there, eager for the
     thrust-rate model and off the CPU; explicit choices pass through."""
@@ -264,6 +326,26 @@ def test_compiled_loop_sees_new_and_edited_gains_and_resets():
     for f in ("rate", "integral"):
         x, y = getattr(comp.controller.rate_state, f), getattr(eager.controller.rate_state, f)
         assert torch.allclose(x, y, atol=2e-4 * max(1.0, float(y.abs().max())))
+
+
+@pytest.mark.slow
+def test_compiled_loop_flies_a_replaced_controller():
+    """inductor's closed loop takes the controller's tensors as inputs: a controller built for
+    randomized params replaces the old one without a new graph, and flies as in eager."""
+    comp, eager = (
+        Simulator(PLATFORMS[:3], n_envs=6, control="mellinger", compile=c, dtype=torch.float64)
+        for c in (True, False)
+    )
+    assert comp._compiled is not None
+    sp = _setpoint("mellinger", eager)
+    comp.step(sp), eager.step(sp)
+    fn = comp._compiled.fn
+    for s in (comp, eager):
+        _randomized(s, rebuild=True)
+    for _ in range(30):
+        a, b = comp.step(sp), eager.step(sp)
+    assert comp._compiled.fn is fn and comp._compiled.ctrl is comp.controller
+    _close(a, b, 1e-9)
 
 
 @pytest.mark.slow

@@ -96,7 +96,7 @@ def first_episodes(env: PositionTask, policy: MlpPolicy, seed: int) -> dict[str,
         top = int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
         numba.set_num_threads(min(threads, top))
         kernel = _episodes_parallel
-    kernel(b.p, b.c, b.d, b.x, b.tick, b.flags, b.keys, b.rate, b.imu, b.mode, b.cdt, b.phys,
+    kernel(b.p, b.pc, b.c, b.d, b.x, b.tick, b.flags, b.keys, b.rate, b.imu, b.mode, b.cdt, b.phys,
            b.iphys, sizes, flat, norm, clip, scale, offset, goal, hover, task, ints, out_f,
            out_i)  # fmt: skip
     loop.publish(b)
@@ -247,7 +247,7 @@ def _finite_obs(obs, k):
 
 
 @jit
-def _fly_env(n, p, c, d, x, tick, flags, keys, rate, imu, mode, cdt, phys, iphys, sizes, flat,
+def _fly_env(n, p, pc, c, d, x, tick, flags, keys, rate, imu, mode, cdt, phys, iphys, sizes, flat,
              norm, clip, scale, offset, goal, hover, task, ints, out_f, out_i, s, cmds,
              sp):  # fmt: skip
     """Env ``n``'s first episode (the module docstring); results into column n of the outs."""
@@ -268,8 +268,8 @@ def _fly_env(n, p, c, d, x, tick, flags, keys, rate, imu, mode, cdt, phys, iphys
         _forward(sizes, flat, norm, clip, obs, h0, h1, act)
         for j in range(a_dim):
             sp[0, j] = (np.float32(act[j]) + offset[j]) * scale[n, j]
-        env_step(n, 0, p, c, d, x, flags, tick, keys, rate, sp, mode, cdt, phys, iphys, imu,
-                 cmds, s)  # fmt: skip
+        env_step(n, 0, p, pc, c, d, x, flags, tick, keys, rate, sp, mode, cdt, phys, iphys,
+                 imu, cmds, s)  # fmt: skip
         # the task's terms (PositionTask): diverged, crashed, too_far, below, tilted
         e0, e1, e2 = goal[n, 0] - x[0, n], goal[n, 1] - x[1, n], goal[n, 2] - x[2, n]
         err = math.sqrt(e0 * e0 + e1 * e1 + e2 * e2)
@@ -314,7 +314,7 @@ def _fly_env(n, p, c, d, x, tick, flags, keys, rate, imu, mode, cdt, phys, iphys
 
 
 @jit
-def _episodes(p, c, d, x, tick, flags, keys, rate, imu, mode, cdt, phys, iphys, sizes, flat,
+def _episodes(p, pc, c, d, x, tick, flags, keys, rate, imu, mode, cdt, phys, iphys, sizes, flat,
               norm, clip, scale, offset, goal, hover, task, ints, out_f, out_i):  # fmt: skip
     """Every env's first episode, one env after another (envs never interact)."""
     r = ints[3]
@@ -322,13 +322,13 @@ def _episodes(p, c, d, x, tick, flags, keys, rate, imu, mode, cdt, phys, iphys, 
     cmds = np.empty((1, x.shape[1], r), x.dtype)
     sp = np.empty((1, offset.shape[0]), x.dtype)
     for n in range(x.shape[1]):
-        _fly_env(n, p, c, d, x, tick, flags, keys, rate, imu, mode, cdt, phys, iphys, sizes,
-                 flat, norm, clip, scale, offset, goal, hover, task, ints, out_f, out_i, s, cmds,
-                 sp)  # fmt: skip
+        _fly_env(n, p, pc, c, d, x, tick, flags, keys, rate, imu, mode, cdt, phys, iphys,
+                 sizes, flat, norm, clip, scale, offset, goal, hover, task, ints, out_f, out_i,
+                 s, cmds, sp)  # fmt: skip
 
 
 @numba.njit(cache=True, nogil=True, fastmath=False, error_model="numpy", parallel=True)
-def _episodes_parallel(p, c, d, x, tick, flags, keys, rate, imu, mode, cdt, phys, iphys, sizes,
+def _episodes_parallel(p, pc, c, d, x, tick, flags, keys, rate, imu, mode, cdt, phys, iphys, sizes,
                        flat, norm, clip, scale, offset, goal, hover, task, ints, out_f,
                        out_i):  # fmt: skip
     """:func:`_episodes` with the envs split over numba's threads (results do not depend on
@@ -341,9 +341,9 @@ def _episodes_parallel(p, c, d, x, tick, flags, keys, rate, imu, mode, cdt, phys
         s = _scratch(13 + r, r, x)
         sp = np.empty((1, offset.shape[0]), x.dtype)
         for n in range(b * BLOCK, min((b + 1) * BLOCK, n_env)):
-            _fly_env(n, p, c, d, x, tick, flags, keys, rate, imu, mode, cdt, phys, iphys, sizes,
-                     flat, norm, clip, scale, offset, goal, hover, task, ints, out_f, out_i, s,
-                     cmds, sp)  # fmt: skip
+            _fly_env(n, p, pc, c, d, x, tick, flags, keys, rate, imu, mode, cdt, phys, iphys,
+                     sizes, flat, norm, clip, scale, offset, goal, hover, task, ints, out_f,
+                     out_i, s, cmds, sp)  # fmt: skip
 
 
 def warm_cache() -> dict[str, float]:

@@ -67,7 +67,8 @@ class LoopBuffers:
     """The arguments of :func:`~volary.sim.fused_kernels.env_step` besides the env, the step,
     the setpoint, the command output and the scratch (:meth:`FusedLoop.buffers`)."""
 
-    p: np.ndarray  # airframe parameters (K_p, N)
+    p: np.ndarray  # airframe parameters (K_p, N), the physics'
+    pc: np.ndarray  # the controller's model of them (the same array unless it was built for others)
     c: np.ndarray  # controller: allocation, limits, gains (K_c, N)
     d: np.ndarray  # disturbance (K_d, N)
     x: np.ndarray  # state (K, N), advanced in place
@@ -107,6 +108,7 @@ class FusedLoop:
         self.stop = sim.dynamics.on_divergence == OnDivergence.RESET
         self.r = sim.params.n_rotors
         self.params, self.dist = _Cached(_PARAM_FIELDS), _Cached(_DIST_FIELDS)
+        self.ctrl_params = _Cached(_PARAM_FIELDS)
         self._last: tuple[LazyState, np.ndarray, np.ndarray, np.ndarray] | None = None
         self._rate: tuple[RateLoopState, np.ndarray] | None = None
         self._consts: tuple | None = None
@@ -135,9 +137,15 @@ class FusedLoop:
         )
 
     # ---- buffers --------------------------------------------------------------------------
+    def use_controller(self, ctrl: MultirotorController) -> None:
+        """Fly ``ctrl``, a built-in controller of this loop's mode, from the next step on
+        (``Simulator.controller = ...``): its parameters, gains and rate-loop state."""
+        self.ctrl, self._rate, self._consts = ctrl, None, None
+
     def _controller_buffer(self) -> np.ndarray:
-        """(K_c, N) pseudo-inverse, thrust limit, actuation flag, gains (numba_laws layout)."""
-        p, g = self.sim.params, self.ctrl.gains
+        """(K_c, N) pseudo-inverse, thrust limit, actuation flag, gains (numba_laws layout),
+        from the controller's own parameters, as the torch controller computes them."""
+        p, g = self.ctrl.params, self.ctrl.gains
         n = p.n_envs
         cols = [
             p.alloc_pinv.reshape(n, -1),
@@ -178,21 +186,22 @@ class FusedLoop:
         return ib, clock, imu.tick.numpy().copy(), imu.keys.numpy(), self._imu_cfg
 
     # ---- the call -------------------------------------------------------------------------
-    def _constants(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(params, controller, disturbance) arrays; repacked when an object is replaced or a
-        tensor of it modified in place (checked by identity and version counters)."""
-        sim = self.sim
-        key = (sim.params, self.ctrl.gains, sim.disturbance)
+    def _constants(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(params, controller's params, controller, disturbance) arrays; repacked when an
+        object is replaced or a tensor of it modified in place (checked by identity and
+        version counters)."""
+        sim, ctrl = self.sim, self.ctrl
+        key = (sim.params, ctrl.params, ctrl.gains, sim.disturbance)
         c = self._consts
         if c is not None and all(a is b for a, b in zip(key, c[0], strict=True)):
             if list(map(_VERSION, c[1])) == c[2]:
                 return c[3]
-        arrays = (
-            padded(self.params.get(sim.params).numpy()),
-            self._controller_buffer(),
-            padded(self.dist.get(sim.disturbance).numpy()),
-        )
+        p = padded(self.params.get(sim.params).numpy())
+        own = ctrl.params is not sim.params  # a controller built for other parameters
+        pc = padded(self.ctrl_params.get(ctrl.params).numpy()) if own else p
+        arrays = (p, pc, self._controller_buffer(), padded(self.dist.get(sim.disturbance).numpy()))
         watched = [*self.params.tensors, *self.dist.tensors]
+        watched += [*self.ctrl_params.tensors] if own else []
         watched += [getattr(self.ctrl.gains, f) for f, _ in _gain_rows()]
         self._consts = (key, watched, list(map(_VERSION, watched)), arrays)
         return arrays
@@ -218,8 +227,8 @@ class FusedLoop:
         (a task's observation, a policy, end conditions) around the control step. Hand the
         advanced buffers back with :meth:`publish`."""
         x, tick, flags = self._state(self.sim.state)
-        p, c, d = self._constants()
-        return LoopBuffers(p, c, d, x, tick, flags, self.sim.keys.numpy(), self._rate_buffer(),
+        p, pc, c, d = self._constants()
+        return LoopBuffers(p, pc, c, d, x, tick, flags, self.sim.keys.numpy(), self._rate_buffer(),
                            self._imu_buffers(), self.mode, self.cdt, self.phys,
                            self.iphys)  # fmt: skip
 
@@ -244,9 +253,10 @@ class FusedLoop:
 
             numba.set_num_threads(min(torch.get_num_threads(), _max_threads(numba)))
             kernel = self.kernels.closed_loop_parallel
-        p, c, d = self._constants()
-        code = kernel(p, c, d, x, tick, flags, self.sim.keys.numpy(), rate, sp, self.mode, self.cdt,
-                      self.phys, self.iphys, imu, steps, self.stop, cmds, *rec)  # fmt: skip
+        p, pc, c, d = self._constants()
+        code = kernel(p, pc, c, d, x, tick, flags, self.sim.keys.numpy(), rate, sp, self.mode,
+                      self.cdt, self.phys, self.iphys, imu, steps, self.stop, cmds,
+                      *rec)  # fmt: skip
         self._publish(x, tick, flags, rate, imu)
         self.diverged = bool(code & 1)
         return code >> 1
@@ -341,6 +351,12 @@ class CompiledLoop:
         self._ctrl_in: tuple[Any, Any, list[torch.Tensor]] | None = None
         self._tick = sim.state.tick
         self.rows = field_rows(self.r)
+
+    def use_controller(self, ctrl: MultirotorController) -> None:
+        """Fly ``ctrl``, a built-in controller of this loop's mode, from the next step on: its
+        parameters, gains and rate-loop state are the compiled graph's inputs, so the graph
+        is reused."""
+        self.ctrl, self._ctrl_in = ctrl, None
 
     def _closed(self, pbuf, dbuf, xbuf, tick, flags, keys, sp, rate, ctrl_in, imu_in):
         """One control step as a function of tensors only; run once, while it is traced."""

@@ -46,15 +46,19 @@ def _scratch(nk, r, like):
 
 
 @jit
-def _env_step(n, k, p, c, d, x, flags, tick, keys, rate, sp, mode, cdt, phys, iphys, imu, cmds, s):
-    """Control step k of env n, in place on the state buffers; the command goes to cmds[k, n]."""
+def _env_step(n, k, p, pc, c, d, x, flags, tick, keys, rate, sp, mode, cdt, phys, iphys, imu, cmds,
+              s):  # fmt: skip
+    """Control step k of env n, in place on the state buffers; the command goes to cmds[k, n].
+    ``p``: the vehicle's parameters (physics); ``pc``: the controller's model of them (mass,
+    inertia, rotor constants; the same array unless the controller was built for other
+    parameters: the torch controller, the reference, uses its own)."""
     phys_scr, xc, cmd, cmd2, u, nz, cc, acc = s
     ib, iclock, itick, ikeys, icfg = imu
     r = cmd.shape[0]
     nk = 13 + r
     for i in range(nk):
         xc[i] = x[i, n]
-    command(p, c, n, r, xc, sp[n if sp.shape[0] > 1 else 0], rate[n], mode, cdt, cmd)
+    command(pc, c, n, r, xc, sp[n if sp.shape[0] > 1 else 0], rate[n], mode, cdt, cmd)
     for j in range(r):
         cmds[k, n, j] = cmd[j]
     bad = sanitize(p, n, r, cmd, cmd2)
@@ -86,8 +90,8 @@ def _any_diverged(flags):
 
 
 @jit
-def closed_loop(p, c, d, x, tick, flags, keys, rate, sp, mode, cdt, phys, iphys, imu, steps, stop,
-                cmds, rec_x, rec_flags):  # fmt: skip
+def closed_loop(p, pc, c, d, x, tick, flags, keys, rate, sp, mode, cdt, phys, iphys, imu, steps,
+                stop, cmds, rec_x, rec_flags):  # fmt: skip
     """``steps`` control steps of every env, in place on (x, tick, flags, rate, imu buffers);
     ``sp`` (T, N, S) with T = 1 (held) or ``steps`` and N = 1 (shared) or
     the env count. Returns the steps done (< steps when
@@ -97,8 +101,8 @@ def closed_loop(p, c, d, x, tick, flags, keys, rate, sp, mode, cdt, phys, iphys,
     for k in range(steps):
         spk = sp[k if sp.shape[0] > 1 else 0]
         for n in range(x.shape[1]):
-            _env_step(n, k, p, c, d, x, flags, tick, keys, rate, spk, mode, cdt, phys, iphys,
-                      imu, cmds, s)  # fmt: skip
+            _env_step(n, k, p, pc, c, d, x, flags, tick, keys, rate, spk, mode, cdt, phys,
+                      iphys, imu, cmds, s)  # fmt: skip
         _record(k, x, flags, rec_x, rec_flags)
         if stop and _any_diverged(flags):
             return 2 * (k + 1) + 1
@@ -106,8 +110,8 @@ def closed_loop(p, c, d, x, tick, flags, keys, rate, sp, mode, cdt, phys, iphys,
 
 
 @numba.njit(cache=True, nogil=True, fastmath=False, error_model="numpy", parallel=True)
-def closed_loop_parallel(p, c, d, x, tick, flags, keys, rate, sp, mode, cdt, phys, iphys, imu,
-                         steps, stop, cmds, rec_x, rec_flags):  # fmt: skip
+def closed_loop_parallel(p, pc, c, d, x, tick, flags, keys, rate, sp, mode, cdt, phys, iphys,
+                         imu, steps, stop, cmds, rec_x, rec_flags):  # fmt: skip
     """:func:`closed_loop` with the envs of each step split into blocks over numba's threads."""
     r = cmds.shape[2]
     n_env = x.shape[1]
@@ -117,8 +121,8 @@ def closed_loop_parallel(p, c, d, x, tick, flags, keys, rate, sp, mode, cdt, phy
         for b in numba.prange(nb):
             s = _scratch(13 + r, r, x)
             for n in range(b * BLOCK, min((b + 1) * BLOCK, n_env)):
-                _env_step(n, k, p, c, d, x, flags, tick, keys, rate, spk, mode, cdt, phys,
-                          iphys, imu, cmds, s)  # fmt: skip
+                _env_step(n, k, p, pc, c, d, x, flags, tick, keys, rate, spk, mode, cdt,
+                          phys, iphys, imu, cmds, s)  # fmt: skip
         _record(k, x, flags, rec_x, rec_flags)
         if stop and _any_diverged(flags):
             return 2 * (k + 1) + 1

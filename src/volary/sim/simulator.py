@@ -161,13 +161,39 @@ class Simulator:
         self._home = torch.zeros(n, 3, device=cfg.device, dtype=cfg.dtype)
         self._home[:, 2] = 1.0
         self.state = self._initial_state(n)
-        if self.backend in ("numba", "inductor"):
-            from volary.sim import fused
+        self._built = True
+        self._attach_loop()
 
-            if fused.supports(self) and self.backend == "numba":
-                self._fused = fused.FusedLoop(self)
-            elif fused.supports(self):
-                self._compiled = fused.CompiledLoop(self)
+    # ---- the controller and the closed loop that flies it ---------------------------------
+    @property
+    def controller(self) -> Controller:
+        """The controller every step runs. Assigning another one (e.g. one built for the true
+        parameters after ``sim.params`` was randomized) takes effect from the next step on
+        every backend: the fused and compiled closed loops follow it, or step eagerly when it
+        is not a built-in controller they can run."""
+        return self._controller
+
+    @controller.setter
+    def controller(self, ctrl: Controller) -> None:
+        self._controller = ctrl
+        if getattr(self, "_built", False):
+            self._attach_loop()
+
+    def _attach_loop(self) -> None:
+        """The numba (``_fused``) or inductor (``_compiled``) closed loop for the current
+        controller, or neither (eager steps): a loop of the same mode is handed the new
+        controller; another mode or type gets a new loop."""
+        from volary.sim import fused
+
+        loop = self._fused if self._fused is not None else self._compiled
+        if self.backend not in ("numba", "inductor") or not fused.supports(self):
+            self._fused = self._compiled = None
+        elif loop is not None and loop.ctrl.mode == self._controller.mode:
+            loop.use_controller(self._controller)
+        elif self.backend == "numba":
+            self._fused, self._compiled = fused.FusedLoop(self), None
+        else:
+            self._fused, self._compiled = None, fused.CompiledLoop(self)
 
     # ---- properties -----------------------------------------------------------------------
     @property
