@@ -177,11 +177,16 @@ def test_race_rejects_a_negative_course_count(tmp_path):
 
 
 @pytest.mark.slow
-def test_race_writes_results_and_plots(tmp_path):
-    r = runner.invoke(app, ["race", "--courses", "1", "--out", str(tmp_path)])
+@pytest.mark.parametrize(
+    ("mode", "files"),
+    [([], {"challenge.json", "race_best.png"}),  # the default: the sensors-only challenge
+     (["--mode", "oracle"], {"race.json", "race_nominal.png"})],
+)  # fmt: skip
+def test_race_writes_results_and_plots(tmp_path, mode, files):
+    r = runner.invoke(app, ["race", *mode, "--courses", "1", "--out", str(tmp_path)])
     assert r.exit_code == 0, r.output
     assert "leaderboard" in r.output
-    assert {p.name for p in tmp_path.iterdir()} >= {"race.json", "race_nominal.png"}
+    assert {p.name for p in tmp_path.iterdir()} >= files
 
 
 @pytest.mark.parametrize(
