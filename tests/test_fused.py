@@ -258,6 +258,9 @@ def test_replacing_the_controller_switches_the_loop():
     assert calls == [1]
     sim.controller = make_controller("position", sim.params)
     assert sim._fused is not None
+    other = Simulator("crazyflie", n_envs=3, control="position")
+    with pytest.raises(ConfigError, match="controller: expected one built for 1 envs"):
+        sim.controller = other.controller
 
 
 def test_auto_backend_by_device_batch_and_model():
