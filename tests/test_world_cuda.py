@@ -12,25 +12,15 @@ import math
 import pytest
 import torch
 
+from test_world import CAM, ROOM  # the room with one wall and its 16x12 depth camera
 from volary.envs import make_env
-from volary.sensors import CameraConfig
 from volary.sim import Sensing, World, rollout, terms
-from volary.worlds.primitives import Box, SceneSpec
 
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"),
 ]
 
-ROOM = SceneSpec(
-    name="room",
-    bounds_min=(-5.0, -5.0, 0.0),
-    bounds_max=(5.0, 5.0, 4.0),
-    obstacles=(Box(center=(3.0, 0.0, 1.0), size=(0.4, 4.0, 2.0), object_id=1),),
-    start=(0.0, 0.0, 1.0),
-    goal=(1.5, 0.0, 1.0),
-)
-CAM = CameraConfig(width=16, height=12, hfov=math.radians(90.0), max_range=8.0)
 START = torch.tensor(
     [[0.0, 0.0, 1.0], [0.5, 0.0, 1.0], [2.0, 0.0, 1.0], [0.0, 2.0, 1.0], [0.0, -1.0, 1.5],
      [-1.0, 0.0, 1.0]], dtype=torch.float64,
