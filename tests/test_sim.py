@@ -135,3 +135,19 @@ def test_controller_factory_replaces_the_built_in_mode():
     assert abs(float(sim.state.vel[0, 0]) - 0.5) < 0.05  # it flies the velocity setpoint
     with pytest.raises(ConfigError, match="controller"):
         Simulator("crazyflie", controller=lambda p: object())
+
+
+def test_new_params_must_keep_the_batch_layout():
+    """``sim.params = p`` takes randomized values of the same layout; another env count, rotor
+    count or dtype is refused naming what was expected (the kernels once ran on silently)."""
+    sim = Simulator("crazyflie", n_envs=2)
+    sim.params = sim.params.replace(mass=sim.params.mass * 1.1)  # same layout: taken
+    for other, what in (
+        (Simulator("crazyflie", n_envs=3).params, "envs 2"),
+        (Simulator("hexa", n_envs=2).params, "rotors 4"),
+        (Simulator("crazyflie", n_envs=2, dtype=torch.float64).params, "dtype torch.float32"),
+    ):
+        with pytest.raises(ConfigError, match=f"params: expected {what}"):
+            sim.params = other
+    with pytest.raises(ConfigError, match="expected a VehicleParams"):
+        sim.params = {"mass": 1.0}

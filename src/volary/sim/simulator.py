@@ -73,6 +73,22 @@ def _airframes(platforms: PlatformSpec | Sequence[PlatformSpec]) -> list[Airfram
     return [p if isinstance(p, Airframe) else get(p) for p in items]
 
 
+def _check_params(new: Any, old: VehicleParams) -> None:
+    """``sim.params = new``: the same batch layout as ``old`` (kernels and state depend on it)."""
+    if not isinstance(new, VehicleParams):
+        raise ConfigError(f"params: expected a VehicleParams, got {type(new).__name__}")
+    for what, got, want in (
+        ("envs", new.n_envs, old.n_envs),
+        ("rotors", new.n_rotors, old.n_rotors),
+        ("device", new.device, old.device),
+        ("dtype", new.dtype, old.dtype),
+    ):
+        if got != want:
+            raise ConfigError(
+                f"params: expected {what} {want} (those the Simulator was built with), got {got}"
+            )
+
+
 def _custom_controller(factory: Any, params: VehicleParams) -> Controller:
     if not callable(factory):
         raise ConfigError(f"controller: expected a factory params -> Controller, got {factory!r}")
@@ -163,6 +179,20 @@ class Simulator:
         self.state = self._initial_state(n)
         self._built = True
         self._attach_loop()
+
+    # ---- the vehicles' parameters, the controller and the closed loop that flies them -----
+    @property
+    def params(self) -> VehicleParams:
+        """The vehicles' physical parameters. Assign new ones (e.g. randomized masses) of the
+        same env count, rotor count, device and dtype; the controller keeps its own model of
+        the vehicle until it is replaced too (``sim.controller = make_controller(mode, p)``)."""
+        return self._params
+
+    @params.setter
+    def params(self, p: VehicleParams) -> None:
+        if getattr(self, "_built", False):
+            _check_params(p, self._params)
+        self._params = p
 
     # ---- the controller and the closed loop that flies it ---------------------------------
     @property
