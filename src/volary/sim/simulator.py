@@ -121,6 +121,9 @@ class Simulator:
     >>> state = sim.step(torch.tensor([[0.0, 0.0, 1.0, 0.0]]).expand(64, 4))
     """
 
+    _params: VehicleParams  # behind the checked ``params`` property
+    _controller: Controller  # behind the ``controller`` property
+
     def __init__(
         self,
         platforms: PlatformSpec | Sequence[PlatformSpec],
