@@ -208,16 +208,17 @@ class Simulator:
 
     @controller.setter
     def controller(self, ctrl: Controller) -> None:
-        params = getattr(ctrl, "params", None)
-        n = getattr(params, "n_envs", None)
-        if getattr(self, "_built", False) and n is not None and n != self.n_envs:
+        if not getattr(self, "_built", False):  # __init__: the loop is attached at its end
+            self._controller = ctrl
+            return
+        n = getattr(getattr(ctrl, "params", None), "n_envs", None)
+        if n is not None and n != self.n_envs:
             raise ConfigError(
                 f"controller: expected one built for {self.n_envs} envs "
                 f"(e.g. make_controller(mode, sim.params)), got one for {n}"
             )
         self._controller = ctrl
-        if getattr(self, "_built", False):
-            self._attach_loop()
+        self._attach_loop()
 
     def _attach_loop(self) -> None:
         """The numba (``_fused``) or inductor (``_compiled``) closed loop for the current
