@@ -36,10 +36,11 @@ needs_onnx = pytest.mark.skipif(
 )
 
 
-def _policy(seed: int = 0, normalize: bool = True) -> ActorCritic:
+def _policy(seed: int = 0, normalize: bool = True, clip: float | None = 10.0) -> ActorCritic:
     """A PPO policy as volary builds it, with observation statistics and an output layer scaled
-    so that part of the actions reach the [-1, 1] clamp (a fresh one acts near 0)."""
-    cfg = PPOConfig(hidden=(64, 64), seed=seed, normalize_obs=normalize)
+    so that part of the actions reach the [-1, 1] clamp (a fresh one acts near 0); ``clip``:
+    the normalizer's (None: not clipped, as rsl_rl's learner trains)."""
+    cfg = PPOConfig(hidden=(64, 64), seed=seed, normalize_obs=normalize, obs_clip=clip)
     policy = ActorCritic(OBS_DIM, ACT_DIM, cfg)
     gen = torch.Generator().manual_seed(seed + 100)
     with torch.no_grad():
@@ -87,15 +88,16 @@ def exported(tmp_path_factory) -> dict[str, tuple[nn.Module, Path]]:
     root = tmp_path_factory.mktemp("onnx")
     if any(find_spec(m) is None for m in ("onnx", "onnxruntime", "onnxscript")):
         pytest.skip("needs volary[export]")
-    policy, mlp = _policy(), _mlp()
+    policy, mlp, unclipped = _policy(), _mlp(), _policy(clip=None)
     return {
         "ppo": (policy, export_onnx(policy, root / "ppo.onnx", OBS_DIM)),
+        "ppo-no-clip": (unclipped, export_onnx(unclipped, root / "ppo-no-clip.onnx", OBS_DIM)),
         "mlp": (mlp, export_onnx(mlp, root / "mlp.onnx", OBS_DIM)),
     }
 
 
 @needs_onnx
-@pytest.mark.parametrize("which", ["ppo", "mlp"])
+@pytest.mark.parametrize("which", ["ppo", "ppo-no-clip", "mlp"])
 def test_onnx_parity_on_1000_observations(exported, which):
     module, path = exported[which]
     obs = _observations(_policy(), 1000)
@@ -157,9 +159,10 @@ def _run_c(header: Path, name: str, obs: torch.Tensor) -> np.ndarray:
 
 
 @pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
-@pytest.mark.parametrize("which", ["ppo", "ppo-no-norm", "mlp"])
+@pytest.mark.parametrize("which", ["ppo", "ppo-no-norm", "ppo-no-clip", "mlp"])
 def test_c_header_matches_torch(tmp_path, which):
-    module = {"ppo": _policy, "ppo-no-norm": lambda: _policy(normalize=False), "mlp": _mlp}[which]()
+    module = {"ppo": _policy, "ppo-no-norm": lambda: _policy(normalize=False),
+              "ppo-no-clip": lambda: _policy(clip=None), "mlp": _mlp}[which]()  # fmt: skip
     name = "pi" if which == "mlp" else "policy"
     header = c_header(module, tmp_path / f"{name}.h", name=name)
     obs = _observations(_policy(), 200)
@@ -183,6 +186,9 @@ def test_c_header_layout(tmp_path):
     ):  # fmt: skip
         assert part in text, part
     assert "malloc" not in text and "#include <math.h>" in text
+    assert "-10.0f" in text  # the +-10 std clamp
+    unclipped = c_header(_policy(clip=None), tmp_path / "unclipped.h").read_text()
+    assert "RunningNorm(7, not clipped)" in unclipped and "-10.0f" not in unclipped
 
 
 # ---- errors --------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@ deterministic policy must score a clearly higher return afterwards than before t
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -134,23 +135,36 @@ def test_rsl_rl_learner_returns_the_policy_it_trained() -> None:
 
     from volary.envs.adapters import to_rsl_rl
     from volary.learning.rl import PPOConfig
-    from volary.learning.rl.rsl import rsl_rl_config, to_actor_critic, train_rsl_rl
+    from volary.learning.rl.rsl import make_runner, rsl_rl_config, to_actor_critic, train_rsl_rl
 
     cfg = PPOConfig(rollout_steps=8, epochs=2, minibatches=2, hidden=(16, 16), lr=1e-3,
                     normalize_obs=False, normalize_rewards=True,
                     lr_schedule="adaptive")  # fmt: skip
-    torch.manual_seed(0)
-    with contextlib.redirect_stdout(io.StringIO()):
-        runner = OnPolicyRunner(to_rsl_rl(_easy_env(seed=0, n_envs=32)), rsl_rl_config(cfg),
-                                log_dir=None, device="cpu")  # fmt: skip
-        runner.learn(num_learning_iterations=2)
-    policy = to_actor_critic(runner, 22, 4, cfg)
     obs = _easy_env(seed=5, n_envs=64).reset()[0]
-    theirs = runner.get_inference_policy()(TensorDict({"policy": obs}, batch_size=[64]))
-    torch.testing.assert_close(policy.act(obs, deterministic=True), theirs.clamp(-1.0, 1.0),
-                               rtol=0.0, atol=0.0)  # fmt: skip
-    std = runner.alg.actor.distribution.log_std_param
-    torch.testing.assert_close(policy.log_std, std.detach())
+    for c in (cfg, replace(cfg, normalize_obs=True), replace(cfg, normalize_obs=True,
+                                                               obs_clip=None)):  # fmt: skip
+        torch.manual_seed(0)
+        runner = make_runner(to_rsl_rl(_easy_env(seed=0, n_envs=32)), c)
+        with contextlib.redirect_stdout(io.StringIO()):
+            runner.learn(num_learning_iterations=2)
+        policy = to_actor_critic(runner, 22, 4, c)
+        theirs = runner.get_inference_policy()(TensorDict({"policy": obs}, batch_size=[64]))
+        torch.testing.assert_close(policy.act(obs, deterministic=True), theirs.clamp(-1.0, 1.0),
+                                   rtol=0.0, atol=0.0)  # fmt: skip
+        std = runner.alg.actor.distribution.log_std_param
+        torch.testing.assert_close(policy.log_std, std.detach())
+        if c.normalize_obs:  # rsl_rl updated the statistics from both rollouts (2 x 8 x 32)
+            norm = policy.obs_norm
+            assert float(norm.count) == 2 * 8 * 32 and norm.clip == c.obs_clip
+            assert not torch.allclose(norm.mean, torch.zeros(22, dtype=norm.mean.dtype))
+            critic = runner.alg.critic.obs_normalizer
+            torch.testing.assert_close(norm.mean, critic.mean, rtol=0, atol=0)
+            torch.testing.assert_close(norm.var, critic.var, rtol=0, atol=0)
+    with pytest.raises(ConfigError, match="make_runner"):  # rsl_rl's own normalizer module
+        with contextlib.redirect_stdout(io.StringIO()):
+            venv = to_rsl_rl(_easy_env(seed=0, n_envs=8))
+            plain = OnPolicyRunner(venv, rsl_rl_config(PPOConfig()), log_dir=None, device="cpu")
+        to_actor_critic(plain, 22, 4, PPOConfig())
 
     calls: list[int] = []
     _, report = train_rsl_rl(to_rsl_rl(_easy_env(seed=0, n_envs=32)), cfg, 3,
@@ -176,8 +190,6 @@ def test_rsl_rl_learner_returns_the_policy_it_trained() -> None:
     assert report["iterations"] == 2 and report["samples"] == 2 * 32 * 8
     assert report["validation"]["chosen_iteration"] == 2 and len(seen) == 2
     torch.testing.assert_close(policy.act(obs, deterministic=True), seen[1], rtol=0, atol=0)
-    with pytest.raises(ConfigError, match="normalize_obs=false"):
-        rsl_rl_config(PPOConfig())
 
     # lr_schedule=linear: rsl_rl steps with volary's annealed rate, lr (1 - it / iterations)
     seen: list[float] = []

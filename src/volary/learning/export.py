@@ -22,6 +22,7 @@ from __future__ import annotations
 import copy
 import importlib
 import logging
+import math
 import re
 import warnings
 from collections.abc import Callable, Iterator
@@ -301,7 +302,8 @@ def _norm(norm: RunningNorm) -> _Stage:
     """mean and std exactly as ``RunningNorm.forward`` computes them for float32 input."""
     mean = norm.mean.detach().cpu().float()
     std = torch.sqrt(norm.var.detach().cpu().float() + norm.eps)
-    return _Stage("norm", {"mean": mean, "std": std}, (float(norm.clip),))
+    clip = math.inf if norm.clip is None else float(norm.clip)
+    return _Stage("norm", {"mean": mean, "std": std}, (clip,))
 
 
 def _c_float(v: float) -> str:
@@ -332,10 +334,12 @@ def _c_elementwise(st: _Stage, width: int) -> str:
 
 
 def _c_norm(name: str, width: int, clip: float) -> str:
-    return (
-        f"    for (int i = 0; i < {width}; ++i) x[i] = (x[i] - {name}_obs_mean[i]) / "
-        f"{name}_obs_std[i];\n" + _c_elementwise(_Stage("clamp", {}, (-clip, clip)), width)
-    )
+    """(x - mean) / std, then clamped to +-clip unless clip is infinite (not clipped)."""
+    code = (f"    for (int i = 0; i < {width}; ++i) x[i] = (x[i] - {name}_obs_mean[i]) / "
+            f"{name}_obs_std[i];\n")  # fmt: skip
+    if math.isfinite(clip):
+        code += _c_elementwise(_Stage("clamp", {}, (-clip, clip)), width)
+    return code
 
 
 def _c_linear(name: str, k: int, n_in: int, n_out: int) -> str:
@@ -402,9 +406,11 @@ def _emit_norm(em: _Emitted, st: _Stage, name: str) -> None:
         raise ConfigError(f"module_or_policy: RunningNorm of {n} dims gets {em.width}")
     em.arrays.append(_c_array(f"{name}_obs_mean", st.arrays["mean"]))
     em.arrays.append(_c_array(f"{name}_obs_std", st.arrays["std"]))
-    em.code.append(f"    /* RunningNorm ({n}): (x - mean) / std, clipped to +-{clip:g} */\n")
+    clipped = f"clipped to +-{clip:g}" if math.isfinite(clip) else "not clipped"
+    em.code.append(f"    /* RunningNorm ({n}): (x - mean) / std, {clipped} */\n")
     em.code.append(_c_norm(name, n, clip))
-    em.sizes.append(f"RunningNorm({n}, clip {clip:g}) [{name}_obs_mean, {name}_obs_std]")
+    what = f"clip {clip:g}" if math.isfinite(clip) else "not clipped"
+    em.sizes.append(f"RunningNorm({n}, {what}) [{name}_obs_mean, {name}_obs_std]")
 
 
 def _c_text(em: _Emitted, name: str, filename: str) -> str:

@@ -125,6 +125,7 @@ class PPOConfig:
     hidden: tuple[int, ...] = (64, 64)  # tanh MLP widths, actor and critic each
     init_log_std: float = -0.5  # initial log std of the Gaussian policy
     normalize_obs: bool = True  # running mean/std of observations (stored in the checkpoint)
+    obs_clip: float | None = 10.0  # normalized observations clipped to +-obs_clip (None: not)
     normalize_advantages: bool = True  # per-minibatch advantage standardization
     normalize_rewards: bool = False  # divide rewards by the running std of discounted returns
     seed: int = 0  # network init, sampling and minibatch shuffling
@@ -142,6 +143,9 @@ class PPOConfig:
         for name in ("value_coef", "entropy_coef"):
             _check_float(name, getattr(self, name), ">= 0", lambda v: v >= 0.0)
         _check_float("init_log_std", self.init_log_std, "in [-20, 2]", lambda v: -20 <= v <= 2)
+        if self.obs_clip is not None:
+            _check_float("obs_clip", self.obs_clip, "> 0 (or None: not clipped)",
+                         lambda v: v > 0.0)  # fmt: skip
         if self.lr_schedule not in LR_SCHEDULES:
             raise ConfigError(
                 f"PPOConfig.lr_schedule: expected one of {', '.join(LR_SCHEDULES)}, "
@@ -202,13 +206,16 @@ def _check_hidden(value: Any) -> tuple[int, ...]:
 
 # ---- networks ------------------------------------------------------------------------------------
 class RunningNorm(nn.Module):
-    """Running mean/variance of observations (parallel Welford; Chan et al. 1979), float64."""
+    """Running mean/variance of observations (parallel Welford; Chan et al. 1979), float64;
+    ``(x - mean) / sqrt(var + eps)``, clipped to +-``clip`` (``None``: not clipped)."""
 
     mean: Tensor  # (D,)
     var: Tensor  # (D,)
     count: Tensor  # () samples seen
 
-    def __init__(self, dim: int, enabled: bool = True, eps: float = 1e-8, clip: float = 10.0):
+    def __init__(
+        self, dim: int, enabled: bool = True, eps: float = 1e-8, clip: float | None = 10.0
+    ) -> None:
         super().__init__()
         self.enabled, self.eps, self.clip = enabled, eps, clip
         self.register_buffer("mean", torch.zeros(dim, dtype=torch.float64))
@@ -233,7 +240,7 @@ class RunningNorm(nn.Module):
         if not self.enabled:
             return x
         z = (x - self.mean.to(x.dtype)) / torch.sqrt(self.var.to(x.dtype) + self.eps)
-        return z.clamp(-self.clip, self.clip)
+        return z if self.clip is None else z.clamp(-self.clip, self.clip)
 
 
 def _mlp(sizes: list[int], out_gain: float, generator: torch.Generator) -> nn.Sequential:
@@ -258,7 +265,7 @@ class ActorCritic(nn.Module):
         super().__init__()
         self.obs_dim, self.act_dim = obs_dim, act_dim
         gen = torch.Generator().manual_seed(cfg.seed)  # CPU init: same weights on every device
-        self.obs_norm = RunningNorm(obs_dim, enabled=cfg.normalize_obs)
+        self.obs_norm = RunningNorm(obs_dim, enabled=cfg.normalize_obs, clip=cfg.obs_clip)
         self.actor = _mlp([obs_dim, *cfg.hidden, act_dim], 0.01, gen)
         self.critic = _mlp([obs_dim, *cfg.hidden, 1], 1.0, gen)
         self.log_std = nn.Parameter(torch.full((act_dim,), float(cfg.init_log_std)))
@@ -286,7 +293,8 @@ class ActorCritic(nn.Module):
             return MlpPolicy(ws, bs)
         mean = norm.mean.to(torch.float32)
         std = torch.sqrt(norm.var.to(torch.float32) + norm.eps)
-        return MlpPolicy(ws, bs, mean.cpu().numpy(), std.cpu().numpy(), float(norm.clip))
+        clip = math.inf if norm.clip is None else float(norm.clip)
+        return MlpPolicy(ws, bs, mean.cpu().numpy(), std.cpu().numpy(), clip)
 
     @torch.no_grad()
     def sample(

@@ -5,8 +5,12 @@ volary's :class:`~volary.learning.rl.ppo.ActorCritic` so checkpoints, ``volary r
 The env is an rsl_rl ``VecEnv`` (``volary.envs.adapters.to_rsl_rl``; this package does not
 import ``volary.envs``). The config maps onto rsl_rl's PPO field by field
 (:func:`rsl_rl_config`); reward scaling is volary's :class:`RewardScale` on the env's rewards
-(rsl_rl has none). rsl_rl draws from torch's global generator: it is seeded with
-``cfg.seed``, the one departure from volary's explicit generators, because rsl_rl does so.
+(rsl_rl has none). Observation normalization (``cfg.normalize_obs``) is rsl_rl's: its models
+normalize their input and update the statistics from each rollout after the PPO update; the
+normalizer module they hold is volary's :class:`RunningNorm` (moments, ``eps``,
+``cfg.obs_clip``), so the trained policy carries exactly the normalization it was trained with.
+rsl_rl draws from torch's global generator: it is seeded with ``cfg.seed``, the one departure
+from volary's explicit generators, because rsl_rl does so.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from volary.learning.rl.ppo import (
     PPOConfig,
     Progress,
     RewardScale,
+    RunningNorm,
     _Episodes,
     _Selection,
     learning_rate,
@@ -34,20 +39,18 @@ from volary.learning.rl.ppo import (
 
 def rsl_rl_config(cfg: PPOConfig) -> dict[str, Any]:
     """rsl_rl's ``OnPolicyRunner`` config for ``cfg`` (classes resolved; a linear schedule runs
-    as rsl_rl's fixed one, its step size set by :func:`train_rsl_rl` before every iteration);
-    ``ConfigError`` for what rsl_rl cannot do the same way (observation normalization, which
-    volary's checkpoint would not carry)."""
+    as rsl_rl's fixed one, its step size set by :func:`train_rsl_rl` before every iteration;
+    :func:`make_runner` builds the runner); ``ConfigError`` for what rsl_rl cannot do the same
+    way."""
     from rsl_rl.algorithms import PPO
     from rsl_rl.models import MLPModel
     from rsl_rl.modules.distribution import GaussianDistribution
 
-    if cfg.normalize_obs:
-        raise ConfigError("learner rsl_rl: set normalize_obs=false (rsl_rl's normalizer is not "
-                          "carried into volary's checkpoint)")  # fmt: skip
     if not cfg.normalize_advantages:
         raise ConfigError("learner rsl_rl: rsl_rl always standardizes advantages; set "
                           "normalize_advantages=true")  # fmt: skip
-    net = {"class_name": MLPModel, "hidden_dims": list(cfg.hidden), "activation": "tanh"}
+    net = {"class_name": MLPModel, "hidden_dims": list(cfg.hidden), "activation": "tanh",
+           "obs_normalization": cfg.normalize_obs}  # fmt: skip
     gaussian = {"class_name": GaussianDistribution, "init_std": math.exp(cfg.init_log_std),
                 "std_type": "log"}  # fmt: skip
     return {
@@ -93,13 +96,35 @@ class _Tally:
         return {"episodes": count, "mean_return": ret, "mean_length": length}
 
 
+def make_runner(venv: Any, cfg: PPOConfig) -> Any:
+    """rsl_rl's ``OnPolicyRunner`` for ``cfg`` on the rsl_rl ``VecEnv`` ``venv`` (quiet). With
+    ``cfg.normalize_obs`` its actor and critic each normalize with a volary
+    :class:`RunningNorm` in place of rsl_rl's own module (same calls: ``update`` from rsl_rl's
+    PPO update, then ``forward``), so :func:`to_actor_critic` copies the statistics exactly."""
+    from rsl_rl.runners import OnPolicyRunner
+
+    with contextlib.redirect_stdout(io.StringIO()):  # rsl_rl prints its models
+        runner = OnPolicyRunner(venv, rsl_rl_config(cfg), log_dir=None, device=str(venv.device))
+    if cfg.normalize_obs:
+        for model in (runner.alg.actor, runner.alg.critic):
+            dim = int(model.obs_dim)
+            model.obs_normalizer = RunningNorm(dim, clip=cfg.obs_clip).to(venv.device)
+    return runner
+
+
 def to_actor_critic(runner: Any, obs_dim: int, act_dim: int, cfg: PPOConfig) -> ActorCritic:
-    """volary's ActorCritic holding the runner's trained actor, critic and log std (the MLPs
-    have the same layers: Linear, Tanh, ..., Linear)."""
+    """volary's ActorCritic holding the runner's trained actor, critic, log std and (with
+    ``cfg.normalize_obs``) the actor's observation statistics (the MLPs have the same layers:
+    Linear, Tanh, ..., Linear; the critic's statistics are the same, from the same batches)."""
     policy = ActorCritic(obs_dim, act_dim, cfg)
     actor, critic = runner.alg.actor, runner.alg.critic
     policy.actor.load_state_dict(actor.mlp.state_dict())
     policy.critic.load_state_dict(critic.mlp.state_dict())
+    if cfg.normalize_obs:
+        if not isinstance(actor.obs_normalizer, RunningNorm):
+            raise ConfigError("to_actor_critic: the runner's normalizer is rsl_rl's own; build "
+                              "the runner with volary.learning.rl.rsl.make_runner")  # fmt: skip
+        policy.obs_norm.load_state_dict(actor.obs_normalizer.state_dict())
     with torch.no_grad():
         policy.log_std.copy_(actor.distribution.log_std_param.detach().cpu())
     return policy.eval()
@@ -123,11 +148,9 @@ def train_rsl_rl(
     :class:`~volary.learning.rl.ppo.EarlyStop`); (policy, report) as
     :func:`~volary.learning.rl.ppo.train_ppo` returns them (history: episodes, mean return and
     length per iteration; rsl_rl keeps its losses to itself)."""
-    from rsl_rl.runners import OnPolicyRunner
-
     if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
         raise ConfigError(f"train_rsl_rl: iterations expected an int >= 1, got {iterations!r}")
-    run_cfg = rsl_rl_config(cfg)
+    rsl_rl_config(cfg)  # refuse what rsl_rl cannot do before touching threads or generators
     threads = torch.get_num_threads()
     torch.set_num_threads(cfg.threads)
     torch.manual_seed(cfg.seed)
@@ -136,9 +159,8 @@ def train_rsl_rl(
     obs_dim, act_dim = 0, int(venv.num_actions)
     try:
         tally = _Tally(venv, cfg)
-        quiet = io.StringIO()  # rsl_rl prints its models and a block per iteration
-        with contextlib.redirect_stdout(quiet):
-            runner = OnPolicyRunner(venv, run_cfg, log_dir=None, device=str(venv.device))
+        runner = make_runner(venv, cfg)
+        quiet = io.StringIO()  # rsl_rl prints a block per iteration
         n = int(venv.num_envs)
         obs_dim = int(venv.get_observations()["policy"].shape[-1])
         done = 0
@@ -180,4 +202,4 @@ def train_rsl_rl(
     return policy, report
 
 
-__all__ = ["rsl_rl_config", "to_actor_critic", "train_rsl_rl"]
+__all__ = ["make_runner", "rsl_rl_config", "to_actor_critic", "train_rsl_rl"]
