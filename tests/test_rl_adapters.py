@@ -167,8 +167,11 @@ def test_rsl_rl_learner_returns_the_policy_it_trained() -> None:
         to_actor_critic(plain, 22, 4, PPOConfig())
 
     calls: list[int] = []
+    torch.manual_seed(123)
+    caller = torch.random.get_rng_state()
     _, report = train_rsl_rl(to_rsl_rl(_easy_env(seed=0, n_envs=32)), cfg, 3,
                              progress=lambda it, row: calls.append(it))  # fmt: skip
+    assert torch.equal(torch.random.get_rng_state(), caller)  # the caller's generator untouched
     assert calls == [0, 1, 2] and report["samples"] == 3 * 32 * 8
     assert report["learner"] == "rsl_rl" and len(report["history"]["mean_return"]) == 3
 

@@ -9,8 +9,9 @@ import ``volary.envs``). The config maps onto rsl_rl's PPO field by field
 normalize their input and update the statistics from each rollout after the PPO update; the
 normalizer module they hold is volary's :class:`RunningNorm` (moments, ``eps``,
 ``cfg.obs_clip``), so the trained policy carries exactly the normalization it was trained with.
-rsl_rl draws from torch's global generator: it is seeded with ``cfg.seed``, the one departure
-from volary's explicit generators, because rsl_rl does so.
+rsl_rl draws from torch's global generator: it is seeded with ``cfg.seed`` inside
+``torch.random.fork_rng``, so a run depends on ``cfg.seed`` alone and leaves the caller's
+generators as they were; the one departure from volary's explicit generators.
 """
 
 from __future__ import annotations
@@ -153,11 +154,15 @@ def train_rsl_rl(
     rsl_rl_config(cfg)  # refuse what rsl_rl cannot do before touching threads or generators
     threads = torch.get_num_threads()
     torch.set_num_threads(cfg.threads)
-    torch.manual_seed(cfg.seed)
     t_run = time.perf_counter()
     selection = _Selection(stop) if stop is not None else None
     obs_dim, act_dim = 0, int(venv.num_actions)
-    try:
+    dev = torch.device(venv.device)
+    with contextlib.ExitStack() as restore:
+        restore.callback(torch.set_num_threads, threads)
+        # rsl_rl samples from the global generator: seeded here, the caller's left as it was
+        restore.enter_context(torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []))
+        torch.manual_seed(cfg.seed)
         tally = _Tally(venv, cfg)
         runner = make_runner(venv, cfg)
         quiet = io.StringIO()  # rsl_rl prints a block per iteration
@@ -187,8 +192,6 @@ def train_rsl_rl(
                 if selection.check(done, to_actor_critic(runner, obs_dim, act_dim, cfg)):
                     break
         policy = to_actor_critic(runner, obs_dim, act_dim, cfg)
-    finally:
-        torch.set_num_threads(threads)
     report: dict[str, Any] = {
         "learner": "rsl_rl", "config": cfg.to_dict(), "num_envs": n,
         "device": str(venv.device), "iterations": done,
