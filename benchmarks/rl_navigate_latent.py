@@ -103,9 +103,10 @@ def evaluate(policies: dict[str, Path], forests: int, per_forest: int) -> dict[s
     return out
 
 
-def summarize(per_forest: dict[str, list], episodes: int) -> dict:
+def success_rows(per_forest: dict[str, list], episodes: int) -> dict[str, dict]:
+    """Each policy's mean success over forests with its 95 % cluster-bootstrap CI (forests
+    resampled; each forest weighs the same)."""
     import numpy as np
-    from scipy.stats import wilcoxon
 
     from volary.bench.nav.stats import cluster_bootstrap_ci
 
@@ -114,14 +115,28 @@ def summarize(per_forest: dict[str, list], episodes: int) -> dict:
         groups = [np.full(episodes, r) for r in rates]  # per-forest rate, equal weights
         mean, lo, hi = cluster_bootstrap_ci(groups, B=2000, seed=0)
         rows[name] = {"success": mean, "ci95": [lo, hi], "per_forest": rates}
-    a, b = np.array(per_forest["latent"]), np.array(per_forest["min-pooled"])
-    diff = a - b
+    return rows
+
+
+def paired_by_forest(a: list, b: list, a_name: str, b_name: str) -> dict:
+    """Wilcoxon signed-rank (two-sided) on the per-forest success differences a - b."""
+    import numpy as np
+    from scipy.stats import wilcoxon
+
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    diff = x - y
+    key = lambda n: n.replace("-", "_")  # noqa: E731
     test = {"test": "Wilcoxon signed-rank, two-sided, paired by forest (zero_method=wilcox)",
-            "forests": len(diff), "latent_better": int((diff > 0).sum()),
-            "min_pooled_better": int((diff < 0).sum()), "ties": int((diff == 0).sum()),
+            "forests": len(diff), f"{key(a_name)}_better": int((diff > 0).sum()),
+            f"{key(b_name)}_better": int((diff < 0).sum()), "ties": int((diff == 0).sum()),
             "mean_difference": float(diff.mean())}  # fmt: skip
-    test["p_value"] = float(wilcoxon(a, b).pvalue) if (diff != 0).any() else 1.0
-    return {"policies": rows, "latent_vs_min_pooled": test}
+    test["p_value"] = float(wilcoxon(x, y).pvalue) if (diff != 0).any() else 1.0
+    return test
+
+
+def summarize(per_forest: dict[str, list], episodes: int) -> dict:
+    test = paired_by_forest(per_forest["latent"], per_forest["min-pooled"], "latent", "min-pooled")
+    return {"policies": success_rows(per_forest, episodes), "latent_vs_min_pooled": test}
 
 
 def plot(summary: dict, path: Path) -> None:
