@@ -166,13 +166,18 @@ def plot(summary: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def add_eval_args(ap: argparse.ArgumentParser) -> None:
+    """--seeds, --forests and --per-forest, as the navigate benchmarks share them."""
     ap.add_argument("--seeds", default="0", help="training seeds, comma-separated")
-    ap.add_argument("--frames", type=int, default=32768, help="depth images for the encoder")
-    ap.add_argument("--iterations", type=int, default=400, help="PPO iterations per policy")
     ap.add_argument("--forests", type=int, default=64, help="unseen forests to evaluate on")
     ap.add_argument("--per-forest", type=int, default=8, help="episodes per forest")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_eval_args(ap)
+    ap.add_argument("--frames", type=int, default=32768, help="depth images for the encoder")
+    ap.add_argument("--iterations", type=int, default=400, help="PPO iterations per policy")
     ap.add_argument("--work", type=Path, default=HERE / "results" / "rl" / "navigate-latent")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "rl" / "navigate-latent.json")
     args = ap.parse_args(argv)

@@ -1,5 +1,6 @@
-"""volary's PPO beside rsl_rl's on depth navigation, at the same recipe and budget (issue 22:
-keep volary's own PPO only if a side-by-side benchmark shows it ahead).
+"""volary's PPO beside rsl_rl's on depth navigation, same recipe and budget (issue 22).
+
+Issue 22 keeps volary's own PPO only if a side-by-side benchmark shows it ahead.
 
 The task is the learned planner's recipe (``volary rl train --recipe learned-planner``: 256
 envs x 300 iterations of 32 steps, 64 training forests, four airframes, observation
@@ -33,7 +34,7 @@ import time
 from pathlib import Path
 
 from _cli import threads_env, volary_command
-from rl_navigate_latent import evaluate, paired_by_forest, success_rows
+from rl_navigate_latent import add_eval_args, evaluate, paired_by_forest, success_rows
 
 HERE = Path(__file__).resolve().parent
 LEARNERS = ("volary", "rsl_rl")
@@ -119,10 +120,8 @@ def plot(runs: list[dict], path: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", default="0", help="training seeds, comma-separated")
+    add_eval_args(ap)
     ap.add_argument("--recipe", default="learned-planner", help="a navigate recipe")
-    ap.add_argument("--forests", type=int, default=64, help="unseen forests to evaluate on")
-    ap.add_argument("--per-forest", type=int, default=8, help="episodes per forest")
     ap.add_argument("--reuse", action="store_true", help="keep runs already in --work")
     ap.add_argument("--work", type=Path, default=HERE / "results" / "rl" / "navigate-learners")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "rl" / "navigate-learners.json")
