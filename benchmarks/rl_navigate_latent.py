@@ -49,28 +49,36 @@ def train_encoder(work: Path, seed: int, frames: int) -> tuple[Path, float]:
     return out / "encoder.pt", time.perf_counter() - t0
 
 
+def run_at_once(jobs: dict[str, list[str]], what: str) -> dict[str, float]:
+    """Run every job's argv at the same time, one thread each; each one's wall at its own end
+    (``SystemExit`` naming the job and its command if one fails)."""
+    procs = {name: (subprocess.Popen(cmd, env=threads_env(1), stdout=subprocess.DEVNULL),
+                    time.perf_counter()) for name, cmd in jobs.items()}  # fmt: skip
+    walls: dict[str, float] = {}
+    while len(walls) < len(procs):
+        for name, (p, t0) in procs.items():
+            if name in walls or p.poll() is None:
+                continue
+            if p.returncode != 0:
+                raise SystemExit(f"{name} {what}: failed ({' '.join(jobs[name][1:])})")
+            walls[name] = time.perf_counter() - t0
+        time.sleep(1.0)
+    return walls
+
+
 def train_pair(work: Path, seed: int, encoder: Path, iterations: int) -> dict[str, dict]:
     """Both policies of one seed at once, one thread each; their paths and walls."""
     runs = {"latent": ["--env", f"depth_encoder={encoder}"], "min-pooled": []}
-    procs = {}
+    jobs, outs = {}, {}
     for name, extra in runs.items():
-        out = work / f"{name}-s{seed}"
+        outs[name] = out = work / f"{name}-s{seed}"
         shutil.rmtree(out, ignore_errors=True)
-        cmd = [*volary_command(), "rl", "train", *TRAIN, "--iterations", str(iterations),
-               "--seed", str(seed), "--set", "threads=1", "--out", str(out), *extra]  # fmt: skip
-        procs[name] = (subprocess.Popen(cmd, env=threads_env(1), stdout=subprocess.DEVNULL),
-                       out, time.perf_counter(), " ".join(cmd[1:]))  # fmt: skip
-    done: dict[str, dict] = {}
-    while len(done) < len(procs):  # each one's wall at its own end
-        for name, (p, out, t0, cmd) in procs.items():
-            if name in done or p.poll() is None:
-                continue
-            if p.returncode != 0:
-                raise SystemExit(f"{name} seed {seed}: training failed ({cmd})")
-            done[name] = {"policy": out / "policy.pt", "wall_s": time.perf_counter() - t0,
-                          "command": cmd}  # fmt: skip
-        time.sleep(1.0)
-    return done
+        jobs[name] = [*volary_command(), "rl", "train", *TRAIN, "--iterations",
+                      str(iterations), "--seed", str(seed), "--set", "threads=1", "--out",
+                      str(out), *extra]  # fmt: skip
+    walls = run_at_once(jobs, f"seed {seed}: training")
+    return {name: {"policy": outs[name] / "policy.pt", "wall_s": walls[name],
+                   "command": " ".join(jobs[name][1:])} for name in jobs}  # fmt: skip
 
 
 def evaluate(policies: dict[str, Path], forests: int, per_forest: int) -> dict[str, list]:

@@ -29,12 +29,16 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
-import time
 from pathlib import Path
 
-from _cli import threads_env, volary_command
-from rl_navigate_latent import add_eval_args, evaluate, paired_by_forest, success_rows
+from _cli import volary_command
+from rl_navigate_latent import (
+    add_eval_args,
+    evaluate,
+    paired_by_forest,
+    run_at_once,
+    success_rows,
+)
 
 HERE = Path(__file__).resolve().parent
 LEARNERS = ("volary", "rsl_rl")
@@ -48,29 +52,22 @@ def train_pair(work: Path, seed: int, recipe: str, reuse: bool) -> dict[str, dic
     """Both learners' policies of one seed, trained at once (one thread each); their paths,
     training walls (the run's ``timing.total_wall_s``: its iterations, as both learners
     report it) and commands."""
-    procs, done = {}, {}
+    jobs, done = {}, {}
     for learner in LEARNERS:
         out = work / f"{learner}-s{seed}"
         cmd = [*volary_command(), "rl", "train", "--recipe", recipe, "--learner", learner,
                "--seed", str(seed), "--out", str(out), "--log-every", "50"]  # fmt: skip
-        command = " ".join(["volary", *cmd[1:]])
+        done[learner] = {"policy": out / "policy.pt", "command": " ".join(["volary", *cmd[1:]]),
+                         "reused": True}  # fmt: skip
         if reuse and (out / "policy.pt").exists() and (out / "report.json").exists():
-            done[learner] = {"policy": out / "policy.pt", "wall_s": _wall(out),
-                             "command": command, "reused": True}  # fmt: skip
             continue
         shutil.rmtree(out, ignore_errors=True)
-        procs[learner] = (subprocess.Popen(cmd, env=threads_env(1), stdout=subprocess.DEVNULL),
-                          out, time.perf_counter(), command)  # fmt: skip
-    while len(done) < len(LEARNERS):  # each one's wall at its own end
-        for learner, (p, out, t0, command) in procs.items():
-            if learner in done or p.poll() is None:
-                continue
-            if p.returncode != 0:
-                raise SystemExit(f"{learner} seed {seed}: training failed ({command})")
-            done[learner] = {"policy": out / "policy.pt", "wall_s": _wall(out),
-                             "process_wall_s": time.perf_counter() - t0, "command": command,
-                             "reused": False}  # fmt: skip
-        time.sleep(1.0)
+        jobs[learner] = cmd
+    walls = run_at_once(jobs, f"seed {seed}: training") if jobs else {}
+    for learner, row in done.items():
+        row["wall_s"] = _wall(row["policy"].parent)
+        if learner in walls:
+            row.update(process_wall_s=walls[learner], reused=False)
     return done
 
 

@@ -302,8 +302,7 @@ def _norm(norm: RunningNorm) -> _Stage:
     """mean and std exactly as ``RunningNorm.forward`` computes them for float32 input."""
     mean = norm.mean.detach().cpu().float()
     std = torch.sqrt(norm.var.detach().cpu().float() + norm.eps)
-    clip = math.inf if norm.clip is None else float(norm.clip)
-    return _Stage("norm", {"mean": mean, "std": std}, (clip,))
+    return _Stage("norm", {"mean": mean, "std": std}, (norm.bound,))
 
 
 def _c_float(v: float) -> str:

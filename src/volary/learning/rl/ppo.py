@@ -236,6 +236,11 @@ class RunningNorm(nn.Module):
         self.var.copy_(m2 / total)
         self.count.copy_(total)
 
+    @property
+    def bound(self) -> float:
+        """The clip as a number: ``clip``, or infinity when not clipped (exports, kernels)."""
+        return math.inf if self.clip is None else float(self.clip)
+
     def forward(self, x: Tensor) -> Tensor:
         if not self.enabled:
             return x
@@ -293,8 +298,7 @@ class ActorCritic(nn.Module):
             return MlpPolicy(ws, bs)
         mean = norm.mean.to(torch.float32)
         std = torch.sqrt(norm.var.to(torch.float32) + norm.eps)
-        clip = math.inf if norm.clip is None else float(norm.clip)
-        return MlpPolicy(ws, bs, mean.cpu().numpy(), std.cpu().numpy(), clip)
+        return MlpPolicy(ws, bs, mean.cpu().numpy(), std.cpu().numpy(), norm.bound)
 
     @torch.no_grad()
     def sample(
