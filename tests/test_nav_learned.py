@@ -167,7 +167,7 @@ def test_shield_stops_the_flight_into_a_wall():
 
 def test_shipped_policy_reaches_the_goal_in_open_space():
     """The shipped weights exist and fly toward a goal 20 m ahead (kinematic flight: the
-    reference's velocity integrated)."""
+    reference's velocity integrated; the floor in the depth image at the flown height)."""
     assert default_weights().is_file()
     p = get_planner("learned")
     p.reset(_task())
@@ -176,7 +176,7 @@ def test_shipped_policy_reaches_the_goal_in_open_space():
     for k in range(150):
         q = np.array([math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)])
         obs = NavObservation(t=0.1 * k, position=pos.copy(), velocity=vel.copy(), quat=q,
-                             omega=np.zeros(3), depth=_depth_wall(None))  # fmt: skip
+                             omega=np.zeros(3), depth=_depth_wall(None, pos[2]))  # fmt: skip
         ref = p.plan(obs)
         vel = ref.velocities[0]
         pos = pos + 0.1 * vel

@@ -47,11 +47,12 @@ def _task(goal=(20.0, 0.0, 1.5)) -> NavTask:
     )
 
 
-def _depth_wall(dist: float | None) -> np.ndarray:
-    """Forward camera at 1.5 m, level: a floor below the horizon, and a wall ``dist`` m ahead."""
+def _depth_wall(dist: float | None, height: float = 1.5) -> np.ndarray:
+    """Forward camera ``height`` m up, level: a floor below the horizon, and a wall ``dist`` m
+    ahead."""
     v = (np.arange(H) + 0.5 - H / 2) / FX
     img = np.full((H, W), np.inf, dtype=np.float32)
-    floor = np.where(v > 0, 1.5 / np.maximum(v, 1e-9), np.inf)  # z-depth of the floor
+    floor = np.where(v > 0, height / np.maximum(v, 1e-9), np.inf)  # z-depth of the floor
     img[:] = floor[:, None]
     if dist is not None:
         img = np.minimum(img, np.float32(dist))
