@@ -221,6 +221,37 @@ def test_kino_search_partial_plan_stops_at_the_horizon():
     assert np.linalg.norm(res.positions[-1] - res.positions[0]) >= 5.0
 
 
+def test_kino_search_reuses_a_repeated_query_until_the_map_changes(monkeypatch):
+    """The kinodynamic search's cache is exact: a repeated query (same state, goal and map) is
+    answered without searching and equals a fresh search, read-only; another start state, or
+    new voxels, are searched again; reused node arrays leave no trace between searches."""
+    import volary.planning.planners.kinodynamic as K
+
+    grid = _grid_with_wall()
+    calls = []
+    real = K._kino_astar
+    monkeypatch.setattr(K, "_kino_astar", lambda *a: calls.append(1) or real(*a))
+    p0, goal = np.array([0.0, 0.0, 2.0]), np.array([9.0, 0.0, 2.0])
+    kw = dict(v_max=3.0, a_xy=4.0, a_up=3.0, a_down=3.0)
+    first = kino_search(grid, p0, np.zeros(3), goal, 0.45, **kw)
+    again = kino_search(grid, p0.copy(), np.zeros(3), goal, 0.45, **kw)
+    assert len(calls) == 1 and again is first
+    with pytest.raises(ValueError, match="read-only"):
+        first.positions[0, 0] = 1.0
+    moving = kino_search(grid, p0, np.array([0.5, 0.0, 0.0]), goal, 0.45, **kw)
+    assert len(calls) == 2 and not np.array_equal(moving.positions, first.positions)
+    grid.search_cache.clear()  # a fresh search, after another one used the node arrays
+    fresh = kino_search(grid, p0, np.zeros(3), goal, 0.45, **kw)
+    assert len(calls) == 3
+    for a, b in zip((fresh.times, fresh.positions, fresh.velocities),
+                    (first.times, first.positions, first.velocities), strict=True):  # fmt: skip
+        np.testing.assert_array_equal(a, b)
+    assert (fresh.reached, fresh.expansions) == (first.reached, first.expansions)
+    assert grid.insert_points(np.array([[2.0, 3.0, 2.0]])) == 1  # new voxels: searched again
+    kino_search(grid, p0, np.zeros(3), goal, 0.45, **kw)
+    assert len(calls) == 4
+
+
 def test_input_set_respects_the_horizontal_limit():
     u = input_set(4.0, 3.0, 2.0)
     assert len(u) == 21 * 3

@@ -49,7 +49,7 @@ from volary.planning.navigation import NavReference
 from volary.planning.planners import bspline
 from volary.planning.planners.bspline import BsplineOptions, BsplinePlanner
 from volary.planning.planners.mapper import MapperPlanner
-from volary.planning.planners.search import _clear_cm, _heap_pop, _heap_push
+from volary.planning.planners.search import _clear_cm, _heap_pop, _heap_push, reuse
 
 _N_T = 16  # durations tried by the heuristic's minimum
 
@@ -126,21 +126,18 @@ def _shot_ok(dist, lo, res, face_cm, p, v, goal, t, thr_cm, v_max):  # pragma: n
 @numba.njit(cache=True, nogil=True)
 def _kino_astar(
     dist, node_of, lo, res, face_cm, p0, v0, goal, thr_cm, v_max, inputs, taus, rho, lam,
-    horizon, shot_range, max_expand, max_nodes,
+    horizon, shot_range, max_expand, nodes,
 ):  # pragma: no cover - compiled  # fmt: skip
     """Kinodynamic A* (module docstring). ``node_of`` (-1) is a caller-owned buffer over the
-    grid, left as found. Returns the node arrays, the last node, the shot (T, c2, c3), whether
-    the goal was reached and the number of expansions."""
+    grid, left as found; ``nodes`` the caller-owned node arrays (:func:`_node_arrays`, their
+    ``closed`` flags 0), left with the flags 0. Returns the path's node arrays, the shot (T,
+    c2, c3), whether the goal was reached and the number of expansions."""
     nx, ny, nz = dist.shape
-    pos = np.empty((max_nodes, 3))
-    vel = np.empty((max_nodes, 3))
-    acc = np.zeros((max_nodes, 3))
-    dur = np.zeros(max_nodes)
-    parent = np.full(max_nodes, -1, np.int64)
-    g = np.empty(max_nodes)
-    f = np.empty(max_nodes)
-    cell = np.empty(max_nodes, np.int64)
-    closed = np.zeros(max_nodes, np.uint8)
+    pos, vel, acc, dur, parent, g, f, cell, closed = nodes
+    max_nodes = pos.shape[0]
+    acc[0] = 0.0  # the root's incoming primitive: none
+    dur[0] = 0.0
+    parent[0] = -1
     hk = np.empty(4096, np.float64)
     hn = np.empty(4096, np.int64)
     size = 0
@@ -250,8 +247,9 @@ def _kino_astar(
                 hk, hn, size = _heap_push(hk, hn, size, f[k], k)
     if not reached and last == 0:
         last = best
-    for k in range(n_nodes):  # leave the buffer as found
+    for k in range(n_nodes):  # leave the buffers as found
         node_of[cell[k]] = -1
+        closed[k] = 0
     chain = np.empty(n_nodes, np.int64)
     m = 0
     k = last
@@ -273,6 +271,19 @@ def _node_buffer(n: int) -> np.ndarray:
         buf = np.full(n, -1, np.int64)
         _POOL.node_of = buf
     return buf
+
+
+def _node_arrays(n: int) -> tuple[np.ndarray, ...]:
+    """The search's node arrays for ``n`` nodes (position, velocity, input, duration, parent,
+    g, f, voxel, closed), one set per thread, reused across searches (as ``_node_buffer``:
+    allocating and clearing them cost a tenth of a search)."""
+    arrays = getattr(_POOL, "nodes", None)
+    if arrays is None or arrays[0].shape[0] != n:
+        arrays = (np.empty((n, 3)), np.empty((n, 3)), np.empty((n, 3)), np.empty(n),
+                  np.empty(n, np.int64), np.empty(n), np.empty(n), np.empty(n, np.int64),
+                  np.zeros(n, np.uint8))  # fmt: skip
+        _POOL.nodes = arrays
+    return arrays
 
 
 def input_set(a_xy: float, a_up: float, a_down: float) -> np.ndarray:
@@ -316,18 +327,30 @@ def kino_search(
     sample_dt: float = 0.05,
 ) -> KinoPath:
     """Kinodynamic A* from (p0, v0) toward the goal at rest (module docstring), sampled every
-    ``sample_dt`` s."""
-    node_of = _node_buffer(int(np.prod(grid.shape)))
+    ``sample_dt`` s. A repeated query on an unchanged map (a vehicle holding still before a
+    wall) is answered from the grid's search cache (:func:`volary.planning.planners.search.reuse`):
+    the same result, bit for bit, shared (do not modify its arrays)."""
     p0 = np.asarray(p0, dtype=np.float64)
     v0 = np.asarray(v0, dtype=np.float64)
     sp = float(np.linalg.norm(v0))
     if sp > v_max:
         v0 = v0 * (v_max / sp)
+    goal = np.asarray(goal, dtype=np.float64)
+    scalars = (int(round(thr * 100.0)), float(v_max), float(a_xy), float(a_up), float(a_down),
+               float(rho), float(tau), float(lam), float(horizon), float(shot_range),
+               int(max_expand), int(max_nodes), float(sample_dt))  # fmt: skip
+    query = ("kino", p0.tobytes(), v0.tobytes(), goal.tobytes(), *scalars)
+    return reuse(grid, query, lambda: _kino_path(grid, p0, v0, goal, *scalars))
+
+
+def _kino_path(grid, p0, v0, goal, thr_cm, v_max, a_xy, a_up, a_down, rho, tau, lam, horizon,
+               shot_range, max_expand, max_nodes, sample_dt) -> KinoPath:  # fmt: skip
+    """:func:`kino_search`'s search and sampling, uncached."""
     out = _kino_astar(
-        grid.dist_cm, node_of, grid.lo, float(grid.res), float(grid.res * 100.0), p0, v0,
-        np.asarray(goal, dtype=np.float64), int(round(thr * 100.0)), float(v_max),
-        input_set(a_xy, a_up, a_down), np.array([0.5 * tau, tau]), float(rho), float(lam),
-        float(horizon), float(shot_range), int(max_expand), int(max_nodes),
+        grid.dist_cm, _node_buffer(int(np.prod(grid.shape))), grid.lo, float(grid.res),
+        float(grid.res * 100.0), p0, v0, goal, thr_cm, v_max, input_set(a_xy, a_up, a_down),
+        np.array([0.5 * tau, tau]), rho, lam, horizon, shot_range, max_expand,
+        _node_arrays(max_nodes),
     )  # fmt: skip
     pos, vel, acc, dur, reached, shot_t, c2, c3, expanded = out
     # sample: each node's incoming primitive, then the shot
@@ -349,8 +372,10 @@ def kino_search(
         ps_all.append(pa + va * s + c2 * s * s + c3 * s**3)
         vs_all.append(va + 2 * c2 * s + 3 * c3 * s * s)
         ts_all.append(t_off + s[:, 0])
-    return KinoPath(np.concatenate(ts_all), np.vstack(ps_all), np.vstack(vs_all),
-                    bool(reached), int(expanded))  # fmt: skip
+    arrays = np.concatenate(ts_all), np.vstack(ps_all), np.vstack(vs_all)
+    for a in arrays:
+        a.flags.writeable = False  # shared by the cache
+    return KinoPath(*arrays, bool(reached), int(expanded))
 
 
 @dataclass(frozen=True)

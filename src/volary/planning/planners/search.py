@@ -19,12 +19,15 @@ Reuse: the search is a pure function of the distance field and its arguments, so
 keeps the last results of each grid (``OccupancyGrid.search_cache``, emptied when the grid's
 ``version`` changes) and answers a repeated query from them: the same path, bit for bit. A
 vehicle hovering before a wall it cannot pass (a failed search exhausts its expansion budget)
-then stops paying for the same failure at every planning call.
+then stops paying for the same failure at every planning call. :func:`reuse` is that cache;
+the kinodynamic search keeps its results there too.
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from typing import TypeVar
 
 import numba
 import numpy as np
@@ -32,6 +35,7 @@ import numpy as np
 from volary.planning.planners.occupancy import OccupancyGrid
 
 SEARCH_CACHE = 8  # results kept per grid (module docstring: reuse)
+T = TypeVar("T")
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
@@ -274,18 +278,31 @@ def search(
         float(eps),
         int(max_expand),
     )
-    key = (grid.version, *s.tolist(), *g.tolist(), *args)
-    hit = grid.search_cache.get(key)
-    if hit is None:
+
+    def run() -> tuple[np.ndarray, bool, int]:
         g_buf, parent, closed = _buffers(grid.shape)
-        hit = _astar(grid.dist_cm, g_buf, parent, closed, s, g, *args)
-        if next(iter(grid.search_cache), key)[0] != grid.version:
-            grid.search_cache.clear()  # the map changed: older results are stale
-        elif len(grid.search_cache) >= SEARCH_CACHE:
-            grid.search_cache.pop(next(iter(grid.search_cache)))
-        grid.search_cache[key] = hit
-    path, found, expanded = hit
+        return _astar(grid.dist_cm, g_buf, parent, closed, s, g, *args)
+
+    path, found, expanded = reuse(grid, ("grid", *s.tolist(), *g.tolist(), *args), run)
     return grid.center(path), bool(found), int(expanded)
+
+
+def reuse(grid: OccupancyGrid, query: tuple, run: Callable[[], T]) -> T:
+    """``run()``'s result for ``query`` on this map: from the grid's cache when the same query
+    was answered since the map last changed (module docstring: reuse), else computed and kept.
+    ``query`` must name every argument the result depends on besides the map; the result is
+    shared, so callers must not modify it."""
+    cache = grid.search_cache
+    key = (grid.version, *query)
+    if key in cache:
+        return cache[key]
+    hit = run()
+    if next(iter(cache), key)[0] != grid.version:
+        cache.clear()  # the map changed: older results are stale
+    elif len(cache) >= SEARCH_CACHE:
+        cache.pop(next(iter(cache)))
+    cache[key] = hit
+    return hit
 
 
 def segment_clear(grid: OccupancyGrid, a: np.ndarray, b: np.ndarray, thr: float) -> bool:
