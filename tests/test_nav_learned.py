@@ -18,10 +18,12 @@ from volary.planning.navigation import NavObservation
 from volary.planning.planners import get_planner
 from volary.planning.planners.learned import (
     NumpyMLP,
+    candidates,
     default_weights,
     observation,
     shield,
     unsafe,
+    unsafe_reference,
     volume_clamp,
 )
 
@@ -102,6 +104,25 @@ def test_velocity_obstacle_of_a_point():
     assert unsafe(pts, p0, v, 1.0, r).tolist() == [False, True, False, False, False]
     assert unsafe(pts, p0, v, 2.0, r).tolist() == [True, True, False, False, True]
     assert not unsafe(np.zeros((0, 3)), p0, v, 1.0, r).any()
+
+
+def test_compiled_velocity_obstacle_matches_its_reference():
+    """The compiled test equals the array form on a wall in front, scattered points and the
+    shield's own candidate velocities (safe and unsafe ones)."""
+    rng = np.random.default_rng(3)
+    yy, zz = np.meshgrid(np.linspace(-3, 3, 61), np.linspace(0.2, 3.0, 29))
+    wall = np.stack([np.full(yy.size, 1.6), yy.ravel(), zz.ravel()], -1)
+    scattered = rng.uniform([-4, -4, 0], [4, 4, 3], (500, 3))
+    p0 = np.array([0.0, 0.1, 1.5])
+    vels = np.vstack([candidates(np.array([2.0, 0.3, 0.1])), candidates(np.array([-1.0, 1.5, 0])),
+                      rng.normal(0, 2, (100, 3)), np.zeros((1, 3))])  # fmt: skip
+    for pts in (wall, scattered, np.vstack([wall, scattered]), np.zeros((0, 3))):
+        for horizon, r in ((1.0, 0.5), (0.6, 0.35)):
+            fast = unsafe(pts, p0, vels, horizon, r)
+            assert fast.dtype == bool and fast.shape == (len(vels),)
+            np.testing.assert_array_equal(fast, unsafe_reference(pts, p0, vels, horizon, r))
+            if len(pts):
+                assert 0 < fast.sum() < len(vels)  # both kinds were tested
 
 
 def test_shield_turns_away_from_a_wall_and_stops_when_boxed_in():

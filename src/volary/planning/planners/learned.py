@@ -52,6 +52,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import numba
 import numpy as np
 
 from volary.errors import ConfigError
@@ -200,7 +201,35 @@ def observation(
 def unsafe(points: np.ndarray, p0: np.ndarray, vels: np.ndarray, horizon: float, r: float
            ) -> np.ndarray:  # fmt: skip
     """(V,) bool: velocity v (V, 3) flown straight from p0 for ``horizon`` s passes within r
-    of a point (P, 3) (the truncated velocity obstacle, module docstring)."""
+    of a point (P, 3) (the truncated velocity obstacle, module docstring). Compiled: each
+    velocity stops at its first point within r; :func:`unsafe_reference` is the same test in
+    array form."""
+    f64 = [np.ascontiguousarray(a, dtype=np.float64) for a in (points, p0, vels)]
+    return _unsafe(*f64, float(horizon), float(r))
+
+
+@numba.njit(cache=True, nogil=True)
+def _unsafe(points, p0, vels, horizon, r):  # pragma: no cover - compiled
+    """:func:`unsafe`: the point nearest to p0 on the segment p0 + s v horizon, s in [0, 1],
+    s = clip(rel . d / |d|^2) (d = v horizon, rel = point - p0), against r."""
+    out = np.zeros(vels.shape[0], np.bool_)
+    r2 = r * r
+    for i in range(vels.shape[0]):
+        dx, dy, dz = vels[i, 0] * horizon, vels[i, 1] * horizon, vels[i, 2] * horizon
+        ll = max(dx * dx + dy * dy + dz * dz, 1e-12)
+        for k in range(points.shape[0]):
+            rx, ry, rz = points[k, 0] - p0[0], points[k, 1] - p0[1], points[k, 2] - p0[2]
+            t = min(max((rx * dx + ry * dy + rz * dz) / ll, 0.0), 1.0)
+            cx, cy, cz = t * dx - rx, t * dy - ry, t * dz - rz
+            if cx * cx + cy * cy + cz * cz < r2:
+                out[i] = True
+                break
+    return out
+
+
+def unsafe_reference(points: np.ndarray, p0: np.ndarray, vels: np.ndarray, horizon: float,
+                     r: float) -> np.ndarray:  # fmt: skip
+    """:func:`unsafe` with (P, V, 3) arrays: the slow reference of its parity test."""
     if len(points) == 0:
         return np.zeros(len(vels), dtype=bool)
     rel = points - p0  # (P, 3)
