@@ -204,8 +204,8 @@ def unsafe(points: np.ndarray, p0: np.ndarray, vels: np.ndarray, horizon: float,
     of a point (P, 3) (the truncated velocity obstacle, module docstring). Compiled: each
     velocity stops at its first point within r; :func:`unsafe_reference` is the same test in
     array form."""
-    f64 = [np.ascontiguousarray(a, dtype=np.float64) for a in (points, p0, vels)]
-    return _unsafe(*f64, float(horizon), float(r))
+    pts, p, v = (np.ascontiguousarray(a, dtype=np.float64) for a in (points, p0, vels))
+    return _unsafe(pts, p, v, float(horizon), float(r))
 
 
 @numba.njit(cache=True, nogil=True)
