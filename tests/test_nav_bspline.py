@@ -292,6 +292,29 @@ def test_topo_guides_pass_the_obstacle_on_different_sides():
 
 
 # ---------------------------------------------------------------------------- planners
+@pytest.mark.parametrize(
+    ("name", "off_path_search"), [("mapper", True), ("ego", False), ("topo", False)]
+)
+def test_guiding_search_triggers(name, off_path_search):
+    """The mapper re-searches when the vehicle is ``deviation`` m off its path; EGO and PGO,
+    whose splines leave the guide by design, re-search on a blocked path or on time only."""
+    task, _ = wall_task(x_wall=9.0)
+    planner = get_planner(name)
+    planner.reset(task)
+    planner._path = np.stack([np.linspace(1.0, 11.0, 51), np.full(51, 5.0), np.full(51, 1.5)], -1)
+    planner._path_reached, planner._path_time = True, planner._t
+    assert not planner._needs_search(np.array([1.2, 5.0, 1.5]))  # on the path, nothing new
+    assert planner._needs_search(np.array([1.2, 6.5, 1.5])) is off_path_search  # 1.5 m off
+    planner._t += planner.options.search_period
+    assert planner._needs_search(np.array([1.4, 6.5, 1.5]))  # the period is up
+    planner._path_time = planner._t
+    planner.grid.clear()
+    planner.grid.insert_points(
+        np.array([[3.0, 5.0, 1.5]])
+    )  # an obstacle on the path, within the horizon
+    assert planner._needs_search(np.array([1.6, 5.0, 1.5]))
+
+
 @pytest.mark.parametrize("name", NEW)
 def test_new_planner_discovers_and_passes_a_wall(name):
     """Perfect tracking, 10 Hz depth: the wall is unknown at the start, found by the camera,

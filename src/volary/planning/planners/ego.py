@@ -7,7 +7,10 @@ only occupancy, the distance field is used here as an occupancy test with the ve
 inflation):
 
 1. **Local target**: the point ``horizon`` m ahead along the guiding path to the goal (the
-   ``mapper``'s grid A*, re-searched on its triggers), or the goal when nearer.
+   ``mapper``'s grid A*, re-searched when it is blocked within the horizon or every
+   ``search_period`` s, as EGO-Planner replans on collision or time; not when the vehicle is
+   off the path, ``deviation=0``, since the optimized spline leaves the guide by design), or
+   the goal when nearer.
 2. **Initial trajectory** (paper Sec. III-A): a straight line from the current reference state
    to the local target, obstacles ignored (a min-snap segment within the limits), as a uniform
    cubic B-spline (:mod:`volary.planning.planners.bspline`).
@@ -52,6 +55,7 @@ class EgoOptions(BsplineOptions):
     """Options of :class:`EgoPlanner` beyond :class:`BsplineOptions`."""
 
     pair_rounds: int = 3  # optimizations with new {p, v} pairs
+    deviation: float = 0.0  # the spline leaves the guide by design: re-search on collision or time
 
 
 def plane_crossing(path: np.ndarray, q: np.ndarray, tangent: np.ndarray) -> np.ndarray:

@@ -27,7 +27,8 @@ Every call of :meth:`MapperPlanner.plan` (the benchmark calls it at ``task.plann
 
 Replanning policy: the trajectory is re-fitted at every call (a few ms); the grid search runs
 when there is no path, the path is blocked within the horizon, the vehicle is more than
-``deviation`` m off it, or ``search_period`` s have passed (new map information).
+``deviation`` m off it (``deviation=0``: never on that account), or ``search_period`` s have
+passed (new map information).
 
 Recovery: when the search finds nothing, the margin drops to ``min_margin`` and it retries;
 after three searches in a row without a path the map is forgotten (it may hold spurious
@@ -71,7 +72,7 @@ class MapperOptions:
     max_expansions: int = 250_000
     horizon: float = 8.0  # length of path fitted per call
     search_period: float = 1.0
-    deviation: float = 1.0
+    deviation: float = 1.0  # 0: no re-search for being off the path
     pixel_stride: int = 2  # fuse every n-th pixel in both directions
     sample_dt: float = 0.05  # reference sample spacing
     speed: float = 0.0  # nominal speed; 0: the platform's max_speed
@@ -94,7 +95,9 @@ def _check_options(opts: MapperOptions, name: str = "mapper") -> None:
             continue
         if not (isinstance(v, int | float) and math.isfinite(v)):
             raise ConfigError(f"{name} option {f.name}: expected a finite number, got {v!r}")
-        if v < 0 or (v == 0 and f.name not in ("speed", "min_margin", "clearance_weight")):
+        if v < 0 or (
+            v == 0 and f.name not in ("speed", "min_margin", "clearance_weight", "deviation")
+        ):
             raise ConfigError(f"{name} option {f.name}: expected > 0, got {v!r}")
     if opts.vertical_cost < 1 or opts.heuristic_weight < 1:
         raise ConfigError(f"{name} options vertical_cost, heuristic_weight: expected >= 1")
@@ -240,7 +243,7 @@ class MapperPlanner:
         self._trim_path(p0)
         if self._t - self._path_time >= self.options.search_period:
             return True
-        if np.linalg.norm(self._path[0] - p0) > self.options.deviation:
+        if 0 < self.options.deviation < float(np.linalg.norm(self._path[0] - p0)):
             return True
         ahead = self._path[: max(2, int(self.options.horizon / self.grid.res) + 1)]
         return bool((self.grid.clearance(ahead) < self.radius + self.options.hard_margin).any())

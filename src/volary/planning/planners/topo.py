@@ -5,7 +5,9 @@ paper for volary's benchmark; no code was ported.
 Per call, on the ``mapper``'s map (:mod:`volary.planning.planners.occupancy`):
 
 1. **Local target**: ``horizon`` m ahead along the guiding grid A* path to the goal (the
-   ``mapper``'s search, on its triggers).
+   ``mapper``'s search, on its collision and time triggers but not for being off the path,
+   ``deviation=0``: the optimized spline leaves the guide by design; PGO replans on collision
+   or time).
 2. **Topologically distinct guiding paths** (paper Sec. IV): the A* path to the local target,
    then up to ``n_paths - 1`` more, each searched with a tube around the middle of the
    earlier ones blocked (radius ``tube``), so it passes the obstacles on another side; a path
@@ -53,6 +55,7 @@ class TopoOptions(BsplineOptions):
     w_guide: float = 5.0
     time_weight: float = 1.0  # per second of duration in the selection cost
     guide_expansions: int = 30_000
+    deviation: float = 0.0  # the spline leaves the guide by design: re-search on collision or time
 
 
 def _arc(path: np.ndarray) -> np.ndarray:
