@@ -2,16 +2,6 @@
 
 from __future__ import annotations
 
-import platform
-from pathlib import Path
+from volary.bench.threads import cpu_model
 
-
-def cpu_model() -> str:
-    """The CPU's model name from /proc/cpuinfo (Linux), else ``platform.processor()``."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
+__all__ = ["cpu_model"]

@@ -38,11 +38,17 @@ def assert_self_contained(page: str) -> None:
 
 def test_full_report_three_algorithms(tmp_path):
     rows = synthetic_results(configs=2)
-    index = make_report(rows, tmp_path / "rep", title="synthetic <run>", suite="quick")
+    hosts = [
+        {"cpu": "Test CPU", "cores": 2, "workers": "2 processes", "started": t}
+        for t in ("2026-01-01T10:00:00Z", "2026-01-02T09:00:00Z")
+    ]
+    index = make_report(rows, tmp_path / "rep", title="synthetic <run>", suite="quick", hosts=hosts)
     assert index == tmp_path / "rep" / "index.html"
     page = index.read_text(encoding="utf-8")
     assert_self_contained(page)
     assert "synthetic &lt;run&gt;" in page  # escaped
+    # the machine that flew the rows, once, with both sittings
+    assert "Test CPU (2 cores, 2 processes): 2026-01-01T10:00:00Z, 2026-01-02T09:00:00Z" in page
     for text in ("Headline", "FLYINGTRUST Table II", "Fast-Planner", "Methods", "mapper",
                  "Highest FinalScore", "Hardest scenario type", "quick",
                  "Sample failures", "unit of replication", "paired sign-flip test",
@@ -93,6 +99,7 @@ def test_tiny_run_one_algorithm_all_failures_nan_metrics(tmp_path):
     ]  # fmt: skip
     page = make_report(rows, tmp_path).read_text(encoding="utf-8")
     assert_self_contained(page)
+    assert "not recorded" in page  # rows given as a list: no machine named
     visible = re.sub(r"<[^>]+>", " ", re.sub(r"data:image/png;base64,[^'\"]+", "", page))
     assert not re.search(r"\bnan\b", visible, re.I)  # NaN metrics print as a dash
     assert "succeeded in 0 of 3 trials" in page

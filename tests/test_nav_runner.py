@@ -19,6 +19,7 @@ from volary.bench.nav.db import RunDB, load_results
 from volary.bench.nav.protocol import QUICK_PLATFORMS, SCENARIO_TYPES, Suite
 from volary.bench.nav.runner import resume, run_suite
 from volary.bench.nav.schema import ROW_FIELDS, TrialResult
+from volary.bench.threads import cpu_model
 from volary.errors import ConfigError
 
 TESTS = Path(__file__).resolve().parent
@@ -97,6 +98,11 @@ def test_resume_reads_the_run_from_the_database(tmp_path, reference):
     assert s.units_run == n // 2 and s.complete
     assert _table(load_results(db)) == reference
     assert run_units(db, 0, progress=False, unit_fn=fake_unit).units_run == 0
+    # each sitting that flew something names its machine (rows reproduce per machine)
+    with RunDB.open(db, readonly=True) as d:
+        hosts = d.hosts()
+    assert [h["workers"] for h in hosts] == ["inline", "inline"]
+    assert {h["cpu"] for h in hosts} == {cpu_model()} and hosts[0]["cores"] == os.cpu_count()
 
 
 KILL_SUITE = Suite("k", QUICK_PLATFORMS[:3], SCENARIO_TYPES, (0, 1, 2, 3), 1)

@@ -8,8 +8,10 @@ AlphaPilot leaderboard read 92.33 or 92.28 depending on how the process was star
 
 from __future__ import annotations
 
+import platform
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from pathlib import Path
 
 import torch
 from threadpoolctl import threadpool_limits
@@ -31,3 +33,16 @@ def one_thread() -> Iterator[None]:
             yield
     finally:
         torch.set_num_threads(threads)
+
+
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo (Linux), else ``platform.processor()``: rows
+    reproduce on one machine, not across CPU models (``bench/nav/DESIGN.md``,
+    "Reproducibility"), so runs and benchmarks record it."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"

@@ -251,7 +251,7 @@ def _summary_table(rows: list[Any]) -> Table:
 
 
 def _write_report(path: Path, out: Path) -> Path:
-    from volary.bench.nav.db import load_results
+    from volary.bench.nav.db import RunDB, load_results
     from volary.bench.nav.runner import stored_suite
     from volary.errors import VolaryError
 
@@ -263,8 +263,11 @@ def _write_report(path: Path, out: Path) -> Path:
         results = load_results(path)
         if not results:
             _fail(f"{path} holds no finished trials yet")
+        with RunDB.open(path, readonly=True) as db:
+            hosts = db.hosts()
         return Path(make_report(results, out, title=f"volary bench: {path.parent.name}",
-                                suite=stored_suite(path), run=path.parent))  # fmt: skip
+                                suite=stored_suite(path), run=path.parent,
+                                hosts=hosts))  # fmt: skip
     except VolaryError as e:
         _fail(str(e))
 
@@ -298,18 +301,27 @@ def _runs_table(runs: Path) -> Table:
     from volary.errors import VolaryError
 
     t = Table(
-        "run", "suite", "algorithms", "trials", "success", "errors", "updated", title=str(runs)
+        "run",
+        "suite",
+        "algorithms",
+        "trials",
+        "success",
+        "errors",
+        "updated",
+        "flown on",
+        title=str(runs),
     )
     for path in sorted(runs.glob(f"*/{DB_NAME}")):
         try:
             with RunDB.open(path, readonly=True) as db:
                 meta = db.meta()
+                cpus = dict.fromkeys(str(h.get("cpu", "?")) for h in db.hosts())
                 done, ok, total = db.counts()
                 (err,) = db.conn.execute(
                     "SELECT COUNT(*) FROM trials WHERE cause='error'"
                 ).fetchone()
         except VolaryError as e:
-            t.add_row(path.parent.name, f"[red]{e}[/red]", "", "", "", "", "")
+            t.add_row(path.parent.name, f"[red]{e}[/red]", "", "", "", "", "", "")
             continue
         t.add_row(
             path.parent.name,
@@ -319,5 +331,6 @@ def _runs_table(runs: Path) -> Table:
             f"{100 * ok / done:.0f}%" if done else "-",
             str(err),
             str(meta.get("updated", "")),
+            "; ".join(cpus) or "-",
         )
     return t

@@ -204,7 +204,25 @@ class RunDB:
             out.append(TrialResult.from_row(d))
         return out
 
+    def hosts(self) -> list[dict[str, Any]]:
+        """The machines that flew this run, one entry per sitting (:meth:`add_host`)."""
+        hosts = self.meta().get("hosts", [])
+        return [h for h in hosts if isinstance(h, dict)] if isinstance(hosts, list) else []
+
     # -- writing ---------------------------------------------------------------------------
+    def add_host(self, host: dict[str, Any]) -> None:
+        """Append one sitting's machine (a JSON-able dict: CPU model, cores, workers, start)
+        to the run's ``hosts`` meta entry; rows reproduce per machine, not across them."""
+        hosts = [*self.hosts(), host]
+        try:
+            with self.conn:
+                self.conn.execute(
+                    "INSERT OR REPLACE INTO meta VALUES ('hosts', ?)",
+                    (json.dumps(hosts, sort_keys=True),),
+                )
+        except sqlite3.Error as e:
+            raise _storage_error(self.path, e) from None
+
     def write_unit(self, unit_id: int, rows: Iterable[TrialResult]) -> int:
         """Store one unit's rows in one transaction; rows already stored are left as they are.
         Returns the number of rows inserted."""

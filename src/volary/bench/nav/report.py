@@ -18,7 +18,7 @@ import csv
 import html
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -72,13 +72,15 @@ def make_report(
     weights: ScoreWeights | None = None,
     max_failures: int = 6,
     run: str | Path | None = None,
+    hosts: Sequence[Mapping[str, Any]] = (),
 ) -> Path:
     """Write the report of ``results`` into ``out_dir`` and return the path of ``index.html``.
 
     ``suite``: the :class:`~volary.bench.nav.protocol.Suite` (or its name) that was run, shown in
     the headline; ``weights``: composite-score weights (paper defaults); ``max_failures``: how
     many sample failures get a top-down plot; ``run``: the run directory, named in each sample
-    failure's ``volary view`` command (default ``RUN_DIR``).
+    failure's ``volary view`` command (default ``RUN_DIR``); ``hosts``: the machines that flew
+    the rows (``RunDB.hosts()``), shown in the headline.
     """
     rows = _check_rows(results)
     if not isinstance(title, str) or not title.strip():
@@ -97,7 +99,7 @@ def make_report(
     _remove_old_figures(out / "figures")
     figs = _figures(summary, scores, rows, out / "figures", max_failures, inf, run)
     files = export_tables(rows, summary, scores, out, inf)
-    page = _html(title, rows, summary, scores, figs, files, suite, weights, inf)
+    page = _html(title, rows, summary, scores, figs, files, suite, weights, inf, hosts)
     index = out / "index.html"
     index.write_text(page, encoding="utf-8")
     return index
@@ -365,7 +367,9 @@ def _e(s: Any) -> str:
     return html.escape(str(s))
 
 
-def _headline(rows: list[TrialResult], summary: Summary, suite: Any) -> str:
+def _headline(
+    rows: list[TrialResult], summary: Summary, suite: Any, hosts: Sequence[Mapping[str, Any]] = ()
+) -> str:
     from volary import __version__
 
     seeds = sorted({r.seed for r in rows})
@@ -383,9 +387,20 @@ def _headline(rows: list[TrialResult], summary: Summary, suite: Any) -> str:
         ("Seed(s)", _e(", ".join(map(str, seeds)))),
         ("Simulated / trial wall time", f"{sim / 3600:.2f} h / {wall / 3600:.2f} h"),
         ("volary", _e(__version__)),
+        ("Flown on", _e(_hosts_text(hosts))),
         ("Report written", time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())),
     ]
     return _table(("", ""), [(f"<b>{k}</b>", v) for k, v in items], left=2)
+
+
+def _hosts_text(hosts: Sequence[Mapping[str, Any]]) -> str:
+    """Each machine once, with its sittings' start times; "not recorded" for rows from a
+    list or a database older than the record."""
+    seen: dict[str, list[str]] = {}
+    for h in hosts:
+        key = f"{h.get('cpu', '?')} ({h.get('cores', '?')} cores, {h.get('workers', '?')})"
+        seen.setdefault(key, []).append(str(h.get("started", "?")))
+    return "; ".join(f"{k}: {', '.join(v)}" for k, v in seen.items()) or "not recorded"
 
 
 def _ranges(xs: list[int]) -> str:
@@ -695,6 +710,7 @@ def _html(
     suite: Any,
     weights: ScoreWeights,
     inf: Inference,
+    hosts: Sequence[Mapping[str, Any]] = (),
 ) -> str:
     fig = {f.key: f for f in figs}
     fails = [f for f in figs if f.key.startswith("fail-")]
@@ -705,7 +721,7 @@ def _html(
         "simulator: success, failure causes, SOUS VIDE flight metrics, 95 % confidence "
         "intervals, paired tests and the composite score of FLYINGTRUST eq. 12-19.</p>"
         f"<p class=box>{_e(INTERVALS_SENTENCE)}</p>",
-        "<h2>Headline</h2><div class=pair><div>" + _headline(rows, summary, suite) + "</div>"
+        "<h2>Headline</h2><div class=pair><div>" + _headline(rows, summary, suite, hosts) + "</div>"
         "<div class=box style='flex:1;min-width:320px'><b>Findings</b>"
         f"<ul>{facts}</ul></div></div>",
         "<h2>Composite score (FLYINGTRUST Table II)</h2>" + _score_tables(scores, weights, inf),

@@ -171,6 +171,8 @@ def run_units(
             for i, u in enumerate(units)
             if (only is None or i in set(only)) and not {t.key for t in u.trials()} <= done
         ]
+        if todo:
+            db.add_host(_host(workers, cluster))
         fn = unit_fn or _default_unit_fn
         events = _events(todo, fn, workers, cluster, unit_timeout)
         n_run = _consume(db, events, progress)
@@ -179,6 +181,20 @@ def run_units(
     return RunSummary(
         Path(db_path), total, stored, ok, int(errors), n_run, time.perf_counter() - t0
     )
+
+
+def _host(workers: int, cluster: str | None) -> dict[str, Any]:
+    """This sitting's machine for the run's ``hosts`` record (a dask cluster's workers may be
+    other machines: then the driver's CPU is named with the cluster's address)."""
+    from volary.bench.threads import cpu_model
+
+    pool = f"dask {cluster}" if cluster else ("inline" if workers == 0 else f"{workers} processes")
+    return {
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "workers": pool,
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
 
 
 # -- checks ----------------------------------------------------------------------------------
