@@ -222,6 +222,30 @@ def test_distance_field_matches_edt_within_truncation():
     assert np.all(grid.dist_cm[~inside] == FAR_CM)
 
 
+def test_compiled_clearance_gives_the_reference_bits():
+    """The compiled clearance (planners call it tens of thousands of times per trial) is the
+    numpy reference to the bit: inside and outside the volume, on its faces, at the far
+    truncation, for NaN and infinite points; a point is given as (3,) or (P, 3)."""
+    grid = OccupancyGrid(np.array([-3.0, -5.0, 0.0]), np.array([7.0, 4.0, 6.0]), 0.2)
+    rng = np.random.default_rng(3)
+    grid.insert_points(rng.uniform(grid.lo, [0.0, 4.0, 6.0], size=(100, 3)))  # x <= 0 only
+    top = grid.lo + np.array(grid.shape) * grid.res
+    pts = rng.uniform(grid.lo - 1.0, grid.hi + 1.0, size=(2000, 3))
+    special = [grid.lo, top, top - 1e-12, grid.hi, [np.nan, 0.0, 1.0], [np.inf, 0.0, 1.0],
+               [0.0, -np.inf, 1.0], [4.0, -0.5, 3.0], [1.0, 1.0, 1.5]]  # fmt: skip
+    pts = np.vstack([pts, special])
+    with np.errstate(invalid="ignore"):  # the reference casts NaN and inf to voxel indices
+        want = grid.clearance_reference(pts)
+        single = grid.clearance_reference(pts[-1])
+    got = grid.clearance(pts)
+    assert np.array_equal(got, want, equal_nan=True)
+    assert np.isnan(got[-5]) and got[-4] == -np.inf and got[-2] == FAR_CM / 100 and (got < 0).any()
+    assert np.array_equal(grid.clearance(pts[-1]), single)
+    assert grid.clearance(np.zeros((0, 3))).shape == (0,)
+    with pytest.raises(ConfigError, match="points"):
+        grid.clearance(np.zeros((4, 2)))
+
+
 def test_search_goes_around_a_known_obstacle():
     task, spec = wall_task()
     grid = OccupancyGrid(task.bounds_min, task.bounds_max, 0.2)

@@ -38,9 +38,13 @@ _QCOEF = np.outer(_DCOEF[4], _DCOEF[4])  # k!/(k-4)! l!/(l-4)!
 _QEXP = np.maximum(_K[:, None] + _K[None, :] - 7, 1)
 
 
-def _deriv_row(tau: float, r: int) -> np.ndarray:
-    """Row (8,) with d^r/dtau^r tau^k at tau (k = 0..7)."""
-    return _DCOEF[r] * tau ** _DEXP[r]
+def _deriv_rows(tau: float) -> np.ndarray:
+    """Rows (5, 8): d^r/dtau^r tau^k = k!/(k-r)! tau^(k-r) at tau, r = 0..4, k = 0..7 (one
+    set of powers tau^k serves every r)."""
+    return _DCOEF * (tau**_K)[_DEXP]
+
+
+_ROWS0 = _deriv_rows(0.0)  # at the start of a segment
 
 
 def _snap_hessian(t: float) -> np.ndarray:
@@ -64,39 +68,44 @@ def min_snap_coefficients(
     if not np.all(np.isfinite(dur)) or np.any(dur <= 0):
         raise ConfigError(f"durations: expected finite values > 0 s, got {dur}")
     n = ORDER * m
-    rows: list[np.ndarray] = []
-    rhs: list[np.ndarray] = []
-
-    def fix(seg: int, tau: float, r: int, value: np.ndarray) -> None:
-        row = np.zeros(n)
-        row[ORDER * seg : ORDER * (seg + 1)] = _deriv_row(tau, r)
-        rows.append(row)
-        rhs.append(value)
-
-    fix(0, 0.0, 0, wp[0])
-    for r in range(1, 4):
-        if not np.isnan(start[r - 1]).any():
-            fix(0, 0.0, r, start[r - 1])
-    for i in range(m - 1):  # interior waypoint i + 1
-        fix(i, dur[i], 0, wp[i + 1])
-        fix(i + 1, 0.0, 0, wp[i + 1])
-        for r in range(1, 5):
-            row = np.zeros(n)
-            row[ORDER * i : ORDER * (i + 1)] = _deriv_row(dur[i], r)
-            row[ORDER * (i + 1) : ORDER * (i + 2)] = -_deriv_row(0.0, r)
-            rows.append(row)
-            rhs.append(np.zeros(3))
-    fix(m - 1, dur[-1], 0, wp[-1])
-    for r in range(1, 4):
-        if not np.isnan(end[r - 1]).any():
-            fix(m - 1, dur[-1], r, end[r - 1])
-    a = np.asarray(rows)
-    b = np.asarray(rhs)
-    h = np.zeros((n, n))
+    free_start = [bool(np.isnan(start[r]).any()) for r in range(3)]
+    free_end = [bool(np.isnan(end[r]).any()) for r in range(3)]
+    n_con = 2 + 6 * (m - 1) + free_start.count(False) + free_end.count(False)
+    # the KKT system [2Q A^T; A 0] [c; lambda] = [0; b], assembled in place (row c of A is
+    # written to row n + c and, transposed, to column n + c)
+    kkt = np.zeros((n + n_con, n + n_con))
+    rhs_all = np.zeros((n + n_con, 3))
     for i in range(m):
-        h[ORDER * i : ORDER * (i + 1), ORDER * i : ORDER * (i + 1)] = 2.0 * _snap_hessian(dur[i])
-    kkt = np.block([[h, a.T], [a, np.zeros((len(a), len(a)))]])
-    rhs_all = np.vstack([np.zeros((n, 3)), b])
+        kkt[ORDER * i : ORDER * (i + 1), ORDER * i : ORDER * (i + 1)] = 2.0 * _snap_hessian(dur[i])
+    con = n
+
+    def put(seg: int, row: np.ndarray) -> None:
+        kkt[con, ORDER * seg : ORDER * (seg + 1)] = row
+        kkt[ORDER * seg : ORDER * (seg + 1), con] = row
+
+    def fix(seg: int, row: np.ndarray, value: np.ndarray) -> None:
+        nonlocal con
+        put(seg, row)
+        rhs_all[con] = value
+        con += 1
+
+    fix(0, _ROWS0[0], wp[0])
+    for r in range(1, 4):
+        if not free_start[r - 1]:
+            fix(0, _ROWS0[r], start[r - 1])
+    for i in range(m - 1):  # interior waypoint i + 1
+        rows = _deriv_rows(dur[i])
+        fix(i, rows[0], wp[i + 1])
+        fix(i + 1, _ROWS0[0], wp[i + 1])
+        for r in range(1, 5):
+            put(i, rows[r])
+            put(i + 1, -_ROWS0[r])
+            con += 1
+    rows = _deriv_rows(dur[-1])
+    fix(m - 1, rows[0], wp[-1])
+    for r in range(1, 4):
+        if not free_end[r - 1]:
+            fix(m - 1, rows[r], end[r - 1])
     try:
         sol = np.linalg.solve(kkt, rhs_all)
     except np.linalg.LinAlgError:
