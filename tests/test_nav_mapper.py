@@ -222,6 +222,45 @@ def test_distance_field_matches_edt_within_truncation():
     assert np.all(grid.dist_cm[~inside] == FAR_CM)
 
 
+def test_compiled_insertion_builds_the_reference_map():
+    """Inserting depth points through the compiled kernel gives the numpy reference's map:
+    occupancy, distance field, new-voxel counts and version, over incremental batches with
+    repeated voxels, points outside the volume and NaN."""
+    fast = OccupancyGrid(np.array([-2.0, -1.0, 0.0]), np.array([4.0, 3.0, 2.0]), 0.2)
+    slow = OccupancyGrid(np.array([-2.0, -1.0, 0.0]), np.array([4.0, 3.0, 2.0]), 0.2)
+    rng = np.random.default_rng(5)
+    for n in (50, 200, 0, 200):
+        pts = rng.uniform([-3.0, -2.0, -1.0], [5.0, 4.0, 3.0], size=(n, 3)).astype(np.float32)
+        if n:
+            pts = np.vstack([pts, pts[:10], [[np.nan, 0.0, 1.0]]])  # repeats and a NaN
+        with np.errstate(invalid="ignore"):  # the reference casts NaN to a voxel index
+            want = slow.insert_points_reference(pts)
+        assert fast.insert_points(pts) == want
+        assert np.array_equal(fast.occupied, slow.occupied)
+        assert np.array_equal(fast.dist_cm, slow.dist_cm)
+        assert (fast.n_occupied, fast.version) == (slow.n_occupied, slow.version)
+    assert fast.insert_points(pts) == 0 and fast.version == slow.version  # nothing new
+    assert fast.n_occupied > 100
+
+
+def test_blocking_balls_blocks_every_offset_cell_inside_the_grid():
+    """``block(cells, offsets)`` (topo's tube around a guide) zeroes exactly the cells
+    cell + offset that lie inside the grid, and marks the map changed."""
+    grid = OccupancyGrid(np.zeros(3), np.array([3.0, 2.0, 1.0]), 0.2)
+    centres = np.array([[0, 0, 0], [7, 5, 2], [14, 9, 4]])
+    ax = np.arange(-2, 3)
+    off = np.stack(np.meshgrid(ax, ax, ax, indexing="ij"), -1).reshape(-1, 3)
+    version = grid.version
+    grid.block(centres, off)
+    want = np.full(grid.shape, FAR_CM, np.uint8)
+    cells = (centres[:, None] + off[None]).reshape(-1, 3)
+    cells = cells[grid.inside(cells)]
+    want[cells[:, 0], cells[:, 1], cells[:, 2]] = 0
+    assert np.array_equal(grid.dist_cm, want) and grid.version == version + 1
+    grid.block(np.array([[1, 1, 1]]))  # one cell
+    assert grid.dist_cm[1, 1, 1] == 0 and grid.version == version + 2
+
+
 def test_compiled_clearance_gives_the_reference_bits():
     """The compiled clearance (planners call it tens of thousands of times per trial) is the
     numpy reference to the bit: inside and outside the volume, on its faces, at the far

@@ -72,6 +72,42 @@ def _stamp(dist, cells, offsets, off_cm):  # pragma: no cover - compiled
                 dist[i, j, k] = off_cm[m]
 
 
+@numba.njit(cache=True, nogil=True)
+def _block(dist, cells, offsets):  # pragma: no cover - compiled
+    nx, ny, nz = dist.shape
+    for c in range(cells.shape[0]):
+        for m in range(offsets.shape[0]):
+            i = cells[c, 0] + offsets[m, 0]
+            j = cells[c, 1] + offsets[m, 1]
+            k = cells[c, 2] + offsets[m, 2]
+            if 0 <= i < nx and 0 <= j < ny and 0 <= k < nz:
+                dist[i, j, k] = 0
+
+
+@numba.njit(cache=True, nogil=True)
+def _insert(occ, dist, pts, lo, res, offsets, off_cm):  # pragma: no cover - compiled
+    """Occupy the voxels (floor((p - lo) / res), inside the grid) of points (P, 3) and stamp
+    each newly occupied one into the field; returns how many were new. The field is a minimum
+    over the occupied voxels, so the order of the stamps does not change it."""
+    nx, ny, nz = occ.shape
+    cell = np.empty((1, 3), np.int64)
+    new = 0
+    for m in range(pts.shape[0]):
+        vi = (pts[m, 0] - lo[0]) / res
+        vj = (pts[m, 1] - lo[1]) / res
+        vk = (pts[m, 2] - lo[2]) / res
+        if not (0.0 <= vi < nx and 0.0 <= vj < ny and 0.0 <= vk < nz):
+            continue
+        i, j, k = np.int64(np.floor(vi)), np.int64(np.floor(vj)), np.int64(np.floor(vk))
+        if occ[i, j, k]:
+            continue
+        occ[i, j, k] = 1
+        new += 1
+        cell[0, 0], cell[0, 1], cell[0, 2] = i, j, k
+        _stamp(dist, cell, offsets, off_cm)
+    return new
+
+
 class OccupancyGrid:
     """Voxel occupancy over the flight volume plus its truncated distance field (see module)."""
 
@@ -121,9 +157,14 @@ class OccupancyGrid:
         out.search_cache = {}
         return out
 
-    def block(self, cells: np.ndarray) -> None:
-        """Mark voxels (P, 3) as obstacles in the distance field only (a search barrier)."""
-        self.dist_cm[cells[:, 0], cells[:, 1], cells[:, 2]] = 0
+    def block(self, cells: np.ndarray, offsets: np.ndarray | None = None) -> None:
+        """Mark voxels (P, 3) as obstacles in the distance field only (a search barrier);
+        with ``offsets`` (M, 3), every voxel cell + offset inside the grid instead (a tube of
+        balls without the (P M, 3) array)."""
+        cells = np.asarray(cells, dtype=np.int64).reshape(-1, 3)
+        if offsets is None:
+            offsets = np.zeros((1, 3), np.int64)
+        _block(self.dist_cm, np.ascontiguousarray(cells), np.asarray(offsets, dtype=np.int64))
         self.version += 1
 
     def clear(self) -> None:
@@ -147,7 +188,18 @@ class OccupancyGrid:
         return np.clip(idx, 0, np.asarray(self.shape) - 1)
 
     def insert_points(self, points: np.ndarray) -> int:
-        """Mark the voxels of world points (P, 3) occupied; returns how many were new."""
+        """Mark the voxels of world points (P, 3) occupied; returns how many were new.
+        Compiled (:func:`_insert`); :meth:`insert_points_reference` is the numpy version."""
+        p = np.ascontiguousarray(np.asarray(points, dtype=np.float64).reshape(-1, 3))
+        new = int(_insert(self.occupied, self.dist_cm, p, self.lo, self.res, self._offsets,
+                          self._off_cm))  # fmt: skip
+        if new:
+            self.n_occupied += new
+            self.version += 1
+        return new
+
+    def insert_points_reference(self, points: np.ndarray) -> int:
+        """:meth:`insert_points` in numpy (the slow reference of the parity test)."""
         idx = self.index(points)
         idx = idx[self.inside(idx)]
         if idx.size == 0:

@@ -33,6 +33,7 @@ topological roadmap; candidates optimized sequentially; the map and the recovery
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 
@@ -113,13 +114,7 @@ class TopoPlanner(BsplinePlanner):
         if not keep.any():
             return
         mid = resample(path[keep], max(int(np.ceil((cum[keep][-1] - cum[keep][0]) / 0.1)), 2))
-        r = int(np.ceil(o.tube / grid.res))
-        ax = np.arange(-r, r + 1)
-        off = np.stack(np.meshgrid(ax, ax, ax, indexing="ij"), -1).reshape(-1, 3)
-        off = off[(off**2).sum(-1) * grid.res**2 <= o.tube**2]
-        cells = (grid.index(mid)[:, None, :] + off[None]).reshape(-1, 3)
-        cells = cells[grid.inside(cells)]
-        grid.block(cells)
+        grid.block(grid.index(mid), _ball(o.tube, grid.res))
 
     def _fit_spline(self, p0: np.ndarray, v0: np.ndarray, a0: np.ndarray, t: float) -> NavReference:
         self._fitted = False
@@ -151,6 +146,17 @@ class TopoPlanner(BsplinePlanner):
             return best
 
         return self._spline_or_fallback(build, p0, v0, a0, t)
+
+
+@functools.lru_cache(maxsize=8)
+def _ball(radius: float, res: float) -> np.ndarray:
+    """Voxel offsets (M, 3) within ``radius`` m (voxel edge ``res``)."""
+    r = int(np.ceil(radius / res))
+    ax = np.arange(-r, r + 1)
+    off = np.stack(np.meshgrid(ax, ax, ax, indexing="ij"), -1).reshape(-1, 3)
+    off = off[(off**2).sum(-1) * res**2 <= radius**2]
+    off.setflags(write=False)  # shared by the cache
+    return off
 
 
 def _mean_distance(a: np.ndarray, b: np.ndarray) -> float:
