@@ -161,10 +161,10 @@ class OccupancyGrid:
         """Mark voxels (P, 3) as obstacles in the distance field only (a search barrier);
         with ``offsets`` (M, 3), every voxel cell + offset inside the grid instead (a tube of
         balls without the (P M, 3) array)."""
-        cells = np.asarray(cells, dtype=np.int64).reshape(-1, 3)
+        cells = _rows3(cells, "cells", np.int64)
         if offsets is None:
             offsets = np.zeros((1, 3), np.int64)
-        _block(self.dist_cm, np.ascontiguousarray(cells), np.asarray(offsets, dtype=np.int64))
+        _block(self.dist_cm, cells, _rows3(offsets, "offsets", np.int64))
         self.version += 1
 
     def clear(self) -> None:
@@ -190,7 +190,7 @@ class OccupancyGrid:
     def insert_points(self, points: np.ndarray) -> int:
         """Mark the voxels of world points (P, 3) occupied; returns how many were new.
         Compiled (:func:`_insert`); :meth:`insert_points_reference` is the numpy version."""
-        p = np.ascontiguousarray(np.asarray(points, dtype=np.float64).reshape(-1, 3))
+        p = _rows3(points, "points", np.float64)
         new = int(_insert(self.occupied, self.dist_cm, p, self.lo, self.res, self._offsets,
                           self._off_cm))  # fmt: skip
         if new:
@@ -222,12 +222,8 @@ class OccupancyGrid:
         NaN points NaN. Compiled (:func:`_clearance`: planners query it tens of thousands of
         times per trial, mostly for a few points, where numpy's per-call overhead dominated);
         :meth:`clearance_reference` is the numpy version it is tested against."""
-        p = np.asarray(points, dtype=np.float64)
-        if p.ndim != 2:
-            p = np.atleast_2d(p)
-        if p.ndim != 2 or p.shape[1] != 3:
-            raise ConfigError(f"points: expected (P, 3) or (3,), got shape {np.shape(points)}")
-        return _clearance(np.ascontiguousarray(p), self.lo, self.hi, self.res, self.dist_cm)
+        p = _rows3(points, "points", np.float64)
+        return _clearance(p, self.lo, self.hi, self.res, self.dist_cm)
 
     def clearance_reference(self, points: np.ndarray) -> np.ndarray:
         """:meth:`clearance` in numpy (the slow reference of the parity test)."""
@@ -246,30 +242,30 @@ class OccupancyGrid:
 def _clearance(p, lo, hi, res, dist):  # pragma: no cover - compiled
     """OccupancyGrid.clearance for points (P, 3): the same float operations as the numpy
     reference (voxel floor((p - lo) / res), field / 100, faces), so the same bits."""
+    nx, ny, nz = dist.shape
     out = np.empty(p.shape[0])
     for m in range(p.shape[0]):
-        inside = True
-        nan = False
-        faces = np.inf
-        ijk = np.zeros(3, np.int64)
-        for a in range(3):
-            x = p[m, a]
-            if x != x:
-                nan = True
-            v = (x - lo[a]) / res
-            if v >= 0.0 and v < dist.shape[a]:
-                ijk[a] = np.int64(np.floor(v))
-            else:
-                inside = False
-            faces = min(faces, x - lo[a], hi[a] - x)
-        if nan:
+        x, y, z = p[m, 0], p[m, 1], p[m, 2]
+        if x != x or y != y or z != z:
             out[m] = np.nan
             continue
+        faces = min(x - lo[0], y - lo[1], z - lo[2], hi[0] - x, hi[1] - y, hi[2] - z)
+        vi, vj, vk = (x - lo[0]) / res, (y - lo[1]) / res, (z - lo[2]) / res
         d = FAR_CM / 100.0
-        if inside:
-            d = dist[ijk[0], ijk[1], ijk[2]] / 100.0
+        if 0.0 <= vi < nx and 0.0 <= vj < ny and 0.0 <= vk < nz:
+            d = dist[np.int64(np.floor(vi)), np.int64(np.floor(vj)), np.int64(np.floor(vk))] / 100.0
         out[m] = min(d, faces)
     return out
+
+
+def _rows3(a: np.ndarray, name: str, dtype: type) -> np.ndarray:
+    """``a`` as a C-contiguous (P, 3) array of ``dtype`` ((3,) is one row), for the kernels."""
+    out = np.asarray(a, dtype=dtype)
+    if out.ndim == 1:
+        out = out[None]
+    if out.ndim != 2 or out.shape[1] != 3:
+        raise ConfigError(f"{name}: expected (P, 3) or (3,), got shape {np.shape(a)}")
+    return np.ascontiguousarray(out)
 
 
 class DepthProjector:

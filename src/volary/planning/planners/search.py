@@ -49,8 +49,9 @@ def _clear_cm(dist, i, j, k, face_cm, nx, ny, nz):  # pragma: no cover - compile
 
 # The open list: a binary min-heap of (key, node) pairs stored interleaved in one float64
 # array (hp[2 i] the key, hp[2 i + 1] the node; node indices < 2^26 are exact). A sift step
-# then reads and swaps one cache line, not one in each of two arrays: in a failing search of
-# 250,000 expansions the heap holds millions of stale entries and its cache misses dominate.
+# then reads and swaps one cache line, not one in each of two arrays (a search that exhausts
+# its 250,000-expansion budget leaves millions of stale entries in the heap). Pops, and the
+# order of equal keys, are those of the two-array heap it replaced (tests/test_nav_search.py).
 
 
 @numba.njit(cache=True, nogil=True)
