@@ -63,7 +63,7 @@ def _grow(a, size):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _heap_push(hp, size, key, node):  # pragma: no cover - compiled
+def _pair_push(hp, size, key, node):  # pragma: no cover - compiled
     """Append (key, node) and sift it up; ``hp`` must have room for ``size + 1`` pairs."""
     i = size
     hp[2 * i] = key
@@ -78,7 +78,7 @@ def _heap_push(hp, size, key, node):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True, inline="always")
-def _heap_pop(hp, size):  # pragma: no cover - compiled
+def _pair_pop(hp, size):  # pragma: no cover - compiled
     """Remove the least pair; returns its node (the heap then holds ``size - 1`` pairs)."""
     node = np.int64(hp[1])
     size -= 1
@@ -100,6 +100,47 @@ def _heap_pop(hp, size):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, nogil=True)
+def _heap_push(hk, hn, size, key, node):  # pragma: no cover - compiled
+    """The two-array heap of the kinodynamic search (keys ``hk``, nodes ``hn``): push and
+    sift up, growing the arrays when full; returns (hk, hn, size)."""
+    if size >= hk.shape[0]:
+        hk, hn = _grow(hk, size), _grow(hn, size)
+    i = size
+    hk[i] = key
+    hn[i] = node
+    while i > 0:
+        p = (i - 1) // 2
+        if hk[p] <= hk[i]:
+            break
+        hk[p], hk[i] = hk[i], hk[p]
+        hn[p], hn[i] = hn[i], hn[p]
+        i = p
+    return hk, hn, size + 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _heap_pop(hk, hn, size):  # pragma: no cover - compiled
+    """Pop the least (key, node) of the two-array heap; returns (key, node, size)."""
+    key, node = hk[0], hn[0]
+    size -= 1
+    hk[0], hn[0] = hk[size], hn[size]
+    i = 0
+    while True:
+        left = 2 * i + 1
+        if left >= size:
+            break
+        c = left
+        if left + 1 < size and hk[left + 1] < hk[left]:
+            c = left + 1
+        if hk[i] <= hk[c]:
+            break
+        hk[c], hk[i] = hk[i], hk[c]
+        hn[c], hn[i] = hn[i], hn[c]
+        i = c
+    return key, node, size
+
+
+@numba.njit(cache=True, nogil=True)
 def _astar(
     dist, g, parent, closed, start, goal, thr_cm, goal_tol, face_cm, soft_cm, w_clear, kz, eps,
     max_expand,
@@ -113,13 +154,13 @@ def _astar(
     g[s] = 0.0
     touched[0] = s
     n_touched = 1
-    _heap_push(hp, 0, 0.0, s)
+    _pair_push(hp, 0, 0.0, s)
     size = 1
     best, best_h = s, np.inf
     found = False
     expanded = 0
     while size > 0 and expanded < max_expand:
-        u = _heap_pop(hp, size)
+        u = _pair_pop(hp, size)
         size -= 1
         if closed[u]:
             continue
@@ -175,7 +216,7 @@ def _astar(
                         hv = np.sqrt(fx * fx + fy * fy + fz * fz)
                         if 2 * size + 2 > hp.shape[0]:
                             hp = _grow(hp, 2 * size)
-                        _heap_push(hp, size, gv + eps * hv, v)
+                        _pair_push(hp, size, gv + eps * hv, v)
                         size += 1
     # walk back from the goal (or the best partial node)
     count = 0
