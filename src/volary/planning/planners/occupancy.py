@@ -260,7 +260,7 @@ def _clearance(p, lo, hi, res, dist):  # pragma: no cover - compiled
 
 def _rows3(a: np.ndarray, name: str, dtype: type) -> np.ndarray:
     """``a`` as a C-contiguous (P, 3) array of ``dtype`` ((3,) is one row), for the kernels."""
-    out = np.asarray(a, dtype=dtype)
+    out: np.ndarray = np.asarray(a, dtype=dtype)
     if out.ndim == 1:
         out = out[None]
     if out.ndim != 2 or out.shape[1] != 3:
