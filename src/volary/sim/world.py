@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+import numba
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -613,7 +615,73 @@ def sphere_hits(
     (B,); B = N * m. Solves |o + t d - c|^2 = r^2 for the smallest t >= 0. Returns distance
     (B, R) (+inf: no hit within ``max_range``), object id ``VEHICLE_ID + slot`` (-1: none) and
     the outward unit normal (B, R, 3).
+
+    On the CPU one compiled loop over rays and spheres (:func:`_sphere_hits_kernel`; the dense
+    (B, R, m, 3) tensors of :func:`sphere_hits_reference` cost 18 ms a tick for 8 vehicles'
+    64 x 64 cameras); elsewhere the batched torch reference.
     """
+    if origins.device.type != "cpu":
+        return sphere_hits_reference(origins, directions, centers, radius, m, max_range)
+    o = origins.detach().contiguous().numpy()
+    d = directions.detach().to(origins.dtype).contiguous().numpy()
+    c = centers.detach().to(origins.dtype).contiguous().numpy()
+    rad = radius.detach().to(origins.dtype).contiguous().numpy()
+    b, r = o.shape[:2]
+    best = np.full((b, r), np.inf, dtype=o.dtype)
+    slot = np.full((b, r), -1, dtype=np.int64)
+    normal = np.zeros((b, r, 3), dtype=o.dtype)
+    one = o.dtype.type
+    _sphere_hits_kernel(o, d, c, rad, m, one(max_range), one(1e-12), best, slot, normal)
+    slot_t = torch.from_numpy(slot)
+    oid = torch.where(slot_t >= 0, VEHICLE_ID + slot_t, -1)
+    return torch.from_numpy(best), oid, torch.from_numpy(normal)
+
+
+@numba.njit(cache=True, nogil=True)
+def _sphere_hits_kernel(o, d, c, rad, m, max_range, eps, best, slot, normal):  # pragma: no cover
+    """Eq. of :func:`sphere_hits` per ray: the nearest root t >= 0 (the far one from inside)
+    of |o + t d - c_j|^2 = r_j^2 over the env's other slots j, first slot on ties; the
+    normal (o + t d - c_j) / max(|.|, eps). Same operations, in the same order, as
+    :func:`sphere_hits_reference`."""
+    for b in range(o.shape[0]):
+        base, me = (b // m) * m, b % m
+        for r in range(o.shape[1]):
+            ox, oy, oz = o[b, r, 0], o[b, r, 1], o[b, r, 2]
+            dx, dy, dz = d[b, r, 0], d[b, r, 1], d[b, r, 2]
+            tb, sb = best[b, r], -1
+            for j in range(m):
+                if j == me:
+                    continue
+                k = base + j
+                cx, cy, cz = ox - c[k, 0], oy - c[k, 1], oz - c[k, 2]
+                proj = cx * dx + cy * dy + cz * dz
+                disc = proj * proj - ((cx * cx + cy * cy + cz * cz) - rad[k] * rad[k])
+                if not disc >= 0:
+                    continue
+                root = np.sqrt(disc)
+                t = -proj - root
+                if not t >= 0:
+                    t = -proj + root
+                if t >= 0 and t <= max_range and t < tb:
+                    tb, sb = t, j
+            if sb < 0:
+                continue
+            k = base + sb
+            best[b, r], slot[b, r] = tb, sb
+            px = (ox + tb * dx) - c[k, 0]
+            py = (oy + tb * dy) - c[k, 1]
+            pz = (oz + tb * dz) - c[k, 2]
+            n = np.sqrt(px * px + py * py + pz * pz)
+            if n < eps:
+                n = eps
+            normal[b, r, 0], normal[b, r, 1], normal[b, r, 2] = px / n, py / n, pz / n
+
+
+def sphere_hits_reference(
+    origins: Tensor, directions: Tensor, centers: Tensor, radius: Tensor, m: int, max_range: float
+) -> tuple[Tensor, Tensor, Tensor]:
+    """:func:`sphere_hits` as batched torch: (B, R, m) candidate roots, the smallest kept (any
+    device; the reference of the compiled CPU loop)."""
     b, r = origins.shape[:2]
     n = b // m
     c = centers.reshape(n, 1, m, 3).expand(n, m, m, 3).reshape(b, 1, m, 3)
@@ -675,4 +743,11 @@ def _known(name: str, rig: Mapping[str, Any]) -> str:
     return name
 
 
-__all__ = ["VEHICLE_ID", "Sensing", "World", "sphere_hits", "vehicle_contacts"]
+__all__ = [
+    "VEHICLE_ID",
+    "Sensing",
+    "World",
+    "sphere_hits",
+    "sphere_hits_reference",
+    "vehicle_contacts",
+]
