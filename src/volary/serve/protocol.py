@@ -52,11 +52,18 @@ def encode(header: Mapping[str, Any]) -> list[bytes | memoryview]:
     return frames
 
 
+_PLAIN = (str, int, float, bool, type(None), bytes)
+
+
 def _lift(obj: Any, frames: list, depth: int) -> Any:
     if depth > MAX_DEPTH:
         raise ProtocolError("bad_message", f"header: nested deeper than {MAX_DEPTH}")
+    if type(obj) in _PLAIN:  # most of a header: returned first, as it is
+        return obj
     if isinstance(obj, np.ndarray):
-        a = np.ascontiguousarray(obj, dtype=obj.dtype.newbyteorder("<"))
+        a = obj  # sent as it is when little-endian (or byte-sized), contiguous, at least 1-D
+        if obj.dtype.byteorder == ">" or not obj.flags.c_contiguous or obj.ndim == 0:
+            a = np.ascontiguousarray(obj, dtype=obj.dtype.newbyteorder("<"))
         if a.dtype.str not in DTYPES:
             raise ProtocolError(
                 "bad_field", f"array dtype {a.dtype.str} is not one of {sorted(DTYPES)}"
@@ -109,11 +116,18 @@ def _lower(obj: Any, frames: Sequence[bytes], used: set[int], depth: int, path: 
     if isinstance(obj, dict):
         if _ARRAY in obj:
             return _array(obj, frames, used, path)
-        return {k: _lower(v, frames, used, depth + 1, f"{path}.{k}" if path else k)
+        leaf = _LEAF if depth < MAX_DEPTH else ()  # a leaf one level deeper is still checked
+        return {k: v if type(v) in leaf else _lower(v, frames, used, depth + 1,
+                                                  f"{path}.{k}" if path else k)
                 for k, v in obj.items()}  # fmt: skip
     if isinstance(obj, list):
-        return [_lower(v, frames, used, depth + 1, f"{path}[{i}]") for i, v in enumerate(obj)]
+        leaf = _LEAF if depth < MAX_DEPTH else ()
+        return [v if type(v) in leaf else _lower(v, frames, used, depth + 1, f"{path}[{i}]")
+                for i, v in enumerate(obj)]  # fmt: skip
     return obj
+
+
+_LEAF = (str, int, float, bool, type(None), bytes)  # what msgpack decodes that holds nothing
 
 
 def _array(spec: dict, frames: Sequence[bytes], used: set[int], path: str) -> np.ndarray:

@@ -419,7 +419,7 @@ class Server:
         place = Placement(held, pos, quat, vel, omega) if bool(held.any()) else None
         w.step(command, place=place)
         self.ticks += 1
-        obs = {slot: self._obs(slot) for slot in inputs}
+        obs = self._observations(inputs)
         if self.recorder is not None:
             self.recorder.outputs(w.tick, obs)
         return obs
@@ -440,31 +440,38 @@ class Server:
 
     # ---- replies ------------------------------------------------------------------------------
     def _obs(self, slot: int) -> dict[str, Any]:
+        return self._observations([slot])[slot]
+
+    def _observations(self, slots: Any) -> dict[int, dict[str, Any]]:
+        """The ``obs`` of each of ``slots``: state, the sensors it carries that are due, the
+        IMU, events. Each tensor is turned into numpy once per call and sent as the slot's row
+        (a view)."""
         w = self.world
         st = w.state
-        obs: dict[str, Any] = {
-            "op": "obs",
-            "tick": w.tick,
-            "clock": w.tick * w.dt,  # s, exact; the vehicle's ``time`` is a float32 sum
-            "time": float(st.time[slot]),
-            "state": {
-                "pos": st.pos[slot].numpy(),
-                "vel": st.vel[slot].numpy(),
-                "quat": st.quat[slot].numpy(),
-                "omega": st.omega[slot].numpy(),
-            },
-            "sensors": {},
-        }
-        carried = self.config.slots[slot].sensors
-        for name in carried:
-            if w.due(name):
-                obs["sensors"][name] = _slice(w.read(name), slot, w.b)
-        if w.sim.imu_reading is not None and self.config.slots[slot].role == "vehicle":
-            r = w.sim.imu_reading
-            obs["sensors"]["imu"] = {"accel": r.accel[slot].numpy(), "gyro": r.gyro[slot].numpy()}
-        events = {name: v[slot].item() for name, v in self._events_now().items()}
-        obs["events"] = events
-        return obs
+        state = {k: _numpy(getattr(st, k)) for k in ("pos", "vel", "quat", "omega")}
+        times = _numpy(st.time)
+        carried = {n for slot in slots for n in self.config.slots[slot].sensors}
+        readings = {n: _fields(w.read(n), w.b) for n in self.config.sensors
+                    if n in carried and w.due(n)}  # fmt: skip
+        imu = w.sim.imu_reading
+        imu_rows = None if imu is None else {"accel": _numpy(imu.accel), "gyro": _numpy(imu.gyro)}
+        events = self._events_now()
+        out = {}
+        for slot in slots:
+            sensors = {n: {f: v[slot] for f, v in readings[n].items()}
+                       for n in self.config.slots[slot].sensors if n in readings}  # fmt: skip
+            if imu_rows is not None and self.config.slots[slot].role == "vehicle":
+                sensors["imu"] = {k: v[slot] for k, v in imu_rows.items()}
+            out[slot] = {
+                "op": "obs",
+                "tick": w.tick,
+                "clock": w.tick * w.dt,  # s, exact; the vehicle's ``time`` is a float32 sum
+                "time": float(times[slot]),
+                "state": {k: v[slot] for k, v in state.items()},
+                "sensors": sensors,
+                "events": {name: v[slot].item() for name, v in events.items()},
+            }
+        return out
 
     def _events_now(self) -> dict[str, np.ndarray]:
         """Every vehicle's events at the current tick, computed once per tick: ``collided`` and
@@ -541,14 +548,18 @@ class Server:
             log.warning("serve: %s from %s (fault %d): %s", code, ident.hex(), n, message)
 
 
-def _slice(reading: Any, slot: int, b: int) -> dict[str, Any]:
-    """The row of ``slot`` of every per-vehicle tensor field of a reading, as numpy."""
-    out: dict[str, Any] = {}
+def _numpy(t: torch.Tensor) -> np.ndarray:
+    return t.detach().cpu().numpy()
+
+
+def _fields(reading: Any, b: int) -> dict[str, np.ndarray]:
+    """Every per-vehicle tensor field of a reading (first dimension = vehicles) as numpy."""
     if not is_dataclass(reading):
         raise ConfigError(f"sensor reading: expected a dataclass of tensors, got {reading!r:.60}")
+    out: dict[str, np.ndarray] = {}
     for f in fields(reading):
         v = getattr(reading, f.name)
         if f.name in _OMIT or not isinstance(v, torch.Tensor) or v.dim() == 0 or v.shape[0] != b:
             continue
-        out[f.name] = v[slot].detach().cpu().numpy()
+        out[f.name] = _numpy(v)
     return out
