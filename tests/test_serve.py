@@ -68,6 +68,24 @@ def test_messages_round_trip_with_arrays_as_frames():
         assert out["nested"][d].dtype == a.dtype and np.array_equal(out["nested"][d], a)
 
 
+def test_arrays_of_any_layout_travel_as_their_contiguous_little_endian_copy():
+    """Big-endian, strided and 0-d arrays are sent as the little-endian, contiguous, 1-d-or-more
+    array a reader expects; an array already so is sent as it is, with the same bytes."""
+    a = np.arange(12, dtype="<f4").reshape(3, 4)
+    for b in (a.astype(">f4"), np.asfortranarray(a), a.T.copy().T):
+        assert [bytes(f) for f in P.encode({"op": "x", "a": b})] == [
+            bytes(f) for f in P.encode({"op": "x", "a": a})
+        ]
+    strided = P.decode([bytes(f) for f in P.encode({"op": "x", "a": a[:, ::2]})])["a"]
+    assert strided.dtype.str == "<f4" and np.array_equal(strided, a[:, ::2])
+    scalar = P.decode([bytes(f) for f in P.encode({"op": "x", "a": np.array(2.5)})])["a"]
+    assert scalar.shape == (1,) and scalar[0] == 2.5
+    with pytest.raises(P.ProtocolError, match="nested deeper"):
+        P.encode({"op": "x", "a": [[[[[[[[1]]]]]]]]})
+    with pytest.raises(P.ProtocolError, match="nested deeper"):
+        P.decode([msgpack.packb({"v": 1, "op": "x", "a": [[[[[[[[1]]]]]]]]})])
+
+
 def _arr(frame: int, dtype: str, shape: list[int]) -> bytes:
     spec = {"__array__": frame, "dtype": dtype, "shape": shape}
     return msgpack.packb({"v": 1, "op": "x", "a": spec})
