@@ -11,7 +11,9 @@ Cases: ``state`` (no sensors, no IMU), ``depth64`` (a 64 x 64 depth camera every
 ``aerial_gym_64``), ``depth270x480`` (``d455``, 270 x 480, every step), ``splat64`` (a 64 x 64
 photoreal RGB camera every step over the forest's synthesized Gaussian splats: gsplat on a CUDA
 machine where installed, the numba CPU path elsewhere; not in the default list, add it with
-``--cases``).
+``--cases``), and ``echo``: the floor under ``state``, the same clients and messages against a
+lock-step echo server that speaks the protocol but flies no World (a state-sized ``obs`` for every
+``step``): what the transport, the encoding and the machine's scheduling cost alone.
 
     .venv/bin/python benchmarks/serve.py                 # -> results/serve.json
 """
@@ -37,7 +39,7 @@ CASES = {
     "depth270x480": ["--imu", "none", "--sensor", "depth=depth:d455"],
     "splat64": ["--imu", "none", "--sensor", "rgb=splat:64x64"],
 }
-DEFAULT_CASES = ("state", "depth64", "depth270x480")
+DEFAULT_CASES = ("echo", "state", "depth64", "depth270x480")
 TARGETS_P99_MS = {"state": 1.0, "depth64": 5.0}
 
 
@@ -56,7 +58,44 @@ def _client(address: str, warmup: int, steps: int, out: mp.Queue) -> None:
         out.put(lat)
 
 
+def _echo(clients: int, out: mp.Queue) -> None:
+    """A lock-step echo server: waits for every client's ``step``, then answers each with a
+    state-sized ``obs`` (no World)."""
+    import numpy as np
+    import zmq
+
+    from volary.serve import protocol as P
+
+    sock = zmq.Context.instance().socket(zmq.ROUTER)
+    sock.bind("tcp://127.0.0.1:*")
+    out.put(sock.getsockopt(zmq.LAST_ENDPOINT).decode())
+    state = {k: np.zeros(4 if k == "quat" else 3, np.float32)
+             for k in ("pos", "vel", "quat", "omega")}  # fmt: skip
+    peers: list[tuple[bytes, str]] = []
+    tick = 0
+    while True:
+        frames = sock.recv_multipart()
+        msg = P.decode(frames[1:])
+        if msg["op"] == "hello":
+            welcome = {"op": "welcome", "slot": 0, "role": "vehicle", "control": "ctbr",
+                       "setpoint_size": 4, "dt": 1 / 60, "sensors": {}, "mode": "lockstep",
+                       "obs": {"op": "obs", "tick": 0}}  # fmt: skip
+            sock.send_multipart([frames[0], *P.encode(welcome)])
+            continue
+        peers.append((frames[0], msg["op"]))
+        if len(peers) < clients:
+            continue
+        tick += 1
+        obs = {"op": "obs", "tick": tick, "clock": tick / 60, "time": tick / 60, "state": state,
+               "sensors": {}, "events": {"collided": False, "out_of_bounds": False}}  # fmt: skip
+        for ident, op in peers:
+            sock.send_multipart([ident, *P.encode(obs if op == "step" else {"op": "bye"})])
+        peers.clear()
+
+
 def measure(case: str, clients: int, warmup: int, steps: int) -> dict:
+    if case == "echo":
+        return _measure_echo(clients, warmup, steps)
     args = [sys.executable, "-m", "volary.cli.main", "serve", "--scene", "forest", "--seed", "3",
             "--vehicles", str(clients), "--bind", "tcp://127.0.0.1:*", "--timeout", "600",
             *CASES[case]]  # fmt: skip
@@ -82,6 +121,31 @@ def measure(case: str, clients: int, warmup: int, steps: int) -> dict:
     finally:
         server.kill()
         server.wait()
+    return _row(case, clients, steps, lat)
+
+
+def _measure_echo(clients: int, warmup: int, steps: int) -> dict:
+    ctx = mp.get_context("spawn")
+    q, addr = ctx.Queue(), ctx.Queue()
+    server = ctx.Process(target=_echo, args=(clients, addr), daemon=True)
+    server.start()
+    try:
+        address = addr.get(timeout=60)
+        procs = [
+            ctx.Process(target=_client, args=(address, warmup, steps, q)) for _ in range(clients)
+        ]
+        for p in procs:
+            p.start()
+        lat = [x for _ in procs for x in q.get(timeout=1800)]
+        for p in procs:
+            p.join()
+    finally:
+        server.kill()
+        server.join()
+    return _row("echo", clients, steps, lat)
+
+
+def _row(case: str, clients: int, steps: int, lat: list[float]) -> dict:
     q99 = statistics.quantiles(lat, n=100)[98]
     return {"case": case, "clients": clients, "steps_per_client": steps,
             "p50_ms": statistics.median(lat), "p99_ms": q99, "max_ms": max(lat)}  # fmt: skip

@@ -13,7 +13,13 @@ from volary.errors import ConfigError, UnknownNameError
 from volary.sensors import CameraConfig
 from volary.sensors.raycast.registry import make_raycaster
 from volary.sim import Sensing, World, rollout, terms
-from volary.sim.world import VEHICLE_ID, sphere_hits, sphere_hits_reference, vehicle_contacts
+from volary.sim.world import (
+    VEHICLE_ID,
+    _merge_sphere_hits,
+    sphere_hits,
+    sphere_hits_reference,
+    vehicle_contacts,
+)
 from volary.worlds.primitives import Box, SceneSpec
 
 ROOM = SceneSpec(
@@ -256,6 +262,33 @@ def test_compiled_sphere_hits_agree_with_the_torch_reference(dtype):
         assert torch.allclose(dist[hit], ref[0][hit], rtol=tol, atol=tol)
         assert torch.allclose(nrm, ref[2], rtol=10 * tol, atol=10 * tol)
         assert not (oid - VEHICLE_ID == torch.arange(n * m)[:, None] % m).any()  # never itself
+
+
+def test_compiled_merge_puts_in_the_nearer_vehicle_hits_of_active_vehicles_only():
+    """The CPU merge of scene hits and vehicle spheres equals the torch reference's merge
+    (nearer wins, inactive vehicles keep their scene hits)."""
+    from volary.sensors.raycast.base import RayHits
+
+    g = torch.Generator().manual_seed(1)
+    m, r = 4, 300
+    c = 1.5 * torch.rand(m, 3, generator=g)
+    rad = 0.1 + 0.4 * torch.rand(m, generator=g)
+    o = c[:, None, :] + 0.3 * torch.randn(m, r, 3, generator=g)
+    d = torch.nn.functional.normalize(torch.randn(m, r, 3, generator=g), dim=-1)
+    dist = 3 * torch.rand(m, r, generator=g)
+    dist[:, ::5] = torch.inf
+    scene = RayHits(dist, torch.where(torch.isinf(dist), -1, 7), torch.randn(m, r, 3, generator=g))
+    active = torch.tensor([True, False, True, True])
+    ref_d, ref_id, ref_n = sphere_hits_reference(o, d, c, rad, m, 2.5)
+    closer = (ref_d < scene.distance) & active[:, None]
+    clone = RayHits(*(t.clone() for t in (scene.distance, scene.object_id, scene.normal)))
+    out = _merge_sphere_hits(clone, o, d, c, rad, m, 2.5, active)
+    assert torch.equal(out.object_id, torch.where(closer, ref_id, scene.object_id))
+    assert 20 < int(closer.sum()) and torch.equal(out.distance[1], scene.distance[1])
+    want = torch.where(closer, ref_d, scene.distance)
+    assert torch.allclose(out.distance, want, rtol=1e-6, atol=1e-6)
+    want_n = torch.where(closer[..., None], ref_n, scene.normal)
+    assert torch.allclose(out.normal, want_n, rtol=1e-5, atol=1e-5)
 
 
 def test_world_checks_its_arguments():
