@@ -13,7 +13,9 @@ photoreal RGB camera every step over the forest's synthesized Gaussian splats: g
 machine where installed, the numba CPU path elsewhere; not in the default list, add it with
 ``--cases``), and ``echo``: the floor under ``state``, the same clients and messages against a
 lock-step echo server that speaks the protocol but flies no World (a state-sized ``obs`` for every
-``step``): what the transport, the encoding and the machine's scheduling cost alone.
+``step``): what the transport, the encoding and the machine's scheduling cost alone; ``zmq``: the
+same echo with raw bytes of the same sizes on bare DEALER/ROUTER sockets (no protocol, no
+``Client``): the sockets and the scheduling alone.
 
     .venv/bin/python benchmarks/serve.py                 # -> results/serve.json
 """
@@ -39,7 +41,7 @@ CASES = {
     "depth270x480": ["--imu", "none", "--sensor", "depth=depth:d455"],
     "splat64": ["--imu", "none", "--sensor", "rgb=splat:64x64"],
 }
-DEFAULT_CASES = ("echo", "state", "depth64", "depth270x480")
+DEFAULT_CASES = ("zmq", "echo", "state", "depth64", "depth270x480")
 TARGETS_P99_MS = {"state": 1.0, "depth64": 5.0}
 
 
@@ -56,6 +58,37 @@ def _client(address: str, warmup: int, steps: int, out: mp.Queue) -> None:
             c.step(cmd)
             lat.append((time.perf_counter() - t) * 1e3)
         out.put(lat)
+
+
+def _zmq_client(address: str, warmup: int, steps: int, out: mp.Queue) -> None:
+    import zmq
+
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.connect(address)
+    lat = []
+    for i in range(warmup + steps):
+        t = time.perf_counter()
+        sock.send_multipart([b"s" * 56, b"c" * 32])  # a step message's frame sizes
+        sock.recv_multipart()
+        if i >= warmup:
+            lat.append((time.perf_counter() - t) * 1e3)
+    out.put(lat)
+
+
+def _zmq_echo(clients: int, out: mp.Queue) -> None:
+    """Raw-bytes lock-step echo: all clients' messages, then replies of an ``obs``'s frame sizes."""
+    import zmq
+
+    sock = zmq.Context.instance().socket(zmq.ROUTER)
+    sock.bind("tcp://127.0.0.1:*")
+    out.put(sock.getsockopt(zmq.LAST_ENDPOINT).decode())
+    waiting: list[bytes] = []
+    while True:
+        waiting.append(sock.recv_multipart()[0])
+        if len(waiting) == clients:
+            for ident in waiting:
+                sock.send_multipart([ident, b"o" * 234, b"p" * 12, b"v" * 12, b"q" * 16, b"w" * 12])
+            waiting.clear()
 
 
 def _echo(clients: int, out: mp.Queue) -> None:
@@ -94,8 +127,8 @@ def _echo(clients: int, out: mp.Queue) -> None:
 
 
 def measure(case: str, clients: int, warmup: int, steps: int) -> dict:
-    if case == "echo":
-        return _measure_echo(clients, warmup, steps)
+    if case in ("echo", "zmq"):
+        return _measure_echo(case, clients, warmup, steps)
     args = [sys.executable, "-m", "volary.cli.main", "serve", "--scene", "forest", "--seed", "3",
             "--vehicles", str(clients), "--bind", "tcp://127.0.0.1:*", "--timeout", "600",
             *CASES[case]]  # fmt: skip
@@ -124,15 +157,16 @@ def measure(case: str, clients: int, warmup: int, steps: int) -> dict:
     return _row(case, clients, steps, lat)
 
 
-def _measure_echo(clients: int, warmup: int, steps: int) -> dict:
+def _measure_echo(case: str, clients: int, warmup: int, steps: int) -> dict:
     ctx = mp.get_context("spawn")
     q, addr = ctx.Queue(), ctx.Queue()
-    server = ctx.Process(target=_echo, args=(clients, addr), daemon=True)
+    serve, client = (_echo, _client) if case == "echo" else (_zmq_echo, _zmq_client)
+    server = ctx.Process(target=serve, args=(clients, addr), daemon=True)
     server.start()
     try:
         address = addr.get(timeout=60)
         procs = [
-            ctx.Process(target=_client, args=(address, warmup, steps, q)) for _ in range(clients)
+            ctx.Process(target=client, args=(address, warmup, steps, q)) for _ in range(clients)
         ]
         for p in procs:
             p.start()
@@ -142,7 +176,7 @@ def _measure_echo(clients: int, warmup: int, steps: int) -> dict:
     finally:
         server.kill()
         server.join()
-    return _row("echo", clients, steps, lat)
+    return _row(case, clients, steps, lat)
 
 
 def _row(case: str, clients: int, steps: int, lat: list[float]) -> dict:
