@@ -49,7 +49,7 @@ from volary.planning.navigation import NavReference
 from volary.planning.planners import bspline
 from volary.planning.planners.bspline import BsplineOptions, BsplinePlanner
 from volary.planning.planners.mapper import MapperPlanner
-from volary.planning.planners.search import _clear_cm, _heap_pop, _heap_push, reuse
+from volary.planning.planners.search import _clear_cm, _grow, _pair_pop, _pair_push, reuse
 
 _N_T = 16  # durations tried by the heuristic's minimum
 
@@ -138,9 +138,7 @@ def _kino_astar(
     acc[0] = 0.0  # the root's incoming primitive: none
     dur[0] = 0.0
     parent[0] = -1
-    hk = np.empty(4096, np.float64)
-    hn = np.empty(4096, np.int64)
-    size = 0
+    hp = np.empty(2 * 4096, np.float64)  # the open list: search.py's interleaved heap
     shot_c2 = np.zeros(3)
     shot_c3 = np.zeros(3)
     shot_t = 0.0
@@ -158,11 +156,14 @@ def _kino_astar(
     cell[0] = (i0 * ny + j0) * nz + k0
     node_of[cell[0]] = 0
     n_nodes = 1
-    hk, hn, size = _heap_push(hk, hn, size, f[0], 0)
+    _pair_push(hp, 0, f[0], 0)
+    size = 1
     best, best_h = 0, h0
     last, reached, expanded = 0, False, 0
     while size > 0 and expanded < max_expand:
-        key, n, size = _heap_pop(hk, hn, size)
+        key = hp[0]
+        n = _pair_pop(hp, size)
+        size -= 1
         if closed[n] or key > f[n] + 1e-12:
             continue  # expanded already, or a stale heap entry of a replaced node
         closed[n] = 1
@@ -244,7 +245,10 @@ def _kino_astar(
                 hc, _ = _best_t(goal[0] - px, goal[1] - py, goal[2] - pz, nvx, nvy, nvz,
                                 rho, v_max)  # fmt: skip
                 f[k] = gn + lam * hc
-                hk, hn, size = _heap_push(hk, hn, size, f[k], k)
+                if 2 * size + 2 > hp.shape[0]:
+                    hp = _grow(hp, 2 * size)
+                _pair_push(hp, size, f[k], k)
+                size += 1
     if not reached and last == 0:
         last = best
     for k in range(n_nodes):  # leave the buffers as found

@@ -52,6 +52,7 @@ def _clear_cm(dist, i, j, k, face_cm, nx, ny, nz):  # pragma: no cover - compile
 # then reads and swaps one cache line, not one in each of two arrays (a search that exhausts
 # its 250,000-expansion budget leaves millions of stale entries in the heap). Pops, and the
 # order of equal keys, are those of the two-array heap it replaced (tests/test_nav_search.py).
+# The kinodynamic search uses it too.
 
 
 @numba.njit(cache=True, nogil=True)
@@ -97,47 +98,6 @@ def _pair_pop(hp, size):  # pragma: no cover - compiled
         hp[2 * c + 1], hp[2 * i + 1] = hp[2 * i + 1], hp[2 * c + 1]
         i = c
     return node
-
-
-@numba.njit(cache=True, nogil=True)
-def _heap_push(hk, hn, size, key, node):  # pragma: no cover - compiled
-    """The two-array heap of the kinodynamic search (keys ``hk``, nodes ``hn``): push and
-    sift up, growing the arrays when full; returns (hk, hn, size)."""
-    if size >= hk.shape[0]:
-        hk, hn = _grow(hk, size), _grow(hn, size)
-    i = size
-    hk[i] = key
-    hn[i] = node
-    while i > 0:
-        p = (i - 1) // 2
-        if hk[p] <= hk[i]:
-            break
-        hk[p], hk[i] = hk[i], hk[p]
-        hn[p], hn[i] = hn[i], hn[p]
-        i = p
-    return hk, hn, size + 1
-
-
-@numba.njit(cache=True, nogil=True)
-def _heap_pop(hk, hn, size):  # pragma: no cover - compiled
-    """Pop the least (key, node) of the two-array heap; returns (key, node, size)."""
-    key, node = hk[0], hn[0]
-    size -= 1
-    hk[0], hn[0] = hk[size], hn[size]
-    i = 0
-    while True:
-        left = 2 * i + 1
-        if left >= size:
-            break
-        c = left
-        if left + 1 < size and hk[left + 1] < hk[left]:
-            c = left + 1
-        if hk[i] <= hk[c]:
-            break
-        hk[c], hk[i] = hk[i], hk[c]
-        hn[c], hn[i] = hn[i], hn[c]
-        i = c
-    return key, node, size
 
 
 @numba.njit(cache=True, nogil=True)
