@@ -194,6 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=HERE / "results" / "serve.json")
     args = ap.parse_args(argv)
     rows = []
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     for case in args.cases.split(","):
         for n in (int(c) for c in args.clients.split(",")):
             steps = args.steps if case != "depth270x480" else max(30, args.steps // (5 * n * n))
@@ -215,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
         print("splat RGB 64x64: not run (add --cases splat64; gsplat renders on CUDA)")
     meta = {"machine": platform.processor() or platform.machine(), "cores": os.cpu_count(),
             "python": platform.python_version(), "command": " ".join(sys.argv),
-            "cuda": _cuda_name()}  # fmt: skip
+            "cuda": _cuda_name(), "started": started}  # fmt: skip
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
     return 0
