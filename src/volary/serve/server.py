@@ -398,31 +398,41 @@ class Server:
         w = self.world
         dtype = w.params.mass.dtype
         b = w.b
-        command = torch.zeros(b, self.sp_size, dtype=dtype)
-        held = torch.ones(b, dtype=torch.bool)  # free slots and vehicles in the loop
-        st = w.state
-        pos, quat = st.pos.clone(), st.quat.clone()
-        vel, omega = torch.zeros(b, 3, dtype=dtype), torch.zeros(b, 3, dtype=dtype)
+        cmd = np.zeros((b, self.sp_size))
+        held = np.ones(b, dtype=bool)  # free slots and vehicles in the loop
+        posed = {}
         for slot, (role, d) in inputs.items():
             if role == "vehicle":
-                command[slot] = torch.from_numpy(d["command"]).to(dtype)
+                cmd[slot] = d["command"]
                 held[slot] = False
             else:
-                pos[slot] = torch.from_numpy(d["pos"]).to(dtype)
-                quat[slot] = torch.from_numpy(d["quat"]).to(dtype)
-                if d["vel"] is not None:
-                    vel[slot] = torch.from_numpy(d["vel"]).to(dtype)
-                if d["omega"] is not None:
-                    omega[slot] = torch.from_numpy(d["omega"]).to(dtype)
+                posed[slot] = d
+        command = torch.from_numpy(cmd).to(dtype)
+        place = self._placement(held, posed) if held.any() else None
         if self.recorder is not None:
             self.recorder.inputs(w.tick, inputs, actors or {})
-        place = Placement(held, pos, quat, vel, omega) if bool(held.any()) else None
         w.step(command, place=place)
         self.ticks += 1
         obs = self._observations(inputs)
         if self.recorder is not None:
             self.recorder.outputs(w.tick, obs)
         return obs
+
+    def _placement(self, held: np.ndarray, posed: dict[int, dict[str, Any]]) -> Placement:
+        """The held vehicles' poses: the posed slots' (vehicles in the loop; twist zero unless
+        sent), the free slots' where they are."""
+        w = self.world
+        dtype, st = w.params.mass.dtype, w.state
+        pos, quat = st.pos.clone(), st.quat.clone()
+        vel, omega = torch.zeros(w.b, 3, dtype=dtype), torch.zeros(w.b, 3, dtype=dtype)
+        for slot, d in posed.items():
+            pos[slot] = torch.from_numpy(d["pos"]).to(dtype)
+            quat[slot] = torch.from_numpy(d["quat"]).to(dtype)
+            if d["vel"] is not None:
+                vel[slot] = torch.from_numpy(d["vel"]).to(dtype)
+            if d["omega"] is not None:
+                omega[slot] = torch.from_numpy(d["omega"]).to(dtype)
+        return Placement(torch.from_numpy(held), pos, quat, vel, omega)
 
     def _drop_stragglers(self) -> None:
         waiting = [p for p in self.peers.values() if p.pending is None]
