@@ -33,6 +33,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 CASES = {
@@ -141,38 +142,34 @@ def measure(case: str, clients: int, warmup: int, steps: int) -> dict:
             if not line:
                 raise RuntimeError(f"{case}: the server exited")
         address = re.search(r"tcp://[\d.]+:\d+", line).group(0)
-        ctx = mp.get_context("spawn")
-        q = ctx.Queue()
-        procs = [
-            ctx.Process(target=_client, args=(address, warmup, steps, q)) for _ in range(clients)
-        ]
-        for p in procs:
-            p.start()
-        lat = [x for _ in procs for x in q.get(timeout=1800)]
-        for p in procs:
-            p.join()
+        lat = _fly_clients(_client, address, clients, warmup, steps)
     finally:
         server.kill()
         server.wait()
     return _row(case, clients, steps, lat)
 
 
+def _fly_clients(client: Any, address: str, clients: int, warmup: int, steps: int) -> list:
+    """Run ``clients`` client processes against ``address``; every timed round trip (ms)."""
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    procs = [ctx.Process(target=client, args=(address, warmup, steps, q)) for _ in range(clients)]
+    for p in procs:
+        p.start()
+    lat = [x for _ in procs for x in q.get(timeout=1800)]
+    for p in procs:
+        p.join()
+    return lat
+
+
 def _measure_echo(case: str, clients: int, warmup: int, steps: int) -> dict:
     ctx = mp.get_context("spawn")
-    q, addr = ctx.Queue(), ctx.Queue()
+    addr = ctx.Queue()
     serve, client = (_echo, _client) if case == "echo" else (_zmq_echo, _zmq_client)
     server = ctx.Process(target=serve, args=(clients, addr), daemon=True)
     server.start()
     try:
-        address = addr.get(timeout=60)
-        procs = [
-            ctx.Process(target=client, args=(address, warmup, steps, q)) for _ in range(clients)
-        ]
-        for p in procs:
-            p.start()
-        lat = [x for _ in procs for x in q.get(timeout=1800)]
-        for p in procs:
-            p.join()
+        lat = _fly_clients(client, addr.get(timeout=60), clients, warmup, steps)
     finally:
         server.kill()
         server.join()
