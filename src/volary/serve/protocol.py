@@ -52,13 +52,13 @@ def encode(header: Mapping[str, Any]) -> list[bytes | memoryview]:
     return frames
 
 
-_PLAIN = (str, int, float, bool, type(None), bytes)
+_LEAF = (str, int, float, bool, type(None), bytes)  # plain values: sent and decoded as they are
 
 
 def _lift(obj: Any, frames: list, depth: int) -> Any:
     if depth > MAX_DEPTH:
         raise ProtocolError("bad_message", f"header: nested deeper than {MAX_DEPTH}")
-    if type(obj) in _PLAIN:  # most of a header: returned first, as it is
+    if type(obj) in _LEAF:  # most of a header: returned first, as it is
         return obj
     if isinstance(obj, np.ndarray):
         a = obj  # sent as it is when little-endian (or byte-sized), contiguous, at least 1-D
@@ -125,9 +125,6 @@ def _lower(obj: Any, frames: Sequence[bytes], used: set[int], depth: int, path: 
         return [v if type(v) in leaf else _lower(v, frames, used, depth + 1, f"{path}[{i}]")
                 for i, v in enumerate(obj)]  # fmt: skip
     return obj
-
-
-_LEAF = (str, int, float, bool, type(None), bytes)  # what msgpack decodes that holds nothing
 
 
 def _array(spec: dict, frames: Sequence[bytes], used: set[int], path: str) -> np.ndarray:

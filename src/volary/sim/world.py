@@ -598,7 +598,7 @@ class _VehicleCaster(_ActiveCaster):
             pos, rad = w.sim.state.pos, w.sim.params.radius
             return _merge_sphere_hits(hits, origins, directions, pos, rad, w.m, max_range,
                                       self.active)  # fmt: skip
-        d, oid, nrm = sphere_hits(
+        d, oid, nrm = sphere_hits_reference(
             origins, directions, w.sim.state.pos.to(origins.dtype),
             w.sim.params.radius.to(origins.dtype), w.m, max_range,
         )  # fmt: skip
@@ -626,14 +626,10 @@ def sphere_hits(
     """
     if origins.device.type != "cpu":
         return sphere_hits_reference(origins, directions, centers, radius, m, max_range)
-    from volary.sensors.raycast.base import RayHits
+    from volary.sensors.raycast.base import miss_hits
 
     b, r = origins.shape[:2]
-    misses = RayHits(
-        torch.full((b, r), math.inf, dtype=origins.dtype),
-        torch.full((b, r), -1, dtype=torch.int64),
-        torch.zeros((b, r, 3), dtype=origins.dtype),
-    )
+    misses = miss_hits((b, r), origins.device, origins.dtype)
     hits = _merge_sphere_hits(misses, origins, directions, centers, radius, m, max_range, None)
     return hits.distance, hits.object_id, hits.normal
 
@@ -673,8 +669,9 @@ def _sphere_hits_kernel(
     """Eq. of :func:`sphere_hits` per ray of an active vehicle: the nearest root t >= 0 (the
     far one from inside) of |o + t d - c_j|^2 = r_j^2 over the env's other slots j, first slot
     on ties, kept where it is nearer than ``best``; then id ``id0 + j`` and the normal
-    (o + t d - c_j) / max(|.|, eps). Same operations, in the same order, as
-    :func:`sphere_hits_reference`."""
+    (o + t d - c_j) / max(|.|, eps). The operations of :func:`sphere_hits_reference` in its
+    order; only the square roots may round differently (torch's vectorized sqrt is not
+    correctly rounded)."""
     for b in range(o.shape[0]):
         if not active[b]:
             continue
