@@ -43,6 +43,7 @@ from volary.sensors.rays import (
     pinhole_rays,
     pose_args,
     preset_config,
+    rotate_rows,
     to_points,
 )
 
@@ -298,7 +299,7 @@ class DepthCamera(RaySensor):
             seg = seg.reshape(n, h, w)
         normals = None
         if c.normals:
-            nc = torch.matmul(hits.normal, r_wc)  # n_C = R_WC^T n_W, row vectors
+            nc = rotate_rows(hits.normal, r_wc)  # n_C = R_WC^T n_W, row vectors
             normals = torch.where(surface[..., None], nc, 0.0).reshape(n, h, w, 3)
         return CameraReading(
             depth.reshape(n, h, w),
