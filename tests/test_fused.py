@@ -6,10 +6,16 @@ fully actuated) with the IMU, noise, wind and the ground: same trajectories to f
 
 from __future__ import annotations
 
+import copy
+import pickle
+
+import numpy as np
 import pytest
 import torch
 
+from volary.control.rate import RateLoopState
 from volary.dynamics import hover_speeds
+from volary.dynamics.state import field_numpy
 from volary.errors import ConfigError
 from volary.sim import Simulator
 
@@ -95,6 +101,28 @@ def test_fused_step_matches_eager(mode, dtype):
     for f in ("rate", "rate_dot", "integral"):
         x, y = getattr(fused.controller.rate_state, f), getattr(eager.controller.rate_state, f)
         assert torch.allclose(x, y, atol=tol * max(1.0, float(y.abs().max())))
+
+
+def test_the_rate_loop_state_after_a_fused_step_reads_copies_and_pickles_as_a_plain_one():
+    """The fused loop publishes the rate-loop state as views made on first read: the same
+    values as eager's, normal tensors even when first read in inference mode, and copies and
+    pickles as a plain RateLoopState."""
+    fused, eager = _pair("ctbr", torch.float64)
+    sp = _setpoint("ctbr", eager)
+    for _ in range(5):
+        fused.step(sp), eager.step(sp)
+    state = fused.controller.rate_state
+    with torch.inference_mode():
+        assert not state.rate.is_inference()
+    want = eager.controller.rate_state
+    copies = (copy.deepcopy(state), pickle.loads(pickle.dumps(state)))
+    assert all(type(c) is RateLoopState for c in copies)
+    for s in (state, *copies):
+        for f in ("rate", "rate_dot", "integral"):
+            torch.testing.assert_close(getattr(s, f), getattr(want, f), rtol=0, atol=1e-10)
+        assert torch.equal(s.fresh, want.fresh)
+    fused.controller.reset(torch.tensor([True] + [False] * 7))  # reads it, then a plain one
+    assert fused.controller.rate_state.fresh[0] and not fused.controller.rate_state.fresh[1]
 
 
 @pytest.mark.parametrize("mode", ["ctbr", "position"])
@@ -369,3 +397,23 @@ def test_compiled_run_records_like_eager():
         assert torch.allclose(x, y, atol=1e-9, equal_nan=True), f
     assert torch.equal(ta.setpoint.isnan(), tb.setpoint.isnan())
     assert torch.equal(ta.crashed, tb.crashed)
+
+
+def test_field_numpy_reads_a_lazy_state_without_making_tensors_and_any_state_alike():
+    """``field_numpy`` (what the server sends): the values of the state's tensors, from the
+    fused loop's buffers before any tensor is made, and from the tensors of a plain state or
+    of fields already made (written in place too)."""
+    fused, eager = _pair("ctbr", torch.float32)
+    sp = _setpoint("ctbr", eager)
+    for _ in range(3):
+        fused.step(sp), eager.step(sp)
+    lazy = fused.state
+    names = ("pos", "vel", "quat", "omega", "rotor_speed", "gust", "time", "tick", "crashed")
+    got = {n: field_numpy(lazy, n).copy() for n in names}
+    assert lazy.__dict__["_made"] == []  # no tensor was made
+    for n in names:
+        assert np.array_equal(got[n], getattr(lazy, n).numpy()), n
+    lazy.pos[0, 2] = 7.0  # a made field written in place is what field_numpy reads
+    assert field_numpy(lazy, "pos")[0, 2] == 7.0
+    plain = eager.state
+    assert np.array_equal(field_numpy(plain, "vel"), plain.vel.numpy())

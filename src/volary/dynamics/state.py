@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -147,6 +148,22 @@ def lazy_state(x: Any, tick: Any, flags: Any, rows: dict) -> LazyState:
     state = object.__new__(LazyState)
     state.__dict__.update(_src=(x, tick, flags, rows), _made=[])
     return state
+
+
+def field_numpy(state: MultirotorState, name: str) -> np.ndarray:
+    """``state.<name>`` as a numpy array without making a tensor where it can: a field of a
+    :class:`LazyState` over numpy buffers not made yet is a view of its buffer rows (a tensor
+    costs a few microseconds to make, the scale of a one-vehicle step); anything else is the
+    tensor's ``numpy()`` (copied to the host)."""
+    d = state.__dict__
+    src = d.get("_src")
+    if src is None or name in d or not isinstance(src[0], np.ndarray) or name not in _STATE_SET:
+        return getattr(state, name).detach().cpu().numpy()
+    x, tick, flags, rows = src
+    kind, i, j = rows[name]
+    if kind == 0:  # (N, k): rows i..j, transposed as the tensor field is
+        return x[i:j].T
+    return x[i] if kind == 1 else flags[i] if kind == 2 else tick
 
 
 def field_rows(r: int) -> dict[str, tuple[int, int, int]]:

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from volary.dynamics.state import field_numpy
 from volary.errors import ConfigError
 from volary.serve import protocol as P
 from volary.serve.world import ServeConfig, build_world, reset_slot
@@ -458,8 +459,8 @@ class Server:
         (a view)."""
         w = self.world
         st = w.state
-        state = {k: _numpy(getattr(st, k)) for k in ("pos", "vel", "quat", "omega")}
-        times = _numpy(st.time)
+        state = {k: field_numpy(st, k) for k in ("pos", "vel", "quat", "omega")}
+        times = field_numpy(st, "time")
         carried = {n for slot in slots for n in self.config.slots[slot].sensors}
         readings = {n: _fields(w.read(n), w.b) for n in self.config.sensors
                     if n in carried and w.due(n)}  # fmt: skip
@@ -507,7 +508,7 @@ class Server:
 
     def _collisions(self) -> tuple[np.ndarray, np.ndarray]:
         w = self.world
-        pos = w.state.pos.double().numpy()
+        pos = field_numpy(w.state, "pos").astype(np.float64)  # a copy: kept for the next tick
         moved = np.linalg.norm(pos - self._check_pos, axis=1)
         if not bool((moved >= self._margin).any()):
             return np.zeros(w.b, bool), np.zeros(w.b, bool)

@@ -287,8 +287,7 @@ class FusedLoop:
         sim.state = state
         self._last = (state, x, tick, flags)
         if self.ctbr:
-            rt = torch.from_numpy(rate)
-            s = RateLoopState(rt[:, 0:3], rt[:, 3:6], rt[:, 6:9], rt[:, 9] > 0.5)
+            s = _lazy_rate_state(rate)  # the rate loop's tensors, made when first read
             self.ctrl._rate = s
             self._rate = (s, rate)
         if sim.imu is not None:
@@ -301,6 +300,36 @@ class FusedLoop:
             sim.imu_reading = imu_obj.reading
             now = (ab, gb, imu_obj.reading, imu_obj.clock, imu_obj.tick)
             self._imu = (now, ib, clock, itick)
+
+
+class _LazyRateState(RateLoopState):
+    """A RateLoopState over the loop's (N, 10) rate buffer [rate, rate_dot, integral, fresh]
+    whose tensors are made on first access: the four views and the comparison cost about 50 us
+    a step, the scale of a one-vehicle step, and most loops never read them."""
+
+    def __getattr__(self, name: str) -> Any:  # only reached before the fields are made
+        d = self.__dict__
+        if "_buf" not in d or name not in ("rate", "rate_dot", "integral", "fresh"):
+            raise AttributeError(name)
+        if torch.is_inference_mode_enabled():  # normal tensors, as the step would have made
+            with torch.inference_mode(False):
+                return self._make(d, name)
+        return self._make(d, name)
+
+    @staticmethod
+    def _make(d: dict[str, Any], name: str) -> Any:
+        rt = torch.from_numpy(d["_buf"])
+        d.update(rate=rt[:, 0:3], rate_dot=rt[:, 3:6], integral=rt[:, 6:9], fresh=rt[:, 9] > 0.5)
+        return d[name]
+
+    def __reduce__(self) -> Any:  # pickles and copies as a plain RateLoopState
+        return (RateLoopState, (self.rate, self.rate_dot, self.integral, self.fresh))
+
+
+def _lazy_rate_state(buf: np.ndarray) -> RateLoopState:
+    state = object.__new__(_LazyRateState)
+    state.__dict__["_buf"] = buf
+    return state
 
 
 def _gain_rows() -> tuple:
