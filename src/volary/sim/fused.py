@@ -311,7 +311,7 @@ class _LazyRateState(RateLoopState):
         d = self.__dict__
         if "_buf" not in d or name not in ("rate", "rate_dot", "integral", "fresh"):
             raise AttributeError(name)
-        if torch.is_inference_mode_enabled():  # normal tensors, as the step would have made
+        if torch.is_inference_mode_enabled():  # normal tensors, as LazyState makes
             with torch.inference_mode(False):
                 return self._make(d, name)
         return self._make(d, name)
