@@ -292,8 +292,8 @@ class FusedLoop:
             self._rate = (s, rate)
         if sim.imu is not None:
             ib, clock, itick = imu[0], imu[1], imu[2]
-            # (N, 3) views of the (12, N) buffer's rows: four from_numpy calls cost a third of
-            # from_numpy + t + split (a Python-level torch function)
+            # (N, 3) views of the (12, N) buffer's rows: four from_numpy calls cost about half
+            # of from_numpy + t + split (a Python-level torch function)
             ab, gb, acc, gyro = (torch.from_numpy(ib[k : k + 3].T) for k in (0, 3, 6, 9))
             imu_obj = sim.imu
             imu_obj.accel_bias, imu_obj.gyro_bias = ab, gb
