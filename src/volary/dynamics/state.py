@@ -105,17 +105,8 @@ class LazyState(MultirotorState):
 
     @staticmethod
     def _make(d: dict[str, Any], name: str) -> Tensor:
-        x, tick, flags, rows = d["_src"]
-        kind, i, j = rows[name]
-        wrap = _same if isinstance(x, Tensor) else torch.from_numpy
-        if kind == 0:  # (N, k) rows i..j of the state buffer, env stride 1
-            t = wrap(x[i:j]).t()
-        elif kind == 1:  # (N,) one row: time
-            t = wrap(x[i])
-        elif kind == 2:  # a flag row
-            t = wrap(flags[i])
-        else:
-            t = wrap(tick)
+        v = _buffer_field(d["_src"], name)
+        t = v if isinstance(v, Tensor) else torch.from_numpy(v)
         d[name] = t
         d["_made"].append(t)
         return t
@@ -138,10 +129,6 @@ _STATE_FIELDS = tuple(f.name for f in fields(MultirotorState))
 _STATE_SET = frozenset(_STATE_FIELDS)
 
 
-def _same(t: torch.Tensor) -> torch.Tensor:
-    return t
-
-
 def lazy_state(x: Any, tick: Any, flags: Any, rows: dict) -> LazyState:
     """A state over (K, N) state rows, (N,) ticks and (3, N) flags (numpy arrays or tensors)
     whose fields become tensors on first access."""
@@ -159,11 +146,19 @@ def field_numpy(state: MultirotorState, name: str) -> np.ndarray:
     src = d.get("_src")
     if src is None or name in d or not isinstance(src[0], np.ndarray) or name not in _STATE_SET:
         return getattr(state, name).detach().cpu().numpy()
+    return _buffer_field(src, name)
+
+
+def _buffer_field(src: tuple, name: str) -> Any:
+    """Field ``name`` of a lazy state's buffers ``(x, tick, flags, rows)`` in the field's layout:
+    a view, numpy or tensor as the buffers are."""
     x, tick, flags, rows = src
     kind, i, j = rows[name]
-    if kind == 0:  # (N, k): rows i..j, transposed as the tensor field is
-        return x[i:j].T
-    return x[i] if kind == 1 else flags[i] if kind == 2 else tick
+    if kind == 0:  # (N, k) rows i..j of the state buffer, env stride 1
+        return x[i:j].T if isinstance(x, np.ndarray) else x[i:j].t()
+    if kind == 1:  # (N,) one row: time
+        return x[i]
+    return flags[i] if kind == 2 else tick  # a flag row, or the tick vector
 
 
 def field_rows(r: int) -> dict[str, tuple[int, int, int]]:

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-import numpy as np
 import torch
 from torch import Tensor
 
@@ -258,8 +257,8 @@ def rotate_rows(a: Tensor, m: Tensor) -> Tensor:
     n, r = m.shape[0], a.shape[-2]
     out = torch.empty(n, r, 3, dtype=a.dtype)
     a3 = a if a.dim() == 3 else a[None]
-    zero = np.float32(0) if a.dtype == torch.float32 else np.float64(0)
-    rotate_rows_kernel(a3.contiguous().numpy(), m.contiguous().numpy(), zero, out.numpy())
+    o = out.numpy()
+    rotate_rows_kernel(a3.contiguous().numpy(), m.contiguous().numpy(), o.dtype.type(0), o)
     return out
 
 
