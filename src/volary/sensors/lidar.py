@@ -27,13 +27,10 @@ from volary.sensors.rays import (
     NoiseStream,
     RayBundle,
     RaySensor,
-    as_mount,
     cast_bundle,
     check_finite,
-    check_nonneg,
     check_positive_int,
-    check_probability,
-    check_range_limits,
+    check_ray_config,
     in_range,
     noisy_ranges,
     pose_args,
@@ -75,13 +72,7 @@ class LidarConfig:
             raise ConfigError("lidar.vfov_max: several channels need vfov_max > vfov_min")
         if not 0 < self.hfov <= 2 * math.pi:
             raise ConfigError(f"lidar.hfov: expected a span in (0, 2 pi] rad, got {self.hfov}")
-        check_range_limits("lidar", self.min_range, self.max_range)
-        check_nonneg("lidar", noise_std=self.noise_std, noise_quadratic=self.noise_quadratic)
-        check_probability("lidar", "dropout", self.dropout)
-        if self.invalid_value is not None and math.isinf(self.invalid_value):
-            check_finite("lidar", invalid_value=self.invalid_value)
-        if not isinstance(self.mount, Mount):
-            object.__setattr__(self, "mount", as_mount(self.mount))
+        check_ray_config("lidar", self)
 
     @property
     def fill_value(self) -> float:

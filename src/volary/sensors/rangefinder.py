@@ -32,14 +32,10 @@ from volary.sensors.rays import (
     NoiseStream,
     RayBundle,
     RaySensor,
-    as_mount,
     cast_bundle,
-    check_finite,
     check_fov,
-    check_nonneg,
     check_positive_int,
-    check_probability,
-    check_range_limits,
+    check_ray_config,
     in_range,
     noisy_ranges,
     pinhole_rays,
@@ -49,16 +45,6 @@ from volary.sensors.rays import (
 )
 
 _DEG = math.pi / 180.0
-
-
-def _check_common(owner: str, c: Any) -> None:
-    check_range_limits(owner, c.min_range, c.max_range)
-    check_nonneg(owner, noise_std=c.noise_std, noise_quadratic=c.noise_quadratic)
-    check_probability(owner, "dropout", c.dropout)
-    if c.invalid_value is not None and math.isinf(c.invalid_value):
-        check_finite(owner, invalid_value=c.invalid_value)
-    if not isinstance(c.mount, Mount):
-        object.__setattr__(c, "mount", as_mount(c.mount))
 
 
 @dataclass(frozen=True)
@@ -87,7 +73,7 @@ class TofConfig:
         check_fov("tof", "fov", self.fov)
         if self.reduction not in ("min", "mean"):
             raise ConfigError(f"tof.reduction: expected 'min' or 'mean', got {self.reduction!r}")
-        _check_common("tof", self)
+        check_ray_config("tof", self)
 
     @property
     def fill_value(self) -> float:
@@ -108,7 +94,7 @@ class RangefinderConfig:
     source: str = field(default="", compare=False)
 
     def __post_init__(self) -> None:
-        _check_common("rangefinder", self)
+        check_ray_config("rangefinder", self)
 
     @property
     def fill_value(self) -> float:

@@ -56,6 +56,19 @@ def check_range_limits(owner: str, min_range: float, max_range: float) -> None:
         )
 
 
+def check_ray_config(owner: str, c: Any, **nonneg: float) -> None:
+    """The fields every ray sensor's config shares: range limits (m), noise terms (>= 0, and
+    any ``nonneg`` extras), the dropout probability, an invalid_value that is not infinite,
+    and the mount (a (translation, rotation) pair becomes a :class:`Mount`)."""
+    check_range_limits(owner, c.min_range, c.max_range)
+    check_nonneg(owner, noise_std=c.noise_std, noise_quadratic=c.noise_quadratic, **nonneg)
+    check_probability(owner, "dropout", c.dropout)
+    if c.invalid_value is not None and math.isinf(c.invalid_value):
+        check_finite(owner, invalid_value=c.invalid_value)
+    if not isinstance(c.mount, Mount):
+        object.__setattr__(c, "mount", as_mount(c.mount))
+
+
 def check_fov(owner: str, name: str, value: float, upper: float = math.pi) -> None:
     """A field of view in the open interval (0, upper) rad."""
     check_finite(owner, **{name: value})

@@ -60,16 +60,7 @@ def forest(seed: int, p: ForestParams) -> SceneSpec:
             continue
         trees.append(tree)
         xy, radii = np.vstack([xy, [x, y]]), np.append(radii, r)
-    return finish(
-        "forest",
-        seed,
-        p,
-        bounds=((0.0, 0.0, 0.0), (p.length, p.width, p.ceiling)),
-        obstacles=list(trees),
-        start=start,
-        goal=goal,
-        ceiling=p.ceiling,
-    )
+    return finish("forest", seed, p, list(trees), start, goal)
 
 
 @dataclass(frozen=True)
@@ -117,16 +108,7 @@ def random_cylinders(seed: int, p: RandomCylindersParams) -> SceneSpec:
         # the paper places obstacles along the straight reference line: when the uniform draw
         # left it clear, the last cylinder is redrawn centred on it (count and laws unchanged)
         cyls[-1] = _random_cylinder(rng, p, point_on_line(rng, start, goal), len(cyls))
-    return finish(
-        "random_cylinders",
-        seed,
-        p,
-        bounds=((0.0, 0.0, 0.0), (p.length, p.width, p.ceiling)),
-        obstacles=cyls,
-        start=start,
-        goal=goal,
-        ceiling=p.ceiling,
-    )
+    return finish("random_cylinders", seed, p, cyls, start, goal)
 
 
 @dataclass(frozen=True)
@@ -215,15 +197,4 @@ def urban(seed: int, p: UrbanParams) -> SceneSpec:
         )
         if clear_of(wall, [start, goal], p.clearance):
             obstacles.append(wall)
-    return finish(
-        "urban",
-        seed,
-        p,
-        bounds=((0.0, 0.0, 0.0), (p.length, p.width, p.ceiling)),
-        obstacles=obstacles,
-        start=start,
-        goal=goal,
-        ceiling=p.ceiling,
-        buildings=n_build,
-        walls=p.walls,
-    )
+    return finish("urban", seed, p, obstacles, start, goal, buildings=n_build, walls=p.walls)

@@ -104,15 +104,20 @@ def finish(
     kind: str,
     seed: int,
     params: Any,
-    *,
-    bounds: tuple[Vec3, Vec3],
     obstacles: list[Primitive],
     start: Vec3,
     goal: Vec3,
-    ceiling: float,
+    *,
+    size: Vec3 | None = None,
+    ceiling: float | None = None,
     **meta: Any,
 ) -> SceneSpec:
-    """Assemble the SceneSpec of a generated scenario and guarantee it is solvable."""
+    """Assemble the SceneSpec of a generated scenario and guarantee it is solvable. The flight
+    volume spans the origin to ``size`` (default: ``params``' length, width and ceiling), the
+    ceiling is ``params.ceiling`` unless given."""
+    lx, ly, lz = size if size is not None else (params.length, params.width, params.ceiling)
+    bounds = ((0.0, 0.0, 0.0), (lx, ly, lz))
+    ceiling = params.ceiling if ceiling is None else ceiling
     full_meta = dict(
         type=kind, seed=int(seed), params=asdict(params), reference_path=(start, goal), **meta
     )

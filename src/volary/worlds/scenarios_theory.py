@@ -71,17 +71,7 @@ def narrow_gap(seed: int, p: NarrowGapParams) -> SceneSpec:
             )
         gaps.append((float(x), float(yc), w))
         prev = yc
-    return finish(
-        "narrow_gap",
-        seed,
-        p,
-        bounds=((0.0, 0.0, 0.0), (p.length, p.width, p.ceiling)),
-        obstacles=obstacles,
-        start=start,
-        goal=goal,
-        ceiling=p.ceiling,
-        gaps=tuple(gaps),
-    )
+    return finish("narrow_gap", seed, p, obstacles, start, goal, gaps=tuple(gaps))
 
 
 @dataclass(frozen=True)
@@ -142,16 +132,7 @@ def sudden_drop(seed: int, p: SuddenDropParams) -> SceneSpec:
         # obstacles stand along the straight reference line in the paper: when the uniform
         # draw left it clear, the last slab is redrawn hanging across it (count unchanged)
         out[-1] = _slab(rng, p, len(out), at=point_on_line(rng, start, goal))
-    return finish(
-        "sudden_drop",
-        seed,
-        p,
-        bounds=((0.0, 0.0, 0.0), (p.length, p.width, p.height)),
-        obstacles=out,
-        start=start,
-        goal=goal,
-        ceiling=p.ceiling,
-    )
+    return finish("sudden_drop", seed, p, out, start, goal, size=(p.length, p.width, p.height))
 
 
 @dataclass(frozen=True)
@@ -254,17 +235,9 @@ def maze(seed: int, p: MazeParams) -> SceneSpec:
     start = vec(p.cell / 2, (js[0] + 0.5) * p.cell, p.flight_height)
     goal = vec((nx - 0.5) * p.cell, (js[1] + 0.5) * p.cell, p.flight_height)
     length, width = nx * p.cell, ny * p.cell
-    return finish(
-        "maze",
-        seed,
-        p,
-        bounds=((0.0, 0.0, 0.0), (length, width, p.height)),
-        obstacles=_wall_boxes(vert, horiz, p),
-        start=start,
-        goal=goal,
-        ceiling=p.height,
-        cells=(nx, ny),
-    )
+    walls = _wall_boxes(vert, horiz, p)
+    size = (length, width, p.height)
+    return finish("maze", seed, p, walls, start, goal, size=size, ceiling=p.height, cells=(nx, ny))
 
 
 @dataclass(frozen=True)
@@ -315,18 +288,7 @@ def perlin(seed: int, p: PerlinParams) -> SceneSpec:
         blob = np.linalg.norm(centers - point_on_line(rng, start, goal), axis=-1)
         noise[blob < p.blob_radius] = np.inf
         boxes = merge_voxels(_top_voxels(noise, k), p.voxel)
-    return finish(
-        "perlin",
-        seed,
-        p,
-        bounds=((0.0, 0.0, 0.0), (p.length, p.width, p.ceiling)),
-        obstacles=boxes,
-        start=start,
-        goal=goal,
-        ceiling=p.ceiling,
-        voxels=k,
-        voxel_total=int(noise.size),
-    )
+    return finish("perlin", seed, p, boxes, start, goal, voxels=k, voxel_total=int(noise.size))
 
 
 __all__ = [

@@ -76,8 +76,9 @@ def _rows(padded: Tensor, k: int, window: int) -> Tensor:
     return padded[torch.arange(k, device=dev)[:, None] + torch.arange(window, device=dev)]
 
 
-class HistoryBuffer:
-    """Online eq. 3 window for N envs (what a deployed policy keeps between calls)."""
+class _OnlineWindow:
+    """What the online windows share: ``window`` entries for each of N envs, rolled by one
+    each step once an env has started (an env's first step only starts it)."""
 
     def __init__(
         self,
@@ -89,14 +90,34 @@ class HistoryBuffer:
         if n_envs < 1 or window < 1:
             raise ConfigError(f"n_envs, window: expected >= 1, got {n_envs}, {window}")
         self.window = window
-        self.entries = empty_entry((n_envs, window), dtype, torch.device(device))
+        self._started = torch.zeros(n_envs, dtype=torch.bool, device=device)
+        self._make(n_envs, dtype, torch.device(device))
+
+    def _make(self, n_envs: int, dtype: torch.dtype, device: torch.device) -> None:
+        raise NotImplementedError
+
+    def _mask(self, mask: Tensor | None) -> Tensor:
+        return torch.ones_like(self._started) if mask is None else mask.to(self._started.device)
+
+    def _roll(self, new: Tensor) -> Tensor:
+        """Append ``new`` (N, E) to the started envs' windows; start every env."""
+        rolled = torch.cat((self.entries[:, 1:], new[:, None]), dim=1)
+        self.entries = torch.where(self._started[:, None, None], rolled, self.entries)
+        self._started = torch.ones_like(self._started)
+        return self.entries
+
+
+class HistoryBuffer(_OnlineWindow):
+    """Online eq. 3 window for N envs (what a deployed policy keeps between calls)."""
+
+    def _make(self, n_envs: int, dtype: torch.dtype, device: torch.device) -> None:
+        self.entries = empty_entry((n_envs, self.window), dtype, device)
         self._t = torch.zeros(n_envs, dtype=dtype, device=device)
         self._obs = torch.zeros(n_envs, OBS_SIZE, dtype=dtype, device=device)
-        self._started = torch.zeros(n_envs, dtype=torch.bool, device=device)
 
     def reset(self, mask: Tensor | None = None) -> None:
         """Forget the history of the envs where ``mask`` (N,) is True (all if None)."""
-        m = torch.ones_like(self._started) if mask is None else mask.to(self._started.device)
+        m = self._mask(mask)
         self.entries[m] = empty_entry((self.window,), self.entries.dtype, self.entries.device)
         self._started[m] = False
 
@@ -106,11 +127,8 @@ class HistoryBuffer:
         new = torch.where(
             self._started[:, None], new, empty_entry(new.shape[:-1], new.dtype, new.device)
         )
-        rolled = torch.cat((self.entries[:, 1:], new[:, None]), dim=1)
-        self.entries = torch.where(self._started[:, None, None], rolled, self.entries)
         self._t, self._obs = t.clone(), obs.clone()
-        self._started = torch.ones_like(self._started)
-        return self.entries
+        return self._roll(new)
 
 
 def action_windows(action: Tensor, window: int) -> Tensor:
@@ -126,35 +144,23 @@ def action_windows(action: Tensor, window: int) -> Tensor:
     return _rows(padded, k, window)  # row k: u^(k-window) .. u^(k-1)
 
 
-class ActionWindow:
+class ActionWindow(_OnlineWindow):
     """Online twin of :func:`action_windows` for N envs: ``push()`` before each decision,
     ``record(u)`` with the command then sent."""
 
-    def __init__(
-        self,
-        n_envs: int,
-        window: int,
-        dtype: torch.dtype = torch.float32,
-        device: torch.device | str = "cpu",
-    ) -> None:
-        if n_envs < 1 or window < 1:
-            raise ConfigError(f"n_envs, window: expected >= 1, got {n_envs}, {window}")
-        self.entries = torch.zeros(n_envs, window, ACTION_ENTRY, dtype=dtype, device=device)
+    def _make(self, n_envs: int, dtype: torch.dtype, device: torch.device) -> None:
+        self.entries = torch.zeros(n_envs, self.window, ACTION_ENTRY, dtype=dtype, device=device)
         self._last = torch.zeros(n_envs, ACTION_ENTRY, dtype=dtype, device=device)
-        self._started = torch.zeros(n_envs, dtype=torch.bool, device=device)
 
     def reset(self, mask: Tensor | None = None) -> None:
-        m = torch.ones_like(self._started) if mask is None else mask.to(self._started.device)
+        m = self._mask(mask)
         self.entries[m] = 0.0
         self._last[m] = 0.0
         self._started[m] = False
 
     def push(self) -> Tensor:
         """Append the last recorded command (envs past their first step); (N, window, 4)."""
-        rolled = torch.cat((self.entries[:, 1:], self._last[:, None]), dim=1)
-        self.entries = torch.where(self._started[:, None, None], rolled, self.entries)
-        self._started = torch.ones_like(self._started)
-        return self.entries
+        return self._roll(self._last)
 
     def record(self, u: Tensor) -> None:
         self._last = u.to(self._last).clone()

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from volary.device import resolve as resolve_device
 from volary.worlds.primitives import SceneSpec
 
 
@@ -70,6 +71,45 @@ def as_spec_list(specs: SceneSpec | Sequence[SceneSpec], n_envs: int | None) -> 
     if n < 1:
         raise ConfigError(f"n_envs: expected >= 1, got {n}")
     return [items[i % len(items)] for i in range(n)]
+
+
+class SceneCaster:
+    """What every backend's constructor shares: one spec per env (:func:`as_spec_list`), the
+    device and dtype of the results, the tessellation ``segments`` of curved primitives; a
+    backend builds its structures in :meth:`_build` from the per-env specs, with the floor
+    (id ``FLOOR_ID``) when ``ground``."""
+
+    name = ""
+
+    def __init__(
+        self,
+        specs: SceneSpec | Sequence[SceneSpec],
+        n_envs: int | None = None,
+        *,
+        device: torch.device | str = "cpu",
+        dtype: torch.dtype = torch.float32,
+        ground: bool = True,
+        segments: int = 64,
+    ) -> None:
+        self._load()
+        per = as_spec_list(specs, n_envs)
+        self.n_envs = len(per)
+        self.device = self._device(device)
+        self.dtype = dtype
+        self.segments = segments
+        self._build(per, ground)
+
+    def _load(self) -> None:
+        """Import the backend's library (a MissingDependencyError before anything else)."""
+
+    def _device(self, device: torch.device | str) -> torch.device:
+        return resolve_device(device)
+
+    def _build(self, per: list[SceneSpec], ground: bool) -> None:
+        raise NotImplementedError
+
+    def cast(self, origins: Tensor, directions: Tensor, max_range: float) -> RayHits:
+        raise NotImplementedError
 
 
 FLOOR_ID = 0  # object id of the floor added by ``ground=True``; obstacles use ids >= 1

@@ -9,18 +9,17 @@ Embree intersects both triangle faces (no culling) in float32 and keeps the near
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from volary.device import resolve as resolve_device
 from volary.errors import MissingDependencyError
 from volary.sensors.raycast.base import (
     RayHits,
-    as_spec_list,
+    SceneCaster,
     check_rays,
     miss_hits,
     spec_groups,
@@ -78,7 +77,7 @@ def _unit_normals(tris: np.ndarray) -> np.ndarray:
     return (n / np.where(norm > 0, norm, 1.0)).astype(np.float32)
 
 
-class EmbreeCaster:
+class EmbreeCaster(SceneCaster):
     """:class:`~volary.sensors.raycast.base.RayCaster` on Embree BVHs (CPU, float32 inside).
 
     Tessellation error against the analytic reference: cylinders and spheres are polygons
@@ -88,26 +87,15 @@ class EmbreeCaster:
 
     name = "embree"
 
-    def __init__(
-        self,
-        specs: SceneSpec | Sequence[SceneSpec],
-        n_envs: int | None = None,
-        *,
-        device: torch.device | str = "cpu",
-        dtype: torch.dtype = torch.float32,
-        ground: bool = True,
-        segments: int = 64,
-    ) -> None:
+    def _load(self) -> None:
+        _embree()
+
+    def _build(self, per: list[SceneSpec], ground: bool) -> None:
         embree_scene, triangle_mesh = _embree()
-        per = as_spec_list(specs, n_envs)
-        self.n_envs = len(per)
-        self.device = resolve_device(device)
-        self.dtype = dtype
-        self.segments = segments
         self._post = _post_fn()
         self._groups: list[tuple[Any, np.ndarray, np.ndarray, np.ndarray]] = []
         for spec, envs in spec_groups(per):
-            tris, ids = world_triangles(spec, segments, ground)
+            tris, ids = world_triangles(spec, self.segments, ground)
             if len(tris) == 0:
                 continue  # nothing to hit: these envs always miss
             scene = embree_scene()

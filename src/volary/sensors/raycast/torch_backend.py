@@ -11,17 +11,15 @@ float64 gives closed-form references.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from volary.device import resolve as resolve_device
 from volary.sensors.raycast.base import (
     FLOOR_ID,
     RayHits,
-    as_spec_list,
+    SceneCaster,
     check_rays,
     finite_rays,
     miss_hits,
@@ -188,7 +186,7 @@ def _take(x: Tensor, idx: Tensor) -> Tensor:
     return x.gather(1, g)
 
 
-class TorchCaster:
+class TorchCaster(SceneCaster):
     """Reference :class:`~volary.sensors.raycast.base.RayCaster` on ``Scene.stack(specs)``.
 
     Exact for the analytic primitives (box with yaw, capped cylinder with any axis, sphere,
@@ -198,22 +196,9 @@ class TorchCaster:
 
     name = "torch"
 
-    def __init__(
-        self,
-        specs: SceneSpec | Sequence[SceneSpec],
-        n_envs: int | None = None,
-        *,
-        device: torch.device | str = "cpu",
-        dtype: torch.dtype = torch.float32,
-        ground: bool = True,
-        segments: int = 64,
-    ) -> None:
-        per = as_spec_list(specs, n_envs)
-        self.n_envs = len(per)
-        self.device = resolve_device(device)
-        self.dtype = dtype
-        self.segments = segments  # unused: the reference is exact
-        self.scene = Scene.stack(per, device=self.device, dtype=dtype)
+    def _build(self, per: list[SceneSpec], ground: bool) -> None:
+        # ``segments`` is unused: the reference is exact
+        self.scene = Scene.stack(per, device=self.device, dtype=self.dtype)
         self._planes = self._with_floor(self.scene, ground)
         sc = self.scene
         tri_valid = getattr(sc, "tri_valid", None)

@@ -8,7 +8,6 @@ first use; ``wp.init()`` runs then, once.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -18,7 +17,7 @@ from torch import Tensor
 from volary.errors import MissingDependencyError
 from volary.sensors.raycast.base import (
     RayHits,
-    as_spec_list,
+    SceneCaster,
     check_rays,
     miss_hits,
     spec_groups,
@@ -51,28 +50,19 @@ def _warp_device(device: torch.device) -> str:
     return "cpu" if device.type == "cpu" else f"cuda:{device.index}"
 
 
-class WarpCaster:
+class WarpCaster(SceneCaster):
     """:class:`~volary.sensors.raycast.base.RayCaster` on Warp meshes (float32 inside)."""
 
     name = "warp"
 
-    def __init__(
-        self,
-        specs: SceneSpec | Sequence[SceneSpec],
-        n_envs: int | None = None,
-        *,
-        device: torch.device | str = "cpu",
-        dtype: torch.dtype = torch.float32,
-        ground: bool = True,
-        segments: int = 64,
-    ) -> None:
+    def _load(self) -> None:
         self._wp, self._kernels = _warp()
+
+    def _device(self, device: torch.device | str) -> torch.device:
+        return _full_device(device)
+
+    def _build(self, per: list[SceneSpec], ground: bool) -> None:
         wp = self._wp
-        per = as_spec_list(specs, n_envs)
-        self.n_envs = len(per)
-        self.device = _full_device(device)
-        self.dtype = dtype
-        self.segments = segments
         self._wdev = _warp_device(self.device)
         self._meshes: list[Any] = []  # keep the BVHs alive
         mesh_of_env = np.zeros(self.n_envs, np.uint64)
@@ -80,7 +70,7 @@ class WarpCaster:
         face_ids: list[np.ndarray] = []
         base = 0
         for spec, envs in spec_groups(per):
-            tris, ids = world_triangles(spec, segments, ground)
+            tris, ids = world_triangles(spec, self.segments, ground)
             if len(tris) == 0:
                 continue  # mesh id 0: these envs always miss
             mesh = wp.Mesh(
