@@ -80,6 +80,8 @@ class _OnlineWindow:
     """What the online windows share: ``window`` entries for each of N envs, rolled by one
     each step once an env has started (an env's first step only starts it)."""
 
+    entries: Tensor  # (N, window, E)
+
     def __init__(
         self,
         n_envs: int,
