@@ -144,3 +144,17 @@ class CarrotPlanner(RaisingPlanner):
         p = obs.position + d / max(float(np.linalg.norm(d)), 1e-9) * min(30.0, np.linalg.norm(d))
         return NavReference(obs.t, np.array([obs.t]), p[None], np.zeros((1, 3)),
                             np.zeros((1, 3)), np.zeros(1))  # fmt: skip
+
+
+_HELD: list = []
+
+
+def hold_memory(nbytes: int) -> int:
+    """Keep ``nbytes`` of written memory alive in this worker, as a unit whose freed pages the
+    allocator has not handed back yet would; returns the worker's pid. Sleeps past loky's one
+    second between leak checks first, so the check after this task runs."""
+    import numpy as np
+
+    time.sleep(1.1)
+    _HELD.append(np.ones(nbytes // 8))
+    return os.getpid()

@@ -10,14 +10,15 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
 
-from _nav_fakes import crashy_unit, fake_unit, wrong_rows_unit
+from _nav_fakes import crashy_unit, fake_unit, hold_memory, wrong_rows_unit
 from volary.bench.nav.db import RunDB, load_results
 from volary.bench.nav.protocol import QUICK_PLATFORMS, SCENARIO_TYPES, Suite
-from volary.bench.nav.runner import resume, run_suite
+from volary.bench.nav.runner import _kill_pool, _new_pool, resume, run_suite
 from volary.bench.nav.schema import ROW_FIELDS, TrialResult
 from volary.bench.threads import cpu_model
 from volary.errors import ConfigError
@@ -189,6 +190,32 @@ def test_killed_workers_are_gone_after_the_run(tmp_path):
     children = psutil.Process().children(recursive=True)
     left = [c.cmdline() for c in children if "resource_tracker" not in " ".join(c.cmdline())]
     assert not left, left
+
+
+@pytest.mark.parametrize("guard", [None, "3e8"])
+def test_a_worker_holding_400_mb_more_than_after_its_first_unit_keeps_running(guard, monkeypatch):
+    """loky replaces a worker whose memory after a unit exceeds that after its first unit by
+    LOKY_MAX_MEMORY_LEAK_SIZE. Units of 36 planners left up to +369 MB behind without leaking,
+    so the runner's pools allow 1 GB; a value in the environment wins (loky's 300 MB default:
+    the worker is replaced)."""
+    pytest.importorskip("psutil")
+    if guard is None:
+        monkeypatch.delenv("LOKY_MAX_MEMORY_LEAK_SIZE", raising=False)
+    else:
+        monkeypatch.setenv("LOKY_MAX_MEMORY_LEAK_SIZE", guard)
+    pool = _new_pool(1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            first = pool.submit(os.getpid).result()
+            held = pool.submit(hold_memory, 400_000_000).result()
+            after = pool.submit(os.getpid).result()
+        finally:
+            _kill_pool(pool)
+    assert first == held
+    assert (after == held) == (guard is None), (first, held, after)
+    warned = [w for w in caught if "memory leak" in str(w.message)]  # what users were shown
+    assert bool(warned) == (guard is not None), [str(w.message) for w in caught]
 
 
 def test_wrong_rows_are_an_error(tmp_path):

@@ -321,6 +321,13 @@ def _unit_rows(unit: WorkUnit, outcome: tuple[str, Any], wall: float) -> list[Tr
 # Set in each worker before its interpreter starts (so before OpenBLAS or OpenMP can load):
 # one native thread per worker; ``episode.run_unit`` pins the pools again with threadpoolctl.
 _WORKER_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+# loky replaces a worker whose resident memory after a unit exceeds that after its first unit by
+# more than this (its leak guard; 300 MB by default). A 36-platform unit's planners hold dense
+# occupancy grids (36 x 9 MB for an urban scene at 0.2 m) and glibc keeps freed heap pages
+# mapped, so a worker that does not leak measured up to +369 MB after one unit and +75 to +95
+# MB after the next (flyingtrust units of mapper and topo, 2026-11-26); at 300 MB loky restarted
+# sound workers and warned. 1 GB keeps the guard for real leaks; the environment may set it.
+MEMORY_LEAK_BYTES = 1_000_000_000
 
 
 def _new_pool(workers: int) -> LokyPool:
@@ -330,7 +337,9 @@ def _new_pool(workers: int) -> LokyPool:
     from loky import ProcessPoolExecutor
     from loky.backend import get_context
 
-    return ProcessPoolExecutor(workers, context=get_context("loky"), env=_WORKER_ENV)
+    guard = os.environ.get("LOKY_MAX_MEMORY_LEAK_SIZE", str(MEMORY_LEAK_BYTES))
+    env = {**_WORKER_ENV, "LOKY_MAX_MEMORY_LEAK_SIZE": guard}
+    return ProcessPoolExecutor(workers, context=get_context("loky"), env=env)
 
 
 def _kill_pool(pool: LokyPool) -> None:
