@@ -393,8 +393,9 @@ class _MpcBase:
         self,
         params: VehicleParams,
         reference: Reference,
-        config: MpcConfig | None,
-        fallback: Any,
+        config: MpcConfig | None = None,
+        *,
+        fallback: Any = None,
     ) -> None:
         cfg = MpcConfig() if config is None else config
         if not isinstance(cfg, MpcConfig):
@@ -420,6 +421,11 @@ class _MpcBase:
         self._u_lo = torch.as_tensor(lo, device=dev)
         self._u_hi = torch.as_tensor(hi, device=dev)
         self._warned = False
+        self._setup(params)
+
+    def _setup(self, params: VehicleParams) -> None:
+        """The solver's own state (after the shared state above)."""
+        raise NotImplementedError
 
     def reset(self, mask: Tensor | None = None) -> None:
         """Forget the warm-start plans of the envs where ``mask`` (N,) is True (all if None)."""
@@ -692,15 +698,7 @@ class NmpcController(_MpcBase):
 
     mode = "mpc"
 
-    def __init__(
-        self,
-        params: VehicleParams,
-        reference: Reference,
-        config: MpcConfig | None = None,
-        *,
-        fallback: Any = None,
-    ) -> None:
-        super().__init__(params, reference, config, fallback)
+    def _setup(self, params: VehicleParams) -> None:
         self.solver = GaussNewtonSqp(self.config)
         self._theta = MpcPlant.from_params(params).theta()
         self._w = np.zeros((params.n_envs, self.solver.nw))
@@ -772,15 +770,7 @@ class BatchedMpcController(_MpcBase):
 
     mode = "mpc_batched"
 
-    def __init__(
-        self,
-        params: VehicleParams,
-        reference: Reference,
-        config: MpcConfig | None = None,
-        *,
-        fallback: Any = None,
-    ) -> None:
-        super().__init__(params, reference, config, fallback)
+    def _setup(self, params: VehicleParams) -> None:
         self.plant = MpcPlant.from_params(params)
         # analytic Jacobians pay off from ~640 linearized stages (measured crossover on CPU)
         self._analytic = params.n_envs * self.config.horizon >= ANALYTIC_STAGES
