@@ -21,6 +21,24 @@ def test_platforms_list_and_show():
     assert "fully actuated" in r.output and "True" in r.output
 
 
+@pytest.mark.parametrize("group", [[], ["bench"], ["rl"]])
+def test_the_command_lists_flow_each_summary_as_one_paragraph(group):
+    """`volary --help` (and a group's): each command's summary is its docstring's first
+    paragraph reflowed to the terminal, not broken where the source's lines break (on a wide
+    terminal every command is one row)."""
+    r = runner.invoke(app, [*group, "--help"], env={"COLUMNS": "400"}, terminal_width=400)
+    assert r.exit_code == 0, r.output
+    panel = r.output.split("Commands")[1].splitlines()[1:]
+    rows = panel[: next(i for i, ln in enumerate(panel) if ln.startswith("╰"))]
+    assert len(rows) >= 4 and all(ln.startswith("│ ") for ln in rows), r.output
+    broken = [ln for ln in rows if ln[2] == " "]  # a row without a command name
+    assert not broken, r.output
+    if not group:  # race's summary is three source lines long
+        race = next(ln for ln in rows if ln.startswith("│ race "))
+        assert "from IMU, IR beacons and the downward ranger;" in race, race
+        assert "(an upper bound)." in race, race
+
+
 def test_unknown_platform_lists_valid_names():
     r = runner.invoke(app, ["platforms", "show", "blimp"])
     assert r.exit_code == 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import inspect
 import json
 from pathlib import Path
 from typing import Annotated, Any
@@ -651,6 +652,22 @@ def _register_subcommands() -> None:
 
 
 _register_subcommands()
+
+
+def _one_line_summaries(group: typer.Typer) -> None:
+    """Each command's entry in its group's command list: the first paragraph of its docstring
+    on one line. Typer's rich help keeps the docstring's line breaks there, so the list wrapped
+    raggedly (`volary --help`); the command's own --help is unchanged."""
+    for info in group.registered_commands:
+        if info.short_help is None and info.help is None and info.callback is not None:
+            doc = inspect.getdoc(info.callback) or ""
+            info.short_help = " ".join(doc.split("\n\n")[0].split())
+    for sub in group.registered_groups:
+        if sub.typer_instance is not None:
+            _one_line_summaries(sub.typer_instance)
+
+
+_one_line_summaries(app)
 
 
 def main() -> None:
