@@ -88,10 +88,10 @@ class EmbreeCaster(SceneCaster):
     name = "embree"
 
     def _load(self) -> None:
-        _embree()
+        self._api = _embree()
 
     def _build(self, per: list[SceneSpec], ground: bool) -> None:
-        embree_scene, triangle_mesh = _embree()
+        embree_scene, triangle_mesh = self._api
         self._post = _post_fn()
         self._groups: list[tuple[Any, np.ndarray, np.ndarray, np.ndarray]] = []
         for spec, envs in spec_groups(per):
