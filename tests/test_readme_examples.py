@@ -63,6 +63,24 @@ def test_readings_save_png_and_npz(tmp_path):
         depth.save(tmp_path / "x.jpg")
 
 
+def test_a_reading_saved_into_a_missing_folder_creates_it(tmp_path):
+    from volary.sensors.splat.render import SplatImage
+    from volary.sim import World
+    from volary.worlds import make_scenario
+
+    spec = make_scenario("forest", seed=3)
+    world = World(["crazyflie"], spec, sensors={"depth": "aerial_gym_64", "lidar": "os0_16"})
+    world.reset(pos=torch.tensor(spec.start))
+    img = SplatImage(torch.zeros(1, 4, 6, 3), torch.ones(1, 4, 6), torch.ones(1, 4, 6))
+    saved = [
+        world.read("depth").save(tmp_path / "a" / "depth.png"),
+        world.read("depth").save(tmp_path / "b" / "c" / "depth.npz"),
+        world.read("lidar").save(tmp_path / "d" / "scan.png"),
+        img.save(tmp_path / "e" / "rgb.png"),
+    ]
+    assert all(p.is_file() and p.stat().st_size > 0 for p in saved)
+
+
 def test_splat_image_saves_its_pixels(tmp_path):
     from PIL import Image
 

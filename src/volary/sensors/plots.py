@@ -20,6 +20,13 @@ def _pyplot() -> Any:
     return plt
 
 
+def _parent_made(path: str | Path) -> Path:
+    """``path`` as a Path, its folder created if missing (as every figure writer in volary)."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return out
+
+
 def _numpy(x: Any) -> np.ndarray:
     return x.detach().cpu().double().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
 
@@ -40,7 +47,7 @@ def depth_png(path: str | Path, depth: Any, *, title: str = "depth [m]") -> Path
     ax.set_xlabel("u [px]")
     ax.set_ylabel("v [px]")
     fig.tight_layout()
-    out = Path(path)
+    out = _parent_made(path)
     fig.savefig(out, dpi=100)
     plt.close(fig)
     return out
@@ -64,7 +71,7 @@ def lidar_png(path: str | Path, points: Any, *, title: str = "LiDAR scan") -> Pa
     ax.set_ylabel("y [m]")
     ax.set_title(f"{title} ({len(p)} points)")
     fig.tight_layout()
-    out = Path(path)
+    out = _parent_made(path)
     fig.savefig(out, dpi=100)
     plt.close(fig)
     return out
@@ -111,7 +118,7 @@ def rgb_png(path: str | Path, rgb: Any) -> Path:
     if a.ndim != 3 or a.shape[-1] != 3 or a.size == 0:
         raise ConfigError(f"rgb: expected shape (H, W, 3) or (N, H, W, 3), got {a.shape}")
     plt = _pyplot()
-    out = Path(path)
+    out = _parent_made(path)
     plt.imsave(out, np.clip(np.nan_to_num(a), 0.0, 1.0))
     return out
 
@@ -124,6 +131,7 @@ def save_reading(path: str | Path, env: int, arrays: dict[str, Any], png: Any) -
     if isinstance(env, bool) or not isinstance(env, int) or not 0 <= env < n:
         raise ConfigError(f"env: expected an env index in [0, {n}), got {env!r}")
     if out.suffix.lower() == ".npz":
+        _parent_made(out)
         np.savez_compressed(out, **{k: v[env].detach().cpu().numpy() for k, v in arrays.items()})
         return out
     if out.suffix.lower() != ".png":
