@@ -54,6 +54,13 @@ def test_same_type_and_seed_give_byte_identical_files(kind, tmp_path):
     assert a != _export_all(make_scenario(kind, 4), tmp_path / "c")
 
 
+def test_every_format_exports_into_a_folder_that_does_not_exist_yet(tmp_path):
+    spec = make_scenario("forest", 3)
+    for fmt in ("ply", "obj", "stl", "pcd"):
+        p = export_scene(spec, tmp_path / fmt / "nested" / f"scene.{fmt}", spacing=0.5)
+        assert p.is_file() and p.stat().st_size > 200, fmt
+
+
 def _mixed_spec() -> SceneSpec:
     obstacles = (
         Box((1, 2, 1), (1, 2, 2), 0.4),

@@ -89,6 +89,12 @@ def test_synthesized_splats_save_with_default_layout_and_extras(tmp_path):
     assert [n for n, _ in t.layout.properties][:3] == ["x", "y", "z"]
 
 
+def test_splats_save_into_a_folder_that_does_not_exist_yet(tmp_path):
+    s = random_splats(10, 0)
+    save_ply(tmp_path / "new" / "folder" / "s.ply", s)
+    assert torch.equal(load_ply(tmp_path / "new" / "folder" / "s.ply").means, s.means)
+
+
 def test_bad_files_raise_file_format_error(tmp_path):
     p = tmp_path / "bad.ply"
     arr = np.zeros(3, dtype=[("x", "<f4"), ("y", "<f4"), ("z", "<f4")])

@@ -238,6 +238,13 @@ def _ply_head_bytes(fmt: str, name: str, n_vert: int, n_face: int | None) -> byt
     return ("\n".join(lines + ["end_header"]) + "\n").encode()
 
 
+def _write(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to ``path``, its folder created if missing (as every writer in volary)."""
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(data)
+
+
 def write_ply(path: str | Path, data: MeshScene | PointCloud, binary: bool = False) -> None:
     """PLY mesh (vertices + faces) or point cloud (vertices only), ascii or binary LE."""
     tris = data.triangles if isinstance(data, MeshScene) else None
@@ -255,7 +262,7 @@ def write_ply(path: str | Path, data: MeshScene | PointCloud, binary: bool = Fal
         if tris is not None:
             tri = np.hstack([np.full((len(tris), 1), 3), tris])
             out.append(_ascii_rows(tri, "%d"))
-    Path(path).write_bytes(b"".join(out))
+    _write(path, b"".join(out))
 
 
 def write_obj(path: str | Path, mesh: MeshScene) -> None:
@@ -263,7 +270,7 @@ def write_obj(path: str | Path, mesh: MeshScene) -> None:
     head = f"# volary scene {mesh.name}\no {mesh.name or 'scene'}\n".encode()
     v = np.hstack([np.zeros((len(mesh.vertices), 0)), mesh.vertices])
     body = _ascii_rows(v, "v %.9g %.9g %.9g") + _ascii_rows(mesh.triangles + 1, "f %d %d %d")
-    Path(path).write_bytes(head + body)
+    _write(path, head + body)
 
 
 def write_stl(path: str | Path, mesh: MeshScene) -> None:
@@ -274,7 +281,7 @@ def write_stl(path: str | Path, mesh: MeshScene) -> None:
     rec = np.zeros(len(tri), dtype=[("n", "<f4", (3,)), ("v", "<f4", (3, 3)), ("a", "<u2")])
     rec["n"], rec["v"] = nrm, tri
     head = f"volary scene {mesh.name}".encode()[:80].ljust(80, b" ")
-    Path(path).write_bytes(head + np.uint32(len(tri)).tobytes() + rec.tobytes())
+    _write(path, head + np.uint32(len(tri)).tobytes() + rec.tobytes())
 
 
 def write_pcd(path: str | Path, points: np.ndarray, binary: bool = False) -> None:
@@ -287,7 +294,7 @@ def write_pcd(path: str | Path, points: np.ndarray, binary: bool = False) -> Non
         f"DATA {'binary' if binary else 'ascii'}\n"
     ).encode()
     body = p.astype("<f4").tobytes() if binary else _ascii_rows(p, "%.9g")
-    Path(path).write_bytes(head + body)
+    _write(path, head + body)
 
 
 FORMATS = ("ply", "obj", "stl", "pcd")

@@ -417,6 +417,7 @@ def save_ply(path: str | Path, splats: GaussianSplats) -> None:
         comments=list(layout.comments),
         obj_info=list(layout.obj_info),
     )
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     ply.write(str(path))
 
 
