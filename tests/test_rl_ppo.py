@@ -422,7 +422,7 @@ runner = CliRunner()
         (["train", "--task", "hover", "--device", "tpu"], "--device"),
         (["train", "--task", "hover", "--set", "lr=-1"], "PPOConfig.lr"),
         (["train", "--task", "hover", "--set", "nope"], "FIELD=VALUE"),
-        (["train", "--recipe", "nope"], "hover-fast"),
+        (["train", "--recipe", "nope"], "unknown recipe 'nope'; valid names: aerial-gym-quad"),
         (["train", "--task", "hover", "--stop-at", "1.5"], "--stop-at"),
         (["train", "--task", "hover", "--stop-at", "0.9", "--val-every", "0"], "--val-every"),
         (["train", "--task", "hover", "--stop-at", "0.9", "--val-first", "0"], "--val-first"),

@@ -246,7 +246,7 @@ def rl_train(
     try:
         rec = get_recipe(recipe) if recipe is not None else None
     except VolaryError as err:
-        _fail(f"--recipe: {err}")
+        _fail(str(err))
     if rec is not None and task is not None and task != rec.task:
         _fail(f"--task {task}: recipe {recipe!r} trains task {rec.task!r}; drop --task or "
               "--recipe")  # fmt: skip

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from volary.errors import ConfigError
+from volary.errors import UnknownNameError
 
 
 @dataclass(frozen=True)
@@ -170,13 +170,12 @@ RECIPES: dict[str, Recipe] = {
 
 
 def get_recipe(name: str) -> Recipe:
-    """The recipe ``name``; ``ConfigError`` listing the known ones otherwise."""
+    """The recipe ``name``; ``UnknownNameError`` listing the known ones otherwise (the message
+    every registry gives)."""
     try:
         return RECIPES[name]
     except KeyError:
-        raise ConfigError(
-            f"recipe: unknown {name!r}; expected one of {', '.join(sorted(RECIPES))}"
-        ) from None
+        raise UnknownNameError("recipe", name, RECIPES) from None
 
 
 __all__ = ["RECIPES", "Recipe", "get_recipe"]
