@@ -46,6 +46,7 @@ def test_unknown_names_list_the_valid_ones(tmp_path):
     _one_line_error(r, "unknown suite 'huge'", "flyingtrust", "quick")
     r = runner.invoke(app, ["bench", "run", "--algo", "straight,teleport", *out])
     _one_line_error(r, "unknown algorithm 'teleport'", "mapper", "straight")
+    assert len(r.output.strip().splitlines()) == 1, r.output  # no line naming a database
     toml = tmp_path / "s.toml"
     toml.write_text('platforms = ["blimp"]\nscenarios = ["forest"]\nconfigs = [0]\n')
     r = runner.invoke(app, ["bench", "run", "--suite", str(toml), *out])

@@ -90,12 +90,13 @@ def bench_run(
 
     --set takes Suite fields, e.g. --set trials_per_config=2 --set settings.time_limit=60."""
     from volary.bench.nav.protocol import get_suite
-    from volary.bench.nav.runner import run_suite
+    from volary.bench.nav.runner import check_algo_names, run_suite
     from volary.errors import VolaryError
 
     try:
         s = configure(get_suite(suite), (), set_)
         algos = [a.strip() for a in algo.split(",") if a.strip()]
+        check_algo_names(algos)  # before the run's line names a database that is not made
         options = _remote_options(remote or [], algos)
         if seed < 0:
             _fail(f"--seed: expected >= 0, got {seed}")

@@ -47,6 +47,7 @@ _DEFAULT_UNIT_FN = "volary.bench.nav.episode:run_unit"
 
 __all__ = [
     "RunSummary",
+    "check_algo_names",
     "create_run",
     "load_results",
     "resume",
@@ -98,7 +99,7 @@ def run_suite(
     killed (default: see :func:`_budget`).
     """
     if unit_fn is None:
-        _check_algo_names(algos)
+        check_algo_names(algos)
     path = create_run(suite, algos, db_path, algo_options, seed)
     return run_units(path, workers, cluster, progress, unit_fn=unit_fn, unit_timeout=unit_timeout)
 
@@ -206,7 +207,7 @@ def _check_workers(workers: int | None) -> int:
     return workers
 
 
-def _check_algo_names(algos: str | Sequence[str]) -> None:
+def check_algo_names(algos: str | Sequence[str]) -> None:
     """Built-in planner names or ``module:Class`` specs; an unknown name lists the valid ones."""
     names = [a.strip() for a in algos.split(",")] if isinstance(algos, str) else list(algos)
     try:
