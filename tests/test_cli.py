@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 
 import pytest
 from typer.testing import CliRunner
@@ -164,6 +165,18 @@ def test_demo_writes_an_html_page(tmp_path):
     assert (tmp_path / "bench" / "index.html").is_file()
     for name in ("race.png", "depth.png", "rgb.png"):
         assert (tmp_path / name).stat().st_size > 5_000, name
+
+
+def test_bench_physics_measures_each_size_and_backend_and_writes_json(tmp_path):
+    args = ["bench", "physics", "--n", "1", "--n", "8", "--backend", "eager", "--threads", "1"]
+    r = runner.invoke(app, [*args, "--out", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    rows = json.loads((tmp_path / "physics-volary.json").read_text())
+    assert [(row["impl"], row["n_envs"]) for row in rows] == [
+        ("volary-eager", 1),
+        ("volary-eager", 8),
+    ]
+    assert all(row["env_steps_per_s"] > 0 for row in rows) and "env-steps/s" in r.output
 
 
 def test_scene_list_preview_export(tmp_path):

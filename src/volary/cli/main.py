@@ -308,7 +308,9 @@ def bench_physics(
     out: Out = Path("out/bench"),
     device: Device = "cpu",
 ) -> None:
-    """Env-steps/s of volary's physics step (peers: `make bench`, benchmarks/physics.py)."""
+    """Env-steps/s of volary's physics step (peers: `make bench`, benchmarks/physics.py).
+
+    The default sizes and backends take about 5 minutes on 2 cores (torch compiles each size)."""
     import torch
 
     from volary.platforms import get
@@ -319,9 +321,11 @@ def bench_physics(
     sizes = n or [1, 64, 1024, 16384, 65536]
     af = get("flightgoggles")
     backends = backend or ["eager", "inductor"] + (["numba"] if device == "cpu" else [])
+    jobs = [(size, b) for size in sizes for b in backends]
     rows = []
-    for size in sizes:
-        for b in backends:
+    with console.status("") as status:  # the defaults take about 5 minutes on 2 cores
+        for i, (size, b) in enumerate(jobs, 1):
+            status.update(f"measuring {b} at {size:,} envs ({i} of {len(jobs)})...")
             k = 1 if b == "eager" else substeps
             rows.append(measure_volary(af, size, device=device, compile=b, substeps=k))
     t = Table("impl", "N", "env-steps/s", "IQR", "bytes/env", title=f"physics step on {device}")
