@@ -323,7 +323,7 @@ def bench_physics(
     backends = backend or ["eager", "inductor"] + (["numba"] if device == "cpu" else [])
     jobs = [(size, b) for size in sizes for b in backends]
     rows = []
-    with console.status("") as status:  # the defaults take about 5 minutes on 2 cores
+    with console.status("") as status:
         for i, (size, b) in enumerate(jobs, 1):
             status.update(f"measuring {b} at {size:,} envs ({i} of {len(jobs)})...")
             k = 1 if b == "eager" else substeps
