@@ -5,6 +5,7 @@ the planner's checks and behaviour on rendered frames."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -107,6 +108,21 @@ def test_training_lowers_the_loss_and_the_export_runs_in_numpy(tiny_data, tmp_pa
     assert enc.meta["kind"] == "rgb_depth" and enc.meta["grid"] == [12, 16]
 
 
+def test_trained_weights_do_not_depend_on_the_callers_threads(tiny_data):
+    rgb, target, info = tiny_data
+    cfg = replace(TINY, epochs=2)
+    before, weights = torch.get_num_threads(), []
+    try:
+        for threads in (1, 3):
+            torch.set_num_threads(threads)
+            net, _ = train(rgb, target, cfg, info["scene_ids"])
+            weights.append(torch.cat([p.detach().flatten() for p in net.parameters()]))
+            assert torch.get_num_threads() == threads  # restored after training
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(weights[0], weights[1])
+
+
 def test_loss_weighs_too_far_more():
     t = torch.full((1, 4), 0.5)
     assert float(loss_fn(t + 0.1, t, 3.0)) == pytest.approx(3 * float(loss_fn(t - 0.1, t, 3.0)))
@@ -119,6 +135,8 @@ def test_config_is_checked():
         RgbDepthConfig(scenes=0)
     with pytest.raises(ConfigError, match="scenarios"):
         RgbDepthConfig(scenarios=())
+    with pytest.raises(ConfigError, match="threads"):
+        RgbDepthConfig(threads=0)
 
 
 def test_planner_needs_rgb_and_checks_its_camera_and_encoder(tmp_path):

@@ -73,9 +73,12 @@ class RgbDepthConfig:
     over_weight: float = 3.0  # loss weight where the prediction is too far
     val_fraction: float = 0.1
     seed: int = 0
+    # torch CPU threads while training: a convolution's sums run in a thread-dependent order,
+    # so the trained weights are the same per seed at one value, whatever the environment sets
+    threads: int = 2
 
     def __post_init__(self) -> None:
-        for k in ("scenes", "frames_per_scene", "width", "height", "epochs", "batch"):
+        for k in ("scenes", "frames_per_scene", "width", "height", "epochs", "batch", "threads"):
             v = getattr(self, k)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ConfigError(f"{k}: expected an int >= 1, got {v!r}")
@@ -258,10 +261,23 @@ def train(rgb: Tensor, target: Tensor, cfg: RgbDepthConfig, scene_ids: Tensor | 
           ) -> tuple[DepthNet, dict[str, Any]]:  # fmt: skip
     """Train a :class:`DepthNet` with Adam; whole scenes (``scene_ids``) are held out for
     validation (``val_fraction`` of them, at least one), so the validation error is that of
-    unseen scenes. Returns (net, report) with the per-epoch losses and validation metrics."""
+    unseen scenes. Returns (net, report) with the per-epoch losses and validation metrics.
+    Runs on ``cfg.threads`` torch threads (restored after), so the weights do not depend on
+    the caller's thread settings."""
     if rgb.dim() != 4 or rgb.shape[-1] != 3 or rgb.dtype != torch.uint8:
         raise ConfigError(f"rgb: expected (F, H, W, 3) uint8 frames, got {tuple(rgb.shape)} "
                           f"{rgb.dtype}")  # fmt: skip
+    before = torch.get_num_threads()
+    torch.set_num_threads(cfg.threads)
+    try:
+        return _train(rgb, target, cfg, scene_ids, progress)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _train(rgb: Tensor, target: Tensor, cfg: RgbDepthConfig, scene_ids: Tensor | None,
+           progress: Callable[[int, dict[str, float]], None] | None
+           ) -> tuple[DepthNet, dict[str, Any]]:  # fmt: skip
     t0 = time.perf_counter()
     torch.manual_seed(cfg.seed)
     gen = torch.Generator().manual_seed(cfg.seed)
