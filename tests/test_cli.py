@@ -167,7 +167,13 @@ def test_demo_writes_an_html_page(tmp_path):
         assert (tmp_path / name).stat().st_size > 5_000, name
 
 
-def test_bench_physics_measures_each_size_and_backend_and_writes_json(tmp_path):
+def test_bench_physics_measures_each_size_and_backend_and_writes_json(tmp_path, monkeypatch):
+    import functools
+
+    from volary.sim import throughput
+
+    short = functools.partial(throughput.measure_volary, repeats=2, min_time=0.02)
+    monkeypatch.setattr(throughput, "measure_volary", short)  # the same measurement, shorter
     args = ["bench", "physics", "--n", "1", "--n", "8", "--backend", "eager", "--threads", "1"]
     r = runner.invoke(app, [*args, "--out", str(tmp_path)])
     assert r.exit_code == 0, r.output
