@@ -11,6 +11,9 @@ masked reset with an all-False mask changes nothing): the GPU step then never wa
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import torch
 
 
@@ -28,3 +31,15 @@ def resolve(device: torch.device | str) -> torch.device:
     if d.type != "cpu" and d.index is None:
         return torch.empty(0, device=d).device
     return d
+
+
+@contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """Run the block on ``n`` torch CPU threads and give the caller's setting back after (a
+    trainer pins its count so its sums, and so its results, do not follow the environment)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

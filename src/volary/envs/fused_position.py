@@ -34,6 +34,7 @@ import numpy as np
 import torch
 
 from volary.control.numba_laws import rotmat
+from volary.device import torch_threads
 from volary.dynamics.numba_kernels import jit
 from volary.envs.policy import MlpPolicy
 from volary.errors import ConfigError
@@ -361,9 +362,7 @@ def warm_cache() -> dict[str, float]:
 
     out = {}
     for n, threads in ((8, 1), (PADDED_FROM, 1), (PARALLEL_MIN, 2), (PADDED_FROM, 2)):
-        before = torch.get_num_threads()
-        torch.set_num_threads(threads)
-        try:
+        with torch_threads(threads):
             t = time.perf_counter()
             env = cast("PositionTask", make_env("hover", n_envs=n, compile="numba", episode_s=0.1))
             obs_dim = int(env.single_observation_space.shape[0])  # type: ignore[index]
@@ -371,8 +370,6 @@ def warm_cache() -> dict[str, float]:
             b = (np.zeros(8, np.float32), np.zeros(env.act_dim, np.float32))
             first_episodes(env, MlpPolicy(w, b), seed=0)
             out[f"N={n} threads={threads}"] = time.perf_counter() - t
-        finally:
-            torch.set_num_threads(before)
     return out
 
 

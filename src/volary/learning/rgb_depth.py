@@ -45,6 +45,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from volary.device import torch_threads
 from volary.errors import ConfigError
 from volary.sensors.splat.camera import SKY
 
@@ -267,12 +268,8 @@ def train(rgb: Tensor, target: Tensor, cfg: RgbDepthConfig, scene_ids: Tensor | 
     if rgb.dim() != 4 or rgb.shape[-1] != 3 or rgb.dtype != torch.uint8:
         raise ConfigError(f"rgb: expected (F, H, W, 3) uint8 frames, got {tuple(rgb.shape)} "
                           f"{rgb.dtype}")  # fmt: skip
-    before = torch.get_num_threads()
-    torch.set_num_threads(cfg.threads)
-    try:
+    with torch_threads(cfg.threads):
         return _train(rgb, target, cfg, scene_ids, progress)
-    finally:
-        torch.set_num_threads(before)
 
 
 def _train(rgb: Tensor, target: Tensor, cfg: RgbDepthConfig, scene_ids: Tensor | None,

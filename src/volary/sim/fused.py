@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from volary.control.rate import RateLoopState
+from volary.device import torch_threads
 from volary.dynamics.compiled import (
     _DIST_FIELDS,
     _PARAM_FIELDS,
@@ -557,16 +558,12 @@ def warm_cache(dtypes: tuple[torch.dtype, ...] = (torch.float32, torch.float64))
         # thread and on several; with and without an IMU (its buffer is typed by layout too)
         for n, threads in ((1, 1), (PARALLEL_MIN, 1), (PARALLEL_MIN, 2)):
             for imu in (None, "ideal"):
-                before = torch.get_num_threads()
-                torch.set_num_threads(threads)
-                try:
+                with torch_threads(threads):
                     t = time.perf_counter()
                     sim = Simulator("crazyflie", n_envs=n, dtype=dtype, imu=imu)
                     sim.step([0.0, 0.0, 1.0, 0.0])
                     name = f"{str(dtype).removeprefix('torch.')} N={n} threads={threads} imu={imu}"
                     out[name] = time.perf_counter() - t
-                finally:
-                    torch.set_num_threads(before)
     return out
 
 

@@ -19,6 +19,7 @@ from torch import Tensor, nn
 
 from volary.config import apply_overrides
 from volary.device import resolve as resolve_device
+from volary.device import torch_threads
 from volary.errors import ConfigError
 from volary.learning.checkpoint import (
     CheckpointKind,
@@ -598,12 +599,8 @@ def train_ppo(
     """
     if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
         raise ConfigError(f"train_ppo: iterations expected an int >= 1, got {iterations!r}")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(cfg.threads)
-    try:
+    with torch_threads(cfg.threads):
         return _train(env, cfg, iterations, progress, stop)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _train(
