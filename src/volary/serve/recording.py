@@ -294,11 +294,11 @@ def replay(path: str | Path, *, record: str | Path | None = None) -> Any:
                 if topic == EVENTS:
                     ev = json.loads(msg.data)
                     if ev["event"] == "reset":  # a hello: reset, then the welcome's reading
-                        srv._reset_slot(int(ev["slot"]))
-                        srv._obs(int(ev["slot"]))  # (sensor noise streams advance per read)
+                        srv.reset_slot(int(ev["slot"]))
+                        srv.obs(int(ev["slot"]))  # (sensor noise streams advance per read)
             inputs, actors = _inputs(msgs)
             if inputs or actors:
-                srv._advance(inputs, actors)
+                srv.advance(inputs, actors)
     finally:
         srv.close()
     return srv

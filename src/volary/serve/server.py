@@ -19,23 +19,21 @@ from __future__ import annotations
 import hmac
 import logging
 import time
-from dataclasses import dataclass, fields, is_dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from volary.dynamics.state import field_numpy
 from volary.errors import ConfigError
 from volary.serve import protocol as P
-from volary.serve.world import ServeConfig, build_world, reset_slot
-from volary.sim import Placement
+from volary.serve.host import WorldHost
+from volary.serve.world import ServeConfig
 
 log = logging.getLogger(__name__)
 
 DEFAULT_BIND = "tcp://127.0.0.1:5555"
-_OMIT = {"rays"}  # reading fields that are the same every step (sent in the welcome instead)
 
 
 @dataclass
@@ -65,7 +63,7 @@ class RealtimeStats:
     wall: float = 0.0  # s since the first tick
 
 
-class Server:
+class Server(WorldHost):
     """A World served over ZeroMQ (module docstring).
 
     ``bind``: a ZeroMQ endpoint; loopback (127.0.0.1, ::1, localhost, ipc://, inproc://) unless
@@ -106,23 +104,13 @@ class Server:
             raise ConfigError(f"max_behind: expected seconds >= 0, got {max_behind!r}")
         self.realtime, self.speed, self.max_behind = bool(realtime), float(speed), max_behind
         self.rt = RealtimeStats()
-        self.config, self.token, self.max_bytes = config, token, max_bytes
+        self.token, self.max_bytes = token, max_bytes
         self.input_timeout = float(input_timeout)
-        self.world = build_world(config)
-        self.sp_size = int(self.world.sim.controller.setpoint_size)
+        super().__init__(config, record=record)
         self.peers: dict[bytes, _Peer] = {}
-        self._check_pos = np.zeros((self.world.b, 3))  # collision-query schedule (_collisions)
-        self._margin = np.full(self.world.b, -1.0)
-        self._events: tuple[int, dict[str, np.ndarray]] | None = None  # (tick, events)
         self.faults: list[dict[str, Any]] = []
         self._fault_count: dict[bytes, int] = {}
         self._dropped: dict[bytes, str] = {}  # clients dropped for silence, and why
-        self.ticks = 0
-        self.recorder: Any = None
-        if record is not None:
-            from volary.serve.recording import BagRecorder
-
-            self.recorder = BagRecorder(record, config, self.world)
         self._ctx: Any = zmq.Context.instance()
         self.sock = self._ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 0)
@@ -223,9 +211,7 @@ class Server:
 
     def close(self) -> None:
         self.sock.close(0)
-        if self.recorder is not None:
-            self.recorder.close()
-            self.recorder = None
+        self.close_recording()
 
     # ---- operations -------------------------------------------------------------------------
     def _dispatch(self, ident: bytes, envelope: list[bytes], msg: dict[str, Any]) -> None:
@@ -275,7 +261,7 @@ class Server:
                        "obs": self._actor_obs()}  # fmt: skip
             self._send(ident, envelope, welcome)
             return
-        self._reset_slot(slot)
+        self.reset_slot(slot)
         self.peers[ident] = peer
         welcome = {
             "op": "welcome",
@@ -287,7 +273,7 @@ class Server:
             "sensors": {n: self._sensor_info(n) for n in self.config.slots[slot].sensors},
             "mode": "realtime" if self.realtime else "lockstep",
             "speed": self.speed,
-            "obs": self._obs(slot),
+            "obs": self.obs(slot),
         }
         self._send(ident, envelope, welcome)
 
@@ -303,12 +289,6 @@ class Server:
         if not free:
             raise P.ProtocolError("no_slot", f"role: every {role!r} slot is taken")
         return free[0]
-
-    def _reset_slot(self, slot: int) -> None:
-        reset_slot(self.world, self.config, slot)
-        self._events = None  # the slot moved within this tick
-        if self.recorder is not None:
-            self.recorder.event(self.world.tick, "reset", slot=slot)
 
     def _step(self, peer: _Peer, msg: dict[str, Any]) -> None:
         if peer.pending is not None and not self.realtime:
@@ -360,7 +340,7 @@ class Server:
         return vehicles, actors
 
     def _tick(self) -> None:
-        obs = self._advance(*self._inputs())
+        obs = self.advance(*self._inputs())
         now = time.monotonic()
         for p in list(self.peers.values()):
             p.pending, p.since = None, now
@@ -369,12 +349,12 @@ class Server:
     def _tick_realtime(self) -> None:
         """One real-time tick: every client's latest input (a client that has sent none yet
         is held at its pose), then its observation to every client."""
-        obs = self._advance(*self._inputs())
+        obs = self.advance(*self._inputs())
         for p in list(self.peers.values()):
             if p.role == "actor":
                 o = self._actor_obs()
             else:
-                o = obs.get(p.slot) or self._obs(p.slot)
+                o = obs.get(p.slot) or self.obs(p.slot)
             o["time_scale"] = self.rt.time_scale
             self._send(p.ident, p.envelope, o)
 
@@ -383,57 +363,6 @@ class Server:
         w = self.world
         return {"op": "obs", "tick": w.tick, "clock": w.tick * w.dt,
                 "time": float(w.state.time[0])}  # fmt: skip
-
-    def _advance(
-        self, inputs: dict[int, tuple[str, dict[str, Any]]], actors: dict[int, dict] | None = None
-    ) -> dict[int, dict]:
-        """One control period with ``inputs`` = {slot: (role, step fields)} and the actors'
-        poses {k: {pos, quat}} (placed first); returns the observation of each of those slots
-        (recorded with the inputs when recording)."""
-        for k, pose in sorted((actors or {}).items()):
-            self.world.actors.place(
-                k, torch.from_numpy(pose["pos"]), torch.from_numpy(pose["quat"])
-            )
-            self._events = None
-            self._margin[:] = -1.0  # an actor moved: query collisions at this tick
-        w = self.world
-        dtype = w.params.mass.dtype
-        b = w.b
-        cmd = np.zeros((b, self.sp_size))
-        held = np.ones(b, dtype=bool)  # free slots and vehicles in the loop
-        posed = {}
-        for slot, (role, d) in inputs.items():
-            if role == "vehicle":
-                cmd[slot] = d["command"]
-                held[slot] = False
-            else:
-                posed[slot] = d
-        command = torch.from_numpy(cmd).to(dtype)
-        place = self._placement(held, posed) if held.any() else None
-        if self.recorder is not None:
-            self.recorder.inputs(w.tick, inputs, actors or {})
-        w.step(command, place=place)
-        self.ticks += 1
-        obs = self._observations(inputs)
-        if self.recorder is not None:
-            self.recorder.outputs(w.tick, obs)
-        return obs
-
-    def _placement(self, held: np.ndarray, posed: dict[int, dict[str, Any]]) -> Placement:
-        """The held vehicles' poses: the posed slots' (vehicles in the loop; twist zero unless
-        sent), the free slots' where they are."""
-        w = self.world
-        dtype, st = w.params.mass.dtype, w.state
-        pos, quat = st.pos.clone(), st.quat.clone()
-        vel, omega = torch.zeros(w.b, 3, dtype=dtype), torch.zeros(w.b, 3, dtype=dtype)
-        for slot, d in posed.items():
-            pos[slot] = torch.from_numpy(d["pos"]).to(dtype)
-            quat[slot] = torch.from_numpy(d["quat"]).to(dtype)
-            if d["vel"] is not None:
-                vel[slot] = torch.from_numpy(d["vel"]).to(dtype)
-            if d["omega"] is not None:
-                omega[slot] = torch.from_numpy(d["omega"]).to(dtype)
-        return Placement(torch.from_numpy(held), pos, quat, vel, omega)
 
     def _drop_stragglers(self) -> None:
         waiting = [p for p in self.peers.values() if p.pending is None]
@@ -450,77 +379,6 @@ class Server:
             self._maybe_tick()
 
     # ---- replies ------------------------------------------------------------------------------
-    def _obs(self, slot: int) -> dict[str, Any]:
-        return self._observations([slot])[slot]
-
-    def _observations(self, slots: Any) -> dict[int, dict[str, Any]]:
-        """The ``obs`` of each of ``slots``: state, the sensors it carries that are due, the
-        IMU, events. Each tensor is turned into numpy once per call and sent as the slot's row
-        (a view)."""
-        w = self.world
-        st = w.state
-        state = {k: field_numpy(st, k) for k in ("pos", "vel", "quat", "omega")}
-        times = field_numpy(st, "time")
-        carried = {n for slot in slots for n in self.config.slots[slot].sensors}
-        readings = {n: _fields(w.read(n), w.b) for n in self.config.sensors
-                    if n in carried and w.due(n)}  # fmt: skip
-        imu = w.sim.imu_reading
-        imu_rows = None if imu is None else {"accel": _numpy(imu.accel), "gyro": _numpy(imu.gyro)}
-        events = self._events_now()
-        out = {}
-        for slot in slots:
-            sensors = {n: {f: v[slot] for f, v in readings[n].items()}
-                       for n in self.config.slots[slot].sensors if n in readings}  # fmt: skip
-            if imu_rows is not None and self.config.slots[slot].role == "vehicle":
-                sensors["imu"] = {k: v[slot] for k, v in imu_rows.items()}
-            out[slot] = {
-                "op": "obs",
-                "tick": w.tick,
-                "clock": w.tick * w.dt,  # s, exact; the vehicle's ``time`` is a float32 sum
-                "time": float(times[slot]),
-                "state": {k: v[slot] for k, v in state.items()},
-                "sensors": sensors,
-                "events": {name: v[slot].item() for name, v in events.items()},
-            }
-        return out
-
-    def _events_now(self) -> dict[str, np.ndarray]:
-        """Every vehicle's events at the current tick, computed once per tick: ``collided`` and
-        ``out_of_bounds`` (or above the ceiling) with a scene, ``vehicle_contact`` with several
-        slots, ``gates_passed`` on a course.
-
-        Collisions come from the scene's signed distance, queried only when some vehicle has
-        moved farther than its margin (clearance to obstacles and to the flight volume) since
-        the last query: the distance is 1-Lipschitz, so a skipped query could not have found
-        contact (the benchmark's ``ClearanceCollisions`` rule, on displacements)."""
-        w = self.world
-        if self._events is not None and self._events[0] == w.tick:
-            return self._events[1]
-        events: dict[str, np.ndarray] = {}
-        if w.scene is not None:
-            events["collided"], events["out_of_bounds"] = self._collisions()
-        if w.m > 1:
-            events["vehicle_contact"] = w.vehicle_contacts().numpy()
-        if w.gates is not None:
-            events["gates_passed"] = w.gates.passed.sum(dim=1).numpy()
-        self._events = (w.tick, events)
-        return events
-
-    def _collisions(self) -> tuple[np.ndarray, np.ndarray]:
-        w = self.world
-        pos = field_numpy(w.state, "pos").astype(np.float64)  # a copy: kept for the next tick
-        moved = np.linalg.norm(pos - self._check_pos, axis=1)
-        if not bool((moved >= self._margin).any()):
-            return np.zeros(w.b, bool), np.zeros(w.b, bool)
-        ev = w.collision_events()
-        r = w.params.radius.double().numpy()
-        lo, hi = w.scene.bounds_min.double().numpy(), w.scene.bounds_max.double().numpy()
-        ceil = w.scene.ceiling.double().numpy()
-        box = np.minimum(pos - lo, hi - pos).min(axis=1) - r
-        margin = np.minimum.reduce([ev.clearance.double().numpy(), box, ceil - pos[:, 2] - r])
-        self._check_pos, self._margin = pos, np.maximum(margin, 0.0)
-        return ev.collided.numpy(), (ev.out_of_bounds | ev.above_ceiling).numpy()
-
     def _sensor_info(self, name: str) -> dict[str, Any]:
         s = self.config.sensors[name]
         return {"kind": s.kind, "preset": s.preset, "rate_hz": s.rate_hz}
@@ -557,20 +415,3 @@ class Server:
         n = self._fault_count[ident] = self._fault_count.get(ident, 0) + 1
         if n <= 10 or n % 1000 == 0:  # a flood is logged, not echoed
             log.warning("serve: %s from %s (fault %d): %s", code, ident.hex(), n, message)
-
-
-def _numpy(t: torch.Tensor) -> np.ndarray:
-    return t.detach().cpu().numpy()
-
-
-def _fields(reading: Any, b: int) -> dict[str, np.ndarray]:
-    """Every per-vehicle tensor field of a reading (first dimension = vehicles) as numpy."""
-    if not is_dataclass(reading):
-        raise ConfigError(f"sensor reading: expected a dataclass of tensors, got {reading!r:.60}")
-    out: dict[str, np.ndarray] = {}
-    for f in fields(reading):
-        v = getattr(reading, f.name)
-        if f.name in _OMIT or not isinstance(v, torch.Tensor) or v.dim() == 0 or v.shape[0] != b:
-            continue
-        out[f.name] = _numpy(v)
-    return out
