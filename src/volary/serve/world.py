@@ -89,8 +89,10 @@ class ServeConfig:
     """The world a server hosts: its vehicle slots, the scene, the control level of the
     simulated vehicles, the sensors and the IMU preset (every vehicle; None: no IMU).
 
-    ``scene``: a scenario type of :func:`volary.worlds.make_scenario` (with ``seed``), a race
-    track of :data:`TRACKS` (gates, IR beacons, gate passages), or None (open space)."""
+    ``scene``: a scenario type of :func:`volary.worlds.make_scenario` (with ``seed`` and the
+    type's parameter overrides ``scene_params``, e.g. ``{"length": 20.0}`` for a shorter
+    forest), a race track of :data:`TRACKS` (gates, IR beacons, gate passages), or None (open
+    space)."""
 
     slots: tuple[SlotSpec, ...] = (SlotSpec(),)
     scene: str | None = "forest"
@@ -102,6 +104,7 @@ class ServeConfig:
     sensors: Mapping[str, SensorSpec] = field(default_factory=dict)
     sim_seed: int = 0
     actors: tuple[ActorSpec, ...] = ()
+    scene_params: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.slots:
@@ -123,6 +126,8 @@ class ServeConfig:
                 raise ConfigError("sensors: 'imu' is the IMU's name; set ServeConfig.imu")
         if not (isinstance(self.seed, int) and self.seed >= 0):
             raise ConfigError(f"seed: expected an int >= 0, got {self.seed!r}")
+        if self.scene_params and (self.scene is None or self.scene in TRACKS):
+            raise ConfigError("scene_params: only a scenario type takes parameters")
         if self.actors and self.scene is None:
             raise ConfigError("actors: need a scene (a scenario type or a race track)")
 
@@ -141,7 +146,7 @@ def scene_spec(config: ServeConfig) -> Any:
         return None
     if config.scene == "alphapilot_2019":
         return alphapilot_2019()
-    return make_scenario(config.scene, config.seed)
+    return make_scenario(config.scene, config.seed, **dict(config.scene_params))
 
 
 def build_world(config: ServeConfig) -> Any:

@@ -1,0 +1,95 @@
+"""What every ROS bridge shares (ROS 2 natively, ROS 1 as FlightGoggles): the one place where
+volary's conventions meet ROS's, as plain numbers, importing neither rclpy nor rospy.
+
+- Frames (REP 103 / 105): volary's world is z-up with x forward and y left, as ROS's ``map``
+  (ENU); the body frame is FLU, as ``base_link``; a camera's sensor frame is OpenCV's (x right,
+  y down, z along the axis), which is ROS's camera *optical* frame. So positions, velocities
+  and rates pass unchanged, and only the quaternion's order changes: volary stores
+  [w, x, y, z], ROS names the fields x, y, z, w (:func:`to_ros_quat`, :func:`from_ros_quat`).
+- Time: a ``builtin_interfaces/Time`` (ROS 2) or ``rospy.Time`` (ROS 1) is whole seconds and
+  nanoseconds; :func:`split_stamp` rounds a World time to the nearest nanosecond.
+- Commands: :func:`setpoint` checks a command's numbers (finite, the control level's size)
+  once, at the boundary, and names what was wrong; the bridges publish that text on their
+  diagnostics topic.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+NS = 1_000_000_000
+
+
+def to_ros_quat(q_wxyz: Sequence[float]) -> tuple[float, float, float, float]:
+    """volary [w, x, y, z] -> ROS (x, y, z, w), as Python floats."""
+    w, x, y, z = (float(v) for v in q_wxyz)
+    return x, y, z, w
+
+
+def from_ros_quat(x: float, y: float, z: float, w: float) -> np.ndarray:
+    """ROS (x, y, z, w) -> volary [w, x, y, z] (float64, not normalized)."""
+    return np.array([w, x, y, z], dtype=np.float64)
+
+
+def split_stamp(t: float) -> tuple[int, int]:
+    """A time in s -> (sec, nanosec), rounded to the nearest nanosecond (t >= 0)."""
+    ns = int(round(float(t) * NS))
+    return ns // NS, ns % NS
+
+
+def stamp_seconds(sec: int, nanosec: int) -> float:
+    """(sec, nanosec) -> s."""
+    return sec + nanosec * 1e-9
+
+
+def yaw_of(q_wxyz: Sequence[float]) -> float:
+    """The yaw (rad, about world z) of a [w, x, y, z] attitude: ZYX Euler angles' last."""
+    w, x, y, z = (float(v) for v in q_wxyz)
+    return math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
+
+
+def euler_of(q_wxyz: Sequence[float]) -> tuple[float, float, float]:
+    """(roll, pitch, yaw) rad, ZYX convention (volary.math.quat_to_euler's), of [w, x, y, z]."""
+    w, x, y, z = (float(v) for v in q_wxyz)
+    roll = math.atan2(2.0 * (w * x + y * z), 1.0 - 2.0 * (x * x + y * y))
+    pitch = math.asin(max(-1.0, min(1.0, 2.0 * (w * y - z * x))))
+    return roll, pitch, yaw_of((w, x, y, z))
+
+
+class CommandError(ValueError):
+    """A command that the World cannot fly; the message names the field and what was wrong."""
+
+
+def setpoint(values: Sequence[float] | np.ndarray, size: int, what: str) -> np.ndarray:
+    """``values`` as a float64 setpoint of ``size`` numbers, or :class:`CommandError` naming
+    ``what`` (the topic) when the count is wrong or a value is not finite."""
+    a = np.asarray(values, dtype=np.float64).reshape(-1)
+    if a.size != size:
+        raise CommandError(f"{what}: expected {size} numbers, got {a.size}")
+    bad = np.flatnonzero(~np.isfinite(a))
+    if bad.size:
+        raise CommandError(f"{what}: element {int(bad[0])} is {a[bad[0]]!r}; expected finite")
+    return a
+
+
+def optical_from_flu() -> np.ndarray:
+    """R (3, 3) that takes optical-frame vectors (x right, y down, z forward) to FLU ones:
+    the rotation between a REP 103 camera link and its ``_optical_frame``."""
+    return np.array([[0.0, 0.0, 1.0], [-1.0, 0.0, 0.0], [0.0, -1.0, 0.0]])
+
+
+def body_velocity(q_wxyz: Sequence[float], v_world: Sequence[float]) -> np.ndarray:
+    """R^T v: a world-frame velocity in the body frame of the [w, x, y, z] attitude (float64;
+    odometry's twist is in its child frame, REP 105)."""
+    w, x, y, z = (float(c) for c in q_wxyz)
+    n = math.sqrt(w * w + x * x + y * y + z * z)
+    w, x, y, z = w / n, x / n, y / n, z / n
+    rot = np.array([
+        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+    ])  # fmt: skip
+    return rot.T @ np.asarray(v_world, dtype=np.float64)
