@@ -7,7 +7,6 @@ domain id of the test's own so parallel test workers never see each other's topi
 from __future__ import annotations
 
 import itertools
-import math
 import os
 import signal
 import subprocess
@@ -20,9 +19,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-rclpy = pytest.importorskip("rclpy", reason="ROS 2 wheels not installed (pip install 'volary[ros2]')")
+rclpy = pytest.importorskip(
+    "rclpy", reason="ROS 2 wheels not installed (pip install 'volary[ros2]')"
+)
 pytest.importorskip("tf2_msgs.msg", reason="run: python -m volary.ros2.msgs build")
 
+from volary.dynamics.state import field_numpy  # noqa: E402
 from volary.ros2.bridge import Ros2Bridge  # noqa: E402
 from volary.serve.host import WorldHost  # noqa: E402
 from volary.serve.roscommon import yaw_of  # noqa: E402
@@ -58,8 +60,10 @@ class _Running:
 
         def recorded(*a: Any, **k: Any) -> Any:
             obs = advance(*a, **k)
-            self.states.append({s: {f: np.array(v) for f, v in o["state"].items()}
-                                for s, o in obs.items()})  # fmt: skip
+            st = self.bridge.world.state
+            fields = {f: field_numpy(st, f) for f in ("pos", "vel", "quat", "omega")}
+            self.states.append({s: {f: v[s].copy() for f, v in fields.items()}
+                                for s in range(self.bridge.world.b)})  # fmt: skip
             return obs
 
         self.bridge.advance = recorded  # type: ignore[method-assign]
@@ -68,8 +72,12 @@ class _Running:
         self.thread.start()
 
     def env(self) -> dict[str, str]:
-        env = dict(os.environ, ROS_DOMAIN_ID=str(self.domain),
-                   ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST", FASTDDS_BUILTIN_TRANSPORTS="SHM")
+        env = dict(
+            os.environ,
+            ROS_DOMAIN_ID=str(self.domain),
+            ROS_AUTOMATIC_DISCOVERY_RANGE="LOCALHOST",
+            FASTDDS_BUILTIN_TRANSPORTS="SHM",
+        )
         return env  # fmt: skip
 
     def node(self, *args: str) -> subprocess.Popen:
@@ -148,3 +156,196 @@ def test_a_node_flies_the_forest_to_its_goal_bit_identical_to_the_client_and_in_
     for other in (_in_process(config, len(ros)), _through_client(config, len(ros))):
         assert len(other) == len(ros)
         np.testing.assert_array_equal(np.stack(ros), np.stack(other))
+
+
+class _Listener:
+    """A node of the test process (its own rclpy context) that keeps what it hears."""
+
+    def __init__(self, domain: int, name: str = "listener") -> None:
+        from rclpy.executors import SingleThreadedExecutor
+
+        self.ctx = rclpy.Context()
+        rclpy.init(context=self.ctx, domain_id=domain)
+        self.node = rclpy.create_node(name, context=self.ctx)
+        self.got: dict[str, list[Any]] = {}
+        self.lock = threading.Lock()
+        self.ex = SingleThreadedExecutor(context=self.ctx)
+        self.ex.add_node(self.node)
+        self.thread = threading.Thread(target=self._spin, daemon=True)
+        self.thread.start()
+
+    def _spin(self) -> None:
+        while self.ctx.ok():
+            try:
+                self.ex.spin_once(timeout_sec=0.05)
+            except Exception:  # the context was shut down under it
+                return
+
+    def listen(self, msg_type: Any, topic: str, latched: bool = False) -> None:
+        from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
+
+        qos = QoSProfile(depth=1000, reliability=ReliabilityPolicy.RELIABLE)
+        if latched:
+            qos.durability = DurabilityPolicy.TRANSIENT_LOCAL
+
+        def keep(msg: Any) -> None:
+            with self.lock:
+                self.got.setdefault(topic, []).append(msg)
+
+        self.node.create_subscription(msg_type, topic, keep, qos)
+
+    def messages(self, topic: str) -> list[Any]:
+        with self.lock:
+            return list(self.got.get(topic, []))
+
+    def close(self) -> None:
+        self.ctx.try_shutdown()
+        self.thread.join(5)
+
+
+def _wait(cond: Any, timeout: float = 30.0) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def _stamp(msg: Any) -> float:
+    s = msg.header.stamp if hasattr(msg, "header") else msg.clock
+    return s.sec + 1e-9 * s.nanosec
+
+
+def _transform(tr: Any) -> np.ndarray:
+    """4 x 4 of a geometry_msgs/TransformStamped (parent <- child)."""
+    import torch
+
+    from volary.math.quaternion import quat_to_rotmat
+
+    t, q = tr.transform.translation, tr.transform.rotation
+    m = np.eye(4)
+    m[:3, :3] = quat_to_rotmat(torch.tensor([q.w, q.x, q.y, q.z], dtype=torch.float64)).numpy()
+    m[:3, 3] = [t.x, t.y, t.z]
+    return m
+
+
+def _resolve(frame: str, edges: dict[str, tuple[str, np.ndarray]]) -> np.ndarray:
+    """map <- frame through the tf tree ``edges`` {child: (parent, T)}."""
+    m = np.eye(4)
+    seen = 0
+    while frame != "map":
+        assert frame in edges, f"/tf does not resolve {frame!r}"
+        parent, t = edges[frame]
+        m, frame, seen = t @ m, parent, seen + 1
+        assert seen < 10
+    return m
+
+
+def test_two_nodes_share_one_clock_tf_resolves_every_sensor_and_camera_info_reprojects():
+    from nav_msgs.msg import Odometry
+    from rosgraph_msgs.msg import Clock
+    from sensor_msgs.msg import CameraInfo, Image
+    from tf2_msgs.msg import TFMessage
+
+    config = _config(vehicles=2)
+    run = _Running(config, start_with=2)
+    lis = _Listener(run.domain)
+    try:
+        lis.listen(Clock, "/clock")
+        lis.listen(TFMessage, "/tf")
+        lis.listen(TFMessage, "/tf_static", latched=True)
+        for ns in ("vehicle0", "vehicle1"):
+            lis.listen(Odometry, f"/{ns}/odom")
+            lis.listen(Image, f"/{ns}/depth/image")
+            lis.listen(CameraInfo, f"/{ns}/depth/camera_info")
+        goal = _goal(config)
+        nodes = [run.node("--ns", ns, "--goal", *goal, "--ticks", "90")
+                 for ns in ("vehicle0", "vehicle1")]  # fmt: skip
+        assert all(n.wait(60) == 0 for n in nodes)
+        last = 90 * run.bridge.world.dt
+        assert _wait(lambda: all(lis.messages(f"/{ns}/depth/camera_info") and _stamp(
+            lis.messages(f"/{ns}/depth/camera_info")[-1]) >= last - 1e-6
+            for ns in ("vehicle0", "vehicle1")))  # fmt: skip
+        run.stop.set()
+        run.thread.join(10)
+        assert run.bridge.world.tick == 90
+        # one clock: both vehicles' odometry carries the clock's stamps, tick for tick
+        clock = {round(_stamp(m), 9) for m in lis.messages("/clock")}
+        for ns in ("vehicle0", "vehicle1"):
+            stamps = [round(_stamp(m), 9) for m in lis.messages(f"/{ns}/odom")]
+            assert set(stamps) <= clock and len(set(stamps)) == 91
+        # /tf resolves every sensor frame to map
+        edges = {}
+        for m in lis.messages("/tf_static") + [lis.messages("/tf")[-1]]:
+            for tr in m.transforms:
+                edges[tr.child_frame_id] = (tr.header.frame_id, _transform(tr))
+        reading = run.bridge.world.read("depth")  # the last tick's, as published
+        pts_world = reading.points("world").numpy()
+        for i, ns in enumerate(("vehicle0", "vehicle1")):
+            img_msg = lis.messages(f"/{ns}/depth/image")[-1]
+            info = lis.messages(f"/{ns}/depth/camera_info")[-1]
+            assert abs(_stamp(img_msg) - last) < 1e-6
+            t_map = _resolve(img_msg.header.frame_id, edges)
+            img = np.frombuffer(bytes(img_msg.data), "<f4").reshape(img_msg.height, img_msg.width)
+            fx, cx, fy, cy = info.k[0], info.k[2], info.k[4], info.k[5]
+            vs, us = np.nonzero(np.isfinite(img))
+            assert us.size > 100
+            for v, u in list(zip(vs, us))[:: max(1, us.size // 50)]:
+                z = float(img[v, u])
+                p_cam = np.array([(u - cx) / fx * z, (v - cy) / fy * z, z, 1.0])
+                p_map = (t_map @ p_cam)[:3]
+                hit = pts_world[i, v * img.shape[1] + u]
+                assert np.linalg.norm(p_map - hit) < 0.01, (ns, u, v, p_map, hit)
+    finally:
+        lis.close()
+        run.close()
+
+
+def test_a_killed_node_frees_its_vehicle_the_other_flies_on_and_a_restarted_node_takes_it_back():
+    config = _config(vehicles=2)
+    run = _Running(config, start_with=2, input_timeout=1.0)
+    goal = _goal(config)
+    nodes: list[subprocess.Popen] = []
+    try:
+        nodes = [run.node("--ns", ns, "--goal", *goal) for ns in ("vehicle0", "vehicle1")]
+        assert _wait(lambda: run.bridge.world.tick >= 60)
+        os.kill(nodes[0].pid, signal.SIGKILL)
+        nodes[0].wait(10)
+        v0, v1 = run.bridge.vehicles
+        assert _wait(lambda: v0.owner is None, 10), "the dead node's vehicle is freed"
+        flown1 = v1.flown
+        assert _wait(lambda: v1.flown >= flown1 + 60), "the other vehicle flies on"
+        held_at = run.states[-1][0]["pos"].copy()
+        flown0 = v0.flown
+        nodes[0] = run.node("--ns", "vehicle0", "--goal", *goal)
+        assert _wait(lambda: v0.flown >= flown0 + 30, 20), "the restarted node flies it again"
+        assert np.linalg.norm(run.states[-1][0]["pos"] - held_at) > 0.05
+        freed = [f for f in run.bridge.faults if f["code"] == "freed"]
+        assert freed and freed[0]["vehicle"] == "vehicle0" and "no command" in freed[0]["message"]
+    finally:
+        for n in nodes:
+            n.kill()
+        run.close()
+
+
+@pytest.mark.parametrize("realtime", [False, True], ids=["lockstep", "realtime"])
+def test_a_slow_node_loses_no_step_and_real_time_scales_the_clock(realtime):
+    from std_msgs.msg import Float64
+
+    config = _config()
+    run = _Running(config, realtime=realtime)
+    lis = _Listener(run.domain)
+    try:
+        lis.listen(Float64, "/volary/time_scale")
+        node = run.node("--goal", *_goal(config), "--sleep", "0.05", "--ticks", "30")
+        assert node.wait(60) == 0
+        assert _wait(lambda: run.bridge.world.tick >= 30)
+        v = run.bridge.vehicles[0]
+        assert run.bridge.world.tick == v.flown == 30, "every tick flew the node's command"
+        if realtime:  # 2 callbacks x 50 ms per 1/60 s tick: the clock runs at ~1/6 speed
+            assert _wait(lambda: any(m.data < 0.5 for m in lis.messages("/volary/time_scale")))
+            assert run.bridge.time_scale < 0.5
+    finally:
+        lis.close()
+        run.close()

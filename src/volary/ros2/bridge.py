@@ -27,7 +27,6 @@ which publisher sent a message, so the vehicle is held until one of them leaves)
 
 from __future__ import annotations
 
-import math
 import os
 import time
 from collections.abc import Callable
@@ -85,6 +84,7 @@ class _Vehicle:
     contested: list[str] = field(default_factory=list)  # nodes besides the owner commanding it
     refused: int = 0  # commands refused (not finite, wrong size, stale)
     held: bool = True  # held in place this tick (free, dropped or contested)
+    flown: int = 0  # ticks flown with its node's command
 
 
 class Ros2Bridge(WorldHost):
@@ -92,7 +92,8 @@ class Ros2Bridge(WorldHost):
 
     ``namespaces``: one per vehicle slot (default ``vehicle0``, ``vehicle1``, ...).
     ``input_timeout``: s a flown vehicle may keep the others waiting before it is freed.
-    ``domain_id``: the ROS domain (default: ``ROS_DOMAIN_ID``, else 0). ``republish``: s between repeats of the current observation while the World waits (a node
+    ``start_with``: vehicles that nodes must have taken before the first tick (a race start;
+    after it, the World flies whoever is there). ``domain_id``: the ROS domain (default: ``ROS_DOMAIN_ID``, else 0). ``republish``: s between repeats of the current observation while the World waits (a node
     that subscribed late, or restarted, still gets one). ``realtime``/``speed``: pace the World
     by the wall clock. ``record``: a ROS 2 bag of the run, as ``volary serve --record``."""
 
@@ -107,6 +108,7 @@ class Ros2Bridge(WorldHost):
         republish: float = 0.5,
         node_name: str = "volary",
         domain_id: int | None = None,
+        start_with: int = 1,
         record: str | Path | None = None,
     ) -> None:
         if not isinstance(config, ServeConfig):
@@ -123,12 +125,15 @@ class Ros2Bridge(WorldHost):
             raise ConfigError(f"config.control: {config.control!r} has no ROS command")
         if not (isinstance(speed, int | float) and 0 < speed <= 1000):
             raise ConfigError(f"speed: expected a real-time factor in (0, 1000], got {speed!r}")
+        if not (isinstance(start_with, int) and 1 <= start_with <= b):
+            raise ConfigError(f"start_with: expected 1..{b} vehicles, got {start_with!r}")
         if not input_timeout > 0:
             raise ConfigError(f"input_timeout: expected seconds > 0, got {input_timeout!r}")
         rclpy = _import_rclpy()
         super().__init__(config, record=record)
         self.realtime, self.speed = bool(realtime), float(speed)
         self.input_timeout, self.republish = float(input_timeout), float(republish)
+        self.start_with, self.started = start_with, False
         self.faults: list[dict[str, Any]] = []
         self.time_scale = 1.0
         self._max_thrust = self.world.params.max_thrust.double().numpy()
@@ -222,7 +227,8 @@ class Ros2Bridge(WorldHost):
                 self._check_graph()
                 last_graph = now
             flown = [v for v in self.vehicles if v.owner is not None]
-            if not flown or any(v.pending is None for v in flown):
+            self.started = self.started or len(flown) >= self.start_with
+            if not self.started or not flown or any(v.pending is None for v in flown):
                 self._drop_silent(now)
                 if now - max(last_repeat, self._last_tick_wall) > self.republish:
                     self.pub.tick(self._obs, repeat=True)
@@ -240,6 +246,7 @@ class Ros2Bridge(WorldHost):
         inputs: dict[int, tuple[str, dict[str, Any]]] = {}
         for v in self.vehicles:
             v.held = v.pending is None
+            v.flown += not v.held
             if v.pending is not None:
                 if v.rate_form:  # cmd_vel / cmd_accel: [.., yaw rate] -> [.., yaw]
                     v.yaw = v.yaw + float(v.pending[3]) * self.world.dt

@@ -282,8 +282,8 @@ class Publishers:
         return msg
 
     def _camera_info(self, cfg: Any, frame: str, stamp: Any) -> Any:
-        """The pinhole model of the ray caster: K from (fx, fy, cx, cy), no distortion."""
-        fx, fy, cx, cy = (float(x) for x in cfg.intrinsics)
+        """The pinhole model of the ray caster (no distortion), in ROS's pixel convention."""
+        fx, fy, cx, cy = R.ros_intrinsics(*cfg.intrinsics.tolist())
         msg = self.T["sensor_msgs/CameraInfo"]()
         msg.header.stamp, msg.header.frame_id = stamp, frame
         msg.width, msg.height = int(cfg.width), int(cfg.height)

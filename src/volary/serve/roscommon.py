@@ -93,3 +93,10 @@ def body_velocity(q_wxyz: Sequence[float], v_world: Sequence[float]) -> np.ndarr
         [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
     ])  # fmt: skip
     return rot.T @ np.asarray(v_world, dtype=np.float64)
+
+
+def ros_intrinsics(fx: float, fy: float, cx: float, cy: float) -> tuple[float, ...]:
+    """volary's (fx, fy, cx, cy) -> a ROS ``CameraInfo``'s. volary puts pixel j's centre at
+    u = j + 0.5 (cx = W / 2 is the image centre); ROS and OpenCV put it at u = j, so the
+    principal point moves half a pixel: cx - 0.5, cy - 0.5."""
+    return float(fx), float(fy), float(cx) - 0.5, float(cy) - 0.5

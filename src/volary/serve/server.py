@@ -24,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from volary.errors import ConfigError
 from volary.serve import protocol as P
