@@ -15,6 +15,7 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip install -q -c $(CONSTRAINTS) -e ".[dev]"
 	$(PY) -m volary.sim.fused  # compile the numba closed loop into its disk cache, once
 	$(PY) -m volary.envs.fused_position  # and the one-call evaluation kernel (RL validation, rl eval)
+	$(PY) -m volary.ros2.msgs build  # tf2_msgs and mavros_msgs for the ROS 2 wheels (no wheel exists)
 	@touch $(STAMP)
 
 venv: $(STAMP)
@@ -22,8 +23,20 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/volary demo --out out/demo
 
+# ROS 1 (FlightGoggles' interface) and the compiled roscpp node are tested against Debian's ROS 1;
+# .ci/run installs these packages. Without them `make test` stops and says so (ROS1=skip skips
+# those tests instead).
+ROS1_APT := ros-core python3-rospy libroscpp-dev catkin ros-message-generation python3-genpy \
+	python3-genmsg ros-std-msgs ros-sensor-msgs ros-geometry-msgs ros-nav-msgs libtf2-msgs-dev \
+	python3-tf2-msgs python3-rosgraph-msgs g++ cmake
+ROS1 ?= require
+
 test: $(STAMP)
-	$(PY) -m pytest -q -n $(TEST_WORKERS)
+	@if [ "$(ROS1)" != skip ] && ! { command -v rosmaster >/dev/null && command -v catkin_make >/dev/null && /usr/bin/python3 -c "import rospy, genpy" 2>/dev/null; }; then \
+		echo "make test: the ROS 1 tests need Debian's ROS 1, catkin and g++. Install them with:"; \
+		echo "  sudo apt-get update && sudo apt-get install -y $(ROS1_APT)"; \
+		echo "or run 'make test ROS1=skip' to leave those tests out."; exit 1; fi
+	$(PY) -m pytest -q -n $(TEST_WORKERS) $(if $(filter skip,$(ROS1)),-m "not slow and not gpu and not ros1",)
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m "slow"
@@ -85,3 +98,6 @@ bench-splat: $(STAMP)
 
 clean:
 	rm -rf $(VENV) out build *.egg-info
+
+print-ros1-apt:
+	@echo $(ROS1_APT)

@@ -13,3 +13,10 @@ _DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 @pytest.fixture(params=_DEVICES)
 def device(request) -> str:
     return request.param
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """The ROS 1 test files' tests carry the ``ros1`` marker (``make test ROS1=skip``)."""
+    for item in items:
+        if item.path.name.startswith("test_ros1"):
+            item.add_marker(pytest.mark.ros1)
