@@ -7,6 +7,7 @@ domain id of the test's own so parallel test workers never see each other's topi
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import signal
 import subprocess
@@ -199,6 +200,8 @@ class _Listener:
             return list(self.got.get(topic, []))
 
     def close(self) -> None:
+        self.ex.shutdown()
+        self.node.destroy_node()
         self.ctx.try_shutdown()
         self.thread.join(5)
 
@@ -348,4 +351,67 @@ def test_a_slow_node_loses_no_step_and_real_time_scales_the_clock(realtime):
             assert run.bridge.time_scale < 0.5
     finally:
         lis.close()
+        run.close()
+
+
+def test_bad_commands_and_a_node_in_another_vehicles_namespace_are_refused_on_diagnostics():
+    from diagnostic_msgs.msg import DiagnosticArray
+    from geometry_msgs.msg import TwistStamped
+    from nav_msgs.msg import Odometry
+    from std_msgs.msg import Float64MultiArray
+
+    config = _config(vehicles=2)
+    run = _Running(config, start_with=2)
+    lis = _Listener(run.domain)
+    pilot1 = _Listener(run.domain, name="scripted")  # flies vehicle1 from the test process
+    intruder = None
+    node = None
+    try:
+        lis.listen(DiagnosticArray, "/diagnostics")
+        vel = pilot1.node.create_publisher(TwistStamped, "/vehicle1/cmd_vel", 10)
+        raw = pilot1.node.create_publisher(Float64MultiArray, "/vehicle1/cmd_raw", 10)
+        bad = {5: [math.nan, 0, 0, 0], 6: [1.0, 2.0, 3.0]}  # tick -> a raw command to refuse
+
+        def on_odom(msg: Any) -> None:
+            tick = round(_stamp(msg) / run.bridge.world.dt)
+            if tick in bad:
+                raw.publish(Float64MultiArray(data=[float(x) for x in bad[tick]]))
+            if tick == 7:
+                cmd = TwistStamped()
+                cmd.header.stamp, cmd.twist.linear.x = msg.header.stamp, math.inf
+                vel.publish(cmd)
+            cmd = TwistStamped()
+            cmd.header.stamp = msg.header.stamp
+            vel.publish(cmd)
+
+        pilot1.node.create_subscription(Odometry, "/vehicle1/odom", on_odom, 10)
+        node = run.node("--ns", "vehicle0", "--goal", *_goal(config), "--sleep", "0.01")
+        assert _wait(lambda: run.bridge.world.tick >= 30)
+        intruder = _Listener(run.domain, name="intruder")
+        wrong = intruder.node.create_publisher(TwistStamped, "/vehicle0/cmd_vel", 10)
+        v0, v1 = run.bridge.vehicles
+        assert _wait(lambda: bool(v0.contested), 10), "a second node on vehicle0 is seen"
+        wrong.publish(TwistStamped())
+        flown0, flown1 = v0.flown, v1.flown
+        assert _wait(lambda: v1.flown >= flown1 + 30), "the World flies on"
+        assert v0.flown == flown0, "the contested vehicle is held"
+        intruder.close()
+        intruder = None
+        assert _wait(lambda: v0.flown > flown0 + 10, 15), "vehicle0 flies again once it leaves"
+
+        def texts() -> list[str]:
+            return [s.message for m in lis.messages("/diagnostics") for s in m.status]
+
+        expected = ["element 0 is nan", "expected 4 numbers, got 3", "element 0 is inf",
+                    "/intruder also command(s) /vehicle0"]  # fmt: skip
+        assert _wait(lambda: all(any(e in t for t in texts()) for e in expected), 5), texts()
+        errors = [s for m in lis.messages("/diagnostics") for s in m.status if s.level == b"\x02"]
+        assert {s.hardware_id for s in errors} == {"vehicle0", "vehicle1"}
+        assert v1.refused == 3 and v1.owner == "/scripted"
+    finally:
+        if node is not None:
+            node.kill()
+        for n in (intruder, pilot1, lis):
+            if n is not None:
+                n.close()
         run.close()

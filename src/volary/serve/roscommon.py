@@ -71,7 +71,7 @@ def setpoint(values: Sequence[float] | np.ndarray, size: int, what: str) -> np.n
         raise CommandError(f"{what}: expected {size} numbers, got {a.size}")
     bad = np.flatnonzero(~np.isfinite(a))
     if bad.size:
-        raise CommandError(f"{what}: element {int(bad[0])} is {a[bad[0]]!r}; expected finite")
+        raise CommandError(f"{what}: element {int(bad[0])} is {float(a[bad[0]])}; expected finite")
     return a
 
 
