@@ -646,6 +646,7 @@ def _register_subcommands() -> None:
     from volary.cli.bp import bp_app
     from volary.cli.nav import register
     from volary.cli.rl import rl_app
+    from volary.cli.ros2 import ros2_app
     from volary.cli.splat import sousvide_app, splat_app
 
     register(bench_app)
@@ -653,6 +654,7 @@ def _register_subcommands() -> None:
     app.add_typer(splat_app, name="splat")
     app.add_typer(sousvide_app, name="sousvide")
     app.add_typer(rl_app, name="rl")
+    app.add_typer(ros2_app, name="ros2")
 
 
 _register_subcommands()
