@@ -294,7 +294,7 @@ def test_two_nodes_share_one_clock_tf_resolves_every_sensor_and_camera_info_repr
             fx, cx, fy, cy = info.k[0], info.k[2], info.k[4], info.k[5]
             vs, us = np.nonzero(np.isfinite(img))
             assert us.size > 100
-            for v, u in list(zip(vs, us))[:: max(1, us.size // 50)]:
+            for v, u in list(zip(vs, us, strict=True))[:: max(1, us.size // 50)]:
                 z = float(img[v, u])
                 p_cam = np.array([(u - cx) / fx * z, (v - cy) / fy * z, z, 1.0])
                 p_map = (t_map @ p_cam)[:3]
