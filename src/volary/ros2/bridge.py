@@ -95,8 +95,9 @@ class Ros2Bridge(WorldHost):
     ``start_with``: vehicles that nodes must have taken before the first tick (a race start;
     after it, the World flies whoever is there). ``domain_id``: the ROS domain (default:
     ``ROS_DOMAIN_ID``, else 0). ``republish``: s between repeats of the current observation
-    while the World waits (a node that subscribed late, or restarted, still gets one). ``realtime``/``speed``: pace the World
-    by the wall clock. ``record``: a ROS 2 bag of the run, as ``volary serve --record``."""
+    while the World waits (a node that subscribed late, or restarted, still gets one).
+    ``realtime``/``speed``: pace the World by the wall clock. ``record``: a ROS 2 bag of the
+    run, as ``volary serve --record``."""
 
     def __init__(
         self,
