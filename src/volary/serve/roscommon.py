@@ -21,9 +21,10 @@ from collections.abc import Sequence
 import numpy as np
 
 NS = 1_000_000_000
+Vec = Sequence[float] | np.ndarray
 
 
-def to_ros_quat(q_wxyz: Sequence[float]) -> tuple[float, float, float, float]:
+def to_ros_quat(q_wxyz: Vec) -> tuple[float, float, float, float]:
     """volary [w, x, y, z] -> ROS (x, y, z, w), as Python floats."""
     w, x, y, z = (float(v) for v in q_wxyz)
     return x, y, z, w
@@ -45,13 +46,13 @@ def stamp_seconds(sec: int, nanosec: int) -> float:
     return sec + nanosec * 1e-9
 
 
-def yaw_of(q_wxyz: Sequence[float]) -> float:
+def yaw_of(q_wxyz: Vec) -> float:
     """The yaw (rad, about world z) of a [w, x, y, z] attitude: ZYX Euler angles' last."""
     w, x, y, z = (float(v) for v in q_wxyz)
     return math.atan2(2.0 * (w * z + x * y), 1.0 - 2.0 * (y * y + z * z))
 
 
-def euler_of(q_wxyz: Sequence[float]) -> tuple[float, float, float]:
+def euler_of(q_wxyz: Vec) -> tuple[float, float, float]:
     """(roll, pitch, yaw) rad, ZYX convention (volary.math.quat_to_euler's), of [w, x, y, z]."""
     w, x, y, z = (float(v) for v in q_wxyz)
     roll = math.atan2(2.0 * (w * x + y * z), 1.0 - 2.0 * (x * x + y * y))
@@ -81,7 +82,7 @@ def optical_from_flu() -> np.ndarray:
     return np.array([[0.0, 0.0, 1.0], [-1.0, 0.0, 0.0], [0.0, -1.0, 0.0]])
 
 
-def body_velocity(q_wxyz: Sequence[float], v_world: Sequence[float]) -> np.ndarray:
+def body_velocity(q_wxyz: Vec, v_world: Vec) -> np.ndarray:
     """R^T v: a world-frame velocity in the body frame of the [w, x, y, z] attitude (float64;
     odometry's twist is in its child frame, REP 105)."""
     w, x, y, z = (float(c) for c in q_wxyz)
