@@ -65,11 +65,15 @@ def test_a_recording_holds_every_tick_and_opens_with_mcap_and_rosbags(tmp_path):
                 p = msg.pose.position
                 assert [p.x, p.y, p.z] == obs[-1]["state"]["pos"].astype(float).tolist()
     assert {"sensor_msgs/msg/Imu", "sensor_msgs/msg/Image", "sensor_msgs/msg/PointCloud2",
-            "geometry_msgs/msg/PoseStamped"} <= schemas  # fmt: skip
+            "sensor_msgs/msg/CameraInfo", "geometry_msgs/msg/PoseStamped",
+            "nav_msgs/msg/Odometry", "tf2_msgs/msg/TFMessage"} <= schemas  # fmt: skip
     assert counts["/vehicle0/pose"] == counts["/vehicle1/pose"] == counts["/clock"] == 25
+    assert counts["/vehicle0/odom"] == counts["/vehicle1/odom"] == counts["/tf"] == 25
+    assert counts["/tf_static"] == 1
     assert counts["/vehicle0/setpoint"] == counts["/vehicle1/pose_in"] == 25
-    assert counts["/vehicle0/imu"] == 25 and counts["/vehicle0/tof"] == 25
-    assert counts["/vehicle0/depth"] == counts["/vehicle1/depth"] == 25 // 4  # 15 Hz of 60
+    assert counts["/vehicle0/imu"] == 25 and counts["/vehicle0/tof/points"] == 25
+    assert counts["/vehicle0/depth/image"] == counts["/vehicle1/depth/image"] == 25 // 4  # 15 Hz
+    assert counts["/vehicle0/depth/camera_info"] == counts["/vehicle0/depth/image"]
     _, ticks = read_bag(bag)
     events = [json.loads(m.data) for msgs in ticks.values() for t, m in msgs
               if t == "/volary/events"]  # fmt: skip
@@ -90,10 +94,124 @@ def test_replay_reproduces_the_recorded_run_bit_for_bit(tmp_path):
         b = {t: m for t, m in again[tick] if t != "/volary/events"}
         assert sorted(a) == sorted(b), tick
         for topic, m in a.items():
-            if topic.endswith(("/pose", "/twist", "/depth", "/imu", "/tof")):
+            if topic.endswith(("/pose", "/twist", "/odom", "/tf", "/image", "/imu", "/points")):
                 assert _fields(m) == _fields(b[topic]), (tick, topic)
                 compared += 1
-    assert compared >= 30 * 6  # poses, twists, IMU and ToF every tick; depth at 15 Hz
+    assert compared >= 30 * 9  # poses, twists, odometry, tf, IMU and ToF every tick; depth 15 Hz
+
+
+def _bag(path) -> dict[str, list[tuple[int, object]]]:
+    """{topic: [(log time ns, message), ...]} of a recording, read with mcap and rosbags."""
+    from mcap.reader import make_reader
+    from rosbags.typesys import Stores, get_typestore
+
+    ts = get_typestore(Stores.ROS2_HUMBLE)
+    (mcap_file,) = path.glob("*.mcap")
+    out: dict[str, list[tuple[int, object]]] = {}
+    with open(mcap_file, "rb") as f:
+        for schema, channel, message in make_reader(f).iter_messages():
+            msg = ts.deserialize_cdr(message.data, schema.name)
+            out.setdefault(channel.topic, []).append((message.log_time, msg))
+    return out
+
+
+def test_the_recording_has_the_ros2_bridges_frames_tf_and_camera_info(tmp_path):
+    """/tf_static chains every sensor frame to map, /tf moves base_link every tick, the twist
+    is the body twist in base_link (as the odometry's), and each depth image has its
+    CameraInfo with ROS's pixel-centre intrinsics."""
+    from volary.sensors import camera_config, lidar_config, tof_config
+    from volary.serve.roscommon import body_velocity, ros_intrinsics, to_ros_quat
+
+    steps, dt_ns = 12, round(1e9 / 60)
+    with serving(TWO, record=tmp_path / "bag") as srv:
+        obs = _fly(srv.address, steps)
+    bag = _bag(tmp_path / "bag")
+
+    def xyz(v):
+        return [v.x, v.y, v.z]
+
+    def quat(q):
+        return (q.x, q.y, q.z, q.w)
+
+    # /tf_static: map -> vehicle{i}/odom (identity), base_link -> each sensor's frame (mount)
+    ((t0, static),) = bag["/tf_static"]
+    assert t0 == 0
+    parent = {tr.child_frame_id: tr.header.frame_id for tr in static.transforms}
+    by_child = {tr.child_frame_id: tr for tr in static.transforms}
+    for i in (0, 1):
+        odom = by_child[f"vehicle{i}/odom"]
+        assert odom.header.frame_id == "map"
+        assert xyz(odom.transform.translation) == [0.0, 0.0, 0.0]
+        assert quat(odom.transform.rotation) == (0.0, 0.0, 0.0, 1.0)
+    mounts = {"vehicle0/depth_optical_frame": camera_config("aerial_gym_64").mount,
+              "vehicle0/tof_link": tof_config("vl53l5cx").mount,
+              "vehicle0/lidar_link": lidar_config("os0_16").mount,
+              "vehicle1/depth_optical_frame": camera_config("aerial_gym_64").mount}  # fmt: skip
+    for frame, mount in mounts.items():
+        tr = by_child[frame]
+        assert tr.header.frame_id == f"{frame.split('/')[0]}/base_link"
+        assert xyz(tr.transform.translation) == list(mount.translation)
+        assert quat(tr.transform.rotation) == to_ros_quat(mount.rotation)
+
+    # /tf: odom -> base_link of both vehicles every tick, the pose topic's pose
+    assert [t for t, _ in bag["/tf"]] == [k * dt_ns for k in range(1, steps + 1)]
+    poses = {i: dict(bag[f"/vehicle{i}/pose"]) for i in (0, 1)}
+    for t, msg in bag["/tf"]:
+        assert [tr.child_frame_id for tr in msg.transforms] == ["vehicle0/base_link",
+                                                                "vehicle1/base_link"]  # fmt: skip
+        for i, tr in enumerate(msg.transforms):
+            parent[tr.child_frame_id] = tr.header.frame_id
+            assert tr.header.frame_id == f"vehicle{i}/odom"
+            assert (tr.header.stamp.sec * 10**9 + tr.header.stamp.nanosec) == t
+            pose = poses[i][t]
+            assert pose.header.frame_id == "map"
+            assert xyz(tr.transform.translation) == xyz(pose.pose.position)
+            assert quat(tr.transform.rotation) == quat(pose.pose.orientation)
+    for frame in mounts:  # every sensor frame reaches map
+        chain = [frame]
+        while chain[-1] in parent:
+            chain.append(parent[chain[-1]])
+        assert chain[-1] == "map" and len(chain) == 4, chain
+
+    # the twist: body velocity and rates in base_link, equal to the odometry's twist
+    for i in (0, 1):
+        for (_, tw), (_, od) in zip(bag[f"/vehicle{i}/twist"], bag[f"/vehicle{i}/odom"],
+                                    strict=True):  # fmt: skip
+            assert tw.header.frame_id == od.child_frame_id == f"vehicle{i}/base_link"
+            assert od.header.frame_id == f"vehicle{i}/odom"
+            assert xyz(tw.twist.linear) == xyz(od.twist.twist.linear)
+            assert xyz(tw.twist.angular) == xyz(od.twist.twist.angular)
+    last = bag["/vehicle0/twist"][-1][1].twist
+    st = obs[-1]["state"]
+    np.testing.assert_allclose(xyz(last.linear), body_velocity(st["quat"], st["vel"]),
+                               rtol=1e-6, atol=1e-7)  # fmt: skip
+    np.testing.assert_allclose(xyz(last.angular), st["omega"], rtol=1e-6, atol=1e-7)
+    assert bag["/vehicle0/imu"][0][1].header.frame_id == "vehicle0/base_link"
+
+    # images, clouds and CameraInfo in the sensor frames; K in ROS's pixel convention
+    cam = camera_config("aerial_gym_64")
+    fx, fy, cx, cy = ros_intrinsics(*cam.intrinsics.tolist())
+    for i in (0, 1):
+        images = bag[f"/vehicle{i}/depth/image"]
+        infos = bag[f"/vehicle{i}/depth/camera_info"]
+        assert [t for t, _ in images] == [t for t, _ in infos] and images
+        for (_, img), (_, info) in zip(images, infos, strict=True):
+            assert img.header.frame_id == info.header.frame_id == f"vehicle{i}/depth_optical_frame"
+            assert img.encoding == "32FC1" and (img.width, img.height) == (cam.width, cam.height)
+            assert (info.width, info.height) == (cam.width, cam.height)
+            assert info.k.tolist() == [fx, 0.0, cx, 0.0, fy, cy, 0.0, 0.0, 1.0]
+            assert info.p.tolist() == [fx, 0.0, cx, 0.0, 0.0, fy, cy, 0.0, 0.0, 0.0, 1.0, 0.0]
+    assert cx == cam.intrinsics[2].item() - 0.5
+    seen = [o for o in obs if "depth" in o["sensors"]]
+    assert seen
+    images = dict(bag["/vehicle0/depth/image"])
+    for o in seen:  # z-depth, NaN where invalid
+        d = o["sensors"]["depth"]
+        img = np.frombuffer(images[o["tick"] * dt_ns].data.tobytes(), "<f4").reshape(64, 64)
+        want = np.where(d["valid"], d["depth"], np.nan).astype(np.float32)
+        np.testing.assert_array_equal(img, want)
+    for name, frame in (("tof", "vehicle0/tof_link"), ("lidar", "vehicle0/lidar_link")):
+        assert {m.header.frame_id for _, m in bag[f"/vehicle0/{name}/points"]} == {frame}
 
 
 def _fields(msg) -> str:

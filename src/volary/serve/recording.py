@@ -3,28 +3,44 @@
 :class:`BagRecorder` writes, tick by tick, what went into the World and what came out, with ROS 2
 message types (serialized to CDR by ``rosbags``, stored by its rosbag2 writer with the MCAP
 storage plugin: a directory with ``metadata.yaml`` and one ``.mcap`` file that ``ros2 bag``,
-Foxglove and rerun open). Topics (``i`` the slot):
+Foxglove and rerun open). Frames and topics follow the ROS 2 bridge's (:mod:`volary.ros2.topics`,
+REP 103/105/118): ``map`` (volary's world, z-up ENU) -> ``vehicle{i}/odom`` (identity: ground
+truth) -> ``vehicle{i}/base_link`` (FLU body) -> each sensor's frame, its mount T_BS:
+``vehicle{i}/{name}_optical_frame`` for a depth camera (OpenCV = ROS's optical frame),
+``vehicle{i}/{name}_link`` for the others. Topics (``i`` the slot):
 
+- ``/volary/config`` (std_msgs/String): the ``ServeConfig`` as JSON (the first message);
+- ``/tf_static`` (tf2_msgs/TFMessage, once, at time 0): ``map`` -> ``vehicle{i}/odom`` and
+  ``vehicle{i}/base_link`` -> every sensor frame of the slot;
+- ``/tf`` (TFMessage, every tick): ``vehicle{i}/odom`` -> ``vehicle{i}/base_link``, each
+  vehicle's pose after the tick;
 - ``/clock`` (rosgraph_msgs/Clock): the World's time after each tick;
-- ``/vehicle{i}/setpoint`` (std_msgs/Float64MultiArray): a simulated vehicle's command (input);
-- ``/actor{k}/pose_in`` (geometry_msgs/PoseStamped): a dynamic actor's pose (input);
-- ``/vehicle{i}/pose_in``, ``/twist_in`` (geometry_msgs/PoseStamped, TwistStamped): a vehicle
-  in the loop's pose (input);
-- ``/vehicle{i}/pose``, ``/twist`` (PoseStamped, TwistStamped): the state after the tick
-  (world frame; twist: world velocity, body rates);
-- ``/vehicle{i}/imu`` (sensor_msgs/Imu): a simulated vehicle's IMU reading;
-- ``/vehicle{i}/{name}``: depth and ToF as sensor_msgs/Image (32FC1, m), LiDAR as
-  PointCloud2 (sensor frame), a rangefinder as Range; IR beacons as std_msgs/String JSON on
-  ``/vehicle{i}/{name}/beacons``;
+- inputs, replayed by :func:`replay` (their values exactly as the clients sent them):
+  ``/vehicle{i}/setpoint`` (std_msgs/Float64MultiArray): a simulated vehicle's command;
+  ``/actor{k}/pose_in`` (geometry_msgs/PoseStamped, ``map``): a dynamic actor's pose;
+  ``/vehicle{i}/pose_in`` (PoseStamped, ``map``) and ``/twist_in`` (TwistStamped): a vehicle
+  in the loop's pose and twist as volary's protocol takes them: linear the world (``map``)
+  velocity, angular the body (FLU) rates; its ``frame_id`` is ``map``, the linear part's;
+- ``/vehicle{i}/odom`` (nav_msgs/Odometry): the state after the tick, pose in
+  ``vehicle{i}/odom``, twist in ``vehicle{i}/base_link`` (body velocity R^T v, body rates);
+- ``/vehicle{i}/pose`` (PoseStamped, ``map``) and ``/vehicle{i}/twist`` (TwistStamped,
+  ``vehicle{i}/base_link``: body velocity R^T v and body rates, as the odometry's twist);
+- ``/vehicle{i}/imu`` (sensor_msgs/Imu, ``vehicle{i}/base_link``): a simulated vehicle's IMU;
+- ``/vehicle{i}/{name}/image`` (sensor_msgs/Image 32FC1: z-depth in m, NaN where invalid) and
+  ``/vehicle{i}/{name}/camera_info`` (sensor_msgs/CameraInfo: the pinhole model in ROS's
+  pixel-centre convention, :func:`volary.serve.roscommon.ros_intrinsics`) for a depth camera;
+  ``/vehicle{i}/{name}/points`` (PointCloud2 x, y, z float32 in the sensor frame, NaN where no
+  return) for LiDAR and ToF; ``/vehicle{i}/{name}/range`` (sensor_msgs/Range) for a
+  rangefinder; IR beacons as std_msgs/String JSON on ``/vehicle{i}/{name}/beacons``;
 - ``/volary/events`` (std_msgs/String): JSON of joins (``reset``), faults, collisions and gate
-  passages;
-- ``/volary/config`` (std_msgs/String): the ``ServeConfig`` as JSON (the first message).
+  passages.
 
 Every message of tick ``k`` has the log time ``k * dt`` (ns): the bag groups by tick. Inputs
 are float64, so :func:`replay` feeds exactly the recorded commands and poses to a fresh World
 (the ``ServeConfig`` travels as the first message) and reproduces the run bit for bit
-(``tests/test_serve_recording.py``). Frames: world z-up, body FLU, camera OpenCV = ROS's
-optical frame; quaternions go to ROS's named fields through :func:`volary.math.wxyz_to_xyzw`.
+(``tests/test_serve_recording.py``). Quaternions go to ROS's named fields through
+:func:`volary.serve.roscommon.to_ros_quat`. ``/tf_static`` is recorded once with the writer's
+default QoS: for ``ros2 bag play`` to latch it, override its durability to transient-local.
 """
 
 from __future__ import annotations
@@ -39,9 +55,13 @@ import numpy as np
 import torch
 
 from volary.errors import ConfigError, FileFormatError, MissingDependencyError
+from volary.ros2.topics import sensor_frame
+from volary.serve.roscommon import body_velocity, ros_intrinsics, to_ros_quat
 
 CONFIG_TOPIC = "/volary/config"
 EVENTS = "/volary/events"
+MAP = "map"
+TF = "tf2_msgs/msg/TFMessage"
 
 
 def _rosbags() -> tuple[Any, Any, Any]:
@@ -81,6 +101,7 @@ class BagRecorder:
             raise ConfigError(f"record: {self.path} exists; give a new directory")
         self.config, self.world = config, world
         self.dt_ns = round(world.dt * 1e9)
+        self.sensors = {n: _sensor_config(s) for n, s in config.sensors.items()}
         self.writer = writer_cls(self.path, version=9, storage_plugin=plugin.MCAP)
         self.writer.open()
         self.conns: dict[str, Any] = {}
@@ -88,6 +109,7 @@ class BagRecorder:
         self.messages = 0
         config_msg = self.m["std_msgs/msg/String"](data=config_to_json(config))
         self._write(CONFIG_TOPIC, "std_msgs/msg/String", config_msg, 0)
+        self._write("/tf_static", TF, self._tf_static(), 0)
 
     # ---- writing ----------------------------------------------------------------------------
     def _write(self, topic: str, typename: str, msg: Any, tick: int) -> None:
@@ -126,8 +148,10 @@ class BagRecorder:
                 self._write(f"/vehicle{slot}/pose_in", "geometry_msgs/msg/PoseStamped",
                             self._pose(stamp, d["pos"], d["quat"]), tick)  # fmt: skip
                 if d.get("vel") is not None or d.get("omega") is not None:
+                    # as the protocol takes it: world velocity, body rates (module docstring)
                     self._write(f"/vehicle{slot}/twist_in", "geometry_msgs/msg/TwistStamped",
-                                self._twist(stamp, d.get("vel"), d.get("omega")), tick)  # fmt: skip
+                                self._twist(stamp, MAP, d.get("vel"), d.get("omega")),
+                                tick)  # fmt: skip
 
     def outputs(self, tick: int, obs: dict[int, dict[str, Any]]) -> None:
         """The state, sensors and events of every slot after the tick (the servers' ``obs``)."""
@@ -136,14 +160,24 @@ class BagRecorder:
         clock = self.m["rosgraph_msgs/msg/Clock"](clock=stamp)
         self._write("/clock", "rosgraph_msgs/msg/Clock", clock, tick)
         st = w.state
+        states = [
+            {k: getattr(st, k)[slot].double().numpy() for k in ("pos", "quat", "vel", "omega")}
+            for slot in range(w.b)
+        ]
+        tfs = [self._transform(stamp, f"{_ns(i)}/odom", f"{_ns(i)}/base_link", s["pos"],
+                               s["quat"]) for i, s in enumerate(states)]  # fmt: skip
+        self._write("/tf", TF, self.m[TF](transforms=tfs), tick)
         events: dict[str, Any] = {}
-        for slot in range(w.b):
-            self._write(f"/vehicle{slot}/pose", "geometry_msgs/msg/PoseStamped",
-                        self._pose(stamp, st.pos[slot].double().numpy(),
-                                   st.quat[slot].double().numpy()), tick)  # fmt: skip
-            self._write(f"/vehicle{slot}/twist", "geometry_msgs/msg/TwistStamped",
-                        self._twist(stamp, st.vel[slot].double().numpy(),
-                                    st.omega[slot].double().numpy()), tick)  # fmt: skip
+        for slot, s in enumerate(states):
+            ns = _ns(slot)
+            base = f"{ns}/base_link"
+            vb = body_velocity(s["quat"], s["vel"])  # the twist of base_link, in base_link
+            self._write(f"/{ns}/pose", "geometry_msgs/msg/PoseStamped",
+                        self._pose(stamp, s["pos"], s["quat"]), tick)  # fmt: skip
+            self._write(f"/{ns}/twist", "geometry_msgs/msg/TwistStamped",
+                        self._twist(stamp, base, vb, s["omega"]), tick)  # fmt: skip
+            self._write(f"/{ns}/odom", "nav_msgs/msg/Odometry",
+                        self._odom(stamp, ns, s, vb), tick)  # fmt: skip
             o = obs.get(slot)
             if o is None:
                 continue
@@ -169,34 +203,76 @@ class BagRecorder:
     def _layout(self) -> Any:
         return self.m["std_msgs/msg/MultiArrayLayout"](dim=[], data_offset=0)
 
-    def _pose(self, stamp: Any, pos: Any, quat_wxyz: Any) -> Any:
-        from volary.math import wxyz_to_xyzw
+    def _quat(self, q_wxyz: Any) -> Any:
+        x, y, z, w = to_ros_quat(np.asarray(q_wxyz, dtype=np.float64).reshape(4))
+        return self.m["geometry_msgs/msg/Quaternion"](x=x, y=y, z=z, w=w)
 
-        q = wxyz_to_xyzw(torch.as_tensor(np.asarray(quat_wxyz, dtype=np.float64)))
-        x, y, z, w = (float(v) for v in q)
+    def _pose_of(self, pos: Any, quat_wxyz: Any) -> Any:
         m = self.m
-        pose = m["geometry_msgs/msg/Pose"](
+        return m["geometry_msgs/msg/Pose"](
             position=m["geometry_msgs/msg/Point"](*(float(v) for v in pos)),
-            orientation=m["geometry_msgs/msg/Quaternion"](x=x, y=y, z=z, w=w),
+            orientation=self._quat(quat_wxyz),
         )
-        return m["geometry_msgs/msg/PoseStamped"](header=self._header(stamp, "world"), pose=pose)
+
+    def _pose(self, stamp: Any, pos: Any, quat_wxyz: Any) -> Any:
+        pose = self._pose_of(pos, quat_wxyz)
+        return self.m["geometry_msgs/msg/PoseStamped"](header=self._header(stamp, MAP), pose=pose)
 
     def _vec3(self, v: Any) -> Any:
         v = np.zeros(3) if v is None else np.asarray(v, dtype=np.float64)
         return self.m["geometry_msgs/msg/Vector3"](*(float(c) for c in v))
 
-    def _twist(self, stamp: Any, vel: Any, omega: Any) -> Any:
+    def _twist(self, stamp: Any, frame: str, vel: Any, omega: Any) -> Any:
         m = self.m
         twist = m["geometry_msgs/msg/Twist"](linear=self._vec3(vel), angular=self._vec3(omega))
-        return m["geometry_msgs/msg/TwistStamped"](header=self._header(stamp, "world"),
+        return m["geometry_msgs/msg/TwistStamped"](header=self._header(stamp, frame),
                                                    twist=twist)  # fmt: skip
 
+    def _odom(self, stamp: Any, ns: str, s: dict[str, np.ndarray], v_body: Any) -> Any:
+        """Ground truth (REP 105, ``odom`` = ``map`` here): pose in ``<ns>/odom``, twist in
+        ``<ns>/base_link`` (body velocity and body rates), covariances zero."""
+        m = self.m
+        twist = m["geometry_msgs/msg/Twist"](linear=self._vec3(v_body),
+                                             angular=self._vec3(s["omega"]))  # fmt: skip
+        return m["nav_msgs/msg/Odometry"](
+            header=self._header(stamp, f"{ns}/odom"), child_frame_id=f"{ns}/base_link",
+            pose=m["geometry_msgs/msg/PoseWithCovariance"](
+                pose=self._pose_of(s["pos"], s["quat"]), covariance=np.zeros(36)),
+            twist=m["geometry_msgs/msg/TwistWithCovariance"](twist=twist,
+                                                              covariance=np.zeros(36)),
+        )  # fmt: skip
+
+    def _transform(self, stamp: Any, parent: str, child: str, t: Any, q_wxyz: Any) -> Any:
+        m = self.m
+        tr = m["geometry_msgs/msg/Transform"](
+            translation=self._vec3(np.asarray(t, dtype=np.float64)), rotation=self._quat(q_wxyz)
+        )
+        return m["geometry_msgs/msg/TransformStamped"](
+            header=self._header(stamp, parent), child_frame_id=child, transform=tr
+        )
+
+    def _tf_static(self) -> Any:
+        """``map`` -> ``vehicle{i}/odom`` (identity) and ``vehicle{i}/base_link`` -> each of the
+        slot's sensor frames (the sensor's mount T_BS), as the bridge's ``/tf_static``."""
+        stamp = self._stamp(0)
+        out = []
+        for i, slot in enumerate(self.config.slots):
+            out.append(self._transform(stamp, MAP, f"{_ns(i)}/odom", (0, 0, 0), (1, 0, 0, 0)))
+            for name in slot.sensors:
+                cfg = self.sensors.get(name)
+                if cfg is None:  # beacons, splat: no mount of their own
+                    continue
+                frame = sensor_frame(_ns(i), name, self.config.sensors[name].kind)
+                out.append(self._transform(stamp, f"{_ns(i)}/base_link", frame,
+                                           cfg.mount.translation, cfg.mount.rotation))  # fmt: skip
+        return self.m[TF](transforms=out)
+
     def _sensor(self, slot: int, name: str, r: dict[str, Any], stamp: Any, tick: int) -> None:
-        topic, m = f"/vehicle{slot}/{name}", self.m
+        ns, m = _ns(slot), self.m
         if name == "imu":
             cov = np.zeros(9)
             imu = m["sensor_msgs/msg/Imu"](
-                header=self._header(stamp, f"vehicle{slot}"),
+                header=self._header(stamp, f"{ns}/base_link"),
                 orientation=m["geometry_msgs/msg/Quaternion"](x=0.0, y=0.0, z=0.0, w=1.0),
                 orientation_covariance=np.array([-1.0, *cov[1:]]),  # REP 145: no orientation
                 angular_velocity=self._vec3(r["gyro"]),
@@ -204,36 +280,66 @@ class BagRecorder:
                 linear_acceleration=self._vec3(r["accel"]),
                 linear_acceleration_covariance=cov,
             )
-            self._write(topic, "sensor_msgs/msg/Imu", imu, tick)
+            self._write(f"/{ns}/imu", "sensor_msgs/msg/Imu", imu, tick)
             return
         kind = self.config.sensors[name].kind
-        if kind in ("depth", "tof"):
-            img = np.ascontiguousarray(r["depth" if kind == "depth" else "range"], dtype="<f4")
-            h, wd = img.shape
-            msg = m["sensor_msgs/msg/Image"](
-                header=self._header(stamp, f"vehicle{slot}/{name}"), height=h, width=wd,
-                encoding="32FC1", is_bigendian=0, step=4 * wd,
-                data=img.view(np.uint8).reshape(-1),
-            )  # fmt: skip
-            self._write(topic, "sensor_msgs/msg/Image", msg, tick)
-        elif kind == "lidar":
+        topic, frame = f"/{ns}/{name}", sensor_frame(ns, name, kind)
+        if kind == "depth":
+            cfg = self.sensors[name]
+            self._write(f"{topic}/image", "sensor_msgs/msg/Image",
+                        self._depth(name, r, cfg, frame, stamp), tick)  # fmt: skip
+            self._write(f"{topic}/camera_info", "sensor_msgs/msg/CameraInfo",
+                        self._camera_info(cfg, frame, stamp), tick)  # fmt: skip
+        elif kind in ("lidar", "tof"):
             rays = self.world.read(name).rays.double().numpy()  # this tick's cached reading
             rng = np.where(r["valid"], r["range"], np.nan).reshape(-1, 1)
-            self._write(topic, "sensor_msgs/msg/PointCloud2",
-                        self._cloud(stamp, slot, name, rng * rays), tick)  # fmt: skip
+            self._write(f"{topic}/points", "sensor_msgs/msg/PointCloud2",
+                        self._cloud(stamp, frame, rng * rays), tick)  # fmt: skip
         elif kind == "rangefinder":
+            cfg = self.sensors[name]
+            valid = bool(np.asarray(r["valid"]).reshape(-1)[0]) if "valid" in r else True
             rng = m["sensor_msgs/msg/Range"](
-                header=self._header(stamp, f"vehicle{slot}/{name}"), radiation_type=1,
-                field_of_view=0.0, min_range=0.0, max_range=float("inf"),
-                range=float(np.asarray(r["range"]).reshape(-1)[0]),
+                header=self._header(stamp, frame), radiation_type=1,
+                field_of_view=float(getattr(cfg, "fov", 0.0) or 0.0),
+                min_range=float(cfg.min_range), max_range=float(cfg.max_range),
+                range=float(np.asarray(r["range"]).reshape(-1)[0]) if valid else float("inf"),
             )  # fmt: skip
-            self._write(topic, "sensor_msgs/msg/Range", rng, tick)
+            self._write(f"{topic}/range", "sensor_msgs/msg/Range", rng, tick)
         else:  # beacons: no standard message; pixels and visibility as JSON
             data = {k: np.asarray(v).tolist() for k, v in r.items()}
             msg = m["std_msgs/msg/String"](data=json.dumps(data))
             self._write(f"{topic}/beacons", "std_msgs/msg/String", msg, tick)
 
-    def _cloud(self, stamp: Any, slot: int, name: str, points: Any) -> Any:
+    def _depth(self, name: str, r: dict[str, Any], cfg: Any, frame: str, stamp: Any) -> Any:
+        """REP 118: 32FC1, metres of z along the optical axis, NaN where no measurement."""
+        valid = np.asarray(r["valid"], dtype=bool)
+        if cfg.depth_mode == "z":
+            z = np.asarray(r["depth"], dtype=np.float64)
+        else:  # range along the ray -> z
+            rz = self.world.read(name).rays[:, 2].double().numpy()  # this tick's, cached
+            z = (np.asarray(r["range"], dtype=np.float64).reshape(-1) * rz).reshape(valid.shape)
+        img = np.ascontiguousarray(np.where(valid, z, np.nan), dtype="<f4")
+        h, wd = img.shape
+        return self.m["sensor_msgs/msg/Image"](
+            header=self._header(stamp, frame), height=h, width=wd, encoding="32FC1",
+            is_bigendian=0, step=4 * wd, data=img.view(np.uint8).reshape(-1),
+        )  # fmt: skip
+
+    def _camera_info(self, cfg: Any, frame: str, stamp: Any) -> Any:
+        """The ray caster's pinhole model (no distortion) in ROS's pixel-centre convention."""
+        fx, fy, cx, cy = ros_intrinsics(*np.asarray(cfg.intrinsics, dtype=np.float64).tolist())
+        return self.m["sensor_msgs/msg/CameraInfo"](
+            header=self._header(stamp, frame), height=int(cfg.height), width=int(cfg.width),
+            distortion_model="plumb_bob", d=np.zeros(5),
+            k=np.array([fx, 0.0, cx, 0.0, fy, cy, 0.0, 0.0, 1.0]),
+            r=np.eye(3).reshape(-1),
+            p=np.array([fx, 0.0, cx, 0.0, 0.0, fy, cy, 0.0, 0.0, 0.0, 1.0, 0.0]),
+            binning_x=0, binning_y=0,
+            roi=self.m["sensor_msgs/msg/RegionOfInterest"](x_offset=0, y_offset=0, height=0,
+                                                           width=0, do_rectify=False),
+        )  # fmt: skip
+
+    def _cloud(self, stamp: Any, frame: str, points: Any) -> Any:
         m = self.m
         pts = np.ascontiguousarray(np.asarray(points, dtype="<f4").reshape(-1, 3))
         fields = [
@@ -241,10 +347,24 @@ class BagRecorder:
             for i, c in enumerate("xyz")
         ]
         return m["sensor_msgs/msg/PointCloud2"](
-            header=self._header(stamp, f"vehicle{slot}/{name}"), height=1, width=len(pts),
+            header=self._header(stamp, frame), height=1, width=len(pts),
             fields=fields, is_bigendian=False, point_step=12, row_step=12 * len(pts),
             data=pts.view(np.uint8).reshape(-1), is_dense=bool(np.isfinite(pts).all()),
         )  # fmt: skip
+
+
+def _ns(slot: int) -> str:
+    return f"vehicle{slot}"
+
+
+def _sensor_config(spec: Any) -> Any:
+    """The sensor config (mount, intrinsics) the World builds from a ``SensorSpec``'s preset;
+    None for kinds without one (beacons, splat)."""
+    from volary.sensors import camera_config, lidar_config, rangefinder_config, tof_config
+
+    make = {"depth": camera_config, "lidar": lidar_config, "tof": tof_config,
+            "rangefinder": rangefinder_config}  # fmt: skip
+    return make[spec.kind](spec.preset) if spec.kind in make else None
 
 
 # ---- reading back --------------------------------------------------------------------------
