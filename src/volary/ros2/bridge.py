@@ -56,6 +56,7 @@ COMMAND_TOPICS: dict[str, tuple[str, str]] = {
 # cmd_vel and cmd_accel carry a yaw *rate* (angular.z): the bridge integrates it into the
 # level's yaw setpoint, yaw_k = yaw_(k-1) + r_k dt from the vehicle's yaw when a node took it
 YAW_RATE_LEVELS = ("velocity", "acceleration")
+UNKNOWN = "(a node not yet in the graph)"
 RAW_TOPIC = "cmd_raw"  # std_msgs/Float64MultiArray: the control level's setpoint as is
 LOCALHOST_ENV = {
     "ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST",
@@ -96,8 +97,9 @@ class Ros2Bridge(WorldHost):
     after it, the World flies whoever is there). ``domain_id``: the ROS domain (default:
     ``ROS_DOMAIN_ID``, else 0). ``republish``: s between repeats of the current observation
     while the World waits (a node that subscribed late, or restarted, still gets one).
-    ``realtime``/``speed``: pace the World by the wall clock. ``record``: a ROS 2 bag of the
-    run, as ``volary serve --record``."""
+    ``realtime``/``speed``: pace the World by the wall clock; a tick more than ``max_behind``
+    s late slips the schedule (clock scaling) rather than bursting to catch up. ``record``: a
+    ROS 2 bag of the run, as ``volary serve --record``."""
 
     def __init__(
         self,
@@ -107,6 +109,7 @@ class Ros2Bridge(WorldHost):
         realtime: bool = False,
         speed: float = 1.0,
         input_timeout: float = 5.0,
+        max_behind: float = 0.1,
         republish: float = 0.5,
         node_name: str = "volary",
         domain_id: int | None = None,
@@ -133,7 +136,7 @@ class Ros2Bridge(WorldHost):
             raise ConfigError(f"input_timeout: expected seconds > 0, got {input_timeout!r}")
         rclpy = _import_rclpy()
         super().__init__(config, record=record)
-        self.realtime, self.speed = bool(realtime), float(speed)
+        self.realtime, self.speed, self.max_behind = bool(realtime), float(speed), max_behind
         self.input_timeout, self.republish = float(input_timeout), float(republish)
         self.start_with, self.started = start_with, False
         self.faults: list[dict[str, Any]] = []
@@ -204,7 +207,7 @@ class Ros2Bridge(WorldHost):
 
     def _publisher_of(self, v: _Vehicle, topic: str) -> str:
         nodes = self._publishers(f"/{v.ns}/{topic}")
-        return nodes[0] if nodes else "(unknown node)"
+        return nodes[0] if len(nodes) == 1 else UNKNOWN
 
     def _publishers(self, topic: str) -> list[str]:
         own = self.node.get_fully_qualified_name()
@@ -219,7 +222,9 @@ class Ros2Bridge(WorldHost):
         self.pub.static()
         self.pub.tick(self._obs)
         last_graph = last_repeat = time.monotonic()
-        start_wall, start_tick = None, self.ticks
+        schedule: tuple[float, int] | None = (
+            None  # real time: (wall, tick) the schedule counts from
+        )
         while not (stop is not None and stop.is_set()):
             if max_ticks is not None and self.ticks >= max_ticks:
                 return
@@ -228,21 +233,29 @@ class Ros2Bridge(WorldHost):
             if now - last_graph > 0.2:
                 self._check_graph()
                 last_graph = now
-            flown = [v for v in self.vehicles if v.owner is not None]
-            self.started = self.started or len(flown) >= self.start_with
-            if not self.started or not flown or any(v.pending is None for v in flown):
+            if not self._ready():
                 self._drop_silent(now)
                 if now - max(last_repeat, self._last_tick_wall) > self.republish:
                     self.pub.tick(self._obs, repeat=True)
                     last_repeat = now
                 continue
             if self.realtime:
-                if start_wall is None:
-                    start_wall, start_tick = now, self.ticks
-                due = start_wall + (self.ticks - start_tick) * self.world.dt / self.speed
+                if schedule is None:
+                    schedule = (now, self.ticks)
+                due = schedule[0] + (self.ticks - schedule[1]) * self.world.dt / self.speed
                 if now < due:
                     continue
+                if now - due > self.max_behind:  # too late to catch up: the schedule slips
+                    schedule = (now, self.ticks)
             self._tick(now)
+
+    def _ready(self) -> bool:
+        """Lock-step: the race has started and every vehicle a node flies (and no second node
+        contests) has its command for the tick."""
+        taken = [v for v in self.vehicles if v.owner is not None]
+        self.started = self.started or len(taken) >= self.start_with
+        flying = [v for v in taken if not v.contested]
+        return self.started and bool(flying) and all(v.pending is not None for v in flying)
 
     def _tick(self, now: float) -> None:
         inputs: dict[int, tuple[str, dict[str, Any]]] = {}
@@ -281,8 +294,12 @@ class Ros2Bridge(WorldHost):
         for v in self.vehicles:
             if v.owner is None:
                 continue
-            nodes = self._publishers(v.topic) + self._publishers(f"/{v.ns}/{RAW_TOPIC}")
-            if v.owner not in nodes and v.owner != "(unknown node)":
+            nodes = sorted(
+                set(self._publishers(v.topic) + self._publishers(f"/{v.ns}/{RAW_TOPIC}"))
+            )
+            if v.owner == UNKNOWN and len(nodes) == 1:  # the graph caught up with its first command
+                v.owner = nodes[0]
+            if v.owner not in nodes and v.owner != UNKNOWN:
                 self._free(v, "its node left the ROS graph")
                 continue
             others = sorted(set(nodes) - {v.owner})
@@ -299,22 +316,11 @@ class Ros2Bridge(WorldHost):
                     self._status(v, 0, f"flown by {v.owner} again")
 
     def _drop_silent(self, now: float) -> None:
-        waiting = [v for v in self.vehicles if v.owner is not None and v.pending is None]
-        for v in waiting:
-            if v.contested or now - v.since > self.input_timeout:
-                if not v.contested:
-                    self._free(v, f"no command for {self.input_timeout:g} s")
-        if any(v.contested for v in waiting):
-            for v in waiting:
-                if v.contested:
-                    v.pending = None
-            self._tick_contested(now)
-
-    def _tick_contested(self, now: float) -> None:
-        """Contested vehicles do not hold the others up: they are held in place."""
-        flown = [v for v in self.vehicles if v.owner is not None and not v.contested]
-        if flown and all(v.pending is not None for v in flown):
-            self._tick(now)
+        """Free the vehicles whose node has kept the others waiting for ``input_timeout`` s."""
+        for v in self.vehicles:
+            silent = v.owner is not None and not v.contested and v.pending is None
+            if silent and now - v.since > self.input_timeout:
+                self._free(v, f"no command for {self.input_timeout:g} s")
 
     def _free(self, v: _Vehicle, why: str) -> None:
         self._fault(v, "freed", f"/{v.ns} freed ({why}); held in place until a node commands it")
