@@ -415,3 +415,52 @@ def test_bad_commands_and_a_node_in_another_vehicles_namespace_are_refused_on_di
             if n is not None:
                 n.close()
         run.close()
+
+
+def test_a_race_track_with_splat_rgb_flown_by_mavros_attitude_targets():
+    """AlphaPilot's track, a photoreal (splat) RGB camera, collective thrust + body rates as a
+    mavros user sends them: rgb8 images with their CameraInfo, gate counts, and a hover."""
+    from mavros_msgs.msg import AttitudeTarget
+    from nav_msgs.msg import Odometry
+    from sensor_msgs.msg import CameraInfo, Image
+    from std_msgs.msg import UInt32
+
+    config = ServeConfig(slots=(SlotSpec(platform="flightgoggles", sensors=("rgb",)),),
+                         scene="alphapilot_2019", control="ctbr", imu=None,
+                         sensors={"rgb": SensorSpec("splat", "64x48", 15.0)})  # fmt: skip
+    run = _Running(config)
+    lis = _Listener(run.domain)
+    pilot1 = _Listener(run.domain, name="mavros_like")
+    try:
+        for topic, t in (("image", Image), ("camera_info", CameraInfo)):
+            lis.listen(t, f"/vehicle0/rgb/{topic}")
+        lis.listen(UInt32, "/vehicle0/gates_passed")
+        hover = float(
+            run.bridge.world.params.mass[0] * 9.81 / run.bridge.world.params.max_thrust[0]
+        )
+        cmd = pilot1.node.create_publisher(AttitudeTarget, "/vehicle0/cmd_rates", 10)
+
+        def on_odom(msg: Any) -> None:
+            out = AttitudeTarget()
+            out.header.stamp, out.type_mask = msg.header.stamp, AttitudeTarget.IGNORE_ATTITUDE
+            out.thrust = hover
+            cmd.publish(out)
+
+        pilot1.node.create_subscription(Odometry, "/vehicle0/odom", on_odom, 10)
+        assert _wait(lambda: run.bridge.world.tick >= 16 and len(lis.messages(
+            "/vehicle0/rgb/image")) >= 4)  # fmt: skip
+        img, info = (
+            lis.messages("/vehicle0/rgb/image")[-1],
+            lis.messages("/vehicle0/rgb/camera_info")[-1],
+        )
+        assert (img.encoding, img.width, img.height, len(img.data)) == ("rgb8", 64, 48, 64 * 48 * 3)
+        assert np.frombuffer(bytes(img.data), np.uint8).std() > 1.0, "a picture, not a blank"
+        assert (info.width, info.height, info.k[2], info.k[5]) == (64, 48, 31.5, 23.5)
+        assert img.header.frame_id == info.header.frame_id == "vehicle0/rgb_optical_frame"
+        assert lis.messages("/vehicle0/gates_passed")[-1].data == 0
+        z = [s[0]["pos"][2] for s in run.states]
+        assert abs(z[-1] - z[0]) < 0.05, "normalized hover thrust holds the vehicle up"
+    finally:
+        pilot1.close()
+        lis.close()
+        run.close()

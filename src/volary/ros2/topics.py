@@ -144,6 +144,9 @@ class Publishers:
                                           "/diagnostics", rel)  # fmt: skip
         self.scale = node.create_publisher(self.T["std_msgs/Float64"], "/volary/time_scale", rel)
         self.sensors = {n: _config(s) for n, s in bridge.config.sensors.items()}
+        for n, s in bridge.config.sensors.items():
+            if s.kind == "splat":
+                self.sensors[n] = _Pinhole.of_splat(bridge.world.rig[n].sensor)
         self.per: list[dict[str, Any]] = []
         for v in bridge.vehicles:
             ns, pubs = f"/{v.ns}", {}
@@ -258,6 +261,9 @@ class Publishers:
             cfg = self.sensors[name]
             pubs[f"{name}/image"].publish(self._depth(reading, i, cfg, frame, stamp))
             pubs[f"{name}/camera_info"].publish(self._camera_info(cfg, frame, stamp))
+        elif kind == "splat":
+            pubs[f"{name}/image"].publish(self._rgb(reading, i, frame, stamp))
+            pubs[f"{name}/camera_info"].publish(self._camera_info(self.sensors[name], frame, stamp))
         elif kind in ("lidar", "tof"):
             pts = reading.points("sensor")[i].detach().cpu().numpy()
             pubs[f"{name}/points"].publish(self._cloud(pts, frame, stamp))
@@ -279,6 +285,18 @@ class Publishers:
         msg.height, msg.width = img.shape
         msg.encoding, msg.is_bigendian, msg.step = "32FC1", 0, 4 * img.shape[1]
         msg.data = img.tobytes()
+        return msg
+
+    def _rgb(self, reading: Any, i: int, frame: str, stamp: Any) -> Any:
+        """A splat camera's colours as ``rgb8`` (rounded, clamped: what a camera delivers)."""
+        from volary.sensors.splat import to_uint8
+
+        px = to_uint8(reading.rgb[i]).numpy()
+        msg = self.T["sensor_msgs/Image"]()
+        msg.header.stamp, msg.header.frame_id = stamp, frame
+        msg.height, msg.width = px.shape[:2]
+        msg.encoding, msg.is_bigendian, msg.step = "rgb8", 0, 3 * px.shape[1]
+        msg.data = np.ascontiguousarray(px).tobytes()
         return msg
 
     def _camera_info(self, cfg: Any, frame: str, stamp: Any) -> Any:
@@ -332,6 +350,7 @@ class Publishers:
 
 _SENSOR_TOPICS: dict[str, tuple[tuple[str, str], ...]] = {
     "depth": (("image", "sensor_msgs/Image"), ("camera_info", "sensor_msgs/CameraInfo")),
+    "splat": (("image", "sensor_msgs/Image"), ("camera_info", "sensor_msgs/CameraInfo")),
     "lidar": (("points", "sensor_msgs/PointCloud2"),),
     "tof": (("points", "sensor_msgs/PointCloud2"),),
     "rangefinder": (("range", "sensor_msgs/Range"),),
@@ -340,7 +359,26 @@ _SENSOR_TOPICS: dict[str, tuple[tuple[str, str], ...]] = {
 
 def sensor_frame(ns: str, name: str, kind: str) -> str:
     """A sensor's tf frame: a camera's REP 103 optical frame, the others' ``_link``."""
-    return f"{ns}/{name}_optical_frame" if kind == "depth" else f"{ns}/{name}_link"
+    return f"{ns}/{name}_optical_frame" if kind in CAMERAS else f"{ns}/{name}_link"
+
+
+CAMERAS = ("depth", "splat")
+
+
+class _Pinhole:
+    """What CameraInfo and /tf_static need of a splat camera: size, intrinsics, mount."""
+
+    def __init__(self, width: int, height: int, intrinsics: Any, mount: Any) -> None:
+        import torch
+
+        self.width, self.height, self.mount = width, height, mount
+        self.intrinsics = torch.tensor(intrinsics, dtype=torch.float64)
+
+    @staticmethod
+    def of_splat(cam: Any) -> _Pinhole:
+        from volary.sensors.rays import FORWARD_CAMERA
+
+        return _Pinhole(cam.width, cam.height, cam.intrinsics, cam.mount or FORWARD_CAMERA)
 
 
 def _config(spec: Any) -> Any:
