@@ -464,3 +464,23 @@ def test_a_race_track_with_splat_rgb_flown_by_mavros_attitude_targets():
         pilot1.close()
         lis.close()
         run.close()
+
+
+def test_a_scene_file_from_the_command_line_is_the_world_on_ros2(tmp_path):
+    from volary.cli.serve import build_config
+    from volary.worlds.io import MeshScene, box_mesh, write_obj
+    from volary.worlds.primitives import Box
+
+    v, f = box_mesh(Box(center=(5.0, 0.0, 1.0), size=(1.0, 1.0, 2.0)))
+    write_obj(tmp_path / "box.obj", MeshScene(v, f))
+    params = [f"path={tmp_path / 'box.obj'}", "start=[0, 0, 1]", "goal=[10, 0, 1]",
+              "bounds=[[-2, -4, 0], [12, 4, 3]]"]  # fmt: skip
+    config = build_config(scene="custom", seed=0, vehicles=1, in_loop=0, platform="crazyflie",
+                          control="velocity", control_hz=60.0, imu="none",
+                          sensors=["depth=depth:aerial_gym_64"], scene_params=params)  # fmt: skip
+    bridge = Ros2Bridge(config, domain_id=_domain())
+    try:
+        depth = bridge._obs[0]["sensors"]["depth"]["depth"]
+        assert abs(float(depth[32, 32]) - 4.5) < 1e-3, "the box's face, 4.5 m ahead"
+    finally:
+        bridge.close()

@@ -473,6 +473,13 @@ def serve(
         str, typer.Option(help="A scenario type, alphapilot_2019 (gates, beacons), or none.")
     ] = "forest",
     seed: Seed = 0,
+    scene_param: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="KEY=VALUE of the scenario type, repeatable (length=20; with --scene "
+            "custom: path=scene.ply, start=[x,y,z], goal=[x,y,z])."
+        ),
+    ] = None,
     vehicles: Annotated[int, typer.Option(help="Simulated vehicle slots.")] = 1,
     in_loop: Annotated[
         int, typer.Option("--in-loop", help="Vehicle-in-the-loop slots (clients send poses).")
@@ -526,7 +533,8 @@ def serve(
     try:
         cfg = build_config(scene=scene, seed=seed, vehicles=vehicles, in_loop=in_loop,
                            platform=platform, control=control, control_hz=control_hz, imu=imu,
-                           sensors=sensor or [], actors=actor or [])  # fmt: skip
+                           sensors=sensor or [], actors=actor or [],
+                           scene_params=scene_param)  # fmt: skip
         run_server(cfg, bind=bind, token=token, input_timeout=timeout, max_bytes=max_bytes,
                    ticks=ticks, console=console, record=record, realtime=realtime,
                    speed=speed)  # fmt: skip

@@ -16,6 +16,13 @@ def serve(
         str, typer.Option(help="A scenario type, alphapilot_2019 (gates), or none.")
     ] = "forest",
     seed: Annotated[int, typer.Option(help="Seed of the scene.")] = 0,
+    scene_param: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="KEY=VALUE of the scenario type, repeatable (length=20; with --scene "
+            "custom: path=scene.ply, start=[x,y,z], goal=[x,y,z])."
+        ),
+    ] = None,
     vehicles: Annotated[int, typer.Option(help="Vehicles, each in its namespace.")] = 1,
     namespace: Annotated[
         list[str] | None, typer.Option(help="The vehicles' namespaces (default vehicle0, ...).")
@@ -51,7 +58,7 @@ def serve(
     try:
         cfg = build_config(scene=scene, seed=seed, vehicles=vehicles, in_loop=0, platform=platform,
                            control=control, control_hz=control_hz, imu=imu,
-                           sensors=sensor or [])  # fmt: skip
+                           sensors=sensor or [], scene_params=scene_param)  # fmt: skip
         from volary.ros2.bridge import Ros2Bridge
 
         with console.status("building the world..."):

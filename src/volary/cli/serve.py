@@ -49,6 +49,7 @@ def build_config(
     imu: str,
     sensors: list[str],
     actors: list[str] | None = None,
+    scene_params: list[str] | None = None,
 ) -> ServeConfig:
     """The ServeConfig of the command's options (every vehicle carries every sensor)."""
     if vehicles < 0 or in_loop < 0 or vehicles + in_loop == 0:
@@ -75,7 +76,22 @@ def build_config(
         imu=None if imu == "none" else imu,
         sensors=specs,
         actors=tuple(parse_actor(a) for a in actors or ()),
+        scene_params=dict(parse_scene_param(p) for p in scene_params or ()),
     )
+
+
+def parse_scene_param(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` -> (key, value): a number, a list ``[x, y, z]`` (JSON), or else the text
+    (a path: ``path=my_scene.ply`` with ``--scene custom``)."""
+    import json
+
+    key, eq, value = text.partition("=")
+    if not eq or not key.strip().isidentifier():
+        raise ConfigError(f"--scene-param: expected KEY=VALUE such as length=20, got {text!r}")
+    try:
+        return key.strip(), json.loads(value)
+    except ValueError:
+        return key.strip(), value
 
 
 def parse_actor(text: str) -> ActorSpec:
