@@ -30,6 +30,8 @@ LAYER = {
     "bench": 5,
     "serve": 5,
     "client": 5,
+    "ros2": 5,  # bridges (DESIGN.md layer 5)
+    "ros1": 5,
     "view": 5,
     "cli": 6,
 }
