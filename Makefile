@@ -27,7 +27,7 @@ demo: $(STAMP)
 # .ci/run installs these packages. Without them `make test` stops and says so (ROS1=skip skips
 # those tests instead).
 ROS1_APT := ros-core python3-rospy libroscpp-dev catkin ros-message-generation python3-genpy \
-	python3-genmsg ros-std-msgs ros-sensor-msgs ros-geometry-msgs ros-nav-msgs libtf2-msgs-dev \
+	python3-genmsg ros-std-msgs ros-sensor-msgs libsensor-msgs-dev ros-geometry-msgs ros-nav-msgs libtf2-msgs-dev \
 	python3-tf2-msgs python3-rosgraph-msgs g++ cmake
 ROS1 ?= require
 
