@@ -17,6 +17,13 @@ sends its measured pose and gets back the sensors rendered from it and its event
 server's ``--actor`` shapes): ``step(pos=, quat=)`` moves it, and every sensor and collision
 check sees it from that tick on. The wire
 format is ``docs/protocol.md``; any ZeroMQ DEALER or REQ socket that speaks it works as well.
+
+Every request carries a ``seq`` the server echoes, so a reply is never taken for another's: after
+a :class:`TimeoutError` the request may still take effect (a step that timed out in lock-step
+advances the World once the others have stepped), and its late reply is read before the next
+request is sent (waiting up to ``timeout``; a late ``obs`` becomes :attr:`Client.obs`). A
+message over the server's ``max_bytes`` (told in its ``welcome``; before it, this client's
+``max_bytes``) raises :class:`~volary.serve.protocol.ProtocolError` ``too_large`` unsent.
 """
 
 from __future__ import annotations
@@ -43,7 +50,8 @@ class Client:
     ``role``: ``"vehicle"``, ``"in_loop"`` or ``"actor"``; ``slot``: a particular slot (an
     actor's index for an actor; default: the first free one of the role); ``token``: the
     server's token when it has one; ``timeout``: seconds to wait for any reply before
-    :class:`TimeoutError`."""
+    :class:`TimeoutError`; ``max_bytes``: the largest reply accepted, and the largest message
+    sent until the server's ``welcome`` tells its own limit."""
 
     def __init__(
         self,
@@ -62,11 +70,19 @@ class Client:
         if not timeout > 0:
             raise ValueError(f"timeout: expected seconds > 0, got {timeout!r}")
         self.timeout, self.max_bytes = float(timeout), max_bytes
+        self.send_limit = max_bytes  # the server's max_bytes once its welcome has told it
+        self._seq = 0  # the last request's sequence number
+        self._late: int | None = None  # the seq of a request whose reply did not come in time
         self._ctx: Any = zmq.Context.instance()
         self.sock = self._ctx.socket(zmq.DEALER)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.connect(address)
-        welcome = self._call({"op": "hello", "role": role, "slot": slot, "token": token})
+        try:
+            welcome = self._call({"op": "hello", "role": role, "slot": slot, "token": token})
+        except BaseException:
+            self.sock.close(0)
+            raise
+        self.send_limit = int(welcome.get("max_bytes", max_bytes))
         self.slot: int = welcome["slot"]
         self.role: str = welcome["role"]
         self.control: str = welcome.get("control", "")  # (an actor has neither)
@@ -96,6 +112,8 @@ class Client:
         Against a real-time server (``volary serve --realtime``) the input is held from the
         next tick on, until the next ``step``, and this returns the newest observation after
         it (older ones queued meanwhile are skipped; :meth:`latest` reads without sending)."""
+        if self._late is not None and not self.realtime:
+            self._settle(None)  # a step that timed out may have moved the World on
         msg: dict[str, Any] = {"op": "step", "tick": self.tick}
         if self.role == "vehicle":
             if command is None:
@@ -110,7 +128,7 @@ class Client:
             if omega is not None:
                 msg["omega"] = _vec(omega, 3, "omega")
         if self.realtime:
-            self.sock.send_multipart(P.encode(msg), copy=False)
+            self._send(msg)
             return self.latest()
         self.obs = self._call(msg)
         return self.obs
@@ -134,7 +152,7 @@ class Client:
         if self.sock.closed:
             return
         try:
-            reply = self._call({"op": "bye"}, timeout=2.0)
+            reply = self._call({"op": "bye"}, timeout=2.0, settle=False)
             for _ in range(10_000):  # real time: observations were still on their way
                 if reply.get("op") == "bye":
                     break
@@ -150,18 +168,67 @@ class Client:
         self.close()
 
     # ---- transport -----------------------------------------------------------------------------
-    def _call(self, header: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
-        self.sock.send_multipart(P.encode(header), copy=False)
-        return self._recv(timeout, f"a reply to {header['op']!r}")
+    def _call(
+        self, header: dict[str, Any], timeout: float | None = None, settle: bool = True
+    ) -> dict[str, Any]:
+        """Send a request and return the reply with its ``seq``; a late reply to an earlier
+        request is read first (``settle``) or passed over."""
+        if settle and self._late is not None:
+            self._settle(timeout)
+        self._seq += 1
+        seq = self._seq
+        self._send({**header, "seq": seq})
+        what = f"a reply to {header['op']!r}"
+        while True:
+            try:
+                reply = self._recv(timeout, what, check=False)
+            except TimeoutError:
+                self._late = seq
+                raise
+            if reply.get("seq", seq) == seq:  # (a server that echoes none: in order)
+                self._late = None
+                return _checked(reply)
+            self._took_late(reply)
 
-    def _recv(self, timeout: float | None, what: str = "an observation") -> dict[str, Any]:
+    def _settle(self, timeout: float | None) -> None:
+        """Wait for the reply to the request that timed out (:attr:`_late`)."""
+        late = self._late
+        while self._late is not None:
+            try:
+                reply = self._recv(timeout, f"reply to the request that timed out (seq {late})",
+                                   check=False)  # fmt: skip
+            except TimeoutError as e:
+                raise TimeoutError(f"{e}; nothing was sent") from None
+            self._took_late(reply)
+            if reply.get("seq", late) == late:
+                self._late = None
+
+    def _took_late(self, reply: dict[str, Any]) -> None:
+        """A reply to an earlier request: an ``obs`` is the World after that step."""
+        now = getattr(self, "obs", None)  # (none before the welcome)
+        if reply["op"] == "obs" and (now is None or reply.get("tick", -1) >= now.get("tick", -1)):
+            self.obs = reply
+
+    def _send(self, header: dict[str, Any]) -> None:
+        frames = P.encode(header)
+        P.check_size(frames, self.send_limit, f"{header['op']!r} (not sent)")
+        self.sock.send_multipart(frames, copy=False)
+
+    def _recv(
+        self, timeout: float | None, what: str = "an observation", check: bool = True
+    ) -> dict[str, Any]:
         wait = timeout or self.timeout
         if not self.sock.poll(int(1000 * wait)):
             raise TimeoutError(f"volary serve: no {what} in {wait} s")
         reply = P.decode(self.sock.recv_multipart(), self.max_bytes)
-        if reply["op"] == "error":
-            raise ServerError(str(reply.get("code")), str(reply.get("message")))
-        return reply
+        return _checked(reply) if check else reply
+
+
+def _checked(reply: dict[str, Any]) -> dict[str, Any]:
+    """``reply``, or :class:`ServerError` when it is an ``error``."""
+    if reply["op"] == "error":
+        raise ServerError(str(reply.get("code")), str(reply.get("message")))
+    return reply
 
 
 def _stamped(obs: dict[str, Any]) -> dict[str, Any]:
@@ -170,10 +237,15 @@ def _stamped(obs: dict[str, Any]) -> dict[str, Any]:
 
 
 def _vec(v: Any, n: int, name: str) -> np.ndarray:
-    a = np.asarray(v, dtype=np.float64).reshape(-1)
-    if a.size != n:
-        raise ValueError(f"{name}: expected {n} numbers, got {a.size}")
-    return a
+    """``v`` as the float64 vector the protocol takes: ``n`` numbers, finite, within
+    ``protocol.MAX_ABS`` (else ValueError, as the server would refuse it)."""
+    a = np.asarray(v, dtype=np.float64)
+    if a.shape != (n,):
+        raise ValueError(f"{name}: expected {n} numbers, shape ({n},), got shape {a.shape}")
+    try:
+        return P.numbers(a, name)
+    except P.ProtocolError as e:
+        raise ValueError(str(e)) from None
 
 
 def host_planner(

@@ -10,6 +10,7 @@ import contextlib
 import math
 import re
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -125,13 +126,20 @@ def run_server(
     realtime: bool = False,
     speed: float = 1.0,
 ) -> list[dict[str, Any]]:
-    """Serve ``config`` until Ctrl-C or ``ticks`` control periods; returns the fault log."""
+    """Serve ``config`` until Ctrl-C or ``ticks`` control periods; returns the fault log. A
+    server that cannot start (its address taken, say) is one line on stderr and exit code 2."""
+    import typer
+
     from volary.serve.server import Server
 
-    with console.status("building the world..."):
-        srv = Server(config, bind=bind, token=token, input_timeout=input_timeout,
-                     max_bytes=max_bytes, record=record, realtime=realtime,
-                     speed=speed)  # fmt: skip
+    try:
+        with console.status("building the world..."):
+            srv = Server(config, bind=bind, token=token, input_timeout=input_timeout,
+                         max_bytes=max_bytes, record=record, realtime=realtime,
+                         speed=speed)  # fmt: skip
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        raise typer.Exit(2) from None
     roles = [s.role for s in config.slots]
     console.print(
         f"volary serve: {srv.address}  scene {config.scene or 'open space'}  "

@@ -153,6 +153,12 @@ class Imu:
         self.tick = torch.zeros_like(self.tick)
         self.reset()
 
+    def rewind(self, mask: Tensor, tick: Tensor) -> None:
+        """Put the masked envs' noise streams back at counter ``tick`` (N,) (a value of
+        :attr:`tick` kept from before): from there they draw again what they drew then. Other
+        envs' streams are untouched."""
+        self.tick = torch.where(mask, tick, self.tick)
+
     def _normal(self, n: int) -> Tensor:
         out = vrandom.normal(self.keys, self.tick, n, dtype=self.dtype)
         self.tick = self.tick + 1

@@ -8,11 +8,13 @@ operation and field; this module encodes, decodes and checks, and imports neithe
 rest of volary, so a client needs only numpy, pyzmq and msgpack.
 
 Decoding is strict, because a server decodes what anyone sends it: the header must be a map of
-plain msgpack types (no extension types, nothing that could construct an object: nothing is
-ever unpickled), arrays must name an existing frame, have a dtype from :data:`DTYPES` and a
-shape whose size matches the frame's bytes, and the whole message must fit ``max_bytes``.
-A violation raises :class:`ProtocolError` with a code and a message naming the field; the
-server answers it with an ``error`` message and carries on.
+plain msgpack types (no extension types, the timestamp included; nothing that could construct
+an object: nothing is ever unpickled), arrays must name an existing frame, have a dtype from
+:data:`DTYPES` and a shape whose size matches the frame's bytes, and the whole message must fit
+``max_bytes``. A vector a client sends (:func:`vector`) is exactly its declared shape, numbers
+only, finite and within :data:`MAX_ABS`. A violation raises :class:`ProtocolError` with a code
+and a message naming the field; the server answers it with an ``error`` message and carries
+on.
 """
 
 from __future__ import annotations
@@ -28,6 +30,15 @@ import numpy as np
 
 VERSION = 1
 MAX_BYTES = 16 * 1024 * 1024  # default per-message limit (a 1080p float32 depth frame is 8 MB)
+# ZeroMQ refuses a frame larger than FRAME_CAP x the limit before reading it (ZMQ_MAXMSGSIZE: the
+# connection is closed, nothing is allocated); a message within it but over the limit is read and
+# answered ``too_large``, so a client that overshoots a little learns why.
+FRAME_CAP = 2
+# The largest magnitude of a number in a vector a client sends, in the field's SI unit (m for a
+# position, m/s, rad/s, N, ...): 1,000 km for a position, far inside float32 (3.4e38, the
+# World's dtype), so nothing sent becomes inf in the World.
+MAX_ABS = 1e6
+OPS = ("hello", "step", "ping", "bye")  # what a client may send to ``volary serve``
 DTYPES = frozenset({"|b1", "|u1", "|i1", "<u2", "<i2", "<i4", "<i8", "<f2", "<f4", "<f8"})
 _ARRAY = "__array__"
 MAX_DEPTH = 8  # nesting of maps and lists in a header
@@ -86,9 +97,7 @@ def decode(frames: Sequence[bytes], max_bytes: int = MAX_BYTES) -> dict[str, Any
     ``max_bytes``."""
     if not frames:
         raise ProtocolError("bad_message", "message: no frames")
-    size = sum(len(f) for f in frames)
-    if size > max_bytes:
-        raise ProtocolError("too_large", f"message: {size} bytes, the limit is {max_bytes}")
+    check_size(frames, max_bytes)
     try:
         header = msgpack.unpackb(frames[0], raw=False, strict_map_key=True, ext_hook=_no_ext)
     except ProtocolError:
@@ -104,6 +113,13 @@ def decode(frames: Sequence[bytes], max_bytes: int = MAX_BYTES) -> dict[str, Any
     used: set[int] = set()
     out = _lower(header, frames, used, 0, "")
     return out
+
+
+def check_size(frames: Sequence[Any], max_bytes: int, what: str = "message") -> None:
+    """:class:`ProtocolError` ``too_large`` when ``frames`` hold more than ``max_bytes``."""
+    size = sum(memoryview(f).nbytes for f in frames)
+    if size > max_bytes:
+        raise ProtocolError("too_large", f"{what}: {size} bytes, the limit is {max_bytes}")
 
 
 def _no_ext(code: int, data: bytes) -> Any:
@@ -124,6 +140,10 @@ def _lower(obj: Any, frames: Sequence[bytes], used: set[int], depth: int, path: 
         leaf = _LEAF if depth < MAX_DEPTH else ()
         return [v if type(v) in leaf else _lower(v, frames, used, depth + 1, f"{path}[{i}]")
                 for i, v in enumerate(obj)]  # fmt: skip
+    if type(obj) not in _LEAF:  # a msgpack Timestamp: the one extension ext_hook never sees
+        raise ProtocolError(
+            "bad_message", f"{path or 'header'}: {type(obj).__name__} is not a plain msgpack value"
+        )
     return obj
 
 
@@ -162,19 +182,43 @@ def field(
 
 
 def vector(msg: Mapping[str, Any], name: str, size: int, default: Any = ...) -> np.ndarray | None:
-    """``msg[name]`` as a finite float64 vector of ``size`` (a list or an array)."""
+    """``msg[name]`` as a float64 vector of ``size``: a msgpack list of exactly ``size`` numbers
+    (int or float; not bool, str, a list or a timestamp) or an array of shape ``(size,)`` with
+    an int or float dtype; every value finite with ``|x| <= MAX_ABS``."""
     v = field(msg, name, (list, np.ndarray), default)
     if v is None:
         return None
-    try:
-        a = np.array(v, dtype=np.float64).reshape(-1)  # a copy: frames are read-only
-    except (TypeError, ValueError):
-        raise ProtocolError("bad_field", f"{name}: expected {size} numbers") from None
-    if a.size != size:
-        raise ProtocolError("bad_field", f"{name}: expected {size} numbers, got {a.size}")
-    if not np.isfinite(a).all():
-        raise ProtocolError("bad_field", f"{name}: expected finite numbers")
-    return a
+    if isinstance(v, np.ndarray):
+        if v.shape != (size,) or v.dtype.kind not in "iuf":
+            raise ProtocolError(
+                "bad_field",
+                f"{name}: expected an array of {size} numbers, shape ({size},), got shape "
+                f"{tuple(v.shape)} of {v.dtype.str}",
+            )
+        return numbers(v, name)
+    if len(v) != size:
+        raise ProtocolError("bad_field", f"{name}: expected {size} numbers, got {len(v)} items")
+    for i, x in enumerate(v):
+        if type(x) not in (int, float):
+            raise ProtocolError(
+                "bad_field", f"{name}[{i}]: expected a number, got {type(x).__name__}"
+            )
+    return numbers(np.array(v, dtype=np.float64), name)  # msgpack ints fit float64
+
+
+def numbers(a: np.ndarray, name: str) -> np.ndarray:
+    """``a`` as a float64 copy, each value finite and within :data:`MAX_ABS`; else
+    :class:`ProtocolError` naming ``name`` and the first value that is not."""
+    out = np.array(a, dtype=np.float64)
+    bad = ~(np.abs(out) <= MAX_ABS)  # NaN is not <= anything
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ProtocolError(
+            "bad_field",
+            f"{name}[{i}]: expected a finite number with |x| <= {MAX_ABS:g} (in the field's SI "
+            f"unit), got {float(out.flat[i])!r}",
+        )
+    return out
 
 
 def _names(kind: type | tuple[type, ...]) -> str:

@@ -10,8 +10,11 @@ collision and gate events. The flight is a function of the inputs alone (lock-st
 repeats exactly and equals the same inputs flown in-process.
 
 Faults never stop the server: a malformed, oversized or unauthorized message gets an ``error``
-reply; a client that sends no step for ``input_timeout`` seconds while others wait is dropped
-(its slot freed, its vehicle held) and recorded in :attr:`Server.faults`.
+reply (a frame over ``FRAME_CAP`` x ``max_bytes`` is refused by ZeroMQ unread: the connection is
+closed); a rejected step is not the client's input for the tick; a client that sends no step for
+``input_timeout`` seconds while others wait is dropped (its slot freed, its vehicle held), and
+a ``hello`` that finds no free slot takes the slot of a client silent that long; each is
+recorded in :attr:`Server.faults`.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from volary.errors import ConfigError
 from volary.serve import protocol as P
@@ -33,6 +37,8 @@ from volary.serve.world import ServeConfig
 log = logging.getLogger(__name__)
 
 DEFAULT_BIND = "tcp://127.0.0.1:5555"
+_RCVHWM = 16  # messages queued from one client before ZeroMQ stops reading its connection
+_KEEP = 1000  # the newest faults and dropped clients remembered
 
 
 @dataclass
@@ -43,6 +49,8 @@ class _Peer:
     role: str
     pending: dict[str, Any] | None = None  # this tick's step message (real time: the latest)
     since: float = 0.0  # when the server began to wait for this peer's step
+    heard: float = 0.0  # when this peer last sent anything
+    seq: int | None = None  # the ``seq`` of its pending step, echoed in the obs
 
 
 @dataclass
@@ -67,8 +75,10 @@ class Server(WorldHost):
 
     ``bind``: a ZeroMQ endpoint; loopback (127.0.0.1, ::1, localhost, ipc://, inproc://) unless
     a ``token`` is given, which every client must then present in ``hello`` (compared in
-    constant time). ``max_bytes``: the largest message accepted. ``input_timeout``: seconds a
-    client may keep the others waiting before it is dropped. ``hwm``: replies queued for a
+    constant time). ``max_bytes``: the largest message accepted (a frame over
+    ``protocol.FRAME_CAP`` x ``max_bytes`` is refused by ZeroMQ before it is read).
+    ``input_timeout``: seconds a client may keep the others waiting before it is dropped, and
+    after which a new client's ``hello`` may take its slot. ``hwm``: replies queued for a
     client that does not read them before further ones are dropped (a ``backpressure``
     fault)."""
 
@@ -105,7 +115,6 @@ class Server(WorldHost):
         self.rt = RealtimeStats()
         self.token, self.max_bytes = token, max_bytes
         self.input_timeout = float(input_timeout)
-        super().__init__(config, record=record)
         self.peers: dict[bytes, _Peer] = {}
         self.faults: list[dict[str, Any]] = []
         self._fault_count: dict[bytes, int] = {}
@@ -114,10 +123,24 @@ class Server(WorldHost):
         self.sock = self._ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.setsockopt(zmq.SNDHWM, hwm)
-        self.sock.setsockopt(zmq.MAXMSGSIZE, 4 * max_bytes)  # hard cap; the limit is checked below
+        self.sock.setsockopt(zmq.RCVHWM, _RCVHWM)
+        # a larger frame is refused unread (the connection closed); the limit is checked below
+        self.sock.setsockopt(zmq.MAXMSGSIZE, P.FRAME_CAP * max_bytes)
         self.sock.setsockopt(zmq.ROUTER_MANDATORY, 1)  # a full or gone peer raises (see _send)
-        self.sock.bind(bind)
+        try:  # bound first: a taken port fails before the World is built
+            self.sock.bind(bind)
+        except zmq.ZMQError as e:
+            self.sock.close(0)
+            why = zmq.strerror(e.errno) if e.errno else str(e)  # (without pyzmq's "(addr=)")
+            raise ConfigError(f"bind: cannot bind {bind}: {why}") from None
         self.address = self.sock.getsockopt(zmq.LAST_ENDPOINT).decode()
+        try:
+            super().__init__(config, record=record)
+        except BaseException:
+            self.sock.close(0)
+            raise
+        imu = self.world.sim.imu  # where each slot's IMU noise stream starts (reset_slot)
+        self._imu_start = None if imu is None else imu.tick.clone()
 
     # ---- the loop ---------------------------------------------------------------------------
     def serve(self, stop: Any = None, max_ticks: int | None = None) -> None:
@@ -198,15 +221,19 @@ class Server(WorldHost):
         envelope: list[bytes] = []
         if rest and rest[0] == b"":
             envelope, rest = [b""], rest[1:]
+        peer = self.peers.get(ident)
+        if peer is not None:
+            peer.heard = time.monotonic()
+        msg: dict[str, Any] = {}
         try:
             msg = P.decode(rest, self.max_bytes)
             self._dispatch(ident, envelope, msg)
         except P.ProtocolError as e:
             self._fault(ident, e.code, str(e))
-            self._send(ident, envelope, P.error(e.code, str(e)))
+            self._send(ident, envelope, _echo(P.error(e.code, str(e)), msg))
         except ConfigError as e:
             self._fault(ident, "bad_field", str(e))
-            self._send(ident, envelope, P.error("bad_field", str(e)))
+            self._send(ident, envelope, _echo(P.error("bad_field", str(e)), msg))
 
     def close(self) -> None:
         self.sock.close(0)
@@ -215,11 +242,14 @@ class Server(WorldHost):
     # ---- operations -------------------------------------------------------------------------
     def _dispatch(self, ident: bytes, envelope: list[bytes], msg: dict[str, Any]) -> None:
         op = msg["op"]
+        if op not in P.OPS:
+            raise P.ProtocolError("bad_op", f"op: {op!r} is not one of {', '.join(P.OPS)}")
+        P.field(msg, "seq", (int, type(None)), None)
         if op == "hello":
             self._hello(ident, envelope, msg)
             return
         if op == "ping":
-            self._send(ident, envelope, {"op": "pong", "tick": self.world.tick})
+            self._send(ident, envelope, _echo({"op": "pong", "tick": self.world.tick}, msg))
             return
         peer = self.peers.get(ident)
         if peer is None:
@@ -229,12 +259,10 @@ class Server(WorldHost):
         peer.envelope = envelope
         if op == "step":
             self._step(peer, msg)
-        elif op == "bye":
+        else:  # bye
             del self.peers[ident]
-            self._send(ident, envelope, {"op": "bye"})
+            self._send(ident, envelope, _echo({"op": "bye"}, msg))
             self._maybe_tick()
-        else:
-            raise P.ProtocolError("bad_op", f"op: {op!r} is not one of hello, step, ping, bye")
 
     def _hello(self, ident: bytes, envelope: list[bytes], msg: dict[str, Any]) -> None:
         token = P.field(msg, "token", (str, type(None)), None)
@@ -251,17 +279,20 @@ class Server(WorldHost):
                 "bad_field", f"role: expected 'vehicle', 'in_loop' or 'actor', got {role!r}"
             )
         slot = self._claim(role, P.field(msg, "slot", (int, type(None)), None))
-        peer = _Peer(ident, envelope, slot, role, since=time.monotonic())
+        now = time.monotonic()
+        peer = _Peer(ident, envelope, slot, role, since=now, heard=now)
+        mode = "realtime" if self.realtime else "lockstep"
         if role == "actor":
             self.peers[ident] = peer
-            mode = "realtime" if self.realtime else "lockstep"
             welcome = {"op": "welcome", "slot": slot, "role": role, "dt": self.world.dt,
                        "sensors": {}, "mode": mode, "speed": self.speed,
-                       "obs": self._actor_obs()}  # fmt: skip
-            self._send(ident, envelope, welcome)
+                       "max_bytes": self.max_bytes, "obs": self._actor_obs()}  # fmt: skip
+            self._send(ident, envelope, _echo(welcome, msg))
             return
         self.reset_slot(slot)
         self.peers[ident] = peer
+        obs = self.obs(slot)
+        obs["sensors"].pop("imu", None)  # no IMU sample since the reset: the first obs has one
         welcome = {
             "op": "welcome",
             "slot": slot,
@@ -270,24 +301,42 @@ class Server(WorldHost):
             "setpoint_size": self.sp_size,
             "dt": self.world.dt,
             "sensors": {n: self._sensor_info(n) for n in self.config.slots[slot].sensors},
-            "mode": "realtime" if self.realtime else "lockstep",
+            "mode": mode,
             "speed": self.speed,
-            "obs": self.obs(slot),
+            "max_bytes": self.max_bytes,
+            "obs": obs,
         }
-        self._send(ident, envelope, welcome)
+        self._send(ident, envelope, _echo(welcome, msg))
 
     def _claim(self, role: str, want: int | None) -> int:
-        taken = {p.slot for p in self.peers.values() if (p.role == "actor") == (role == "actor")}
-        free = [i for i in self.config.role_slots(role) if i not in taken]
+        """A slot of ``role`` for a new client: ``want``, else the first free one; a slot whose
+        client has been silent for ``input_timeout`` counts as free (that client is dropped)."""
+        slots = self.config.role_slots(role)
+        taken = {p.slot: p for p in self.peers.values()
+                 if (p.role == "actor") == (role == "actor")}  # fmt: skip
         if want is not None:
-            if want not in self.config.role_slots(role):
+            if want not in slots:
                 raise P.ProtocolError("bad_field", f"slot: {want} is not a {role!r} slot")
             if want in taken:
-                raise P.ProtocolError("slot_taken", f"slot: {want} is taken")
+                if not self._silent(taken[want]):
+                    raise P.ProtocolError("slot_taken", f"slot: {want} is taken")
+                self._drop(taken[want], "its slot was given to a new client")
             return want
-        if not free:
+        free = [i for i in slots if i not in taken]
+        if free:
+            return free[0]
+        silent = [p for i, p in taken.items() if i in slots and self._silent(p)]
+        if not silent:
             raise P.ProtocolError("no_slot", f"role: every {role!r} slot is taken")
-        return free[0]
+        quietest = min(silent, key=lambda p: max(p.since, p.heard))
+        self._drop(quietest, "its slot was given to a new client")
+        return quietest.slot
+
+    def _silent(self, peer: _Peer) -> bool:
+        """Has ``peer`` sent nothing for ``input_timeout`` s while the World waited for its
+        step (real time: sent nothing at all)?"""
+        quiet = time.monotonic() - max(peer.since, peer.heard)
+        return quiet > self.input_timeout and (self.realtime or peer.pending is None)
 
     def _step(self, peer: _Peer, msg: dict[str, Any]) -> None:
         if peer.pending is not None and not self.realtime:
@@ -297,25 +346,18 @@ class Server(WorldHost):
             raise P.ProtocolError(
                 "bad_field", f"tick: the world is at {self.world.tick}, got {tick}"
             )
-        if peer.role == "actor":
-            peer.pending = {"pos": P.vector(msg, "pos", 3), "quat": P.vector(msg, "quat", 4)}
-            if float(np.linalg.norm(peer.pending["quat"])) < 1e-6:
-                raise P.ProtocolError("bad_field", "quat: expected a nonzero quaternion")
-        elif peer.role == "vehicle":
-            cmd = P.vector(msg, "command", self.sp_size)
-            peer.pending = {"command": cmd}
+        # checked in full before it becomes the tick's input: a rejected step is not one
+        if peer.role == "vehicle":
+            pending = {"command": P.vector(msg, "command", self.sp_size)}
         else:
-            pose = {
-                "pos": P.vector(msg, "pos", 3),
-                "quat": P.vector(msg, "quat", 4),
-                "vel": P.vector(msg, "vel", 3, None),
-                "omega": P.vector(msg, "omega", 3, None),
-            }
-            quat = pose["quat"]
-            assert quat is not None
-            if float(np.linalg.norm(quat)) < 1e-6:
+            pos, quat = P.vector(msg, "pos", 3), P.vector(msg, "quat", 4)
+            pending = {"pos": pos, "quat": quat}
+            if peer.role == "in_loop":
+                pending["vel"] = P.vector(msg, "vel", 3, None)
+                pending["omega"] = P.vector(msg, "omega", 3, None)
+            if quat is None or float(np.linalg.norm(quat)) < 1e-6:
                 raise P.ProtocolError("bad_field", "quat: expected a nonzero quaternion")
-            peer.pending = pose
+        peer.pending, peer.seq = pending, msg.get("seq")
         if not self.realtime:  # real time: the clock ticks, the input is held until replaced
             self._maybe_tick()
 
@@ -342,8 +384,11 @@ class Server(WorldHost):
         obs = self.advance(*self._inputs())
         now = time.monotonic()
         for p in list(self.peers.values()):
-            p.pending, p.since = None, now
-            self._send(p.ident, p.envelope, self._actor_obs() if p.role == "actor" else obs[p.slot])
+            o = self._actor_obs() if p.role == "actor" else obs[p.slot]
+            if p.seq is not None:
+                o["seq"] = p.seq
+            p.pending, p.since, p.seq = None, now, None
+            self._send(p.ident, p.envelope, o)
 
     def _tick_realtime(self) -> None:
         """One real-time tick: every client's latest input (a client that has sent none yet
@@ -370,12 +415,31 @@ class Server(WorldHost):
         now = time.monotonic()
         late = [p for p in waiting if now - p.since > self.input_timeout]
         for p in late:
-            why = f"slot {p.slot}: no step for {self.input_timeout} s; the slot was freed"
-            self._fault(p.ident, "timeout", why)
-            self._dropped[p.ident] = f"dropped at tick {self.world.tick}: {why}; send 'hello'"
-            del self.peers[p.ident]
+            self._drop(p, "the slot was freed")
         if late:
             self._maybe_tick()
+
+    def _drop(self, peer: _Peer, outcome: str) -> None:
+        """Drop a client silent for ``input_timeout`` (a ``timeout`` fault); its next message
+        is answered ``dropped``."""
+        why = f"slot {peer.slot}: no step for {self.input_timeout} s; {outcome}"
+        self._fault(peer.ident, "timeout", why)
+        self._dropped[peer.ident] = f"dropped at tick {self.world.tick}: {why}; send 'hello'"
+        if len(self._dropped) > _KEEP:
+            del self._dropped[next(iter(self._dropped))]
+        del self.peers[peer.ident]
+
+    def reset_slot(self, slot: int) -> None:
+        """:meth:`WorldHost.reset_slot`, and the slot's IMU noise stream restarted where it
+        began (its key is the server's ``sim_seed`` and the slot index), so a client's flight
+        repeats whatever flew the slot before it, and the same joins repeat exactly (a replay
+        too)."""
+        imu = self.world.sim.imu
+        if imu is not None and self._imu_start is not None:
+            mask = torch.zeros(self.world.b, dtype=torch.bool, device=imu.tick.device)
+            mask[slot] = True
+            imu.rewind(mask, self._imu_start)
+        super().reset_slot(slot)
 
     # ---- replies ------------------------------------------------------------------------------
     def _sensor_info(self, name: str) -> dict[str, Any]:
@@ -407,10 +471,21 @@ class Server(WorldHost):
         if peer is not None:
             entry["slot"] = peer.slot
         self.faults.append(entry)
-        del self.faults[:-1000]  # the newest thousand
+        del self.faults[:-_KEEP]  # the newest thousand
         if self.recorder is not None:  # every fault, also those the log leaves out
             self.recorder.event(self.world.tick, "fault", **{k: v for k, v in entry.items()
                                                              if k != "tick"})  # fmt: skip
+        if len(self._fault_count) > 100 * _KEEP:  # clients that reconnect with new identities
+            self._fault_count.clear()
         n = self._fault_count[ident] = self._fault_count.get(ident, 0) + 1
         if n <= 10 or n % 1000 == 0:  # a flood is logged, not echoed
             log.warning("serve: %s from %s (fault %d): %s", code, ident.hex(), n, message)
+
+
+def _echo(reply: dict[str, Any], request: dict[str, Any]) -> dict[str, Any]:
+    """``reply`` with the ``seq`` of the ``request`` it answers, when that has one (a client
+    tells a late reply from the answer it waits for by it)."""
+    seq = request.get("seq")
+    if type(seq) is int:
+        reply["seq"] = seq
+    return reply
