@@ -38,6 +38,7 @@ class ForestPilot(Node):
         self.depth: dict[tuple[int, int], np.ndarray] = {}
         self.sent = 0
         self.done = False
+        self.answered = (-1, 0)  # the stamp of the last tick answered
         qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
         self.cmd = self.create_publisher(TwistStamped, f"/{ns}/cmd_vel", qos)
         self.create_subscription(Odometry, f"/{ns}/odom", self.on_odom, qos)
@@ -55,8 +56,8 @@ class ForestPilot(Node):
     def act(self, key: tuple[int, int]) -> None:
         if self.sleep:
             time.sleep(self.sleep)
-        if key not in self.odom or key not in self.depth or self.done:
-            return
+        if key not in self.odom or key not in self.depth or self.done or key <= self.answered:
+            return  # (a repeat of a tick already answered: the World repeats while it waits)
         od, depth = self.odom.pop(key), self.depth.pop(key)
         for old in [k for k in self.odom if k < key]:
             del self.odom[old]
@@ -74,6 +75,7 @@ class ForestPilot(Node):
         msg.twist.angular.z = float(c[3])
         self.cmd.publish(msg)
         self.sent += 1
+        self.answered = key
 
 
 def _key(msg: Odometry | Image) -> tuple[int, int]:
