@@ -8,6 +8,7 @@ transient-local with depth 1 as tf2's static broadcaster, and ``/clock`` as Gaze
 from __future__ import annotations
 
 import importlib
+import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -148,6 +149,8 @@ class Publishers:
             if s.kind == "splat":
                 self.sensors[n] = _Pinhole.of_splat(bridge.world.rig[n].sensor)
         self.per: list[dict[str, Any]] = []
+        self._last_events: list[dict[str, Any]] = [{} for _ in bridge.vehicles]
+        self._scale_sent = -1.0
         for v in bridge.vehicles:
             ns, pubs = f"/{v.ns}", {}
             pubs["odom"] = node.create_publisher(self.T["nav_msgs/Odometry"], f"{ns}/odom", rel)
@@ -216,14 +219,26 @@ class Publishers:
                     self._sensor(v, name, pubs, stamp)
             if "imu" in pubs and "imu" in o["sensors"]:
                 pubs["imu"].publish(self._imu(v, o["sensors"]["imu"], stamp))
-            ev = o["events"]
-            pubs["collision"].publish(self.T["std_msgs/Bool"](data=bool(ev.get("collided"))))
-            if "gates_passed" in pubs:
-                n = int(ev.get("gates_passed", 0))
-                pubs["gates_passed"].publish(self.T["std_msgs/UInt32"](data=n))
+            self._events(v, o["events"], pubs, repeat)
             pubs["odom"].publish(self._odom(v, o["state"], stamp))
-        if not repeat:
+        now = time.monotonic()
+        if not repeat and now - self._scale_sent >= 0.5:  # twice a (wall) second
             self.scale.publish(self.T["std_msgs/Float64"](data=float(b.time_scale)))
+            self._scale_sent = now
+
+    def _events(self, v: _Vehicle, ev: dict[str, Any], pubs: dict[str, Any], repeat: bool) -> None:
+        """``collision`` every tick while touching and when it changes; ``gates_passed`` when
+        it changes (and first): events, not a stream, so a quiet flight costs no messages."""
+        last = self._last_events[v.index]
+        now = {
+            "collision": bool(ev.get("collided")),
+            "gates_passed": int(ev.get("gates_passed", 0)),
+        }
+        if now["collision"] or now["collision"] != last.get("collision") or repeat:
+            pubs["collision"].publish(self.T["std_msgs/Bool"](data=now["collision"]))
+        if "gates_passed" in pubs and (now["gates_passed"] != last.get("gates_passed") or repeat):
+            pubs["gates_passed"].publish(self.T["std_msgs/UInt32"](data=now["gates_passed"]))
+        self._last_events[v.index] = now
 
     def _odom(self, v: _Vehicle, st: dict[str, np.ndarray], stamp: Any) -> Any:
         """Ground truth (REP 105 ``odom`` = ``map`` here): pose in ``<ns>/odom``, twist in
