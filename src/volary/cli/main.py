@@ -655,6 +655,7 @@ def _register_subcommands() -> None:
     from volary.cli.nav import register
     from volary.cli.rl import rl_app
     from volary.cli.ros2 import ros2_app
+    from volary.ros1.cli import ros1_app
     from volary.cli.splat import sousvide_app, splat_app
 
     register(bench_app)
@@ -663,6 +664,7 @@ def _register_subcommands() -> None:
     app.add_typer(sousvide_app, name="sousvide")
     app.add_typer(rl_app, name="rl")
     app.add_typer(ros2_app, name="ros2")
+    app.add_typer(ros1_app, name="ros1")
 
 
 _register_subcommands()

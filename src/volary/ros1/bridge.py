@@ -1,0 +1,420 @@
+"""A World on ROS 1 as FlightGoggles (AlphaPilot 2019): ``volary ros1 serve``.
+
+:class:`Ros1Bridge` is a :class:`~volary.serve.host.WorldHost` whose transport is one rospy
+node. It flies FlightGoggles' vehicle (platform ``flightgoggles``) on the AlphaPilot course
+under the ``ctbr`` control level, which is FlightGoggles' input: ``/uav/input/rateThrust``
+(``mav_msgs/RateThrust``: thrust.z in N, body rates FLU in rad/s, held until the next). It
+publishes FlightGoggles' topics (:mod:`volary.ros1.topics`) and sets its parameters
+(:mod:`volary.ros1.params`).
+
+Time: the bridge owns ``/clock`` (``/use_sim_time`` is true). One tick is one control period
+(``control_hz``, 120 Hz by default; physics at 960 Hz as FlightGoggles). Each tick publishes, in
+this order, ``/clock``, ``/tf`` (world -> uav/imu), at 60 Hz ``camera_info``, ``ir_beacons``
+and the rangefinder, and last ``/uav/sensors/imu`` (armed only), all stamped with the tick's
+time.
+
+Arming (FlightGoggles 2019): the vehicle sits at its start pose, not simulated and without IMU
+output, until a RateThrust with thrust.z >= 9.9 N arrives at least 0.1 s of sim time after the
+last reset. A collision (volary's race rule) publishes ``/uav/collision``, puts the vehicle
+back at its start and disarms it.
+
+Lock-step (default): while disarmed the clock runs at wall speed (so that sim-time timers in
+client nodes fire and can send the arming command); once armed, after publishing tick k's
+messages the World waits for a RateThrust and flies tick k -> k+1 with the newest one received
+since it began publishing tick k (ROS 1 gives no reliable way to tie a message to a tick: the
+header is ignored, as FlightGoggles did). Publish one RateThrust per IMU message and nothing is
+lost however slow the node is. A node that sends nothing for ``input_timeout`` wall seconds
+(a timer slower than the tick, a crashed node) gets the last command held for that tick, with
+a warning. Real time (``realtime``): FlightGoggles' own behaviour; the World ticks on the wall
+clock (times ``speed``) and flies the newest command; when it cannot keep up the clock runs
+slower, and ``/volary/clock_scale`` (sim s per wall s) and ``/uav/camera/debug/fps`` say so.
+
+A command that is not finite is refused: logged (``/rosout``), explained on
+``/volary/command_error``, and the World keeps the last valid one.
+
+The lap is kept as FlightGoggles' reporter kept it (:mod:`volary.ros1.lap`): at its end the
+results YAML is written to ``/uav/results_location`` and published (latched) on
+``/volary/results``, and the score on ``/volary/score``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from volary.errors import ConfigError
+from volary.ros1.env import import_rospy
+from volary.ros1.lap import Lap
+from volary.ros1.msgs import MessageDirs, ensure_messages
+from volary.ros1.params import MIN_ARMING_THRUST, RESET_TIMEOUT, fg_params
+from volary.serve import roscommon as R
+from volary.serve.host import WorldHost
+from volary.serve.world import SensorSpec, ServeConfig, SlotSpec
+
+COURSES = ("alphapilot_2019",)
+SENSOR_HZ = 60.0  # FlightGoggles' render rate: camera_info, IR beacons, rangefinder
+PHYSICS_HZ = 960.0  # FlightGoggles' dynamics step
+CONTROL_RATES = (60.0, 120.0, 240.0, 480.0, 960.0)  # ticks that divide 960 Hz, multiples of 60
+CAMERA, RANGER = "flightgoggles", "flightgoggles"  # sensor presets
+GRAVITY = 9.81  # m/s^2 (DESIGN.md)
+COMMAND_FIELDS = ("thrust.z", "angular_rates.x", "angular_rates.y", "angular_rates.z")
+
+
+@dataclass(frozen=True)
+class Ros1Options:
+    """How the bridge serves (module docstring). ``ticks``: stop after this many ticks (None:
+    until stopped); ``results``: the results YAML's path; ``exit_on_result``: stop when the
+    lap ends (FlightGoggles' scorer launch ended with its reporter); ``imu``: IMU preset;
+    ``seed``: the World's noise seed; ``kinetic_frames``: header frame ids with FlightGoggles
+    2019's leading slash (:class:`volary.ros1.topics.Frames`)."""
+
+    course: str = "alphapilot_2019"
+    control_hz: float = 120.0
+    realtime: bool = False
+    speed: float = 1.0
+    input_timeout: float | None = 2.0
+    ticks: int | None = None
+    results: str = "results.yaml"
+    exit_on_result: bool = False
+    ignore_collisions: bool = False
+    imu: str = "flightgoggles"
+    seed: int = 0
+    kinetic_frames: bool = False
+    node_name: str = "volary_flightgoggles"
+
+    def __post_init__(self) -> None:
+        if self.course not in COURSES:
+            raise ConfigError(f"course: expected one of {COURSES}, got {self.course!r}")
+        if float(self.control_hz) not in CONTROL_RATES:
+            raise ConfigError(
+                f"control_hz: expected one of {CONTROL_RATES}, got {self.control_hz!r}"
+            )
+        if not (isinstance(self.speed, int | float) and 0 < self.speed <= 100):
+            raise ConfigError(f"speed: expected a real-time factor in (0, 100], got {self.speed!r}")
+        if self.input_timeout is not None and not self.input_timeout > 0:
+            raise ConfigError(f"input_timeout: expected s > 0 or None, got {self.input_timeout!r}")
+        if self.ticks is not None and not (isinstance(self.ticks, int) and self.ticks >= 0):
+            raise ConfigError(f"ticks: expected an int >= 0 or None, got {self.ticks!r}")
+
+
+def serve_config(options: Ros1Options) -> ServeConfig:
+    """The World FlightGoggles' interface fronts: its vehicle on the course, ``ctbr`` control,
+    its IMU, the left camera's IR beacons and the downward rangefinder at 60 Hz."""
+    from volary.bench.race import RACE_PLATFORM
+
+    return ServeConfig(
+        slots=(SlotSpec(platform=RACE_PLATFORM, sensors=("ir", "range")),),
+        scene=options.course,
+        control="ctbr",
+        control_hz=float(options.control_hz),
+        physics_hz=PHYSICS_HZ,
+        imu=options.imu,
+        sensors={
+            "ir": SensorSpec("beacons", CAMERA, SENSOR_HZ),
+            "range": SensorSpec("rangefinder", RANGER, SENSOR_HZ),
+        },
+        sim_seed=options.seed,
+    )
+
+
+def _cause(ev: dict[str, Any], world: Any) -> str:
+    if ev["collided"][0]:
+        hit = world.collision_events()
+        return f"touched object {int(hit.object_id[0])}"
+    if ev["out_of_bounds"][0]:
+        return "left the arena or touched its ceiling"
+    return "hit the ground" if bool(world.state.crashed[0]) else "the simulation diverged"
+
+
+class _Commands:
+    """The newest valid RateThrust (as a ctbr setpoint) and how many have arrived, shared
+    between rospy's callback threads and the World's."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.latest: np.ndarray | None = None
+        self.count = 0
+        self.refused = 0
+
+    def put(self, sp: np.ndarray) -> None:
+        with self.cond:
+            self.latest, self.count = sp, self.count + 1
+            self.cond.notify_all()
+
+    def wait_newer(self, seen: int, until: float, stop: threading.Event) -> bool:
+        """Wait until a command newer than ``seen`` arrives (True), the monotonic time
+        ``until`` passes or ``stop`` is set (False)."""
+        with self.cond:
+            while self.count <= seen and not stop.is_set():
+                left = until - time.monotonic()
+                if left <= 0:
+                    return False
+                self.cond.wait(min(left, 0.1))
+            return self.count > seen
+
+    def wake(self) -> None:
+        with self.cond:
+            self.cond.notify_all()
+
+
+class Ros1Bridge(WorldHost):
+    """FlightGoggles' ROS 1 interface over a World (module docstring). ``messages``: the
+    generated message set (default: :func:`volary.ros1.msgs.ensure_messages` of
+    ``msg_cache``). The ROS master is ``ROS_MASTER_URI``'s (set it before constructing); one
+    bridge per process (rospy has one node)."""
+
+    def __init__(
+        self,
+        options: Ros1Options | None = None,
+        *,
+        messages: MessageDirs | None = None,
+        msg_cache: str | Path | None = None,
+    ) -> None:
+        self.options = options if options is not None else Ros1Options()
+        if not isinstance(self.options, Ros1Options):
+            raise ConfigError(f"options: expected Ros1Options, got {type(options).__name__}")
+        self.messages = messages if messages is not None else ensure_messages(msg_cache)
+        self.rospy = import_rospy([self.messages.python, self.messages.overlay])
+        super().__init__(serve_config(self.options))
+        from volary.ros1 import topics
+        from volary.sensors import camera_config, rangefinder_config
+
+        self.T = topics
+        self.spec = self.world.specs[0]
+        self.camera, self.ranger = camera_config(CAMERA), rangefinder_config(RANGER)
+        self.gate_names = [g.name for g in self.spec.gates]
+        self.frames = topics.Frames(self.options.kinetic_frames)
+        self.lap = Lap(list(self.spec.meta["order"]), float(self.spec.meta["timeout_s"]))
+        self.commands = _Commands()
+        self.armed = False
+        self._arm_after = RESET_TIMEOUT  # s sim: a command arriving after this may arm
+        self._arm_count: int | None = None  # commands received by then
+        self.stalls = 0  # armed ticks flown on a held command after input_timeout
+        self.stop_event = threading.Event()
+        self._passed = np.zeros(len(self.lap.names), dtype=bool)
+        self._reported = False
+        self._rate_window: tuple[float, int, int] = (time.monotonic(), 0, 0)
+        imu = self.world.sim.imu.config
+        # per-sample variances (m/s^2)^2 and (rad/s)^2 of what is published
+        self._var = (imu.accel_noise_density**2 * imu.rate_hz,
+                     imu.gyro_noise_density**2 * imu.rate_hz)  # fmt: skip
+        self._start_node()
+
+    # ---- setup --------------------------------------------------------------------------------
+    @property
+    def results_path(self) -> Path:
+        return Path(self.options.results).resolve()
+
+    @property
+    def now(self) -> float:
+        """s of sim time at the current tick (exact: tick times the control period)."""
+        return self.world.tick * self.world.dt
+
+    def parameters(self) -> dict[str, Any]:
+        out = fg_params(self.world, self.spec, self.camera, self.ranger, str(self.results_path))
+        out["/uav/flightgoggles_uav_dynamics/ignore_collisions"] = self.options.ignore_collisions
+        return out
+
+    def _start_node(self) -> None:
+        rospy = self.rospy
+        params = self.parameters()
+        sim_time = params.pop("/use_sim_time")
+        for k, v in params.items():
+            rospy.set_param(k, v)
+        rospy.set_param("/use_sim_time", False)  # the bridge keeps wall time; it owns /clock
+        rospy.init_node(self.options.node_name, anonymous=False, disable_signals=True)
+        rospy.set_param("/use_sim_time", sim_time)
+        from mav_msgs.msg import RateThrust
+
+        self.pub = self.T.Publishers(rospy)
+        self.sub = rospy.Subscriber(self.T.RATE_THRUST, RateThrust, self._on_rate_thrust,
+                                    tcp_nodelay=True)  # fmt: skip
+        self.pub.tf_static.publish(self.T.static_tf(rospy, self.camera.mount))
+
+    # ---- commands -----------------------------------------------------------------------------
+    def _on_rate_thrust(self, msg: Any) -> None:
+        values = (msg.thrust.z, msg.angular_rates.x, msg.angular_rates.y, msg.angular_rates.z)
+        try:
+            sp = R.setpoint(values, 4, self.T.RATE_THRUST)
+        except R.CommandError:
+            bad = next(i for i, v in enumerate(values) if not np.isfinite(v))
+            what = f"{self.T.RATE_THRUST}: {COMMAND_FIELDS[bad]} is {values[bad]!r}"
+            self.refuse(f"{what}; expected a finite number (refused; the last valid one holds)")
+            return
+        self.commands.put(sp)
+
+    def refuse(self, why: str) -> None:
+        self.commands.refused += 1
+        self.rospy.logerr_throttle(1.0, why)
+        self.pub.command_error.publish(self.T.String(data=why))
+
+    # ---- the loop -----------------------------------------------------------------------------
+    def serve(self) -> Lap:
+        """Serve until stopped, ``ticks`` ticks, or the lap's end with ``exit_on_result``;
+        returns the lap (its results written and published once it ended)."""
+        next_wall = time.monotonic()
+        seen = self._publish_tick()
+        try:
+            while not self._should_stop():
+                next_wall += self.world.dt / (self.options.speed if self.options.realtime else 1)
+                next_wall = max(next_wall, time.monotonic() - 0.25)  # no burst after a stall
+                command = self._await_command(seen, next_wall)
+                self._step(command)
+                seen = self._publish_tick()
+        finally:
+            self.lap.interrupt()
+            self._report()
+        return self.lap
+
+    def stop(self) -> None:
+        """Ask :meth:`serve` to return after the current tick (any thread)."""
+        self.stop_event.set()
+        self.commands.wake()
+
+    def shutdown(self) -> None:
+        self.rospy.signal_shutdown("volary ros1 bridge stopped")
+
+    def _should_stop(self) -> bool:
+        o = self.options
+        return (self.stop_event.is_set() or self.rospy.is_shutdown()
+                or (o.ticks is not None and self.world.tick >= o.ticks)
+                or (o.exit_on_result and self.lap.result is not None))  # fmt: skip
+
+    def _await_command(self, seen: int, next_wall: float) -> np.ndarray | None:
+        """The command for the coming tick (module docstring: lock-step and real time)."""
+        c, stop = self.commands, self.stop_event
+        if self.options.realtime:
+            while not stop.is_set() and time.monotonic() < next_wall:
+                time.sleep(min(next_wall - time.monotonic(), 0.05))
+        elif not self.armed:
+            c.wait_newer(seen, next_wall, stop)
+        else:
+            timeout = self.options.input_timeout
+            until = time.monotonic() + (timeout if timeout is not None else float("inf"))
+            if not c.wait_newer(seen, until, stop) and not stop.is_set():
+                self._stalled()
+        return c.latest
+
+    def _stalled(self) -> None:
+        self.stalls += 1
+        self.rospy.logwarn_throttle(
+            5.0,
+            f"no RateThrust within input_timeout={self.options.input_timeout} s after tick "
+            f"{self.world.tick}: holding the last command (a node commanding from a timer "
+            "slower than the tick wants --realtime)",
+        )
+
+    def _step(self, command: np.ndarray | None) -> None:
+        if not self.armed and self._arms(command):
+            self.armed = True
+        if self.armed and command is not None:
+            self.advance({0: ("vehicle", {"command": command})})
+            self.lap.start(self.now)  # the first IMU message carries this stamp
+        else:
+            self._hold()
+        self._gates()
+        if self.armed:
+            self._check_crash()
+        self.lap.check_time(self.now)
+        if self.lap.result is not None:
+            self._report()
+
+    def _hold(self) -> None:
+        """One disarmed tick: the vehicle stays where it is, at rest, its rotors at hover speed
+        (FlightGoggles resets them to it), and time runs."""
+        w = self.world
+        hover = torch.zeros(w.b, self.sp_size, dtype=w.params.mass.dtype)
+        hover[:, 0] = w.params.mass * GRAVITY
+        w.step(hover, place=self._placement(np.ones(w.b, dtype=bool), {}))
+        self.ticks += 1
+
+    def _arms(self, command: np.ndarray | None) -> bool:
+        """FlightGoggles 2019: a RateThrust of at least 9.9 N that *arrives* more than 0.1 s of
+        sim time after the last reset (a command held from before does not re-arm)."""
+        if self.now < self._arm_after - 1e-9:
+            return False
+        if self._arm_count is None:  # the first tick past the timeout: count from here
+            self._arm_count = self.commands.count
+            return False
+        fresh = self.commands.count > self._arm_count
+        return fresh and command is not None and command[0] >= MIN_ARMING_THRUST
+
+    def _gates(self) -> None:
+        passed = self.world.gates.passed[0].cpu().numpy()
+        pos = self.world.state.pos[0].tolist()
+        for k in np.flatnonzero(passed & ~self._passed):
+            self.lap.passed(int(k), self.now, pos)
+        self._passed = passed.copy()
+
+    def _check_crash(self) -> None:
+        if not self.crashed():
+            return
+        self.pub.collision.publish(self.T.Empty())
+        ev, pos = self.events_now(), self.world.state.pos[0].tolist()
+        where, why = [round(v, 2) for v in pos], _cause(ev, self.world)
+        self.rospy.logwarn(f"collision at t={self.now:.3f} s at {where} m ({why})")
+        self.lap.collided()
+        if not self.options.ignore_collisions:
+            self.reset_slot(0)
+            self.armed, self._passed[:] = False, False
+            self._arm_after, self._arm_count = self.now + RESET_TIMEOUT, None
+
+    def crashed(self) -> bool:
+        """:func:`volary.bench.race.crashed_out`'s rule for vehicle 0 (touching a gate or the
+        ceiling, leaving the arena, hitting the ground, a diverged simulation), its scene query
+        on :meth:`events_now`'s schedule (skipped only while no contact is possible)."""
+        ev, w = self.events_now(), self.world
+        return bool(ev["collided"][0] or ev["out_of_bounds"][0] or w.state.crashed[0]
+                    or w.sim.last_reset[0])  # fmt: skip
+
+    def _report(self) -> None:
+        """Write and publish the results once the lap has ended."""
+        if self._reported or self.lap.result is None:
+            return
+        self._reported = True
+        text = self.lap.results_yaml()
+        self.lap.write(self.results_path)
+        self.pub.results.publish(self.T.String(data=text))
+        self.pub.score.publish(self.T.Float64(data=self.lap.score()))
+        self.rospy.loginfo(f"lap: {self.lap.summary()}; results in {self.results_path}")
+        print(f"volary-ros1 lap {self.lap.summary()}", flush=True)
+
+    # ---- publishing ---------------------------------------------------------------------------
+    def _publish_tick(self) -> int:
+        """Publish the current tick's messages; returns the command count seen just before
+        (a command counts as the answer to this tick when it arrives after that)."""
+        seen = self.commands.count
+        rospy, T, w, t = self.rospy, self.T, self.world, self.now
+        p = self.pub
+        p.clock.publish(p.clock_msg(rospy, t))
+        st = w.state
+        p.tf.publish(T.pose_tf(rospy, t, st.pos[0].tolist(), st.quat[0].tolist()))
+        frame = int(w.due("ir"))
+        if frame:
+            p.camera_info.publish(T.camera_info(rospy, t, self.camera, self.frames.camera))
+            p.ir.publish(T.ir_beacons(rospy, t, w.read("ir"), self.gate_names))
+            rng = w.read("range")
+            p.range.publish(T.rangefinder(rospy, t, rng, self.ranger, self.frames.body))
+        if self.armed and w.sim.imu_reading is not None:  # last: it closes the tick
+            r = w.sim.imu_reading
+            p.imu.publish(T.imu(rospy, t, r.accel[0].tolist(), r.gyro[0].tolist(), *self._var))
+        self._frame_rate(frame)
+        return seen
+
+    def _frame_rate(self, frame: int) -> None:
+        """About once a wall second: sim s per wall s and beacon frames per wall s."""
+        t0, ticks, frames = self._rate_window
+        ticks, frames = ticks + 1, frames + frame
+        wall = time.monotonic() - t0
+        if wall < 1.0:
+            self._rate_window = (t0, ticks, frames)
+            return
+        self.pub.clock_scale.publish(self.T.Float32(data=ticks * self.world.dt / wall))
+        self.pub.fps.publish(self.T.Float32(data=frames / wall))
+        self._rate_window = (time.monotonic(), 0, 0)

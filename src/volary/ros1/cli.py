@@ -1,0 +1,124 @@
+"""``volary ros1``: FlightGoggles' ROS 1 interface over a World (:mod:`volary.ros1`).
+
+Mounted by ``volary.cli.main`` as ``app.add_typer(ros1_app, name="ros1")``; also run as
+``python -m volary.ros1 ...`` (no ``volary`` entry point needed).
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+ros1_app = typer.Typer(
+    help="ROS 1 as FlightGoggles (AlphaPilot 2019): a World behind its topics and parameters.",
+    no_args_is_help=True,
+)
+
+
+def _fail(msg: str) -> None:
+    typer.echo(f"error: {msg}", err=True)
+    raise typer.Exit(2)
+
+
+@ros1_app.command("serve")
+def serve(
+    course: Annotated[str, typer.Option(help="The course (FlightGoggles' final).")] = (
+        "alphapilot_2019"
+    ),
+    master_port: Annotated[
+        int | None,
+        typer.Option(
+            help="Start Debian's rosmaster on 127.0.0.1:PORT (0: a free port); "
+            "default: use ROS_MASTER_URI."
+        ),
+    ] = None,
+    realtime: Annotated[
+        bool,
+        typer.Option(
+            help="Tick on the wall clock and hold the newest command, as "
+            "FlightGoggles; default: lock-step on each command."
+        ),
+    ] = False,
+    speed: Annotated[float, typer.Option(help="Real-time factor with --realtime.")] = 1.0,
+    control_hz: Annotated[
+        float, typer.Option(help="Ticks per sim second (60, 120, 240, 480, 960).")
+    ] = 120.0,
+    ticks: Annotated[int | None, typer.Option(help="Stop after this many ticks.")] = None,
+    input_timeout: Annotated[
+        float,
+        typer.Option(
+            help="Lock-step: wall s to wait for a command before holding the "
+            "last one (0: wait forever)."
+        ),
+    ] = 2.0,
+    results: Annotated[Path, typer.Option(help="The results YAML (/uav/results_location).")] = (
+        Path("results.yaml")
+    ),
+    exit_on_result: Annotated[bool, typer.Option(help="Stop when the lap ends.")] = False,
+    ignore_collisions: Annotated[
+        bool, typer.Option(help="Report collisions but do not reset the vehicle.")
+    ] = False,
+    imu: Annotated[str, typer.Option(help="IMU preset.")] = "flightgoggles",
+    seed: Annotated[int, typer.Option(help="Seed of the World's noise.")] = 0,
+    kinetic_frames: Annotated[
+        bool, typer.Option(help="Frame ids with FlightGoggles 2019's leading slash.")
+    ] = False,
+    msg_cache: Annotated[
+        Path | None, typer.Option(help="Where generated messages go (default ~/.cache/volary).")
+    ] = None,
+    log_dir: Annotated[Path | None, typer.Option(help="ROS_LOG_DIR of node and master.")] = None,
+) -> None:
+    """Serve the course with FlightGoggles' topics, parameters and arming rule; prints
+    'volary-ros1 ready master=... pythonpath=...' once serving and the lap's score at its end."""
+    from volary.errors import VolaryError
+    from volary.ros1.bridge import Ros1Options
+    from volary.ros1.service import ready_line, start
+
+    try:
+        options = Ros1Options(course=course, control_hz=control_hz, realtime=realtime,
+                              speed=speed, input_timeout=input_timeout or None, ticks=ticks,
+                              results=str(results), exit_on_result=exit_on_result,
+                              ignore_collisions=ignore_collisions, imu=imu, seed=seed,
+                              kinetic_frames=kinetic_frames)  # fmt: skip
+        svc = start(options, master_port=master_port, msg_cache=msg_cache, log_dir=log_dir)
+    except VolaryError as e:
+        _fail(str(e))
+        return
+    _stop_on_signals(svc.bridge)
+    typer.echo(ready_line(svc))
+    sys.stdout.flush()
+    try:
+        svc.bridge.serve()
+    finally:
+        svc.stop()
+
+
+def _stop_on_signals(bridge: Any) -> None:
+    def handler(signum: int, frame: Any) -> None:
+        bridge.stop()
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
+
+
+@ros1_app.command("msgs")
+def msgs(
+    msg_cache: Annotated[
+        Path | None, typer.Option(help="Where generated messages go (default ~/.cache/volary).")
+    ] = None,
+) -> None:
+    """Generate the message packages Debian lacks (mav_msgs, flightgoggles, sensor_msgs for
+    Python) and print where: PYTHONPATH for rospy nodes, .msg files and C++ headers."""
+    from volary.errors import VolaryError
+    from volary.ros1.msgs import ensure_messages
+
+    try:
+        d = ensure_messages(msg_cache)
+    except VolaryError as e:
+        _fail(str(e))
+        return
+    typer.echo(f"pythonpath={d.python}\nmsg={d.msg}\ninclude={d.include}")
