@@ -43,7 +43,7 @@ from volary.ros1.msgs import EXPECTED_MD5
 NODES = Path(__file__).parent / "ros1_nodes"
 WHY = missing_ros1()
 needs_ros1 = pytest.mark.skipif(WHY is not None, reason=str(WHY))
-SPEED = 8.0  # the racer's cruise speed, m/s
+SPEED = 7.0  # the racer's cruise speed, m/s
 CONTROL_HZ = 60  # ticks per sim s in the test (the bridge's default is 120)
 LAP_TIMEOUT = 150.0  # wall s
 
@@ -236,6 +236,27 @@ def _wait_for(proc: subprocess.Popen, lines: list[str], prefix: str, timeout: fl
     raise AssertionError(f"no {prefix!r} line (exit {proc.poll()}):\n{''.join(lines)[-3000:]}")
 
 
+def _serve(tmp_path: Path, procs: _Procs, *args: str) -> tuple[str, dict[str, str], list[str]]:
+    """A rosmaster on a free loopback port and the bridge (``args`` added), serving: (the
+    master's URI, a client node's environment, the bridge's output lines so far)."""
+    log, home = tmp_path / "log", tmp_path / "ros"
+    port = free_port()
+    uri = master_uri(port)
+    procs.procs.append(start_master(port, log))
+    bridge = procs.start(
+        [sys.executable, "-m", "volary.ros1", "serve", "--results", str(tmp_path / "results.yaml"),
+         "--msg-cache", str(tmp_path / "m"), "--log-dir", str(log), *args],
+        env=ros_env(uri, ROS_HOME=str(home), ROS_LOG_DIR=str(log)),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    lines = _lines(bridge)
+    ready = _wait_for(bridge, lines, "volary-ros1 ready", 90.0)
+    found = re.search(r"pythonpath=(\S+)", ready)
+    assert found is not None, ready
+    env = client_env(uri, [Path(found.group(1))], ROS_HOME=str(home), ROS_LOG_DIR=str(log))
+    return uri, env, lines
+
+
 @needs_ros1
 def test_flightgoggles_racer_flies_the_course(tmp_path: Path) -> None:
     """The racer, written against FlightGoggles' interface only, passes all 11 gates; the
@@ -244,23 +265,10 @@ def test_flightgoggles_racer_flies_the_course(tmp_path: Path) -> None:
     commands are refused with the field named while the World flies on."""
     from volary.bench.race import race_score
 
-    log, home = tmp_path / "log", tmp_path / "ros"
-    port = free_port()
-    uri = master_uri(port)
     procs = _Procs()
     t0 = time.monotonic()
     try:
-        procs.procs.append(start_master(port, log))
-        bridge = procs.start(
-            [sys.executable, "-m", "volary.ros1", "serve", "--control-hz", str(CONTROL_HZ),
-             "--results", str(tmp_path / "results.yaml"), "--msg-cache", str(tmp_path / "m"),
-             "--log-dir", str(log)],
-            env=ros_env(uri, ROS_HOME=str(home), ROS_LOG_DIR=str(log)),
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )  # fmt: skip
-        b_lines = _lines(bridge)
-        ready = _wait_for(bridge, b_lines, "volary-ros1 ready", 90.0)
-        pythonpath = Path(re.search(r"pythonpath=(\S+)", ready).group(1))  # type: ignore[union-attr]
+        uri, env, b_lines = _serve(tmp_path, procs, "--control-hz", str(CONTROL_HZ))
         t_ready = time.monotonic()
 
         master = xmlrpc.client.ServerProxy(uri)
@@ -273,15 +281,15 @@ def test_flightgoggles_racer_flies_the_course(tmp_path: Path) -> None:
         _check_params(param, _spec())
         assert Path(param("/uav/results_location")) == tmp_path / "results.yaml"
 
-        env = client_env(uri, [pythonpath], ROS_HOME=str(home), ROS_LOG_DIR=str(log))
         probe = procs.start(["/usr/bin/python3", str(NODES / "fg_probe.py"), "--out",
                              str(tmp_path / "probe.json")], env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)  # fmt: skip
         p_lines = _lines(probe)
         _wait_for(probe, p_lines, "probe ready", 30.0)
-        racer = procs.start(["/usr/bin/python3", str(NODES / "fg_racer.py"), "--speed",
-                             str(SPEED)], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)  # fmt: skip
+        cmd = ["/usr/bin/python3", str(NODES / "fg_racer.py"), "--speed", str(SPEED),
+               "--trace", str(tmp_path / "racer_trace.txt")]  # fmt: skip
+        racer = procs.start(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)  # fmt: skip
         r_lines = _lines(racer)
         try:
             probe.wait(LAP_TIMEOUT)
@@ -337,3 +345,43 @@ def _check_conventions(rec: dict[str, Any]) -> None:
     for name, marker, x, y, z in ir["markers"]:
         assert re.fullmatch(r"Gate\d+", name) and marker in "1234" and z == 0.0
         assert 0 <= x < 1024 and 0 <= y < 768
+
+
+@needs_ros1
+def test_collision_resets_disarms_and_ends_the_lap(tmp_path: Path) -> None:
+    """FlightGoggles 2019's collision rule: a client that cuts the thrust hits the floor;
+    /uav/collision is published, the vehicle is back at its start, disarmed (no IMU; a zero or
+    held command does not re-arm), the lap ends as "Collision" with score 0, and a fresh 10 N
+    command more than 0.1 s after the reset arms it again."""
+    procs = _Procs()
+    quiet = 0.5
+    try:
+        _, env, b_lines = _serve(tmp_path, procs)
+        cmd = ["/usr/bin/python3", str(NODES / "fg_crash.py"), "--out",
+               str(tmp_path / "crash.json"), "--quiet", str(quiet)]  # fmt: skip
+        client = procs.start(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True)  # fmt: skip
+        c_lines = _lines(client)
+        try:
+            client.wait(60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the crash client did not finish:\n{''.join(c_lines)[-2000:]}"
+                        f"\n{''.join(b_lines)[-2000:]}")  # fmt: skip
+    finally:
+        procs.stop()
+    rec = json.loads((tmp_path / "crash.json").read_text())
+    armed, hit, again = rec["armed_at"], rec["collision_at"], rec["rearmed_at"]
+    assert armed is not None and hit is not None and again is not None, rec
+    assert hit > armed and again >= hit + quiet
+    assert not [t for t in rec["imu"] if hit < t < again], "IMU messages while disarmed"
+    poses = np.array(rec["poses"])
+    before = poses[(poses[:, 0] > armed) & (poses[:, 0] < hit)]
+    assert before[:, 3].min() < 0.5  # it fell to the floor
+    reset = poses[(poses[:, 0] > hit + 0.05) & (poses[:, 0] < again)]
+    assert len(reset) > 0
+    np.testing.assert_allclose(reset[:, 1:], np.tile([18.0, -23.0, 5.3], (len(reset), 1)),
+                               atol=1e-4)  # fmt: skip
+    doc = yaml.safe_load(rec["results"])
+    assert doc["Result"] == "Collision" and rec["score"] == 0.0
+    assert all(doc[f"Gate{k}"]["Success"] == "False" for k in range(11))
+    assert yaml.safe_load((tmp_path / "results.yaml").read_text()) == doc

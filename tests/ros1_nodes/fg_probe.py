@@ -89,7 +89,8 @@ def main(argv=None):
     print("probe ready", flush=True)
     while time.monotonic() < end and not rospy.is_shutdown():
         armed = rec["armed_at"]
-        if rec["injected_at"] is None and armed is not None and rec["clock"] > armed + args.inject_at:
+        due = armed is not None and rec["clock"] > armed + args.inject_at
+        if rec["injected_at"] is None and due:
             rec["injected_at"] = rec["clock"]
             for field in ("thrust.z", "angular_rates.y"):
                 m = RateThrust()

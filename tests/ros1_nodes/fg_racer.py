@@ -210,10 +210,11 @@ class Guidance:
     """Velocity along the path (a dense polyline) with cross-track correction and the
     path's centripetal acceleration fed forward (module docstring).
 
-    Speed: at most ``cruise``, at most sqrt(a_turn / curvature), reached braking at ``brake``
-    and left accelerating as fast (from rest at the start)."""
+    Speed: at most ``cruise``, at most sqrt(a_turn / curvature), at most ``gate_speed`` through
+    a gate, reached braking at ``brake`` and left accelerating as fast (from rest at the
+    start)."""
 
-    def __init__(self, path, cruise=7.0, brake=3.5, a_turn=5.0, k_ct=1.2):
+    def __init__(self, path, cruise=7.0, brake=3.5, a_turn=4.0, k_ct=1.2, gate_speed=5.5):
         self.points = [p for p, _ in path]
         self.gate_at = [g for _, g in path]
         n = len(self.points)
@@ -225,6 +226,9 @@ class Guidance:
             phi = math.acos(max(-1.0, min(1.0, dot(self.dirs[i - 1], self.dirs[i]))))
             self.curv[i] = phi / max(ds, 1e-6)
         lim = [min(cruise, math.sqrt(a_turn / max(k, 1e-6))) for k in self.curv]
+        for i, g in enumerate(self.gate_at):  # through a gate no faster than gate_speed
+            if g >= 0:
+                lim[i] = min(lim[i], gate_speed)
         lim[0], lim[-1] = 0.0, 0.0
         for i in range(n - 2, -1, -1):  # brake in time for what is ahead
             lim[i] = min(lim[i], math.sqrt(lim[i + 1] ** 2 + 2 * brake * self.lengths[i]))
@@ -267,7 +271,10 @@ class Guidance:
         if i + 1 < len(self.dirs):
             ds = 0.5 * (self.lengths[i] + self.lengths[i + 1])
             a_ff = scale(sub(self.dirs[i + 1], d), speed * speed / max(ds, 1e-6))
-        return add(scale(d, speed), corr), a_ff
+        v_des = add(scale(d, speed), corr)
+        if norm(v_des) > speed:  # the correction steers; it does not speed up
+            v_des = scale(unit(v_des), max(speed, 1.0))
+        return v_des, a_ff
 
     def heading(self, p):
         """Yaw (rad) looking at the next gate centre (the camera sees the beacons ahead)."""
