@@ -105,8 +105,8 @@ def _ros2_client(ns: str, command: str) -> None:
     state: dict[str, Any] = {"answered": (-1, -1), "yaw": None}
 
     def act(key: tuple[int, int]) -> None:
-        if key <= state["answered"] or key not in odom or key not in depth:
-            return
+        if key not in odom or key not in depth:
+            return  # (a repeat, sent while the World waits for a first command, is answered)
         od, img = odom.pop(key), depth.pop(key)
         for d in (odom, depth):
             for old in [k for k in d if k < key]:

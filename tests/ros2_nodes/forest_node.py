@@ -6,7 +6,7 @@ through a forest to its goal from odometry + depth. It imports nothing of volary
 For each tick it pairs the odometry and the depth image that carry the same stamp, runs
 :func:`pilot.pilot` and publishes a ``geometry_msgs/TwistStamped`` on ``<ns>/cmd_vel`` with that
 stamp (world-frame velocity, yaw rate in ``angular.z``). ``--sleep``: seconds each callback
-sleeps (a slow node). It exits when within 0.5 m of the goal or after ``--ticks`` commands.
+sleeps (a slow node). It exits when within 0.5 m of the goal or after answering ``--ticks`` ticks.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class ForestPilot(Node):
         self.depth: dict[tuple[int, int], np.ndarray] = {}
         self.sent = 0
         self.done = False
-        self.answered = (-1, 0)  # the stamp of the last tick answered
+        self.answered = (-1, 0)  # the newest stamp answered
         qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
         self.cmd = self.create_publisher(TwistStamped, f"/{ns}/cmd_vel", qos)
         self.create_subscription(Odometry, f"/{ns}/odom", self.on_odom, qos)
@@ -56,8 +56,8 @@ class ForestPilot(Node):
     def act(self, key: tuple[int, int]) -> None:
         if self.sleep:
             time.sleep(self.sleep)
-        if key not in self.odom or key not in self.depth or self.done or key <= self.answered:
-            return  # (a repeat of a tick already answered: the World repeats while it waits)
+        if key not in self.odom or key not in self.depth or self.done:
+            return
         od, depth = self.odom.pop(key), self.depth.pop(key)
         for old in [k for k in self.odom if k < key]:
             del self.odom[old]
@@ -73,9 +73,9 @@ class ForestPilot(Node):
         msg.header.stamp, msg.header.frame_id = od.header.stamp, "map"
         msg.twist.linear.x, msg.twist.linear.y, msg.twist.linear.z = (float(v) for v in c[:3])
         msg.twist.angular.z = float(c[3])
-        self.cmd.publish(msg)
-        self.sent += 1
-        self.answered = key
+        self.cmd.publish(msg)  # a repeat is answered too: its stamp tells the World it is one
+        self.sent += key > self.answered  # ticks answered
+        self.answered = max(key, self.answered)
 
 
 def _key(msg: Odometry | Image) -> tuple[int, int]:

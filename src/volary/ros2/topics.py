@@ -203,7 +203,11 @@ class Publishers:
     # ---- a tick ---------------------------------------------------------------------------------
     def tick(self, obs: dict[int, dict[str, Any]], repeat: bool = False) -> None:
         """The clock, the vehicles' transforms, then each vehicle's sensors, IMU and events,
-        its odometry last (a node that acts on odometry has the tick's other messages)."""
+        its odometry last (a node that acts on odometry has the tick's other messages).
+        ``repeat``: the World is waiting; the clock, /tf and the messages of the vehicles no
+        node has taken yet go out again (a late subscriber's first messages, or a first
+        command, can be lost while DDS matches; a taken vehicle's node has shown both work, so
+        it gets no repeat it might answer twice)."""
         b = self.bridge
         t = b.world.tick * b.world.dt
         stamp = self._stamp(t)
@@ -213,6 +217,8 @@ class Publishers:
                for v in b.vehicles]  # fmt: skip
         self.tf.publish(self.T["tf2_msgs/TFMessage"](transforms=tfs))
         for v in b.vehicles:
+            if repeat and v.owner is not None:
+                continue
             o, pubs = obs[v.index], self.per[v.index]
             for name in o["sensors"]:
                 if name != "imu":
