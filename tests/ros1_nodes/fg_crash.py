@@ -83,8 +83,9 @@ def main(argv=None):
         rospy.Subscriber("/volary/score", Float64, lambda m: rec.update(score=m.data)),
     ]
     end = time.monotonic() + args.timeout
-    while time.monotonic() < end and (pub.get_num_connections() == 0
-                                      or any(s.get_num_connections() == 0 for s in subs[:4])):
+    while time.monotonic() < end and (
+        pub.get_num_connections() == 0 or any(s.get_num_connections() == 0 for s in subs[:4])
+    ):
         time.sleep(0.01)
     while time.monotonic() < end and not rospy.is_shutdown():
         if phase() == "done" and rec["results"] is not None and rec["score"] is not None:

@@ -18,11 +18,14 @@ it imports nothing of volary. What it uses, all of it published by FlightGoggles
 
 It never reads ``/tf`` (the true pose) unless run with ``--watch-truth``, and then only to log
 how far its estimate is off.
-Guidance: a polyline through points 4 m before, at and 1 m after each gate's centre along
-its normal; the desired velocity follows the current segment (slowing before sharp corners)
-with a cross-track correction; acceleration -> collective thrust and attitude -> body rates,
-published as ``mav_msgs/RateThrust`` once per IMU message (lock-step) and, before the first
-IMU message, 10 N on each ``/clock`` message to arm (FlightGoggles arms at 9.9 N).
+
+Guidance: a smooth path through each gate's centre along its normal (cubic Hermite pieces
+from gate to gate); the desired velocity follows it (speed limited by the path's curvature, at
+the gates and by braking ahead) with a cross-track correction, the path's centripetal
+acceleration and the drag (``drag_coefficient``) fed forward; acceleration -> collective thrust
+and attitude -> body rates, sent as ``mav_msgs/RateThrust`` once per IMU message (lock-step)
+and, before the first IMU message, 10 N on each ``/clock`` message (FlightGoggles arms at
+9.9 N). It exits 1 s of sim time after the last gate, or when /clock stops.
 """
 
 from __future__ import annotations
@@ -82,12 +85,12 @@ def mtv(m, v):
 
 
 def mm(a, b):
-    bt = tuple(zip(*b))
+    bt = tuple(zip(*b, strict=True))
     return tuple(tuple(dot(r, c) for c in bt) for r in a)
 
 
 def mt(a):
-    return tuple(zip(*a))
+    return tuple(zip(*a, strict=True))
 
 
 def cols(x, y, z):
@@ -451,8 +454,19 @@ def _vee_log(r):
 # ---- control ----------------------------------------------------------------------------------
 
 
-def command(r, v, v_des, yaw, mass, drag=0.0, a_ff=(0.0, 0.0, 0.0), k_v=3.5, a_max=12.0,
-            tilt=0.96, gains=(6.0, 6.0, 3.0)):
+def command(
+    r,
+    v,
+    v_des,
+    yaw,
+    mass,
+    drag=0.0,
+    a_ff=(0.0, 0.0, 0.0),
+    k_v=3.5,
+    a_max=12.0,
+    tilt=0.96,
+    gains=(6.0, 6.0, 3.0),
+):
     """(thrust N, body rates rad/s) tracking v_des (plus the feed-forward acceleration a_ff)
     with heading yaw from attitude r; ``drag`` (N/(m/s)^2, quadratic) is fed forward at the
     desired velocity; tilt at most ``tilt`` rad."""
@@ -472,13 +486,16 @@ def command(r, v, v_des, yaw, mass, drag=0.0, a_ff=(0.0, 0.0, 0.0), k_v=3.5, a_m
     xd = cross(yd, zd)
     rd = cols(xd, yd, zd)
     e = mm(mt(rd), r)
-    e = mm(((0.5, 0, 0), (0, 0.5, 0), (0, 0, 0.5)), tuple(
-        tuple(e[i][j] - e[j][i] for j in range(3)) for i in range(3)))
+    e = mm(
+        ((0.5, 0, 0), (0, 0.5, 0), (0, 0, 0.5)),
+        tuple(tuple(e[i][j] - e[j][i] for j in range(3)) for i in range(3)),
+    )
     e_r = (e[2][1], e[0][2], e[1][0])
     rates = tuple(max(-8.0, min(8.0, -gains[i] * e_r[i])) for i in range(3))
-    # the thrust that keeps the desired vertical force at the present tilt (a turning vehicle
-    # whose attitude lags the command does not sink)
-    thrust = mass * f[2] / max(r[2][2], 0.5)
+    # the desired force along the present thrust axis: while the attitude lags, the vehicle
+    # does not accelerate the wrong way
+    zb = (r[0][2], r[1][2], r[2][2])
+    thrust = mass * dot(f, zb)
     return max(1.0, min(thrust, 30.0)), rates
 
 
@@ -491,8 +508,11 @@ class Racer:
         self.lock = threading.Lock()
         uav = rospy.get_param("/uav")
         names = list(uav["gate_names"])
-        self.corners = {k: [tuple(map(float, c)) for c in v["nominal_location"]]
-                        for k, v in uav.items() if isinstance(v, dict) and "nominal_location" in v}
+        self.corners = {
+            k: [tuple(map(float, c)) for c in v["nominal_location"]]
+            for k, v in uav.items()
+            if isinstance(v, dict) and "nominal_location" in v
+        }
         dyn = uav["flightgoggles_uav_dynamics"]
         x, y, z, qx, qy, qz, qw = map(float, dyn["init_pose"])
         self.mass = float(dyn.get("vehicle_mass", 1.0))
@@ -515,8 +535,9 @@ class Racer:
         self.last_clock = time.monotonic()
         self.finished_at = None  # sim s when the last gate's waypoints were flown
         self.trace = open(args.trace, "w") if args.trace else None  # noqa: SIM115
-        self.pub = rospy.Publisher("/uav/input/rateThrust", msgs.RateThrust, queue_size=10,
-                                   tcp_nodelay=True)
+        self.pub = rospy.Publisher(
+            "/uav/input/rateThrust", msgs.RateThrust, queue_size=10, tcp_nodelay=True
+        )
 
     # ---- callbacks --------------------------------------------------------------------------
     def on_tf_static(self, msg):
@@ -582,7 +603,8 @@ class Racer:
                 continue  # re-finding the pose wants beacons of more than one gate
             prior = {"sigma_p": 10.0, "sigma_th": 1.0, "iters": 12} if lost else {}
             fit = fit_pose(self.cam, then[0], then[1], obs, **prior)
-            self.fit_log.append((t, len(obs), None if fit is None else (fit[2], fit[3])))
+            self.fit_log.append((t, len(obs), None if fit is None else (round(fit[2], 4), fit[3])))
+            del self.fit_log[:-10]
             if fit is not None and fit[2] < 3.0 and fit[3] >= 3 and self.plausible(t, then, fit):
                 self.est.correct(t, fit[0], fit[1])
         self.pending = keep
@@ -629,8 +651,12 @@ class Racer:
             nxt = self.names[gate] if gate is not None else "none (course done)"
             if gate is None:
                 self.finished_at = t
-            print(f"fg_racer t={t:.2f} next={nxt} fixes={self.est.fixes}{err} "
-                  f"fits={self.fit_log[-3:]}", flush=True)
+            fits = [(round(ts, 3), n, f) for ts, n, f in self.fit_log[-2:]]
+            print(
+                f"fg_racer t={t:.2f} next={nxt} fixes={self.est.fixes}{err} last fits "
+                f"(stamp, beacons, (rms px, used))={fits}",
+                flush=True,
+            )
 
     def send(self, thrust, rates):
         m = self.m.RateThrust()
@@ -643,13 +669,24 @@ class Racer:
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--speed", type=float, default=7.0, help="cruise speed, m/s")
-    ap.add_argument("--watch-truth", action="store_true",
-                    help="debug: read /tf (the true pose) to log the estimate's error")
+    ap.add_argument(
+        "--watch-truth",
+        action="store_true",
+        help="debug: read /tf (the true pose) to log the estimate's error",
+    )
     ap.add_argument("--trace", help="write the state, estimate and command per IMU message")
-    ap.add_argument("--linger", type=float, default=1.0,
-                    help="sim s to keep flying (hovering) after the last gate, then exit")
-    ap.add_argument("--clock-timeout", type=float, default=5.0,
-                    help="exit when /clock has been silent this many wall s")
+    ap.add_argument(
+        "--linger",
+        type=float,
+        default=1.0,
+        help="sim s to keep flying (hovering) after the last gate, then exit",
+    )
+    ap.add_argument(
+        "--clock-timeout",
+        type=float,
+        default=5.0,
+        help="exit when /clock has been silent this many wall s",
+    )
     ap.add_argument("--max-wall", type=float, default=600.0, help="give up after this many s")
     args = ap.parse_args(argv)
 
