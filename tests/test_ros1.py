@@ -26,6 +26,7 @@ import pytest
 import torch
 import yaml
 
+from _procs import Procs
 from volary.errors import ConfigError
 from volary.ros1.env import (
     Ros1Error,
@@ -189,28 +190,6 @@ def test_generated_messages_have_flightgoggles_md5s(tmp_path: Path) -> None:
     assert (Path(dirs["include"]) / "mav_msgs" / "RateThrust.h").is_file()
 
 
-class _Procs:
-    """Processes this test started, ended by their own id (last first)."""
-
-    def __init__(self) -> None:
-        self.procs: list[subprocess.Popen] = []
-
-    def start(self, cmd: list[str], **kw: Any) -> subprocess.Popen:
-        proc = subprocess.Popen(cmd, **kw)
-        self.procs.append(proc)
-        return proc
-
-    def stop(self) -> None:
-        for proc in reversed(self.procs):
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(5)
-
-
 def _lines(proc: subprocess.Popen) -> list[str]:
     """``proc``'s stdout lines, collected by a thread as they come."""
     lines: list[str] = []
@@ -236,7 +215,7 @@ def _wait_for(proc: subprocess.Popen, lines: list[str], prefix: str, timeout: fl
     raise AssertionError(f"no {prefix!r} line (exit {proc.poll()}):\n{''.join(lines)[-3000:]}")
 
 
-def _serve(tmp_path: Path, procs: _Procs, *args: str) -> tuple[str, dict[str, str], list[str]]:
+def _serve(tmp_path: Path, procs: Procs, *args: str) -> tuple[str, dict[str, str], list[str]]:
     """A rosmaster on a free loopback port and the bridge (``args`` added), serving: (the
     master's URI, a client node's environment, the bridge's output lines so far)."""
     log, home = tmp_path / "log", tmp_path / "ros"
@@ -265,7 +244,7 @@ def test_flightgoggles_racer_flies_the_course(tmp_path: Path) -> None:
     commands are refused with the field named while the World flies on."""
     from volary.bench.race import race_score
 
-    procs = _Procs()
+    procs = Procs()
     t0 = time.monotonic()
     try:
         uri, env, b_lines = _serve(tmp_path, procs, "--control-hz", str(CONTROL_HZ))
@@ -353,7 +332,7 @@ def test_collision_resets_disarms_and_ends_the_lap(tmp_path: Path) -> None:
     /uav/collision is published, the vehicle is back at its start, disarmed (no IMU; a zero or
     held command does not re-arm), the lap ends as "Collision" with score 0, and a fresh 10 N
     command more than 0.1 s after the reset arms it again."""
-    procs = _Procs()
+    procs = Procs()
     quiet = 0.5
     try:
         _, env, b_lines = _serve(tmp_path, procs)
@@ -385,3 +364,64 @@ def test_collision_resets_disarms_and_ends_the_lap(tmp_path: Path) -> None:
     assert doc["Result"] == "Collision" and rec["score"] == 0.0
     assert all(doc[f"Gate{k}"]["Success"] == "False" for k in range(11))
     assert yaml.safe_load((tmp_path / "results.yaml").read_text()) == doc
+
+
+LISTENER = """
+import rospy, sys, time
+from std_msgs.msg import Float32
+got = {}
+rospy.init_node("scale_listener")
+rospy.Subscriber("/volary/clock_scale", Float32, lambda m: got.setdefault("scale", m.data))
+rospy.Subscriber("/uav/camera/debug/fps", Float32, lambda m: got.setdefault("fps", m.data))
+end = time.monotonic() + float(sys.argv[1])
+while time.monotonic() < end and len(got) < 2:
+    time.sleep(0.02)
+print("scale", got.get("scale"), "fps", got.get("fps"), flush=True)
+"""
+
+
+@needs_ros1
+def test_realtime_runs_on_the_wall_clock(tmp_path: Path) -> None:
+    """--realtime: the World ticks at ``speed`` times the wall clock whether or not a node
+    commands (FlightGoggles' behaviour) and publishes how fast the clock runs."""
+    procs = Procs()
+    speed, ticks = 2.0, 480  # 4 s of sim time at 120 Hz: 2 s of wall time
+    try:
+        _, env, b_lines = _serve(tmp_path, procs, "--realtime", "--speed", str(speed),
+                                 "--ticks", str(ticks))  # fmt: skip
+        (tmp_path / "listener.py").write_text(LISTENER)
+        listener = procs.start(["/usr/bin/python3", str(tmp_path / "listener.py"), "10"],
+                               env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True)  # fmt: skip
+        l_lines = _lines(listener)
+        line = _wait_for(procs.procs[1], b_lines, "volary-ros1 stopped", 30.0)
+        listener.wait(15)
+        heard = _wait_for(listener, l_lines, "scale", 5.0)
+    finally:
+        procs.stop()
+    stats = dict(kv.split("=") for kv in line.split()[2:])
+    assert int(stats["ticks"]) == ticks and float(stats["sim_s"]) == pytest.approx(4.0)
+    wall = float(stats["wall_s"])
+    assert 0.8 * 4.0 / speed <= wall <= 2.5 * 4.0 / speed, stats
+    _, scale, _, fps = heard.split()
+    assert 0.3 * speed <= float(scale) <= 1.2 * speed, heard  # sim s per wall s
+    assert 0.3 * 60 * speed <= float(fps) <= 1.2 * 60 * speed, heard  # beacon frames per wall s
+
+
+@pytest.mark.slow
+@needs_ros1
+def test_racer_in_real_time(tmp_path: Path) -> None:
+    """The racer passes every gate with the World on the wall clock (FlightGoggles' own mode,
+    the newest command held): about a minute of wall time."""
+    procs = Procs()
+    try:
+        _, env, b_lines = _serve(tmp_path, procs, "--realtime", "--exit-on-result")
+        cmd = ["/usr/bin/python3", str(NODES / "fg_racer.py")]
+        racer = procs.start(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)  # fmt: skip
+        r_lines = _lines(racer)
+        line = _wait_for(procs.procs[1], b_lines, "volary-ros1 lap", LAP_TIMEOUT)
+    finally:
+        procs.stop()
+    context = "".join(r_lines)[-1500:] + "".join(b_lines)[-1500:]
+    assert "Challenge Completed" in line and "gates=11/11" in line, context

@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from _procs import Procs
 from volary.ros1.env import (
     client_env,
     free_port,
@@ -137,28 +138,6 @@ json.dump({"arm": arm[0] if arm else None, "poses": poses}, open(out, "w"))
 """
 
 
-class _Procs:
-    """Processes started by the test, ended (by their own id, last first) at exit."""
-
-    def __init__(self) -> None:
-        self.procs: list[subprocess.Popen] = []
-
-    def start(self, cmd: list[str], **kw: object) -> subprocess.Popen:
-        proc = subprocess.Popen(cmd, **kw)  # type: ignore[call-overload]
-        self.procs.append(proc)
-        return proc
-
-    def stop(self) -> None:
-        for proc in reversed(self.procs):
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(5)
-
-
 def _wait_line(proc: subprocess.Popen, prefix: str, timeout: float, lines: list[str]) -> str:
     """The first stdout line of ``proc`` starting with ``prefix`` (all lines kept in
     ``lines``); fails on exit or timeout."""
@@ -190,7 +169,7 @@ def test_cpp_node_hovers(tmp_path: Path) -> None:
     log, ros_home = tmp_path / "log", tmp_path / "ros"
     port = free_port()
     uri = master_uri(port)
-    procs = _Procs()
+    procs = Procs()
     procs.procs.append(start_master(port, log))
     bridge_lines: list[str] = []
     node_log = tmp_path / "hover_node.log"

@@ -14,6 +14,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from volary.cli.overrides import SetOption
+from volary.cli.ros2 import SceneParams
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -473,13 +474,7 @@ def serve(
         str, typer.Option(help="A scenario type, alphapilot_2019 (gates, beacons), or none.")
     ] = "forest",
     seed: Seed = 0,
-    scene_param: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="KEY=VALUE of the scenario type, repeatable (length=20; with --scene "
-            "custom: path=scene.ply, start=[x,y,z], goal=[x,y,z])."
-        ),
-    ] = None,
+    scene_param: SceneParams = None,
     vehicles: Annotated[int, typer.Option(help="Simulated vehicle slots.")] = 1,
     in_loop: Annotated[
         int, typer.Option("--in-loop", help="Vehicle-in-the-loop slots (clients send poses).")
@@ -655,8 +650,8 @@ def _register_subcommands() -> None:
     from volary.cli.nav import register
     from volary.cli.rl import rl_app
     from volary.cli.ros2 import ros2_app
-    from volary.ros1.cli import ros1_app
     from volary.cli.splat import sousvide_app, splat_app
+    from volary.ros1.cli import ros1_app
 
     register(bench_app)
     app.add_typer(bp_app, name="bp")

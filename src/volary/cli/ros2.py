@@ -7,6 +7,13 @@ from typing import Annotated
 
 import typer
 
+SceneParams = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="KEY=VALUE of the scenario type, repeatable (length=20; with --scene custom: "
+        "path=scene.ply, start=[x,y,z], goal=[x,y,z])."
+    ),
+]
 ros2_app = typer.Typer(help="ROS 2: a World on ROS 2 topics (docs/ros.md).", no_args_is_help=True)
 
 
@@ -16,13 +23,7 @@ def serve(
         str, typer.Option(help="A scenario type, alphapilot_2019 (gates), or none.")
     ] = "forest",
     seed: Annotated[int, typer.Option(help="Seed of the scene.")] = 0,
-    scene_param: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="KEY=VALUE of the scenario type, repeatable (length=20; with --scene "
-            "custom: path=scene.ply, start=[x,y,z], goal=[x,y,z])."
-        ),
-    ] = None,
+    scene_param: SceneParams = None,
     vehicles: Annotated[int, typer.Option(help="Vehicles, each in its namespace.")] = 1,
     namespace: Annotated[
         list[str] | None, typer.Option(help="The vehicles' namespaces (default vehicle0, ...).")

@@ -1,0 +1,28 @@
+"""Processes a test starts (a rosmaster, a bridge, nodes), ended last first by their own id."""
+
+from __future__ import annotations
+
+import subprocess
+from typing import Any
+
+
+class Procs:
+    """``start`` them during the test, ``stop`` them in its ``finally``."""
+
+    def __init__(self) -> None:
+        self.procs: list[subprocess.Popen] = []
+
+    def start(self, cmd: list[str], **kw: Any) -> subprocess.Popen:
+        proc = subprocess.Popen(cmd, **kw)
+        self.procs.append(proc)
+        return proc
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(5)
