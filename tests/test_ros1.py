@@ -380,6 +380,7 @@ print("scale", got.get("scale"), "fps", got.get("fps"), flush=True)
 """
 
 
+@pytest.mark.slow  # a wall-clock rate: it depends on the machine's load
 @needs_ros1
 def test_realtime_runs_on_the_wall_clock(tmp_path: Path) -> None:
     """--realtime: the World ticks at ``speed`` times the wall clock whether or not a node

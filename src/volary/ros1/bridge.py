@@ -258,7 +258,8 @@ class Ros1Bridge(WorldHost):
     def serve(self) -> Lap:
         """Serve until stopped, ``ticks`` ticks, or the lap's end with ``exit_on_result``;
         returns the lap (its results written and published once it ended)."""
-        next_wall = time.monotonic()
+        next_wall = wall0 = time.monotonic()
+        tick0 = self.world.tick
         seen = self._publish_tick()
         try:
             while not self._should_stop():
@@ -270,6 +271,10 @@ class Ros1Bridge(WorldHost):
         finally:
             self.lap.interrupt()
             self._report()
+            sim, wall = (self.world.tick - tick0) * self.world.dt, time.monotonic() - wall0
+            print(f"volary-ros1 stopped ticks={self.world.tick - tick0} sim_s={sim:.3f} "
+                  f"wall_s={wall:.3f} held={self.stalls} refused={self.commands.refused}",
+                  flush=True)  # fmt: skip
         return self.lap
 
     def stop(self) -> None:
