@@ -7,6 +7,22 @@ import torch
 
 torch.set_num_threads(1)
 
+try:  # property tests (Hypothesis): reproducible in CI, no example database written
+    from hypothesis import HealthCheck, settings
+
+    settings.register_profile(
+        "volary",
+        deadline=None,
+        database=None,
+        derandomize=True,
+        print_blob=True,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+    )
+    settings.register_profile("explore", parent=settings.get_profile("volary"), derandomize=False)
+    settings.load_profile("volary")
+except ImportError:  # the dev extra installs it; test files that need it importorskip
+    pass
+
 _DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 

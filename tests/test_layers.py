@@ -18,6 +18,7 @@ LAYER = {
     "device": 0,
     "registry": 0,
     "config": 0,
+    "inputs": 0,
     "dynamics": 1,
     "platforms": 2,
     "worlds": 2,
