@@ -199,7 +199,7 @@ class Ros1Bridge(WorldHost):
         self.stop_event = threading.Event()
         self._passed = np.zeros(len(self.lap.names), dtype=bool)
         self._reported = False
-        self._rate_window: tuple[float, int, int] = (time.monotonic(), 0, 0)
+        self._rate_window: tuple[float, int, int] | None = None  # wall, tick, frames: serve()
         imu = self.world.sim.imu.config
         # per-sample variances (m/s^2)^2 and (rad/s)^2 of what is published
         self._var = (imu.accel_noise_density**2 * imu.rate_hz,
@@ -258,9 +258,11 @@ class Ros1Bridge(WorldHost):
     def serve(self) -> Lap:
         """Serve until stopped, ``ticks`` ticks, or the lap's end with ``exit_on_result``;
         returns the lap (its results written and published once it ended)."""
-        next_wall = wall0 = time.monotonic()
         tick0 = self.world.tick
-        seen = self._publish_tick()
+        seen = self._publish_tick()  # tick 0, sim time 0; its first sensor reads warm up (~1 s)
+        # the clock starts once tick 0 is out: its warm-up is neither sim time nor a stall
+        next_wall = wall0 = time.monotonic()
+        self._rate_window = (wall0, self.world.tick, 0)
         try:
             while not self._should_stop():
                 next_wall += self.world.dt / (self.options.speed if self.options.realtime else 1)
@@ -295,8 +297,11 @@ class Ros1Bridge(WorldHost):
         """The command for the coming tick (module docstring: lock-step and real time)."""
         c, stop = self.commands, self.stop_event
         if self.options.realtime:
-            while not stop.is_set() and time.monotonic() < next_wall:
-                time.sleep(min(next_wall - time.monotonic(), 0.05))
+            while not stop.is_set():
+                left = next_wall - time.monotonic()  # one read: the clock may pass it meanwhile
+                if left <= 0:
+                    break
+                time.sleep(min(left, 0.05))
         elif not self.armed:
             c.wait_newer(seen, next_wall, stop)
         else:
@@ -413,13 +418,18 @@ class Ros1Bridge(WorldHost):
         return seen
 
     def _frame_rate(self, frame: int) -> None:
-        """About once a wall second: sim s per wall s and beacon frames per wall s."""
-        t0, ticks, frames = self._rate_window
-        ticks, frames = ticks + 1, frames + frame
-        wall = time.monotonic() - t0
-        if wall < 1.0:
-            self._rate_window = (t0, ticks, frames)
+        """About once a wall second of serving: sim s per wall s (the sim time the window's
+        ticks advanced over the wall time they took) and beacon frames per wall s."""
+        if self._rate_window is None:  # tick 0, before the clock starts (serve)
             return
-        self.pub.clock_scale.publish(self.T.Float32(data=ticks * self.world.dt / wall))
+        t0, tick0, frames = self._rate_window
+        frames += frame
+        now = time.monotonic()
+        wall = now - t0
+        if wall < 1.0:
+            self._rate_window = (t0, tick0, frames)
+            return
+        sim = (self.world.tick - tick0) * self.world.dt
+        self.pub.clock_scale.publish(self.T.Float32(data=sim / wall))
         self.pub.fps.publish(self.T.Float32(data=frames / wall))
-        self._rate_window = (time.monotonic(), 0, 0)
+        self._rate_window = (now, self.world.tick, 0)
