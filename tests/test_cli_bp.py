@@ -113,5 +113,5 @@ def test_fly_rejects_missing_and_malformed_models_and_unknown_courses(tmp_path):
     _bad(["fly", "--model", model, "--out", str(tmp_path), "--courses", "oval"],
          "oval", "circular", "snaked")  # fmt: skip
     _bad(["fly", "--model", model, "--out", str(tmp_path), "--courses", ","], "at least one")
-    _bad(["fly", "--model", model, "--out", str(tmp_path), "--gates", "0"], "n_gates")
+    _bad(["fly", "--model", model, "--out", str(tmp_path), "--gates", "0"], "--gates")
     assert not (tmp_path / "fly.json").exists()

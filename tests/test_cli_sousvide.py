@@ -38,20 +38,24 @@ def test_generate_resumes_and_eval_expert_writes_the_table(tmp_path) -> None:
 @pytest.mark.parametrize(
     ("args", "needle"),
     [
-        (["generate", "--out", "X", "--n-des", "0"], "n_des"),
+        (["generate", "--out", "X", "--n-des", "0"], "--n-des"),
         (["generate", "--out", "X", "--t-smp", "0.01"], "t_smp"),
         (["generate", "--out", "X", "--device", "tpu"], "--device"),
         (["eval", "--policy", "expert", "--out", "E", "--disturbance", "fog"], "--disturbance"),
         (["eval", "--policy", "nope.pt", "--out", "E"], "--policy"),
         (["eval", "--policy", "expert", "--out", "E", "--trials", "0"], "trials"),
         (["train", "--data", "missing.h5", "--out", "T"], "--data"),
-        (["train", "--data", "missing.h5", "--out", "T", "--latent", "0"], "--latent"),
-        (["train", "--data", "missing.h5", "--out", "T", "--image-norm", "frame"], "--image-norm"),
-        (["train", "--data", "missing.h5", "--out", "T", "--occlusion", "1.5"], "--occlusion"),
+        (["train", "--data", "empty.h5", "--out", "T", "--latent", "0"], "--latent"),
+        (["train", "--data", "empty.h5", "--out", "T", "--image-norm", "frame"], "--image-norm"),
+        (["train", "--data", "empty.h5", "--out", "T", "--occlusion", "1.5"], "--occlusion"),
     ],
 )
 def test_bad_options_exit_2_with_one_line(tmp_path, args, needle) -> None:
-    args = [str(tmp_path / a) if a in ("X", "E", "T", "missing.h5", "nope.pt") else a for a in args]
+    (tmp_path / "empty.h5").touch()  # the other options are checked before the file is read
+    args = [
+        str(tmp_path / a) if a in ("X", "E", "T", "missing.h5", "empty.h5", "nope.pt") else a
+        for a in args
+    ]
     r = _sv(*args)
     assert r.exit_code == 2, r.output
     assert needle in r.output and "Traceback" not in r.output
@@ -63,7 +67,7 @@ def test_train_then_eval_the_checkpoint(tmp_path) -> None:
     r = _sv("train", "--data", str(out), "--out", str(tmp_path / "t"), "--variant", "big")
     assert r.exit_code == 2 and "variant" in r.output, r.output
     r = _sv("train", "--data", str(out), "--out", str(tmp_path / "t"), "--width", "0")
-    assert r.exit_code == 2 and "cnn_width" in r.output, r.output
+    assert r.exit_code == 2 and "--width" in r.output, r.output
     r = _sv("train", "--data", str(out), "--out", str(tmp_path / "t"), "--steps", "2",
             "--pretrain-steps", "2", "--epochs", "1", "--batch", "8",
             "--width", "0.25", "--lr", "3e-4", "--history-actions",

@@ -192,7 +192,8 @@ def test_cli_set_reaches_the_configs(tmp_path):
     r = _invoke("scene", "export", "maze", "--set", "cel=2", "--out", str(tmp_path))
     assert r.exit_code == 2 and "--set: MazeParams: unknown field 'cel'" in r.output
     assert "cell" in r.output
-    r = _invoke("sousvide", "train", "--data", str(tmp_path / "no.h5"), "--out", str(tmp_path),
+    (tmp_path / "empty.h5").touch()  # --data is checked (a regular file) before --set is read
+    r = _invoke("sousvide", "train", "--data", str(tmp_path / "empty.h5"), "--out", str(tmp_path),
                 "--set", "arch.cnn_width=wide")  # fmt: skip
     assert r.exit_code == 2 and "TrainConfig.arch.cnn_width: expected a float" in r.output
     r = _invoke("bench", "run", "--suite", "quick", "--set", "settings.time_limit=-1")

@@ -498,6 +498,7 @@ def test_cli_train_and_eval_end_to_end(tmp_path, monkeypatch):
 
     fake = types.ModuleType("volary.envs")
     fake.make_env = make_env  # type: ignore[attr-defined]
+    fake.ENVS = ("pm",)  # type: ignore[attr-defined]  # what `--task` is checked against
     monkeypatch.setitem(sys.modules, "volary.envs", fake)
     out = tmp_path / "run"
     args = ["--task", "pm", "--envs", "8", "--iterations", "3", "--seed", "2", "--out", str(out)]

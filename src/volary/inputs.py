@@ -69,6 +69,8 @@ LIMITS: dict[str, Limit] = {
     "grid_cells": Limit("occupancy grid cells", "1", 1, 2**31, integer=True),
     "trajectory_samples": Limit("trajectory samples held at once", "1", 1, 2**24, integer=True),
     "gates": Limit("gates in a course", "1", 1, 10_000, integer=True),
+    "scene_vertices": Limit("vertices or points of a scene file", "1", 1, 2**24, integer=True),
+    "scene_faces": Limit("triangles of a scene file", "1", 1, 2**24, integer=True),
 }
 
 

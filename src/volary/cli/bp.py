@@ -8,12 +8,15 @@ from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
+from volary.cli.checks import VolaryGroup
 from volary.cli.overrides import SetOption, configure
+from volary.errors import ConfigError
 
 bp_app = typer.Typer(
-    no_args_is_help=True, help="BoundaryPredictor: sample the dataset, train, fly courses."
+    cls=VolaryGroup,
+    no_args_is_help=True,
+    help="BoundaryPredictor: sample the dataset, train, fly courses.",
 )
 console = Console(soft_wrap=True)  # paths and messages are not broken at 80 columns
 
@@ -22,8 +25,8 @@ Seed = Annotated[int, typer.Option("--seed", help="Seed (grid subset, randomizat
 
 
 def _fail(msg: str) -> NoReturn:
-    console.print(f"[red]error:[/red] {escape(msg)}", soft_wrap=True, highlight=False)
-    raise typer.Exit(2)
+    """A bad input the option checks cannot see alone: one line, exit code 2 (VolaryGroup)."""
+    raise ConfigError(msg)
 
 
 def _check_device(device: str) -> None:

@@ -6,27 +6,33 @@ import gc
 import inspect
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from volary.cli.checks import VolaryGroup, set_root
 from volary.cli.overrides import SetOption
 from volary.cli.ros2 import SceneParams
+from volary.errors import ConfigError
 
 app = typer.Typer(
+    cls=VolaryGroup,
     no_args_is_help=True,
     add_completion=False,
     help="volary: batched multirotor simulation, control and benchmarking.",
 )
-platforms_app = typer.Typer(no_args_is_help=True, help="The airframe catalogue.")
+platforms_app = typer.Typer(cls=VolaryGroup, no_args_is_help=True, help="The airframe catalogue.")
 bench_app = typer.Typer(
+    cls=VolaryGroup,
     no_args_is_help=True,
     help="The FLYINGTRUST navigation benchmark (run, resume, report, list) and physics throughput.",
 )
-scene_app = typer.Typer(no_args_is_help=True, help="Scenario generators and scene files.")
+scene_app = typer.Typer(
+    cls=VolaryGroup, no_args_is_help=True, help="Scenario generators and scene files."
+)
 app.add_typer(platforms_app, name="platforms")
 app.add_typer(bench_app, name="bench")
 app.add_typer(scene_app, name="scene")
@@ -37,20 +43,10 @@ Seed = Annotated[int, typer.Option("--seed", help="Seed of every random draw.")]
 Device = Annotated[str, typer.Option("--device", help="cpu or cuda.")]
 
 
-def _fail(msg: str) -> None:
-    from rich.markup import escape
-
-    console.print(f"[red]error:[/red] {escape(msg)}")  # "[@HZ]" is not markup
-    raise typer.Exit(2)
-
-
-def _check_device(device: str) -> None:
-    import torch
-
-    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
-        _fail(f"--device: expected cpu or cuda, got {device!r}")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        _fail("--device cuda: no CUDA device is available (torch was built for CPU or no GPU)")
+def _fail(msg: str) -> NoReturn:
+    """A bad input the option checks (:mod:`volary.cli.checks`) cannot see alone: raised as
+    ConfigError, printed by :class:`~volary.cli.checks.VolaryGroup` as one line, exit code 2."""
+    raise ConfigError(msg)
 
 
 @platforms_app.command("list")
@@ -58,13 +54,9 @@ def platforms_list(
     category: Annotated[str | None, typer.Option(help="Only this category.")] = None,
 ) -> None:
     """List catalogue airframes with their kinodynamic indicators."""
-    from volary.errors import VolaryError
     from volary.platforms import get, indicators, names
 
-    try:
-        items = names(category)
-    except VolaryError as e:
-        _fail(str(e))
+    items = names(category)
     t = Table("name", "rotors", "mass [kg]", "TWR_max", "alpha_xy_max", "alpha_z_max")
     for n in items:
         a = get(n)
@@ -85,13 +77,9 @@ def platforms_show(name: str) -> None:
     """Show one airframe's parameters, sources and indicators."""
     import dataclasses
 
-    from volary.errors import VolaryError
     from volary.platforms import get, indicators
 
-    try:
-        a = get(name)
-    except VolaryError as e:
-        _fail(str(e))
+    a = get(name)
     t = Table("field", "value", title=name)
     for f in dataclasses.fields(a):
         if f.name not in ("sources", "name"):
@@ -136,18 +124,12 @@ def _scenario(kind: str, seed: int, sets: list[str] | None = None):
     from volary.worlds import make_scenario
     from volary.worlds.scenarios import scenario_params
 
-    try:
-        params = scenario_params(kind)
-    except VolaryError as e:
-        _fail(str(e))
+    params = scenario_params(kind)
     try:
         overrides = parse_overrides(params, sets or [])
     except VolaryError as e:
         _fail(f"--set: {e}")
-    try:
-        return make_scenario(kind, seed, **overrides)
-    except VolaryError as e:
-        _fail(str(e))
+    return make_scenario(kind, seed, **overrides)
 
 
 @scene_app.command("preview")
@@ -166,7 +148,6 @@ def scene_preview(
 
     --set takes the type's params fields, e.g. forest --set density=0.2 (custom: --set
     path=scene.ply)."""
-    from volary.errors import VolaryError
     from volary.worlds.preview import plot_top_view
 
     spec = _scenario(kind, seed, set_)
@@ -174,10 +155,7 @@ def scene_preview(
     if sensors:
         from volary.sensors.plots import preview_sensors
 
-        try:
-            pngs += preview_sensors(spec, out, f"{kind}-{seed}", backend=backend)
-        except VolaryError as e:
-            _fail(str(e))
+        pngs += preview_sensors(spec, out, f"{kind}-{seed}", backend=backend)
     for png in pngs:
         console.print(f"wrote {png}", markup=False)
 
@@ -193,14 +171,10 @@ def scene_export(
     """Export a generated scenario as a mesh (PLY/OBJ/STL) or point cloud (PCD).
 
     --set takes the type's params fields, e.g. maze --set cell=2.0."""
-    from volary.errors import VolaryError
     from volary.worlds import export_scene
 
     spec = _scenario(kind, seed, set_)
-    try:
-        path = export_scene(spec, out / f"{kind}-{seed}.{format}", format)
-    except VolaryError as e:
-        _fail(str(e))
+    path = export_scene(spec, out / f"{kind}-{seed}.{format}", format)
     console.print(f"wrote {path}", markup=False)
 
 
@@ -266,35 +240,56 @@ def _draw(drawer: Any, traj: Any, path: Path, title: str, target: Any) -> Path:
     return plot_trajectory(traj, path, title=title, target=target)
 
 
+#: ``volary fly`` holds at most this many control steps at once: it simulates and writes the CSV
+#: in blocks of FLY_BLOCK_STEPS and keeps every k-th step (at most FLY_PLOT_STEPS, the last one
+#: included) for the figure, so a day-long flight (``LIMITS["duration"]``) needs the memory of a
+#: few seconds of one.
+FLY_BLOCK_STEPS = 4096
+FLY_PLOT_STEPS = 20_000
+
+
 def _fly(platform, to, mode, yaw, duration, out, seed, device, drawer) -> None:
-    from volary.errors import VolaryError
     from volary.sim import Simulator
 
-    _check_device(device)
-    setpoints = {
-        "position": [*to, yaw],
-        "velocity": [*to, yaw],
-        "acceleration": [*to, yaw],
-        "pose": [*to, 0.0, 0.0, yaw],
-    }
-    if mode not in setpoints:
-        _fail(
-            f"--mode: expected one of {', '.join(setpoints)}, got {mode!r} "
-            "(lower control levels are available from the Python API)"
-        )
-    if not duration > 0:
-        _fail(f"--duration: expected > 0 s, got {duration}")
-    try:
-        sim = Simulator(platform, n_envs=1, control=mode, seed=seed, device=device)
-    except VolaryError as e:
-        _fail(str(e))
-    traj = sim.run(setpoints[mode], duration)
-    csv_path = traj.to_csv(out / "fly.csv")
+    setpoint = [*to, 0.0, 0.0, yaw] if mode == "pose" else [*to, yaw]
+    sim = Simulator(platform, n_envs=1, control=mode, seed=seed, device=device)
+    traj, csv_path = _fly_blocks(sim, setpoint, duration, out / "fly.csv")
     target = to if mode == "position" else None
     png = _draw(drawer, traj, out / "fly.png", f"{platform}: {mode} -> {list(to)}", target)
     final = traj.pos[-1, 0].tolist()
     console.print(f"final position \\[m]: {[round(v, 4) for v in final]}")
     console.print(f"wrote {csv_path} and {png}", markup=False)
+
+
+def _fly_blocks(sim: Any, setpoint: list[float], duration: float, csv_path: Path) -> Any:
+    """Fly ``duration`` s in blocks of :data:`FLY_BLOCK_STEPS` control steps, each appended to
+    ``csv_path`` as it is flown; returns (the steps kept for the figure, the CSV path)."""
+    import dataclasses
+    import math
+
+    from volary.sim.recording import Trajectory
+
+    hz = sim.config.control_hz
+    steps = max(1, int(round(duration * hz)))
+    stride = math.ceil(steps / FLY_PLOT_STEPS)
+    kept: list[Trajectory] = []
+    done = 0
+    while done < steps:
+        n = min(FLY_BLOCK_STEPS, steps - done)
+        block = sim.run(setpoint, n / hz)
+        block.to_csv(csv_path, append=done > 0)
+        idx = [i for i in range(n) if (done + i) % stride == 0 or done + i == steps - 1]
+        kept.append(Trajectory(**{f.name: getattr(block, f.name)[idx]
+                                  for f in dataclasses.fields(Trajectory)}))  # fmt: skip
+        done += n
+    names = [f.name for f in dataclasses.fields(Trajectory)]
+    return Trajectory(**{f: _cat([getattr(k, f) for k in kept]) for f in names}), csv_path
+
+
+def _cat(parts: list[Any]) -> Any:
+    import torch
+
+    return torch.cat(parts)
 
 
 @bench_app.command("physics")
@@ -317,7 +312,8 @@ def bench_physics(
     from volary.platforms import get
     from volary.sim.throughput import measure_volary
 
-    _check_device(device)
+    if device != "cpu" and "numba" in (backend or []):
+        _fail(f"--backend numba: runs on the CPU only, not with --device {device}")
     torch.set_num_threads(threads)
     sizes = n or [1, 64, 1024, 16384, 65536]
     af = get("flightgoggles")
@@ -344,8 +340,16 @@ def bench_physics(
     console.print(f"wrote {out / 'physics-volary.json'}", markup=False)
 
 
+#: The options only one mode of ``volary race`` uses (the other refuses them).
+RACE_MODE_OPTIONS = {
+    "challenge": ("contestant", "sensors", "faults"),
+    "oracle": ("racer",),
+}
+
+
 @app.command()
 def race(
+    ctx: typer.Context,
     seed: Seed = 0,
     courses: Annotated[
         int, typer.Option(help="Perturbed courses (challenge: 25; oracle: besides the nominal).")
@@ -384,13 +388,22 @@ def race(
     beacons and the downward ranger; leaderboard (mean of the best five), completion, mean +-
     std beside the paper's Table IV, estimation error plot. oracle: a planned racer handed the
     true gates, per-gate times, scores, top-down plots (an upper bound)."""
-    _check_device(device)
-    if mode not in ("challenge", "oracle"):
-        _fail(f"--mode: expected challenge or oracle, got {mode!r}")
+    _refuse_other_modes(ctx, mode, RACE_MODE_OPTIONS)
+    if mode == "challenge" and courses < 1:
+        _fail(f"--courses: expected >= 1 in challenge mode, got {courses}")
     if mode == "challenge":
         _race_challenge(seed, courses, out, device, contestant, sensors, faults)
     else:
         _race_oracle(seed, courses, out, device, racer)
+
+
+def _refuse_other_modes(ctx: Any, mode: str, by_mode: dict[str, tuple[str, ...]]) -> None:
+    """ConfigError for an option given on the command line that ``mode`` does not use."""
+    for other, names in by_mode.items():
+        for name in names if other != mode else ():
+            source = ctx.get_parameter_source(name)
+            if source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"):
+                _fail(f"--{name}: used by --mode {other} only, not by --mode {mode}")
 
 
 def _race_challenge(
@@ -398,15 +411,8 @@ def _race_challenge(
 ) -> None:
     import json as _json
 
-    from volary.bench.challenge import FAULTS, SENSOR_SETS
     from volary.cli.race import challenge_cli
 
-    if courses < 1:
-        _fail(f"--courses: expected >= 1, got {courses}")
-    if sensors not in SENSOR_SETS:
-        _fail(f"--sensors: expected one of {', '.join(SENSOR_SETS)}, got {sensors!r}")
-    if faults not in FAULTS:
-        _fail(f"--faults: expected one of {', '.join(FAULTS)}, got {faults!r}")
     with console.status(f"{contestant}: racing {courses} perturbed courses from {sensors}..."):
         path = challenge_cli(out, seed=seed, courses=courses, device=device,
                              contestant=contestant, sensors=sensors, faults=faults)  # fmt: skip
@@ -436,12 +442,8 @@ def _race_challenge(
 def _race_oracle(seed: int, courses: int, out: Path, device: str, racer: str) -> None:
     import json as _json
 
-    from volary.cli.race import RACERS, race_cli
+    from volary.cli.race import race_cli
 
-    if courses < 0:
-        _fail(f"--courses: expected >= 0, got {courses}")
-    if racer not in RACERS:
-        _fail(f"--racer: expected one of {', '.join(sorted(RACERS))}, got {racer!r}")
     with console.status(
         f"{racer} (oracle): flying the nominal course and {courses} perturbed ones..."
     ):
@@ -523,18 +525,14 @@ def serve(
     """Serve a World to other processes (lock-step): clients claim a vehicle, send commands
     or poses, and get states, sensors and events back (docs/serve.md, docs/protocol.md)."""
     from volary.cli.serve import build_config, run_server
-    from volary.errors import VolaryError
 
-    try:
-        cfg = build_config(scene=scene, seed=seed, vehicles=vehicles, in_loop=in_loop,
-                           platform=platform, control=control, control_hz=control_hz, imu=imu,
-                           sensors=sensor or [], actors=actor or [],
-                           scene_params=scene_param)  # fmt: skip
-        run_server(cfg, bind=bind, token=token, input_timeout=timeout, max_bytes=max_bytes,
-                   ticks=ticks, console=console, record=record, realtime=realtime,
-                   speed=speed)  # fmt: skip
-    except VolaryError as e:
-        _fail(str(e))
+    cfg = build_config(scene=scene, seed=seed, vehicles=vehicles, in_loop=in_loop,
+                       platform=platform, control=control, control_hz=control_hz, imu=imu,
+                       sensors=sensor or [], actors=actor or [],
+                       scene_params=scene_param)  # fmt: skip
+    run_server(cfg, bind=bind, token=token, input_timeout=timeout, max_bytes=max_bytes,
+               ticks=ticks, console=console, record=record, realtime=realtime,
+               speed=speed)  # fmt: skip
 
 
 @app.command()
@@ -546,15 +544,9 @@ def replay(
 ) -> None:
     """Fly a recorded served run again (the same joins, commands and poses, no clients) and
     report where its vehicles ended; with --record, write the replay as a bag of its own."""
-    from volary.errors import VolaryError
     from volary.serve.recording import replay as fly
 
-    if not bag.exists():
-        _fail(f"bag: {bag} does not exist")
-    try:
-        srv = fly(bag, record=record)
-    except VolaryError as e:
-        _fail(str(e))
+    srv = fly(bag, record=record)
     pos = srv.world.state.pos
     console.print(f"replayed {srv.ticks} control periods of {bag}", markup=False)
     for i in range(srv.world.b):
@@ -573,12 +565,8 @@ def host_planner(
     """Serve a navigation planner to `volary bench run --algo remote:ADDRESS` (or --remote
     NAME=ADDRESS) from this process, one planner per trial, until Ctrl-C."""
     from volary.cli.serve import run_planner_host
-    from volary.errors import VolaryError
 
-    try:
-        run_planner_host(algo, bind=bind, token=token, console=console)
-    except VolaryError as e:
-        _fail(str(e))
+    run_planner_host(algo, bind=bind, token=token, console=console)
 
 
 @app.command()
@@ -609,13 +597,9 @@ def view(
 ) -> None:
     """Browser viewer: a trial, a race or a recording in 3-D with a time slider (viser)."""
     from volary.cli.view import view_cli
-    from volary.errors import VolaryError
 
-    try:
-        view_cli(source, trial=trial, race=race, seed=seed, host=host, port=port, save=save,
-                 serve=serve, console=console)  # fmt: skip
-    except VolaryError as e:
-        _fail(str(e))
+    view_cli(source, trial=trial, race=race, seed=seed, host=host, port=port, save=save,
+             serve=serve, console=console)  # fmt: skip
 
 
 @app.command()
@@ -635,13 +619,8 @@ def demo(
     """The main job, about a minute on 2 cores: a small navigation benchmark with its report,
     an AlphaPilot lap, a depth and a splat RGB frame of one scene, on one HTML page."""
     from volary.cli.demo import run_demo
-    from volary.errors import VolaryError
 
-    _check_device(device)
-    try:
-        index = run_demo(out, seed=seed, device=device, suite=suite, console=console)
-    except VolaryError as e:
-        _fail(str(e))
+    index = run_demo(out, seed=seed, device=device, suite=suite, console=console)
     console.print(f"[green]wrote {escape(str(index))}[/green]")
 
 
@@ -663,6 +642,7 @@ def _register_subcommands() -> None:
 
 
 _register_subcommands()
+set_root(app)  # the command paths of the option checks (also when run as python -m)
 
 
 def _one_line_summaries(group: typer.Typer) -> None:
@@ -682,9 +662,13 @@ _one_line_summaries(app)
 
 
 def main() -> None:
-    """The ``volary`` command. After the command, the garbage collector's objects are frozen:
-    the interpreter then exits without a last sweep over every torch object (about 0.4 s of a
-    short command's wall time); atexit handlers and file flushes run as usual."""
+    """The ``volary`` command: exit code 0 on success, 2 for a bad input (an option, an
+    argument or a file the user gave; one ``error: ...`` line on stderr), 1 for a failure while
+    running (disk full, a worker died; also one line), 130 on Ctrl-C (docs/errors.md, "Exit
+    codes"; :class:`~volary.cli.checks.VolaryGroup`). After the command, the garbage
+    collector's objects are frozen: the interpreter then exits without a last sweep over every
+    torch object (about 0.4 s of a short command's wall time); atexit handlers and file flushes
+    run as usual."""
     try:
         app()
     finally:

@@ -9,13 +9,16 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
+from volary.cli.checks import VolaryGroup
 from volary.cli.overrides import SetOption, configure
+from volary.errors import ConfigError
 
 rl_app = typer.Typer(
-    no_args_is_help=True, help="Reinforcement learning: PPO train, eval and export."
+    cls=VolaryGroup,
+    no_args_is_help=True,
+    help="Reinforcement learning: PPO train, eval and export.",
 )
 console = Console(soft_wrap=True)  # paths and messages are not broken at 80 columns
 
@@ -28,8 +31,8 @@ _COLUMNS = ("iter", "episodes", "return", "length", "pi loss", "v loss", "KL", "
 
 
 def _fail(msg: str) -> NoReturn:
-    console.print(f"[red]error:[/red] {escape(msg)}", soft_wrap=True, highlight=False)
-    raise typer.Exit(2)
+    """A bad input the option checks cannot see alone: one line, exit code 2 (VolaryGroup)."""
+    raise ConfigError(msg)
 
 
 def _check_positive(value: int, option: str) -> None:

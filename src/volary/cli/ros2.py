@@ -7,6 +7,8 @@ from typing import Annotated
 
 import typer
 
+from volary.cli.checks import VolaryGroup
+
 SceneParams = Annotated[
     list[str] | None,
     typer.Option(
@@ -14,7 +16,9 @@ SceneParams = Annotated[
         "path=scene.ply, start=[x,y,z], goal=[x,y,z])."
     ),
 ]
-ros2_app = typer.Typer(help="ROS 2: a World on ROS 2 topics (docs/ros.md).", no_args_is_help=True)
+ros2_app = typer.Typer(
+    cls=VolaryGroup, help="ROS 2: a World on ROS 2 topics (docs/ros.md).", no_args_is_help=True
+)
 
 
 @ros2_app.command("serve")

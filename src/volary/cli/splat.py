@@ -8,20 +8,25 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 
+from volary.cli.checks import VolaryGroup
 from volary.cli.overrides import SetOption, configure
+from volary.errors import ConfigError
 
-splat_app = typer.Typer(no_args_is_help=True, help="Gaussian-splat scenes: render, convert, synth.")
+splat_app = typer.Typer(
+    cls=VolaryGroup, no_args_is_help=True, help="Gaussian-splat scenes: render, convert, synth."
+)
 sousvide_app = typer.Typer(
-    no_args_is_help=True, help="SOUS VIDE: expert data, SV-Net training, evaluation."
+    cls=VolaryGroup,
+    no_args_is_help=True,
+    help="SOUS VIDE: expert data, SV-Net training, evaluation.",
 )
 console = Console(soft_wrap=True)  # paths and messages are not broken at 80 columns
 
 
 def _fail(msg: str) -> NoReturn:
-    console.print(f"[red]error:[/red] {escape(msg)}", soft_wrap=True, highlight=False)
-    raise typer.Exit(2)
+    """A bad input the option checks cannot see alone: one line, exit code 2 (VolaryGroup)."""
+    raise ConfigError(msg)
 
 
 def _floats(text: str, count: int, option: str) -> list[float]:

@@ -82,7 +82,7 @@ class Checkpoint:
             raise  # already names the file
         except (KeyError, RuntimeError, TypeError, ValueError) as err:
             missing = isinstance(err, KeyError) and not isinstance(err, VolaryError)
-            detail = f"missing key {err}" if missing else str(err)
+            detail = f"missing key {err}" if missing else one_line(str(err))
             raise self.error(f"field {name!r}: {detail}") from None
 
     def error(self, problem: str) -> FileFormatError:
@@ -98,9 +98,23 @@ class Checkpoint:
         return dict(meta)
 
     def load_state(self, module: nn.Module, name: str = "state_dict") -> None:
-        """``module.load_state_dict`` (strict) from field ``name``."""
-        with self.reading(name):
+        """``module.load_state_dict`` (strict) from field ``name``; a state that does not fit
+        raises one line: the file, the field, the network expected and torch's first problems."""
+        try:
             module.load_state_dict(self.fields[name])
+        except (KeyError, RuntimeError, TypeError, ValueError, AttributeError) as err:
+            what = type(module).__name__
+            detail = one_line(str(err).replace(f"Error(s) in loading state_dict for {what}:", ""))
+            raise self.error(
+                f"field {name!r}: expected the weights of a {what}, got others ({detail})"
+            ) from None
+
+
+def one_line(text: str, limit: int = 240) -> str:
+    """``text`` (torch's errors run to many lines) as one line of at most ``limit``
+    characters: its lines joined with "; ", cut with "..."."""
+    flat = "; ".join(ln.strip() for ln in text.splitlines() if ln.strip())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
 
 
 def state_on_cpu(module: nn.Module) -> dict[str, Tensor]:

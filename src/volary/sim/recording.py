@@ -34,8 +34,9 @@ class Trajectory:
         """(T, N, 3) roll, pitch, yaw in rad."""
         return quat_to_euler(self.quat)
 
-    def to_csv(self, path: str | Path, env: int = 0) -> Path:
-        """Write env ``env``'s run as CSV (one row per control step, SI units)."""
+    def to_csv(self, path: str | Path, env: int = 0, append: bool = False) -> Path:
+        """Write env ``env``'s run as CSV (one row per control step, SI units); ``append``:
+        add the rows to an existing file without a header (a run written in blocks)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         r = self.rotor_speed.shape[-1]
@@ -79,9 +80,10 @@ class Trajectory:
             ),
             dim=-1,
         )
-        with path.open("w", newline="") as fh:
+        with path.open("a" if append else "w", newline="") as fh:
             w = csv.writer(fh)
-            w.writerow(header)
+            if not append:
+                w.writerow(header)
             w.writerows([[f"{v:.6g}" for v in row] for row in cols.tolist()])
         return path
 
