@@ -212,6 +212,38 @@ def test_unusable_fields_name_the_file_and_the_field(learner, tmp_path) -> None:
     assert str(err.value).count(str(p)) == 1
 
 
+def test_non_finite_weights_are_refused_naming_the_tensor(learner, tmp_path) -> None:
+    p = learner.save(learner.make(), tmp_path / "ck.pt", {})
+    raw = torch.load(p, weights_only=True)
+    name = next(k for k, v in raw["state_dict"].items() if v.is_floating_point())
+    raw["state_dict"][name].view(-1)[0] = float("nan")
+    torch.save(raw, p)
+    with _file_error(p, "field 'state_dict'", "non-finite weights", name):
+        learner.load(p)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"), [("act_dim", "2"), ("act_dim", 2.0), ("obs_dim", True), ("obs_dim", -3)]
+)
+def test_policy_sizes_must_be_integers_as_written(field, value, tmp_path) -> None:
+    """A size stored as text or a float was not written by volary: refused, not converted."""
+    p = ppo.save_policy(tmp_path / "ck.pt", ppo.ActorCritic(3, 2, PPO_CFG), PPO_CFG, {})
+    raw = torch.load(p, weights_only=True)
+    raw[field] = value
+    torch.save(raw, p)
+    with _file_error(p, f"field {field!r}", "expected an integer"):
+        ppo.load_policy(p)
+
+
+def test_a_dropout_outside_0_1_is_refused(tmp_path) -> None:
+    p = bp.save_checkpoint(bp.BoundaryPredictor(), tmp_path / "ck.pt", {})
+    raw = torch.load(p, weights_only=True)
+    raw["dropout"] = "0.1"
+    torch.save(raw, p)
+    with _file_error(p, "field 'dropout'", "expected a number in [0, 1]"):
+        bp.load_checkpoint(p)
+
+
 def test_checkpoint_reading_turns_field_failures_into_file_format_errors(tmp_path) -> None:
     p = write_checkpoint(tmp_path / "t.pt", TOY, {"width": "wide", "state_dict": {}})
     ck = read_checkpoint(p, TOY)

@@ -17,6 +17,7 @@ names that string as ``legacy_format`` reads such files as version 1.
 from __future__ import annotations
 
 import json
+import math
 import os
 import pickle
 import re
@@ -97,17 +98,49 @@ class Checkpoint:
             raise self.error(f"field 'meta': expected a dict, got {type(meta).__name__}")
         return dict(meta)
 
+    def integer(self, name: str, lo: int = 1, hi: int = 2**20) -> int:
+        """Field ``name`` as an int in [lo, hi]: a str, a float or a bool is refused (a file
+        that stores ``"5"`` was not written by volary)."""
+        value = self.fields.get(name)
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            raise self.error(f"field {name!r}: expected an integer in [{lo}, {hi}], got {value!r}")
+        return value
+
+    def number(self, name: str, lo: float, hi: float) -> float:
+        """Field ``name`` as a finite float in [lo, hi] (an int is taken; a str or bool is not)."""
+        value = self.fields.get(name)
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        if not ok or not math.isfinite(value) or not lo <= value <= hi:
+            raise self.error(
+                f"field {name!r}: expected a number in [{lo:g}, {hi:g}], got {value!r}"
+            )
+        return float(value)
+
     def load_state(self, module: nn.Module, name: str = "state_dict") -> None:
         """``module.load_state_dict`` (strict) from field ``name``; a state that does not fit
         raises one line: the file, the field, the network expected and torch's first problems."""
+        state = self.fields.get(name)
+        if isinstance(state, dict):
+            bad = [k for k, v in state.items() if _non_finite(v)]
+            if bad:
+                raise self.error(f"field {name!r}: non-finite weights in {bad[0]!r}")
         try:
-            module.load_state_dict(self.fields[name])
+            module.load_state_dict(state)
         except (KeyError, RuntimeError, TypeError, ValueError, AttributeError) as err:
             what = type(module).__name__
             detail = one_line(str(err).replace(f"Error(s) in loading state_dict for {what}:", ""))
             raise self.error(
                 f"field {name!r}: expected the weights of a {what}, got others ({detail})"
             ) from None
+
+
+def _non_finite(value: Any) -> bool:
+    """A floating tensor holding a NaN or an infinity (a trained network never does)."""
+    return (
+        isinstance(value, Tensor)
+        and value.is_floating_point()
+        and not bool(torch.isfinite(value).all())
+    )
 
 
 def one_line(text: str, limit: int = 240) -> str:

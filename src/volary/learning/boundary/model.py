@@ -87,8 +87,7 @@ def load_checkpoint(path: str | Path) -> tuple[BoundaryPredictor, dict]:
     """The network (eval mode) and its metadata; ``weights_only=True``. ``FileFormatError``
     naming the file and the field for a missing, foreign or malformed file."""
     ck = read_checkpoint(path, CHECKPOINT_KIND)
-    with ck.reading("dropout"):
-        model = BoundaryPredictor(dropout=float(ck["dropout"]))
+    model = BoundaryPredictor(dropout=ck.number("dropout", 0.0, 1.0))
     ck.load_state(model)
     if ck.version > 1:
         return model.eval(), ck.meta

@@ -874,10 +874,7 @@ def load_policy(
     ``FileFormatError`` naming the file and the field for a missing, foreign or malformed
     file."""
     ck = read_checkpoint(path, CHECKPOINT_KIND)
-    with ck.reading("obs_dim"):
-        obs_dim = int(ck["obs_dim"])
-    with ck.reading("act_dim"):
-        act_dim = int(ck["act_dim"])
+    obs_dim, act_dim = ck.integer("obs_dim"), ck.integer("act_dim")
     with ck.reading("config"):
         cfg = PPOConfig.from_dict(ck["config"])
         policy = ActorCritic(obs_dim, act_dim, cfg)
