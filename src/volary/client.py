@@ -122,6 +122,8 @@ class Client:
         else:
             if pos is None or quat is None:
                 raise ValueError("pos, quat: a vehicle in the loop sends its pose")
+            if self.role == "actor" and (vel is not None or omega is not None):
+                raise ValueError("vel, omega: an actor's step is its pose only")
             msg["pos"], msg["quat"] = _vec(pos, 3, "pos"), _vec(quat, 4, "quat")
             if vel is not None:
                 msg["vel"] = _vec(vel, 3, "vel")

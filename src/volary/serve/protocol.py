@@ -11,10 +11,11 @@ Decoding is strict, because a server decodes what anyone sends it: the header mu
 plain msgpack types (no extension types, the timestamp included; nothing that could construct
 an object: nothing is ever unpickled), arrays must name an existing frame, have a dtype from
 :data:`DTYPES` and a shape whose size matches the frame's bytes, and the whole message must fit
-``max_bytes``. A vector a client sends (:func:`vector`) is exactly its declared shape, numbers
-only, finite and within :data:`MAX_ABS`. A violation raises :class:`ProtocolError` with a code
-and a message naming the field; the server answers it with an ``error`` message and carries
-on.
+``max_bytes``. A vector a client sends (:func:`as_vector`) is exactly its declared shape,
+numbers only, finite and within :data:`MAX_ABS`. A violation raises :class:`ProtocolError` with
+a code and a message naming the field; the server answers it with an ``error`` message and
+carries on. The server's declared schema of each op (which fields, of which types) is in
+:mod:`volary.serve.server`, so a client needs no schema library.
 """
 
 from __future__ import annotations
@@ -182,12 +183,16 @@ def field(
 
 
 def vector(msg: Mapping[str, Any], name: str, size: int, default: Any = ...) -> np.ndarray | None:
-    """``msg[name]`` as a float64 vector of ``size``: a msgpack list of exactly ``size`` numbers
-    (int or float; not bool, str, a list or a timestamp) or an array of shape ``(size,)`` with
-    an int or float dtype; every value finite with ``|x| <= MAX_ABS``."""
+    """``msg[name]`` checked by :func:`as_vector`; ``default`` when absent (if given)."""
     v = field(msg, name, (list, np.ndarray), default)
-    if v is None:
-        return None
+    return None if v is None else as_vector(v, size, name)
+
+
+def as_vector(v: Any, size: int, name: str) -> np.ndarray:
+    """``v`` as a float64 vector of ``size``: a msgpack list of exactly ``size`` numbers (int or
+    float; not bool, str, a list or a timestamp) or an array of shape ``(size,)`` with an int or
+    float dtype; every value finite with ``|x| <= MAX_ABS``. Else :class:`ProtocolError`
+    ``bad_field`` naming ``name`` (and the element)."""
     if isinstance(v, np.ndarray):
         if v.shape != (size,) or v.dtype.kind not in "iuf":
             raise ProtocolError(
@@ -196,6 +201,10 @@ def vector(msg: Mapping[str, Any], name: str, size: int, default: Any = ...) -> 
                 f"{tuple(v.shape)} of {v.dtype.str}",
             )
         return numbers(v, name)
+    if not isinstance(v, list):
+        raise ProtocolError(
+            "bad_field", f"{name}: expected list or ndarray, got {type(v).__name__}"
+        )
     if len(v) != size:
         raise ProtocolError("bad_field", f"{name}: expected {size} numbers, got {len(v)} items")
     for i, x in enumerate(v):

@@ -19,17 +19,22 @@ recorded in :attr:`Server.faults`.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import hmac
 import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
 import torch
+from pydantic import ConfigDict, PlainValidator, ValidationError, ValidationInfo
+from pydantic_core import PydanticCustomError
 
 from volary.errors import ConfigError
+from volary.inputs import Integer, Strict, Text, explain
 from volary.serve import protocol as P
 from volary.serve.host import WorldHost
 from volary.serve.world import ServeConfig
@@ -39,6 +44,128 @@ log = logging.getLogger(__name__)
 DEFAULT_BIND = "tcp://127.0.0.1:5555"
 _RCVHWM = 16  # messages queued from one client before ZeroMQ stops reading its connection
 _KEEP = 1000  # the newest faults and dropped clients remembered
+# Buffers from this size up are mapped on their own and unmapped when freed (glibc's
+# M_MMAP_THRESHOLD), so an oversized message the server read and refused leaves nothing behind.
+_MMAP_FROM = 4 * 2**20
+
+
+def _return_big_buffers() -> None:
+    """Fix glibc's mmap threshold at :data:`_MMAP_FROM` (no-op off glibc). By default glibc
+    raises it to the size of the largest buffer freed (up to 32 MB), after which buffers that
+    size come from the heap and stay resident when freed: a refused 25 MB frame left ~50 MB
+    behind (``tests/test_serve_faults.py``)."""
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name)
+        libc.mallopt(-3, _MMAP_FROM)  # M_MMAP_THRESHOLD
+    except (OSError, AttributeError, TypeError):  # not glibc (musl, macOS): nothing to fix
+        pass
+
+
+# ---- what a client sends: one declared schema per op (docs/protocol.md) -----------------------
+def _vector(size: int | None, nonzero: bool = False) -> PlainValidator:
+    """A vector field's check (:func:`protocol.as_vector`: exactly ``size`` numbers, finite,
+    within ``MAX_ABS``; ``None``: the setpoint size the validation context gives), its error
+    message naming the field and the element."""
+
+    def check(v: Any, info: ValidationInfo) -> np.ndarray:
+        n = size if size is not None else (info.context or {})["setpoint_size"]
+        name = info.field_name or "vector"
+        try:
+            out = P.as_vector(v, n, name)
+        except P.ProtocolError as e:
+            raise PydanticCustomError("bad_field", "{reason}", {"reason": str(e)}) from None
+        if nonzero and float(np.linalg.norm(out)) < 1e-6:
+            raise PydanticCustomError("bad_field", "{reason}", {"reason": _ZERO_QUAT})
+        return out
+
+    return PlainValidator(check)
+
+
+_ZERO_QUAT = "quat: expected a nonzero quaternion"
+Command = Annotated[np.ndarray, _vector(None)]  # the control level's setpoint (setpoint_size)
+Vector3 = Annotated[np.ndarray, _vector(3)]  # pos (m), vel (m/s, world), omega (rad/s, body)
+Rotation = Annotated[np.ndarray, _vector(4, nonzero=True)]  # [w, x, y, z], any nonzero norm
+
+
+class Request(Strict):
+    """Fields every request may carry; a field not declared by its op is refused."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+    v: Literal[1]  # (decode checks it first: bad_version)
+    op: str
+    seq: Integer | None = None  # echoed in the reply
+
+
+class Hello(Request):
+    op: Literal["hello"]
+    role: Literal["vehicle", "in_loop", "actor"] = "vehicle"
+    slot: Integer | None = None  # None: the first free slot of the role
+    token: Text | None = None
+
+
+class Ping(Request):
+    op: Literal["ping"]
+
+
+class Bye(Request):
+    op: Literal["bye"]
+
+
+class Step(Request):
+    op: Literal["step"]
+    tick: Integer | None = None  # the tick of the client's last obs (lock-step: checked)
+
+
+class VehicleStep(Step):
+    """A simulated vehicle's step: its command."""
+
+    command: Command
+
+
+class ActorStep(Step):
+    """An actor's step: its pose."""
+
+    pos: Vector3
+    quat: Rotation
+
+
+class InLoopStep(ActorStep):
+    """A vehicle in the loop: its measured pose, and its velocity and body rates if known."""
+
+    vel: Vector3 | None = None
+    omega: Vector3 | None = None
+
+
+REQUESTS: dict[str, type[Request]] = {"hello": Hello, "ping": Ping, "bye": Bye, "step": Step}
+STEPS: dict[str, type[Step]] = {"vehicle": VehicleStep, "in_loop": InLoopStep,
+                                "actor": ActorStep}  # fmt: skip
+
+
+def checked(schema: type[Request], msg: dict[str, Any], setpoint_size: int = 0) -> Any:
+    """``msg`` as an instance of ``schema``, or :class:`protocol.ProtocolError` ``bad_field``
+    naming the first field that does not fit (a vector's own message: its element and why)."""
+    try:
+        return schema.model_validate(msg, context={"setpoint_size": setpoint_size})
+    except ValidationError as err:
+        raise _refusal(err, schema, msg.get("op")) from None
+
+
+def _refusal(err: ValidationError, schema: type[Request], op: Any) -> P.ProtocolError:
+    first = err.errors(include_url=False)[0]
+    where = ".".join(str(p) for p in first["loc"])
+    role = next((r for r, s in STEPS.items() if s is schema), None)
+    what = repr(op)
+    if role is not None:
+        what = f"{'a' if role == 'vehicle' else 'an'} {role!r} client's 'step'"
+    if first["type"] == "bad_field":  # a vector's own message
+        return P.ProtocolError("bad_field", first["msg"])
+    if first["type"] == "missing":
+        return P.ProtocolError("bad_field", f"{where}: missing from {what}")
+    if first["type"] == "extra_forbidden":
+        fields = ", ".join(schema.model_fields)
+        return P.ProtocolError("bad_field", f"{where}: not a field of {what} (fields: {fields})")
+    return P.ProtocolError("bad_field", explain(err))
 
 
 @dataclass
@@ -111,6 +238,7 @@ class Server(WorldHost):
             raise ConfigError(f"speed: expected a real-time factor in (0, 1000], got {speed!r}")
         if not (isinstance(max_behind, int | float) and max_behind >= 0):
             raise ConfigError(f"max_behind: expected seconds >= 0, got {max_behind!r}")
+        _return_big_buffers()
         self.realtime, self.speed, self.max_behind = bool(realtime), float(speed), max_behind
         self.rt = RealtimeStats()
         self.token, self.max_bytes = token, max_bytes
@@ -241,31 +369,36 @@ class Server(WorldHost):
 
     # ---- operations -------------------------------------------------------------------------
     def _dispatch(self, ident: bytes, envelope: list[bytes], msg: dict[str, Any]) -> None:
+        """Check ``msg`` in full against its op's schema (a step's: its client's role's), then
+        act on it."""
         op = msg["op"]
-        if op not in P.OPS:
+        if op not in REQUESTS:
             raise P.ProtocolError("bad_op", f"op: {op!r} is not one of {', '.join(P.OPS)}")
-        P.field(msg, "seq", (int, type(None)), None)
-        if op == "hello":
-            self._hello(ident, envelope, msg)
-            return
-        if op == "ping":
-            self._send(ident, envelope, _echo({"op": "pong", "tick": self.world.tick}, msg))
-            return
         peer = self.peers.get(ident)
-        if peer is None:
+        if peer is None and op in ("step", "bye"):  # before hello: its common fields only
+            checked(Request, {k: msg[k] for k in ("v", "op", "seq") if k in msg})
             if ident in self._dropped:
                 raise P.ProtocolError("dropped", self._dropped[ident])
             raise P.ProtocolError("not_joined", f"op {op!r}: send 'hello' first")
+        schema = STEPS[peer.role] if peer is not None and op == "step" else REQUESTS[op]
+        req = checked(schema, msg, self.sp_size)
+        if isinstance(req, Hello):
+            self._hello(ident, envelope, req)
+            return
+        if isinstance(req, Ping):
+            self._send(ident, envelope, _echo({"op": "pong", "tick": self.world.tick}, msg))
+            return
+        assert peer is not None
         peer.envelope = envelope
-        if op == "step":
-            self._step(peer, msg)
-        else:  # bye
-            del self.peers[ident]
-            self._send(ident, envelope, _echo({"op": "bye"}, msg))
-            self._maybe_tick()
+        if isinstance(req, Step):
+            self._step(peer, req)
+            return
+        del self.peers[ident]  # bye
+        self._send(ident, envelope, _echo({"op": "bye"}, msg))
+        self._maybe_tick()
 
-    def _hello(self, ident: bytes, envelope: list[bytes], msg: dict[str, Any]) -> None:
-        token = P.field(msg, "token", (str, type(None)), None)
+    def _hello(self, ident: bytes, envelope: list[bytes], msg: Hello) -> None:
+        token = msg.token
         if self.token is not None and not (
             isinstance(token, str) and hmac.compare_digest(token.encode(), self.token.encode())
         ):
@@ -273,21 +406,18 @@ class Server(WorldHost):
         if ident in self.peers:
             raise P.ProtocolError("bad_op", "hello: this client has joined already")
         self._dropped.pop(ident, None)
-        role = P.field(msg, "role", str, "vehicle")
-        if role not in ("vehicle", "in_loop", "actor"):
-            raise P.ProtocolError(
-                "bad_field", f"role: expected 'vehicle', 'in_loop' or 'actor', got {role!r}"
-            )
-        slot = self._claim(role, P.field(msg, "slot", (int, type(None)), None))
+        role = msg.role
+        slot = self._claim(role, msg.slot)
         now = time.monotonic()
         peer = _Peer(ident, envelope, slot, role, since=now, heard=now)
         mode = "realtime" if self.realtime else "lockstep"
+        reply = {"seq": msg.seq}
         if role == "actor":
             self.peers[ident] = peer
             welcome = {"op": "welcome", "slot": slot, "role": role, "dt": self.world.dt,
                        "sensors": {}, "mode": mode, "speed": self.speed,
                        "max_bytes": self.max_bytes, "obs": self._actor_obs()}  # fmt: skip
-            self._send(ident, envelope, _echo(welcome, msg))
+            self._send(ident, envelope, _echo(welcome, reply))
             return
         self.reset_slot(slot)
         self.peers[ident] = peer
@@ -306,7 +436,7 @@ class Server(WorldHost):
             "max_bytes": self.max_bytes,
             "obs": obs,
         }
-        self._send(ident, envelope, _echo(welcome, msg))
+        self._send(ident, envelope, _echo(welcome, reply))
 
     def _claim(self, role: str, want: int | None) -> int:
         """A slot of ``role`` for a new client: ``want``, else the first free one; a slot whose
@@ -338,26 +468,23 @@ class Server(WorldHost):
         quiet = time.monotonic() - max(peer.since, peer.heard)
         return quiet > self.input_timeout and (self.realtime or peer.pending is None)
 
-    def _step(self, peer: _Peer, msg: dict[str, Any]) -> None:
+    def _step(self, peer: _Peer, msg: Step) -> None:
+        """``msg`` (checked in full by its role's schema) as ``peer``'s input for the tick: a
+        refused step never becomes one."""
         if peer.pending is not None and not self.realtime:
             raise P.ProtocolError("bad_op", "step: already sent for this tick; wait for the obs")
-        tick = P.field(msg, "tick", (int, type(None)), None)
-        if tick is not None and tick != self.world.tick and not self.realtime:
+        if msg.tick is not None and msg.tick != self.world.tick and not self.realtime:
             raise P.ProtocolError(
-                "bad_field", f"tick: the world is at {self.world.tick}, got {tick}"
+                "bad_field", f"tick: the world is at {self.world.tick}, got {msg.tick}"
             )
-        # checked in full before it becomes the tick's input: a rejected step is not one
-        if peer.role == "vehicle":
-            pending = {"command": P.vector(msg, "command", self.sp_size)}
+        if isinstance(msg, VehicleStep):
+            pending: dict[str, Any] = {"command": msg.command}
         else:
-            pos, quat = P.vector(msg, "pos", 3), P.vector(msg, "quat", 4)
-            pending = {"pos": pos, "quat": quat}
-            if peer.role == "in_loop":
-                pending["vel"] = P.vector(msg, "vel", 3, None)
-                pending["omega"] = P.vector(msg, "omega", 3, None)
-            if quat is None or float(np.linalg.norm(quat)) < 1e-6:
-                raise P.ProtocolError("bad_field", "quat: expected a nonzero quaternion")
-        peer.pending, peer.seq = pending, msg.get("seq")
+            assert isinstance(msg, ActorStep)
+            pending = {"pos": msg.pos, "quat": msg.quat}
+            if isinstance(msg, InLoopStep):
+                pending["vel"], pending["omega"] = msg.vel, msg.omega
+        peer.pending, peer.seq = pending, msg.seq
         if not self.realtime:  # real time: the clock ticks, the input is held until replaced
             self._maybe_tick()
 
@@ -433,13 +560,18 @@ class Server(WorldHost):
         """:meth:`WorldHost.reset_slot`, and the slot's IMU noise stream restarted where it
         began (its key is the server's ``sim_seed`` and the slot index), so a client's flight
         repeats whatever flew the slot before it, and the same joins repeat exactly (a replay
-        too)."""
+        too). The other slots' streams are left where they were (``Imu.reset`` draws for every
+        env: a join on slot 1 shifted the noise of a client flying slot 0)."""
         imu = self.world.sim.imu
-        if imu is not None and self._imu_start is not None:
-            mask = torch.zeros(self.world.b, dtype=torch.bool, device=imu.tick.device)
-            mask[slot] = True
-            imu.rewind(mask, self._imu_start)
+        if imu is None or self._imu_start is None:
+            super().reset_slot(slot)
+            return
+        mask = torch.zeros(self.world.b, dtype=torch.bool, device=imu.tick.device)
+        mask[slot] = True
+        others = imu.tick.clone()
+        imu.rewind(mask, self._imu_start)
         super().reset_slot(slot)
+        imu.rewind(~mask, others)
 
     # ---- replies ------------------------------------------------------------------------------
     def _sensor_info(self, name: str) -> dict[str, Any]:
