@@ -66,9 +66,12 @@ LIMITS: dict[str, Limit] = {
     "yaw": Limit("yaw angle", "rad", -1e3, 1e3),
     "text_file": Limit("text file size", "B", 0, 64 * 2**20, integer=True),
     "nesting": Limit("nesting depth of a structured file", "1", 0, 32, integer=True),
-    "grid_cells": Limit("occupancy grid cells", "1", 1, 2**31, integer=True),
+    # ~7 bytes a node with its distance search: 2**28 nodes is about 2 GB
+    "grid_cells": Limit("occupancy grid cells", "1", 1, 2**28, integer=True),
     "trajectory_samples": Limit("trajectory samples held at once", "1", 1, 2**24, integer=True),
     "gates": Limit("gates in a course", "1", 1, 10_000, integer=True),
+    "scene_objects": Limit("obstacles a scene generator places", "1", 0, 2**14, integer=True),
+    "lattice_cells": Limit("generated maze or noise lattice cells", "1", 1, 2**20, integer=True),
     "scene_vertices": Limit("vertices or points of a scene file", "1", 1, 2**24, integer=True),
     "scene_faces": Limit("triangles of a scene file", "1", 1, 2**24, integer=True),
 }

@@ -243,9 +243,10 @@ def _platform(name: str) -> Any:
 
 
 def _scenario(name: str) -> Any:
-    from volary.worlds.scenarios import SCENARIOS
+    """A generated scenario type or ``custom`` (a scene from a file, ``--set path=...``)."""
+    from volary.worlds.scenarios import CUSTOM, SCENARIOS
 
-    return SCENARIOS.get(name)
+    return CUSTOM if name == CUSTOM.name else SCENARIOS.get(name)
 
 
 def _scene(name: str) -> None:

@@ -135,23 +135,29 @@ class VoxelGrid:
     def from_points(
         points: np.ndarray, voxel: float, object_id: int = 0, name: str = ""
     ) -> VoxelGrid:
-        """The cells that hold at least one of ``points (P, 3)`` (finite, P >= 1), on a grid
-        aligned to multiples of ``voxel`` (m). Refuses grids above :data:`MAX_VOXELS` cells."""
+        """The cells that hold at least one of ``points (P, 3)`` (finite, within the world
+        extent, P >= 1), on a grid aligned to multiples of ``voxel`` (m). Refuses grids above
+        :data:`MAX_VOXELS` cells before allocating them."""
+        from volary.worlds.io import check_extent
+
         p = np.asarray(points, dtype=float)
         if p.ndim != 2 or p.shape[1] != 3 or len(p) == 0 or not np.all(np.isfinite(p)):
             raise ConfigError(f"points: expected finite (P, 3) with P >= 1, got {p.shape}")
+        check_extent("points", p, "point", ConfigError)
         if not (np.isfinite(voxel) and voxel > 0):
             raise ConfigError(f"voxel: expected > 0 m, got {voxel}")
-        cell = np.floor(p / voxel).astype(np.int64)
+        cell = np.floor(p / voxel)  # float until the size is known: no int64 overflow
         lo = cell.min(axis=0)
         shape = cell.max(axis=0) - lo + 1
-        if int(np.prod(shape.astype(float))) > MAX_VOXELS:
+        if not float(np.prod(shape)) <= MAX_VOXELS:
             raise ConfigError(
-                f"voxel: {voxel} m gives a {tuple(shape)} grid (more than "
-                f"{MAX_VOXELS} cells); use a larger voxel"
+                f"voxel: {voxel:g} m gives a {' x '.join(f'{s:.3g}' for s in shape)} grid "
+                f"(more than {MAX_VOXELS} cells); use a larger voxel"
             )
-        occ = np.zeros(tuple(shape), dtype=bool)
-        occ[tuple((cell - lo).T)] = True
+        if not np.abs(cell).max() < 2**52:  # cell indices exact in float64
+            raise ConfigError(f"voxel: {voxel:g} m is too small for coordinates of the points")
+        occ = np.zeros(tuple(shape.astype(np.int64)), dtype=bool)
+        occ[tuple((cell - lo).astype(np.int64).T)] = True
         org = lo * voxel
         return VoxelGrid((float(org[0]), float(org[1]), float(org[2])), voxel, occ, object_id, name)
 

@@ -6,18 +6,24 @@ obstacle (distance <= radius), the floor/bounds (closer than radius) or the ceil
 rasterized by blocks of nodes against the triangles near them (unsigned distance <= radius)
 plus, for closed meshes, the nodes inside (parity of triangle crossings above each node). The search
 is a breadth-first wavefront over 6-connected free nodes (numpy, one frontier at a time), so a
-found path is a chain of axis-aligned steps of one resolution between free nodes.
+found path is a chain of axis-aligned steps of one resolution between free nodes. Bounds outside
+the world extent and grids of more than ``volary.inputs.LIMITS["grid_cells"]`` nodes are
+refused before anything is allocated (:func:`grid_shape`).
 """
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 
 from volary.errors import ConfigError
+from volary.inputs import LIMITS
 from volary.worlds._stack import gate_boxes
+from volary.worlds.io import check_extent
 from volary.worlds.meshgeom import face_normals
 from volary.worlds.primitives import Box, Cylinder, Mesh, Plane, Primitive, SceneSpec, Sphere
 
@@ -135,17 +141,78 @@ class OccupancyGrid:
         return float(1.0 - self.occupied.mean())
 
 
-def _axes(spec: SceneSpec, resolution: float) -> list[np.ndarray]:
+def _real(x: object) -> bool:
+    """A finite real number (not a bool)."""
+    return isinstance(x, numbers.Real) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def grid_box(spec: SceneSpec) -> tuple[np.ndarray, np.ndarray]:
+    """The box an occupancy grid of ``spec`` covers: its bounds, cut at the flight ceiling.
+    Refuses (ConfigError naming the scene and the coordinate) bounds or a ceiling outside the
+    world extent (``LIMITS["coordinate"]``), a NaN ceiling and one at or below the floor."""
     lo = np.asarray(spec.bounds_min, dtype=float)
     hi = np.asarray(spec.bounds_max, dtype=float)
-    hi[2] = min(hi[2], spec.flight_ceiling)
+    check_extent(spec.name, lo, "bounds_min", ConfigError)
+    check_extent(spec.name, hi, "bounds_max", ConfigError)
+    ceiling = float(spec.flight_ceiling)
+    if math.isnan(ceiling):
+        raise ConfigError(f"{spec.name}: ceiling: expected a number of metres, got nan")
+    hi[2] = min(hi[2], ceiling)
     if hi[2] <= lo[2]:
-        raise ConfigError(f"{spec.name}: flight ceiling {spec.flight_ceiling} m is below the floor")
-    n = np.floor((hi - lo) / resolution + 1e-9).astype(int) + 1
+        raise ConfigError(f"{spec.name}: flight ceiling {ceiling} m is below the floor")
+    return lo, hi
+
+
+def grid_shape(spec: SceneSpec, resolution: float) -> tuple[int, int, int]:
+    """Nodes along x, y, z of the occupancy grid of ``spec`` at ``resolution`` (m); refuses,
+    before anything is allocated, a grid of more than ``LIMITS["grid_cells"]`` nodes with a
+    ConfigError naming the resolution, the extent and the finest resolution that fits."""
+    if not (_real(resolution) and resolution > 0):
+        raise ConfigError(f"resolution: expected a finite number > 0 m, got {resolution!r}")
+    lo, hi = grid_box(spec)
+    size = hi - lo
+    n = _nodes(size, resolution)
+    cells, cap = float(np.prod(n)), LIMITS["grid_cells"]
+    if not cells <= cap.hi:
+        fits = _finest(size, cap.hi)
+        raise ConfigError(
+            f"{spec.name}: resolution {resolution:g} m over the extent "
+            f"{size[0]:g} x {size[1]:g} x {size[2]:g} m needs {cells:.3g} grid nodes; expected "
+            f"at most {cap.hi:.0f} ({cap.quantity}): use a resolution >= {fits:.2g} m or "
+            f"smaller bounds"
+        )
+    return int(n[0]), int(n[1]), int(n[2])
+
+
+def _nodes(size: np.ndarray, resolution: float) -> np.ndarray:
+    """Nodes per axis as floats (no integer overflow before the limit is checked)."""
+    return np.floor(size / resolution + 1e-9) + 1
+
+
+def _finest(size: np.ndarray, cells: float) -> float:
+    """The finest resolution (m), rounded up to two significant digits, whose grid over
+    ``size`` has at most ``cells`` nodes."""
+    r = float(np.prod(size) / cells) ** (1 / 3)
+    while True:
+        step = 10 ** (math.floor(math.log10(r)) - 1)
+        r = math.ceil(r / step * (1 - 1e-12)) * step
+        if float(np.prod(_nodes(size, r))) <= cells:
+            return r
+        r *= 1.01
+
+
+def _axes(spec: SceneSpec, resolution: float) -> list[np.ndarray]:
+    n = grid_shape(spec, resolution)
+    lo = np.asarray(spec.bounds_min, dtype=float)
     return [lo[i] + np.arange(n[i]) * resolution for i in range(3)]
 
 
+_SLAB = 1 << 22  # nodes whose distance is computed at once when marking a primitive
+
+
 def _mark(occ: np.ndarray, axes: list[np.ndarray], prim: Primitive, radius: float) -> None:
+    """Mark the nodes within ``radius`` of a primitive: those in its inflated bounds (all of
+    them for a plane), by slabs of about :data:`_SLAB` nodes (a few tens of MB at a time)."""
     box = aabb(prim)
     sl = []
     for i, ax in enumerate(axes):
@@ -157,9 +224,12 @@ def _mark(occ: np.ndarray, axes: list[np.ndarray], prim: Primitive, radius: floa
         if i1 <= i0:
             return
         sl.append(slice(i0, i1))
-    grids = np.meshgrid(axes[0][sl[0]], axes[1][sl[1]], axes[2][sl[2]], indexing="ij")
-    pts = np.stack(grids, axis=-1)
-    occ[sl[0], sl[1], sl[2]] |= point_distance(prim, pts) <= radius
+    ys, zs = axes[1][sl[1]], axes[2][sl[2]]
+    step = max(1, _SLAB // max(1, len(ys) * len(zs)))
+    for x0 in range(sl[0].start, sl[0].stop, step):
+        x1 = min(x0 + step, sl[0].stop)
+        pts = np.stack(np.meshgrid(axes[0][x0:x1], ys, zs, indexing="ij"), axis=-1)
+        occ[x0:x1, sl[1], sl[2]] |= point_distance(prim, pts) <= radius
 
 
 _BLOCK = 8  # nodes per block edge when rasterizing meshes
@@ -277,15 +347,11 @@ def _mark_mesh(occ: np.ndarray, axes: list[np.ndarray], m: Mesh, radius: float) 
 
 def occupancy_grid(spec: SceneSpec, radius: float, resolution: float = 0.25) -> OccupancyGrid:
     """Rasterize a spec for a sphere of ``radius`` (m) at node spacing ``resolution`` (m)."""
-    if not resolution > 0 or not radius >= 0:
-        raise ConfigError(
-            f"occupancy_grid: expected resolution > 0 and radius >= 0, got {resolution}, {radius}"
-        )
+    if not (_real(radius) and radius >= 0):
+        raise ConfigError(f"radius: expected a finite number >= 0 m, got {radius!r}")
     axes = _axes(spec, resolution)
     occ = np.zeros([len(a) for a in axes], dtype=bool)
-    lo = np.asarray(spec.bounds_min, dtype=float)
-    hi = np.asarray(spec.bounds_max, dtype=float)
-    hi[2] = min(hi[2], spec.flight_ceiling)
+    lo, hi = grid_box(spec)
     for i, ax in enumerate(axes):  # bounds, floor and ceiling: keep the sphere inside
         bad = (ax < lo[i] + radius - 1e-9) | (ax > hi[i] - radius + 1e-9)
         occ[(slice(None),) * i + (bad,)] = True

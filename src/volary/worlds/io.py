@@ -7,7 +7,10 @@ are read by the parsers here: the maintained libraries tried read them less well
 are in ``worlds/DESIGN.md``). Output is deterministic: the same spec gives the same bytes. Every
 malformed input raises :class:`~volary.errors.FileFormatError` whose message starts with the
 file path, and sizes from headers are checked against the bytes present before anything is
-allocated, so a lying header cannot hang or exhaust memory.
+allocated, so a lying header cannot hang or exhaust memory. :func:`load_mesh` and
+:func:`load_points` also refuse more rows than ``volary.inputs.LIMITS`` declares
+(``scene_vertices``, ``scene_faces``) and coordinates outside the world extent
+(``LIMITS["coordinate"]``, :func:`check_extent`).
 """
 
 from __future__ import annotations
@@ -21,7 +24,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from volary.errors import ConfigError, FileFormatError
+from volary.errors import ConfigError, FileFormatError, VolaryError
+from volary.inputs import LIMITS
 from volary.worlds._stack import gate_boxes
 from volary.worlds.primitives import Box, Cylinder, Mesh, Plane, Primitive, SceneSpec, Sphere
 
@@ -191,9 +195,17 @@ def sample_surface(mesh: MeshScene, spacing: float) -> np.ndarray:
         raise ConfigError(f"spacing: expected > 0 m, got {spacing}")
     tri = mesh.vertices[mesh.triangles]  # (T, 3, 3)
     e1, e2 = tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0]
-    n = np.maximum(
+    steps = np.maximum(
         1, np.ceil(np.stack([np.linalg.norm(e1, axis=1), np.linalg.norm(e2, axis=1)], 1) / spacing)
-    ).astype(int)
+    )
+    lattice = float(np.sum((steps[:, 0] + 1) * (steps[:, 1] + 1) / 2))  # inf for inf steps
+    cap = LIMITS["scene_vertices"]
+    if not lattice <= cap.hi:  # before the lattice is allocated
+        raise ConfigError(
+            f"spacing: {spacing:g} m puts about {lattice:.3g} points on the mesh's surface; "
+            f"expected at most {cap.hi:.0f} ({cap.quantity}): use a larger spacing"
+        )
+    n = steps.astype(int)
     out = []
     for n1, n2 in np.unique(n, axis=0):
         i, j = np.meshgrid(np.arange(n1 + 1), np.arange(n2 + 1), indexing="ij")
@@ -367,14 +379,36 @@ def _floats(path: str | Path, tokens: list[bytes], what: str) -> np.ndarray:
         raise _fail(path, f"{what}: non-numeric value ({e})") from e
 
 
+@dataclass(frozen=True)
+class _PlyHeader:
+    """A PLY header as plyfile parses it: ``layout`` (format, elements, counts, property types;
+    no data), the header bytes handed to plyfile and the offset of the body in the file."""
+
+    layout: PlyData
+    text: bytes  # the header with its obj_info lines taken out (plyfile refuses some)
+    obj_info: tuple[str, ...]
+    start: int  # offset of the body in the file
+
+
 def check_ply(path: str | Path) -> PlyData:
     """Refuse a PLY file whose header does not parse or declares more rows than the file holds
     (binary: bytes; ascii: lines), or an ascii one with rows beyond those declared: before any
     reader allocates what the header claims (the splat reader calls it too). Returns plyfile's
     parse of the header."""
-    layout, start = _ply_layout(path, _head(path))
-    _ply_check_counts(path, layout, start)
-    return layout
+    return _ply_checked(path).layout
+
+
+def _ply_checked(path: str | Path) -> _PlyHeader:
+    header = _ply_layout(path, _head(path))
+    _ply_check_counts(path, header.layout, header.start)
+    return header
+
+
+def read_ply_data(path: str | Path) -> PlyData:
+    """Every element of a PLY file, read by plyfile after :func:`check_ply`: ``comment`` and
+    ``obj_info`` lines are taken anywhere in the header (the PLY format allows them there), and
+    every problem is a one-line :class:`FileFormatError` naming the file."""
+    return _ply_data(path, _ply_checked(path))
 
 
 def _head(path: str | Path) -> bytes:
@@ -387,18 +421,60 @@ def _head(path: str | Path) -> bytes:
         raise _fail(path, f"cannot read the file ({e.strerror or e})") from e
 
 
-def _ply_layout(path: str | Path, head: bytes) -> tuple[PlyData, int]:
+def _ply_newline(head: bytes) -> bytes | None:
+    """The line ending of a PLY header (that of its ``ply`` line), None when there is none."""
+    for nl in (b"\r\n", b"\n", b"\r"):
+        if head.startswith(b"ply" + nl):
+            return nl
+    return None
+
+
+def _ply_without_obj_info(head: bytes) -> tuple[bytes, tuple[str, ...], int]:
+    """The header up to its ``end_header`` line with the ``obj_info`` lines taken out (plyfile
+    1.1 refuses one after an ``element`` line, which the PLY format allows), their texts, and
+    the number of bytes taken out. A header without a well-formed line structure is returned
+    as it is, for plyfile to name its problem."""
+    nl = _ply_newline(head)
+    if nl is None:
+        return head, (), 0
+    kept, info, pos = [], [], 0
+    while True:
+        end = head.find(nl, pos)
+        if end < 0:
+            return head, (), 0
+        line = head[pos : end + len(nl)]
+        pos = end + len(nl)
+        words = line.split(None, 1)
+        if words and words[0] == b"obj_info":
+            info.append(line.strip()[len(b"obj_info") + 1 :].decode("ascii", "replace"))
+            continue
+        kept.append(line)
+        if line[: -len(nl)] == b"end_header":
+            text = b"".join(kept)
+            return text, tuple(info), pos - len(text)
+
+
+def _ply_layout(path: str | Path, head: bytes) -> _PlyHeader:
     """plyfile's parse of the header (format, elements, counts, property types; no data) and
     the offset of the body."""
-    from plyfile import PlyData, PlyHeaderParseError
-
     if not head.startswith(b"ply"):
         raise _fail(path, "not a PLY file (missing 'ply' magic line)")
     if b"end_header" not in head:
         raise _fail(path, f"PLY header has no end_header line in its first {_MAX_HEADER} bytes")
-    stream = _stdio.BytesIO(head)
+    text, info, removed = _ply_without_obj_info(head)
+    layout, size = _ply_parse(path, text)
+    layout.obj_info = list(info)
+    return _PlyHeader(layout, text[:size], info, size + removed)
+
+
+def _ply_parse(path: str | Path, text: bytes) -> tuple[PlyData, int]:
+    """plyfile's header parser (the one ``PlyData.read`` starts with) over ``text``, and the
+    number of bytes it took."""
+    from plyfile import PlyData, PlyHeaderParseError
+
+    stream = _stdio.BytesIO(text)
     try:
-        layout = PlyData._parse_header(stream)  # the header parser PlyData.read starts with
+        layout = PlyData._parse_header(stream)
     except PlyHeaderParseError as e:
         if e.message == "early end-of-file":
             raise _fail(path, "PLY header has no end_header line") from e
@@ -462,22 +538,36 @@ def _ply_problem(e: Exception) -> str:
     return f"PLY {where}{msg}"
 
 
-def _ply_read(path: str | Path, known_list_len: dict) -> PlyData:
+def _ply_read(path: str | Path, header: _PlyHeader, known_list_len: dict) -> PlyData:
+    """The elements of the file read by plyfile (memory-mapped where it can), from the body
+    offset after the header as :func:`_ply_layout` parsed it (what ``PlyData.read`` does after
+    its own header parse, which refuses some valid headers)."""
     from plyfile import PlyData
 
+    ply, _ = _ply_parse(path, header.text)
+    ply.obj_info = list(header.obj_info)
     try:
-        return PlyData.read(str(path), mmap="c", known_list_len=known_list_len)
+        with open(path, "rb") as f:
+            f.seek(header.start)
+            stream = _stdio.TextIOWrapper(f, "ascii") if ply.text else f
+            for el in ply:
+                el._read(stream, ply.text, ply.byte_order, "c", known_list_len.get(el.name, {}))
     except OSError as e:
         raise _fail(path, f"cannot read the file ({e.strerror or e})") from e
+    except UnicodeDecodeError as e:
+        raise _fail(path, "ascii PLY data is not ASCII text") from e
     except (ValueError, TypeError, OverflowError) as e:  # (element errors are not ValueErrors)
         raise _fail(path, f"malformed PLY data ({e})") from e
+    assert isinstance(ply, PlyData)
+    return ply
 
 
-def _ply_data(path: str | Path, layout: PlyData) -> PlyData:
+def _ply_data(path: str | Path, header: _PlyHeader) -> PlyData:
     """The file read by plyfile. Binary elements with lists are memory-mapped when every row
     has the same length (tried: 3, then 4), otherwise read row by row."""
     from plyfile import PlyElementParseError, PlyListProperty
 
+    layout = header.layout
     lists = {
         el.name: [p.name for p in el.properties if isinstance(p, PlyListProperty)]
         for el in layout.elements
@@ -485,11 +575,12 @@ def _ply_data(path: str | Path, layout: PlyData) -> PlyData:
     if not layout.text and any(lists.values()):
         for n in _PLY_LIST_GUESSES:
             try:
-                return _ply_read(path, {k: dict.fromkeys(v, n) for k, v in lists.items() if v})
+                known = {k: dict.fromkeys(v, n) for k, v in lists.items() if v}
+                return _ply_read(path, header, known)
             except PlyElementParseError:
                 continue  # some row is not n long (or the file is short): the general reader says
     try:
-        return _ply_read(path, {})
+        return _ply_read(path, header, {})
     except PlyElementParseError as e:
         raise _fail(path, _ply_problem(e)) from e
 
@@ -503,6 +594,8 @@ def _fan(path: str | Path, faces: list | np.ndarray) -> np.ndarray:
         for f in faces:
             by_len.setdefault(len(f), []).append(f)
         rows = [np.asarray(v, dtype=float) for _, v in sorted(by_len.items())]
+    n_tris = sum(len(r) * max(r.shape[1] - 2, 0) for r in rows if r.ndim == 2)
+    _check_count(path, n_tris, "scene_faces", "triangles in the faces")
     tris = []
     for r in rows:
         if r.shape[1] < 3:
@@ -519,8 +612,9 @@ def _fan(path: str | Path, faces: list | np.ndarray) -> np.ndarray:
 def read_ply(path: str | Path) -> tuple[np.ndarray, np.ndarray | None]:
     """Vertices ``(V, 3)`` and triangles ``(T, 3)`` (None when the file has no face element),
     read by plyfile; values are those of the declared property types (``float`` is float32)."""
-    layout = check_ply(path)
-    table = {el.name: el for el in _ply_data(path, layout).elements}
+    header = _ply_checked(path)
+    _ply_check_limits(path, header.layout)
+    table = {el.name: el for el in _ply_data(path, header).elements}
     vert = table.get("vertex")
     if vert is None or not all(c in vert.data.dtype.names for c in "xyz"):
         raise _fail(path, "PLY file has no vertex element with x, y, z properties")
@@ -540,9 +634,18 @@ def read_ply(path: str | Path) -> tuple[np.ndarray, np.ndarray | None]:
 _OBJ_IGNORED = {"vt", "vn", "vp", "g", "o", "s", "usemtl", "mtllib", "l", "p"}
 
 
+def _plain(tokens: list[str]) -> bool:
+    """Numbers as files write them: Python's int() and float() also take ``1_000`` and
+    non-ASCII digits, which no file format does."""
+    return all(t.isascii() and "_" not in t for t in tokens)
+
+
 def _obj_face(path: str | Path, no: int, tok: list[str], n_vert: int) -> list[int]:
     try:
-        idx = [int(t.split("/")[0]) for t in tok]
+        heads = [t.split("/")[0] for t in tok]
+        if not _plain(heads):
+            raise ValueError(heads)
+        idx = [int(t) for t in heads]
     except ValueError as e:
         raise _fail(path, f"line {no}: malformed face index") from e
     if len(idx) < 3 or 0 in idx:
@@ -558,18 +661,25 @@ def read_obj(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
         raise _fail(path, "not a text OBJ file (not UTF-8)") from e
     verts: list[list[float]] = []
     faces: list[list[int]] = []
+    max_verts, max_faces = int(LIMITS["scene_vertices"].hi), int(LIMITS["scene_faces"].hi)
     for no, line in enumerate(text.splitlines(), 1):
         tok = line.split()
         if not tok or tok[0].startswith("#") or tok[0] in _OBJ_IGNORED:
             continue
         if tok[0] == "v":
+            if len(verts) >= max_verts:
+                _check_count(path, len(verts) + 1, "scene_vertices", "OBJ vertices")
             try:
+                if not _plain(tok[1:4]):
+                    raise ValueError(tok[1:4])
                 verts.append([float(t) for t in tok[1:4]])
             except ValueError as e:
                 raise _fail(path, f"line {no}: malformed vertex") from e
             if len(verts[-1]) != 3:
                 raise _fail(path, f"line {no}: a vertex needs 3 coordinates")
         elif tok[0] == "f":
+            if len(faces) >= max_faces:
+                _check_count(path, len(faces) + 1, "scene_faces", "OBJ faces")
             faces.append(_obj_face(path, no, tok[1:], len(verts)))
         else:
             raise _fail(path, f"line {no}: unsupported OBJ statement {tok[0][:20]!r}")
@@ -585,6 +695,7 @@ def read_stl(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     data = _read(path)
     n = int.from_bytes(data[80:84], "little") if len(data) >= 84 else -1
     if n >= 0 and len(data) == 84 + 50 * n:
+        _check_count(path, n, "scene_faces", "STL triangles")
         corners = np.frombuffer(data, _STL_REC, n, 84)["v"].astype(float).reshape(-1, 3)
     elif data.lstrip()[:5].lower() == b"solid":
         try:
@@ -592,6 +703,7 @@ def read_stl(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
         except UnicodeDecodeError as e:
             raise _fail(path, "STL is neither a consistent binary file nor ASCII text") from e
         found = re.findall(r"^\s*vertex\s+(\S+)\s+(\S+)\s+(\S+)", text, re.M)
+        _check_count(path, len(found) // 3, "scene_faces", "STL triangles")
         corners = _floats(path, [t.encode() for f in found for t in f], "STL vertex")
         if corners.size % 9:
             raise _fail(path, "ASCII STL vertex count is not a multiple of 3")
@@ -671,8 +783,12 @@ def _pcd_dtype(path: str | Path, head: dict[str, list[str]]) -> np.dtype:
 
 def _pcd_count(path: str | Path, head: dict[str, list[str]]) -> int:
     try:
-        w, h = int(head["WIDTH"][0]), int(head["HEIGHT"][0])
-        n = int(head.get("POINTS", [str(w * h)])[0])
+        texts = [head["WIDTH"][0], head["HEIGHT"][0]]
+        texts.append(head.get("POINTS", [texts[0]])[0])
+        if not _plain(texts):
+            raise ValueError(texts)
+        w, h = int(texts[0]), int(texts[1])
+        n = int(texts[2]) if "POINTS" in head else w * h
     except (KeyError, IndexError, ValueError) as e:
         raise _fail(path, "PCD header lacks a valid WIDTH, HEIGHT or POINTS") from e
     if n != w * h or n < 0:
@@ -685,6 +801,7 @@ def read_pcd(path: str | Path) -> np.ndarray:
     data = _read(path)
     head, start = _pcd_header(path, data)
     dt, n = _pcd_dtype(path, head), _pcd_count(path, head)
+    _check_count(path, n, "scene_vertices", "PCD points")
     mode = (head["DATA"] or [""])[0].lower()
     body = data[start:]
     if mode == "binary":
@@ -699,6 +816,8 @@ def read_pcd(path: str | Path) -> np.ndarray:
     lines = [ln for ln in body.split(b"\n") if ln.strip()]
     if len(lines) < n:
         raise _fail(path, f"truncated: header says {n} points, {len(lines)} rows present")
+    if len(lines) > n:
+        raise _fail(path, f"{len(lines) - n} row(s) of data after the {n} declared points")
     names = list(dt.names or ())
     widths = [max(1, int(np.prod(dt[k].shape))) for k in range(len(names))]
     cols = sum(widths)
@@ -710,12 +829,49 @@ def read_pcd(path: str | Path) -> np.ndarray:
     return np.stack([arr[:, int(offs[names.index(c)])] for c in "xyz"], axis=1)
 
 
+def check_extent(
+    source: str | Path,
+    points: np.ndarray,
+    label: str,
+    error: type[VolaryError] = FileFormatError,
+) -> None:
+    """Refuse points ``(..., 3)`` with a coordinate outside the world extent
+    (``LIMITS["coordinate"]``) or not finite: one line naming ``source``, the row (``label``
+    and its index, or ``label`` alone for one point) and the coordinate."""
+    v = np.asarray(points, dtype=float).reshape(-1, 3)
+    lim = LIMITS["coordinate"]
+    inside = (v >= lim.lo) & (v <= lim.hi)  # False for NaN
+    if inside.all():
+        return
+    flat = int(np.argmin(inside.ravel()))
+    row, axis = divmod(flat, 3)
+    where = label if len(v) == 1 else f"{label} {row}"
+    raise error(
+        f"{source}: {where}: {'xyz'[axis]} = {v[row, axis]:g} is outside the world extent; "
+        f"expected {lim.describe()}"
+    )
+
+
+def _check_count(path: str | Path, n: int, limit: str, what: str) -> None:
+    """Refuse ``n`` rows of ``what`` above the declared limit, before they are allocated."""
+    lim = LIMITS[limit]
+    if n > lim.hi:
+        raise _fail(path, f"{n} {what}; expected at most {lim.hi:.0f} ({lim.quantity})")
+
+
+def _ply_check_limits(path: str | Path, layout: PlyData) -> None:
+    counts = {el.name: el.count for el in layout.elements}
+    _check_count(path, counts.get("vertex", 0), "scene_vertices", "PLY vertices")
+    _check_count(path, counts.get("face", 0), "scene_faces", "PLY faces")
+
+
 def _check_vertices(path: str | Path, v: np.ndarray, what: str) -> None:
     if len(v) == 0:
         raise _fail(path, f"empty {what}: no vertices")
     if not np.all(np.isfinite(v)):
         bad = int((~np.isfinite(v)).any(axis=1).sum())
         raise _fail(path, f"NaN or infinite {what} coordinates in {bad} rows")
+    check_extent(path, v, what)
 
 
 def load_mesh(path: str | Path) -> MeshScene:
@@ -754,6 +910,8 @@ __all__ = [
     "MeshScene",
     "PointCloud",
     "box_mesh",
+    "check_extent",
+    "check_ply",
     "cylinder_mesh",
     "export_scene",
     "load_mesh",
@@ -762,6 +920,7 @@ __all__ = [
     "read_obj",
     "read_pcd",
     "read_ply",
+    "read_ply_data",
     "read_stl",
     "sample_surface",
     "scene_mesh",

@@ -8,7 +8,14 @@ from pathlib import Path
 
 import numpy as np
 
+from volary.errors import ConfigError
+from volary.worlds.io import check_extent
 from volary.worlds.primitives import Box, Cylinder, Mesh, Plane, SceneSpec, Sphere
+
+# Height / width of the figure's plot area, clamped: a long thin scene is drawn with equal axes
+# inside a figure of bounded size instead of a figure sized by the scene (the PNG of a scene
+# 1 m wide and 10 km long would be millions of pixels tall).
+_ASPECT = (0.25, 3.0)
 
 
 def _box_outline(b: Box) -> np.ndarray:
@@ -19,7 +26,10 @@ def _box_outline(b: Box) -> np.ndarray:
 
 
 def plot_top_view(spec: SceneSpec, path: str | Path, title: str | None = None) -> Path:
-    """Write a top-down PNG of ``spec`` (obstacles shaded by height)."""
+    """Write a top-down PNG of ``spec`` (obstacles shaded by height), at most 700 x 2160
+    pixels whatever the scene's shape; bounds outside the world extent are a ConfigError."""
+    check_extent(spec.name, spec.bounds_min, "bounds_min", ConfigError)
+    check_extent(spec.name, spec.bounds_max, "bounds_max", ConfigError)
     import matplotlib
 
     matplotlib.use("Agg")
@@ -27,7 +37,8 @@ def plot_top_view(spec: SceneSpec, path: str | Path, title: str | None = None) -
     from matplotlib.patches import Circle, Polygon
 
     lo, hi = spec.bounds_min, spec.bounds_max
-    fig, ax = plt.subplots(figsize=(7, 7 * (hi[1] - lo[1]) / max(hi[0] - lo[0], 1e-9) + 0.6))
+    aspect = min(max((hi[1] - lo[1]) / max(hi[0] - lo[0], 1e-9), _ASPECT[0]), _ASPECT[1])
+    fig, ax = plt.subplots(figsize=(7, 7 * aspect + 0.6))
     ax.add_patch(plt.Rectangle(lo[:2], hi[0] - lo[0], hi[1] - lo[1], fill=False, lw=1.5))
     for o in spec.obstacles:
         if isinstance(o, Box):

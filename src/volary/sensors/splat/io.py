@@ -266,15 +266,11 @@ def _sh_degree_of(path: Path, names: set[str]) -> int:
 
 
 def _read_vertex(path: Path) -> tuple[np.ndarray, PlyLayout]:
-    from plyfile import PlyData, PlyParseError
+    from volary.worlds.io import read_ply_data
 
-    from volary.worlds.io import check_ply
-
-    check_ply(path)  # a header that claims more than the file holds fails before allocating
-    try:
-        ply = PlyData.read(str(path))
-    except (PlyParseError, ValueError, OSError, EOFError, OverflowError, MemoryError) as e:
-        raise FileFormatError(f"{path}: not a readable PLY file ({e})") from e
+    # check_ply first (a header that claims more than the file holds fails before allocating);
+    # comment and obj_info lines anywhere in the header, as the PLY format allows
+    ply = read_ply_data(path)
     if "vertex" not in ply:
         raise FileFormatError(f"{path}: no 'vertex' element")
     data = ply["vertex"].data
@@ -314,7 +310,8 @@ def load_ply(
 ) -> GaussianSplats:
     """Read a 3DGS PLY (INRIA or Nerfstudio export). ``world_from_file``: optional 4 x 4
     similarity (rotation x uniform scale, translation) baked into the returned splats.
-    dtype: None keeps the file's float width (float32, or float64 if any core field is)."""
+    dtype: None keeps the file's float width (float32, or float64 if any core field is).
+    Means outside the world extent (``volary.inputs.LIMITS["coordinate"]``) are refused."""
     p = Path(path)
     data, layout = _read_vertex(p)
     fields: tuple[str, ...] = data.dtype.names or ()
@@ -356,6 +353,10 @@ def load_ply(
     )
     if world_from_file is not None:
         splats = align(splats, world_from_file)
+    from volary.worlds.io import check_extent
+
+    label = "Gaussian" if world_from_file is None else "Gaussian (after world_from_file)"
+    check_extent(p, splats.means.detach().cpu().numpy(), label)  # within the world extent
     return splats
 
 
