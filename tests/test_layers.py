@@ -33,6 +33,7 @@ LAYER = {
     "client": 5,
     "ros2": 5,  # bridges (DESIGN.md layer 5)
     "ros1": 5,
+    "fc": 5,  # firmware in the loop (issue 58)
     "view": 5,
     "cli": 6,
 }
