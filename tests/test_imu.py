@@ -75,3 +75,25 @@ def test_presets_and_errors():
         ImuConfig(rate_hz=0.0)
     with pytest.raises(ConfigError, match="gyro_noise_density"):
         ImuConfig(gyro_noise_density=-1.0)
+
+
+def test_an_envs_readings_do_not_depend_on_when_other_envs_reset() -> None:
+    """Resetting env 1 leaves env 0's noise stream where it was (a served slot's join, an env's
+    auto-reset): env 0 reads the same with or without env 1's resets."""
+    import torch
+
+    from volary.sensors.imu import Imu
+
+    def readings(reset_other: bool) -> torch.Tensor:
+        imu = Imu(2, "bmi085", dtype=torch.float64)
+        imu.reseed([11, 12])
+        q = torch.tensor([[1.0, 0, 0, 0]] * 2, dtype=torch.float64)
+        z = torch.zeros(2, 3, dtype=torch.float64)
+        out = []
+        for k in range(20):
+            if reset_other and k % 5 == 2:
+                imu.reset(torch.tensor([False, True]))
+            out.append(imu(q, z, z, 1e-3).gyro[0].clone())
+        return torch.stack(out)
+
+    assert torch.equal(readings(False), readings(True))

@@ -165,15 +165,17 @@ class Imu:
         return out
 
     def reset(self, mask: Tensor | None = None) -> None:
-        """Draw new turn-on biases for the masked envs (all when None)."""
+        """Draw new turn-on biases for the masked envs (all when None). Only the masked envs'
+        noise streams advance: an env's readings never depend on when others reset."""
         c = self.config
-        n = self._normal(6)
-        ab, gb = c.accel_bias_init * n[:, :3], c.gyro_bias_init * n[:, 3:]
         m = (
             torch.ones(self.n_envs, dtype=torch.bool, device=self.tick.device)
             if mask is None
             else mask
         )
+        n = vrandom.normal(self.keys, self.tick, 6, dtype=self.dtype)
+        self.tick = self.tick + m.to(self.tick.dtype)
+        ab, gb = c.accel_bias_init * n[:, :3], c.gyro_bias_init * n[:, 3:]
         self.accel_bias = torch.where(m[:, None], ab, self.accel_bias)
         self.gyro_bias = torch.where(m[:, None], gb, self.gyro_bias)
         self.clock = torch.where(m, torch.full_like(self.clock, -1.0), self.clock)
