@@ -360,6 +360,23 @@ def _serve_parse(which: str) -> Callable[[str], Any]:
     return lambda v: _serve_parsers()[which](v)
 
 
+def _fc_common(port: str) -> dict[str, Check]:
+    """The options ``volary fc px4`` and ``volary fc ardupilot`` share."""
+    return {
+        "--platform": PLATFORM,
+        "--port": count(0, 65535, port),
+        "--bind": text(r"[0-9A-Fa-f.:]{2,45}", "an IP address"),
+        "--duration": real(0, LIMITS["duration"].hi, "simulated duration", "s"),
+        "--rate-hz": real(1, 10_000, "exchange rate", "Hz"),
+        "--imu": looked_up(_imu),
+        "--seed": SEED,
+        "--home": text(r"[-+0-9.eE]+(,[-+0-9.eE]+){2}", "LAT,LON,ALT"),
+        "--motor-map": text(r"\d{1,2}(,\d{1,2})*", "rotor indices such as 3,1,0,2"),
+        "--timeout": real(0, 3600, "firmware answer timeout", "s", above=True),
+        "--wait": real(0, 86400, "connection wait", "s", above=True),
+    }
+
+
 # ----------------------------------------------------------------------------- declarations
 SEED = count(0, 2**32 - 1, "seed")
 DEVICE = Check("name", _device)
@@ -612,6 +629,16 @@ OPTIONS: dict[str, dict[str, Check]] = {
         **_serve_common(),
         "--namespace": text(r"[A-Za-z][\w/]{0,127}", "a ROS 2 namespace such as vehicle0"),
         "--start-with": _counts(1024, "vehicles before the first tick", 0),
+    },
+    "fc px4": {
+        **_fc_common("TCP port"),
+        "--motor-range": one_of(("unit", "symmetric")),
+        "--speed": real(0, 1000, "real-time factor", "1"),
+    },
+    "fc ardupilot": {
+        **_fc_common("UDP port"),
+        "--pwm-min": count(0, 65535, "PWM", "us"),
+        "--pwm-max": count(0, 65535, "PWM", "us"),
     },
     "ros1 serve": {
         "--course": one_of(("alphapilot_2019",)),

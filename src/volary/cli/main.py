@@ -626,6 +626,7 @@ def demo(
 
 def _register_subcommands() -> None:
     from volary.cli.bp import bp_app
+    from volary.cli.fc import app as fc_app
     from volary.cli.nav import register
     from volary.cli.rl import rl_app
     from volary.cli.ros2 import ros2_app
@@ -639,6 +640,7 @@ def _register_subcommands() -> None:
     app.add_typer(rl_app, name="rl")
     app.add_typer(ros2_app, name="ros2")
     app.add_typer(ros1_app, name="ros1")
+    app.add_typer(fc_app, name="fc")
 
 
 _register_subcommands()
