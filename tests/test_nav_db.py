@@ -99,9 +99,9 @@ def test_other_schema_version_is_refused_and_not_modified(tmp_path):
     con.commit()
     con.close()
     before = _digest(path)
-    with pytest.raises(ConfigError, match=r"volary 9\.9\.9 with schema 99.*reads schema 1"):
+    with pytest.raises(FileFormatError, match=r"volary 9\.9\.9 with schema 99.*reads schema 1"):
         RunDB.open(path)
-    with pytest.raises(ConfigError, match="schema 99"):
+    with pytest.raises(FileFormatError, match="schema 99"):
         load_results(path)
     assert _digest(path) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.sqlite"]
@@ -226,5 +226,5 @@ def test_a_database_without_a_schema_version_is_refused(tmp_path):
     conn.execute("DELETE FROM meta WHERE name = 'schema_version'")
     conn.commit()
     conn.close()
-    with pytest.raises(ConfigError, match="with schema None"):
+    with pytest.raises(FileFormatError, match="with schema None"):
         load_results(path)

@@ -216,3 +216,23 @@ def test_suite_files_with_meaningless_settings_are_refused(tmp_path, text, messa
     p.write_text(body)
     with pytest.raises(ConfigError, match=re.escape(message)):
         get_suite(str(p))
+
+
+# ---- issue 55: the suite file is read through volary.inputs and checked by schema.SuiteFile ----
+def test_suite_files_that_would_hang_recurse_or_fill_memory_are_one_line_errors(tmp_path):
+    import os
+
+    deep = tmp_path / "deep.toml"
+    deep.write_text("a = " + "[" * 5000 + "]" * 5000)  # HEAD: RecursionError (a traceback)
+    fifo = tmp_path / "fifo.toml"
+    os.mkfifo(fifo)
+    big = tmp_path / "big.toml"
+    with big.open("wb") as f:
+        f.write(b'platforms = ["0.60kg-EMAX"]\nscenarios = ["forest"]\nconfigs = [0]\n')
+        f.truncate(65 * 2**20)  # HEAD read all 65 MB
+    cases = [(deep, "nested too deeply"), (fifo, "not a regular file"), (big, "expected at most"),
+             ("/dev/zero", "not a regular file")]  # fmt: skip
+    for path, words in cases:
+        with pytest.raises(ConfigError) as info:
+            get_suite(str(path))
+        assert words in str(info.value) and "\n" not in str(info.value), str(info.value)

@@ -65,10 +65,10 @@ def parse_overrides(cfg: Any, overrides: Iterable[str] | Mapping[str, Any]) -> d
 def split_override(item: str) -> tuple[str, str]:
     """``"key=value"`` -> ``("key", "value")`` (stripped); ConfigError if there is no ``=``."""
     if not isinstance(item, str):
-        raise ConfigError(f"override {item!r}: expected a 'FIELD=VALUE' string")
+        raise ConfigError(f"override {_shown(item)}: expected a 'FIELD=VALUE' string")
     key, sep, text = item.partition("=")
     if not sep or not key.strip():
-        raise ConfigError(f"override {item!r}: expected FIELD=VALUE")
+        raise ConfigError(f"override {_shown(item)}: expected FIELD=VALUE")
     return key.strip(), text.strip()
 
 
@@ -92,6 +92,12 @@ def describe(annotation: Any) -> str:
     if dataclasses.is_dataclass(annotation):
         return _article(annotation.__name__)  # type: ignore[union-attr]
     return _WORDS.get(annotation) or _article(getattr(annotation, "__name__", repr(annotation)))
+
+
+def _shown(value: Any, n: int = 80) -> str:
+    """``repr(value)``, cut to ``n`` characters: an error stays one short line."""
+    text = repr(value)
+    return text if len(text) <= n else f"{text[: n - 3]}..."
 
 
 def _article(name: str) -> str:
@@ -120,7 +126,7 @@ def _tree(overrides: Iterable[str] | Mapping[str, Any]) -> dict[str, Any]:
     if isinstance(overrides, Mapping):
         pairs = [(str(k), v) for k, v in overrides.items()]
     elif isinstance(overrides, str):
-        raise ConfigError(f"overrides: expected a list of 'FIELD=VALUE', got {overrides!r}")
+        raise ConfigError(f"overrides: expected a list of 'FIELD=VALUE', got {_shown(overrides)}")
     else:
         pairs = [(k, _Text(v)) for k, v in map(split_override, overrides)]
     root: dict[str, Any] = {}
@@ -131,10 +137,10 @@ def _tree(overrides: Iterable[str] | Mapping[str, Any]) -> dict[str, Any]:
             node = node.setdefault(part, {})
             if not isinstance(node, dict):
                 raise ConfigError(
-                    f"override {key!r}: conflicts with {'.'.join(parents[: depth + 1])}"
+                    f"override {_shown(key)}: conflicts with {'.'.join(parents[: depth + 1])}"
                 )
         if isinstance(node.get(leaf), dict):
-            raise ConfigError(f"override {key!r}: conflicts with the overrides of {key}.*")
+            raise ConfigError(f"override {_shown(key)}: conflicts with the overrides of its fields")
         node[leaf] = value
     return root
 
@@ -146,7 +152,7 @@ def _changes(obj: Any, tree: dict[str, Any], path: str) -> dict[str, Any]:
     for name, sub in tree.items():
         if name not in valid:
             raise ConfigError(
-                f"{path}: unknown field {name!r}; valid fields: {', '.join(sorted(valid))}"
+                f"{path}: unknown field {_shown(name)}; valid fields: {', '.join(sorted(valid))}"
             )
         where = f"{path}.{name}"
         if isinstance(sub, dict):
@@ -208,7 +214,9 @@ def convert(value: Any, annotation: Any, path: str) -> Any:
         hint = ""
         if dataclasses.is_dataclass(_without_none(annotation)):
             hint = f" (or set its fields: {path.partition('.')[2]}.FIELD=VALUE)"
-        raise ConfigError(f"{path}: expected {describe(annotation)}{hint}, got {given!r}") from None
+        raise ConfigError(
+            f"{path}: expected {describe(annotation)}{hint}, got {_shown(given)}"
+        ) from None
 
 
 def _literal(text: str) -> Any:
@@ -269,7 +277,10 @@ def _scalar(value: Any, raw: str | None, ann: type) -> Any:
         raise _Mismatch
     if ann is float:
         if isinstance(value, int | float):
-            return float(value)
+            try:
+                return float(value)
+            except OverflowError:  # an int beyond the largest float (10**400)
+                raise _Mismatch from None
         if not isinstance(value, str):
             raise _Mismatch
         try:

@@ -74,6 +74,7 @@ LIMITS: dict[str, Limit] = {
     "lattice_cells": Limit("generated maze or noise lattice cells", "1", 1, 2**20, integer=True),
     "scene_vertices": Limit("vertices or points of a scene file", "1", 1, 2**24, integer=True),
     "scene_faces": Limit("triangles of a scene file", "1", 1, 2**24, integer=True),
+    "fc_vehicles": Limit("flight-controller firmware processes", "1", 1, 64, integer=True),
 }
 
 
@@ -81,10 +82,10 @@ def within(value: Any, limit: str | Limit, arg: str) -> float:
     """``value`` as a number within the declared limit, or ConfigError naming ``arg``."""
     lim = LIMITS[limit] if isinstance(limit, str) else limit
     ok = isinstance(value, int | float) and not isinstance(value, bool)
-    if ok and lim.integer:
-        ok = isinstance(value, int) or (math.isfinite(value) and float(value).is_integer())
-    if not ok or not math.isfinite(value) or not lim.lo <= value <= lim.hi:
-        raise ConfigError(f"{arg}: expected {lim.describe()}, got {value!r}")
+    if ok and isinstance(value, float):  # an int is compared exactly: 10**400 is no OverflowError
+        ok = math.isfinite(value) and (not lim.integer or value.is_integer())
+    if not ok or not lim.lo <= value <= lim.hi:
+        raise ConfigError(f"{arg}: expected {lim.describe()}, got {_short(value)}")
     return int(value) if lim.integer else float(value)
 
 
@@ -206,7 +207,8 @@ def explain(err: ValidationError) -> str:
     """The first problem of a pydantic error as ``field.path: message (got value)``."""
     first = err.errors(include_url=False)[0]
     got = "" if first["type"] == "missing" else f", got {_short(first.get('input'))}"
-    return f"{_where(first['loc'])}: {first['msg'].lower()}{got}"
+    msg = first["msg"]
+    return f"{_where(first['loc'])}: {msg[:1].lower() + msg[1:]}{got}"
 
 
 def validated(

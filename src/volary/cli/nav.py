@@ -221,8 +221,12 @@ def _interruptible(call: Any, path: Path) -> Any:
 
 def _finish(summary: Any, report: bool) -> None:
     from volary.bench.nav.db import load_results
+    from volary.errors import VolaryError
 
-    rows = load_results(summary.db_path)
+    try:
+        rows = load_results(summary.db_path)
+    except VolaryError as e:  # the run's file was damaged since it was written
+        _fail(str(e))
     console.print(_summary_table(rows))
     state = "complete" if summary.complete else "incomplete"
     console.print(

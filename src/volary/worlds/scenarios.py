@@ -33,6 +33,7 @@ from volary.worlds.scenarios_classic import (
     random_cylinders,
     urban,
 )
+from volary.worlds.scenarios_common import check_params
 from volary.worlds.scenarios_theory import (
     MazeParams,
     NarrowGapParams,
@@ -98,13 +99,19 @@ def _type(type: str) -> ScenarioType:
 
 
 def scenario_params(type: str, **overrides: Any) -> Any:
-    """The params dataclass of a type with ``overrides`` applied (a new object)."""
+    """The params dataclass of a type with ``overrides`` applied (a new object), checked
+    before anything is generated: each field against the type and range declared next to it
+    (``Annotated[float, Limit(...)]``), then the type's cross-field rules (ranges lo <= hi,
+    margins and clearances inside the extent, obstacle counts, lattice and grid sizes within
+    ``volary.inputs.LIMITS``). A problem is a one-line ConfigError naming the scenario, the
+    field and the expected range with its unit. "custom" checks its own params when it loads."""
     base = _type(type).params
     valid = {f.name for f in fields(base)}
     bad = sorted(set(overrides) - valid)
     if bad:
         raise ConfigError(f"scenario {type!r}: unknown params {bad}; valid: {sorted(valid)}")
-    return replace(base, **overrides)
+    params = replace(base, **overrides)
+    return params if type == CUSTOM.name else check_params(type, params)
 
 
 def make_scenario(type: str, seed: int, **overrides: Any) -> SceneSpec:

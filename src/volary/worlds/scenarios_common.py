@@ -1,14 +1,21 @@
-"""Helpers shared by the scenario generators: start/goal placement, keep-out tests and the
-solvability guarantee (grid search, then a deterministic corridor clearing when it fails)."""
+"""Helpers shared by the scenario generators: start/goal placement, keep-out tests, the
+solvability guarantee (grid search, then a deterministic corridor clearing when it fails) and
+the params check (:func:`check_params`: every field against the range declared next to it,
+then the type's cross-field rules)."""
 
 from __future__ import annotations
 
-from dataclasses import asdict
-from typing import Any
+import functools
+import math
+import types
+import typing
+from dataclasses import asdict, fields, replace
+from typing import Annotated, Any
 
 import numpy as np
 
 from volary.errors import ConfigError
+from volary.inputs import LIMITS, Flag, Limit, validated, within
 from volary.worlds.grid import find_path, point_distance
 from volary.worlds.primitives import Primitive, SceneSpec, Vec3
 
@@ -173,3 +180,157 @@ def stratified_seeds(clearance: np.ndarray | list[float], k: int = 10) -> tuple[
         middle = stratum[(m - 1) // 2 : m // 2 + 1]  # one seed (odd m) or the two middle ones
         out.append(int(middle.min()))
     return tuple(sorted(out))
+
+
+# ----------------------------------------------------------------------------- params checks
+EXTENT = LIMITS["coordinate"].hi  # m: a scene spans 0..size, so no size exceeds the world extent
+ATTEMPTS_BASE = 1_000  # draws a rejection-sampling loop may always make ...
+ATTEMPTS_PER_OBJECT = 100  # ... plus this many per object it must place (see attempts())
+LENGTH = Limit("length along x, the flight direction", "m", 1.0, EXTENT)
+WIDTH = Limit("width along y", "m", 1.0, EXTENT)
+CEILING = Limit("flight ceiling", "m", 0.5, EXTENT)
+FLIGHT_HEIGHT = Limit("start and goal altitude", "m", 0.0, EXTENT)
+MARGIN = Limit("start and goal distance from the x ends", "m", 0.0, EXTENT)
+CLEARANCE = Limit("free radius around start and goal", "m", 0.0, EXTENT)
+VEHICLE_RADIUS = Limit("vehicle radius of the solvability check", "m", 0.0, 10.0)
+RESOLUTION = Limit("grid resolution of the solvability check", "m", 0.01, 100.0)
+Span = tuple[float, float]  # a (lo, hi) range drawn uniformly
+PER_AXIS = "per axis"  # metadata of a 2-tuple field that is a value per axis, not a (lo, hi) range
+
+
+def attempts(n: int) -> int:
+    """The draws a rejection-sampling placement of ``n`` objects may make before it gives up
+    with a ConfigError (an acceptance rate below 1 % on average; the published params need at
+    most ``2 n + 5`` draws over seeds 0-99, so valid scenes are never cut short)."""
+    return ATTEMPTS_BASE + ATTEMPTS_PER_OBJECT * int(n)
+
+
+@functools.cache
+def declared(cls: type) -> dict[str, tuple[Any, Limit | None, bool]]:
+    """Each field of a params dataclass: its annotation without the metadata, the
+    :class:`~volary.inputs.Limit` declared next to it (``Annotated[float, Limit(...)]``; None
+    for a flag) and whether a 2-tuple is a (lo, hi) range (else it carries :data:`PER_AXIS`).
+    A numeric field without a declared Limit is a programming error."""
+    hints = typing.get_type_hints(cls, include_extras=True)
+    out: dict[str, tuple[Any, Limit | None, bool]] = {}
+    for f in fields(cls):
+        ann = hints[f.name]
+        base, meta = ann, ()
+        if typing.get_origin(ann) is Annotated:
+            base, meta = typing.get_args(ann)[0], ann.__metadata__
+        limits = [m for m in meta if isinstance(m, Limit)]
+        if base is not bool and not limits:
+            raise TypeError(f"{cls.__name__}.{f.name}: no declared Limit")
+        out[f.name] = (base, limits[0] if limits else None, PER_AXIS not in meta)
+    return out
+
+
+def check_params(kind: str, params: Any) -> Any:
+    """``params`` (a scenario params dataclass) with every field checked against its declared
+    type and range and normalised (ints to floats for float fields, lists to tuples), then the
+    type's cross-field rules (``params.check_rules(kind)``). Any problem is a one-line
+    ConfigError naming the scenario, the field and what was expected, with its unit."""
+    arg = f"{kind}: {{}}"
+    changes = {
+        name: _field(arg.format(name), getattr(params, name), base, limit, ranged)
+        for name, (base, limit, ranged) in declared(type(params)).items()
+    }
+    params = replace(params, **changes)
+    params.check_rules(kind)
+    return params
+
+
+def _shown(value: Any, n: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def _field(arg: str, value: Any, base: Any, limit: Limit | None, ranged: bool) -> Any:
+    if limit is None:
+        return validated(Flag, value, arg, ConfigError)
+    if typing.get_origin(base) in (typing.Union, types.UnionType) and value is None:
+        return None  # an optional count left to its rule (e.g. gaps=None: rising with the index)
+    if typing.get_origin(base) is tuple:
+        return _pair(arg, value, limit, ranged)
+    return _number(arg, value, limit)
+
+
+def _number(arg: str, value: Any, limit: Limit) -> float | int:
+    """``value`` within ``limit`` (:func:`volary.inputs.within`), refusing bools, strings,
+    floats for integer fields and ints too large for a float with the same one-line error."""
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if (
+        not number
+        or (limit.integer and not isinstance(value, int))
+        or (isinstance(value, int) and not limit.lo <= value <= limit.hi)
+    ):
+        raise ConfigError(f"{arg}: expected {limit.describe()}, got {_shown(value)}")
+    return within(value, limit, arg)
+
+
+def _pair(arg: str, value: Any, limit: Limit, ranged: bool) -> tuple[Any, Any]:
+    """A 2-tuple field: two numbers within ``limit``; a (lo, hi) range also has lo <= hi."""
+    if not isinstance(value, tuple | list) or len(value) != 2:
+        what = "(lo, hi)" if ranged else "(x, y)"
+        raise ConfigError(f"{arg}: expected {what}, each {limit.describe()}, got {_shown(value)}")
+    lo, hi = (_number(f"{arg}.{i}", v, limit) for i, v in enumerate(value))
+    if ranged and lo > hi:
+        raise ConfigError(f"{arg}: expected lo <= hi, got ({lo:g}, {hi:g}) {limit.unit}")
+    return (lo, hi)
+
+
+def require(ok: bool, kind: str, field: str, expected: str, got: str) -> None:
+    """A cross-field rule: unless ``ok``, a one-line ConfigError
+    ``kind: field: expected EXPECTED, got GOT``."""
+    if not ok:
+        raise ConfigError(f"{kind}: {field}: expected {expected}, got {got}")
+
+
+def require_layout(kind: str, p: Any, length: float, width: float, height: float) -> None:
+    """The rules every generated type shares: start and goal ``margin`` in from the x ends
+    (before the middle), at ``flight_height`` under ``height`` (the ceiling), a ``clearance``
+    (where the type has one) narrower than the floor, and a solvability grid of at most
+    ``LIMITS["grid_cells"]`` nodes over ``length x width x height`` at ``check_resolution``."""
+    if hasattr(p, "margin"):
+        require(
+            2 * p.margin < length, kind, "margin", f"< length / 2 = {length / 2:g} m",
+            f"{p.margin:g} m",
+        )  # fmt: skip
+    if hasattr(p, "flight_height"):
+        require(
+            p.flight_height < height, kind, "flight_height", f"< the ceiling {height:g} m",
+            f"{p.flight_height:g} m",
+        )  # fmt: skip
+    if hasattr(p, "clearance"):
+        floor = min(length, width)
+        require(
+            p.clearance < floor, kind, "clearance", f"< the floor's smaller side {floor:g} m",
+            f"{p.clearance:g} m",
+        )  # fmt: skip
+    res, cap = p.check_resolution, LIMITS["grid_cells"]
+    nodes = math.prod(math.floor(s / res + 1e-9) + 1 for s in (length, width, height))
+    require(
+        nodes <= cap.hi, kind, "check_resolution",
+        f"a grid of at most {cap.hi:.0f} nodes ({cap.quantity}) over "
+        f"{length:g} x {width:g} x {height:g} m",
+        f"{res:g} m ({nodes:.3g} nodes)",
+    )  # fmt: skip
+
+
+def require_count(kind: str, field: str, n: float, what: str) -> None:
+    """The number of obstacles a generator is asked to place within ``LIMITS["scene_objects"]``
+    (``what`` says how it follows from the params)."""
+    cap = LIMITS["scene_objects"]
+    require(
+        n <= cap.hi, kind, field, f"at most {cap.hi:.0f} {cap.quantity}",
+        f"{what} = {n:.4g}",
+    )  # fmt: skip
+
+
+def placement_failed(
+    kind: str, what: str, placed: int, n: int, tries: int, hint: str
+) -> typing.NoReturn:
+    """Raise the ConfigError of a rejection-sampling loop that ran out of attempts."""
+    raise ConfigError(
+        f"{kind}: could not place {n} {what} after {tries} attempts ({placed} placed); {hint}"
+    )

@@ -33,13 +33,19 @@ chunks of at most ``max_envs`` platforms.
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from volary.bench.nav.schema import ProtocolSettings, WorkUnit
+from volary.bench.nav.schema import (
+    SUITE_RANGES,
+    ProtocolSettings,
+    SuiteFile,
+    WorkUnit,
+    read_suite_file,
+    suite_document,
+)
 from volary.errors import ConfigError
 from volary.registry import Registry, check_name
 
@@ -68,8 +74,8 @@ QUICK_PLATFORMS: tuple[str, ...] = (
     "1.00kg-SunnySky",
 )
 
-_FILE_KEYS = ("name", "platforms", "scenarios", "configs", "trials_per_config", "max_envs")
-MAX_TRIALS_PER_CONFIG = 1000  # repetitions of each configuration (1e9 would never finish)
+# repetitions of each configuration (1e9 would never finish)
+MAX_TRIALS_PER_CONFIG = SUITE_RANGES["trials_per_config"][1]
 
 
 @dataclass(frozen=True)
@@ -197,47 +203,31 @@ def flyingtrust_platforms() -> tuple[str, ...]:
 
 
 def load_suite_file(path: str | Path) -> Suite:
-    """Parse and validate a suite TOML file (format: module docstring)."""
-    path = Path(path)
-    if not path.is_file():
+    """A suite TOML file (format: module docstring), read safely and checked against
+    :class:`~volary.bench.nav.schema.SuiteFile`; a problem is one ConfigError line."""
+    if not Path(path).exists():
         raise ConfigError(f"suite file {str(path)!r} does not exist")
-    try:
-        data = tomllib.loads(path.read_text())
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"suite file {str(path)!r} is not valid TOML: {exc}") from exc
-    return suite_from_dict(data, default_name=path.stem, source=str(path))
+    return _suite(read_suite_file(path), default_name=Path(path).stem)
 
 
 def suite_from_dict(
     data: Mapping[str, Any], default_name: str = "custom", source: str = ""
 ) -> Suite:
-    """Build a :class:`Suite` from the TOML table layout; unknown keys raise ConfigError."""
-    where = f"suite {source!r}: " if source else "suite: "
-    valid = (*_FILE_KEYS, "settings")
-    bad = sorted(set(data) - set(valid))
-    if bad:
-        raise ConfigError(f"{where}unknown keys {bad}; valid keys: {sorted(valid)}")
-    for key in ("platforms", "scenarios", "configs"):
-        if key not in data:
-            raise ConfigError(f"{where}missing key {key!r}")
-    kwargs: dict[str, Any] = {
-        "name": _expect(data.get("name", default_name), str, "name", where),
-        "platforms": _platform_list(data["platforms"], where),
-        "scenarios": _scenario_list(data["scenarios"], where),
-        "configs": _configs(data["configs"], where),
-        "trials_per_config": _expect(
-            data.get("trials_per_config", 1), int, "trials_per_config", where
-        ),
-        "max_envs": _expect(data.get("max_envs", 36), int, "max_envs", where),
-        "settings": _settings(data.get("settings", {}), where),
-    }
-    return Suite(**kwargs)
+    """Build a :class:`Suite` from the TOML table layout (or ``asdict(suite)``); a problem is
+    one ConfigError line naming ``source`` and the key."""
+    return _suite(suite_document(data, source or "suite"), default_name)
 
 
-def _configs(value: Any, where: str) -> tuple[int, ...] | str:
-    if isinstance(value, str):
-        return value  # "fixed" / "fixed:N", checked by Suite
-    return tuple(_expect_list(value, int, "configs", where))
+def _suite(doc: SuiteFile, default_name: str) -> Suite:
+    return Suite(
+        name=doc.name or default_name,
+        platforms=_platform_list(doc.platforms),
+        scenarios=SCENARIO_TYPES if doc.scenarios == "all" else tuple(doc.scenarios),
+        configs=doc.configs,
+        trials_per_config=doc.trials_per_config,
+        max_envs=doc.max_envs,
+        settings=ProtocolSettings(**doc.settings.model_dump()),
+    )
 
 
 def _fixed_count(token: str) -> int:
@@ -253,54 +243,14 @@ def _fixed_count(token: str) -> int:
     return n
 
 
-def _settings(table: Any, where: str) -> ProtocolSettings:
-    if not isinstance(table, Mapping):
-        raise ConfigError(f"{where}[settings] must be a table, got {type(table).__name__}")
-    valid = {f.name for f in fields(ProtocolSettings)}
-    bad = sorted(set(table) - valid)
-    if bad:
-        raise ConfigError(f"{where}unknown settings {bad}; valid settings: {sorted(valid)}")
-    values = {}
-    for k, v in table.items():
-        if k == "collider":
-            values[k] = v  # checked by ProtocolSettings
-            continue
-        if isinstance(v, bool) or not isinstance(v, int | float):
-            raise ConfigError(f"{where}settings.{k}: expected a number, got {v!r}")
-        if not v > 0:
-            raise ConfigError(f"{where}settings.{k}: expected > 0, got {v!r}")
-        values[k] = float(v)
-    return ProtocolSettings(**values)
-
-
-def _platform_list(value: Any, where: str) -> tuple[str, ...]:
+def _platform_list(value: tuple[str, ...] | str) -> tuple[str, ...]:
     if value == "flyingtrust":
         return flyingtrust_platforms()
     if value == "all":
         from volary.platforms import names
 
         return tuple(names())
-    return tuple(_expect_list(value, str, "platforms", where))
-
-
-def _scenario_list(value: Any, where: str) -> tuple[str, ...]:
-    if value == "all":
-        return SCENARIO_TYPES
-    return tuple(_expect_list(value, str, "scenarios", where))
-
-
-def _expect(value: Any, typ: type, key: str, where: str) -> Any:
-    if isinstance(value, bool) or not isinstance(value, typ):
-        raise ConfigError(f"{where}{key}: expected {typ.__name__}, got {value!r}")
-    return value
-
-
-def _expect_list(value: Any, typ: type, key: str, where: str) -> list[Any]:
-    if not isinstance(value, list | tuple) or not value:
-        raise ConfigError(
-            f"{where}{key}: expected a non-empty list of {typ.__name__}, got {value!r}"
-        )
-    return [_expect(v, typ, f"{key} item", where) for v in value]
+    return tuple(value)
 
 
 def _check_suite(s: Suite) -> None:
@@ -324,10 +274,10 @@ def _check_suite(s: Suite) -> None:
                 f"Suite.configs: expected generator seeds (ints >= 0), or {FIXED!r} for "
                 f"each type's fixed configurations, got {c!r}"
             )
-    for attr, most in (("trials_per_config", MAX_TRIALS_PER_CONFIG), ("max_envs", 4096)):
+    for attr, (least, most) in SUITE_RANGES.items():
         v = getattr(s, attr)
-        if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= most:
-            raise ConfigError(f"Suite.{attr}: expected an int in [1, {most}], got {v!r}")
+        if isinstance(v, bool) or not isinstance(v, int) or not least <= v <= most:
+            raise ConfigError(f"Suite.{attr}: expected an int in [{least}, {most}], got {v!r}")
     if not isinstance(s.settings, ProtocolSettings):
         raise ConfigError(f"Suite.settings: expected ProtocolSettings, got {s.settings!r}")
 

@@ -11,9 +11,14 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from pathlib import Path
+from typing import Annotated, Any
 
-from volary.errors import ConfigError
+from pydantic import BeforeValidator, model_validator
+from pydantic_core import PydanticCustomError
+
+from volary.errors import ConfigError, FileFormatError, VolaryError
+from volary.inputs import Strict, read_toml, validated
 
 SCHEMA_VERSION = 1
 
@@ -51,18 +56,7 @@ class ProtocolSettings:
     collider: str = "sphere"  # COLLIDERS: the collision sphere, or the box that fits the frame
 
     def __post_init__(self) -> None:
-        if self.collider not in COLLIDERS:
-            raise ConfigError(f"settings.collider: expected one of {', '.join(COLLIDERS)}, "
-                              f"got {self.collider!r}")  # fmt: skip
-        for f in fields(self):
-            if f.name not in SETTING_RANGES:
-                continue
-            v = getattr(self, f.name)
-            lo, hi, unit = SETTING_RANGES[f.name]
-            if isinstance(v, bool) or not isinstance(v, int | float) or not lo <= v <= hi:
-                raise ConfigError(
-                    f"settings.{f.name}: expected a number in [{lo:g}, {hi:g}] {unit}, got {v!r}"
-                )
+        _SettingsOf.check({"settings": asdict(self)}, "ProtocolSettings", ConfigError)
 
 
 @dataclass(frozen=True)
@@ -152,3 +146,155 @@ class TrialResult:
 
 
 ROW_FIELDS = tuple(f.name for f in fields(TrialResult))
+
+
+# ---- declared inputs: protocol settings and the suite TOML file ---------------------------------
+# documented ranges of a suite's counts: (lowest, highest); a typo cannot start a billion trials
+SUITE_RANGES: dict[str, tuple[int, int]] = {"trials_per_config": (1, 1000), "max_envs": (1, 4096)}
+
+
+class SuiteFileError(FileFormatError, ConfigError):
+    """A suite TOML file (or suite table) is malformed. A :class:`FileFormatError` by kind and
+    a :class:`ConfigError` for the callers that caught that before the suite had a schema."""
+
+
+def _refuse(expected: str) -> PydanticCustomError:
+    return PydanticCustomError("volary", expected)
+
+
+def _setting(name: str) -> Any:
+    """A numeric setting within its documented range (:data:`SETTING_RANGES`), as a float."""
+    lo, hi, unit = SETTING_RANGES[name]
+
+    def check(v: Any) -> float:
+        if isinstance(v, bool) or not isinstance(v, int | float) or not lo <= v <= hi:
+            raise _refuse(f"expected a number in [{lo:g}, {hi:g}] {unit}")
+        return float(v)
+
+    return Annotated[float, BeforeValidator(check)]
+
+
+def _count(name: str) -> Any:
+    """A suite count within :data:`SUITE_RANGES` (an int; not a bool, not 2.0)."""
+    lo, hi = SUITE_RANGES[name]
+
+    def check(v: Any) -> int:
+        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+            raise _refuse(f"expected an int in [{lo}, {hi}]")
+        return v
+
+    return Annotated[int, BeforeValidator(check)]
+
+
+def _names(what: str, shorthands: tuple[str, ...]) -> Any:
+    """A non-empty list of names, or one of the ``shorthands``."""
+    words = " or ".join(repr(s) for s in shorthands)
+
+    def check(v: Any) -> tuple[str, ...] | str:
+        if isinstance(v, str) and v in shorthands:
+            return v
+        if isinstance(v, list | tuple) and v and all(isinstance(x, str) and x for x in v):
+            return tuple(v)
+        raise _refuse(f"expected a non-empty list of {what}, or {words}")
+
+    return Annotated[tuple[str, ...] | str, BeforeValidator(check)]
+
+
+def _configs(v: Any) -> tuple[int, ...] | str:
+    if isinstance(v, str):
+        return v  # "fixed" / "fixed:N": Suite checks the token against the fixed ten
+    ok = isinstance(v, list | tuple) and v
+    if ok and all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in v):
+        return tuple(v)
+    raise _refuse("expected 'fixed', 'fixed:N' or a non-empty list of generator seeds (ints >= 0)")
+
+
+def _one_of(choices: tuple[str, ...]) -> Any:
+    def check(v: Any) -> str:
+        if not isinstance(v, str) or v not in choices:
+            raise _refuse(f"expected one of {', '.join(choices)}")
+        return v
+
+    return Annotated[str, BeforeValidator(check)]
+
+
+def _non_empty_text(v: Any) -> str:
+    if not isinstance(v, str) or not v:
+        raise _refuse("expected a non-empty text")
+    return v
+
+
+class _Listed(Strict):
+    """A table whose unknown keys are refused listing the valid ones."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_keys(cls, data: Any) -> Any:
+        if isinstance(data, cls):
+            return data
+        if not isinstance(data, dict):
+            raise _refuse("expected a table of keys and values")
+        bad = sorted(set(data) - set(cls.model_fields))
+        if bad:
+            raise _refuse(f"unknown keys {bad}; valid keys: {sorted(cls.model_fields)}")
+        return data
+
+    @classmethod
+    def check(cls, data: Any, source: str, error: type[VolaryError] = SuiteFileError) -> Any:
+        """``data`` validated, or one line ``source: field: expected ..., got ...``."""
+        return validated(cls, data, source, error=error)
+
+
+class SettingsModel(_Listed):
+    """The ``[settings]`` table: :class:`ProtocolSettings` fields, each in its documented range
+    (:data:`SETTING_RANGES`) and ``collider`` one of :data:`COLLIDERS`; omitted ones default."""
+
+    speed_cap: _setting("speed_cap") = 4.0  # type: ignore[valid-type]
+    time_limit: _setting("time_limit") = 90.0  # type: ignore[valid-type]
+    goal_radius: _setting("goal_radius") = 2.0  # type: ignore[valid-type]
+    stable_time: _setting("stable_time") = 1.0  # type: ignore[valid-type]
+    planner_rate_hz: _setting("planner_rate_hz") = 10.0  # type: ignore[valid-type]
+    trial_wall_limit: _setting("trial_wall_limit") = 120.0  # type: ignore[valid-type]
+    proximity_radius: _setting("proximity_radius") = 0.3  # type: ignore[valid-type]
+    collider: _one_of(COLLIDERS) = "sphere"  # type: ignore[valid-type]
+
+
+class _SettingsOf(_Listed):
+    """Checks a :class:`ProtocolSettings` built in code (``settings.FIELD: expected ...``)."""
+
+    settings: SettingsModel
+
+
+_NonEmptyText = Annotated[str, BeforeValidator(_non_empty_text)]
+
+
+class SuiteFile(_Listed):
+    """A suite TOML file (layout: :mod:`volary.bench.nav.protocol`), checked as declared here:
+    names non-empty, ``configs`` a ``fixed`` token or seeds >= 0, the counts within
+    :data:`SUITE_RANGES`, the ``[settings]`` within :data:`SETTING_RANGES`."""
+
+    name: _NonEmptyText | None = None
+    platforms: _names("platform names", ("flyingtrust", "all"))  # type: ignore[valid-type]
+    scenarios: _names("scenario types", ("all",))  # type: ignore[valid-type]
+    configs: Annotated[tuple[int, ...] | str, BeforeValidator(_configs)]
+    trials_per_config: _count("trials_per_config") = 1  # type: ignore[valid-type]
+    max_envs: _count("max_envs") = 36  # type: ignore[valid-type]
+    settings: SettingsModel = SettingsModel()
+
+
+def suite_document(data: Any, source: str = "suite") -> SuiteFile:
+    """A suite table (a decoded TOML file, or ``asdict(suite)``) checked against
+    :class:`SuiteFile`; a problem is one :class:`SuiteFileError` line naming ``source`` and
+    the field."""
+    return SuiteFile.check(data, source)
+
+
+def read_suite_file(path: str | Path) -> SuiteFile:
+    """A suite TOML file read safely (:func:`volary.inputs.read_toml`: a regular file, its size
+    checked before reading, UTF-8, no NUL byte, bounded nesting) and checked as
+    :func:`suite_document` says; every problem is one :class:`SuiteFileError` line."""
+    try:
+        data = read_toml(path, "suite file")
+    except FileFormatError as e:
+        raise SuiteFileError(str(e)) from None
+    return suite_document(data, str(path))
