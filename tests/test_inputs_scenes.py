@@ -569,3 +569,20 @@ def test_huge_declared_counts_are_refused_without_allocating(case, reader, tmp_p
     outcome, detail = reader.read(path, kind)
     assert outcome == "clean", (outcome, detail)
     assert detail.startswith(str(path)) and "\n" not in detail
+
+
+@pytest.mark.parametrize("tail", [b"", b"\n", struct.pack("<3f", 7.0, 8.0, 9.0)])
+def test_a_binary_ply_row_the_header_does_not_count_is_refused(tail, tmp_path) -> None:
+    """A binary body longer than its declared rows would be dropped silently (the reader stops
+    at the count): refused, naming the bytes; a trailing newline some writers add is fine."""
+    from volary.worlds.io import load_points
+
+    head = b"ply\nformat binary_little_endian 1.0\nelement vertex 2\n"
+    head += b"property float x\nproperty float y\nproperty float z\nend_header\n"
+    p = tmp_path / "pts.ply"
+    p.write_bytes(head + struct.pack("<6f", 1, 2, 3, 4, 5, 6) + tail)
+    if len(tail) > 1:
+        with pytest.raises(FileFormatError, match="12 bytes of data after the declared PLY rows"):
+            load_points(p)
+    else:
+        assert load_points(p).points.shape == (2, 3)

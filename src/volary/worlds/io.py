@@ -525,6 +525,26 @@ def _ply_check_counts(path: str | Path, layout: PlyData, start: int) -> None:
                 f"{need} {unit}, {max(have, 0)} remain",
             )
         have -= need
+    if not layout.text and have > 0 and _ply_fixed_rows(layout):
+        _ply_check_tail(path, start, have)
+
+
+def _ply_fixed_rows(layout: PlyData) -> bool:
+    """Every element's rows have one size (no list properties): the body's length is known."""
+    from plyfile import PlyListProperty
+
+    return not any(isinstance(p, PlyListProperty) for el in layout.elements for p in el.properties)
+
+
+def _ply_check_tail(path: str | Path, start: int, extra: int) -> None:
+    """A binary body longer than its declared rows: refused unless the extra bytes are only
+    line ends or padding (some writers end the file with a newline); a row the header does not
+    count is data the reader would silently drop."""
+    with open(path, "rb") as f:
+        f.seek(-min(extra, 4096), 2)
+        tail = f.read()
+    if extra > 4096 or tail.strip(b"\r\n\x00 \t"):
+        raise _fail(path, f"{extra} bytes of data after the declared PLY rows")
 
 
 def _ply_problem(e: Exception) -> str:

@@ -1,0 +1,2118 @@
+"""A new user's inputs to every entry point (issue 55): a generated, labelled corpus.
+
+``tests/_fuzz.py`` mutates files volary itself writes; this harness starts from each entry
+point's *input space* instead and draws what a new user hands it: their own course, platform,
+suite, mesh, point cloud, splat, run database and checkpoint files (wrong TOML types and
+shapes, missing and unknown keys, non-UTF-8 text, NUL bytes in the text or the path, deep
+nesting, a FIFO, ``/dev/zero``, a directory, a missing or empty file, a 3 GiB sparse file,
+1e308 / 1e39 / NaN / inf, degenerate geometry, coordinates 10 km (valid) and 1e6 m (invalid)
+from the origin, counts that disagree with the data, PLY headers with ``comment`` and
+``obj_info`` lines anywhere (valid), run databases with a column missing, of the wrong type or
+holding wrong values) and the options of the ``volary`` commands.
+
+Every input is labelled by construction: ``valid`` (with what the reader must return, checked
+against the reader's result), or the reason it is invalid. Generation is seeded numpy
+(``numpy.random.default_rng(seed)``): the same seed gives the same corpus, byte for byte.
+
+Library inputs are read in a worker process (address space limited to 2 GiB, 10 s deadline per
+input); ``volary`` commands run as subprocesses under the same memory limit (60 s deadline).
+Each input's outcome is one of:
+
+- ``clean``: an invalid input refused with a ``VolaryError`` (a command: exit 2 and one
+  ``error:`` line, or click's usage error box, no traceback);
+- ``valid``: a valid input accepted, and what came back is what was written;
+- ``wrong``: an invalid input accepted (a silent acceptance), or a valid one read back wrong;
+- ``refused_valid``: a valid input refused;
+- ``unclean``: a command refused an invalid input without a traceback but not cleanly (an exit
+  status other than 2, or no ``error:`` line);
+- ``traceback``: any other exception (a command: ``Traceback`` in its output, or killed by a
+  signal);
+- ``hang``: no answer within the deadline; ``memory``: MemoryError, an allocator failure under
+  the limit, or the worker killed by it.
+
+    python tests/_inputs_corpus.py --n 2000 --out benchmarks/results/inputs_corpus.json
+
+prints a table entry point x outcome and writes the counts, the distinct failure kinds (entry
+point, input class, first example) and every finding. ``tests/test_inputs_corpus.py`` runs a
+short sweep in the default tests and the full corpus as a slow test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import io
+import json
+import math
+import multiprocessing as mp
+import os
+import re
+import signal
+import sqlite3
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+API_DEADLINE_S = 10.0
+CLI_DEADLINE_S = 60.0
+MEMORY_LIMIT = 2 * 2**30
+SPARSE_BYTES = 3 * 2**30
+BAD_OUTCOMES = ("wrong", "refused_valid", "unclean", "traceback", "hang", "memory")
+OUTCOMES = ("clean", "valid", *BAD_OUTCOMES)
+EXTREMES = (math.nan, math.inf, -math.inf, 1e308, -1e308, 1e39)
+
+
+@dataclass
+class Case:
+    """One input: the entry point, its input class, and ``valid`` or why it is invalid."""
+
+    entry: str
+    kind: str
+    label: str
+    data: bytes | None = None  # the file's bytes (a file entry point, or a command's {file})
+    special: str = ""  # fifo | devzero | dir | missing | nulpath | sparse: not a plain file
+    suffix: str = ".toml"
+    expect: dict[str, Any] = field(default_factory=dict)  # valid: what the reader must return
+    args: list[str] = field(default_factory=list)  # a command's arguments; {file}, {dir}
+    started: str = ""  # a command: output showing it accepted the input and began the work
+
+    @property
+    def valid(self) -> bool:
+        return self.label == "valid"
+
+    @property
+    def cli(self) -> bool:
+        return self.entry.startswith("volary ")
+
+
+def _pick(rng: np.random.Generator, seq: Any) -> Any:
+    return seq[int(rng.integers(len(seq)))]
+
+
+def _fmt(x: float) -> str:
+    if math.isnan(x):
+        return "nan"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return repr(x)
+
+
+# ---- TOML text -----------------------------------------------------------------------------------
+def _key(k: str) -> str:
+    return k if re.fullmatch(r"[A-Za-z0-9_-]+", k) else json.dumps(k)
+
+
+def _tv(v: Any) -> str:
+    """A TOML value (inline tables for nested tables)."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        return _fmt(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, list | tuple):
+        return "[" + ", ".join(_tv(x) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{_key(k)} = {_tv(x)}" for k, x in v.items()) + "}"
+    raise TypeError(type(v))
+
+
+def toml_dumps(doc: dict[str, Any], rng: np.random.Generator | None = None) -> str:
+    """``doc`` as TOML: top-level tables as ``[sections]``; comments sprinkled when ``rng``."""
+    lines = []
+    note = (
+        (lambda: lines.append('# a user\'s note: ünïcode, [brackets] = "quotes"'))
+        if (rng is not None)
+        else (lambda: None)
+    )
+    for k, v in doc.items():
+        if not isinstance(v, dict):
+            lines.append(f"{_key(k)} = {_tv(v)}")
+    for k, v in doc.items():
+        if isinstance(v, dict):
+            if rng is not None and rng.random() < 0.5:
+                note()
+            lines.append(f"[{_key(k)}]")
+            for kk, vv in v.items():
+                lines.append(f"{_key(kk)} = {_tv(vv)}")
+    return "\n".join(lines) + "\n"
+
+
+def _leaves(doc: Any, path: tuple = ()) -> list[tuple]:
+    """Paths to every scalar leaf."""
+    if isinstance(doc, dict):
+        return [p for k, v in doc.items() for p in _leaves(v, (*path, k))]
+    if isinstance(doc, list):
+        return [p for i, v in enumerate(doc) for p in _leaves(v, (*path, i))]
+    return [path]
+
+
+def _get(doc: Any, path: tuple) -> Any:
+    for p in path:
+        doc = doc[p]
+    return doc
+
+
+def _set(doc: Any, path: tuple, value: Any) -> None:
+    _get(doc, path[:-1])[path[-1]] = value
+
+
+def _dotted(path: tuple) -> str:
+    return ".".join(str(p) for p in path)
+
+
+def _ints_where_whole(doc: Any, rng: np.random.Generator) -> Any:
+    """Whole floats written as TOML integers (``timeout_s = 300``): valid wherever a float is."""
+    if isinstance(doc, dict):
+        return {k: _ints_where_whole(v, rng) for k, v in doc.items()}
+    if isinstance(doc, list):
+        return [_ints_where_whole(v, rng) for v in doc]
+    if isinstance(doc, float) and doc.is_integer() and abs(doc) < 1e15 and rng.random() < 0.5:
+        return int(doc)
+    return doc
+
+
+# ---- shared invalid classes ----------------------------------------------------------------------
+FS_CLASSES = ("fifo", "devzero", "dir", "missing", "nulpath", "empty", "sparse")
+FS_LABELS = {
+    "fifo": "a FIFO (reading would block)",
+    "devzero": "/dev/zero (never ends)",
+    "dir": "a directory",
+    "missing": "no such file",
+    "nulpath": "a NUL byte in the path",
+    "empty": "an empty file",
+    "sparse": "a 3 GiB file (sparse, all NUL bytes)",
+}
+
+
+def fs_case(entry: str, rng: np.random.Generator, suffix: str) -> Case:
+    kind = _pick(rng, FS_CLASSES)
+    if kind == "empty":
+        return Case(entry, "fs:empty", FS_LABELS[kind], data=b"", suffix=suffix)
+    return Case(entry, f"fs:{kind}", FS_LABELS[kind], special=kind, suffix=suffix)
+
+
+def text_case(entry: str, rng: np.random.Generator, text: str, suffix: str) -> Case:
+    """Byte-level damage to a valid text file: not UTF-8, a NUL byte, deep nesting, garbage."""
+    raw = text.encode()
+    kind = _pick(
+        rng, ("non_utf8", "nul_byte", "deep_nesting", "very_deep_nesting", "garbage", "latin1")
+    )
+    cut = int(rng.integers(len(raw) + 1))
+    if kind == "non_utf8":
+        data, label = raw[:cut] + b"\xff\xfe\xc3(" + raw[cut:], "bytes that are not UTF-8"
+    elif kind == "latin1":
+        data = (text + '# Gr\u00fc\u00dfe\nnote = "caf\u00e9"\n').encode("latin-1")
+        label = "Latin-1 text (not UTF-8) and an unknown key"
+    elif kind == "nul_byte":
+        data, label = raw[:cut] + b"\x00" + raw[cut:], "a NUL byte in the text"
+    elif kind == "deep_nesting":
+        d = int(rng.integers(40, 200))
+        data, label = raw + f"deep = {'[' * d}1{']' * d}\n".encode(), f"nesting {d} deep"
+    elif kind == "very_deep_nesting":
+        d = int(rng.integers(20_000, 100_000))
+        data = raw + f"deep = {'[' * d}1{']' * d}\n".encode()
+        label = f"nesting {d} deep (a recursive parser overflows)"
+    else:
+        data = raw[:cut] + bytes(rng.integers(0, 128, int(rng.integers(1, 40)), dtype=np.uint8))
+        data += b"\n= = [\n"
+        label = "not TOML (garbage lines)"
+    return Case(entry, f"text:{kind}", label, data=data, suffix=suffix)
+
+
+def doc_case(
+    entry: str,
+    rng: np.random.Generator,
+    doc: dict[str, Any],
+    required: list[tuple],
+    shapes: dict[tuple, tuple[int, ...]],
+) -> Case:
+    """A structural mistake in a valid TOML document: an extreme number, a wrong type, a missing
+    required key, an unknown key, a list of the wrong length."""
+    doc = copy.deepcopy(doc)
+    kind = _pick(rng, ("extreme", "extreme", "wrong_type", "missing_key", "unknown_key", "shape"))
+    leaves = _leaves(doc)
+    if kind == "extreme":
+        nums = [
+            p
+            for p in leaves
+            if isinstance(_get(doc, p), int | float) and not isinstance(_get(doc, p), bool)
+        ]
+        p, x = _pick(rng, nums), _pick(rng, EXTREMES)
+        _set(doc, p, x)
+        label = f"{_dotted(p)} = {_fmt(x)}"
+    elif kind == "wrong_type":
+        p = _pick(rng, leaves)
+        old = _get(doc, p)
+        choices = (
+            ['"12"', "true", "[1]", "{a = 1}"]
+            if not isinstance(old, str)
+            else ["12", "true", "[]", "{a = 1}"]
+        )
+        new = _pick(rng, choices)
+        _set(doc, p, tomllib.loads(f"v = {new}")["v"])
+        label = f"{_dotted(p)}: a {type(old).__name__} written as {new}"
+    elif kind == "missing_key":
+        p = _pick(rng, required)
+        del _get(doc, p[:-1])[p[-1]]
+        label = f"{_dotted(p)} missing"
+    elif kind == "unknown_key":
+        tables = [()] + [(k,) for k, v in doc.items() if isinstance(v, dict)]
+        t = _pick(rng, tables)
+        _get(doc, t)["colour_typo"] = 1.0
+        label = f"unknown key {_dotted((*t, 'colour_typo'))}"
+    else:
+        p, ok = _pick(rng, list(shapes.items()))
+        seq = _get(doc, p)
+        seq = seq if isinstance(seq, list) else [seq]
+        n = _pick(rng, [k for k in (0, 1, 2, 3, 4, 5, 9) if k not in ok])
+        _set(doc, p, (seq * 9)[:n] if seq else [1.0] * n)
+        want = " or ".join(map(str, ok)) + " items" if ok else "a number"
+        label = f"{_dotted(p)}: a list of {n} items, expected {want}"
+    return Case(entry, f"doc:{kind}", label, data=toml_dumps(doc).encode())
+
+
+# ---- course: volary.worlds.alphapilot_2019 -------------------------------------------------------
+COURSE = "course: worlds.alphapilot_2019"
+
+
+def _gate(rng: np.random.Generator, centre: np.ndarray, z_order: bool) -> list[list[float]]:
+    yaw, w, h = rng.uniform(-math.pi, math.pi), rng.uniform(0.8, 3.0), rng.uniform(0.8, 3.0)
+    u = np.array([-math.sin(yaw), math.cos(yaw), 0.0]) * w / 2
+    z = np.array([0.0, 0.0, h / 2])
+    c = [centre - u + z, centre + u + z, centre + u - z, centre - u - z]
+    if z_order:  # TL, TR, BL, BR (as some gates of the published file)
+        c = [c[0], c[1], c[3], c[2]]
+    return [[round(float(v), 4) for v in p] for p in c]
+
+
+def course_doc(rng: np.random.Generator, offset: float = 0.0) -> tuple[dict, dict]:
+    n = int(rng.integers(1, 13))
+    numbers = rng.choice(np.arange(1, 100), size=n, replace=False)
+    names = [f"Gate{k}" for k in numbers]
+    shift = np.array([offset, -offset / 2, 0.0])
+    gates = {}
+    for name in names:
+        centre = rng.uniform([-50, -50, 1.5], [50, 50, 8]) + shift
+        gates[name] = {
+            "corners": _gate(rng, centre, rng.random() < 0.3),
+            "perturbation": [float(round(v, 2)) for v in rng.uniform(0, 3, 3)],
+        }
+    order = [names[i] for i in rng.permutation(n)[: int(rng.integers(1, n + 1))]]
+    yaw = rng.uniform(-math.pi, math.pi)
+    course = {
+        "name": f"user course {int(rng.integers(1000))}",
+        "order": order,
+        "start_position": [
+            round(float(v), 3) for v in rng.uniform([-40, -40, 0.5], [40, 40, 3]) + shift
+        ],
+        "start_quaternion_wxyz": [math.cos(yaw / 2), 0.0, 0.0, math.sin(yaw / 2)],
+        "timeout_s": float(round(rng.uniform(10, 600))),
+        "gate_width": round(float(rng.uniform(0.1, 1.0)), 3),
+        "inflation": round(float(rng.uniform(0.05, 0.5)), 3),
+    }
+    doc = _ints_where_whole({"course": course, "gates": gates}, rng)
+    last = np.asarray(gates[order[-1]]["corners"], dtype=float).mean(axis=0)
+    return doc, {"gates": sorted(names), "order": order, "goal": last.tolist()}
+
+
+def course_cases(rng: np.random.Generator) -> Case:
+    r = rng.random()
+    if r < 0.3:
+        far = rng.random() < 0.3
+        doc, expect = course_doc(rng, 10_000.0 if far else 0.0)
+        kind = "valid:10km_from_origin" if far else "valid:course"
+        return Case(COURSE, kind, "valid", data=toml_dumps(doc, rng).encode(), expect=expect)
+    doc, _ = course_doc(rng)
+    if r < 0.4:
+        return fs_case(COURSE, rng, ".toml")
+    if r < 0.5:
+        return text_case(COURSE, rng, toml_dumps(doc), ".toml")
+    if r < 0.75:
+        g = _pick(rng, sorted(doc["gates"]))
+        shapes = {
+            ("gates", g, "corners"): (4,),
+            ("gates", g, "corners", 0): (3,),
+            ("course", "start_position"): (3,),
+            ("course", "start_quaternion_wxyz"): (4,),
+            ("gates", g, "perturbation"): (3,),
+        }
+        required = [
+            ("course", "order"),
+            ("course", "start_position"),
+            ("gates", g, "corners"),
+            ("course",),
+            ("gates",),
+        ]
+        return doc_case(COURSE, rng, doc, required, shapes)
+    kind = _pick(
+        rng,
+        (
+            "all_corners_equal",
+            "collinear_corners",
+            "unknown_gate_in_order",
+            "million_m",
+            "zero_quaternion",
+            "negative_size",
+            "no_gates",
+        ),
+    )
+    g = _pick(rng, sorted(doc["gates"]))
+    corners = doc["gates"][g]["corners"]
+    if kind == "all_corners_equal":
+        doc["gates"][g]["corners"] = [list(corners[0])] * 4
+        label = f"gates.{g}: all four corners equal (zero-area gate)"
+    elif kind == "collinear_corners":
+        a = np.asarray(corners[0], dtype=float)
+        doc["gates"][g]["corners"] = [(a + [0.0, 0.0, k]).tolist() for k in range(4)]
+        label = f"gates.{g}: collinear corners (zero-area gate)"
+    elif kind == "unknown_gate_in_order":
+        doc["course"]["order"] = [*doc["course"]["order"], "Gate100"]
+        label = "course.order names Gate100, which the gates table lacks"
+    elif kind == "million_m":
+        for gate in doc["gates"].values():
+            gate["corners"] = [[c[0] + 1e6, c[1], c[2]] for c in gate["corners"]]
+        label = "every gate 1e6 m from the origin (beyond 100 km)"
+    elif kind == "zero_quaternion":
+        doc["course"]["start_quaternion_wxyz"] = [0.0, 0.0, 0.0, 0.0]
+        label = "course.start_quaternion_wxyz is zero"
+    elif kind == "negative_size":
+        k = _pick(rng, ("gate_width", "timeout_s", "inflation"))
+        doc["course"][k] = -1.0
+        label = f"course.{k} = -1"
+    else:
+        doc["gates"] = {}
+        doc["course"]["order"] = []
+        label = "no gates and an empty order"
+    return Case(COURSE, f"geometry:{kind}", label, data=toml_dumps(doc).encode())
+
+
+# ---- platform: volary.platforms.load_file --------------------------------------------------------
+PLATFORM = "platform: platforms.load_file"
+_CATALOGUE: dict[str, Any] = {}
+
+
+def _catalogue() -> dict[str, Any]:
+    if not _CATALOGUE:
+        from importlib import resources
+
+        for f in ("presets.toml", "flyingtrust.toml"):
+            doc = tomllib.loads((resources.files("volary.platforms") / "data" / f).read_text())
+            doc.pop("meta", None)
+            _CATALOGUE.update(doc)
+    return _CATALOGUE
+
+
+def platform_doc(rng: np.random.Generator) -> tuple[dict, dict]:
+    cat = _catalogue()
+    names = sorted(cat)
+    doc, masses = {}, {}
+    for i in range(int(rng.integers(1, 4))):
+        src = copy.deepcopy(cat[_pick(rng, names)])
+        masses_kg = float(src["mass"]["value"])
+        if rng.random() < 0.3 and src["mass"]["unit"] == "kg":
+            src["mass"] = {**src["mass"], "value": masses_kg * 1000, "unit": "g"}
+        if rng.random() < 0.3 and src["arm"]["unit"] == "m":
+            src["arm"] = {**src["arm"], "value": float(src["arm"]["value"]) * 1000, "unit": "mm"}
+        keys = list(src)
+        rng.shuffle(keys)
+        name = f"my-quad-{i}"
+        doc[name] = {k: src[k] for k in keys}
+        masses[name] = masses_kg
+    return _ints_where_whole(doc, rng), {"masses": masses}
+
+
+def platform_cases(rng: np.random.Generator) -> Case:
+    r = rng.random()
+    doc, expect = platform_doc(rng)
+    if r < 0.3:
+        return Case(
+            PLATFORM, "valid:platform", "valid", data=toml_dumps(doc, rng).encode(), expect=expect
+        )
+    if r < 0.4:
+        return fs_case(PLATFORM, rng, ".toml")
+    if r < 0.5:
+        return text_case(PLATFORM, rng, toml_dumps(doc), ".toml")
+    name = _pick(rng, sorted(doc))
+    if r < 0.8:
+        shapes = {(name, "inertia", "value"): (3,), (name, "mass", "value"): ()}
+        required = [
+            (name, k)
+            for k in (
+                "mass",
+                "arm",
+                "inertia",
+                "k_f",
+                "k_m",
+                "max_rotor_speed",
+                "layout",
+                "category",
+            )
+        ]
+        required += [(name, "mass", "unit"), (name, "mass", "value")]
+        return doc_case(PLATFORM, rng, doc, required, shapes)
+    kind = _pick(
+        rng,
+        (
+            "wrong_unit",
+            "unknown_layout",
+            "zero_mass",
+            "negative_inertia",
+            "min_above_max_speed",
+            "top_level_scalar",
+            "no_platform",
+        ),
+    )
+    e = doc[name]
+    if kind == "wrong_unit":
+        e["mass"]["unit"] = "lb"
+        label = f"{name}.mass.unit = 'lb'"
+    elif kind == "unknown_layout":
+        e["layout"]["value"] = "quad_z"
+        label = f"{name}.layout = quad_z (no such layout)"
+    elif kind == "zero_mass":
+        e["mass"]["value"] = 0.0
+        label = f"{name}.mass = 0"
+    elif kind == "negative_inertia":
+        v = e["inertia"]["value"]
+        e["inertia"]["value"] = [-abs(x) for x in v] if isinstance(v, list) else -abs(v)
+        label = f"{name}.inertia negative"
+    elif kind == "min_above_max_speed":
+        e["min_rotor_speed"] = {
+            "value": float(e["max_rotor_speed"]["value"]) * 2,
+            "unit": e["max_rotor_speed"]["unit"],
+            "source": "me",
+        }
+        label = f"{name}.min_rotor_speed above max_rotor_speed"
+    elif kind == "top_level_scalar":
+        doc = {"mass": 1.0, **doc}
+        label = "a top-level key that is not a platform table"
+    else:
+        return Case(
+            PLATFORM,
+            "geometry:no_platform",
+            "no platform table (comments only)",
+            data=b"# my platforms\n# (none yet)\n",
+        )
+    return Case(PLATFORM, f"value:{kind}", label, data=toml_dumps(doc).encode())
+
+
+# ---- suite: volary.bench.nav.get_suite -----------------------------------------------------------
+SUITE = "suite: bench.nav.get_suite"
+
+
+def suite_doc(rng: np.random.Generator) -> tuple[dict, dict]:
+    from volary.bench.nav.protocol import QUICK_PLATFORMS, SCENARIO_TYPES
+    from volary.bench.nav.schema import COLLIDERS, SETTING_RANGES
+
+    plats = [str(p) for p in rng.permutation(QUICK_PLATFORMS)[: int(rng.integers(1, 5))]]
+    scens = [str(s) for s in rng.permutation(SCENARIO_TYPES)[: int(rng.integers(1, 4))]]
+    c = rng.random()
+    if c < 0.3:
+        configs: Any = "fixed"
+        n_cfg = 10
+    elif c < 0.6:
+        n_cfg = int(rng.integers(1, 11))
+        configs = f"fixed:{n_cfg}"
+    else:
+        configs = [int(x) for x in rng.choice(10_000, int(rng.integers(1, 6)), replace=False)]
+        n_cfg = len(configs)
+    trials = int(rng.integers(1, 6))
+    doc: dict[str, Any] = {
+        "name": f"my-suite-{int(rng.integers(100))}",
+        "platforms": plats,
+        "scenarios": scens,
+        "configs": configs,
+        "trials_per_config": trials,
+        "max_envs": int(rng.integers(1, 37)),
+    }
+    settings: dict[str, Any] = {}
+    for k, (lo, hi, _) in SETTING_RANGES.items():
+        if rng.random() < 0.5:
+            settings[k] = _pick(rng, [lo, hi, float(round(rng.uniform(lo, hi), 2)) or lo])
+    if rng.random() < 0.3:
+        settings["collider"] = _pick(rng, COLLIDERS)
+    if settings or rng.random() < 0.5:
+        doc["settings"] = settings
+    expect = {"platforms": plats, "n_trials": len(plats) * len(scens) * n_cfg * trials}
+    return _ints_where_whole(doc, rng), expect
+
+
+def suite_cases(rng: np.random.Generator) -> Case:
+    r = rng.random()
+    doc, expect = suite_doc(rng)
+    if r < 0.3:
+        return Case(
+            SUITE, "valid:suite", "valid", data=toml_dumps(doc, rng).encode(), expect=expect
+        )
+    if r < 0.4:
+        return fs_case(SUITE, rng, ".toml")
+    if r < 0.5:
+        return text_case(SUITE, rng, toml_dumps(doc), ".toml")
+    if r < 0.8:
+        required = [("platforms",), ("scenarios",), ("configs",)]
+        shapes = {("platforms",): tuple(range(1, 5)), ("scenarios",): tuple(range(1, 4))}
+        return doc_case(SUITE, rng, doc, required, shapes)
+    kind = _pick(
+        rng,
+        (
+            "unknown_platform",
+            "unknown_scenario",
+            "fixed_99",
+            "zero_trials",
+            "setting_out_of_range",
+            "duplicate_platform",
+            "huge_trials",
+        ),
+    )
+    if kind == "unknown_platform":
+        doc["platforms"] = [*doc["platforms"], "my-drone"]
+        label = "platforms names my-drone (not in the catalogue)"
+    elif kind == "unknown_scenario":
+        doc["scenarios"] = ["jungle"]
+        label = "scenarios = ['jungle']"
+    elif kind == "fixed_99":
+        doc["configs"] = "fixed:99"
+        label = "configs = 'fixed:99' (10 fixed configurations exist)"
+    elif kind == "zero_trials":
+        k = _pick(rng, ("trials_per_config", "max_envs"))
+        doc[k] = _pick(rng, (0, -3))
+        label = f"{k} = {doc[k]}"
+    elif kind == "setting_out_of_range":
+        doc["settings"] = {"time_limit": 1e6}
+        label = "settings.time_limit = 1e6 s (at most 3600 s)"
+    elif kind == "duplicate_platform":
+        doc["platforms"] = [doc["platforms"][0]] * 2
+        label = "platforms lists one twice"
+    else:
+        doc["trials_per_config"] = 2**62
+        label = "trials_per_config = 2**62"
+    return Case(SUITE, f"value:{kind}", label, data=toml_dumps(doc).encode())
+
+
+# ---- meshes and point clouds: volary.worlds.io ---------------------------------------------------
+MESH = "mesh: worlds.io.load_mesh"
+POINTS = "points: worlds.io.load_points"
+
+
+def _mesh(rng: np.random.Generator, offset: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    nv = int(rng.integers(4, 60))
+    v = rng.uniform(-50, 50, (nv, 3)).round(4) + np.array([offset, offset / 2, 0.0])
+    nt = int(rng.integers(1, 2 * nv))
+    t = np.stack([rng.choice(nv, 3, replace=False) for _ in range(nt)])
+    return v, t
+
+
+def _ply_header(fmt: str, elements: list[tuple[str, int, list[str]]], rng: Any) -> list[str]:
+    lines = ["ply", f"format {fmt} 1.0"]
+    for name, n, props in elements:
+        lines += [f"element {name} {n}", *props]
+    lines.append("end_header")
+    if rng is not None:  # comment / obj_info lines anywhere after the format line (valid)
+        for _ in range(int(rng.integers(1, 4))):
+            at = int(rng.integers(2, len(lines)))
+            lines.insert(
+                at,
+                _pick(
+                    rng,
+                    [
+                        "comment made by me",
+                        "obj_info scanner v2 0.01 m",
+                        "comment",
+                        "comment element vertex 999",
+                    ],
+                ),
+            )
+    return lines
+
+
+def ply_bytes(
+    v: np.ndarray,
+    t: np.ndarray | None,
+    binary: bool,
+    rng: Any = None,
+    faces: list[list[int]] | None = None,
+    counts: tuple[int, int] | None = None,
+) -> bytes:
+    """A PLY mesh (``t`` None: points) with optional header comments; ``counts`` overrides the
+    declared vertex and face counts."""
+    faces = faces if faces is not None else ([] if t is None else [list(f) for f in t])
+    nv, nf = counts or (len(v), len(faces))
+    props = ["property float x", "property float y", "property float z"]
+    if binary:
+        props = [p.replace("float", "double") for p in props]
+    els = [("vertex", nv, props)]
+    if t is not None or faces:
+        els.append(("face", nf, ["property list uchar int vertex_indices"]))
+    head = "\n".join(_ply_header("binary_little_endian" if binary else "ascii", els, rng)) + "\n"
+    if binary:
+        body = v.astype("<f8").tobytes() + b"".join(
+            struct.pack(f"<B{len(f)}i", len(f), *f) for f in faces
+        )
+    else:
+        body = (
+            "".join(" ".join(repr(float(x)) for x in row) + "\n" for row in v)
+            + "".join(f"{len(f)} " + " ".join(map(str, f)) + "\n" for f in faces)
+        ).encode()
+    return head.encode() + body
+
+
+def obj_bytes(v: np.ndarray, faces: list[list[int]], rng: Any = None) -> bytes:
+    out = ["# made by hand", "o thing", "mtllib none.mtl"] if rng is not None else []
+    out += ["v " + " ".join(repr(float(x)) for x in row) for row in v]
+    if rng is not None:
+        out += ["vn 0 0 1", "vt 0.5 0.5", "g part", "s off", ""]
+    for f in faces:
+        if rng is not None and rng.random() < 0.3:
+            out.append("f " + " ".join(f"{i + 1}/1/1" for i in f))
+        elif rng is not None and rng.random() < 0.2:
+            out.append("f " + " ".join(str(i - len(v)) for i in f))  # negative: relative
+        else:
+            out.append("f " + " ".join(str(i + 1) for i in f))
+    return ("\n".join(out) + "\n").encode()
+
+
+def stl_bytes(v: np.ndarray, t: np.ndarray, binary: bool, count: int | None = None) -> bytes:
+    tri = v[t]
+    if binary:
+        rows = np.zeros((len(tri), 12), dtype=np.float64)
+        rows[:, 2], rows[:, 3:] = 1.0, tri.reshape(len(tri), 9)
+        with np.errstate(over="ignore"):  # 1e39 is inf in float32: still an invalid vertex
+            f4 = rows.astype("<f4")
+        rec = b"".join(r.tobytes() + b"\0\0" for r in f4)
+        return b"\0" * 80 + struct.pack("<I", len(t) if count is None else count) + rec
+    body = "".join(
+        "facet normal 0 0 1\n outer loop\n"
+        + "".join(f"  vertex {a!r} {b!r} {c!r}\n" for a, b, c in f.tolist())
+        + " endloop\nendfacet\n"
+        for f in tri
+    )
+    return f"solid mine\n{body}endsolid mine\n".encode()
+
+
+def pcd_bytes(
+    p: np.ndarray,
+    binary: bool,
+    extra: bool = False,
+    points: int | None = None,
+    fields: str = "x y z",
+    comment: bool = False,
+) -> bytes:
+    n = len(p)
+    cols = fields.split() + (["intensity"] if extra else [])
+    data = np.concatenate([p, np.ones((n, 1))], axis=1) if extra else p
+    head = ("# .PCD v0.7 - Point Cloud Data file format\n" if comment else "") + (
+        f"VERSION 0.7\nFIELDS {' '.join(cols)}\nSIZE {' '.join(['4'] * len(cols))}\n"
+        f"TYPE {' '.join(['F'] * len(cols))}\nCOUNT {' '.join(['1'] * len(cols))}\n"
+        f"WIDTH {n}\nHEIGHT 1\nVIEWPOINT 0 0 0 1 0 0 0\nPOINTS {n if points is None else points}\n"
+        f"DATA {'binary' if binary else 'ascii'}\n"
+    )
+    if binary:
+        with np.errstate(over="ignore"):  # 1e39 is inf in float32: still an invalid point
+            return head.encode() + data.astype("<f4").tobytes()
+    return head.encode() + "".join(" ".join(f"{x:.9g}" for x in r) + "\n" for r in data).encode()
+
+
+def mesh_cases(rng: np.random.Generator) -> Case:
+    r = rng.random()
+    fmt = _pick(rng, ("ply_ascii", "ply_binary", "obj", "stl_ascii", "stl_binary"))
+    suffix = "." + fmt.split("_")[0]
+    far = rng.random() < 0.2
+    v, t = _mesh(rng, 10_000.0 if far else 0.0)
+    faces = [list(f) for f in t]
+    if r < 0.35:
+        if fmt.startswith("ply") and rng.random() < 0.4:  # quads and comments
+            faces = [
+                [*f, int((f[0] + 1) % len(v))] if len({*f, (f[0] + 1) % len(v)}) == 4 else f
+                for f in faces
+            ]
+        n_tri = sum(len(f) - 2 for f in faces)
+        data = {
+            "ply_ascii": lambda: ply_bytes(v, t, False, rng, faces),
+            "ply_binary": lambda: ply_bytes(v, t, True, rng, faces),
+            "obj": lambda: obj_bytes(v, faces, rng),
+            "stl_ascii": lambda: stl_bytes(v, t, False),
+            "stl_binary": lambda: stl_bytes(v, t, True),
+        }[fmt]()
+        used = v[t.ravel()] if fmt.startswith("stl") else v  # STL holds only face corners
+        expect = {"triangles": n_tri, "box": [used.min(0).tolist(), used.max(0).tolist()]}
+        if not fmt.startswith("stl"):
+            expect["vertices"] = len(v)
+        kind = f"valid:{fmt}" + (":10km_from_origin" if far else "")
+        return Case(MESH, kind, "valid", data=data, suffix=suffix, expect=expect)
+    if r < 0.45:
+        return fs_case(MESH, rng, suffix)
+    kind = _pick(
+        rng,
+        (
+            "nan",
+            "inf",
+            "1e308",
+            "1e39",
+            "million_m",
+            "index_out_of_range",
+            "count_more",
+            "count_less",
+            "no_faces",
+            "zero_area_faces",
+            "truncated",
+            "non_utf8",
+            "nul_byte",
+            "suffix",
+        ),
+    )
+    label, faces2, counts = kind, faces, None
+    if kind in ("nan", "inf", "1e308", "1e39"):
+        x = {"nan": math.nan, "inf": math.inf, "1e308": 1e308, "1e39": 1e39}[kind]
+        v = v.copy()
+        at = int(_pick(rng, t.ravel()))  # a face's corner: STL holds no other vertex
+        v[at, int(rng.integers(3))] = x
+        label = f"a vertex coordinate = {kind}"
+    elif kind == "million_m":
+        v = v + np.array([1e6, 0.0, 0.0])
+        label = "every vertex 1e6 m from the origin (beyond 100 km)"
+    elif kind == "index_out_of_range":
+        faces2 = [*faces, [0, 1, len(v) + 5]]
+        label = f"a face names vertex {len(v) + 5} of {len(v)}"
+    elif kind in ("count_more", "count_less"):
+        d = 3 if kind == "count_more" else -1
+        counts = (len(v) + d, len(faces))
+        label = f"header/count says {len(v) + d} vertices, the data holds {len(v)}"
+    elif kind == "no_faces":
+        faces2 = []
+        label = "vertices only, no faces"
+    elif kind == "zero_area_faces":
+        faces2 = [[f[0], f[0], f[1]] for f in faces]
+        label = "every face has a repeated vertex (zero area)"
+    elif kind == "truncated" and fmt == "obj":  # an OBJ cut after a line is a smaller OBJ
+        kind, faces2 = "index_out_of_range", [*faces, [0, 1, len(v) + 5]]
+        label = f"a face names vertex {len(v) + 5} of {len(v)}"
+    data = _mesh_data(fmt, v, faces2, counts, rng)
+    if fmt == "obj" and kind in ("count_more", "count_less"):
+        label = (
+            "a face names vertex 0 (OBJ counts from 1)"
+            if kind == "count_less"
+            else f"a face names vertex {len(v) + 1} of {len(v)}"
+        )
+    if fmt.startswith("stl") and kind == "index_out_of_range":  # STL has no indices
+        label = "an incomplete last facet"
+    if fmt == "stl_ascii" and kind in ("count_more", "count_less"):  # ascii STL has no count
+        data = data.replace(
+            b"endsolid",
+            b"facet normal 0 0 1\n outer loop\n  vertex 1 2\n endloop\nendfacet\nendsolid",
+        )
+        label = "an ascii STL vertex of 2 numbers"
+    if kind == "truncated":
+        data, label = truncate(data, fmt, rng), "the file cut short"
+    elif kind in ("non_utf8", "nul_byte"):
+        junk = b"\xff\xfe\x80" if kind == "non_utf8" else b"\x00"
+        data = inject(data, junk, fmt, rng)
+        label = ("bytes that are not UTF-8" if kind == "non_utf8" else "a NUL byte") + (
+            " inside a number" if fmt != "ply_binary" else " in the header"
+        )
+        if fmt == "stl_binary":  # its 80-byte header is free bytes: a short record instead
+            data, label = data[:-7], "the file cut short"
+    elif kind == "suffix":
+        suffix = _pick(rng, (".txt", ".ply.bak", ".fbx"))
+        label = f"an unsupported suffix {suffix}"
+    return Case(MESH, f"mesh:{kind}:{fmt}", label, data=data, suffix=suffix)
+
+
+def _body(data: bytes) -> int:
+    """Where a file's data starts (after a PLY/PCD header), else 0."""
+    for mark in (b"end_header\n", b"DATA ascii\n", b"DATA binary\n"):
+        if mark in data:
+            return data.index(mark) + len(mark)
+    return 0
+
+
+def truncate(data: bytes, fmt: str, rng: np.random.Generator) -> bytes:
+    """``data`` cut so that the loss is detectable: a binary file anywhere in its data; a text
+    file at the start of a data row before the last (a count then disagrees), an ascii STL
+    inside a facet."""
+    start = _body(data)
+    if fmt.endswith("binary") or fmt in ("sqlite", "pt"):
+        return data[: int(rng.integers(start, len(data) - 1))]
+    if fmt == "stl_ascii":
+        cuts = [m.end() for m in re.finditer(rb"outer loop\n", data)]
+        return data[: _pick(rng, cuts)]
+    rows = [m.end() for m in re.finditer(rb"\n", data) if start <= m.end() < len(data)]
+    return data[: _pick(rng, rows[:-1] or [start])]
+
+
+def inject(data: bytes, junk: bytes, fmt: str, rng: np.random.Generator) -> bytes:
+    """``junk`` inserted after a digit: in the header of a binary PLY, anywhere in a text
+    file (inside a number, so no reader can take it for a comment or a separator)."""
+    end = _body(data) if fmt.endswith("binary") else len(data)
+    digits = [m.end() for m in re.finditer(rb"\d", data[:end])]
+    i = _pick(rng, digits) if digits else len(data)
+    return data[:i] + junk + data[i:]
+
+
+def _mesh_data(fmt: str, v: np.ndarray, faces: list[list[int]], counts: Any, rng: Any) -> bytes:
+    t = np.asarray(faces, dtype=np.int64).reshape(-1, 3) if faces else np.zeros((0, 3), np.int64)
+    if fmt.startswith("ply"):
+        return ply_bytes(v, t, fmt == "ply_binary", None, faces, counts)
+    if fmt == "obj":
+        out = obj_bytes(v, faces)
+        if counts is not None:  # OBJ declares no count: a face naming a vertex past the end
+            out += f"f 1 2 {len(v) + 1}\n".encode() if counts[0] > len(v) else b"f 1 2 0\n"
+        return out
+    ok = t[(t < len(v)).all(1)] if len(t) else t
+    if fmt == "stl_binary":
+        count = None if counts is None else len(ok) + (3 if counts[0] > len(v) else -1)
+        out = stl_bytes(v, ok, True, count)
+    else:
+        out = stl_bytes(v, ok, False)
+    if len(ok) < len(t):  # STL has no indices: an out-of-range face is a short record
+        out = (
+            out[:-20]
+            if fmt == "stl_binary"
+            else out.replace(b"endsolid", b"facet normal 0 0 1\nouter loop\nendsolid")
+        )
+    return out
+
+
+def points_cases(rng: np.random.Generator) -> Case:
+    r = rng.random()
+    fmt = _pick(rng, ("pcd_ascii", "pcd_binary", "ply_ascii", "ply_binary"))
+    suffix = "." + fmt.split("_")[0]
+    far = rng.random() < 0.2
+    p = rng.uniform(-50, 50, (int(rng.integers(1, 80)), 3)).round(3)
+    if far:
+        p = p + np.array([10_000.0, -5_000.0, 0.0])
+    binary = fmt.endswith("binary")
+    if r < 0.35:
+        if fmt.startswith("pcd"):
+            data = pcd_bytes(p, binary, extra=rng.random() < 0.5, comment=rng.random() < 0.5)
+        else:
+            data = ply_bytes(p, None, binary, rng)
+        kind = f"valid:{fmt}" + (":10km_from_origin" if far else "")
+        return Case(
+            POINTS,
+            kind,
+            "valid",
+            data=data,
+            suffix=suffix,
+            expect={"points": len(p), "box": [p.min(0).tolist(), p.max(0).tolist()]},
+        )
+    if r < 0.45:
+        return fs_case(POINTS, rng, suffix)
+    kind = _pick(
+        rng,
+        (
+            "nan",
+            "inf",
+            "1e39",
+            "million_m",
+            "count_more",
+            "count_less",
+            "no_z",
+            "truncated",
+            "nul_byte",
+            "compressed",
+        ),
+    )
+    label, count, fields = kind, None, "x y z"
+    if kind in ("nan", "inf", "1e39"):
+        p = p.copy()
+        p[int(rng.integers(len(p))), int(rng.integers(3))] = {
+            "nan": math.nan,
+            "inf": math.inf,
+            "1e39": 1e39,
+        }[kind]
+        label = f"a point coordinate = {kind} (NaN points need drop_nan=True)"
+    elif kind == "million_m":
+        p = p + 1e6
+        label = "every point 1e6 m from the origin (beyond 100 km)"
+    elif kind in ("count_more", "count_less"):
+        count = len(p) + (3 if kind == "count_more" else -1)
+        label = f"the header says {count} points, the data holds {len(p)}"
+    elif kind == "no_z":
+        fields = "x y w"
+        label = "no z field"
+    if fmt.startswith("pcd"):
+        data = pcd_bytes(p, binary, points=count, fields=fields)
+    else:
+        data = ply_bytes(p, None, binary, None, counts=None if count is None else (count, 0))
+        if kind == "no_z":
+            data = data.replace(b"property double z", b"property double w").replace(
+                b"property float z", b"property float w"
+            )
+    if kind == "truncated":
+        data, label = truncate(data, fmt, rng), "the file cut short"
+        if len(p) == 1 and not binary:  # one row: no row before the last to cut at
+            data = data + b"1 2\n"
+            label = "a row of 2 numbers after the declared points"
+    elif kind == "nul_byte":
+        data = data[:15] + b"\x00" + data[15:]
+        label = "a NUL byte in the header"
+    elif kind == "compressed":
+        if fmt.startswith("pcd"):
+            data = re.sub(rb"DATA \w+", b"DATA binary_compressed", data, count=1)
+        else:
+            data = re.sub(rb"format \w+", b"format binary_lzf", data, count=1)
+        label = "an unsupported encoding (PCD binary_compressed / PLY binary_lzf)"
+    return Case(POINTS, f"points:{kind}:{fmt}", label, data=data, suffix=suffix)
+
+
+# ---- splat PLY: volary.sensors.splat.load_ply ----------------------------------------------------
+SPLAT = "splat: sensors.splat.load_ply"
+_SPLAT_PROPS = [
+    "x",
+    "y",
+    "z",
+    "f_dc_0",
+    "f_dc_1",
+    "f_dc_2",
+    "opacity",
+    "scale_0",
+    "scale_1",
+    "scale_2",
+    "rot_0",
+    "rot_1",
+    "rot_2",
+    "rot_3",
+]
+
+
+def splat_bytes(
+    rng: np.random.Generator,
+    g: int,
+    offset: float = 0.0,
+    comments: bool = False,
+    props: list[str] | None = None,
+    count: int | None = None,
+    edit: Callable[[np.ndarray], None] | None = None,
+    ascii_: bool = False,
+) -> bytes:
+    props = props or _SPLAT_PROPS
+    a = np.zeros((g, len(_SPLAT_PROPS)), dtype=np.float64)
+    a[:, :3] = rng.uniform(-20, 20, (g, 3)) + np.array([offset, 0.0, 0.0])
+    a[:, 3:6] = rng.normal(0, 0.5, (g, 3))
+    a[:, 6] = rng.normal(0, 1, g)
+    a[:, 7:10] = rng.uniform(-4, -1, (g, 3))
+    q = rng.normal(size=(g, 4))
+    a[:, 10:14] = q / np.linalg.norm(q, axis=1, keepdims=True)
+    if edit is not None:
+        edit(a)
+    cols = {n: a[:, k] for k, n in enumerate(_SPLAT_PROPS)}
+    a = np.stack([cols.get(n, np.zeros(g)) for n in props], axis=1)
+    fmt = "ascii" if ascii_ else "binary_little_endian"
+    head = _ply_header(
+        fmt,
+        [("vertex", g if count is None else count, [f"property float {p}" for p in props])],
+        rng if comments else None,
+    )
+    body = (
+        "".join(" ".join(f"{x:.9g}" for x in row) + "\n" for row in a.astype(float)).encode()
+        if ascii_
+        else a.astype("<f4").tobytes()
+    )
+    return ("\n".join(head) + "\n").encode() + body
+
+
+def splat_cases(rng: np.random.Generator) -> Case:
+    r = rng.random()
+    g = int(rng.integers(1, 40))
+    if r < 0.35:
+        far = rng.random() < 0.2
+        asc = rng.random() < 0.3
+        data = splat_bytes(
+            rng, g, 10_000.0 if far else 0.0, comments=rng.random() < 0.7, ascii_=asc
+        )
+        kind = "valid:splat" + (":ascii" if asc else "") + (":10km_from_origin" if far else "")
+        return Case(SPLAT, kind, "valid", data=data, suffix=".ply", expect={"splats": g})
+    if r < 0.45:
+        return fs_case(SPLAT, rng, ".ply")
+    kind = _pick(
+        rng,
+        (
+            "nan",
+            "inf_scale",
+            "zero_quaternion",
+            "missing_rot_3",
+            "count_more",
+            "count_less",
+            "million_m",
+            "truncated",
+            "five_f_rest",
+        ),
+    )
+    asc = rng.random() < 0.3
+    i = int(rng.integers(g))
+    if kind == "nan":
+        col = int(rng.integers(14))
+
+        def edit(a: np.ndarray) -> None:
+            a[i, col] = np.nan
+
+        data, label = splat_bytes(rng, g, edit=edit, ascii_=asc), f"{_SPLAT_PROPS[col]} = NaN"
+    elif kind == "inf_scale":
+
+        def edit(a: np.ndarray) -> None:
+            a[i, 7] = np.inf
+
+        data, label = splat_bytes(rng, g, edit=edit, ascii_=asc), "scale_0 = inf"
+    elif kind == "zero_quaternion":
+
+        def edit(a: np.ndarray) -> None:
+            a[i, 10:14] = 0.0
+
+        data, label = splat_bytes(rng, g, edit=edit, ascii_=asc), "a zero rotation quaternion"
+    elif kind == "missing_rot_3":
+        data = splat_bytes(rng, g, props=_SPLAT_PROPS[:-1], ascii_=asc)
+        label = "no rot_3 property"
+    elif kind in ("count_more", "count_less"):
+        n = g + (5 if kind == "count_more" else -1)
+        data, label = splat_bytes(rng, g, count=n, ascii_=asc), f"header says {n}, data {g}"
+    elif kind == "million_m":
+        data = splat_bytes(rng, g, 1e6, ascii_=asc)
+        label = "Gaussians 1e6 m from the origin (beyond 100 km)"
+    elif kind == "truncated":
+        data = splat_bytes(rng, g + 1, ascii_=asc)
+        data = truncate(data, "ply_ascii" if asc else "ply_binary", rng)
+        label = "the file cut short"
+    else:
+        props = [*_SPLAT_PROPS[:6], *[f"f_rest_{k}" for k in range(5)], *_SPLAT_PROPS[6:]]
+        data, label = splat_bytes(rng, g, props=props, ascii_=asc), "5 f_rest_* properties"
+    return Case(SPLAT, f"splat:{kind}", label, data=data, suffix=".ply")
+
+
+# ---- run database: volary.bench.nav.db.load_results ----------------------------------------------
+RUNDB = "rundb: bench.nav.db.load_results"
+
+
+_DB_CACHE: dict[int, bytes] = {}
+
+
+def rundb_bytes(rng: np.random.Generator, rows: int, sql: list[str] | None = None) -> bytes:
+    """A run database made by volary's runner for a 3-platform, 3-trial suite, with ``rows``
+    finished trials written by :meth:`RunDB.write_unit` (their values drawn from seed ``rows``;
+    made once per ``rows``: SQLite's synchronous writes are slow), then ``sql`` applied."""
+    if rows not in _DB_CACHE:
+        _DB_CACHE[rows] = _made_rundb(np.random.default_rng(rows), rows)
+    if not sql:
+        return _DB_CACHE[rows]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "run.sqlite"
+        path.write_bytes(_DB_CACHE[rows])
+        conn = sqlite3.connect(path)
+        for s in sql:
+            conn.execute(s)
+        conn.commit()
+        conn.close()
+        return path.read_bytes()
+
+
+def _made_rundb(rng: np.random.Generator, rows: int) -> bytes:
+    from volary.bench.nav.db import RunDB
+    from volary.bench.nav.protocol import Suite
+    from volary.bench.nav.runner import create_run
+    from volary.bench.nav.schema import CAUSES, TrialResult
+
+    plats = ("0.60kg-EMAX", "1.00kg-SunnySky", "1.20kg-JFRC")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "run.sqlite"
+        create_run(Suite("mine", plats, ("forest",), (0,), 3), ["straight"], path, seed=0)
+        out = []
+        for k in range(rows):
+            cause = _pick(rng, CAUSES)
+            t, length = float(rng.uniform(1, 90)), float(rng.uniform(1, 300))
+            hit = int(cause == "collision")
+            out.append(
+                TrialResult(
+                    "straight",
+                    plats[k % 3],
+                    "forest",
+                    0,
+                    k // 3,
+                    0,
+                    cause == "success",
+                    cause,
+                    t if cause == "success" else math.nan,
+                    t,
+                    length,
+                    length / t,
+                    length / t * 1.5,
+                    hit,
+                    hit / length,
+                    float(rng.uniform(0, 3)),
+                    float(rng.uniform(0, 100)),
+                    float(rng.uniform(0, 50)),
+                    t,
+                    float(rng.uniform(0.1, 9)),
+                    "",
+                    "",
+                )
+            )
+        with RunDB.open(path) as db:
+            for k in range(3):
+                db.write_unit(k, [x for x in out if x.trial == k])
+        conn = sqlite3.connect(path)  # the same bytes for the same seed: fixed timestamps
+        conn.execute(
+            "UPDATE meta SET value = '\"2025-01-01T00:00:00Z\"' "
+            "WHERE name IN ('created', 'updated')"
+        )
+        conn.commit()
+        conn.close()
+        return path.read_bytes()
+
+
+def rundb_cases(rng: np.random.Generator) -> Case:
+    r = rng.random()
+    rows = int(rng.integers(1, 10))
+    if r < 0.25:
+        return Case(
+            RUNDB,
+            "valid:rundb",
+            "valid",
+            data=rundb_bytes(rng, rows),
+            suffix=".sqlite",
+            expect={"rows": rows},
+        )
+    if r < 0.35:
+        return fs_case(RUNDB, rng, ".sqlite")
+    kind = _pick(
+        rng,
+        (
+            "missing_column",
+            "text_in_real",
+            "text_in_int",
+            "success_7",
+            "unknown_cause",
+            "negative_count",
+            "missing_meta_row",
+            "meta_not_json",
+            "meta_wrong_type",
+            "no_trials_table",
+            "truncated",
+            "not_sqlite",
+        ),
+    )
+    col = _pick(rng, ("time_to_goal", "flight_time", "path_length", "max_speed"))
+    sqls = {
+        "missing_column": ([f'ALTER TABLE trials DROP COLUMN "{col}"'], f"column {col} missing"),
+        "text_in_real": ([f"UPDATE trials SET \"{col}\" = 'fast'"], f"{col} holds text 'fast'"),
+        "text_in_int": (["UPDATE trials SET collisions = 'two'"], "collisions holds text 'two'"),
+        "success_7": (["UPDATE trials SET success = 7"], "success = 7 (a 0/1 flag)"),
+        "unknown_cause": (["UPDATE trials SET cause = 'exploded'"], "cause = 'exploded'"),
+        "negative_count": (["UPDATE trials SET collisions = -3"], "collisions = -3"),
+        "missing_meta_row": (
+            ["DELETE FROM meta WHERE name = 'schema_version'"],
+            "meta.schema_version missing",
+        ),
+        "meta_not_json": (
+            ["UPDATE meta SET value = '{oops' WHERE name = 'seed'"],
+            "meta.seed is not JSON",
+        ),
+        "meta_wrong_type": (
+            ["UPDATE meta SET value = '\"zero\"' WHERE name = 'seed'"],
+            "meta.seed is a string",
+        ),
+        "no_trials_table": (["DROP TABLE trials"], "no trials table"),
+    }
+    if kind in sqls:
+        sql, label = sqls[kind]
+        data = rundb_bytes(rng, rows, sql)
+    elif kind == "truncated":
+        data = rundb_bytes(rng, rows)
+        data, label = truncate(data, "sqlite", rng), "the file cut short"
+    else:
+        data = _pick(
+            rng,
+            (
+                b"SQLite format 3\x00" + bytes(200),
+                b"algo,platform\nx,y\n",
+                bytes(rng.integers(0, 256, 4096, dtype=np.uint8)),
+            ),
+        )
+        label = "not an SQLite database"
+    return Case(RUNDB, f"rundb:{kind}", label, data=data, suffix=".sqlite")
+
+
+# ---- checkpoints: volary.learning.rl.ppo.load_policy ---------------------------------------------
+CHECKPOINT = "checkpoint: learning.rl.ppo.load_policy"
+
+
+def _torch_bytes(obj: Any) -> bytes:
+    import torch
+
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    return buf.getvalue()
+
+
+def ppo_fields(rng: np.random.Generator) -> tuple[dict[str, Any], dict[str, Any]]:
+    import torch
+
+    from volary.learning.rl.ppo import CHECKPOINT_KIND, ActorCritic, PPOConfig
+
+    obs, act = int(rng.integers(1, 20)), int(rng.integers(1, 6))
+    h = int(rng.integers(2, 33))
+    cfg = PPOConfig(hidden=(h, h), seed=int(rng.integers(100)))
+    torch.manual_seed(int(rng.integers(2**31)))
+    pol = ActorCritic(obs, act, cfg)
+    state = {k: v.detach().clone() for k, v in pol.state_dict().items()}
+    doc = {
+        "format": CHECKPOINT_KIND.tag,
+        "version": CHECKPOINT_KIND.version,
+        "config": cfg.to_dict(),
+        "obs_dim": obs,
+        "act_dim": act,
+        "state_dict": state,
+        "meta": {"note": "mine"},
+    }
+    return doc, {"obs_dim": obs, "act_dim": act}
+
+
+def checkpoint_cases(rng: np.random.Generator) -> Case:
+    import argparse as _ap
+
+    r = rng.random()
+    doc, expect = ppo_fields(rng)
+    if r < 0.25:
+        return Case(
+            CHECKPOINT, "valid:ppo", "valid", data=_torch_bytes(doc), suffix=".pt", expect=expect
+        )
+    if r < 0.35:
+        return fs_case(CHECKPOINT, rng, ".pt")
+    kind = _pick(
+        rng,
+        (
+            "pickled_object",
+            "truncated",
+            "random_bytes",
+            "wrong_tag",
+            "future_version",
+            "missing_state",
+            "wrong_shapes",
+            "dim_as_text",
+            "negative_dim",
+            "huge_dim",
+            "config_nan",
+            "config_unknown_key",
+            "nan_weights",
+            "not_a_dict",
+        ),
+    )
+    label = kind
+    if kind == "pickled_object":
+        doc["meta"] = _ap.Namespace(x=1)
+        label = "holds a pickled Python object (argparse.Namespace)"
+    elif kind == "wrong_tag":
+        doc["format"] = "volary.sousvide.net"
+        label = "format tag of another kind"
+    elif kind == "future_version":
+        doc["version"] = 99
+        label = "version 99"
+    elif kind == "missing_state":
+        del doc["state_dict"]
+        label = "no state_dict"
+    elif kind == "wrong_shapes":
+        doc["obs_dim"] = doc["obs_dim"] + 3
+        label = "obs_dim disagrees with the weights' shapes"
+    elif kind == "dim_as_text":
+        doc["act_dim"] = str(doc["act_dim"])
+        label = "act_dim stored as text"
+    elif kind == "negative_dim":
+        doc["obs_dim"] = -4
+        label = "obs_dim = -4"
+    elif kind == "huge_dim":
+        doc["obs_dim"] = 10**12
+        label = "obs_dim = 1e12 (the network would need terabytes)"
+    elif kind == "config_nan":
+        doc["config"]["lr"] = math.nan
+        label = "config.lr = NaN"
+    elif kind == "config_unknown_key":
+        doc["config"]["learning_rate"] = 1e-3
+        label = "config has an unknown key"
+    elif kind == "nan_weights":
+        k = _pick(rng, sorted(k for k in doc["state_dict"] if k.startswith("actor")))
+        doc["state_dict"][k] = doc["state_dict"][k].fill_(math.nan)
+        label = f"state_dict.{k} is NaN"
+    elif kind == "not_a_dict":
+        doc = [1, 2, 3]  # type: ignore[assignment]
+        label = "a list, not a checkpoint dict"
+    data = _torch_bytes(doc)
+    if kind == "truncated":
+        data, label = truncate(data, "pt", rng), "the file cut short"
+    elif kind == "random_bytes":
+        data, label = bytes(rng.integers(0, 256, 2048, dtype=np.uint8)), "random bytes"
+    return Case(CHECKPOINT, f"checkpoint:{kind}", label, data=data, suffix=".pt")
+
+
+# ---- the volary commands -------------------------------------------------------------------------
+def _num(rng: np.random.Generator) -> tuple[str, str]:
+    x = _pick(rng, ("nan", "inf", "-inf", "1e308", "1e39", "-1e308"))
+    return x, f"= {x}"
+
+
+def cli_fly(rng: np.random.Generator) -> Case:
+    e = "volary fly"
+    base = ["fly", "--platform", "crazyflie", "--out", "{dir}/fly", "--duration", "0.2"]
+    if rng.random() < 0.2:
+        to = [f"{x:.2f}" for x in rng.uniform(-3, 3, 3)]
+        return Case(
+            e, "valid:fly", "valid", args=[*base, "--to", *to, "--yaw", f"{rng.uniform(-3, 3):.2f}"]
+        )
+    kind = _pick(
+        rng,
+        (
+            "to",
+            "to_million",
+            "yaw",
+            "duration",
+            "duration_huge",
+            "platform",
+            "mode",
+            "device",
+            "to_two_values",
+        ),
+    )
+    if kind == "to":
+        x, why = _num(rng)
+        to = ["1", "0", "1.5"]
+        to[int(rng.integers(3))] = x
+        return Case(e, "cli:fly:--to", f"--to {why}", args=[*base, "--to", *to])
+    if kind == "to_million":
+        return Case(
+            e, "cli:fly:--to", "--to 1e6 m (beyond 100 km)", args=[*base, "--to", "1e6", "0", "1.5"]
+        )
+    if kind == "yaw":
+        x, why = _num(rng)
+        return Case(e, "cli:fly:--yaw", f"--yaw {why}", args=[*base, "--yaw", x])
+    if kind in ("duration", "duration_huge"):
+        x = _pick(
+            rng, ("nan", "inf", "-1", "0") if kind == "duration" else ("1e39", "1e308", "1e9")
+        )
+        args = [a for a in base if a not in ("--duration", "0.2")] + ["--duration", x]
+        return Case(e, "cli:fly:--duration", f"--duration {x}", args=args)
+    if kind == "platform":
+        return Case(
+            e,
+            "cli:fly:--platform",
+            "--platform mydrone (unknown)",
+            args=["fly", "--platform", "mydrone", "--out", "{dir}/fly"],
+        )
+    if kind == "mode":
+        return Case(e, "cli:fly:--mode", "--mode hover (unknown)", args=[*base, "--mode", "hover"])
+    if kind == "device":
+        return Case(e, "cli:fly:--device", "--device gpu", args=[*base, "--device", "gpu"])
+    return Case(e, "cli:fly:--to", "--to with two numbers", args=[*base, "--to", "1", "2"])
+
+
+def cli_physics(rng: np.random.Generator) -> Case:
+    e = "volary bench physics"
+    base = ["bench", "physics", "--out", "{dir}/bench", "--backend", "eager"]
+    kind = _pick(
+        rng, ("n_zero", "n_negative", "n_huge", "backend", "substeps", "threads", "device")
+    )
+    if kind == "n_zero":
+        return Case(e, "cli:physics:--n", "--n 0", args=[*base, "--n", "0"])
+    if kind == "n_negative":
+        return Case(e, "cli:physics:--n", "--n -5", args=[*base, "--n", "-5"])
+    if kind == "n_huge":
+        return Case(
+            e,
+            "cli:physics:--n",
+            "--n 10**11 (terabytes of state)",
+            args=[*base, "--n", str(10**11)],
+        )
+    if kind == "backend":
+        return Case(
+            e,
+            "cli:physics:--backend",
+            "--backend jax",
+            args=["bench", "physics", "--out", "{dir}/b", "--n", "1", "--backend", "jax"],
+        )
+    if kind == "substeps":
+        return Case(
+            e,
+            "cli:physics:--substeps",
+            "--substeps 0",
+            args=[
+                "bench",
+                "physics",
+                "--out",
+                "{dir}/b",
+                "--n",
+                "1",
+                "--backend",
+                "numba",
+                "--substeps",
+                "0",
+            ],
+        )
+    if kind == "threads":
+        return Case(
+            e, "cli:physics:--threads", "--threads -2", args=[*base, "--n", "1", "--threads", "-2"]
+        )
+    return Case(
+        e, "cli:physics:--device", "--device tpu", args=[*base, "--n", "1", "--device", "tpu"]
+    )
+
+
+def cli_race(rng: np.random.Generator) -> Case:
+    e = "volary race"
+    base = ["race", "--out", "{dir}/race"]
+    kind = _pick(
+        rng,
+        ("racer", "mode", "courses_negative", "courses_huge", "sensors", "faults", "contestant"),
+    )
+    if kind == "racer":
+        return Case(
+            e,
+            "cli:race:--racer",
+            "--racer fastest (unknown)",
+            args=[*base, "--mode", "oracle", "--racer", "fastest"],
+        )
+    if kind == "mode":
+        return Case(e, "cli:race:--mode", "--mode practice", args=[*base, "--mode", "practice"])
+    if kind == "courses_negative":
+        return Case(
+            e,
+            "cli:race:--courses",
+            "--courses -3",
+            args=[*base, "--mode", _pick(rng, ("oracle", "challenge")), "--courses", "-3"],
+        )
+    if kind == "courses_huge":
+        return Case(
+            e,
+            "cli:race:--courses",
+            "--courses 10**9 (years of racing)",
+            args=[*base, "--mode", "oracle", "--courses", str(10**9)],
+            started="flying the nominal",
+        )
+    if kind == "sensors":
+        return Case(e, "cli:race:--sensors", "--sensors gps", args=[*base, "--sensors", "gps"])
+    if kind == "faults":
+        return Case(e, "cli:race:--faults", "--faults all", args=[*base, "--faults", "all"])
+    return Case(
+        e,
+        "cli:race:--contestant",
+        "--contestant no_such_module:Racer",
+        args=[*base, "--contestant", "no_such_module:Racer", "--courses", "1"],
+    )
+
+
+def cli_scene(rng: np.random.Generator) -> Case:
+    e = "volary scene"
+    sub = _pick(rng, ("preview", "export"))
+    kind0 = _pick(rng, ("forest", "urban", "maze", "random_cylinders"))
+    base = ["scene", sub, kind0, "--out", "{dir}/scene"] + (
+        ["--no-sensors"] if sub == "preview" else []
+    )
+    if rng.random() < 0.2:
+        fmt = _pick(rng, ("ply", "obj", "stl", "pcd"))
+        args = [
+            "scene",
+            "export",
+            kind0,
+            "--out",
+            "{dir}/scene",
+            "--format",
+            fmt,
+            "--seed",
+            str(int(rng.integers(100))),
+        ]
+        return Case(e, "valid:scene_export", "valid", args=args)
+    kind = _pick(
+        rng,
+        (
+            "kind",
+            "format",
+            "seed",
+            "set_nan",
+            "set_negative",
+            "set_unknown",
+            "set_huge",
+            "custom_devzero",
+            "custom_fifo",
+        ),
+    )
+    if kind == "kind":
+        return Case(
+            e,
+            f"cli:scene {sub}:KIND",
+            "scenario type jungle",
+            args=["scene", sub, "jungle", "--out", "{dir}/s"],
+        )
+    if kind == "format":
+        return Case(
+            e,
+            "cli:scene export:--format",
+            "--format fbx",
+            args=["scene", "export", kind0, "--out", "{dir}/s", "--format", "fbx"],
+        )
+    if kind == "seed":
+        return Case(e, f"cli:scene {sub}:--seed", "--seed -1", args=[*base, "--seed", "-1"])
+    if kind in ("set_nan", "set_negative", "set_huge"):
+        x = {"set_nan": "nan", "set_negative": "-1", "set_huge": "1e308"}[kind]
+        fieldname = {
+            "forest": "density",
+            "urban": "density",
+            "maze": "cell",
+            "random_cylinders": "density",
+        }[kind0]
+        return Case(
+            e,
+            f"cli:scene {sub}:--set",
+            f"--set {fieldname}={x}",
+            args=[*base, "--set", f"{fieldname}={x}"],
+        )
+    if kind == "set_unknown":
+        return Case(
+            e,
+            f"cli:scene {sub}:--set",
+            "--set colour=red (no such field)",
+            args=[*base, "--set", "colour=red"],
+        )
+    special = "devzero" if kind == "custom_devzero" else "fifo"
+    return Case(
+        e,
+        f"cli:scene {sub}:--set path",
+        f"custom --set path= {FS_LABELS[special]}",
+        special=special,
+        suffix=".ply",
+        args=["scene", sub, "custom", "--out", "{dir}/s", "--set", "path={file}"]
+        + (["--no-sensors"] if sub == "preview" else []),
+    )
+
+
+def cli_bench_run(rng: np.random.Generator) -> Case:
+    e = "volary bench run"
+    base = ["bench", "run", "--out", "{dir}/run", "--quiet", "--workers", "0"]
+    started = r"suite .*: \d+ trials"
+    r = rng.random()
+    if r < 0.5:  # a user's suite file that is invalid
+        while True:
+            c = suite_cases(rng)
+            if not c.valid and c.special != "nulpath":  # argv cannot hold a NUL byte
+                break
+        return Case(
+            e,
+            f"cli:bench run:--suite {c.kind}",
+            c.label,
+            data=c.data,
+            special=c.special,
+            suffix=".toml",
+            args=[*base, "--suite", "{file}"],
+            started=started,
+        )
+    kind = _pick(
+        rng,
+        ("algo", "seed", "workers", "unit_timeout", "set_huge", "set_nan", "remote", "set_unknown"),
+    )
+    opts = {
+        "algo": (["--algo", "teleport"], "--algo teleport (unknown)"),
+        "seed": (["--seed", "-1"], "--seed -1"),
+        "workers": (["--workers", "-2"], "--workers -2"),
+        "unit_timeout": (["--unit-timeout", _pick(rng, ("nan", "-1", "0"))], "--unit-timeout"),
+        "set_huge": (["--set", "trials_per_config=1e39"], "--set trials_per_config=1e39"),
+        "set_nan": (["--set", "settings.time_limit=nan"], "--set settings.time_limit=nan"),
+        "remote": (["--remote", "straight=localhost"], "--remote without ://"),
+        "set_unknown": (["--set", "settings.speed=3"], "--set settings.speed (no such field)"),
+    }
+    extra, label = opts[kind]
+    if kind == "unit_timeout":
+        label = f"--unit-timeout {extra[1]}"
+    if kind == "workers":
+        base = [a for a in base if a not in ("--workers", "0")]
+    return Case(e, f"cli:bench run:{extra[0]}", label, args=[*base, *extra], started=started)
+
+
+def cli_bench_db(rng: np.random.Generator) -> Case:
+    sub = _pick(rng, ("resume", "report"))
+    e = f"volary bench {sub}"
+    while True:
+        c = rundb_cases(rng)
+        if not c.valid and c.special != "nulpath":  # argv cannot hold a NUL byte
+            break
+    args = (
+        ["bench", sub, "{file}", "--quiet", "--workers", "0"]
+        if sub == "resume"
+        else ["bench", "report", "{file}", "--out", "{dir}/report"]
+    )
+    return Case(
+        e,
+        f"cli:bench {sub}:RUN {c.kind}",
+        c.label,
+        data=c.data,
+        special=c.special,
+        suffix=".sqlite",
+        args=args,
+        started="resuming .*\n.*trials",
+    )
+
+
+def cli_serve(rng: np.random.Generator) -> Case:
+    e = "volary serve"
+    port = int(rng.integers(40_000, 60_000))
+    base = ["serve", "--scene", "none", "--bind", f"tcp://127.0.0.1:{port}", "--ticks", "1"]
+    opts = [
+        (["--vehicles", "-1"], "--vehicles -1"),
+        (["--vehicles", str(10**9)], "--vehicles 10**9"),
+        (["--in-loop", "-2"], "--in-loop -2"),
+        (["--control-hz", _pick(rng, ("nan", "inf", "0", "-60", "1e308"))], "--control-hz"),
+        (["--timeout", _pick(rng, ("nan", "-1", "inf"))], "--timeout"),
+        (["--max-bytes", _pick(rng, ("-1", "0"))], "--max-bytes"),
+        (["--ticks", "-1"], "--ticks -1"),
+        (["--realtime", "--speed", _pick(rng, ("0", "nan", "-2", "inf"))], "--speed"),
+        (["--bind", "not-an-endpoint"], "--bind not-an-endpoint"),
+        (["--scene", "jungle"], "--scene jungle"),
+        (["--platform", "mydrone"], "--platform mydrone"),
+        (["--control", "telepathy"], "--control telepathy"),
+        (["--imu", "best"], "--imu best"),
+        (["--sensor", "eyes"], "--sensor eyes (not NAME=KIND:PRESET)"),
+        (["--sensor", "d=depth:aerial_gym_64@nan"], "--sensor ...@nan Hz"),
+        (["--actor", "blob:1,2,3"], "--actor blob"),
+        (["--actor", "box:nan,0,0"], "--actor box:nan,0,0"),
+        (["--seed", "-1"], "--seed -1"),
+    ]
+    extra, label = _pick(rng, opts)
+    if label in ("--control-hz", "--timeout", "--max-bytes", "--speed"):
+        label = f"{label} {extra[-1]}"
+    args = [a for a in base if not (extra[0] == "--bind" and a.startswith(("--bind", "tcp:")))]
+    return Case(
+        e, f"cli:serve:{extra[0]}", label, args=[*args, *extra], started="volary serve: tcp"
+    )
+
+
+# ---- the corpus ----------------------------------------------------------------------------------
+API: dict[str, Callable[[np.random.Generator], Case]] = {
+    COURSE: course_cases,
+    PLATFORM: platform_cases,
+    MESH: mesh_cases,
+    POINTS: points_cases,
+    SPLAT: splat_cases,
+    SUITE: suite_cases,
+    RUNDB: rundb_cases,
+    CHECKPOINT: checkpoint_cases,
+}
+CLI: dict[str, Callable[[np.random.Generator], Case]] = {
+    "volary fly": cli_fly,
+    "volary bench physics": cli_physics,
+    "volary race": cli_race,
+    "volary scene": cli_scene,
+    "volary bench run": cli_bench_run,
+    "volary bench resume|report": cli_bench_db,
+    "volary serve": cli_serve,
+}
+
+
+def corpus(n_api: int, n_cli: int, seed: int = 0) -> list[Case]:
+    """``n_api`` library inputs and ``n_cli`` command lines, round-robin over the entry points;
+    the same ``seed`` gives the same cases."""
+    rng = np.random.default_rng(seed)
+    api, cli = list(API.values()), list(CLI.values())
+    return [api[i % len(api)](rng) for i in range(n_api)] + [
+        cli[i % len(cli)](rng) for i in range(n_cli)
+    ]
+
+
+def materialize(case: Case, folder: Path, i: int) -> str:
+    """The path the entry point is given: a plain file, or the special object named."""
+    p = folder / f"{i}-in{case.suffix}"
+    if case.special == "nulpath":
+        return str(folder / f"{i}-a\x00b{case.suffix}")
+    if case.special == "missing":
+        return str(p)
+    if case.special == "dir":
+        p.mkdir()
+    elif case.special == "fifo":
+        os.mkfifo(p)
+    elif case.special == "devzero":
+        p.symlink_to("/dev/zero")
+    elif case.special == "sparse":
+        with open(p, "wb") as f:
+            f.truncate(SPARSE_BYTES)
+    else:
+        p.write_bytes(case.data or b"")
+    return str(p)
+
+
+# ---- reading, in a worker ------------------------------------------------------------------------
+def _close(a: Any, b: Any, tol: float = 1e-3) -> bool:
+    return bool(np.allclose(np.asarray(a, float), np.asarray(b, float), rtol=1e-5, atol=tol))
+
+
+def check(entry: str, path: str, expect: dict[str, Any]) -> str:
+    """Call the entry point on ``path``: 'valid' when what came back is what the input holds,
+    'wrong: why' otherwise (raises whatever the reader raises)."""
+    if entry == COURSE:
+        from volary.worlds import alphapilot_2019
+
+        s = alphapilot_2019(path)
+        if not expect:
+            return f"accepted: {len(s.gates)} gates"
+        c = np.array([g.corners for g in s.gates], dtype=float)
+        if sorted(g.name for g in s.gates) != expect["gates"]:
+            return "wrong: gate names differ"
+        if list(s.meta["order"]) != expect["order"] or not np.isfinite(c).all():
+            return "wrong: order or corners differ"
+        return "valid" if _close(s.goal, expect["goal"]) else "wrong: goal is not the last gate"
+    if entry == PLATFORM:
+        from volary.platforms import load_file
+
+        got = load_file(path)
+        if not expect:
+            return f"accepted: {len(got)} platforms"
+        masses = {k: float(e.airframe.mass) for k, e in got.items()}
+        if set(masses) != set(expect["masses"]):
+            return f"wrong: platforms {sorted(masses)}"
+        ok = all(math.isclose(masses[k], m, rel_tol=1e-9) for k, m in expect["masses"].items())
+        return "valid" if ok else "wrong: masses differ (unit conversion)"
+    if entry in (MESH, POINTS):
+        from volary.worlds.io import load_mesh, load_points
+
+        if entry == MESH:
+            m = load_mesh(path)
+            v, t = np.asarray(m.vertices, float), np.asarray(m.triangles)
+            if not expect:
+                return f"accepted: {len(v)} vertices, {len(t)} triangles"
+            if len(t) != expect["triangles"] or (t.min() < 0 or t.max() >= len(v)):
+                return f"wrong: {len(t)} triangles, expected {expect['triangles']}"
+            if "vertices" in expect and len(v) != expect["vertices"]:
+                return f"wrong: {len(v)} vertices, expected {expect['vertices']}"
+        else:
+            v = np.asarray(load_points(path).points, float)
+            if not expect:
+                return f"accepted: {len(v)} points"
+            if len(v) != expect["points"]:
+                return f"wrong: {len(v)} points, expected {expect['points']}"
+        if not np.isfinite(v).all():
+            return "wrong: non-finite vertices"
+        box = [v.min(0).tolist(), v.max(0).tolist()]
+        return "valid" if _close(box, expect["box"], 0.01) else "wrong: bounding box differs"
+    if entry == SPLAT:
+        import torch
+
+        from volary.sensors.splat import load_ply
+
+        s = load_ply(path)
+        if not expect:
+            return f"accepted: {len(s.means)} splats"
+        core = (s.means, s.quats, s.log_scales, s.opacity_logits, s.sh)
+        if len(s.means) != expect["splats"]:
+            return f"wrong: {len(s.means)} splats, expected {expect['splats']}"
+        return "valid" if all(bool(torch.isfinite(x).all()) for x in core) else "wrong: NaN"
+    if entry == SUITE:
+        from volary.bench.nav.protocol import get_suite
+
+        s = get_suite(path)
+        if not expect:
+            return f"accepted: {s.n_trials(1)} trials"
+        if list(s.platforms) != expect["platforms"] or s.n_trials(1) != expect["n_trials"]:
+            return "wrong: platforms or trial count differ"
+        return "valid"
+    if entry == RUNDB:
+        from volary.bench.nav.db import load_results
+        from volary.bench.nav.schema import CAUSES
+
+        rows = load_results(path)
+        if not expect:
+            return f"accepted: {len(rows)} rows"
+        if len(rows) != expect["rows"]:
+            return f"wrong: {len(rows)} rows, expected {expect['rows']}"
+        bad = [r for r in rows if r.cause not in CAUSES or not isinstance(r.success, bool)]
+        return "valid" if not bad else "wrong: a row reads back with a bad cause or flag"
+    if entry == CHECKPOINT:
+        import torch
+
+        from volary.learning.rl.ppo import load_policy
+
+        pol, _, _ = load_policy(path)
+        if not expect:
+            return f"accepted: obs_dim {pol.obs_dim}, act_dim {pol.act_dim}"
+        if (pol.obs_dim, pol.act_dim) != (expect["obs_dim"], expect["act_dim"]):
+            return "wrong: dimensions differ"
+        finite = all(bool(torch.isfinite(p).all()) for p in pol.parameters())
+        return "valid" if finite else "wrong: non-finite weights"
+    raise ValueError(entry)
+
+
+_MEMORY = (
+    "MemoryError",
+    "can't allocate memory",
+    "Cannot allocate memory",
+    "bad_alloc",
+    "DefaultCPUAllocator",
+    "out of memory",
+)
+
+
+def _worker(conn: Any) -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+    import torch  # noqa: F401 - imported before the first deadline starts
+
+    import volary.bench.nav.db
+    import volary.learning.rl.ppo
+    import volary.platforms
+    import volary.sensors.splat
+    import volary.worlds.io  # noqa: F401
+    from volary.errors import VolaryError
+
+    conn.send("ready")
+    while True:
+        job = conn.recv()
+        if job is None:
+            return
+        entry, path, expect = job
+        try:
+            conn.send(("ok", check(entry, path, expect)))
+        except VolaryError as e:
+            conn.send(("refused", f"{type(e).__name__}: {str(e)[:300]}"))
+        except MemoryError as e:
+            conn.send(("memory", f"MemoryError: {str(e)[:200]}"))
+        except BaseException as e:  # noqa: BLE001 - the point: anything else is a finding
+            text = f"{type(e).__name__}: {str(e)[:300]}"
+            conn.send(("memory" if any(m in text for m in _MEMORY) else "traceback", text))
+
+
+class Reader:
+    """The worker process; restarted after a hang or a crash."""
+
+    def __init__(self) -> None:
+        self.proc: Any = None
+
+    def start(self) -> None:
+        ctx = mp.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_worker, args=(child,), daemon=True)
+        self.proc.start()
+        if not self.conn.poll(300) or self.conn.recv() != "ready":
+            raise RuntimeError("the reader process did not start")
+
+    def read(self, entry: str, path: str, expect: dict[str, Any]) -> tuple[str, str]:
+        if self.proc is None or not self.proc.is_alive():
+            self.start()
+        self.conn.send((entry, path, expect))
+        if not self.conn.poll(API_DEADLINE_S):
+            self._kill()
+            return "hang", f"no answer in {API_DEADLINE_S:g} s"
+        try:
+            return self.conn.recv()
+        except EOFError:  # the worker died: the memory limit, a crash
+            code = self.proc.exitcode if self.proc is not None else None
+            self._kill()
+            return "memory" if code in (-signal.SIGKILL, -signal.SIGSEGV, -signal.SIGABRT) else (
+                "traceback"
+            ), f"the reader's process died (exit code {code})"
+
+    def _kill(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.join()
+        self.proc = None
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.is_alive():
+            self.conn.send(None)
+            self.proc.join(10)
+            if self.proc.is_alive():
+                self._kill()
+
+
+def classify_api(case: Case, status: str, detail: str) -> str:
+    if status in ("hang", "memory", "traceback"):
+        return status
+    if status == "refused":
+        return "refused_valid" if case.valid else "clean"
+    if case.valid:
+        return "valid" if detail == "valid" else "wrong"
+    return "wrong"  # an invalid input accepted (detail: what came back)
+
+
+# ---- commands, in a subprocess -------------------------------------------------------------------
+def _limit() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+    os.setsid()
+
+
+def run_cli(case: Case, folder: Path, i: int) -> tuple[str, str]:
+    """Run ``volary ARGS`` in ``folder``; (outcome, detail)."""
+    file = materialize(case, folder, i) if (case.data is not None or case.special) else ""
+    args = [a.replace("{file}", file).replace("{dir}", str(folder / f"{i}-out")) for a in case.args]
+    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1", "TERM": "dumb", "PYTHONUNBUFFERED": "1"}
+    cmd = [sys.executable, "-c", "from volary.cli.main import main; main()", *args]
+    proc = subprocess.Popen(
+        cmd,
+        cwd=folder,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        preexec_fn=_limit,
+    )
+    try:
+        out, _ = proc.communicate(timeout=CLI_DEADLINE_S)
+        rc: int | None = proc.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        rc = None
+    text = out.decode("utf-8", "replace")
+    return classify_cli(case, rc, text)
+
+
+def _tail(text: str, n: int = 300) -> str:
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    return " | ".join(lines[-3:])[-n:]
+
+
+def classify_cli(case: Case, rc: int | None, text: str) -> tuple[str, str]:
+    """The outcome of one command from its exit status and output."""
+    if rc is None:
+        if case.started and re.search(case.started, text):
+            return "wrong", f"accepted and started the work; killed at {CLI_DEADLINE_S:g} s"
+        return "hang", f"no exit in {CLI_DEADLINE_S:g} s: {_tail(text)}"
+    if any(m in text for m in _MEMORY):
+        return "memory", _tail(text)
+    if "Traceback (most recent call last)" in text:
+        last = [ln for ln in text.strip().splitlines() if ln.strip()][-1]
+        return "traceback", last.strip()[:300]
+    if rc < 0:
+        return ("memory" if rc == -signal.SIGKILL else "traceback"), f"killed by signal {-rc}"
+    errors = [ln for ln in text.splitlines() if ln.startswith("error:")]
+    usage = "Usage:" in text and ("Error" in text or "Invalid value" in text)
+    if case.valid:
+        return ("valid", "") if rc == 0 else ("refused_valid", f"exit {rc}: {_tail(text)}")
+    if rc == 0:
+        return "wrong", f"exit 0: {_tail(text)}"
+    if rc == 2 and (len(errors) == 1 or usage):
+        return "clean", (errors[0] if errors else _tail(text))[:300]
+    return "unclean", f"exit {rc}, {len(errors)} error: lines: {_tail(text)}"
+
+
+# ---- the run -------------------------------------------------------------------------------------
+def run(n_api: int, n_cli: int, folder: Path, seed: int = 0) -> dict[str, Any]:
+    """Generate and run the corpus; counts per entry point and outcome, the distinct failure
+    kinds (entry point, input class, outcome, first example) and every finding."""
+    t_gen = time.perf_counter()
+    cases = corpus(n_api, n_cli, seed)
+    t0 = time.perf_counter()
+    work = folder / "inputs"
+    work.mkdir(parents=True, exist_ok=True)
+    reader = Reader()
+    per: dict[str, Counter] = {}
+    findings, kinds = [], {}
+    cli_s = 0.0
+    try:
+        for i, case in enumerate(cases):
+            if case.cli:
+                t = time.perf_counter()
+                outcome, detail = run_cli(case, work, i)
+                cli_s += time.perf_counter() - t
+            else:
+                path = materialize(case, work, i)
+                status, detail = reader.read(case.entry, path, case.expect)
+                outcome = classify_api(case, status, detail)
+            entry = (
+                "volary bench resume|report"
+                if case.entry.startswith(("volary bench resume", "volary bench report"))
+                else case.entry
+            )
+            per.setdefault(entry, Counter())[outcome] += 1
+            if outcome in BAD_OUTCOMES:
+                f = {
+                    "input": i,
+                    "entry": case.entry,
+                    "kind": case.kind,
+                    "label": case.label,
+                    "outcome": outcome,
+                    "detail": detail,
+                    "args": case.args,
+                }
+                findings.append(f)
+                key = f"{case.entry} | {case.kind} | {outcome}"
+                if key not in kinds:
+                    kinds[key] = {
+                        "entry": case.entry,
+                        "kind": case.kind,
+                        "outcome": outcome,
+                        "example": case.label,
+                        "args": case.args,
+                        "detail": detail,
+                        "count": 0,
+                    }
+                kinds[key]["count"] += 1
+    finally:
+        reader.close()
+    totals: Counter = Counter()
+    for c in per.values():
+        totals.update(c)
+    return {
+        "seed": seed,
+        "inputs": len(cases),
+        "api_inputs": n_api,
+        "cli_inputs": n_cli,
+        "valid_inputs": sum(c.valid for c in cases),
+        "generate_seconds": round(t0 - t_gen, 2),
+        "seconds": round(time.perf_counter() - t0, 2),
+        "cli_seconds": round(cli_s, 2),
+        "outcomes": dict(totals),
+        "per_entry": {k: dict(v) for k, v in per.items()},
+        "input_classes": dict(Counter(c.kind.split(":")[0] for c in cases)),
+        "failure_kinds": sorted(kinds.values(), key=lambda k: (k["entry"], k["kind"])),
+        "findings": findings,
+    }
+
+
+def table(doc: dict[str, Any]) -> str:
+    """Entry point x outcome, as text."""
+    w = max(len(k) for k in doc["per_entry"]) + 2
+    head = "entry point".ljust(w) + "".join(f"{o:>14}" for o in OUTCOMES)
+    rows = [head, "-" * len(head)]
+    for k, c in doc["per_entry"].items():
+        rows.append(k.ljust(w) + "".join(f"{c.get(o, 0):>14}" for o in OUTCOMES))
+    tot = doc["outcomes"]
+    rows.append("total".ljust(w) + "".join(f"{tot.get(o, 0):>14}" for o in OUTCOMES))
+    return "\n".join(rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=2000, help="library inputs")
+    ap.add_argument("--cli", type=int, default=None, help="command lines (default: n / 20)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--work", type=Path, default=None, help="folder for the inputs")
+    ap.add_argument("--out", type=Path, default=None, help="JSON results")
+    args = ap.parse_args(argv)
+    n_cli = max(1, args.n // 20) if args.cli is None else args.cli
+    with tempfile.TemporaryDirectory(prefix="volary-corpus-") as tmp:
+        doc = run(args.n, n_cli, args.work or Path(tmp), args.seed)
+    doc["command"] = "python tests/_inputs_corpus.py " + " ".join(
+        sys.argv[1:] if argv is None else argv
+    )
+    print(table(doc))
+    print(f"\n{doc['inputs']} inputs ({doc['valid_inputs']} valid) in {doc['seconds']:.0f} s")
+    for k in doc["failure_kinds"]:
+        print(
+            f"- {k['entry']} [{k['kind']}] {k['outcome']} x{k['count']}: {k['example']} -> "
+            f"{k['detail'][:160]}"
+        )
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    return 0 if not doc["failure_kinds"] else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
