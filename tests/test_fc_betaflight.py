@@ -11,9 +11,9 @@ import math
 import numpy as np
 import pytest
 
-from volary.errors import ConfigError
+from volary.errors import ConfigError, FileFormatError
 from volary.fc import frames
-from volary.fc.betaflight import BetaflightLink, Sticks, find
+from volary.fc.betaflight import BetaflightLink, Sticks, find, fly, read_sticks
 from volary.platforms import get
 
 needs_sitl = pytest.mark.skipif(
@@ -88,7 +88,7 @@ def test_betaflight_flies_takeoff_roll_land_disarm(tmp_path):
                 path.append((r.time, *r.pos, _body_up_z(r.quat), *r.motors))
                 phases.setdefault(phase, []).append(len(path) - 1)
 
-        run(3.0, lambda z, vz: Sticks(throttle=0.0), "ground")
+        run(0.5, lambda z, vz: Sticks(throttle=0.0), "ground")
         run(0.5, lambda z, vz: Sticks(throttle=0.0, arm=True), "armed")
         run(3.5, lambda z, vz: Sticks(throttle=pilot.throttle(1.0, z, vz), arm=True), "takeoff")
         run(2.5, lambda z, vz: Sticks(throttle=pilot.throttle(3.0, z, vz), arm=True), "climb")
@@ -147,8 +147,8 @@ def _plot(p: np.ndarray, out) -> None:
 def _takeoff_motors() -> np.ndarray:
     out = []
     with BetaflightLink("fpv_racer_250") as link:
-        for k in range(4000):
-            sticks = Sticks(throttle=0.0 if k < 3300 else 0.45, arm=k >= 3000)
+        for k in range(1500):
+            sticks = Sticks(throttle=0.0 if k < 800 else 0.45, arm=k >= 500)
             out.append(link.step(sticks).motors)
     return np.asarray(out)
 
@@ -158,3 +158,50 @@ def test_two_lockstep_runs_give_identical_motor_outputs():
     a, b = _takeoff_motors(), _takeoff_motors()
     assert a[-700:].max() > 0.3  # it flew: the comparison covers armed flight
     np.testing.assert_array_equal(a, b)
+
+
+def test_sticks_files_are_checked_naming_the_line_and_column(tmp_path):
+    good = tmp_path / "sticks.csv"
+    good.write_text("time,roll,pitch,yaw,throttle,arm,angle\n0,0,0,0,0,0,1\n0.5,0.2,0,0,0.4,1,1\n")
+    rows = read_sticks(good)
+    assert [(r.time, r.roll, r.arm, r.vehicle) for r in rows] == [
+        (0, 0, 0, None),
+        (0.5, 0.2, 1, None),
+    ]
+    cases = {
+        "time,roll,pitch,yaw,throttle,arm\n": "line 1: expected the columns",
+        "time,roll,pitch,yaw,throttle,arm,angle\n0,1.5,0,0,0,0,1\n": "line 2: roll",
+        "time,roll,pitch,yaw,throttle,arm,angle\n0,0,0,0,nan,0,1\n": "line 2: throttle",
+        "time,roll,pitch,yaw,throttle,arm,angle\n0,0,0,0,0,2,1\n": "line 2: arm",
+        "time,roll,pitch,yaw,throttle,arm,angle\n0,0,0,0,0,x,1\n": "line 2: arm: expected a number",
+        "time,roll,pitch,yaw,throttle,arm,angle\n1,0,0,0,0,0,1\n0,0,0,0,0,0,1\n": "time order",
+    }
+    for text, message in cases.items():
+        bad = tmp_path / "bad.csv"
+        bad.write_text(text)
+        with pytest.raises(FileFormatError, match=message):
+            read_sticks(bad)
+
+
+def test_fly_refuses_bad_options_before_starting_a_firmware(tmp_path):
+    with pytest.raises(ConfigError, match="--vehicles"):
+        fly(n=0, out=tmp_path)
+    with pytest.raises(ConfigError, match="--vehicles"):
+        fly(n=65, out=tmp_path)
+    with pytest.raises(ConfigError, match="--duration"):
+        fly(duration=float("nan"), out=tmp_path)
+    assert not any(tmp_path.iterdir())
+
+
+@needs_sitl
+def test_fly_two_vehicles_writes_the_csv_and_the_path_plot(tmp_path):
+    """``fly`` (what ``volary fc betaflight`` calls): the built-in hover script, two vehicles
+    1 m apart, each near 1 m high after 3 s; CSV rows per vehicle, the plot, no events."""
+    f = fly("fpv_racer_250", 2, 3.0, None, tmp_path / "out", every=50)
+    assert f.events == [] and f.sim_s == pytest.approx(3.0)
+    assert np.allclose(f.final_pos[:, 2], 1.0, atol=0.4)
+    assert f.final_pos[1, 0] - f.final_pos[0, 0] == pytest.approx(1.0, abs=0.2)
+    table = np.loadtxt(f.csv, delimiter=",", skiprows=1)
+    assert table.shape[1] == 17 and set(table[:, 1]) == {0.0, 1.0}
+    assert np.all(table[:, 16] == 1.0)  # alive throughout
+    assert f.plot.stat().st_size > 10_000

@@ -127,3 +127,12 @@ def rc_packet(t: float, channels: Sequence[int]) -> bytes:
     """An RC packet: 16 channels in microseconds (missing ones 1000), clamped to 1000..2000."""
     ch = [min(2000, max(1000, int(c))) for c in channels][:16]
     return RC.pack(float(t), *(ch + [1000] * (16 - len(ch))))
+
+
+NO_RC = struct.Struct("<4sd")  # "VLNR" + timestamp: this step's RC without a frame (lockstep.c)
+
+
+def rc_no_pulses(t: float) -> bytes:
+    """An RC packet with every channel at 0 us: what a receiver in its no-pulses failsafe
+    outputs; Betaflight finds the flight channels invalid (below ``rx_min_usec``)."""
+    return RC.pack(float(t), *([0] * 16))

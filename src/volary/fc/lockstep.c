@@ -11,10 +11,20 @@
  *     acknowledgement (12 bytes: "VLAK" + the packet's timestamp, float64) through the socket
  *     the motor packets use, after the motor packet of that step. A state packet and the RC
  *     packet of the same step are applied by the firmware's receiver threads while the main
- *     thread is blocked, so the firmware's work and outputs depend only on the packets.
+ *     thread is blocked, so the firmware's work and outputs depend only on the packets;
+ *   - sends everything the simulator receives (motor packets, acknowledgements) from one socket
+ *     bound to 127.0.0.1:VOLARY_BF_SEND_PORT, so the simulator can connect() to it and the kernel
+ *     drops datagrams from anyone else;
+ *   - hands the firmware's state and RC threads only datagrams from the simulator's socket
+ *     (127.0.0.1:VOLARY_BF_MOTOR_PORT): anything else is returned as "nothing received" (-1,
+ *     EAGAIN), which the firmware ignores like a timeout, and is not counted;
+ *   - counts a 12-byte "VLNR" + timestamp datagram on the RC port as the step's RC packet
+ *     without a frame (the radio sent nothing this step): the firmware gets "nothing received"
+ *     and keeps the last RC frame it had, as Betaflight 4.6.0's UDP receiver does when packets
+ *     stop.
  *
  * Environment: VOLARY_BF_STATE_PORT, VOLARY_BF_RC_PORT (the firmware listens), VOLARY_BF_MOTOR_PORT
- * (the simulator listens), VOLARY_BF_TCP_BASE (UART n listens on TCP_BASE + n),
+ * (the simulator listens), VOLARY_BF_SEND_PORT (the shim sends from), VOLARY_BF_TCP_BASE (UART n listens on TCP_BASE + n),
  * VOLARY_BF_LOCKSTEP (1: lock-step), VOLARY_BF_BOOT_US (virtual time the firmware boots for
  * before the first state packet), VOLARY_BF_TICK_NS (virtual time per clock read).
  */
@@ -37,7 +47,7 @@
 #include <unistd.h>
 
 enum { FW_STATE = 9003, FW_RC = 9004, FW_MOTOR = 9002, FW_RAW = 9001, FW_TCP = 5760 };
-enum { STATE_BYTES = 144, RC_BYTES = 40 };
+enum { STATE_BYTES = 144, RC_BYTES = 40, NO_RC_BYTES = 12 };
 
 static int (*real_clock_gettime)(clockid_t, struct timespec *);
 static int (*real_nanosleep)(const struct timespec *, struct timespec *);
@@ -46,7 +56,7 @@ static ssize_t (*real_sendto)(int, const void *, size_t, int, const struct socka
 static ssize_t (*real_recvfrom)(int, void *, size_t, int, struct sockaddr *, socklen_t *);
 static int (*real_select)(int, fd_set *, fd_set *, fd_set *, struct timeval *);
 
-static int state_port, rc_port, motor_port, tcp_base, lockstep;
+static int state_port, rc_port, motor_port, send_port, tcp_base, lockstep;
 static uint64_t tick_ns;
 static pthread_t main_thread;
 
@@ -55,8 +65,7 @@ static _Atomic uint64_t horizon_ns; /* the main thread may run up to here */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
 static int state_fd = -1, rc_fd = -1;
-static _Atomic int motor_fd = -1;
-static int ack_fd = -1;
+static int out_fd = -1; /* the one socket the simulator hears from; main thread only */
 static uint64_t steps_state, steps_rc, steps_released, steps_acked;
 static int have_origin, boot_acked;
 static uint64_t origin_ns;
@@ -80,6 +89,7 @@ __attribute__((constructor)) static void volary_shim_init(void)
     state_port = env_int("VOLARY_BF_STATE_PORT", FW_STATE);
     rc_port = env_int("VOLARY_BF_RC_PORT", FW_RC);
     motor_port = env_int("VOLARY_BF_MOTOR_PORT", FW_MOTOR);
+    send_port = env_int("VOLARY_BF_SEND_PORT", 0);
     tcp_base = env_int("VOLARY_BF_TCP_BASE", FW_TCP);
     lockstep = env_int("VOLARY_BF_LOCKSTEP", 0);
     tick_ns = (uint64_t)env_int("VOLARY_BF_TICK_NS", 1000);
@@ -98,6 +108,33 @@ static uint16_t mapped_port(uint16_t port, int stream)
     if (port == FW_STATE) return (uint16_t)state_port;
     if (port == FW_RC) return (uint16_t)rc_port;
     return port;
+}
+
+static struct sockaddr_in loopback(int port)
+{
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof(a));
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    return a;
+}
+
+/* Motor packets and acknowledgements (both sent by the main thread) leave from one socket bound
+ * to 127.0.0.1:send_port; the firmware exits if it cannot have that port. */
+static ssize_t to_simulator(const void *buf, size_t n)
+{
+    struct sockaddr_in a = loopback(motor_port);
+    if (out_fd < 0) {
+        out_fd = socket(AF_INET, SOCK_DGRAM, 0);
+        struct sockaddr_in me = loopback(send_port);
+        if (out_fd < 0 || real_bind(out_fd, (const struct sockaddr *)&me, sizeof(me)) != 0) {
+            fprintf(stderr, "volary shim: cannot bind 127.0.0.1:%d: %s\n", send_port,
+                    strerror(errno));
+            _exit(3);
+        }
+    }
+    return real_sendto(out_fd, buf, n, 0, (const struct sockaddr *)&a, sizeof(a));
 }
 
 int bind(int fd, const struct sockaddr *addr, socklen_t len)
@@ -125,12 +162,7 @@ ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockad
         memcpy(&a, to, sizeof(a));
         uint16_t port = ntohs(a.sin_port);
         if (port == FW_RAW) return (ssize_t)n; /* RealFlight's raw PWM: nobody listens */
-        if (port == FW_MOTOR) {
-            motor_fd = fd;
-            a.sin_port = htons((uint16_t)motor_port);
-            a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-            return real_sendto(fd, buf, n, flags, (const struct sockaddr *)&a, sizeof(a));
-        }
+        if (port == FW_MOTOR) return to_simulator(buf, n);
     }
     return real_sendto(fd, buf, n, flags, to, tl);
 }
@@ -140,17 +172,7 @@ static void send_ack(double ts)
     unsigned char pkt[12];
     memcpy(pkt, "VLAK", 4);
     memcpy(pkt + 4, &ts, 8);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof(a));
-    a.sin_family = AF_INET;
-    a.sin_port = htons((uint16_t)motor_port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    int fd = motor_fd;
-    if (fd < 0) {
-        if (ack_fd < 0) ack_fd = socket(AF_INET, SOCK_DGRAM, 0);
-        fd = ack_fd;
-    }
-    real_sendto(fd, pkt, sizeof(pkt), 0, (const struct sockaddr *)&a, sizeof(a));
+    to_simulator(pkt, sizeof(pkt));
 }
 
 /* Called with mu held: a step is released once its state and RC packets have both been applied.
@@ -225,9 +247,39 @@ int nanosleep(const struct timespec *req, struct timespec *rem)
     return 0;
 }
 
+/* Whether a datagram came from the simulator's socket. */
+static int from_simulator(const struct sockaddr_in *src, socklen_t len)
+{
+    return len >= sizeof(*src) && src->sin_family == AF_INET &&
+           src->sin_addr.s_addr == htonl(INADDR_LOOPBACK) && ntohs(src->sin_port) == motor_port;
+}
+
 ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *from, socklen_t *fl)
 {
-    ssize_t got = real_recvfrom(fd, buf, n, flags, from, fl);
+    if (fd != state_fd && fd != rc_fd) return real_recvfrom(fd, buf, n, flags, from, fl);
+    /* Received into our own buffer first: what is not for the firmware never touches its. */
+    unsigned char own[STATE_BYTES > RC_BYTES ? STATE_BYTES : RC_BYTES];
+    size_t cap = n < sizeof(own) ? n : sizeof(own);
+    struct sockaddr_in src;
+    socklen_t sl = sizeof(src);
+    memset(&src, 0, sizeof(src));
+    ssize_t got = real_recvfrom(fd, own, cap, flags, (struct sockaddr *)&src, &sl);
+    if (got < 0) return got;
+    if (!from_simulator(&src, sl)) {
+        errno = EAGAIN; /* someone else's datagram: not for the firmware, not counted */
+        return -1;
+    }
+    if (lockstep && fd == rc_fd && got == NO_RC_BYTES && memcmp(own, "VLNR", 4) == 0) {
+        pending_rc = 1; /* this step's RC, without a frame: the firmware keeps its last one */
+        errno = EAGAIN;
+        return -1;
+    }
+    memcpy(buf, own, (size_t)got);
+    if (from && fl) {
+        socklen_t k = *fl < sl ? *fl : sl;
+        memcpy(from, &src, k);
+        *fl = sl;
+    }
     if (lockstep && fd == state_fd && got == STATE_BYTES) {
         double ts;
         memcpy(&ts, buf, 8);
