@@ -149,7 +149,7 @@ def test_quad_x_order() -> None:
     ("data", "message"),
     [
         ({"rate_hz": 400.0, "physics_hz": 1000.0}, "physics_hz: expected a whole multiple"),
-        ({"bind": "localhost:1"}, "bind: .*an ip address such as 127.0.0.1, got .localhost:1.$"),
+        ({"bind": "localhost:1"}, "bind: .*an IP address such as 127.0.0.1, got .localhost:1.$"),
         ({"home": [91.0, 0.0, 0.0]}, r"home\.0"),
         ({"rate_hz": "400"}, "rate_hz"),
         ({"unknown": 1}, "unknown"),

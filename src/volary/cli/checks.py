@@ -407,6 +407,7 @@ def _serve_common() -> dict[str, Check]:
         "--speed": real(0, 1000, "real-time factor", "1", above=True),
         "--ticks": _counts(10**12, "control periods", 0),
         "--record": out_new_dir(),
+        "--firmware": one_of(("ideal", "betaflight")),
     }
 
 
@@ -639,6 +640,18 @@ OPTIONS: dict[str, dict[str, Check]] = {
         **_fc_common("UDP port"),
         "--pwm-min": count(0, 65535, "PWM", "us"),
         "--pwm-max": count(0, 65535, "PWM", "us"),
+    },
+    "fc betaflight": {
+        "--platform": PLATFORM,
+        "--vehicles": count(1, int(LIMITS["fc_vehicles"].hi), "firmware processes"),
+        "--duration": real(0, LIMITS["duration"].hi, "simulated duration", "s", above=True),
+        "--sticks": in_file("sticks CSV"),
+        "--out": OUT,
+        "--seed": SEED,
+        "--spacing": number("coordinate"),
+        "--hover-z": number("coordinate"),
+        "--every": count(1, 10**9, "exchanges between logged rows"),
+        "--timeout": real(0, 3600, "firmware answer timeout", "s", above=True),
     },
     "ros1 serve": {
         "--course": one_of(("alphapilot_2019",)),

@@ -173,3 +173,51 @@ def ardupilot(
         typer.echo(f"volary-fc ardupilot listening on {bind}:{link.port} ({platform})")
         report = link.run(duration)
     _finish(report, duration)
+
+
+@app.command("betaflight")
+def betaflight(
+    platform: Platform = "fpv_racer_250",
+    vehicles: Annotated[
+        int, typer.Option("--vehicles", help="Vehicles, each flown by its own firmware.")
+    ] = 1,
+    duration: Annotated[float, typer.Option("--duration", help="Simulated seconds to fly.")] = 10.0,
+    sticks: Annotated[
+        str | None,
+        typer.Option(
+            "--sticks",
+            help="CSV of time,roll,pitch,yaw,throttle,arm,angle[,vehicle] rows (default: arm "
+            "at 0.5 s, hover at --hover-z in angle mode).",
+        ),
+    ] = None,
+    out: Annotated[
+        str, typer.Option("--out", help="Directory for flight.csv, path.png, events.json.")
+    ] = "betaflight-flight",
+    seed: Seed = 0,
+    spacing: Annotated[
+        float, typer.Option("--spacing", help="Metres between the vehicles (along x).")
+    ] = 1.0,
+    hover_z: Annotated[
+        float, typer.Option("--hover-z", help="Height (m) the built-in hover script holds.")
+    ] = 1.0,
+    every: Annotated[
+        int, typer.Option("--every", help="Log every N-th exchange to flight.csv.")
+    ] = 10,
+    timeout: Timeout = 10.0,
+) -> None:
+    """Fly vehicles whose motors Betaflight 4.6.0 SITL commands, in lock-step (build it once:
+    ``python -m volary.fc.betaflight build``); prints each lost firmware and a summary line;
+    exits 1 when a firmware was lost."""
+    from volary.fc.betaflight import fly
+
+    flight = fly(platform, vehicles, duration, sticks, out, seed=seed, spacing=spacing,
+                 hover_z=hover_z, every=every, timeout_s=timeout)  # fmt: skip
+    for event in flight.events:
+        typer.echo(f"vehicle {event.vehicle} at {event.time:.3f} s: firmware {event.cause}")
+    z = ", ".join(f"{p[2]:.2f}" for p in flight.final_pos)
+    typer.echo(
+        f"betaflight: {vehicles} vehicle(s), {flight.sim_s:g} s simulated in {flight.wall_s:.1f} s "
+        f"wall; final heights {z} m; wrote {flight.csv}, {flight.plot}"
+    )
+    if flight.events:
+        raise typer.Exit(1)

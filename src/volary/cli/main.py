@@ -521,6 +521,10 @@ def serve(
         ),
     ] = False,
     speed: Annotated[float, typer.Option(help="Real-time factor with --realtime.")] = 1.0,
+    firmware: Annotated[
+        str,
+        typer.Option(help="Rate loop of simulated vehicles: ideal, or betaflight (SITL, ctbr)."),
+    ] = "ideal",
 ) -> None:
     """Serve a World to other processes (lock-step): clients claim a vehicle, send commands
     or poses, and get states, sensors and events back (docs/serve.md, docs/protocol.md)."""
@@ -529,7 +533,7 @@ def serve(
     cfg = build_config(scene=scene, seed=seed, vehicles=vehicles, in_loop=in_loop,
                        platform=platform, control=control, control_hz=control_hz, imu=imu,
                        sensors=sensor or [], actors=actor or [],
-                       scene_params=scene_param)  # fmt: skip
+                       scene_params=scene_param, firmware=firmware)  # fmt: skip
     run_server(cfg, bind=bind, token=token, input_timeout=timeout, max_bytes=max_bytes,
                ticks=ticks, console=console, record=record, realtime=realtime,
                speed=speed)  # fmt: skip

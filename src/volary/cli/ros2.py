@@ -52,6 +52,10 @@ def serve(
     speed: Annotated[float, typer.Option(help="Real-time factor with --realtime.")] = 1.0,
     ticks: Annotated[int | None, typer.Option(help="Stop after this many periods.")] = None,
     record: Annotated[Path | None, typer.Option(help="Record the run (a ROS 2 bag, MCAP).")] = None,
+    firmware: Annotated[
+        str,
+        typer.Option(help="Rate loop of the vehicles: ideal, or betaflight (SITL, ctbr)."),
+    ] = "ideal",
 ) -> None:
     """Serve a World on ROS 2: /clock, /tf, odometry, IMU, sensors and events out, each
     vehicle's commands in (lock-step on sim time unless --realtime); DDS stays on this machine
@@ -63,7 +67,8 @@ def serve(
     try:
         cfg = build_config(scene=scene, seed=seed, vehicles=vehicles, in_loop=0, platform=platform,
                            control=control, control_hz=control_hz, imu=imu,
-                           sensors=sensor or [], scene_params=scene_param)  # fmt: skip
+                           sensors=sensor or [], scene_params=scene_param,
+                           firmware=firmware)  # fmt: skip
         from volary.ros2.bridge import Ros2Bridge
 
         with console.status("building the world..."):

@@ -51,6 +51,7 @@ def build_config(
     sensors: list[str],
     actors: list[str] | None = None,
     scene_params: list[str] | None = None,
+    firmware: str = "ideal",
 ) -> ServeConfig:
     """The ServeConfig of the command's options (every vehicle carries every sensor)."""
     if vehicles < 0 or in_loop < 0 or vehicles + in_loop == 0:
@@ -78,6 +79,7 @@ def build_config(
         sensors=specs,
         actors=tuple(parse_actor(a) for a in actors or ()),
         scene_params=dict(parse_scene_param(p) for p in scene_params or ()),
+        firmware=firmware,
     )
 
 

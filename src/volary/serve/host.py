@@ -20,7 +20,7 @@ import torch
 
 from volary.dynamics.state import field_numpy
 from volary.errors import ConfigError
-from volary.serve.world import ServeConfig, build_world, reset_slot
+from volary.serve.world import FirmwareLoop, ServeConfig, build_world, reset_slot
 from volary.sim import Placement
 
 _OMIT = {"rays"}  # reading fields that are the same every step (sent in the welcome instead)
@@ -35,7 +35,13 @@ class WorldHost:
             raise ConfigError(f"config: expected a ServeConfig, got {type(config).__name__}")
         self.config = config
         self.world = build_world(config)
-        self.sp_size = int(self.world.sim.controller.setpoint_size)
+        self.firmware: FirmwareLoop | None = (
+            self.world.inner if isinstance(self.world.inner, FirmwareLoop) else None
+        )
+        """The Betaflight rate loop with ``config.firmware == "betaflight"`` (its ``events``:
+        lost firmwares), else None."""
+        ctrl = self.firmware if self.firmware is not None else self.world.sim.controller
+        self.sp_size = int(ctrl.setpoint_size)
         self._check_pos = np.zeros((self.world.b, 3))  # collision-query schedule (_collisions)
         self._margin = np.full(self.world.b, -1.0)
         self._events: tuple[int, dict[str, np.ndarray]] | None = None  # (tick, events)
@@ -47,6 +53,10 @@ class WorldHost:
             self.recorder = BagRecorder(record, config, self.world)
 
     def close_recording(self) -> None:
+        """Close the recording and stop the firmware processes (every transport's ``close``
+        calls this)."""
+        if self.firmware is not None:
+            self.firmware.close()
         if self.recorder is not None:
             self.recorder.close()
             self.recorder = None
@@ -139,7 +149,7 @@ class WorldHost:
     def events_now(self) -> dict[str, np.ndarray]:
         """Every vehicle's events at the current tick, computed once per tick: ``collided`` and
         ``out_of_bounds`` (or above the ceiling) with a scene, ``vehicle_contact`` with several
-        slots, ``gates_passed`` on a course.
+        slots, ``gates_passed`` on a course, ``firmware_lost`` with a Betaflight-flown World.
 
         Collisions come from the scene's signed distance, queried only when some vehicle has
         moved farther than its margin (clearance to obstacles and to the flight volume) since
@@ -155,6 +165,8 @@ class WorldHost:
             events["vehicle_contact"] = w.vehicle_contacts().numpy()
         if w.gates is not None:
             events["gates_passed"] = w.gates.passed.sum(dim=1).numpy()
+        if self.firmware is not None:
+            events["firmware_lost"] = self.firmware.lost.copy()
         self._events = (w.tick, events)
         return events
 

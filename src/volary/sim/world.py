@@ -92,6 +92,8 @@ class World:
     ``collider``: what hits the scene, ``"sphere"`` (``VehicleParams.radius``) or ``"box"`` (the
     oriented box that fits the frame, ``VehicleParams.collider_half``, turning with the
     vehicle; :mod:`volary.worlds.collider`). Vehicles and actors meet as spheres either way.
+    ``sim_steps``: Simulator steps per control period (the World's ``dt`` is ``sim_steps``
+    times the Simulator's); :attr:`inner` turns the period's command into each step's setpoint.
     """
 
     def __init__(
@@ -108,8 +110,15 @@ class World:
         actors: Sequence[Any] | None = None,
         sim: Simulator | None = None,
         collider: str = "sphere",
+        sim_steps: int = 1,
         **sim_kwargs: Any,
     ) -> None:
+        self.sim_steps = _positive_int(sim_steps, "sim_steps")
+        self.inner: Callable[[World, Any, int], Any] | None = None
+        """``inner(world, command, k)``: the setpoint of the k-th of the ``sim_steps``
+        Simulator steps of a control period, from the period's ``command`` and the state the
+        step before left (a flight controller's rate loop: ``volary serve --firmware
+        betaflight``). None: the command itself at every step."""
         if collider not in COLLIDERS:
             raise ConfigError(f"collider: expected one of {', '.join(COLLIDERS)}, got {collider!r}")
         self.collider = collider
@@ -173,7 +182,13 @@ class World:
     @property
     def dt(self) -> float:
         """Control period (s)."""
-        return self.sim.dt
+        return self.sim.dt if self.sim_steps == 1 else self.sim.dt * self.sim_steps
+
+    @property
+    def control_hz(self) -> float:
+        """Control periods per second (the Simulator's control rate / ``sim_steps``)."""
+        hz = self.sim.config.control_hz
+        return hz if self.sim_steps == 1 else hz / self.sim_steps
 
     @property
     def elapsed(self) -> Tensor:
@@ -253,7 +268,13 @@ class World:
         simulator): their pose is given, not integrated. After the physics step their state
         is set to it (velocities zero unless given; ground and divergence flags cleared), before
         the gates, the sensors and the end conditions see it."""
-        state = self.sim.step(command)
+        if self.sim_steps == 1 and self.inner is None:
+            state = self.sim.step(command)
+        else:
+            for k in range(self.sim_steps):
+                state = self.sim.step(
+                    command if self.inner is None else self.inner(self, command, k)
+                )
         if place is not None:
             state = self._place(state, place)
         self.tick += 1
@@ -402,11 +423,11 @@ def _sensing(name: str, spec: Any, world: World) -> _Slot:
     s = spec if isinstance(spec, Sensing) else Sensing(spec)
     per_step = 1.0  # samples per control step
     if s.rate_hz is not None:
-        per_step = s.rate_hz / world.sim.config.control_hz
+        per_step = s.rate_hz / world.control_hz
         if not (math.isfinite(per_step) and 0 < per_step <= 1 + 1e-9):
             raise ConfigError(
                 f"sensors[{name!r}].rate_hz: expected a rate in (0, control_hz="
-                f"{world.sim.config.control_hz:g}], got {s.rate_hz}"
+                f"{world.control_hz:g}], got {s.rate_hz}"
             )
         per_step = min(per_step, 1.0)
     vehicles = None
