@@ -2,7 +2,8 @@
 
 ``tests/_fuzz.py`` mutates files volary itself writes; this harness starts from each entry
 point's *input space* instead and draws what a new user hands it: their own course, platform,
-suite, mesh, point cloud, splat, run database and checkpoint files (wrong TOML types and
+suite, mesh, point cloud, splat, run database and checkpoint files, their learning datasets
+(HDF5), recordings (.npz), served-run bags (rosbag2/MCAP) and scene obstacles (wrong TOML types and
 shapes, missing and unknown keys, non-UTF-8 text, NUL bytes in the text or the path, deep
 nesting, a FIFO, ``/dev/zero``, a directory, a missing or empty file, a 3 GiB sparse file,
 1e308 / 1e39 / NaN / inf, degenerate geometry, coordinates 10 km (valid) and 1e6 m (invalid)
@@ -85,6 +86,7 @@ class Case:
     expect: dict[str, Any] = field(default_factory=dict)  # valid: what the reader must return
     args: list[str] = field(default_factory=list)  # a command's arguments; {file}, {dir}
     started: str = ""  # a command: output showing it accepted the input and began the work
+    tree: dict[str, Any] = field(default_factory=dict)  # special "tree": a directory's files
 
     @property
     def valid(self) -> bool:
@@ -1354,6 +1356,868 @@ def checkpoint_cases(rng: np.random.Generator) -> Case:
     return Case(CHECKPOINT, f"checkpoint:{kind}", label, data=data, suffix=".pt")
 
 
+# ---- learning datasets (HDF5): boundary.dataset.load_dataset, sousvide.dataset.read -------------
+BPDATA = "bp dataset: learning.boundary.dataset.load_dataset"
+SVDATA = "sousvide dataset: learning.sousvide.dataset.read"
+HUGE_ROWS = 2**40  # declared rows of a dataset nobody wrote: terabytes if read
+
+
+def h5_bytes(attrs: dict[str, Any], arrays: dict[str, Any], edit: Callable | None = None) -> bytes:
+    """An HDF5 file (h5py, in memory): root ``attrs``, ``arrays`` (an ndarray, or a (shape,
+    dtype) pair for a chunked dataset with no data written), then ``edit(file)``."""
+    import h5py
+
+    buf = io.BytesIO()
+    with h5py.File(buf, "w") as f:
+        for k, v in attrs.items():
+            f.attrs[k] = v
+        for k, v in arrays.items():
+            if isinstance(v, tuple):
+                shape, dtype = v
+                f.create_dataset(k, shape=shape, dtype=dtype, chunks=(1, *shape[1:]))
+            else:
+                f.create_dataset(k, data=v)
+        if edit is not None:
+            edit(f)
+    return buf.getvalue()
+
+
+def bp_parts(rng: np.random.Generator) -> tuple[dict, dict[str, np.ndarray], np.ndarray]:
+    """A BoundaryPredictor dataset's attributes, arrays and done mask (K rows of Table II)."""
+    from volary.learning.boundary.dataset import FORMAT, _config_doc
+    from volary.learning.boundary.grid import TABLE_II, grid_inputs
+    from volary.learning.boundary.sampling import SamplingConfig
+
+    k = int(rng.integers(1, 12))
+    idx = np.sort(rng.choice(TABLE_II.size, k, replace=False)).astype(np.int64)
+    labelled = rng.random(k) < 0.8
+    speed = np.where(labelled, rng.choice([0.5, 1.0, 1.5, 2.0], k), np.nan)
+    t0 = np.where(labelled, rng.uniform(0.2, 2.0, k).round(3), np.nan)
+    cost = rng.uniform(0.2, 5, (k, 70)).astype(np.float32)
+    cost[rng.random((k, 70)) < 0.3] = np.inf
+    arrays = {
+        "grid_index": idx,
+        "inputs": grid_inputs(idx).numpy(),
+        "speed": speed,
+        "t0": t0,
+        "cost_min": np.where(labelled, t0 + 0.1, np.inf),
+        "cost": cost,
+        "crashed": rng.integers(-1, 3, (k, 70)).astype(np.int8),
+        "skipped": rng.integers(-1, 3, (k, 70)).astype(np.int8),
+        "tracking": rng.uniform(0, 1, (k, 70)).astype(np.float32),
+        "done": np.zeros(k, bool),
+    }
+    done = rng.random(k) < 0.7
+    done[int(rng.integers(k))] = True
+    arrays["done"] = done
+    doc = _config_doc(SamplingConfig(), int(rng.integers(100)), float(k) / TABLE_II.size, k)
+    return {"config": json.dumps(doc), "format": FORMAT}, arrays, done
+
+
+def bp_cases(rng: np.random.Generator) -> Case:
+    r = rng.random()
+    attrs, arrays, done = bp_parts(rng)
+    if r < 0.3:
+        expect = {
+            "grid_index": arrays["grid_index"][done].tolist(),
+            "t0": arrays["t0"][done].tolist(),
+        }
+        return Case(
+            BPDATA,
+            "valid:bp_dataset",
+            "valid",
+            h5_bytes(attrs, arrays),
+            suffix=".h5",
+            expect=expect,
+        )
+    if r < 0.4:
+        return fs_case(BPDATA, rng, ".h5")
+    kind = _pick(
+        rng,
+        (
+            "not_hdf5",
+            "truncated",
+            "format",
+            "config_not_json",
+            "config_type",
+            "config_unknown_key",
+            "missing_array",
+            "group",
+            "external_link",
+            "dtype",
+            "shape",
+            "lengths_disagree",
+            "huge_shape",
+            "nan_inputs",
+            "grid_index",
+            "attr_type",
+        ),
+    )
+    edit, label = None, kind
+    doc = json.loads(attrs["config"])
+    name = _pick(rng, ("grid_index", "inputs", "speed", "t0", "cost_min", "cost", "done"))
+    k = len(done)
+    if kind == "not_hdf5":
+        data = _pick(
+            rng, (b"[config]\nformat = 1\n", bytes(rng.integers(0, 256, 3000, dtype=np.uint8)))
+        )
+        return Case(BPDATA, "h5:not_hdf5", "not an HDF5 file", data, suffix=".h5")
+    if kind == "truncated":
+        data = h5_bytes(attrs, arrays)
+        return Case(
+            BPDATA,
+            "h5:truncated",
+            "the file cut short",
+            data[: int(rng.integers(64, len(data) - 64))],
+            suffix=".h5",
+        )
+    if kind == "format":
+        attrs["format"], label = "volary.sousvide.dataset/1", "format of another dataset"
+    elif kind == "config_not_json":
+        attrs["config"], label = "{grid: [1, 2", "attribute config is not JSON"
+    elif kind == "config_type":
+        key = _pick(rng, ("n_inputs", "seed", "fraction"))
+        doc[key] = _pick(rng, (str(doc[key]), None, [doc[key]], -3, math.nan))
+        attrs["config"], label = json.dumps(doc), f"config.{key} = {doc[key]!r}"
+    elif kind == "config_unknown_key":
+        doc["colour"] = "red"
+        attrs["config"], label = json.dumps(doc), "config has an unknown key"
+    elif kind == "attr_type":
+        attrs["config"] = _pick(rng, (np.int64(5), np.arange(3)))
+        label = "attribute config is not text"
+    elif kind == "missing_array":
+        del arrays[name]
+        label = f"no {name} array"
+    elif kind == "group":
+        del arrays[name]
+
+        def edit(f: Any) -> None:
+            f.create_group(name)
+
+        label = f"{name} is a group"
+    elif kind == "external_link":
+        del arrays[name]
+
+        def edit(f: Any) -> None:
+            import h5py
+
+            f[name] = h5py.ExternalLink("/dev/zero", "/x")
+
+        label = f"{name} is a link to another file"
+    elif kind == "dtype":
+        arrays[name] = arrays[name].astype(
+            _pick(rng, ("S8", "complex64")) if name != "done" else np.int8
+        )
+        label = f"{name} of dtype {arrays[name].dtype}"
+    elif kind == "shape":
+        arrays[name] = np.stack([arrays[name]] * 2, axis=-1)
+        label = f"{name} with an extra axis"
+    elif kind == "lengths_disagree":
+        arrays[name] = arrays[name][: k - 1] if k > 1 else np.concatenate([arrays[name]] * 2)
+        label = f"{name} has {len(arrays[name])} rows, the others {k}"
+    elif kind == "huge_shape":
+        doc["n_inputs"] = HUGE_ROWS
+        attrs["config"] = json.dumps(doc)
+        arrays = {n: ((HUGE_ROWS, *a.shape[1:]), a.dtype) for n, a in arrays.items()}
+        label = f"every array declares {HUGE_ROWS} rows (none written)"
+    elif kind == "nan_inputs":
+        arrays["inputs"][int(np.flatnonzero(done)[0]), int(rng.integers(8))] = _pick(
+            rng, (math.nan, math.inf)
+        )
+        label = "a finished row's input is NaN or inf"
+    else:
+        arrays["grid_index"][int(np.flatnonzero(done)[0])] = _pick(rng, (-1, 129600, 2**40))
+        label = "a grid index outside Table II"
+    return Case(BPDATA, f"h5:{kind}", label, h5_bytes(attrs, arrays, edit), suffix=".h5")
+
+
+def sv_parts(rng: np.random.Generator) -> tuple[dict, dict[str, np.ndarray]]:
+    """A SOUS VIDE dataset's attributes and arrays (``dataset.create``'s layout)."""
+    from volary.learning.sousvide.dataset import FORMAT, ROW_FIELDS, _row_shape
+
+    units, steps = int(rng.integers(1, 4)), int(rng.integers(1, 5))
+    h, w, win = int(rng.integers(2, 6)), int(rng.integers(2, 6)), int(rng.integers(1, 4))
+    rows = units * steps
+    attrs = {
+        "format": FORMAT,
+        "config": json.dumps({"seed": int(rng.integers(9)), "note": "mine"}),
+        "units": units,
+        "steps": steps,
+        "window": win,
+        "height": h,
+        "width": w,
+    }
+    arrays = {}
+    for name, (_, dtype) in ROW_FIELDS.items():
+        shape = (rows, *_row_shape(name, h, w, win))
+        if name == "images":
+            arrays[name] = rng.integers(0, 256, shape, dtype=np.uint8)
+        elif name == "valid":
+            arrays[name] = rng.random(rows) < 0.8
+        elif name == "unit":
+            arrays[name] = np.repeat(np.arange(units), steps).astype(np.int64)
+        elif name == "step":
+            arrays[name] = np.tile(np.arange(steps), units).astype(np.int64)
+        else:
+            arrays[name] = rng.normal(size=shape).astype(dtype)
+    done = rng.random(units) < 0.7
+    done[int(rng.integers(units))] = True
+    arrays["done"] = done
+    return attrs, arrays
+
+
+def sv_cases(rng: np.random.Generator) -> Case:
+    r = rng.random()
+    attrs, arrays = sv_parts(rng)
+    rows = np.repeat(arrays["done"], attrs["steps"]) & arrays["valid"]
+    if r < 0.3:
+        expect = {"rows": int(rows.sum()), "state": arrays["state"][rows].tolist()}
+        return Case(
+            SVDATA,
+            "valid:sv_dataset",
+            "valid",
+            h5_bytes(attrs, arrays),
+            suffix=".h5",
+            expect=expect,
+        )
+    if r < 0.4:
+        return fs_case(SVDATA, rng, ".h5")
+    kind = _pick(
+        rng,
+        (
+            "not_hdf5",
+            "attr_missing",
+            "attr_type",
+            "config_not_json",
+            "dtype",
+            "lengths_disagree",
+            "done_length",
+            "huge_shape",
+            "nan",
+            "unit_index",
+            "external_link",
+        ),
+    )
+    name = _pick(rng, ("images", "state", "time", "action", "history", "unit", "valid"))
+    edit, label = None, kind
+    if kind == "not_hdf5":
+        return Case(
+            SVDATA,
+            "h5:not_hdf5",
+            "not an HDF5 file",
+            bytes(rng.integers(0, 256, 2000, dtype=np.uint8)),
+            suffix=".h5",
+        )
+    if kind == "attr_missing":
+        key = _pick(rng, ("steps", "units", "format", "config", "window"))
+        del attrs[key]
+        label = f"attribute {key} missing"
+    elif kind == "attr_type":
+        key = _pick(rng, ("steps", "units", "height"))
+        attrs[key] = _pick(rng, (str(attrs[key]), float(attrs[key]) + 0.5, 0, -2, True))
+        label = f"attribute {key} = {attrs[key]!r}"
+    elif kind == "config_not_json":
+        attrs["config"] = _pick(rng, ("{oops", "[1, 2]"))
+        label = f"attribute config = {attrs['config']!r} (not a JSON object)"
+    elif kind == "dtype":
+        arrays[name] = arrays[name].astype(
+            np.float32 if name in ("images", "unit", "valid") else "S4"
+        )
+        label = f"{name} of dtype {arrays[name].dtype}"
+    elif kind == "lengths_disagree":
+        arrays[name] = (
+            arrays[name][:-1] if len(arrays[name]) > 1 else np.concatenate([arrays[name]] * 2)
+        )
+        label = f"{name} has {len(arrays[name])} rows, units x steps = {len(rows)}"
+    elif kind == "done_length":
+        arrays["done"] = np.ones(attrs["units"] + 2, bool)
+        label = "done has more entries than units"
+    elif kind == "huge_shape":
+        attrs["units"], attrs["steps"] = 2**30, 2**10
+        arrays = {
+            n: ((HUGE_ROWS if n != "done" else 2**30, *a.shape[1:]), a.dtype)
+            for n, a in arrays.items()
+        }
+        label = "units x steps = 2**40 rows declared (none written)"
+    elif kind == "nan":
+        key = _pick(rng, ("state", "action", "theta", "time"))
+        at = int(np.flatnonzero(rows)[0])
+        arrays[key][at] = _pick(rng, (np.nan, np.inf))
+        label = f"a finished row's {key} is NaN or inf"
+    elif kind == "unit_index":
+        at = int(np.flatnonzero(rows)[0])
+        arrays["unit"][at] = _pick(rng, (-1, 7, 2**40))
+        label = "a row's unit index is not its unit"
+    else:
+        del arrays[name]
+
+        def edit(f: Any) -> None:
+            import h5py
+
+            f[name] = h5py.ExternalLink("/dev/zero", "/x")
+
+        label = f"{name} is a link to another file"
+    return Case(SVDATA, f"h5:{kind}", label, h5_bytes(attrs, arrays, edit), suffix=".h5")
+
+
+# ---- recordings: view.recording.load_recording (.npz) -------------------------------------------
+RECORDING = "recording: view.recording.load_recording"
+
+
+def npz_bytes(arrays: dict[str, Any], raw: dict[str, bytes] | None = None) -> bytes:
+    """An ``.npz`` (zip of ``.npy``) with fixed timestamps: the same arrays, the same bytes;
+    ``raw`` adds members as given (a forged ``.npy`` header)."""
+    import zipfile
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        for name, a in arrays.items():
+            member = io.BytesIO()
+            np.lib.format.write_array(member, np.asanyarray(a), allow_pickle=True)
+            z.writestr(zipfile.ZipInfo(f"{name}.npy", (2025, 1, 1, 0, 0, 0)), member.getvalue())
+        for name, data in (raw or {}).items():
+            z.writestr(zipfile.ZipInfo(name, (2025, 1, 1, 0, 0, 0)), data)
+    return buf.getvalue()
+
+
+def recording_parts(rng: np.random.Generator, offset: float = 0.0) -> tuple[dict, dict]:
+    """A recording's header and arrays, as ``Recording.save`` writes them."""
+    v, t = _mesh(rng, offset)
+    head: dict[str, Any] = {
+        "version": 1,
+        "title": f"my flight {int(rng.integers(100))}",
+        "bounds": [[offset - 60, -60.0, 0.0], [offset + 60, 60.0, 20.0]],
+        "start": [offset, 0.0, 1.0],
+        "goal": _pick(rng, (None, [offset + 10, 5.0, 2.0])),
+        "scene_ref": "",
+        "tracks": [],
+        "frames": [],
+    }
+    arrays: dict[str, Any] = {
+        "vertices": v,
+        "triangles": t,
+        "gate_vertices": np.zeros((0, 3)),
+        "gate_triangles": np.zeros((0, 3), np.int64),
+    }
+    for i in range(int(rng.integers(1, 4))):
+        k = int(rng.integers(1, 30))
+        head["tracks"].append({"name": f"v{i}", "radius": 0.15, "note": _pick(rng, ("", "ok"))})
+        arrays[f"track{i}_t"] = np.cumsum(rng.uniform(0, 0.2, k))
+        arrays[f"track{i}_pos"] = rng.uniform(-20, 20, (k, 3)) + [offset, 0, 0]
+        if rng.random() < 0.5:
+            q = rng.normal(size=(k, 4))
+            arrays[f"track{i}_quat"] = q / np.linalg.norm(q, axis=1, keepdims=True)
+    for i in range(int(rng.integers(0, 3))):
+        head["frames"].append({"t": float(i) * 0.1, "name": "cam"})
+        if rng.random() < 0.5:
+            arrays[f"frame{i}_image"] = rng.integers(0, 256, (4, 6, 3), dtype=np.uint8)
+        else:
+            arrays[f"frame{i}_points"] = rng.uniform(-5, 5, (7, 3)) + [offset, 0, 0]
+    return head, arrays
+
+
+def _npz(head: Any, arrays: dict[str, Any]) -> bytes:
+    text = head if isinstance(head, bytes) else json.dumps(head).encode()
+    return npz_bytes({**arrays, "header": np.frombuffer(text, np.uint8)})
+
+
+def recording_cases(rng: np.random.Generator) -> Case:
+    r = rng.random()
+    far = rng.random() < 0.2
+    head, arrays = recording_parts(rng, 10_000.0 if far else 0.0)
+    if r < 0.3:
+        expect = {
+            "title": head["title"],
+            "pos": [arrays[f"track{i}_pos"].tolist() for i in range(len(head["tracks"]))],
+            "vertices": arrays["vertices"].tolist(),
+        }
+        kind = "valid:recording" + (":10km_from_origin" if far else "")
+        return Case(RECORDING, kind, "valid", _npz(head, arrays), suffix=".npz", expect=expect)
+    if r < 0.4:
+        return fs_case(RECORDING, rng, ".npz")
+    kind = _pick(
+        rng,
+        (
+            "not_zip",
+            "truncated",
+            "header_not_json",
+            "header_deep",
+            "header_missing",
+            "header_type",
+            "header_unknown_key",
+            "version",
+            "no_header",
+            "pickled",
+            "huge_shape",
+            "nan",
+            "million_m",
+            "triangle_index",
+            "t_decreasing",
+            "pos_shape",
+            "unknown_array",
+            "image_dtype",
+            "scene_ref",
+        ),
+    )
+    label = kind
+    if kind == "not_zip":
+        return Case(
+            RECORDING,
+            "npz:not_zip",
+            "not a zip",
+            b"PK\x03\x04" + bytes(rng.integers(0, 256, 500, dtype=np.uint8)),
+            suffix=".npz",
+        )
+    if kind == "truncated":
+        data = _npz(head, arrays)
+        return Case(
+            RECORDING,
+            "npz:truncated",
+            "the file cut short",
+            data[: int(rng.integers(30, len(data) - 30))],
+            suffix=".npz",
+        )
+    if kind == "header_not_json":
+        head, label = b"{'title': 'mine'", "header is not JSON"
+    elif kind == "header_deep":
+        head, label = b"[" * 100_000 + b"]" * 100_000, "header nested 100000 deep"
+    elif kind == "header_missing":
+        key = _pick(rng, ("tracks", "title", "bounds", "version"))
+        del head[key]
+        label = f"header.{key} missing"
+    elif kind == "header_type":
+        key, val = _pick(rng, (("radius", "big"), ("radius", -1.0), ("name", 3), ("note", None)))
+        head["tracks"][0][key] = val
+        label = f"header.tracks.0.{key} = {val!r}"
+    elif kind == "header_unknown_key":
+        head["colour"] = "red"
+        label = "header has an unknown key"
+    elif kind == "version":
+        head["version"] = _pick(rng, (2, "1", None))
+        label = f"header.version = {head['version']!r}"
+    elif kind == "no_header":
+        return Case(RECORDING, "npz:no_header", "no header array", npz_bytes(arrays), suffix=".npz")
+    elif kind == "pickled":
+        arrays["track0_t"] = np.array([{"t": 1}], dtype=object)
+        label = "track0_t is a pickled object array"
+    elif kind == "huge_shape":
+        hdr = io.BytesIO()
+        np.lib.format.write_array_header_1_0(
+            hdr, {"descr": "<f8", "fortran_order": False, "shape": (HUGE_ROWS, 3)}
+        )
+        text = json.dumps(head).encode()
+        data = npz_bytes(
+            {
+                **{k: a for k, a in arrays.items() if k != "track0_pos"},
+                "header": np.frombuffer(text, np.uint8),
+            },
+            raw={"track0_pos.npy": hdr.getvalue() + bytes(64)},
+        )
+        return Case(
+            RECORDING,
+            "npz:huge_shape",
+            f"track0_pos declares {HUGE_ROWS} x 3 (24 TiB)",
+            data,
+            suffix=".npz",
+        )
+    elif kind in ("nan", "million_m"):
+        x = _pick(rng, (math.nan, math.inf)) if kind == "nan" else 1e6
+        key = _pick(
+            rng,
+            ("track0_pos", "vertices", "track0_t") if kind == "nan" else ("track0_pos", "vertices"),
+        )
+        arrays[key] = arrays[key].copy()
+        arrays[key].reshape(-1)[-1] = x
+        label = f"{key} holds {x}"
+    elif kind == "triangle_index":
+        arrays["triangles"] = np.concatenate(
+            [arrays["triangles"], [[0, 1, len(arrays["vertices"]) + 2]]]
+        )
+        label = "a triangle names a vertex past the end"
+    elif kind == "t_decreasing":
+        arrays["track0_t"] = np.concatenate([arrays["track0_t"], [-1.0]])
+        arrays["track0_pos"] = np.concatenate([arrays["track0_pos"], [[0.0, 0.0, 1.0]]])
+        arrays.pop("track0_quat", None)
+        label = "track0_t goes back in time"
+    elif kind == "pos_shape":
+        arrays["track0_pos"] = arrays["track0_pos"][:, :2]
+        label = "track0_pos has 2 columns"
+    elif kind == "unknown_array":
+        arrays["track9_pos"] = np.zeros((2, 3))
+        label = "track9_pos without a header entry"
+    elif kind == "image_dtype":
+        head["frames"].append({"t": 1.0, "name": "cam"})
+        arrays[f"frame{len(head['frames']) - 1}_image"] = rng.uniform(0, 1, (4, 4, 3))
+        label = "a frame image of floats"
+    else:
+        head["scene_ref"] = _pick(rng, ("jungle:1", "forest", "forest:99999999999999", "../x:1"))
+        label = f"scene_ref = {head['scene_ref']!r}"
+    return Case(RECORDING, f"npz:{kind}", label, _npz(head, arrays), suffix=".npz")
+
+
+# ---- served-run bags: serve.recording.read_bag (a rosbag2 directory, MCAP) ----------------------
+BAG = "bag: serve.recording.read_bag"
+_BAG_CACHE: dict[str, Any] = {}
+
+
+def bag_tree(
+    config: str | None, ticks: int, control_hz: float, extra: Callable | None = None
+) -> dict[str, bytes]:
+    """A rosbag2 directory's files (metadata.yaml, one .mcap) written by rosbags: the config
+    message (None: none) and ``ticks`` ticks of /clock and a vehicle setpoint."""
+    from rosbags.rosbag2 import StoragePlugin, Writer
+    from rosbags.typesys import Stores, get_typestore
+
+    ts = _BAG_CACHE.setdefault("ts", None) or get_typestore(Stores.ROS2_HUMBLE)
+    _BAG_CACHE["ts"] = ts
+    m = ts.types
+    dt = round(1e9 / control_hz)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "bag"
+        w = Writer(path, version=9, storage_plugin=StoragePlugin.MCAP)
+        w.open()
+        if config is not None:
+            c = w.add_connection("/volary/config", "std_msgs/msg/String", typestore=ts)
+            w.write(
+                c, 0, ts.serialize_cdr(m["std_msgs/msg/String"](data=config), "std_msgs/msg/String")
+            )
+        sp = w.add_connection("/vehicle0/setpoint", "std_msgs/msg/Float64MultiArray", typestore=ts)
+        layout = m["std_msgs/msg/MultiArrayLayout"](dim=[], data_offset=0)
+        for k in range(ticks):
+            msg = m["std_msgs/msg/Float64MultiArray"](
+                layout=layout, data=np.array([0.5, 0.0, 0.0, float(k)])
+            )
+            w.write(sp, (k + 1) * dt, ts.serialize_cdr(msg, "std_msgs/msg/Float64MultiArray"))
+        if extra is not None:
+            extra(w, ts)
+        w.close()
+        return {p.name: p.read_bytes() for p in sorted(path.iterdir())}
+
+
+def serve_config_doc(rng: np.random.Generator) -> dict[str, Any]:
+    import dataclasses
+
+    from volary.serve.world import ServeConfig, SlotSpec
+
+    cfg = ServeConfig(
+        slots=(SlotSpec(),) * int(rng.integers(1, 3)),
+        scene=_pick(rng, ("forest", None)),
+        seed=int(rng.integers(100)),
+        control_hz=float(_pick(rng, (30.0, 60.0, 100.0))),
+    )
+    return json.loads(json.dumps(dataclasses.asdict(cfg)))
+
+
+def bag_cases(rng: np.random.Generator) -> Case:
+    r = rng.random()
+    doc = serve_config_doc(rng)
+    ticks = int(rng.integers(1, 6))
+    if r < 0.3:
+        tree = bag_tree(json.dumps(doc), ticks, doc["control_hz"])
+        return Case(
+            BAG,
+            "valid:bag",
+            "valid",
+            tree=tree,
+            special="tree",
+            suffix="",
+            expect={"ticks": ticks, "slots": len(doc["slots"])},
+        )
+    if r < 0.4:
+        kind = _pick(rng, ("fifo", "devzero", "missing", "nulpath", "empty"))
+        if kind == "empty":
+            return Case(
+                BAG, "fs:file", "a plain file, not a bag directory", data=b"", suffix=".mcap"
+            )
+        return Case(BAG, f"fs:{kind}", FS_LABELS[kind], special=kind, suffix="")
+    kind = _pick(
+        rng,
+        (
+            "metadata_fifo",
+            "mcap_fifo",
+            "metadata_devzero",
+            "no_metadata",
+            "metadata_garbage",
+            "mcap_truncated",
+            "mcap_random",
+            "no_config",
+            "config_not_json",
+            "config_type",
+            "config_rule",
+            "control_hz",
+            "config_unknown_key",
+            "empty_dir",
+        ),
+    )
+    label = kind
+    if kind in (
+        "config_not_json",
+        "config_type",
+        "config_rule",
+        "control_hz",
+        "config_unknown_key",
+    ):
+        text = json.dumps(doc)
+        hz = doc["control_hz"]
+        if kind == "config_not_json":
+            text, label = "{slots: []", "/volary/config is not JSON"
+        elif kind == "config_type":
+            key = _pick(rng, ("seed", "slots", "control_hz", "scene"))
+            doc[key] = _pick(rng, ("12", None, 3.5, [1]))
+            text, label = json.dumps(doc), f"config.{key} = {doc[key]!r}"
+        elif kind == "config_rule":
+            doc["slots"][0]["role"] = _pick(rng, ("pilot", ""))
+            text, label = json.dumps(doc), f"slots.0.role = {doc['slots'][0]['role']!r}"
+        elif kind == "control_hz":
+            doc["control_hz"] = _pick(rng, (-60.0, 0.0, 1e308, 1e-300))
+            text, label = json.dumps(doc), f"control_hz = {doc['control_hz']}"
+        else:
+            doc["colour"] = "red"
+            text, label = json.dumps(doc), "config has an unknown key"
+        tree = bag_tree(text, ticks, hz)
+        return Case(BAG, f"bag:{kind}", label, tree=tree, special="tree", suffix="")
+    tree = bag_tree(json.dumps(doc) if kind != "no_config" else None, ticks, doc["control_hz"])
+    mcap = next(k for k in tree if k.endswith(".mcap"))
+    if kind in ("metadata_fifo", "metadata_devzero"):
+        tree["metadata.yaml"] = kind.split("_")[1]  # type: ignore[assignment]
+        label = f"metadata.yaml is {FS_LABELS[tree['metadata.yaml']]}"  # type: ignore[index]
+    elif kind == "mcap_fifo":
+        tree[mcap] = "fifo"  # type: ignore[assignment]
+        label = f"{mcap} is a FIFO"
+    elif kind == "no_metadata":
+        del tree["metadata.yaml"]
+        label = "no metadata.yaml"
+    elif kind == "metadata_garbage":
+        tree["metadata.yaml"] = _pick(
+            rng, (b"rosbag2_bagfile_information: [", b"\xff\xfe\x00", b"a: 1\n")
+        )
+        label = "metadata.yaml is not a rosbag2 description"
+    elif kind == "mcap_truncated":
+        tree[mcap] = tree[mcap][: int(rng.integers(8, len(tree[mcap]) - 8))]
+        label = "the .mcap cut short"
+    elif kind == "mcap_random":
+        tree[mcap] = bytes(rng.integers(0, 256, 3000, dtype=np.uint8))
+        label = "the .mcap is random bytes"
+    elif kind == "no_config":
+        label = "no /volary/config message"
+    else:
+        tree = {}
+        label = "an empty directory"
+    return Case(BAG, f"bag:{kind}", label, tree=tree, special="tree", suffix="")
+
+
+# ---- obstacles of a scene file: worlds.custom.load_obstacles ------------------------------------
+OBSTACLES = "obstacles: worlds.custom.load_obstacles"
+
+
+def obstacles_cases(rng: np.random.Generator) -> Case:
+    """The mesh and point-cloud inputs, through ``load_obstacles`` (a point cloud becomes
+    merged voxel boxes of 0.2 m): valid clouds span at most 20 m; a cloud spanning 200 m
+    needs more voxels than a dense grid may hold (refused, naming the voxel)."""
+    if rng.random() < 0.5:
+        c = mesh_cases(rng)
+        return Case(
+            OBSTACLES,
+            c.kind,
+            c.label,
+            c.data,
+            c.special,
+            c.suffix,
+            {"triangles": c.expect["triangles"]} if c.valid else {},
+        )
+    r = rng.random()
+    fmt = _pick(rng, ("pcd_ascii", "ply_binary"))
+    suffix, binary = "." + fmt.split("_")[0], fmt.endswith("binary")
+    if r < 0.35:
+        p = (
+            rng.uniform(-10, 10, (int(rng.integers(1, 60)), 3)).round(3)
+            + rng.uniform(-1e4, 1e4, 3).round()
+        )
+        data = pcd_bytes(p, binary) if fmt.startswith("pcd") else ply_bytes(p, None, binary, rng)
+        return Case(
+            OBSTACLES,
+            f"valid:{fmt}",
+            "valid",
+            data,
+            suffix=suffix,
+            expect={"box": [p.min(0).tolist(), p.max(0).tolist()]},
+        )
+    if r < 0.5:
+        p = rng.uniform(-100, 100, (40, 3))
+        data = pcd_bytes(p, binary) if fmt.startswith("pcd") else ply_bytes(p, None, binary)
+        return Case(
+            OBSTACLES,
+            "points:voxel_grid_too_large",
+            "a 200 m cloud at 0.2 m voxels (1e9 cells)",
+            data,
+            suffix=suffix,
+        )
+    c = points_cases(rng)
+    while c.valid:
+        c = points_cases(rng)
+    return Case(OBSTACLES, c.kind, c.label, c.data, c.special, c.suffix)
+
+
+# ---- the other checkpoints: dce.load_vae, sousvide.net.load_checkpoint, boundary.model ---------
+DCE = "checkpoint: learning.dce.load_vae"
+SVNET = "checkpoint: learning.sousvide.net.load_checkpoint"
+BPNET = "checkpoint: learning.boundary.model.load_checkpoint"
+
+
+def net_doc(entry: str, rng: np.random.Generator) -> tuple[dict[str, Any], dict[str, Any], str]:
+    """A checkpoint dict as the learner's save function writes it, what it must read back as,
+    and the name of its config field."""
+    import torch
+
+    torch.manual_seed(int(rng.integers(2**31)))
+    if entry == DCE:
+        from dataclasses import asdict
+
+        from volary.learning.dce import CHECKPOINT_KIND, DCEConfig, DepthVAE
+
+        cfg = DCEConfig(latent=int(rng.integers(2, 9)), width=int(rng.integers(2, 5)))
+        shape = (8 * int(rng.integers(1, 4)), 8 * int(rng.integers(1, 5)))
+        net: Any = DepthVAE(shape, cfg)
+        fields = {"config": asdict(cfg), "info": {"shape": list(shape), "frames": 10}}
+        kind, cfield = CHECKPOINT_KIND, "config"
+    elif entry == SVNET:
+        from volary.learning.sousvide.net import CHECKPOINT_KIND, ArchConfig, NetConfig, SVNet
+
+        arch = ArchConfig(
+            cnn_width=0.25,
+            image_features=8,
+            feature_hidden=(8,),
+            features=8,
+            history_hidden=(8, int(rng.integers(2, 8))),
+            command_hidden=(8,),
+        )
+        cfg = NetConfig(window=int(rng.integers(1, 5)), image_height=32, image_width=32, arch=arch)
+        net = SVNet(cfg)
+        fields, kind, cfield = {"net_config": cfg.to_dict()}, CHECKPOINT_KIND, "net_config"
+    else:
+        from volary.learning.boundary.model import CHECKPOINT_KIND, BoundaryPredictor
+
+        drop = float(round(rng.uniform(0, 0.5), 2))
+        net = BoundaryPredictor(drop)
+        fields, kind, cfield = {"dropout": drop}, CHECKPOINT_KIND, "dropout"
+    state = {k: v.detach().clone() for k, v in net.state_dict().items()}
+    doc = {
+        "format": kind.tag,
+        "version": kind.version,
+        **fields,
+        "state_dict": state,
+        "meta": {"note": "mine"},
+    }
+    n = sum(v.numel() for v in state.values())
+    return doc, {"weights": n}, cfield
+
+
+def net_cases(entry: str, rng: np.random.Generator) -> Case:
+    import argparse as _ap
+
+    r = rng.random()
+    doc, expect, cfield = net_doc(entry, rng)
+    if r < 0.25:
+        return Case(
+            entry, "valid:checkpoint", "valid", _torch_bytes(doc), suffix=".pt", expect=expect
+        )
+    if r < 0.35:
+        return fs_case(entry, rng, ".pt")
+    kind = _pick(
+        rng,
+        (
+            "pickled_object",
+            "truncated",
+            "random_bytes",
+            "wrong_tag",
+            "missing_state",
+            "missing_config",
+            "config_type",
+            "config_unknown_key",
+            "config_nan",
+            "config_huge",
+            "config_not_a_dict",
+            "nan_weights",
+            "missing_weight",
+            "not_a_dict",
+        ),
+    )
+    label = kind
+    cfg = doc[cfield]
+    if kind == "pickled_object":
+        doc["meta"] = _ap.Namespace(x=1)
+        label = "holds a pickled Python object (argparse.Namespace)"
+    elif kind == "wrong_tag":
+        doc["format"] = "volary.rl.ppo"
+        label = "format tag of another kind"
+    elif kind == "missing_state":
+        del doc["state_dict"]
+    elif kind == "missing_config":
+        del doc[cfield]
+        label = f"no {cfield}"
+    elif kind in (
+        "config_type",
+        "config_unknown_key",
+        "config_nan",
+        "config_huge",
+    ) and not isinstance(cfg, dict):
+        doc[cfield] = {
+            "config_type": "0.1",
+            "config_unknown_key": [0.1],
+            "config_nan": math.nan,
+            "config_huge": 1.0,
+        }[kind]
+        label = f"dropout = {doc[cfield]!r}"
+    elif kind == "config_type":
+        key = _pick(rng, sorted(k for k in cfg if k != "arch"))
+        old = cfg[key]
+        cfg[key] = _pick(
+            rng,
+            (12, None, [old])
+            if isinstance(old, str)
+            else (str(old), None, [old], 1 if isinstance(old, bool) else True),
+        )
+        label = f"{cfield}.{key} = {cfg[key]!r}"
+    elif kind == "config_unknown_key":
+        cfg["colour"] = "red"
+        label = f"{cfield} has an unknown key"
+    elif kind == "config_nan":
+        key = "lr" if entry == DCE else "arch"
+        if entry == DCE:
+            cfg["lr"] = _pick(rng, (math.nan, math.inf, -1.0))
+        else:
+            cfg["arch"]["cnn_width"] = _pick(rng, (math.nan, math.inf, True))
+        label = f"{cfield}.{key} non-finite or a bool"
+    elif kind == "config_huge":
+        key = _pick(rng, ("latent", "width") if entry == DCE else ("window", "image_height"))
+        cfg[key] = _pick(rng, (2**16, 10**9, 2**40))
+        label = f"{cfield}.{key} = {cfg[key]} (the weights are of a small network)"
+    elif kind == "config_not_a_dict":
+        doc[cfield] = _pick(rng, ([1, 2], "svnet", None)) if isinstance(cfg, dict) else "0.1"
+        label = f"{cfield} is not a table"
+    elif kind == "nan_weights":
+        k = _pick(rng, sorted(doc["state_dict"]))
+        if doc["state_dict"][k].is_floating_point():
+            doc["state_dict"][k] = doc["state_dict"][k].fill_(math.nan)
+            label = f"state_dict.{k} is NaN"
+        else:
+            doc["state_dict"][k] = doc["state_dict"][k].float().fill_(math.inf)
+            label = f"state_dict.{k} is inf"
+    elif kind == "missing_weight":
+        k = _pick(rng, sorted(doc["state_dict"]))
+        del doc["state_dict"][k]
+        label = f"state_dict lacks {k}"
+    elif kind == "not_a_dict":
+        doc = [1, 2, 3]  # type: ignore[assignment]
+        label = "a list, not a checkpoint dict"
+    data = _torch_bytes(doc)
+    if kind == "truncated":
+        data, label = truncate(data, "pt", rng), "the file cut short"
+    elif kind == "random_bytes":
+        data, label = bytes(rng.integers(0, 256, 2048, dtype=np.uint8)), "random bytes"
+    return Case(entry, f"checkpoint:{kind}", label, data=data, suffix=".pt")
+
+
 # ---- the volary commands -------------------------------------------------------------------------
 def _num(rng: np.random.Generator) -> tuple[str, str]:
     x = _pick(rng, ("nan", "inf", "-inf", "1e308", "1e39", "-1e308"))
@@ -1701,6 +2565,14 @@ API: dict[str, Callable[[np.random.Generator], Case]] = {
     SUITE: suite_cases,
     RUNDB: rundb_cases,
     CHECKPOINT: checkpoint_cases,
+    BPDATA: bp_cases,
+    SVDATA: sv_cases,
+    RECORDING: recording_cases,
+    BAG: bag_cases,
+    OBSTACLES: obstacles_cases,
+    DCE: lambda rng: net_cases(DCE, rng),
+    SVNET: lambda rng: net_cases(SVNET, rng),
+    BPNET: lambda rng: net_cases(BPNET, rng),
 }
 CLI: dict[str, Callable[[np.random.Generator], Case]] = {
     "volary fly": cli_fly,
@@ -1732,6 +2604,15 @@ def materialize(case: Case, folder: Path, i: int) -> str:
         return str(p)
     if case.special == "dir":
         p.mkdir()
+    elif case.special == "tree":  # a directory of files; "fifo" / "devzero" for special ones
+        p.mkdir()
+        for name, content in case.tree.items():
+            if content == "fifo":
+                os.mkfifo(p / name)
+            elif content == "devzero":
+                (p / name).symlink_to("/dev/zero")
+            else:
+                (p / name).write_bytes(content)
     elif case.special == "fifo":
         os.mkfifo(p)
     elif case.special == "devzero":
@@ -1841,6 +2722,85 @@ def check(entry: str, path: str, expect: dict[str, Any]) -> str:
             return "wrong: dimensions differ"
         finite = all(bool(torch.isfinite(p).all()) for p in pol.parameters())
         return "valid" if finite else "wrong: non-finite weights"
+    return check_more(entry, path, expect)
+
+
+def check_more(entry: str, path: str, expect: dict[str, Any]) -> str:
+    """:func:`check` for the datasets, recordings, bags, obstacles and other checkpoints."""
+    if entry == BPDATA:
+        from volary.learning.boundary.dataset import load_dataset
+
+        d = load_dataset(path)
+        if not expect:
+            return f"accepted: {len(d.grid_index)} rows"
+        if d.grid_index.tolist() != expect["grid_index"]:
+            return "wrong: grid indices differ"
+        same = np.array_equal(d.t0, np.asarray(expect["t0"], float), equal_nan=True)
+        return "valid" if same else "wrong: labels differ"
+    if entry == SVDATA:
+        from volary.learning.sousvide.dataset import read
+
+        d = read(path)
+        if not expect:
+            return f"accepted: {len(d)} rows"
+        want = np.asarray(expect["state"], np.float32).reshape(-1, 10)
+        ok = len(d) == expect["rows"] and np.array_equal(d.state, want)
+        return "valid" if ok else f"wrong: {len(d)} rows, expected {expect['rows']}"
+    if entry == RECORDING:
+        from volary.view.recording import load_recording
+
+        rec = load_recording(path)
+        if not expect:
+            return f"accepted: {len(rec.tracks)} tracks"
+        ok = (
+            rec.title == expect["title"]
+            and len(rec.tracks) == len(expect["pos"])
+            and all(
+                np.array_equal(t.pos, np.asarray(p))
+                for t, p in zip(rec.tracks, expect["pos"], strict=True)
+            )
+            and np.array_equal(rec.vertices, np.asarray(expect["vertices"]))
+        )
+        return "valid" if ok else "wrong: tracks or vertices differ"
+    if entry == BAG:
+        from volary.serve.recording import read_bag
+
+        cfg, ticks = read_bag(path)
+        if not expect:
+            return f"accepted: {len(ticks)} ticks"
+        ok = len(ticks) == expect["ticks"] and len(cfg.slots) == expect["slots"]
+        return "valid" if ok else f"wrong: {len(ticks)} ticks, {len(cfg.slots)} slots"
+    if entry == OBSTACLES:
+        from volary.worlds.custom import load_obstacles
+        from volary.worlds.grid import aabb
+
+        obs = load_obstacles(path)
+        if not expect:
+            return f"accepted: {len(obs)} obstacles"
+        if "triangles" in expect:
+            n = sum(len(o.triangles) for o in obs)
+            return "valid" if n == expect["triangles"] else f"wrong: {n} triangles"
+        boxes = [b for b in (aabb(o) for o in obs) if b is not None]
+        lo, hi = np.min([b[0] for b in boxes], 0), np.max([b[1] for b in boxes], 0)
+        (plo, phi), tol = np.asarray(expect["box"]), 0.2 + 1e-6
+        ok = np.all(lo <= plo + 1e-6) and np.all(lo >= plo - tol)
+        ok = ok and np.all(hi >= phi - 1e-6) and np.all(hi <= phi + tol)
+        return "valid" if ok else "wrong: the boxes do not cover the points"
+    if entry in (DCE, SVNET, BPNET):
+        import torch
+
+        if entry == DCE:
+            from volary.learning.dce import load_vae as load
+        elif entry == SVNET:
+            from volary.learning.sousvide.net import load_checkpoint as load
+        else:
+            from volary.learning.boundary.model import load_checkpoint as load
+        net = load(path)[0]
+        if not expect:
+            return f"accepted: {sum(p.numel() for p in net.state_dict().values())} weights"
+        n = sum(p.numel() for p in net.state_dict().values())
+        finite = all(bool(torch.isfinite(p).all()) for p in net.parameters())
+        return "valid" if n == expect["weights"] and finite else "wrong: weights differ"
     raise ValueError(entry)
 
 
@@ -1861,9 +2821,14 @@ def _worker(conn: Any) -> None:
     import torch  # noqa: F401 - imported before the first deadline starts
 
     import volary.bench.nav.db
+    import volary.learning.boundary.dataset
+    import volary.learning.dce
     import volary.learning.rl.ppo
+    import volary.learning.sousvide.net
     import volary.platforms
     import volary.sensors.splat
+    import volary.serve.recording
+    import volary.view.recording
     import volary.worlds.io  # noqa: F401
     from volary.errors import VolaryError
 

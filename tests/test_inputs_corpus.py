@@ -17,9 +17,9 @@ def _check(doc: dict) -> None:
 
 
 def test_a_short_sweep_over_every_entry_point_finds_no_bad_outcome(tmp_path):
-    """64 library inputs (8 per reader) and 2 command lines: no traceback, hang, memory
-    blow-up, silent acceptance or refused valid input (about 20 s here)."""
-    doc = run(64, 2, tmp_path, seed=7)
+    """128 library inputs (8 per reader, 16 readers) and 2 command lines: no traceback,
+    hang, memory blow-up, silent acceptance or refused valid input (about 13 s here)."""
+    doc = run(128, 2, tmp_path, seed=7)
     for entry in API:  # both labels reached every reader, so the sweep can fail either way
         counts = doc["per_entry"][entry]
         assert counts.get("clean", 0) + counts.get("wrong", 0) > 0, entry

@@ -396,6 +396,13 @@ def _insert(head: list[str], extra: list[tuple[int, str]]) -> list[str]:
     return out + head[-1:]
 
 
+def _has_area(v: np.ndarray, f: np.ndarray) -> bool:
+    """Some face of the mesh has a positive area."""
+    tri = v[f]
+    cross = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
+    return bool(np.any(np.einsum("ij,ij->i", cross, cross) > 0))
+
+
 def _write(case: dict, folder: Path) -> tuple[Path, bool]:
     """Write a generated case; the path and whether the reader must accept it."""
     fmt, v, f, lie = case["fmt"], case["v"], case["f"], case["lie"]
@@ -466,6 +473,8 @@ def _write(case: dict, folder: Path) -> tuple[Path, bool]:
             body = v.astype(np_t).tobytes()
         data = ("\n".join(head) + "\n").encode() + body
         accept = ok_v
+    if accept and fmt in ("ply-ascii", "ply-binary", "obj", "stl", "stl-ascii"):
+        accept = _has_area(np.asarray(stored, dtype=float), f)  # all faces degenerate: no surface
     accept = accept and lie == 0
     path = folder / f"case.{fmt.split('-')[0]}"
     path.write_bytes(data)

@@ -74,7 +74,11 @@ LIMITS: dict[str, Limit] = {
     "lattice_cells": Limit("generated maze or noise lattice cells", "1", 1, 2**20, integer=True),
     "scene_vertices": Limit("vertices or points of a scene file", "1", 1, 2**24, integer=True),
     "scene_faces": Limit("triangles of a scene file", "1", 1, 2**24, integer=True),
+    # a scene file read whole into memory (OBJ, STL, PCD, ASCII PLY; binary PLY is mapped)
+    "scene_file": Limit("scene file size", "B", 0, 2**30, integer=True),
     "fc_vehicles": Limit("flight-controller firmware processes", "1", 1, 64, integer=True),
+    # a learning dataset or a recording is read whole: its arrays' declared bytes, before reading
+    "array_bytes": Limit("bytes of the arrays read from a data file", "B", 0, 2**34, integer=True),
 }
 
 

@@ -26,18 +26,21 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import torch
+from pydantic import ConfigDict, Field
 from torch import Tensor, nn
 
 from volary.errors import ConfigError
+from volary.inputs import Positive, Strict, validated
 from volary.learning.checkpoint import (
     CheckpointKind,
     read_checkpoint,
     state_on_cpu,
     write_checkpoint,
 )
+from volary.learning.files import build_network
 
 if TYPE_CHECKING:
     from volary.envs.navigate import NavigateTask
@@ -307,18 +310,45 @@ def save_encoder(path: str | Path, vae: DepthVAE, info: dict[str, Any], cfg: DCE
     return write_checkpoint(path, CHECKPOINT_KIND, fields_, meta)
 
 
+Size = Annotated[int, Field(strict=True, ge=1, le=2**16)]
+Pixels = Annotated[int, Field(strict=True, ge=8, le=2**14, multiple_of=8)]
+
+
+class _ConfigDoc(Strict):
+    """A checkpoint's ``config`` (``asdict(DCEConfig)``): types and ranges; a field an older
+    file lacks takes :class:`DCEConfig`'s default."""
+
+    latent: Size = DCEConfig.latent
+    width: Size = DCEConfig.width
+    beta: Positive = DCEConfig.beta
+    epochs: Size = DCEConfig.epochs
+    batch: Annotated[int, Field(strict=True, ge=1)] = DCEConfig.batch
+    lr: Positive = DCEConfig.lr
+    val_fraction: Annotated[float, Field(strict=True, gt=0, lt=1)] = DCEConfig.val_fraction
+    max_px: Size = DCEConfig.max_px
+    seed: Annotated[int, Field(strict=True, ge=0)] = DCEConfig.seed
+
+
+class _InfoDoc(Strict):
+    """A checkpoint's ``info``: the image shape (H, W) the VAE was built for, and the data's
+    description (free JSON)."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    shape: tuple[Pixels, Pixels]
+
+
 def load_vae(path: str | Path) -> tuple[DepthVAE, dict[str, Any]]:
-    """(VAE in eval mode, data info) from :func:`save_encoder`'s file; ``FileFormatError``
-    naming the file and the field otherwise."""
+    """(VAE in eval mode, data info) from :func:`save_encoder`'s file. Its ``config`` and
+    ``info`` are checked against declared models and the network they describe against the
+    weights the file holds before it is built; ``FileFormatError`` in one line naming the file
+    and the field otherwise."""
     ck = read_checkpoint(path, CHECKPOINT_KIND)
-    with ck.reading("config"):
-        cfg = DCEConfig.from_dict(dict(ck["config"]))
-    with ck.reading("info"):
-        info = dict(ck["info"])
-        shape = (int(info["shape"][0]), int(info["shape"][1]))
-        vae = DepthVAE(shape, cfg)
+    doc = validated(_ConfigDoc, ck["config"], f"{ck.path}: field 'config'")
+    info = validated(_InfoDoc, ck["info"], f"{ck.path}: field 'info'")
+    cfg = DCEConfig(**doc.model_dump())
+    vae = build_network(ck, "config", lambda: DepthVAE(info.shape, cfg))
     ck.load_state(vae)
-    return vae.eval(), info
+    return vae.eval(), {**info.model_dump(), "shape": list(info.shape)}
 
 
 def load_encoder(path: str | Path) -> LatentEncoder:

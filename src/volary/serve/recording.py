@@ -47,14 +47,17 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 import torch
+from pydantic import ConfigDict, Field
 
-from volary.errors import ConfigError, FileFormatError, MissingDependencyError
+from volary.errors import ConfigError, FileFormatError, MissingDependencyError, UnknownNameError
+from volary.inputs import LIMITS, Positive, Strict, Text, regular_file, validated
 from volary.ros2.topics import sensor_frame
 from volary.serve.roscommon import body_velocity, ros_intrinsics, to_ros_quat
 
@@ -368,14 +371,114 @@ def _sensor_config(spec: Any) -> Any:
 
 
 # ---- reading back --------------------------------------------------------------------------
+class _Slot(Strict):
+    role: Text
+    platform: Text
+    sensors: list[Text]
+
+
+class _Sensor(Strict):
+    kind: Text
+    preset: Text
+    rate_hz: Annotated[float, Field(strict=True, gt=0, le=10_000)] | None = None
+
+
+class _Actor(Strict):
+    shape: Text
+    size: tuple[Positive, Positive, Positive]
+    mesh: Text | None = None
+
+
+class _ConfigDoc(Strict):
+    """The ``ServeConfig`` JSON of ``/volary/config`` (:func:`config_to_json`); the rules
+    between fields are :class:`~volary.serve.world.ServeConfig`'s own. A field added to
+    ``ServeConfig`` later passes through to it."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+
+    slots: Annotated[list[_Slot], Field(min_length=1, max_length=1024)]
+    scene: Text | None
+    seed: Annotated[int, Field(strict=True, ge=0)]
+    control: Text
+    control_hz: Annotated[float, Field(strict=True, ge=1, le=10_000)]  # as volary serve's
+    physics_hz: Annotated[float, Field(strict=True, gt=0, le=1e6)]
+    imu: Text | None
+    sensors: dict[Text, _Sensor]
+    sim_seed: Annotated[int, Field(strict=True, ge=0)]
+    actors: list[_Actor]
+    scene_params: dict[Text, Any]
+
+
+def _bag_files(path: Any) -> Path:
+    """``path`` as a rosbag2 directory whose every entry is a regular file (a FIFO or a link
+    to ``/dev/zero`` would block or never end), ``metadata.yaml`` within the text-file limit."""
+    if not isinstance(path, str | os.PathLike) or "\x00" in os.fspath(path):
+        raise ConfigError(f"path: expected a recording directory, got {path!r}")
+    p = Path(path)
+    if not p.is_dir():
+        what = "no such directory" if not p.exists() else "not a directory"
+        raise FileFormatError(
+            f"{p}: expected a recording (a rosbag2 directory with metadata.yaml), {what}"
+        )
+    regular_file(p / "metadata.yaml", "recording's metadata", int(LIMITS["text_file"].hi))
+    for entry in sorted(p.iterdir()):
+        regular_file(entry, "recording's file")
+    return p
+
+
+def _config(text: str, source: str) -> Any:
+    """The recorded ``ServeConfig``: JSON of the declared fields, then its own rules."""
+    from volary.serve.world import ActorSpec, SensorSpec, ServeConfig, SlotSpec
+
+    try:
+        doc = json.loads(text)
+    except (ValueError, RecursionError) as e:
+        raise FileFormatError(f"{source}: expected ServeConfig JSON ({e})") from None
+    d = validated(_ConfigDoc, doc, source).model_dump()
+    _known_names(d, source)
+    try:
+        return ServeConfig(
+            slots=tuple(
+                SlotSpec(s["role"], s["platform"], tuple(s["sensors"])) for s in d["slots"]
+            ),
+            sensors={k: SensorSpec(**v) for k, v in d["sensors"].items()},
+            actors=tuple(ActorSpec(a["shape"], tuple(a["size"]), a["mesh"]) for a in d["actors"]),
+            **{k: v for k, v in d.items() if k not in ("slots", "sensors", "actors")},
+        )
+    except ConfigError as e:
+        raise FileFormatError(f"{source}: {e}") from None
+    except TypeError as e:  # a key ServeConfig does not take
+        raise FileFormatError(f"{source}: {e}") from None
+
+
+def _known_names(d: dict[str, Any], source: str) -> None:
+    """The scene (a scenario type, a race track or None) and the slots' platforms exist:
+    replaying an unknown one would fail only once the World is built."""
+    from volary.platforms import get as platform
+    from volary.serve.world import TRACKS
+    from volary.worlds.scenarios import SCENARIOS
+
+    try:
+        if d["scene"] is not None and d["scene"] not in TRACKS:
+            SCENARIOS.get(d["scene"])
+        for s in d["slots"]:
+            platform(s["platform"])
+    except UnknownNameError as e:
+        raise FileFormatError(f"{source}: {e}") from None
+
+
 def read_bag(path: str | Path) -> tuple[Any, dict[int, list[tuple[str, Any]]]]:
-    """(ServeConfig, {tick: [(topic, message), ...]}) of a recording, messages deserialized."""
+    """(ServeConfig, {tick: [(topic, message), ...]}) of a recording, messages deserialized.
+    ``FileFormatError`` in one line naming the recording for anything else: not a directory
+    of regular files, not a rosbag2 bag, no ``/volary/config`` first, a config whose fields
+    are not :class:`~volary.serve.world.ServeConfig`'s, a message before time 0, a damaged
+    message."""
     try:
         from rosbags.rosbag2 import Reader
         from rosbags.typesys import Stores, get_typestore
     except ImportError as e:
         raise MissingDependencyError("rosbags", "record") from e
-    path = Path(path)
+    path = _bag_files(path)
     ts = get_typestore(Stores.ROS2_HUMBLE)
     by_tick: dict[int, list[tuple[str, Any]]] = defaultdict(list)
     try:
@@ -383,19 +486,26 @@ def read_bag(path: str | Path) -> tuple[Any, dict[int, list[tuple[str, Any]]]]:
             config, dt_ns = None, 0
             for conn, t, raw in reader.messages():
                 msg: Any = ts.deserialize_cdr(raw, conn.msgtype)
-                if conn.topic == CONFIG_TOPIC:
-                    config = config_from_json(msg.data)
+                if conn.topic == CONFIG_TOPIC and config is None:
+                    config = _config(msg.data, f"{path}: {CONFIG_TOPIC}")
                     dt_ns = round(1e9 / config.control_hz)
                     continue
                 if config is None:
-                    raise FileFormatError(str(path), CONFIG_TOPIC, "not a volary recording")
-                by_tick[round(t / dt_ns)].append((conn.topic, msg))
+                    raise FileFormatError(
+                        f"{path}: not a volary recording (no {CONFIG_TOPIC} before {conn.topic})"
+                    )
+                if t < 0:
+                    raise FileFormatError(f"{path}: {conn.topic}: a message at {t} ns, before 0")
+                tick = round(t / dt_ns)
+                by_tick[tick].append((conn.topic, msg))
         if config is None:
-            raise FileFormatError(str(path), CONFIG_TOPIC, "not a volary recording")
-    except FileFormatError:
+            raise FileFormatError(f"{path}: not a volary recording (no {CONFIG_TOPIC})")
+    except (FileFormatError, MissingDependencyError):
         raise
     except Exception as e:  # noqa: BLE001 - rosbags raises several types on a broken bag
-        raise FileFormatError(str(path), "bag", f"{type(e).__name__}: {e}") from None
+        detail = " ".join(str(e).split())[:200]
+        raise FileFormatError(f"{path}: not a readable rosbag2 recording ({type(e).__name__}: "
+                              f"{detail})") from None  # fmt: skip
     return config, dict(by_tick)
 
 

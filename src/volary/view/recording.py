@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
+from pydantic import Field
 
-from volary.errors import ConfigError, FileFormatError
+from volary.errors import ConfigError, FileFormatError, VolaryError
+from volary.inputs import LIMITS, Finite, NonNegative, Strict, Text, Vec3, regular_file, validated
 from volary.worlds import SceneSpec
 
 NPZ_VERSION = 1
@@ -148,44 +152,205 @@ class Recording:
         return path
 
 
+class _TrackHead(Strict):
+    name: Text
+    radius: NonNegative
+    note: Text = ""
+
+
+class _FrameHead(Strict):
+    t: Finite
+    name: Text
+
+
+class _Header(Strict):
+    """The JSON header :meth:`Recording.save` writes."""
+
+    version: Literal[1]
+    title: Text
+    bounds: tuple[Vec3, Vec3]
+    start: Vec3 | None
+    goal: Vec3 | None
+    scene_ref: Annotated[str, Field(strict=True, pattern=r"^(|alphapilot|[a-z0-9_]+:\d{1,9})$")]
+    tracks: list[_TrackHead]
+    frames: list[_FrameHead]
+
+
+_NAME = re.compile(r"(header|vertices|triangles|gate_vertices|gate_triangles|"
+                   r"track\d+_(t|pos|quat|planned)|frame\d+_(image|points))")  # fmt: skip
+_HEADER_BYTES = int(LIMITS["text_file"].hi)
+
+
 def load_recording(path: str | Path) -> Recording:
-    """Read a recording written by :meth:`Recording.save` (``allow_pickle=False``)."""
-    path = Path(path)
+    """Read a recording written by :meth:`Recording.save` (``np.load(allow_pickle=False)``).
+    The file is checked before any array is read: a regular file, a ``.npz`` of known array
+    names whose declared shapes and dtypes are those :meth:`Recording.save` writes and whose
+    bytes are within ``LIMITS["array_bytes"]``, a JSON header of the declared fields; then the
+    numbers (finite, in range, triangles naming existing vertices). ``FileFormatError`` in one
+    line naming the file and the array or field otherwise."""
+    p = regular_file(path, "recording")
+    src = str(p)
     try:
-        with np.load(path, allow_pickle=False) as z:
-            a = {k: z[k] for k in z.files}
-        head = json.loads(bytes(a["header"]).decode())
-    except (OSError, ValueError, KeyError) as e:
-        raise FileFormatError(f"{path}: not a volary recording (.npz): {e}") from e
-    if head.get("version") != NPZ_VERSION:
-        raise FileFormatError(f"{path}: recording version {head.get('version')!r} not supported")
+        with np.load(p, allow_pickle=False) as z:
+            shapes = _declared(z, src)
+            head = _header(z, shapes, src)
+            _check_shapes(shapes, head, src)
+            a = {k: z[k] for k in z.files if k != "header"}
+    except FileFormatError:
+        raise
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as e:
+        raise FileFormatError(f"{src}: not a volary recording (.npz): {_one(e)}") from None
+    _check_values(a, src)
+    try:
+        return _recording(head, a)
+    except VolaryError as e:
+        raise FileFormatError(f"{src}: {_one(e)}") from None
+
+
+def _one(e: BaseException) -> str:
+    lines = str(e).strip().splitlines()
+    return (lines[0] if lines else type(e).__name__)[:200]
+
+
+def _declared(z: Any, src: str) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """Every array's (shape, dtype) from its ``.npy`` header (nothing else is read); unknown
+    names, object or structured dtypes and more bytes than ``LIMITS["array_bytes"]`` refused."""
+    out, total = {}, 0
+    for name in z.files:
+        if not _NAME.fullmatch(name):
+            raise FileFormatError(f"{src}: unknown array {name!r} (not written by Recording.save)")
+        with z.zip.open(f"{name}.npy") as fp:
+            version = np.lib.format.read_magic(fp)
+            if version == (1, 0):
+                shape, _, dtype = np.lib.format.read_array_header_1_0(fp)
+            elif version == (2, 0):
+                shape, _, dtype = np.lib.format.read_array_header_2_0(fp)
+            else:
+                raise FileFormatError(f"{src}: {name}: unsupported .npy version {version}")
+        if dtype.kind not in "biuf" or dtype.fields is not None or dtype.subdtype is not None:
+            raise FileFormatError(f"{src}: {name}: expected numbers, got dtype {dtype}")
+        out[name] = (tuple(shape), dtype)
+        total += math.prod(shape) * dtype.itemsize
+    if total > LIMITS["array_bytes"].hi:
+        raise FileFormatError(
+            f"{src}: the arrays take {total} bytes; expected at most "
+            f"{int(LIMITS['array_bytes'].hi)} bytes ({LIMITS['array_bytes'].quantity})"
+        )
+    return out
+
+
+def _header(z: Any, shapes: dict[str, Any], src: str) -> _Header:
+    if "header" not in shapes:
+        raise FileFormatError(f"{src}: no array 'header' (not written by Recording.save)")
+    shape, dtype = shapes["header"]
+    if dtype != np.uint8 or len(shape) != 1 or shape[0] > _HEADER_BYTES:
+        raise FileFormatError(
+            f"{src}: header: expected JSON text of at most {_HEADER_BYTES} bytes (uint8), "
+            f"got {dtype} of shape {shape}"
+        )
+    try:
+        doc = json.loads(bytes(z["header"]).decode())
+    except (ValueError, RecursionError) as e:
+        raise FileFormatError(f"{src}: header: expected JSON text ({_one(e)})") from None
+    return validated(_Header, doc, f"{src}: header")
+
+
+def _want(head: _Header, shapes: dict[str, Any]) -> dict[str, tuple[tuple[int | None, ...], str]]:
+    """The arrays a header calls for: shape (None: any length) and dtype kinds."""
+    v = (None, 3)
+    want: dict[str, tuple[tuple[int | None, ...], str]] = {
+        "vertices": (v, "iuf"), "triangles": (v, "iu"),
+        "gate_vertices": (v, "iuf"), "gate_triangles": (v, "iu"),
+    }  # fmt: skip
+    for i in range(len(head.tracks)):
+        t_shape = shapes.get(f"track{i}_t", ((0,), None))[0]
+        k = t_shape[0] if len(t_shape) == 1 else 0
+        want |= {f"track{i}_t": ((k,), "iuf"), f"track{i}_pos": ((k, 3), "iuf"),
+                 f"track{i}_quat": ((k, 4), "iuf"), f"track{i}_planned": (v, "iuf")}  # fmt: skip
+    for i in range(len(head.frames)):
+        want |= {f"frame{i}_image": ((None, None, 3), "u"), f"frame{i}_points": (v, "iuf")}
+    return want
+
+
+_OPTIONAL = re.compile(r"track\d+_(quat|planned)|frame\d+_(image|points)")
+
+
+def _check_shapes(shapes: dict[str, Any], head: _Header, src: str) -> None:
+    want = _want(head, shapes)
+    for name, (shape, dtype) in shapes.items():
+        if name == "header":
+            continue
+        if name not in want:
+            raise FileFormatError(
+                f"{src}: array {name!r} belongs to no track or frame of the header"
+            )
+        w, kinds = want[name]
+        fits = len(shape) == len(w) and all(
+            a is None or a == b for a, b in zip(w, shape, strict=True)
+        )
+        if not fits or dtype.kind not in kinds or (kinds == "u" and dtype != np.uint8):
+            shown = tuple("N" if d is None else d for d in w)
+            raise FileFormatError(
+                f"{src}: {name}: expected shape {shown} of {'uint8' if kinds == 'u' else 'numbers'}"
+                f", got {shape} of {dtype}"
+            )
+    for name in want:
+        if name not in shapes and not _OPTIONAL.fullmatch(name):
+            raise FileFormatError(f"{src}: no array {name!r}")
+    for i in range(len(head.tracks)):
+        if shapes[f"track{i}_t"][0][0] < 1:
+            raise FileFormatError(f"{src}: track{i}_t: expected at least one sample")
+
+
+def _check_values(a: dict[str, np.ndarray], src: str) -> None:
+    """Finite numbers, world coordinates in range, triangles naming existing vertices, times
+    non-decreasing."""
+    lim = LIMITS["coordinate"]
+    for name, x in a.items():
+        if x.dtype.kind == "f" and not np.isfinite(x).all():
+            raise FileFormatError(f"{src}: {name}: expected finite numbers")
+        if name.endswith(("vertices", "_pos", "_planned", "_points")) and x.size:
+            if np.abs(x).max() > lim.hi:
+                raise FileFormatError(f"{src}: {name}: expected {lim.describe()}")
+        if name.endswith("_t") and np.any(np.diff(x) < 0):
+            raise FileFormatError(f"{src}: {name}: expected non-decreasing times")
+    for tri, ver in (("triangles", "vertices"), ("gate_triangles", "gate_vertices")):
+        t = a[tri]
+        if t.size and (t.min() < 0 or t.max() >= len(a[ver])):
+            raise FileFormatError(
+                f"{src}: {tri}: expected vertex indices in [0, {len(a[ver])}), "
+                f"got {t.min()} to {t.max()}"
+            )
+
+
+def _recording(head: _Header, a: dict[str, np.ndarray]) -> Recording:
     tracks = [
         Track(
-            h["name"],
+            h.name,
             a[f"track{i}_t"],
             a[f"track{i}_pos"],
             a.get(f"track{i}_quat"),
-            float(h["radius"]),
+            float(h.radius),
             a.get(f"track{i}_planned"),
-            h.get("note", ""),
-        )
-        for i, h in enumerate(head["tracks"])
+            h.note,
+        )  # fmt: skip
+        for i, h in enumerate(head.tracks)
     ]
     frames = [
-        Frame(float(h["t"]), h["name"], a.get(f"frame{i}_image"), a.get(f"frame{i}_points"))
-        for i, h in enumerate(head["frames"])
+        Frame(float(h.t), h.name, a.get(f"frame{i}_image"), a.get(f"frame{i}_points"))
+        for i, h in enumerate(head.frames)
     ]
-    ref = head.get("scene_ref", "")
+    ref = head.scene_ref
     return Recording(
-        title=head["title"],
+        title=head.title,
         vertices=a["vertices"],
-        triangles=a["triangles"],
-        bounds=(tuple(head["bounds"][0]), tuple(head["bounds"][1])),
+        triangles=a["triangles"].astype(np.int64),
+        bounds=(tuple(head.bounds[0]), tuple(head.bounds[1])),
         tracks=tracks,
         gate_vertices=a["gate_vertices"],
-        gate_triangles=a["gate_triangles"],
-        start=_opt_tuple(head.get("start")),
-        goal=_opt_tuple(head.get("goal")),
+        gate_triangles=a["gate_triangles"].astype(np.int64),
+        start=_opt_tuple(head.start),
+        goal=_opt_tuple(head.goal),
         frames=frames,
         scene_ref=ref,
         spec=scene_from_ref(ref) if ref else None,

@@ -362,7 +362,16 @@ def _regular(path: str | Path) -> None:
 
 
 def _read(path: str | Path) -> bytes:
+    """The whole file (text formats, STL, PCD), its size checked against
+    ``LIMITS["scene_file"]`` before it is read."""
     _regular(path)
+    limit = int(LIMITS["scene_file"].hi)
+    try:
+        size = Path(path).stat().st_size
+    except OSError as e:
+        raise _fail(path, f"cannot read the file ({e.strerror or e})") from e
+    if size > limit:
+        raise _fail(path, f"the file is {size} bytes; expected at most {limit} bytes")
     try:
         return Path(path).read_bytes()
     except OSError as e:
@@ -906,7 +915,20 @@ def load_mesh(path: str | Path) -> MeshScene:
     _check_vertices(path, v, "mesh vertex")
     if t.min() < 0 or t.max() >= len(v):
         raise _fail(path, f"face index out of range [0, {len(v)})")
+    if not _any_area(v, t):
+        raise _fail(path, f"no face of positive area: all {len(t)} faces are degenerate")
     return MeshScene(v, t, Path(path).stem)
+
+
+def _any_area(v: np.ndarray, t: np.ndarray) -> bool:
+    """Whether some triangle has a positive area (a mesh whose every face is a line or a point
+    has no surface to hit); checked in chunks, no (F, 3, 3) array at once."""
+    for lo in range(0, len(t), 1 << 20):
+        tri = v[t[lo : lo + (1 << 20)]]
+        cross = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
+        if np.any(np.einsum("ij,ij->i", cross, cross) > 0):
+            return True
+    return False
 
 
 def load_points(path: str | Path, drop_nan: bool = False) -> PointCloud:

@@ -474,6 +474,29 @@ def _check_header(path: Path) -> None:
         raise FileFormatError(f"{path}: cannot read the run database ({e.strerror or e})") from e
     if len(head) < 100 or not head.startswith(_SQLITE_HEADER):
         raise FileFormatError(f"{path}: not a volary run database (not a SQLite 3 file)")
+    _check_length(path, head)
+
+
+def _check_length(path: Path, head: bytes) -> None:
+    """The file holds the pages its header declares, whole (SQLite file format, "The Database
+    Header": page size at offset 16, the in-header page count at 28, valid when the
+    version-valid-for number at 92 equals the change counter at 24). A database cut short
+    reads whatever pages remain as if they were all: refused."""
+    page = int.from_bytes(head[16:18], "big")
+    page = 65536 if page == 1 else page
+    size = path.stat().st_size
+    if page < 512 or page & (page - 1):
+        raise FileFormatError(f"{path}: not a volary run database (SQLite page size {page})")
+    if size % page:
+        raise FileFormatError(
+            f"{path}: damaged run database: {size} bytes is not whole pages of {page} bytes"
+        )
+    pages = int.from_bytes(head[28:32], "big")
+    if head[92:96] == head[24:28] and pages and size < pages * page:
+        raise FileFormatError(
+            f"{path}: truncated run database: the header declares {pages} pages of {page} "
+            f"bytes, the file holds {size // page}"
+        )
 
 
 def _check_columns(conn: sqlite3.Connection, path: Path, table: str) -> None:

@@ -25,15 +25,18 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Annotated, Any, Literal
 
 import h5py
 import numpy as np
 import torch
+from pydantic import Field
 from torch import Tensor
 
 from volary.errors import ConfigError, FileFormatError
+from volary.inputs import Finite, Integer, Strict, Text, validated
 from volary.learning.boundary.flight import CandidateFlyer, FlightBatch, FlightOutcome
-from volary.learning.boundary.grid import TABLE_II, grid_inputs, subset_indices
+from volary.learning.boundary.grid import N_FIELDS, TABLE_II, grid_inputs, subset_indices
 from volary.learning.boundary.sampling import (
     N_CANDIDATES,
     W_CRASH,
@@ -46,6 +49,7 @@ from volary.learning.boundary.sampling import (
     trajectory_cost,
     window,
 )
+from volary.learning.files import array, attributes, finite, open_h5, read, within_budget
 
 FORMAT = "volary.bp.dataset/1"
 ROW_FIELDS = ("speed", "t0", "cost_min")
@@ -260,19 +264,41 @@ def _write(f: h5py.File, rows: np.ndarray, lab: Labels) -> None:
     f["done"][rows] = True
 
 
-def read_config(path: str | Path) -> dict:
-    """The generating config stored in a dataset file."""
-    p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"path: no dataset file at {p}")
+class _Attributes(Strict):
+    """The file's root attributes (the config as JSON text)."""
+
+    format: Literal["volary.bp.dataset/1"]
+    config: Text
+
+
+class _Config(Strict):
+    """The generating config :func:`generate_dataset` stores (``_config_doc``)."""
+
+    format: Literal["volary.bp.dataset/1"]
+    paper: Text
+    grid: dict[Text, tuple[Finite, Finite, Integer]]
+    grid_size: Annotated[int, Field(strict=True, ge=1, le=TABLE_II.size)]
+    fraction: Annotated[float, Field(strict=True, gt=0, le=1, allow_inf_nan=False)]
+    seed: Annotated[int, Field(strict=True, ge=0)]
+    n_inputs: Annotated[int, Field(strict=True, ge=1, le=TABLE_II.size)]
+    sampling: dict[Text, Any]
+
+
+def _read_config(f: h5py.File, source: str) -> dict:
+    attrs = attributes(f, _Attributes, source)
     try:
-        with h5py.File(p, "r") as f:
-            fmt = f.attrs.get("format")
-            if fmt != FORMAT:
-                raise FileFormatError(f"{p}: expected format {FORMAT!r}, got {fmt!r}")
-            return json.loads(f.attrs["config"])
-    except OSError as err:
-        raise FileFormatError(f"{p}: not an HDF5 file ({err})") from None
+        doc = json.loads(attrs.config)
+    except (ValueError, RecursionError) as err:
+        raise FileFormatError(f"{source}: attribute 'config': expected JSON ({err})") from None
+    validated(_Config, doc, f"{source}: attribute 'config'")
+    return doc
+
+
+def read_config(path: str | Path) -> dict:
+    """The generating config stored in a dataset file (checked against the layout
+    :func:`generate_dataset` writes; ``FileFormatError`` naming the file otherwise)."""
+    with open_h5(path, "BoundaryPredictor dataset") as f:
+        return _read_config(f, str(path))
 
 
 @dataclass(frozen=True)
@@ -300,16 +326,50 @@ class BPDataset:
 _ARRAYS = ("grid_index", "inputs", "speed", "t0", "cost_min", "cost")
 
 
+# the arrays load_dataset reads: per-row shape and dtype (the table in the module docstring)
+_LAYOUT: dict[str, tuple[tuple[int, ...], Any]] = {
+    "grid_index": ((), np.int64),
+    "inputs": ((N_FIELDS,), np.float64),
+    "speed": ((), np.float64),
+    "t0": ((), np.float64),
+    "cost_min": ((), np.float64),
+    "cost": ((N_CANDIDATES,), np.float32),
+    "done": ((), np.bool_),
+}
+
+
 def load_dataset(path: str | Path) -> BPDataset:
-    """Read the finished rows of a dataset file (plain HDF5 arrays; no pickle)."""
-    cfg = read_config(path)
-    with h5py.File(path, "r") as f:
-        missing = [k for k in ("done", *_ARRAYS) if k not in f]
-        if missing:
-            raise FileFormatError(f"{path}: dataset file lacks {missing}")
-        done = f["done"][:]
-        arrays = {k: f[k][:][done] for k in _ARRAYS}
+    """Read the finished rows of a dataset file (plain HDF5 arrays; no pickle). Before any
+    array is read, the file is checked against the declared layout: its config, every array's
+    shape (``n_inputs`` rows) and dtype, the bytes to load; then the rows' values (grid indices
+    of Table II, finite inputs, labels finite or NaN). ``FileFormatError`` in one line naming
+    the file and the array otherwise."""
+    src = str(path)
+    with open_h5(path, "BoundaryPredictor dataset") as f:
+        cfg = _read_config(f, src)
+        k = int(cfg["n_inputs"])
+        ds = {n: array(f, n, (k, *row), dt, src) for n, (row, dt) in _LAYOUT.items()}
+        within_budget(ds.values(), src)
+        done = read(ds.pop("done"), src)
+        arrays = {n: read(d, src)[done] for n, d in ds.items()}
+    _check_values(arrays, src)
     return BPDataset(**arrays, config=cfg)
+
+
+def _check_values(a: dict[str, np.ndarray], src: str) -> None:
+    """The finished rows' values: what Algorithm 1 can have written."""
+    bad = (a["grid_index"] < 0) | (a["grid_index"] >= TABLE_II.size)
+    if bad.any():
+        row = int(np.argmax(bad))
+        raise FileFormatError(
+            f"{src}: grid_index: row {row}: expected an index in [0, {TABLE_II.size}), "
+            f"got {a['grid_index'][row]}"
+        )
+    finite("inputs", a["inputs"], src)
+    for name in ("speed", "t0"):  # NaN: no candidate passed eq. 3
+        finite(name, a[name], src, allow_nan=True)
+    if (a["cost_min"] < 0).any() or np.isnan(a["cost_min"]).any():
+        raise FileFormatError(f"{src}: cost_min: expected costs >= 0 (inf: no candidate)")
 
 
 def summarize(data: BPDataset) -> dict:

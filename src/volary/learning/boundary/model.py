@@ -87,7 +87,8 @@ def load_checkpoint(path: str | Path) -> tuple[BoundaryPredictor, dict]:
     """The network (eval mode) and its metadata; ``weights_only=True``. ``FileFormatError``
     naming the file and the field for a missing, foreign or malformed file."""
     ck = read_checkpoint(path, CHECKPOINT_KIND)
-    model = BoundaryPredictor(dropout=ck.number("dropout", 0.0, 1.0))
+    with ck.reading("dropout"):  # what the network itself refuses names the file too
+        model = BoundaryPredictor(dropout=ck.number("dropout", 0.0, 1.0))
     ck.load_state(model)
     if ck.version > 1:
         return model.eval(), ck.meta

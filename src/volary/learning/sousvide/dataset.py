@@ -29,15 +29,20 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import h5py
 import numpy as np
+from pydantic import Field
 
 from volary.errors import ConfigError, FileFormatError
+from volary.inputs import Strict, Text
+from volary.learning.files import array, attributes, finite, open_h5, within_budget
+from volary.learning.files import read as read_array
 from volary.learning.sousvide.history import ENTRY_SIZE
 
 FORMAT = "volary.sousvide.dataset/1"
+Count = Annotated[int, Field(strict=True, ge=1)]
 ROW_FIELDS: dict[str, tuple[tuple[int, ...], Any]] = {
     # name: (per-row shape with H, W, T as -1, -2, -3 placeholders, dtype)
     "images": ((-1, -2, 3), np.uint8),
@@ -178,19 +183,69 @@ class SousVideArrays:
         return int(self.state.shape[0])
 
 
+class _Attributes(Strict):
+    """The root attributes :func:`create` writes."""
+
+    format: Literal["volary.sousvide.dataset/1"]
+    config: Text
+    units: Count
+    steps: Count
+    window: Count
+    height: Count
+    width: Count
+
+
 def read(path: str | Path, *, images: bool = True) -> SousVideArrays:
-    """Load the rows of finished units that hold data. ``FileFormatError`` on a foreign or
-    damaged file, ``ConfigError`` when no unit is finished yet."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileFormatError(f"{path}: no such dataset file")
-    with _open(path, "r") as f:
-        steps = int(f.attrs["steps"])
-        done = f["done"][...]
+    """Load the rows of finished units that hold data. ``FileFormatError`` in one line naming
+    the file and the attribute or array on a foreign or damaged file: checked before any
+    array is read against the declared layout (:data:`ROW_FIELDS`: every array's shape and
+    dtype, ``units * steps`` rows, the bytes to load), then the rows read (their unit and step
+    where they belong, the numbers finite). ``ConfigError`` when no unit is finished yet."""
+    src = str(path)
+    with open_h5(path, "SOUS VIDE dataset") as f:
+        head = attributes(f, _Attributes, src)
+        config = _config(head.config, src)
+        dims = (head.height, head.width, head.window)
+        rows_total = head.units * head.steps
+        arrays = {
+            name: array(f, name, (rows_total, *_row_shape(name, *dims)), dtype, src)
+            for name, (_, dtype) in ROW_FIELDS.items()
+        }
+        done_ds = array(f, "done", (head.units,), np.bool_, src)
+        within_budget([a for n, a in arrays.items() if images or n != "images"], src)
+        done = read_array(done_ds, src)
         if not done.any():
             raise ConfigError(f"{path}: no finished rollout in the dataset yet (run generate)")
-        rows = (np.repeat(done, steps) & f["valid"][...]).nonzero()[0]
-        out = {name: f[name][...][rows] for name in ROW_FIELDS if name not in ("valid", "images")}
-        imgs = f["images"][...][rows] if images else None
-        config = json.loads(f.attrs["config"])
+        valid = read_array(arrays.pop("valid"), src)
+        rows = (np.repeat(done, head.steps) & valid).nonzero()[0]
+        out = {n: read_array(a, src)[rows] for n, a in arrays.items() if n != "images"}
+        imgs = read_array(arrays["images"], src)[rows] if images else None
+    _check_rows(out, rows, head.steps, src)
     return SousVideArrays(images=imgs, config=config, **out)
+
+
+def _config(text: str, src: str) -> dict[str, Any]:
+    try:
+        config = json.loads(text)
+    except (ValueError, RecursionError) as err:
+        raise FileFormatError(f"{src}: attribute 'config': expected JSON ({err})") from None
+    if not isinstance(config, dict):
+        raise FileFormatError(
+            f"{src}: attribute 'config': expected a JSON object, got {type(config).__name__}"
+        )
+    return config
+
+
+def _check_rows(out: dict[str, np.ndarray], rows: np.ndarray, steps: int, src: str) -> None:
+    """Each read row's unit and step are where the row lies; its numbers finite."""
+    unit, step = rows // steps, rows % steps
+    for name, want in (("unit", unit), ("step", step)):
+        wrong = out[name] != want
+        if wrong.any():
+            i = int(np.argmax(wrong))
+            raise FileFormatError(
+                f"{src}: {name}: row {int(rows[i])}: expected {int(want[i])}, "
+                f"got {int(out[name][i])}"
+            )
+    for name in ("state", "time", "action", "theta", "objective", "history"):
+        finite(name, out[name], src)

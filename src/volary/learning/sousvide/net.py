@@ -26,19 +26,22 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import torch
 import torch.nn.functional as F
+from pydantic import Field
 from torch import Tensor, nn
 
 from volary.errors import ConfigError
+from volary.inputs import Flag, Strict, Text, validated
 from volary.learning.checkpoint import (
     CheckpointKind,
     read_checkpoint,
     state_on_cpu,
     write_checkpoint,
 )
+from volary.learning.files import build_network
 from volary.learning.sousvide.history import ACTION_ENTRY, ENTRY_SIZE, OBS_SIZE
 from volary.registry import Registry
 
@@ -195,9 +198,41 @@ class NetConfig:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> NetConfig:
-        d = dict(d)
-        d["arch"] = ArchConfig.from_dict(d.get("arch", {}))
-        return cls(**d)
+        """From :meth:`to_dict`'s dict (a checkpoint's ``net_config``): its types, keys and
+        sizes checked against a declared model first, so a wrong one is one ``ConfigError``
+        line naming the field (``arch.features: ...``), never a TypeError."""
+        doc = validated(_NetConfigDoc, d, "net_config", ConfigError)
+        out = doc.model_dump(exclude_unset=True)
+        out["arch"] = ArchConfig.from_dict(out.get("arch", {}))
+        return cls(**out)
+
+
+Units = Annotated[int, Field(strict=True, ge=1, le=2**16)]
+Layers = Annotated[tuple[Units, ...], Field(min_length=1, max_length=64)]
+
+
+class _ArchDoc(Strict):
+    """:class:`ArchConfig` as stored (``image_norm`` absent in files from before it)."""
+
+    cnn_width: Annotated[float, Field(strict=True, gt=0, le=4)] = 1.0
+    image_features: Units = 128
+    feature_hidden: Layers = (128,)
+    features: Units = 64
+    history_hidden: Layers = (128, 64)
+    command_hidden: Layers = (256, 128)
+    image_norm: Text = "per_image"
+
+
+class _NetConfigDoc(Strict):
+    """:class:`NetConfig` as :meth:`NetConfig.to_dict` writes it: types, keys and ranges (the
+    rules between fields are the dataclasses' own)."""
+
+    variant: Text = "svnet"
+    window: Annotated[int, Field(strict=True, ge=1, le=2**16)] = 10
+    image_height: Annotated[int, Field(strict=True, ge=1, le=2**14)] = 64
+    image_width: Annotated[int, Field(strict=True, ge=1, le=2**14)] = 64
+    arch: _ArchDoc = _ArchDoc()
+    history_actions: Flag = False
 
 
 # ---- SqueezeNet 1.1 ---------------------------------------------------------------------------
@@ -515,7 +550,8 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> tup
     field for a missing, foreign, truncated or malformed file."""
     ck = read_checkpoint(path, CHECKPOINT_KIND)
     with ck.reading("net_config"):
-        net = SVNet(NetConfig.from_dict(ck["net_config"]))
+        cfg = NetConfig.from_dict(ck["net_config"])
+    net = build_network(ck, "net_config", lambda: SVNet(cfg))
     ck.load_state(net)
     return net.to(device).eval(), ck.meta
 
