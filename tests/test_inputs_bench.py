@@ -506,3 +506,14 @@ def test_set_errors_stay_short_whatever_the_value():
     with pytest.raises(ConfigError) as info:
         apply_overrides(_Train(), ["steps=" + "9" * 5000, "x" * 3000 + "=1"])
     assert len(str(info.value)) < 300 and "..." in str(info.value)
+
+
+def test_a_database_cut_short_is_refused_not_read_as_fewer_trials(good_db, tmp_path):
+    """A file that lost its last pages (a copy cut short) read as whatever rows remained."""
+    db = _copy(good_db, tmp_path)
+    data = db.read_bytes()
+    page = int.from_bytes(data[16:18], "big")
+    db.write_bytes(data[: len(data) - page])
+    _refused(db, "truncated run database", "pages")
+    db.write_bytes(data[: len(data) - page // 2])
+    _refused(db, "damaged run database", "whole pages")

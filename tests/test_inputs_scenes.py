@@ -595,3 +595,23 @@ def test_a_binary_ply_row_the_header_does_not_count_is_refused(tail, tmp_path) -
             load_points(p)
     else:
         assert load_points(p).points.shape == (2, 3)
+
+
+@pytest.mark.parametrize("suffix", ["obj", "ply"])
+def test_a_mesh_whose_every_face_is_degenerate_is_refused(suffix, tmp_path) -> None:
+    """No face with an area is no surface to hit: refused; one good face among bad ones is fine."""
+    from volary.worlds.io import load_mesh
+
+    p = tmp_path / f"m.{suffix}"
+    v = "v 0 0 0\nv 1 0 0\nv 2 0 0\nv 0 1 0\n"
+    if suffix == "obj":
+        p.write_text(v + "f 1 2 3\nf 1 1 2\n")
+    else:
+        p.write_text("ply\nformat ascii 1.0\nelement vertex 3\nproperty float x\nproperty float y\n"
+                     "property float z\nelement face 1\nproperty list uchar int vertex_indices\n"
+                     "end_header\n0 0 0\n1 0 0\n2 0 0\n3 0 1 2\n")  # fmt: skip
+    with pytest.raises(FileFormatError, match="no face of positive area"):
+        load_mesh(p)
+    if suffix == "obj":
+        p.write_text(v + "f 1 2 3\nf 1 2 4\n")
+        assert load_mesh(p).triangles.shape == (2, 3)
