@@ -44,7 +44,10 @@ def entry(name: str) -> Entry:
     """The catalogue entry ``name`` (airframe, category, description, published indicators).
 
     Files are parsed in order until one has ``name`` (a preset is found without parsing the
-    FLYINGTRUST table, a tenth of a second of a one-vehicle command's start-up)."""
+    FLYINGTRUST table, a tenth of a second of a one-vehicle command's start-up). A name that
+    is not a known string is an UnknownNameError listing the valid ones."""
+    if not isinstance(name, str):
+        return _entries().get(name)  # raises UnknownNameError
     for fname in FILES:
         found = _file(fname).get(name)
         if found is not None:

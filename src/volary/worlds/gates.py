@@ -44,15 +44,23 @@ def _passage(
 
 
 def _corners(scene_or_corners: Scene | Tensor) -> tuple[Tensor, Tensor]:
+    """Gate corners (N, G, 4, 3) and their valid mask; NaN or inf corners are a ConfigError
+    (the plane fit's eigensolver fails on them)."""
     if isinstance(scene_or_corners, Scene):
-        return scene_or_corners.gate_corners, scene_or_corners.gate_valid
-    c = scene_or_corners
-    if not isinstance(c, Tensor) or c.dim() != 4 or c.shape[-2:] != (4, 3):
-        shape = tuple(c.shape) if isinstance(c, Tensor) else type(c).__name__
-        raise ConfigError(
-            f"scene_or_corners: expected a Scene or corners of shape (N, G, 4, 3), got {shape}"
-        )
-    return c, torch.ones(c.shape[:2], dtype=torch.bool, device=c.device)
+        c, valid = scene_or_corners.gate_corners, scene_or_corners.gate_valid
+    else:
+        c = scene_or_corners
+        if not isinstance(c, Tensor) or c.dim() != 4 or c.shape[-2:] != (4, 3):
+            shape = tuple(c.shape) if isinstance(c, Tensor) else type(c).__name__
+            raise ConfigError(
+                f"scene_or_corners: expected a Scene or corners of shape (N, G, 4, 3), got {shape}"
+            )
+        if not c.dtype.is_floating_point:
+            raise ConfigError(f"scene_or_corners: expected floating-point corners, got {c.dtype}")
+        valid = torch.ones(c.shape[:2], dtype=torch.bool, device=c.device)
+    if not bool(torch.isfinite(c).all()):
+        raise ConfigError("scene_or_corners: expected finite gate corners (m), got NaN or inf")
+    return c, valid
 
 
 def _order(order: Any, valid: Tensor) -> Tensor:

@@ -9,33 +9,109 @@ frame (top bar first); ``meta["order_index"]`` gives the course order as indices
 from __future__ import annotations
 
 import math
-import tomllib
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from importlib import resources
 from pathlib import Path
+from typing import Annotated, Any
 
 import numpy as np
+from pydantic import AfterValidator, Field
+from pydantic import Strict as StrictType
+from pydantic_core import PydanticCustomError
 
 from volary.errors import ConfigError, FileFormatError
+from volary.inputs import LIMITS, Quaternion, Strict, Text, Vec3, read_toml, validated
 from volary.registry import Registry
 from volary.worlds.primitives import Gate, SceneSpec
 
 ALPHAPILOT_FILE = "alphapilot_2019.toml"
 ARENA_MARGIN = 10.0  # m around the gates (covers the largest perturbation, 5 m); not published
 
+# What a course file's gate must be (declared once; the loader refuses anything else):
+GATE_SIDE_M = (0.01, 100.0)  # m, each side of the opening (1 cm apart: distinct corners)
+GATE_FLATNESS_M = 0.05  # m, largest distance of a corner from the gates' best-fit plane
+GATE_ANGLE_DEG = 5.0  # deg, every interior angle within [5, 175] deg: convex, no sliver
+QUATERNION_NORM_TOL = 1e-3  # 1, | |q| - 1 | allowed for the start quaternion
+PASSAGE_M = 100.0  # m, largest gate_width / inflation of the passage rule
+ARENA_FLOOR_M = 0.0  # m, z of the arena floor (the simulator's ground plane): nothing below
+SHIFT_M = 1000.0  # m, largest perturbation shift along x or y
+GATE_NAME = re.compile(r"[^\x00-\x1f\x7f]{1,64}")  # printable, 1-64 characters
+GATE_NUMBER_DIGITS = 9  # the digits of a gate's name are its object id (fits int32)
+
 
 # ---- geometry helpers ---------------------------------------------------------------------------
 def around_frame(corners: np.ndarray) -> np.ndarray:
     """Reorder 4 gate corners (4, 3) to go around the frame, starting with the top bar (the edge
-    of highest mean z). Files list some gates in Z order (TL, TR, BL, BR)."""
-    c = np.asarray(corners, dtype=float)
-    x = c - c.mean(axis=0)
-    _, _, vt = np.linalg.svd(x)
-    ang = np.arctan2(x @ vt[1], x @ vt[0])
-    c = c[np.argsort(ang)]
+    of highest mean z). Files list some gates in Z order (TL, TR, BL, BR). Corners that are not
+    4 finite 3-D points are a ConfigError (an infinite one would stall the SVD)."""
+    c = _finite_corners(corners)
+    c = c[_frame_order(c)]
     top = int(np.argmax([c[i, 2] + c[(i + 1) % 4, 2] for i in range(4)]))
     return np.roll(c, -top, axis=0)
+
+
+def _finite_corners(corners: Any) -> np.ndarray:
+    try:
+        c = np.asarray(corners, dtype=float)
+    except (TypeError, ValueError):
+        c = np.empty(0)
+    lim = LIMITS["coordinate"]
+    if c.shape != (4, 3) or not ((lim.lo <= c) & (c <= lim.hi)).all():
+        raise ConfigError(
+            f"corners: expected 4 points of 3 coordinates in [{lim.lo:g}, {lim.hi:g}] m, "
+            f"got {corners!r:.80}"
+        )
+    return c
+
+
+def _frame_order(c: np.ndarray) -> np.ndarray:
+    """Indices putting corners (4, 3) in order of their angle about the centre, in the plane
+    of best fit (finite corners only: LAPACK's SVD may never return on inf or NaN)."""
+    x = c - c.mean(axis=0)
+    _, _, vt = np.linalg.svd(x)
+    return np.argsort(np.arctan2(x @ vt[1], x @ vt[0]))
+
+
+def gate_shape_problem(corners: np.ndarray) -> str | None:
+    """What makes 4 finite corners (4, 3, m, any order) unusable as a gate, or None: corners
+    closer than ``GATE_SIDE_M[0]``, a side outside ``GATE_SIDE_M``, a corner farther than
+    ``GATE_FLATNESS_M`` from the best-fit plane, or an interior angle outside
+    [``GATE_ANGLE_DEG``, 180 - ``GATE_ANGLE_DEG``] or of the wrong turn (not convex). Such
+    sides and angles give an area of at least GATE_SIDE_M[0]^2 sin(GATE_ANGLE_DEG)."""
+    c = _finite_corners(corners)
+    lo, hi = GATE_SIDE_M
+    gap = np.linalg.norm(c[:, None] - c[None], axis=-1)
+    np.fill_diagonal(gap, np.inf)
+    if gap.min() < lo:
+        i, j = np.unravel_index(int(np.argmin(gap)), gap.shape)
+        return f"corners {i} and {j} are {gap[i, j]:.3g} m apart; expected at least {lo:g} m"
+    x = c - c.mean(axis=0)
+    normal = np.linalg.svd(x)[2][2]
+    off = np.abs(x @ normal)
+    if off.max() > GATE_FLATNESS_M:
+        k = int(np.argmax(off))
+        return (
+            f"corner {k} is {off[k]:.3g} m off the gate plane; expected within {GATE_FLATNESS_M} m"
+        )
+    q = c[_frame_order(c)]
+    edge = np.roll(q, -1, axis=0) - q
+    side = np.linalg.norm(edge, axis=1)
+    if side.min() < lo or side.max() > hi:
+        bad = side.min() if side.min() < lo else side.max()
+        return f"a side is {bad:.3g} m; expected sides in [{lo:g}, {hi:g}] m"
+    prev = np.roll(edge, 1, axis=0)
+    turn = np.cross(prev, edge) @ normal  # at each corner; one sign all round when convex
+    turn = turn if turn.sum() >= 0 else -turn
+    inner = 180.0 - np.degrees(np.arctan2(turn, (prev * edge).sum(axis=-1)))  # (0, 360) deg
+    a = GATE_ANGLE_DEG
+    if inner.min() < a or inner.max() > 180 - a:
+        worst = inner.min() if inner.min() < a else inner.max()
+        return (
+            f"an interior angle is {worst:.3g} deg; expected angles in [{a:g}, {180 - a:g}] deg "
+            "(a convex quadrilateral)"
+        )
+    return None
 
 
 def vertical_gate(center, yaw: float, width: float, height: float) -> np.ndarray:
@@ -78,18 +154,113 @@ def _bounds(gates: list[np.ndarray], margin: float, floor: float = 0.0):
 
 
 # ---- AlphaPilot 2019 ----------------------------------------------------------------------------
-def _read_toml(path: Path | None) -> tuple[dict, str]:
-    try:
-        if path is None:
-            src = resources.files("volary.worlds") / "data" / ALPHAPILOT_FILE
-            return tomllib.loads(src.read_text()), f"volary/worlds/data/{ALPHAPILOT_FILE}"
-        return tomllib.loads(Path(path).read_text()), str(path)
-    except (OSError, tomllib.TOMLDecodeError) as err:
-        raise FileFormatError(f"{path or ALPHAPILOT_FILE}: cannot read the course: {err}") from err
+def _above_floor(value: Any) -> Any:
+    low = float(np.min(np.asarray(value, dtype=float)[..., 2]))
+    if low < ARENA_FLOOR_M:
+        raise PydanticCustomError(
+            "below_floor", "expected z >= {floor:g} m (the arena floor), got z = {z:g} m",
+            {"floor": ARENA_FLOOR_M, "z": low},
+        )  # fmt: skip
+    return value
+
+
+def _gate_corners(value: tuple) -> tuple:
+    _above_floor(value)
+    problem = gate_shape_problem(np.asarray(value, dtype=float))
+    if problem is not None:
+        raise PydanticCustomError("gate_shape", "expected a gate's 4 corners: {problem}",
+                                  {"problem": problem})  # fmt: skip
+    return value
+
+
+def _gate_name(name: str) -> str:
+    if GATE_NAME.fullmatch(name) is None or len(_digits(name)) > GATE_NUMBER_DIGITS:
+        raise PydanticCustomError(
+            "gate_name",
+            "expected a gate name of 1-64 printable characters with at most {n} digits "
+            "(its number)",
+            {"n": GATE_NUMBER_DIGITS},
+        )
+    return name
+
+
+def _unit_quaternion(q: tuple[float, float, float, float]) -> tuple[float, float, float, float]:
+    if abs(math.sqrt(sum(v * v for v in q)) - 1.0) > QUATERNION_NORM_TOL:
+        raise PydanticCustomError(
+            "quaternion_norm", "expected a unit quaternion (norm within {tol} of 1)",
+            {"tol": QUATERNION_NORM_TOL},
+        )  # fmt: skip
+    return q
+
+
+def _number(lo: float, hi: float, open_lo: bool = False) -> Any:
+    low = Field(gt=lo) if open_lo else Field(ge=lo)
+    return Annotated[float, StrictType(), low, Field(le=hi, allow_inf_nan=False)]
+
+
+_N_GATES = int(LIMITS["gates"].hi)
+GateName = Annotated[str, StrictType(), AfterValidator(_gate_name)]
+Shift = _number(0.0, SHIFT_M)  # m
+Turn = _number(0.0, 180.0)  # deg
+
+
+class CourseGate(Strict):
+    """One ``[gates.<name>]`` table: 4 corners (m, world, any order) and the perturbation
+    bounds (+-x m, +-y m, +-yaw deg)."""
+
+    corners: Annotated[tuple[Vec3, Vec3, Vec3, Vec3], AfterValidator(_gate_corners)]
+    perturbation: tuple[Shift, Shift, Turn]
+
+
+class CourseSettings(Strict):
+    """The ``[course]`` table: the order of gates flown, start pose and passage settings."""
+
+    name: Annotated[Text, Field(max_length=256)] = ""
+    order: Annotated[list[Text], Field(min_length=1, max_length=_N_GATES)]
+    start_position: Annotated[Vec3, AfterValidator(_above_floor)]
+    start_quaternion_wxyz: Annotated[Quaternion, AfterValidator(_unit_quaternion)]
+    timeout_s: _number(0.0, LIMITS["duration"].hi, open_lo=True)  # s
+    gate_width: _number(0.0, PASSAGE_M, open_lo=True)  # m
+    inflation: _number(0.0, PASSAGE_M)  # m
+
+
+class CourseFile(Strict):
+    """A course file (format of ``data/alphapilot_2019.toml``): ``[course]`` and 1 to
+    ``LIMITS["gates"]`` gate tables."""
+
+    course: CourseSettings
+    gates: Annotated[dict[GateName, CourseGate], Field(min_length=1, max_length=_N_GATES)]
+
+
+def read_course(path: str | Path | None = None) -> tuple[CourseFile, str]:
+    """The checked course file at ``path`` (default: the packaged AlphaPilot 2019 course) and
+    its name for messages. A path that is not a regular file, non-UTF-8 text, invalid TOML, or
+    any field outside :class:`CourseFile` is a one-line FileFormatError naming the file and the
+    field (ConfigError when ``path`` is not a path); nothing is opened but a regular file."""
+    if path is None:
+        path, src = (
+            Path(__file__).with_name("data") / ALPHAPILOT_FILE,
+            f"volary/worlds/data/{ALPHAPILOT_FILE}",
+        )
+    else:
+        src = str(path)
+    doc = read_toml(path, "course file")
+    course = validated(CourseFile, doc, src)
+    for i, name in enumerate(course.course.order):
+        if name not in course.gates:
+            raise FileFormatError(
+                f"{src}: course.order.{i}: expected the name of a gate of [gates], got {name!r}"
+            )
+    return course, src
+
+
+def _digits(name: str) -> str:
+    return "".join(ch for ch in name if "0" <= ch <= "9")
 
 
 def _gate_number(name: str) -> int:
-    digits = "".join(ch for ch in name if ch.isdigit())
+    """The gate's number (its object id): the ASCII digits of its name, 0 when none."""
+    digits = _digits(name)
     return int(digits) if digits else 0
 
 
@@ -100,42 +271,54 @@ def _start_yaw(q) -> float:
 
 def alphapilot_2019(path: str | Path | None = None) -> SceneSpec:
     """The AlphaPilot 2019 qualifier arena: all 23 gates (object id = gate number), the 11-gate
-    course order, start pose and the official passage/score settings in ``meta``.
+    course order, start pose and the official passage/score settings in ``meta``. ``path``
+    reads another course in the same format (checked by :func:`read_course`).
 
-    Bounds are the gates' extent plus ``ARENA_MARGIN`` (the arena walls are not published)."""
-    doc, src = _read_toml(None if path is None else Path(path))
-    try:
-        course, table = doc["course"], doc["gates"]
-        names = sorted(table, key=_gate_number)
-        corners = [around_frame(np.asarray(table[n]["corners"], dtype=float)) for n in names]
-        pert = {n: tuple(float(v) for v in table[n]["perturbation"]) for n in names}
-        order = list(course["order"])
-        index = [names.index(n) for n in order]
-    except (KeyError, ValueError, TypeError) as err:
-        raise FileFormatError(f"{src}: malformed course file: {err!r}") from err
+    Bounds are the gates' extent plus ``ARENA_MARGIN`` (the arena walls are not published), or
+    more where a gate's perturbation could carry it farther."""
+    file, src = read_course(path)
+    course, table = file.course, file.gates
+    names = sorted(table, key=_gate_number)
+    corners = [around_frame(np.asarray(table[n].corners, dtype=float)) for n in names]
+    pert = {n: table[n].perturbation for n in names}
+    order = list(course.order)
+    where = {n: i for i, n in enumerate(names)}
+    index = [where[n] for n in order]
     gates = tuple(
         Gate(_tuple(c), name=n, object_id=_gate_number(n))
         for n, c in zip(names, corners, strict=True)
     )
-    lo, hi = _bounds(corners, ARENA_MARGIN)
+    reach = max(  # a perturbed gate's corners stay within shift + radius of its centre
+        max(pert[n][:2]) + float(np.linalg.norm(c - c.mean(axis=0), axis=1).max())
+        for n, c in zip(names, corners, strict=True)
+    )
+    margin = max(ARENA_MARGIN, reach)
+    lo, hi = _bounds(corners, margin, ARENA_FLOOR_M)
+    lim = LIMITS["coordinate"]
+    if min(lo) < lim.lo or max(hi) > lim.hi:
+        far = min(lo) if min(lo) < lim.lo else max(hi)
+        raise FileFormatError(
+            f"{src}: gates: the arena (the gates' extent plus a {margin:g} m margin) reaches "
+            f"{far:g} m; expected it within [{lim.lo:g}, {lim.hi:g}] m ({lim.quantity})"
+        )
     meta = {
         "source": src,
-        "course": course.get("name", ""),
+        "course": course.name,
         "order": order,
         "order_index": index,
-        "gate_width": float(course["gate_width"]),
-        "inflation": float(course["inflation"]),
-        "timeout_s": float(course["timeout_s"]),
+        "gate_width": course.gate_width,
+        "inflation": course.inflation,
+        "timeout_s": course.timeout_s,
         "perturbation": pert,
-        "start_quaternion_wxyz": tuple(course["start_quaternion_wxyz"]),
+        "start_quaternion_wxyz": course.start_quaternion_wxyz,
     }
     return SceneSpec(
         name="alphapilot_2019",
         bounds_min=lo,
         bounds_max=hi,
         gates=gates,
-        start=_vec3(course["start_position"]),
-        start_yaw=_start_yaw(course["start_quaternion_wxyz"]),
+        start=course.start_position,
+        start_yaw=_start_yaw(course.start_quaternion_wxyz),
         goal=_vec3(corners[index[-1]].mean(axis=0)),
         meta=meta,
     )
