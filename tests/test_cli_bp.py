@@ -97,7 +97,7 @@ def test_train_rejects_missing_and_malformed_datasets(tmp_path):
     with h5py.File(other, "w") as f:  # the right format tag, the arrays missing
         f.attrs["format"] = "volary.bp.dataset/1"
         f.attrs["config"] = "{}"
-    _bad(["train", "--out", str(tmp_path), "--dataset", str(other)], "lacks")
+    _bad(["train", "--out", str(tmp_path), "--dataset", str(other)], "attribute 'config'")
     _bad(["train", "--out", str(tmp_path), "--epochs", "0"], "epochs")
 
 
