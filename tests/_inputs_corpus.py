@@ -1570,6 +1570,9 @@ def sv_cases(rng: np.random.Generator) -> Case:
     r = rng.random()
     attrs, arrays = sv_parts(rng)
     rows = np.repeat(arrays["done"], attrs["steps"]) & arrays["valid"]
+    if not rows.any():  # at least one finished, valid row to expect or to spoil
+        arrays["valid"][int(np.flatnonzero(np.repeat(arrays["done"], attrs["steps"]))[0])] = True
+        rows = np.repeat(arrays["done"], attrs["steps"]) & arrays["valid"]
     if r < 0.3:
         expect = {"rows": int(rows.sum()), "state": arrays["state"][rows].tolist()}
         return Case(

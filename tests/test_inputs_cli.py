@@ -353,3 +353,38 @@ def test_the_command_line_exit_codes_in_a_real_process(tmp_path):
     assert r.stderr.splitlines() == [
         "error: --yaw: expected a finite number in [-1000, 1000] rad (yaw angle), got nan"
     ]
+
+
+_JUNK = bytes(range(256)) * 2  # not UTF-8, not SQLite, not a directory
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["bench", "run", "--suite", "{junk}", "--out", "{out}"], "not UTF-8"),
+        (["bench", "run", "--set", "nosuch=3", "--out", "{out}"], "unknown field 'nosuch'"),
+        (["bench", "run", "--db", "{junk}", "--workers", "0"], "not a volary run database"),
+        (["bench", "run", "--cluster", "bogus", "--out", "{out}"], "--cluster: expected"),
+        (["bench", "run", "--workers", "-2", "--out", "{out}"], "--workers: expected"),
+        (["bench", "run", "--unit-timeout", "nan", "--out", "{out}"], "--unit-timeout: expected"),
+        (["bench", "resume", "{junk}", "--workers", "0"], "not a volary run database"),
+        (["bench", "resume", "{out}"], "no run database"),
+        (["bench", "report", "{junk}"], "not a volary run database"),
+        (["bench", "list", "--runs", "{junk}"], "--runs: expected a directory"),
+    ],
+)
+def test_bench_bad_inputs_fail_before_any_output(args, needle, tmp_path):
+    """`volary bench` on a bad suite, database or pool option: nothing on stdout (no 'suite
+    quick: 84 trials -> ...' or 'resuming ...' line above the error, no run database made), the
+    error as one line on stderr, exit code 2 (the bench commands printed errors on stdout, and
+    `bench list --runs FILE` listed an empty table and exited 0)."""
+    junk = tmp_path / "junk.bin"
+    junk.write_bytes(_JUNK)
+    out = tmp_path / "run"
+    argv = [a.format(junk=junk, out=out) for a in args]
+    r = runner.invoke(app, argv)
+    assert r.exit_code == 2, (argv, r.output)
+    assert r.stdout == "", (argv, r.stdout)
+    lines = r.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0], r.stderr
+    assert not out.exists(), argv  # no run database created for a refused run

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
@@ -37,8 +38,27 @@ UnitTimeout = Annotated[
 
 
 def _fail(msg: str) -> NoReturn:
-    console.print(f"[red]error:[/red] {escape(msg)}", soft_wrap=True, highlight=False)
+    """``error: MSG`` as one line on stderr (like every other command), exit code 2."""
+    from volary.cli.checks import error_line
+
+    error_line(msg)
     raise typer.Exit(2)
+
+
+def _check_pool(workers: int | None, cluster: str | None, unit_timeout: float | None) -> None:
+    """The pool options, checked before the command prints its first line."""
+    from volary.bench.nav.cluster import parse_address
+    from volary.errors import VolaryError
+
+    if workers is not None and workers < 0:
+        _fail(f"--workers: expected an integer >= 0 (0: inline), got {workers}")
+    if unit_timeout is not None and not (math.isfinite(unit_timeout) and unit_timeout > 0):
+        _fail(f"--unit-timeout: expected a finite number of seconds > 0, got {unit_timeout}")
+    if cluster is not None:
+        try:
+            parse_address(cluster)
+        except VolaryError as e:
+            _fail(f"--{e}")
 
 
 def register(bench_app: typer.Typer) -> None:
@@ -90,7 +110,7 @@ def bench_run(
 
     --set takes Suite fields, e.g. --set trials_per_config=2 --set settings.time_limit=60."""
     from volary.bench.nav.protocol import get_suite
-    from volary.bench.nav.runner import check_algo_names, run_suite
+    from volary.bench.nav.runner import check_algo_names, create_run, run_units
     from volary.errors import VolaryError
 
     try:
@@ -100,23 +120,21 @@ def bench_run(
         options = _remote_options(remote or [], algos)
         if seed < 0:
             _fail(f"--seed: expected >= 0, got {seed}")
+        _check_pool(workers, cluster, unit_timeout)
         run_dir = out or RUNS_DIR / f"{s.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-        path = db or run_dir / DB_NAME
+        # the database is made (or an existing one checked) before the run's line is printed
+        path = create_run(s, algos, db or run_dir / DB_NAME, options or None, seed)
         console.print(
             f"suite {escape(s.name)}: {s.n_trials(len(algos))} trials "
             f"({escape(', '.join(algos))}) -> {escape(str(path))}"
         )
         summary = _interruptible(
-            lambda: run_suite(
-                s,
-                algos,
+            lambda: run_units(
                 path,
-                workers=workers,
-                cluster=cluster,
-                seed=seed,
+                workers,
+                cluster,
                 progress=not quiet,
                 unit_timeout=unit_timeout,
-                algo_options=options or None,
             ),
             path,
         )
@@ -151,10 +169,17 @@ def bench_resume(
     quiet: Quiet = False,
 ) -> None:
     """Fly the trials of an interrupted run that are not stored yet."""
+    from volary.bench.nav.db import RunDB
     from volary.bench.nav.runner import resume
     from volary.errors import VolaryError
 
+    _check_pool(workers, cluster, unit_timeout)
     path = _db_path(run) if run is not None else _latest_run()
+    try:
+        with RunDB.open(path, readonly=True):  # a bad database: one line, before "resuming"
+            pass
+    except VolaryError as e:
+        _fail(str(e))
     console.print(f"resuming {escape(str(path))}")
     try:
         summary = _interruptible(
@@ -190,6 +215,8 @@ def bench_list(
     """Suites, planners, and the runs found under out/bench with their progress."""
     from volary.bench.nav.protocol import SUITES, get_suite
 
+    if runs.exists() and not runs.is_dir():  # before the tables, not an empty one after them
+        _fail(f"--runs: expected a directory of runs, got the file {runs}")
     t = Table("suite", "platforms", "scenario types", "configs", "trials per algorithm")
     for name in SUITES:
         s = get_suite(name)
