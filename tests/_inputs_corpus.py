@@ -2019,6 +2019,8 @@ def obstacles_cases(rng: np.random.Generator) -> Case:
     needs more voxels than a dense grid may hold (refused, naming the voxel)."""
     if rng.random() < 0.5:
         c = mesh_cases(rng)
+        while c.kind.startswith("mesh:no_faces") and c.suffix == ".ply":
+            c = mesh_cases(rng)  # a PLY of vertices only is a point cloud here: valid, not this
         return Case(
             OBSTACLES,
             c.kind,

@@ -615,3 +615,18 @@ def test_a_mesh_whose_every_face_is_degenerate_is_refused(suffix, tmp_path) -> N
     if suffix == "obj":
         p.write_text(v + "f 1 2 3\nf 1 2 4\n")
         assert load_mesh(p).triangles.shape == (2, 3)
+
+
+def test_an_ascii_stl_cut_inside_its_last_facet_is_refused(tmp_path) -> None:
+    from volary.worlds.io import load_mesh
+
+    facet = (
+        "facet normal 0 0 1\nouter loop\nvertex 0 0 0\nvertex 1 0 0\nvertex 0 1 0\n"
+        "endloop\nendfacet\n"
+    )
+    p = tmp_path / "cut.stl"
+    p.write_text("solid s\n" + facet + facet.replace("0 1 0", "0 0 1").split("endloop")[0])
+    with pytest.raises(FileFormatError, match="2 triangles but 1 'endloop' lines"):
+        load_mesh(p)
+    p.write_text("solid s\n" + facet + "endsolid s\n")
+    assert load_mesh(p).triangles.shape == (1, 3)

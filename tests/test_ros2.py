@@ -313,6 +313,7 @@ def test_a_killed_node_frees_its_vehicle_the_other_flies_on_and_a_restarted_node
     try:
         nodes = [run.node("--ns", ns, "--goal", *goal) for ns in ("vehicle0", "vehicle1")]
         assert _wait(lambda: run.bridge.world.tick >= 60)
+        before = len(run.bridge.faults)  # (a loaded host has shown a spurious early free)
         os.kill(nodes[0].pid, signal.SIGKILL)
         nodes[0].wait(10)
         v0, v1 = run.bridge.vehicles
@@ -324,8 +325,9 @@ def test_a_killed_node_frees_its_vehicle_the_other_flies_on_and_a_restarted_node
         nodes[0] = run.node("--ns", "vehicle0", "--goal", *goal)
         assert _wait(lambda: v0.flown >= flown0 + 30, 20), "the restarted node flies it again"
         assert np.linalg.norm(run.states[-1][0]["pos"] - held_at) > 0.05
-        freed = [f for f in run.bridge.faults if f["code"] == "freed"]
-        assert freed and freed[0]["vehicle"] == "vehicle0" and "no command" in freed[0]["message"]
+        freed = [f for f in run.bridge.faults[before:] if f["code"] == "freed"]
+        assert freed and freed[0]["vehicle"] == "vehicle0", freed
+        assert "no command" in freed[0]["message"] or "left the ROS graph" in freed[0]["message"]
     finally:
         for n in nodes:
             n.kill()

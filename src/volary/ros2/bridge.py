@@ -71,6 +71,9 @@ def localhost_only() -> None:
         os.environ.setdefault(k, v)
 
 
+GRAPH_GRACE_S = 0.5  # s an owner must be missing from the ROS graph before its vehicle is freed
+
+
 @dataclass
 class _Vehicle:
     index: int
@@ -86,6 +89,7 @@ class _Vehicle:
     refused: int = 0  # commands refused (not finite, wrong size, stale)
     held: bool = True  # held in place this tick (free, dropped or contested)
     flown: int = 0  # ticks flown with its node's command
+    absent_since: float | None = None  # monotonic time its owner was first missing from the graph
 
 
 class Ros2Bridge(WorldHost):
@@ -300,8 +304,12 @@ class Ros2Bridge(WorldHost):
             if v.owner == UNKNOWN and len(nodes) == 1:  # the graph caught up with its first command
                 v.owner = nodes[0]
             if v.owner not in nodes and v.owner != UNKNOWN:
-                self._free(v, "its node left the ROS graph")
+                now = time.monotonic()  # one graph query without it is not yet a departure:
+                v.absent_since = v.absent_since or now  # DDS discovery lags on a loaded host
+                if now - v.absent_since >= GRAPH_GRACE_S:
+                    self._free(v, "its node left the ROS graph")
                 continue
+            v.absent_since = None
             others = sorted(set(nodes) - {v.owner})
             if others != v.contested:
                 v.contested = others
@@ -324,7 +332,7 @@ class Ros2Bridge(WorldHost):
 
     def _free(self, v: _Vehicle, why: str) -> None:
         self._fault(v, "freed", f"/{v.ns} freed ({why}); held in place until a node commands it")
-        v.owner, v.pending, v.contested = None, None, []
+        v.owner, v.pending, v.contested, v.absent_since = None, None, [], None
 
     # ---- diagnostics --------------------------------------------------------------------------
     def _fault(self, v: _Vehicle, code: str, message: str) -> None:

@@ -736,6 +736,8 @@ def read_stl(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
         corners = _floats(path, [t.encode() for f in found for t in f], "STL vertex")
         if corners.size % 9:
             raise _fail(path, "ASCII STL vertex count is not a multiple of 3")
+        if np.all(np.isfinite(corners)):  # (a NaN vertex is named below)
+            _stl_facets_whole(path, text, len(found) // 3)
         corners = corners.reshape(-1, 3)
     else:
         raise _fail(
@@ -747,6 +749,15 @@ def read_stl(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
         raise _fail(path, "NaN or infinite vertex coordinates")
     v, inv = np.unique(corners, axis=0, return_inverse=True)
     return v, inv.reshape(-1, 3).astype(np.int64)
+
+
+def _stl_facets_whole(path: str | Path, text: str, n: int) -> None:
+    """Every ASCII STL facet is whole: as many ``facet``, ``outer loop``, ``endloop`` and
+    ``endfacet`` lines as triangles (a file cut inside its last facet is refused)."""
+    for word in ("facet", "outer", "endloop", "endfacet"):
+        got = len(re.findall(rf"^\s*{word}\b", text, re.M | re.I))
+        if got != n:
+            raise _fail(path, f"ASCII STL has {n} triangles but {got} '{word}' lines")
 
 
 _PCD_KINDS = {
