@@ -1906,7 +1906,7 @@ def serve_config_doc(rng: np.random.Generator) -> dict[str, Any]:
         slots=(SlotSpec(),) * int(rng.integers(1, 3)),
         scene=_pick(rng, ("forest", None)),
         seed=int(rng.integers(100)),
-        control_hz=float(_pick(rng, (30.0, 60.0, 100.0))),
+        control_hz=float(_pick(rng, (30.0, 60.0, 120.0))),  # divisors of physics_hz (960)
     )
     return json.loads(json.dumps(dataclasses.asdict(cfg)))
 

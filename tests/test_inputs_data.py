@@ -323,6 +323,7 @@ def test_a_bag_reads_back_its_config_and_ticks(tmp_path):
     [
         ("no_config", ["not a volary recording"]),
         ("negative_rate", ["/volary/config: control_hz"]),
+        ("rate_not_divisor", ["control_hz: expected a divisor of physics_hz"]),
         ("role", ["/volary/config: slots[0].role"]),
         ("scene", ["/volary/config: unknown scenario type 'jungle'"]),
         ("metadata_fifo", ["metadata.yaml", "not a regular file"]),
@@ -340,6 +341,8 @@ def test_a_bad_bag_is_one_line_naming_the_recording(tmp_path, kind, words):
     hz = doc["control_hz"]
     if kind == "negative_rate":
         doc["control_hz"] = -hz
+    elif kind == "rate_not_divisor":  # a replay's Simulator would refuse it only later
+        doc["physics_hz"] = doc["control_hz"] * 3.5
     elif kind == "role":
         doc["slots"][0]["role"] = "pilot"
     elif kind == "scene":

@@ -436,6 +436,12 @@ def _config(text: str, source: str) -> Any:
         raise FileFormatError(f"{source}: expected ServeConfig JSON ({e})") from None
     d = validated(_ConfigDoc, doc, source).model_dump()
     _known_names(d, source)
+    ratio = d["physics_hz"] / d["control_hz"]  # the Simulator's rule, checked before replaying
+    if abs(ratio - round(ratio)) > 1e-9 or round(ratio) < 1:
+        raise FileFormatError(
+            f"{source}: control_hz: expected a divisor of physics_hz={d['physics_hz']:g}, "
+            f"got {d['control_hz']:g}"
+        )
     try:
         return ServeConfig(
             slots=tuple(
