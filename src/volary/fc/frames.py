@@ -43,13 +43,9 @@ RC = struct.Struct("<d16H")  # rc_packet
 ACK = struct.Struct("<4sd")  # volary's lock-step acknowledgement (lockstep.c)
 EARTH_RADIUS = 6_378_137.0  # m, WGS-84 equatorial
 SEA_LEVEL_PA = 101_325.0
-# Positions of the packet's four motors on a quad-X, (forward, left) signs in FLU: front-right,
-# rear-left, front-left, rear-right (Betaflight motors 2, 3, 4, 1).
-PACKET_CORNERS = ((1, -1), (-1, 1), (1, 1), (-1, -1))
-# Betaflight's quad-X spin with props in (yaw_motors_reversed off), seen from above: motor 1
-# (rear-right) and 4 (front-left) clockwise, 2 and 3 counter-clockwise; volary's
-# rotor_directions: +1 clockwise.
-PACKET_SPIN = (-1.0, -1.0, 1.0, 1.0)
+# The packet's four motors sit on a quad-X as PX4 numbers its motors 1-4 (front-right,
+# rear-left, front-left, rear-right: Betaflight motors 2, 3, 4, 1), and Betaflight's props-in
+# spin (yaw_motors_reversed off) is PX4's: ned.QUAD_X_CORNERS and ned.QUAD_X_SPIN serve both.
 
 
 def pressure_at(altitude_m: float) -> float:
@@ -101,26 +97,9 @@ def motor_order(positions: Sequence[Sequence[float]], directions: Sequence[float
     props-in quad-X (ConfigError otherwise, naming the rotor)."""
     if len(positions) != 4:
         raise ConfigError(f"platform: Betaflight's quad-X needs 4 rotors, got {len(positions)}")
-    order = []
-    for k, (fwd, left) in enumerate(PACKET_CORNERS):
-        hits = [
-            i
-            for i, p in enumerate(positions)
-            if np.sign(p[0]) == fwd and np.sign(p[1]) == left and abs(p[0]) > 0 and abs(p[1]) > 0
-        ]
-        if len(hits) != 1:
-            raise ConfigError(
-                f"platform.rotor_positions: expected one rotor in each quad-X corner, "
-                f"found {len(hits)} at (forward {fwd:+d}, left {left:+d})"
-            )
-        i = hits[0]
-        if float(directions[i]) != PACKET_SPIN[k]:
-            raise ConfigError(
-                f"platform.rotor_directions.{i}: expected {PACKET_SPIN[k]:+.0f} "
-                f"(Betaflight quad-X, props in), got {float(directions[i]):+.0f}"
-            )
-        order.append(i)
-    return order
+    from volary.fc.ned import corner_order  # the same corners and spins as PX4's quad-X
+
+    return list(corner_order(positions, directions, "Betaflight"))
 
 
 def rc_packet(t: float, channels: Sequence[int]) -> bytes:

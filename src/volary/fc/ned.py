@@ -158,6 +158,15 @@ def quad_x_order(
             f"--motor-map: {firmware}'s quad-X needs 4 rotors and the platform has "
             f"{len(positions)}; give the map of firmware outputs to rotors"
         )
+    return corner_order(positions, directions, firmware)
+
+
+def corner_order(
+    positions: Sequence[Sequence[float]], directions: Sequence[float], firmware: str
+) -> tuple[int, ...]:
+    """The rotor at each quad-X corner of :data:`QUAD_X_CORNERS` (motor 1 front-right, 2
+    rear-left, 3 front-left, 4 rear-right: PX4, ArduPilot and Betaflight's SITL motor packet
+    alike), its spin checked against :data:`QUAD_X_SPIN`; ConfigError naming the rotor."""
     order = []
     for k, (fwd, left) in enumerate(QUAD_X_CORNERS):
         hits = [i for i, p in enumerate(positions) if p[0] * fwd > 0 and p[1] * left > 0]

@@ -560,18 +560,16 @@ class Server(WorldHost):
         """:meth:`WorldHost.reset_slot`, and the slot's IMU noise stream restarted where it
         began (its key is the server's ``sim_seed`` and the slot index), so a client's flight
         repeats whatever flew the slot before it, and the same joins repeat exactly (a replay
-        too). The other slots' streams are left where they were (``Imu.reset`` draws for every
-        env: a join on slot 1 shifted the noise of a client flying slot 0)."""
+        too). The other slots' streams are left where they were (``Imu.reset(mask)`` advances
+        only the masked envs' streams)."""
         imu = self.world.sim.imu
         if imu is None or self._imu_start is None:
             super().reset_slot(slot)
             return
         mask = torch.zeros(self.world.b, dtype=torch.bool, device=imu.tick.device)
         mask[slot] = True
-        others = imu.tick.clone()
         imu.rewind(mask, self._imu_start)
         super().reset_slot(slot)
-        imu.rewind(~mask, others)
 
     # ---- replies ------------------------------------------------------------------------------
     def _sensor_info(self, name: str) -> dict[str, Any]:
