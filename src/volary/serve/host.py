@@ -20,7 +20,8 @@ import torch
 
 from volary.dynamics.state import field_numpy
 from volary.errors import ConfigError
-from volary.serve.world import FirmwareLoop, ServeConfig, build_world, reset_slot
+from volary.fc.loop import FirmwareLoop
+from volary.serve.world import ServeConfig, build_world, reset_slot
 from volary.sim import Placement
 
 _OMIT = {"rays"}  # reading fields that are the same every step (sent in the welcome instead)

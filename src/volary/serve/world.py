@@ -7,15 +7,12 @@ same flight in-process (the service adds transport, never physics): both start f
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
-import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import torch
 
 from volary.errors import ConfigError
@@ -222,7 +219,10 @@ def build_world(config: ServeConfig) -> Any:
     pos, quat = start_poses(config, spec)
     world.reset(pos=pos, quat=quat)
     if config.firmware != "ideal":
-        world.inner = FirmwareLoop(world, config)
+        from volary.fc.loop import FirmwareLoop
+
+        flown = {s: config.slots[s].platform for s in config.role_slots("vehicle")}
+        world.inner = FirmwareLoop(world, flown, config.physics_hz)
     return world
 
 
@@ -233,6 +233,8 @@ def reset_slot(world: Any, config: ServeConfig, slot: int) -> None:
     mask = torch.zeros(world.b, dtype=torch.bool, device=world.device)
     mask[slot] = True
     world.reset(mask, pos=pos, quat=quat)
+    from volary.fc.loop import FirmwareLoop
+
     if isinstance(world.inner, FirmwareLoop) and slot in world.inner.banks:
         world.inner.restart(world, slot)
 
@@ -286,184 +288,11 @@ def _splat_camera(preset: str, spec: Any, seed: int) -> Any:
     return SplatCamera(synthesize(spec, seed).to(dev), int(w), int(h), math.pi / 2)
 
 
-# ---- Betaflight's rate loop in the World (ServeConfig.firmware = "betaflight") ----------------
-ARM_AFTER_S = 0.5  # s of valid RC before Betaflight 4.6.0 takes the arm switch (recovery delay)
-ARM_WITHIN_S = 2.0  # s of firmware clock a fresh firmware gets to arm before it counts as lost
-
-
 def _firmware_settings(config: ServeConfig) -> dict[str, Any]:
     """The World settings of a firmware-flown config: the Simulator in ``rotor_speeds`` mode
     stepping once per physics step (one firmware exchange each), ``sim_steps`` of them per
     control period, the IMU sampling at the exchange rate."""
-    from volary.sensors.imu import imu_config
+    from volary.fc.loop import world_settings
 
-    ratio = config.physics_hz / config.control_hz
-    steps = round(ratio)
-    if abs(ratio - steps) > 1e-9 or steps < 1:
-        raise ConfigError(
-            f"control_hz: expected a divisor of physics_hz={config.physics_hz:g}, "
-            f"got {config.control_hz:g}"
-        )
     assert config.imu is not None  # ServeConfig checked it
-    imu = dataclasses.replace(imu_config(config.imu), rate_hz=config.physics_hz)
-    return {"control": "rotor_speeds", "control_hz": config.physics_hz, "imu": imu,
-            "sim_steps": steps}  # fmt: skip
-
-
-def _close_banks(banks: dict[int, Any]) -> None:
-    for bank in banks.values():
-        if bank is not None:
-            bank.close()
-
-
-def _body_gravity(quat: np.ndarray) -> np.ndarray:
-    """The specific force (m/s^2, body FLU) of a vehicle at rest with attitude ``quat``."""
-    w, x, y, z = (float(v) for v in quat)
-    # the third row of R(q) (body -> world) is the world's z axis in body coordinates
-    return 9.81 * np.array([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)])
-
-
-class FirmwareLoop:
-    """Betaflight flies the World's simulated vehicles: one Betaflight 4.6.0 SITL process per
-    ``"vehicle"`` slot (:class:`volary.fc.betaflight.FirmwareBank` of one, so a slot's
-    firmware restarts alone), set as the World's :attr:`~volary.sim.World.inner`.
-
-    Each control period's CTBR command (``[thrust N, p, q, r rad/s FLU]``) becomes an armed
-    acro RC frame through the slot's :class:`volary.fc.ctbr.StickMap` (its platform's
-    :data:`volary.fc.profiles.RATE_PROFILES` entry, also the firmware's configuration), held
-    for the period; at every physics step the firmware gets that frame and the vehicle's state
-    (the IMU's gyro and specific force, attitude, velocity, position) and its motor outputs
-    become the rotor speed commands of the step (lock-step: the firmware's clock is the
-    exchanges' count / ``physics_hz``).
-
-    Arming: a fresh firmware (at construction, and at each :func:`reset_slot`, i.e. a client's
-    ``hello``) is booted and armed before the vehicle flies: fed the vehicle at rest at its
-    start pose with the arm switch off for :data:`ARM_AFTER_S` s, then on until its motors
-    idle. Commands keep the switch on. A firmware that exits, stalls, or does not arm is
-    lost: its vehicle's rotor commands are zero from then on (it falls), ``lost[slot]`` is set
-    (the ``firmware_lost`` event of the slot's ``obs``), a :class:`FirmwareEvent` with the
-    slot as ``vehicle`` goes to ``events``, and the World and the other slots go on."""
-
-    setpoint_size = 4  # ctbr: [collective thrust N, p, q, r rad/s]
-
-    def __init__(self, world: Any, config: ServeConfig, *, timeout_s: float = 10.0) -> None:
-        from volary.fc.betaflight import FirmwareError, configure, find
-        from volary.fc.ctbr import StickMap
-        from volary.fc.profiles import rate_profile
-        from volary.platforms import get
-
-        if find() is None:
-            raise FirmwareError(
-                "betaflight SITL is not built: run `python -m volary.fc.betaflight build`"
-            )
-        self.hz = float(config.physics_hz)
-        self.timeout_s = timeout_s
-        self.platform = {s: config.slots[s].platform for s in config.role_slots("vehicle")}
-        names = set(self.platform.values())
-        self.airframe = {p: get(p) for p in names}
-        self.eeprom = {p: configure(rate_profile(p).profile()) for p in names}
-        self.maps = {p: StickMap.for_platform(p, rate_profile(p)) for p in names}
-        self.banks: dict[int, Any] = {s: None for s in self.platform}
-        self.clock: dict[int, int] = {s: 0 for s in self.platform}  # exchanges on its clock
-        self.lost = np.zeros(world.b, dtype=bool)
-        """(B,) per slot: its firmware was lost (the ``firmware_lost`` event)."""
-        self.events: list[Any] = []
-        """:class:`volary.fc.betaflight.FirmwareEvent` of every lost firmware (``vehicle``:
-        the slot; ``time``: the World's clock)."""
-        self._rest: set[int] = set()  # slots whose next exchange reads the vehicle at rest
-        self._sticks: dict[int, Any] = {}
-        self._finalizer = weakref.finalize(self, _close_banks, self.banks)
-        for s in self.platform:
-            why = self._start(world, s)
-            if why is not None:
-                self.close()
-                raise FirmwareError(f"betaflight: vehicle slot {s}: {why}")
-
-    def _start(self, world: Any, slot: int) -> str | None:
-        """A fresh firmware for ``slot``, booted and armed with its vehicle at rest where it
-        is; None, or why it could not be (the slot then has no firmware)."""
-        from volary.fc.betaflight import FirmwareBank, FirmwareError, Sticks
-
-        old, self.banks[slot] = self.banks[slot], None
-        if old is not None:
-            old.close()
-        p = self.platform[slot]
-        try:
-            bank = FirmwareBank([self.airframe[p]], [self.eeprom[p]], timeout_s=self.timeout_s)
-        except FirmwareError as e:
-            return f"did not boot: {e}"
-        st = world.sim.state
-        quat = st.quat[slot].double().numpy()[None]
-        pos, zero = st.pos[slot].double().numpy()[None], np.zeros((1, 3))
-        force = _body_gravity(quat[0])[None]
-        arm_at = round(ARM_AFTER_S * self.hz)
-        for j in range(round(ARM_WITHIN_S * self.hz)):
-            sticks = Sticks(throttle=0.0, arm=j >= arm_at, angle=False)
-            bank.commands(j / self.hz, [sticks], zero, force, quat, zero, pos)
-            if not bank.alive[0]:
-                bank.close()
-                return f"lost while arming ({bank.events[-1].cause})"
-            if j >= arm_at and float(bank.motors[0].max()) > 0.0:
-                self.banks[slot], self.clock[slot] = bank, j + 1
-                self.lost[slot] = False
-                self._rest.add(slot)
-                return None
-        bank.close()
-        return f"did not arm within {ARM_WITHIN_S:g} s of its clock"
-
-    def restart(self, world: Any, slot: int) -> None:
-        """A fresh firmware for ``slot`` (its vehicle just reset): booted and armed, or the
-        slot's firmware is lost (an event; the server goes on)."""
-        why = self._start(world, slot)
-        if why is not None:
-            self._lose(world, slot, why, "")
-
-    def _lose(self, world: Any, slot: int, cause: str, log_tail: str) -> None:
-        from volary.fc.betaflight import FirmwareEvent
-
-        self.lost[slot] = True
-        event = FirmwareEvent(time=world.tick * world.dt, vehicle=slot, cause=cause,
-                              log_tail=log_tail)  # fmt: skip
-        self.events.append(event)
-        log.warning("serve: vehicle slot %d: betaflight firmware lost: %s", slot, cause)
-
-    def __call__(self, world: Any, command: Any, k: int) -> torch.Tensor:
-        """The rotor speed commands of the period's ``k``-th physics step (World.inner)."""
-        live = [s for s, bank in self.banks.items() if bank is not None]
-        if k == 0:
-            cmd = torch.as_tensor(command).detach().cpu().double().numpy()
-            self._sticks = {
-                s: self.maps[self.platform[s]].sticks(float(cmd[s, 0]), cmd[s, 1:4]) for s in live
-            }
-        st = world.sim.state
-        pos, vel = st.pos.double().numpy(), st.vel.double().numpy()
-        quat, omega = st.quat.double().numpy(), st.omega.double().numpy()
-        reading = world.sim.imu_reading
-        for s in live:
-            if reading is None or s in self._rest:  # no sample since its reset: at rest
-                gyro, force = omega[s], _body_gravity(quat[s])
-            else:
-                gyro, force = reading.gyro[s].double().numpy(), reading.accel[s].double().numpy()
-            row = slice(s, s + 1)
-            self.banks[s].send(self.clock[s] / self.hz, [self._sticks[s]], gyro[None],
-                               force[None], quat[row], vel[row], pos[row])  # fmt: skip
-        out = np.zeros((world.b, world.params.n_rotors))
-        for s in live:
-            bank = self.banks[s]
-            rotor = bank.receive(self.clock[s] / self.hz)
-            self.clock[s] += 1
-            if bank.alive[0]:
-                out[s] = rotor[0]
-                continue
-            lost = bank.events[-1]
-            bank.close()
-            self.banks[s] = None
-            self._lose(world, s, lost.cause, lost.log_tail)
-        self._rest.difference_update(live)
-        return torch.from_numpy(out).to(world.params.mass.dtype)
-
-    def close(self) -> None:
-        """Stop every firmware process."""
-        _close_banks(self.banks)
-        for s in self.banks:
-            self.banks[s] = None
+    return world_settings(config.control_hz, config.physics_hz, config.imu)
