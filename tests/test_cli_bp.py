@@ -86,10 +86,17 @@ def test_sample_refuses_to_resume_a_dataset_of_another_config(sampled):
 
 
 def test_train_rejects_missing_and_malformed_datasets(tmp_path):
-    _bad(["train", "--out", str(tmp_path)], "dataset.h5: cannot read the BoundaryPredictor dataset", "No such file")
+    _bad(
+        ["train", "--out", str(tmp_path)],
+        "dataset.h5: cannot read the BoundaryPredictor dataset",
+        "No such file",
+    )
     junk = tmp_path / "junk.h5"
     junk.write_text("not hdf5")
-    _bad(["train", "--out", str(tmp_path), "--dataset", str(junk)], "not an HDF5 BoundaryPredictor dataset")
+    _bad(
+        ["train", "--out", str(tmp_path), "--dataset", str(junk)],
+        "not an HDF5 BoundaryPredictor dataset",
+    )
     other = tmp_path / "other.h5"
     with h5py.File(other, "w") as f:
         f.create_dataset("x", data=[1, 2, 3])

@@ -12,12 +12,15 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import re
 import signal
 import threading
 
 import numpy as np
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from volary.errors import ConfigError, UnknownNameError
@@ -28,7 +31,7 @@ from volary.sim import Sensing, World
 
 zmq = pytest.importorskip("zmq")
 
-from volary.client import Client  # noqa: E402
+from volary.client import Client, ServerError  # noqa: E402
 from volary.serve.server import Server  # noqa: E402
 
 needs_sitl = pytest.mark.skipif(
@@ -197,3 +200,187 @@ def test_world_sensor_rates_are_checked_against_the_control_period():
     with pytest.raises(ConfigError, match="control_hz=60"):
         World("crazyflie", sensors={"r": cam}, control="rotor_speeds", control_hz=240.0,
               physics_hz=960.0, sim_steps=4)  # fmt: skip
+
+
+# ---- raw sticks (issue 58): control "sticks" -----------------------------------------------------
+HOVER_STICK = 0.38  # throttle stick at hover, measured (fpv_racer_250; test_fc_betaflight.py)
+
+
+def _throttle(z_ref: float, state: dict) -> float:
+    """A pilot holding a height with the throttle stick (angle mode keeps the vehicle level)."""
+    z, vz = float(state["pos"][2]), float(state["vel"][2])
+    return min(1.0, max(0.0, HOVER_STICK + 0.25 * (z_ref - z) - 0.15 * vz))
+
+
+def _up(q) -> float:
+    """World z of the body's up axis (-1: upside down)."""
+    w, x, y, _ = (float(v) for v in q)
+    return 1.0 - 2.0 * (x * x + y * y)
+
+
+@needs_sitl
+def test_a_client_arms_takes_off_rolls_lands_and_disarms_betaflight_with_raw_sticks():
+    """The issue's scripted flight as RC frames through ``volary serve`` (control ``sticks``,
+    ``[roll, pitch, yaw, throttle, arm, angle]``): the firmware does not arm by itself; the
+    client arms it, lands from the open-space start (1 m), takes off in angle mode to ~1 m,
+    climbs, rolls in acro, lands and disarms: on the ground, at rest, rotors stopped. A stick
+    out of range is refused in one line naming it, and not flown."""
+    cfg = _config(control="sticks")
+    log: dict[str, list] = {}
+    with serving(cfg) as srv, Client(srv.address, timeout=60) as c:
+        assert c.control == "sticks" and c.setpoint_size == 6
+        bank = srv.firmware.banks[0]
+        obs = c.obs
+
+        def fly(ticks: int, frame, phase: str) -> None:
+            nonlocal obs
+            for _ in range(ticks):
+                obs = c.step(np.array(frame(obs["state"]), dtype=np.float64))
+                now = obs["state"]
+                row = (float(now["pos"][2]), _up(now["quat"]), float(now["omega"][0]),
+                       float(bank.motors[0].max()))  # fmt: skip
+                log.setdefault(phase, []).append(row)
+
+        fly(6, lambda s: [0, 0, 0, 0, 0, 1], "disarmed")  # valid RC, arm switch off
+        fly(12, lambda s: [0, 0, 0, 0, 1, 1], "arm")
+        fly(120, lambda s: [0, 0, 0, _throttle(-0.5, s), 1, 1], "down")
+        fly(150, lambda s: [0, 0, 0, _throttle(1.0, s), 1, 1], "takeoff")
+        fly(90, lambda s: [0, 0, 0, _throttle(2.5, s), 1, 1], "climb")
+        rolled = 0.0
+        while rolled < math.radians(330):  # full right roll stick in acro (angle switch off)
+            fly(1, lambda s: [1, 0, 0, 0.4, 1, 0], "roll")
+            rolled += log["roll"][-1][2] * c.dt
+            assert len(log["roll"]) < 120, "the roll did not complete in 2 s"
+        fly(60, lambda s: [0, 0, 0, _throttle(2.5, s), 1, 1], "recover")
+        start = obs["clock"]
+        fly(300, lambda s: [0, 0, 0, _throttle(max(-0.3, 2.5 - 0.6 * (obs["clock"] - start)),
+                                                s), 1, 1], "descend")  # fmt: skip
+        fly(30, lambda s: [0, 0, 0, 0, 1, 1], "cut")
+        fly(30, lambda s: [0, 0, 0, 0, 0, 1], "disarmed again")
+        tick = obs["tick"]
+        refused = r"command\[3\] \(throttle\): expected .* in \[0, 1\]"
+        with pytest.raises(ServerError, match=refused):
+            c.step([0.0, 0.0, 0.0, 1.5, 1.0, 1.0])
+        assert srv.world.tick == tick  # refused: not flown
+        final = obs["state"]
+        rotors = srv.world.state.rotor_speed[0].abs().max().item()
+        assert not srv.firmware.events
+    z = {k: np.array([r[0] for r in v]) for k, v in log.items()}
+    motors = {k: np.array([r[3] for r in v]) for k, v in log.items()}
+    assert np.all(motors["disarmed"] == 0.0), "armed without the client's arm switch"
+    assert np.all(motors["arm"][-6:] > 0.0), "the arm switch did not arm it"
+    assert z["down"][-1] < 0.05  # landed from the start height
+    assert 0.7 < z["takeoff"].max() < 1.3 and abs(z["takeoff"][-1] - 1.0) < 0.3
+    assert min(r[1] for r in log["roll"]) < -0.5, "never upside down: no roll"
+    assert log["recover"][-1][1] > 0.95  # level again in angle mode
+    assert z["disarmed again"].max() < 0.05 and np.all(motors["disarmed again"][-10:] == 0.0)
+    assert float(final["pos"][2]) < 0.05 and np.abs(final["vel"]).max() < 1e-3
+    assert rotors < 1.0  # rad/s: the motors have stopped
+
+
+def test_sticks_are_a_firmware_control_level_only():
+    with pytest.raises(ConfigError, match=r"^control: 'sticks' \(raw RC frames\) needs a"):
+        ServeConfig(control="sticks")
+    with pytest.raises(ConfigError, match="control: firmware 'betaflight' flies ctbr .* or sticks"):
+        ServeConfig(firmware="betaflight", control="velocity")
+    ServeConfig(slots=(SlotSpec("in_loop", "flightgoggles"),), firmware="betaflight",
+                control="sticks")  # fmt: skip
+
+
+@pytest.mark.parametrize("cmd", [["serve"], ["ros2", "serve"]])
+def test_volary_serve_takes_control_sticks_only_with_a_firmware(cmd):
+    from volary.cli.main import app
+
+    r = CliRunner().invoke(app, [*cmd, "--scene", "none", "--ticks", "1", "--control", "sticks"])
+    assert r.exit_code == 2, r.output
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "control: 'sticks' (raw RC frames) needs a" in lines[0], r.output
+
+
+@needs_sitl
+def test_volary_serve_starts_with_control_sticks_and_betaflight():
+    from volary.cli.main import app
+
+    args = ["serve", "--scene", "none", "--platform", PLATFORM, "--control", "sticks",
+            "--firmware", "betaflight", "--bind", "tcp://127.0.0.1:*", "--ticks", "0"]  # fmt: skip
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 0, r.output
+    assert "sticks at 60 Hz" in r.output and "served 0 control periods" in r.output
+
+
+_STICK = st.floats(-1.0, 1.0)
+_UNIT = st.floats(0.0, 1.0)
+_FRAMES = st.tuples(_STICK, _STICK, _STICK, _UNIT, _UNIT, _UNIT).map(list)
+
+
+@given(frame=_FRAMES)
+def test_a_sticks_step_takes_every_frame_in_range(frame):
+    from volary.serve.server import SticksStep, checked
+
+    msg = {"v": 1, "op": "step", "command": frame}
+    assert checked(SticksStep, msg).command.tolist() == frame
+    as_array = dict(msg, command=np.array(frame, dtype="<f4"))  # as a data frame
+    assert checked(SticksStep, as_array).command.shape == (6,)
+
+
+@given(
+    frame=_FRAMES,
+    i=st.integers(0, 5),
+    bad=st.one_of(
+        st.floats(allow_nan=True, allow_infinity=True).filter(lambda x: not -1.0 <= x <= 1.0),
+        st.floats(-1.0, -1e-9),
+    ),
+)
+def test_a_sticks_step_refuses_a_stick_out_of_range_naming_it(frame, i, bad):
+    from volary.fc.loop import STICKS
+    from volary.serve import protocol as P
+    from volary.serve.server import SticksStep, checked
+
+    if i < 3 and -1.0 <= bad <= 1.0:  # (only the throttle and the switches stop at 0)
+        bad = -1.5
+    frame[i] = bad
+    with pytest.raises(P.ProtocolError) as err:
+        checked(SticksStep, {"v": 1, "op": "step", "command": frame})
+    assert err.value.code == "bad_field"
+    assert str(err.value).startswith(f"command[{i}] ({STICKS[i]}): expected ")
+    assert "\n" not in str(err.value)
+
+
+def test_a_sticks_step_refuses_the_wrong_count_and_non_numbers():
+    from volary.serve import protocol as P
+    from volary.serve.server import SticksStep, checked
+
+    cases = [
+        ([0.0] * 4, "command: expected 6 numbers, got 4 items"),
+        ([0, 0, 0, 0, True, 0], "command[4]: expected a number, got bool"),
+        ([0, 0, 0, "0.5", 0, 0], "command[3]: expected a number, got str"),
+    ]
+    for command, says in cases:
+        with pytest.raises(P.ProtocolError, match=re.escape(says)):
+            checked(SticksStep, {"v": 1, "op": "step", "command": command})
+
+
+def test_ros2_joy_and_raw_commands_become_checked_stick_frames():
+    """``volary ros2 serve --control sticks``: sensor_msgs/Joy (axes roll, pitch, yaw,
+    throttle; buttons arm, angle) and ``cmd_raw`` become the RC frame, each stick checked."""
+    sensor_msgs = pytest.importorskip("sensor_msgs.msg")
+    std_msgs = pytest.importorskip("std_msgs.msg")
+    from types import SimpleNamespace
+
+    from volary.ros2 import topics
+    from volary.serve.roscommon import CommandError
+
+    config = ServeConfig(firmware="betaflight", control="sticks",
+                         slots=(SlotSpec("vehicle", PLATFORM),))  # fmt: skip
+    bridge = SimpleNamespace(config=config)
+    v = SimpleNamespace(ns="vehicle0", index=0)
+    joy = sensor_msgs.Joy(axes=[0.5, -0.25, 0.0, 0.75], buttons=[1, 0])
+    read = topics.command_reader("sticks")
+    assert read(joy, bridge, v).tolist() == [0.5, -0.25, 0.0, 0.75, 1.0, 0.0]
+    with pytest.raises(CommandError, match=r"/vehicle0/cmd_joy\[3\] \(throttle\): expected"):
+        read(sensor_msgs.Joy(axes=[0.0, 0.0, 0.0, -0.5], buttons=[1, 1]), bridge, v)
+    with pytest.raises(CommandError, match="expected 4 axes .* and 2 buttons"):
+        read(sensor_msgs.Joy(axes=[0.0] * 6, buttons=[1, 1]), bridge, v)
+    raw = std_msgs.Float64MultiArray(data=[2.0, 0.0, 0.0, 0.5, 1.0, 1.0])
+    with pytest.raises(CommandError, match=r"/vehicle0/cmd_raw\[0\] \(roll\): expected"):
+        topics.raw_reader(raw, bridge, v)

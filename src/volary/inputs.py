@@ -77,6 +77,9 @@ LIMITS: dict[str, Limit] = {
     # a scene file read whole into memory (OBJ, STL, PCD, ASCII PLY; binary PLY is mapped)
     "scene_file": Limit("scene file size", "B", 0, 2**30, integer=True),
     "fc_vehicles": Limit("flight-controller firmware processes", "1", 1, 64, integer=True),
+    "stick": Limit("RC stick deflection", "1", -1.0, 1.0),
+    "throttle_stick": Limit("RC throttle stick", "1", 0.0, 1.0),
+    "switch": Limit("RC switch (> 0.5: on)", "1", 0.0, 1.0),
     # a learning dataset or a recording is read whole: its arrays' declared bytes, before reading
     "array_bytes": Limit("bytes of the arrays read from a data file", "B", 0, 2**34, integer=True),
 }

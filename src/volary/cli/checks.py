@@ -267,6 +267,11 @@ def _control_modes() -> Collection[str]:
     return CONTROL_MODES
 
 
+def _serve_controls() -> Collection[str]:
+    """A served vehicle's control levels: the controllers', and a firmware's raw ``sticks``."""
+    return (*_control_modes(), "sticks")
+
+
 def _racer(name: str) -> Any:
     from volary.planning.racing import RACERS
 
@@ -399,7 +404,7 @@ def _serve_common() -> dict[str, Check]:
         "--scene-param": parsed(_serve_parse("scene")),
         "--vehicles": _counts(1024, "simulated vehicles", 0),
         "--platform": PLATFORM,
-        "--control": one_of(_control_modes),
+        "--control": one_of(_serve_controls),
         "--control-hz": real(1, 10_000, "control rate", "Hz"),
         "--imu": looked_up(_imu),
         "--sensor": parsed(_serve_parse("sensor")),
@@ -665,6 +670,8 @@ OPTIONS: dict[str, dict[str, Check]] = {
         "--seed": SEED,
         "--msg-cache": OUT,
         "--log-dir": OUT,
+        "--firmware": one_of(("ideal", "betaflight")),
+        "--platform": PLATFORM,
     },
     "ros1 msgs": {"--msg-cache": OUT},
 }

@@ -1,7 +1,8 @@
 """Betaflight's rate loop inside a :class:`~volary.sim.World` (the World's ``inner`` hook):
-the vehicles' CTBR commands fly through one Betaflight 4.6.0 SITL process per vehicle, in
-lock-step with the World's physics steps. ``volary serve --firmware betaflight`` and the ROS
-bridges use it (:mod:`volary.serve.world`); so does :mod:`volary.fc.env`."""
+the vehicles' commands (CTBR, or raw RC sticks: :data:`CONTROLS`) fly through one Betaflight
+4.6.0 SITL process per vehicle, in lock-step with the World's physics steps. ``volary serve
+--firmware betaflight`` and the ROS bridges use it (:mod:`volary.serve.world`); so does
+:mod:`volary.fc.env`."""
 
 from __future__ import annotations
 
@@ -19,6 +20,37 @@ from volary.errors import ConfigError
 log = logging.getLogger(__name__)
 ARM_AFTER_S = 0.5  # s of valid RC before Betaflight 4.6.0 takes the arm switch (recovery delay)
 ARM_WITHIN_S = 2.0  # s of firmware clock a fresh firmware gets to arm before it counts as lost
+CONTROLS = ("ctbr", "sticks")  # the control levels a firmware-flown vehicle takes
+STICKS = ("roll", "pitch", "yaw", "throttle", "arm", "angle")
+"""The order of a ``sticks`` setpoint, one Betaflight RC frame
+(:class:`~volary.fc.betaflight.Sticks`): roll, pitch and yaw sticks in [-1, 1] (+1: roll right,
+pitch forward i.e. nose down, yaw clockwise seen from above: a pilot's sticks), throttle in
+[0, 1], then the arm and angle-mode switches in [0, 1] (> 0.5: on; angle off flies acro)."""
+_STICK_LIMITS = ("stick", "stick", "stick", "throttle_stick", "switch", "switch")  # inputs.LIMITS
+
+
+def stick_setpoint(values: Any, arg: str = "command") -> np.ndarray:
+    """``values`` (6 numbers in :data:`STICKS` order) as a float64 vector, each within its
+    declared limit (``volary.inputs.LIMITS``), else ConfigError naming ``arg``'s element and
+    stick, e.g. ``command[3] (throttle): expected a finite number in [0, 1] ...``."""
+    from volary.inputs import within
+
+    row = np.asarray(values, dtype=np.float64).reshape(-1)
+    if row.size != len(STICKS):
+        raise ConfigError(f"{arg}: expected {len(STICKS)} numbers {STICKS}, got {row.size}")
+    for i, (name, limit) in enumerate(zip(STICKS, _STICK_LIMITS, strict=True)):
+        within(float(row[i]), limit, f"{arg}[{i}] ({name})")
+    return row
+
+
+def sticks_of(row: Any) -> Any:
+    """A ``sticks`` setpoint (:data:`STICKS` order) as the :class:`~volary.fc.betaflight.Sticks`
+    RC frame the firmware gets (switches on above 0.5)."""
+    from volary.fc.betaflight import Sticks
+
+    roll, pitch, yaw, throttle, arm, angle = (float(v) for v in row)
+    return Sticks(roll=roll, pitch=pitch, yaw=yaw, throttle=throttle, arm=arm > 0.5,
+                  angle=angle > 0.5)  # fmt: skip
 
 
 def world_settings(control_hz: float, physics_hz: float, imu: str) -> dict[str, Any]:
@@ -58,39 +90,54 @@ class FirmwareLoop:
     restarts alone), set as the World's :attr:`~volary.sim.World.inner`; "slot" below is a
     vehicle index of the World (a server's vehicle slot).
 
-    Each control period's CTBR command (``[thrust N, p, q, r rad/s FLU]``) becomes an armed
-    acro RC frame through the slot's :class:`volary.fc.ctbr.StickMap` (its platform's
-    :data:`volary.fc.profiles.RATE_PROFILES` entry, also the firmware's configuration), held
-    for the period; at every physics step the firmware gets that frame and the vehicle's state
-    (the IMU's gyro and specific force, attitude, velocity, position) and its motor outputs
-    become the rotor speed commands of the step (lock-step: the firmware's clock is the
-    exchanges' count / ``physics_hz``).
+    ``control="ctbr"`` (the default): each control period's command (``[thrust N, p, q, r
+    rad/s FLU]``) becomes an armed acro RC frame through the slot's
+    :class:`volary.fc.ctbr.StickMap` (its platform's :data:`volary.fc.profiles.RATE_PROFILES`
+    entry, also the firmware's configuration). ``control="sticks"``: the command is the RC
+    frame itself (:data:`STICKS`: sticks, throttle, arm and angle switches; values outside
+    [-1, 1] / [0, 1] are clipped as the receiver would; a server checks them first, see
+    :func:`stick_setpoint`). Either frame is held for the period; at every physics step the
+    firmware gets that frame and the vehicle's state (the IMU's gyro and specific force,
+    attitude, velocity, position) and its motor outputs become the rotor speed commands of the
+    step (lock-step: the firmware's clock is the exchanges' count / ``physics_hz``).
 
     Arming: a fresh firmware (at construction, and at each :meth:`restart`, e.g. a server
-    client's ``hello``) is booted and armed before the vehicle flies: fed the vehicle at rest at its
-    start pose with the arm switch off for :data:`ARM_AFTER_S` s, then on until its motors
-    idle. Commands keep the switch on. A firmware that exits, stalls, or does not arm is
+    client's ``hello``) is booted and fed the vehicle at rest at its start pose with valid RC,
+    arm switch off, for :data:`ARM_AFTER_S` s (Betaflight's RC recovery delay). With ``ctbr``
+    it is then armed (switch on until its motors idle) before the vehicle flies, and commands
+    keep the switch on. With ``sticks`` it is left disarmed: the commands' arm switch arms it
+    at once, as a pilot does, and disarms it. A firmware that exits, stalls, or does not arm is
     lost: its vehicle's rotor commands are zero from then on (it falls), ``lost[slot]`` is set
     (the ``firmware_lost`` event of the slot's ``obs``), a :class:`FirmwareEvent` with the
     slot as ``vehicle`` goes to ``events``, and the World and the other slots go on."""
 
-    setpoint_size = 4  # ctbr: [collective thrust N, p, q, r rad/s]
+    setpoint_size = 4  # ctbr: [collective thrust N, p, q, r rad/s]; sticks: 6 (STICKS)
 
     def __init__(
-        self, world: Any, platforms: Mapping[int, str], hz: float, *, timeout_s: float = 10.0
+        self,
+        world: Any,
+        platforms: Mapping[int, str],
+        hz: float,
+        *,
+        timeout_s: float = 10.0,
+        control: str = "ctbr",
     ) -> None:
         """``platforms``: vehicle index -> platform name of every vehicle the firmware flies
         (the others get zero rotor commands); ``hz``: the exchange rate, the World's physics
-        rate."""
+        rate; ``control``: one of :data:`CONTROLS`, what a command row is."""
         from volary.fc.betaflight import FirmwareError, configure, find
         from volary.fc.ctbr import StickMap
         from volary.fc.profiles import rate_profile
         from volary.platforms import get
 
+        if control not in CONTROLS:
+            raise ConfigError(f"control: expected one of {CONTROLS}, got {control!r}")
         if find() is None:
             raise FirmwareError(
                 "betaflight SITL is not built: run `python -m volary.fc.betaflight build`"
             )
+        self.control = control
+        self.setpoint_size = len(STICKS) if control == "sticks" else 4
         self.hz = float(hz)
         self.timeout_s = timeout_s
         self.platform = dict(platforms)
@@ -115,8 +162,9 @@ class FirmwareLoop:
                 raise FirmwareError(f"betaflight: vehicle slot {s}: {why}")
 
     def _start(self, world: Any, slot: int) -> str | None:
-        """A fresh firmware for ``slot``, booted and armed with its vehicle at rest where it
-        is; None, or why it could not be (the slot then has no firmware)."""
+        """A fresh firmware for ``slot``, booted with its vehicle at rest where it is and armed
+        (``ctbr``) or ready to arm (``sticks``); None, or why it could not be (the slot then
+        has no firmware)."""
         from volary.fc.betaflight import FirmwareBank, FirmwareError, Sticks
 
         old, self.banks[slot] = self.banks[slot], None
@@ -134,21 +182,28 @@ class FirmwareLoop:
         arm_at = round(ARM_AFTER_S * self.hz)
         for j in range(round(ARM_WITHIN_S * self.hz)):
             sticks = Sticks(throttle=0.0, arm=j >= arm_at, angle=False)
+            if self.control == "sticks" and j == arm_at:  # ready: the client arms it
+                self._ready(slot, bank, j)
+                return None
             bank.commands(j / self.hz, [sticks], zero, force, quat, zero, pos)
             if not bank.alive[0]:
                 bank.close()
                 return f"lost while arming ({bank.events[-1].cause})"
             if j >= arm_at and float(bank.motors[0].max()) > 0.0:
-                self.banks[slot], self.clock[slot] = bank, j + 1
-                self.lost[slot] = False
-                self._rest.add(slot)
+                self._ready(slot, bank, j + 1)
                 return None
         bank.close()
         return f"did not arm within {ARM_WITHIN_S:g} s of its clock"
 
+    def _ready(self, slot: int, bank: Any, clock: int) -> None:
+        self.banks[slot], self.clock[slot] = bank, clock
+        self.lost[slot] = False
+        self._rest.add(slot)
+
     def restart(self, world: Any, slot: int) -> None:
-        """A fresh firmware for ``slot`` (its vehicle just reset): booted and armed, or the
-        slot's firmware is lost (an event; the server goes on)."""
+        """A fresh firmware for ``slot`` (its vehicle just reset): booted and armed (``ctbr``)
+        or ready to arm (``sticks``), or the slot's firmware is lost (an event; the server goes
+        on)."""
         why = self._start(world, slot)
         if why is not None:
             self._lose(world, slot, why, "")
@@ -167,9 +222,13 @@ class FirmwareLoop:
         live = [s for s, bank in self.banks.items() if bank is not None]
         if k == 0:
             cmd = torch.as_tensor(command).detach().cpu().double().numpy()
-            self._sticks = {
-                s: self.maps[self.platform[s]].sticks(float(cmd[s, 0]), cmd[s, 1:4]) for s in live
-            }
+            if self.control == "sticks":
+                self._sticks = {s: sticks_of(cmd[s]) for s in live}
+            else:
+                maps = self.maps
+                self._sticks = {
+                    s: maps[self.platform[s]].sticks(float(cmd[s, 0]), cmd[s, 1:4]) for s in live
+                }
         st = world.sim.state
         pos, vel = st.pos.double().numpy(), st.vel.double().numpy()
         quat, omega = st.quat.double().numpy(), st.omega.double().numpy()

@@ -29,6 +29,17 @@ a warning. Real time (``realtime``): FlightGoggles' own behaviour; the World tic
 clock (times ``speed``) and flies the newest command; when it cannot keep up the clock runs
 slower, and ``/volary/clock_scale`` (sim s per wall s) and ``/uav/camera/debug/fps`` say so.
 
+Firmware (``firmware="betaflight"``): the RateThrust commands fly through Betaflight 4.6.0
+SITL's acro rate loop (:class:`volary.fc.loop.FirmwareLoop`, one firmware process, lock-step
+with the World's physics steps) instead of FlightGoggles' rate loop. FlightGoggles' vehicle has
+no Betaflight profile, so the vehicle is ``research_quad_1kg`` (its 1 kg) unless ``platform``
+names another profiled one. Each arming starts a fresh firmware, booted and armed with the
+vehicle at rest at its pose, so a flight does not depend on how long it was held disarmed. A
+firmware that is lost (it exits or stops answering) ends the flight the way a collision does:
+``/uav/collision`` is published, the vehicle goes back to its start, disarmed, the lap ends as
+"Collision"; besides, ``/volary/firmware_lost`` (``std_msgs/String``) says when and why and
+``/rosout`` logs it. The next arming starts a fresh firmware.
+
 A command that is not finite is refused: logged (``/rosout``), explained on
 ``/volary/command_error``, and the World keeps the last valid one.
 
@@ -41,6 +52,7 @@ from __future__ import annotations
 
 import threading
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,7 +67,7 @@ from volary.ros1.msgs import MessageDirs, ensure_messages
 from volary.ros1.params import MIN_ARMING_THRUST, RESET_TIMEOUT, fg_params
 from volary.serve import roscommon as R
 from volary.serve.host import WorldHost
-from volary.serve.world import SensorSpec, ServeConfig, SlotSpec
+from volary.serve.world import FIRMWARES, SensorSpec, ServeConfig, SlotSpec
 
 COURSES = ("alphapilot_2019",)
 SENSOR_HZ = 60.0  # FlightGoggles' render rate: camera_info, IR beacons, rangefinder
@@ -64,6 +76,8 @@ CONTROL_RATES = (60.0, 120.0, 240.0, 480.0, 960.0)  # ticks that divide 960 Hz, 
 CAMERA, RANGER = "flightgoggles", "flightgoggles"  # sensor presets
 GRAVITY = 9.81  # m/s^2 (DESIGN.md)
 COMMAND_FIELDS = ("thrust.z", "angular_rates.x", "angular_rates.y", "angular_rates.z")
+FIRMWARE_PLATFORM = "research_quad_1kg"  # Betaflight-profiled, FlightGoggles' vehicle's 1 kg
+FIRMWARE_LOST = "/volary/firmware_lost"  # std_msgs/String: when and why a firmware was lost
 
 
 @dataclass(frozen=True)
@@ -72,7 +86,11 @@ class Ros1Options:
     until stopped); ``results``: the results YAML's path; ``exit_on_result``: stop when the
     lap ends (FlightGoggles' scorer launch ended with its reporter); ``imu``: IMU preset;
     ``seed``: the World's noise seed; ``kinetic_frames``: header frame ids with FlightGoggles
-    2019's leading slash (:class:`volary.ros1.topics.Frames`)."""
+    2019's leading slash (:class:`volary.ros1.topics.Frames`); ``firmware``: whose rate loop
+    flies the RateThrust commands, ``"ideal"`` (FlightGoggles' own, volary's ``ctbr``
+    controller) or ``"betaflight"`` (module docstring); ``platform``: the vehicle (None:
+    FlightGoggles' own, ``flightgoggles``, with the ideal loop; :data:`FIRMWARE_PLATFORM` with
+    Betaflight, which flies only the platforms it has a rate profile for)."""
 
     course: str = "alphapilot_2019"
     control_hz: float = 120.0
@@ -87,6 +105,8 @@ class Ros1Options:
     seed: int = 0
     kinetic_frames: bool = False
     node_name: str = "volary_flightgoggles"
+    firmware: str = "ideal"
+    platform: str | None = None
 
     def __post_init__(self) -> None:
         if self.course not in COURSES:
@@ -101,15 +121,32 @@ class Ros1Options:
             raise ConfigError(f"input_timeout: expected s > 0 or None, got {self.input_timeout!r}")
         if self.ticks is not None and not (isinstance(self.ticks, int) and self.ticks >= 0):
             raise ConfigError(f"ticks: expected an int >= 0 or None, got {self.ticks!r}")
+        if self.firmware not in FIRMWARES:
+            raise ConfigError(f"firmware: expected one of {FIRMWARES}, got {self.firmware!r}")
+        from volary.platforms import get
+
+        get(self.vehicle)  # an unknown name lists the platforms
+        if self.firmware == "betaflight":
+            from volary.fc.profiles import rate_profile
+
+            rate_profile(self.vehicle)  # a platform without one lists those that have one
+
+    @property
+    def vehicle(self) -> str:
+        """The platform flown (``platform``, or the firmware's default)."""
+        if self.platform is not None:
+            return self.platform
+        from volary.bench.race import RACE_PLATFORM
+
+        return RACE_PLATFORM if self.firmware == "ideal" else FIRMWARE_PLATFORM
 
 
 def serve_config(options: Ros1Options) -> ServeConfig:
-    """The World FlightGoggles' interface fronts: its vehicle on the course, ``ctbr`` control,
-    its IMU, the left camera's IR beacons and the downward rangefinder at 60 Hz."""
-    from volary.bench.race import RACE_PLATFORM
-
+    """The World FlightGoggles' interface fronts: its vehicle on the course, ``ctbr`` control
+    (through ``options.firmware``'s rate loop), its IMU, the left camera's IR beacons and the
+    downward rangefinder at 60 Hz."""
     return ServeConfig(
-        slots=(SlotSpec(platform=RACE_PLATFORM, sensors=("ir", "range")),),
+        slots=(SlotSpec(platform=options.vehicle, sensors=("ir", "range")),),
         scene=options.course,
         control="ctbr",
         control_hz=float(options.control_hz),
@@ -120,7 +157,20 @@ def serve_config(options: Ros1Options) -> ServeConfig:
             "range": SensorSpec("rangefinder", RANGER, SENSOR_HZ),
         },
         sim_seed=options.seed,
+        firmware=options.firmware,
     )
+
+
+def next_due(due: float, period: float, now: float) -> float:
+    """The wall time the next tick is due (real time, and disarmed lock-step ticks): one
+    ``period`` after the last was ``due``, but no earlier than 0.25 s before ``now`` (after a
+    stall the schedule moves on: no burst) and no later than one period after ``now`` (after
+    armed lock-step ticks that ran faster than the wall clock, a disarmed clock goes on at wall
+    speed from there instead of standing still until the wall clock catches up)."""
+    return min(max(due + period, now - 0.25), now + period)
+
+
+_FG_RATE_LOOP = ("/uav/flightgoggles_lpf/", "/uav/flightgoggles_pid/")  # its gains' parameters
 
 
 def _cause(ev: dict[str, Any], world: Any) -> str:
@@ -200,6 +250,7 @@ class Ros1Bridge(WorldHost):
         self._passed = np.zeros(len(self.lap.names), dtype=bool)
         self._reported = False
         self._rate_window: tuple[float, int, int] | None = None  # wall, tick, frames: serve()
+        self._fw_reported = 0  # firmware events published so far
         imu = self.world.sim.imu.config
         # per-sample variances (m/s^2)^2 and (rad/s)^2 of what is published
         self._var = (imu.accel_noise_density**2 * imu.rate_hz,
@@ -219,6 +270,9 @@ class Ros1Bridge(WorldHost):
     def parameters(self) -> dict[str, Any]:
         out = fg_params(self.world, self.spec, self.camera, self.ranger, str(self.results_path))
         out["/uav/flightgoggles_uav_dynamics/ignore_collisions"] = self.options.ignore_collisions
+        if self.firmware is not None:  # Betaflight's rate loop flies, not FlightGoggles'
+            out = {k: v for k, v in out.items() if not k.startswith(_FG_RATE_LOOP)}
+        out["/volary/firmware"] = self.options.firmware
         return out
 
     def _start_node(self) -> None:
@@ -236,6 +290,12 @@ class Ros1Bridge(WorldHost):
         self.sub = rospy.Subscriber(self.T.RATE_THRUST, RateThrust, self._on_rate_thrust,
                                     tcp_nodelay=True)  # fmt: skip
         self.pub.tf_static.publish(self.T.static_tf(rospy, self.camera.mount))
+        self.firmware_lost: Any = None
+        if self.firmware is not None:
+            with warnings.catch_warnings():  # rospy warns that queue_size=None is synchronous
+                warnings.simplefilter("ignore", SyntaxWarning)
+                self.firmware_lost = rospy.Publisher(FIRMWARE_LOST, self.T.String,
+                                                     queue_size=None, tcp_nodelay=True)  # fmt: skip
 
     # ---- commands -----------------------------------------------------------------------------
     def _on_rate_thrust(self, msg: Any) -> None:
@@ -265,8 +325,8 @@ class Ros1Bridge(WorldHost):
         self._rate_window = (wall0, self.world.tick, 0)
         try:
             while not self._should_stop():
-                next_wall += self.world.dt / (self.options.speed if self.options.realtime else 1)
-                next_wall = max(next_wall, time.monotonic() - 0.25)  # no burst after a stall
+                period = self.world.dt / (self.options.speed if self.options.realtime else 1)
+                next_wall = next_due(next_wall, period, time.monotonic())
                 command = self._await_command(seen, next_wall)
                 self._step(command)
                 seen = self._publish_tick()
@@ -274,8 +334,9 @@ class Ros1Bridge(WorldHost):
             self.lap.interrupt()
             self._report()
             sim, wall = (self.world.tick - tick0) * self.world.dt, time.monotonic() - wall0
+            lost = "" if self.firmware is None else f" firmware_lost={len(self.firmware.events)}"
             print(f"volary-ros1 stopped ticks={self.world.tick - tick0} sim_s={sim:.3f} "
-                  f"wall_s={wall:.3f} held={self.stalls} refused={self.commands.refused}",
+                  f"wall_s={wall:.3f} held={self.stalls} refused={self.commands.refused}{lost}",
                   flush=True)  # fmt: skip
         return self.lap
 
@@ -285,6 +346,8 @@ class Ros1Bridge(WorldHost):
         self.commands.wake()
 
     def shutdown(self) -> None:
+        """Shut the node down and stop the firmware processes."""
+        self.close_recording()
         self.rospy.signal_shutdown("volary ros1 bridge stopped")
 
     def _should_stop(self) -> bool:
@@ -323,12 +386,16 @@ class Ros1Bridge(WorldHost):
     def _step(self, command: np.ndarray | None) -> None:
         if not self.armed and self._arms(command):
             self.armed = True
+            if self.firmware is not None:  # a fresh firmware, armed at rest where it is held
+                self.reset_slot(0)
         if self.armed and command is not None:
             self.advance({0: ("vehicle", {"command": command})})
             self.lap.start(self.now)  # the first IMU message carries this stamp
         else:
             self._hold()
         self._gates()
+        if self.firmware is not None:
+            self._firmware_lost()  # disarms when it ends the flight
         if self.armed:
             self._check_crash()
         self.lap.check_time(self.now)
@@ -371,9 +438,29 @@ class Ros1Bridge(WorldHost):
         self.rospy.logwarn(f"collision at t={self.now:.3f} s at {where} m ({why})")
         self.lap.collided()
         if not self.options.ignore_collisions:
-            self.reset_slot(0)
-            self.armed, self._passed[:] = False, False
-            self._arm_after, self._arm_count = self.now + RESET_TIMEOUT, None
+            self._disarm()
+
+    def _disarm(self) -> None:
+        """Back to the start, disarmed; a command may arm again ``RESET_TIMEOUT`` s later."""
+        self.reset_slot(0)
+        self.armed, self._passed[:] = False, False
+        self._arm_after, self._arm_count = self.now + RESET_TIMEOUT, None
+
+    def _firmware_lost(self) -> None:
+        """Publish each newly lost firmware on :data:`FIRMWARE_LOST` and ``/rosout``; a flight
+        whose firmware is gone ends as a collision does (module docstring), whether or not
+        collisions are ignored: nothing flies the vehicle any more."""
+        assert self.firmware is not None
+        events = self.firmware.events[self._fw_reported :]
+        self._fw_reported += len(events)
+        for ev in events:
+            why = f"t={ev.time:.3f} s: betaflight firmware lost: {ev.cause}"
+            self.firmware_lost.publish(self.T.String(data=why))
+            self.rospy.logerr(why + (f"; its log ends: {ev.log_tail}" if ev.log_tail else ""))
+        if self.armed and self.firmware.lost[0]:
+            self.pub.collision.publish(self.T.Empty())
+            self.lap.collided()
+            self._disarm()  # reset_slot starts a fresh firmware
 
     def crashed(self) -> bool:
         """:func:`volary.bench.race.crashed_out`'s rule for vehicle 0 (touching a gate or the

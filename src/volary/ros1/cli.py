@@ -71,6 +71,20 @@ def serve(
         Path | None, typer.Option(help="Where generated messages go (default ~/.cache/volary).")
     ] = None,
     log_dir: Annotated[Path | None, typer.Option(help="ROS_LOG_DIR of node and master.")] = None,
+    firmware: Annotated[
+        str,
+        typer.Option(
+            help="Rate loop flying the RateThrust commands: ideal (FlightGoggles') or "
+            "betaflight (Betaflight 4.6.0 SITL in lock-step; see docs/firmware.md)."
+        ),
+    ] = "ideal",
+    platform: Annotated[
+        str | None,
+        typer.Option(
+            help="The vehicle; default flightgoggles, research_quad_1kg with --firmware "
+            "betaflight (which needs a platform it has a rate profile for)."
+        ),
+    ] = None,
 ) -> None:
     """Serve the course with FlightGoggles' topics, parameters and arming rule; prints
     'volary-ros1 ready master=... pythonpath=...' once serving and the lap's score at its end."""
@@ -83,7 +97,8 @@ def serve(
                               speed=speed, input_timeout=input_timeout or None, ticks=ticks,
                               results=str(results), exit_on_result=exit_on_result,
                               ignore_collisions=ignore_collisions, imu=imu, seed=seed,
-                              kinetic_frames=kinetic_frames)  # fmt: skip
+                              kinetic_frames=kinetic_frames, firmware=firmware,
+                              platform=platform)  # fmt: skip
         svc = start(options, master_port=master_port, msg_cache=msg_cache, log_dir=log_dir)
     except VolaryError as e:
         _fail(str(e))

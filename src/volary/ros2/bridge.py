@@ -52,6 +52,7 @@ COMMAND_TOPICS: dict[str, tuple[str, str]] = {
     "wrench": ("cmd_wrench", "geometry_msgs/WrenchStamped"),
     "rotor_speeds": ("cmd_motors", "std_msgs/Float64MultiArray"),
     "rotor_thrusts": ("cmd_motors", "std_msgs/Float64MultiArray"),
+    "sticks": ("cmd_joy", "sensor_msgs/Joy"),  # with a firmware: the raw RC frame
 }
 # cmd_vel and cmd_accel carry a yaw *rate* (angular.z): the bridge integrates it into the
 # level's yaw setpoint, yaw_k = yaw_(k-1) + r_k dt from the vehicle's yaw when a node took it

@@ -37,8 +37,33 @@ def message_type(kind: str) -> Any:
 
 # ---- commands in ----------------------------------------------------------------------------
 def raw_reader(msg: Any, bridge: Ros2Bridge, v: _Vehicle) -> np.ndarray:
-    """``cmd_raw`` (std_msgs/Float64MultiArray): the level's setpoint, volary's order and SI."""
-    return np.asarray(msg.data, dtype=np.float64)
+    """``cmd_raw`` (std_msgs/Float64MultiArray): the level's setpoint, volary's order and SI
+    (``sticks``: each stick within its range, as :func:`_joy` checks)."""
+    data = np.asarray(msg.data, dtype=np.float64)
+    if bridge.config.control == "sticks":
+        return _stick_row(data, f"/{v.ns}/cmd_raw")
+    return data
+
+
+def _stick_row(values: Any, what: str) -> np.ndarray:
+    from volary.fc.loop import stick_setpoint
+
+    try:
+        return stick_setpoint(values, what)
+    except ConfigError as e:
+        raise R.CommandError(str(e)) from None
+
+
+def _joy(msg: Any, bridge: Ros2Bridge, v: _Vehicle) -> np.ndarray:
+    """sensor_msgs/Joy -> one RC frame (control ``sticks``, :data:`volary.fc.loop.STICKS`):
+    ``axes`` = [roll, pitch, yaw, throttle] (sticks in [-1, 1], throttle in [0, 1]),
+    ``buttons`` = [arm, angle] (1: on); each value checked against its range."""
+    if len(msg.axes) != 4 or len(msg.buttons) != 2:
+        raise R.CommandError(
+            f"/{v.ns}/cmd_joy: expected 4 axes [roll, pitch, yaw, throttle] and 2 buttons "
+            f"[arm, angle], got {len(msg.axes)} and {len(msg.buttons)}"
+        )
+    return _stick_row([*msg.axes, *msg.buttons], f"/{v.ns}/cmd_joy")
 
 
 def _xyz(p: Any) -> list[float]:
@@ -110,6 +135,7 @@ _READERS = {
     "wrench": _wrench,
     "rotor_speeds": raw_reader,
     "rotor_thrusts": raw_reader,
+    "sticks": _joy,  # with COMMAND_TOPICS["sticks"] = ("cmd_joy", "sensor_msgs/Joy")
 }
 
 
@@ -164,6 +190,10 @@ class Publishers:
                     )
             pubs["collision"] = node.create_publisher(self.T["std_msgs/Bool"], f"{ns}/collision",
                                                       rel)  # fmt: skip
+            if bridge.config.firmware != "ideal":
+                pubs["firmware_lost"] = node.create_publisher(
+                    self.T["std_msgs/Bool"], f"{ns}/firmware_lost", rel
+                )
             if bridge.world.gates is not None:
                 pubs["gates_passed"] = node.create_publisher(
                     self.T["std_msgs/UInt32"], f"{ns}/gates_passed", rel
@@ -233,13 +263,19 @@ class Publishers:
             self._scale_sent = now
 
     def _events(self, v: _Vehicle, ev: dict[str, Any], pubs: dict[str, Any], repeat: bool) -> None:
-        """``collision`` every tick while touching and when it changes; ``gates_passed`` when
-        it changes (and first): events, not a stream, so a quiet flight costs no messages."""
+        """``collision`` every tick while touching and when it changes; ``gates_passed`` and
+        ``firmware_lost`` (a firmware-flown World: the vehicle's firmware was lost, it has no
+        motors) when they change (and first): events, not a stream, so a quiet flight costs no
+        messages."""
         last = self._last_events[v.index]
         now = {
             "collision": bool(ev.get("collided")),
             "gates_passed": int(ev.get("gates_passed", 0)),
+            "firmware_lost": bool(ev.get("firmware_lost", False)),
         }
+        if "firmware_lost" in pubs and (now["firmware_lost"] != last.get("firmware_lost")
+                                        or repeat):  # fmt: skip
+            pubs["firmware_lost"].publish(self.T["std_msgs/Bool"](data=now["firmware_lost"]))
         if now["collision"] or now["collision"] != last.get("collision") or repeat:
             pubs["collision"].publish(self.T["std_msgs/Bool"](data=now["collision"]))
         if "gates_passed" in pubs and (now["gates_passed"] != last.get("gates_passed") or repeat):

@@ -188,11 +188,12 @@ def vector(msg: Mapping[str, Any], name: str, size: int, default: Any = ...) -> 
     return None if v is None else as_vector(v, size, name)
 
 
-def as_vector(v: Any, size: int, name: str) -> np.ndarray:
+def as_vector(v: Any, size: int, name: str, *, bounded: bool = True) -> np.ndarray:
     """``v`` as a float64 vector of ``size``: a msgpack list of exactly ``size`` numbers (int or
     float; not bool, str, a list or a timestamp) or an array of shape ``(size,)`` with an int or
-    float dtype; every value finite with ``|x| <= MAX_ABS``. Else :class:`ProtocolError`
-    ``bad_field`` naming ``name`` (and the element)."""
+    float dtype; every value finite with ``|x| <= MAX_ABS`` (``bounded=False``: left to the
+    caller, whose own ranges are narrower). Else :class:`ProtocolError` ``bad_field`` naming
+    ``name`` (and the element)."""
     if isinstance(v, np.ndarray):
         if v.shape != (size,) or v.dtype.kind not in "iuf":
             raise ProtocolError(
@@ -200,7 +201,7 @@ def as_vector(v: Any, size: int, name: str) -> np.ndarray:
                 f"{name}: expected an array of {size} numbers, shape ({size},), got shape "
                 f"{tuple(v.shape)} of {v.dtype.str}",
             )
-        return numbers(v, name)
+        return numbers(v, name) if bounded else np.array(v, dtype=np.float64)
     if not isinstance(v, list):
         raise ProtocolError(
             "bad_field", f"{name}: expected list or ndarray, got {type(v).__name__}"
@@ -212,7 +213,8 @@ def as_vector(v: Any, size: int, name: str) -> np.ndarray:
             raise ProtocolError(
                 "bad_field", f"{name}[{i}]: expected a number, got {type(x).__name__}"
             )
-    return numbers(np.array(v, dtype=np.float64), name)  # msgpack ints fit float64
+    out = np.array(v, dtype=np.float64)  # msgpack ints fit float64
+    return numbers(out, name) if bounded else out
 
 
 def numbers(a: np.ndarray, name: str) -> np.ndarray:

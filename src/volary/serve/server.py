@@ -34,6 +34,7 @@ from pydantic import ConfigDict, PlainValidator, ValidationError, ValidationInfo
 from pydantic_core import PydanticCustomError
 
 from volary.errors import ConfigError
+from volary.fc.loop import STICKS, stick_setpoint
 from volary.inputs import Integer, Strict, Text, explain
 from volary.serve import protocol as P
 from volary.serve.host import WorldHost
@@ -82,8 +83,24 @@ def _vector(size: int | None, nonzero: bool = False) -> PlainValidator:
     return PlainValidator(check)
 
 
+def _rc_frame() -> PlainValidator:
+    """A ``sticks`` command's check: :func:`protocol.as_vector` of 6 numbers, then each stick
+    within its declared range (:func:`volary.fc.loop.stick_setpoint`, ``inputs.LIMITS``),
+    the error naming the element and the stick."""
+
+    def check(v: Any, info: ValidationInfo) -> np.ndarray:
+        name = info.field_name or "command"
+        try:
+            return stick_setpoint(P.as_vector(v, len(STICKS), name, bounded=False), name)
+        except (P.ProtocolError, ConfigError) as e:
+            raise PydanticCustomError("bad_field", "{reason}", {"reason": str(e)}) from None
+
+    return PlainValidator(check)
+
+
 _ZERO_QUAT = "quat: expected a nonzero quaternion"
 Command = Annotated[np.ndarray, _vector(None)]  # the control level's setpoint (setpoint_size)
+RcFrame = Annotated[np.ndarray, _rc_frame()]  # [roll, pitch, yaw, throttle, arm, angle]
 Vector3 = Annotated[np.ndarray, _vector(3)]  # pos (m), vel (m/s, world), omega (rad/s, body)
 Rotation = Annotated[np.ndarray, _vector(4, nonzero=True)]  # [w, x, y, z], any nonzero norm
 
@@ -123,6 +140,14 @@ class VehicleStep(Step):
     command: Command
 
 
+class SticksStep(VehicleStep):
+    """A firmware-flown vehicle's step with control ``"sticks"``: its command is one RC frame,
+    ``[roll, pitch, yaw, throttle, arm, angle]`` (:data:`volary.fc.loop.STICKS`: sticks in
+    [-1, 1], throttle, arm and angle switches in [0, 1])."""
+
+    command: RcFrame
+
+
 class ActorStep(Step):
     """An actor's step: its pose."""
 
@@ -142,6 +167,12 @@ STEPS: dict[str, type[Step]] = {"vehicle": VehicleStep, "in_loop": InLoopStep,
                                 "actor": ActorStep}  # fmt: skip
 
 
+def step_schemas(control: str) -> dict[str, type[Step]]:
+    """Each role's step schema for a server of control level ``control`` (``"sticks"``: a
+    vehicle's command is an RC frame, :class:`SticksStep`)."""
+    return {**STEPS, "vehicle": SticksStep} if control == "sticks" else dict(STEPS)
+
+
 def checked(schema: type[Request], msg: dict[str, Any], setpoint_size: int = 0) -> Any:
     """``msg`` as an instance of ``schema``, or :class:`protocol.ProtocolError` ``bad_field``
     naming the first field that does not fit (a vector's own message: its element and why)."""
@@ -154,7 +185,8 @@ def checked(schema: type[Request], msg: dict[str, Any], setpoint_size: int = 0) 
 def _refusal(err: ValidationError, schema: type[Request], op: Any) -> P.ProtocolError:
     first = err.errors(include_url=False)[0]
     where = ".".join(str(p) for p in first["loc"])
-    role = next((r for r, s in STEPS.items() if s is schema), None)
+    # (in STEPS' order: InLoopStep is an ActorStep; SticksStep a VehicleStep)
+    role = next((r for r, s in STEPS.items() if issubclass(schema, s)), None)
     what = repr(op)
     if role is not None:
         what = f"{'a' if role == 'vehicle' else 'an'} {role!r} client's 'step'"
@@ -244,6 +276,7 @@ class Server(WorldHost):
         self.token, self.max_bytes = token, max_bytes
         self.input_timeout = float(input_timeout)
         self.peers: dict[bytes, _Peer] = {}
+        self._steps = step_schemas(config.control)  # each role's step schema
         self.faults: list[dict[str, Any]] = []
         self._fault_count: dict[bytes, int] = {}
         self._dropped: dict[bytes, str] = {}  # clients dropped for silence, and why
@@ -380,7 +413,7 @@ class Server(WorldHost):
             if ident in self._dropped:
                 raise P.ProtocolError("dropped", self._dropped[ident])
             raise P.ProtocolError("not_joined", f"op {op!r}: send 'hello' first")
-        schema = STEPS[peer.role] if peer is not None and op == "step" else REQUESTS[op]
+        schema = self._steps[peer.role] if peer is not None and op == "step" else REQUESTS[op]
         req = checked(schema, msg, self.sp_size)
         if isinstance(req, Hello):
             self._hello(ident, envelope, req)

@@ -99,9 +99,12 @@ class ServeConfig:
 
     ``firmware``: whose rate loop flies the simulated vehicles' commands: ``"ideal"``
     (volary's, the default) or ``"betaflight"`` (one Betaflight 4.6.0 SITL process per vehicle
-    slot, in lock-step, exchanging state and motor outputs once per physics step; control
-    ``ctbr`` only: each command becomes acro sticks through :class:`volary.fc.ctbr.StickMap`;
-    :class:`FirmwareLoop`)."""
+    slot, in lock-step, exchanging state and motor outputs once per physics step;
+    :class:`volary.fc.loop.FirmwareLoop`). A firmware flies ``control`` ``"ctbr"`` (each command
+    becomes acro sticks through :class:`volary.fc.ctbr.StickMap`; armed at a client's hello)
+    or ``"sticks"`` (each command is the raw RC frame, ``[roll, pitch, yaw, throttle, arm,
+    angle]``, :data:`volary.fc.loop.STICKS`; the client arms it); ``"sticks"`` needs a
+    firmware."""
 
     slots: tuple[SlotSpec, ...] = (SlotSpec(),)
     scene: str | None = "forest"
@@ -142,20 +145,26 @@ class ServeConfig:
             raise ConfigError("actors: need a scene (a scenario type or a race track)")
         if self.firmware not in FIRMWARES:
             raise ConfigError(f"firmware: expected one of {FIRMWARES}, got {self.firmware!r}")
+        if self.control == "sticks" and self.firmware == "ideal":
+            raise ConfigError(
+                "control: 'sticks' (raw RC frames) needs a flight-controller firmware "
+                "(firmware='betaflight'), got firmware 'ideal'"
+            )
         if self.firmware != "ideal":
             self._check_firmware()
 
     def _check_firmware(self) -> None:
-        """What the Betaflight rate loop needs: CTBR commands, an IMU for its gyro, a profile
-        for every simulated slot's platform (:data:`volary.fc.profiles.RATE_PROFILES`), at most
-        ``LIMITS["fc_vehicles"]`` firmware processes."""
+        """What the Betaflight rate loop needs: CTBR or sticks commands, an IMU for its gyro, a
+        profile for every simulated slot's platform (:data:`volary.fc.profiles.RATE_PROFILES`),
+        at most ``LIMITS["fc_vehicles"]`` firmware processes."""
+        from volary.fc.loop import CONTROLS
         from volary.fc.profiles import rate_profile
         from volary.inputs import LIMITS
 
-        if self.control != "ctbr":
+        if self.control not in CONTROLS:
             raise ConfigError(
                 f"control: firmware {self.firmware!r} flies ctbr commands (collective thrust and "
-                f"body rates as acro sticks), got {self.control!r}"
+                f"body rates as acro sticks) or sticks (raw RC frames), got {self.control!r}"
             )
         if self.imu is None:
             raise ConfigError(f"imu: firmware {self.firmware!r} reads the IMU; give a preset")
@@ -222,7 +231,7 @@ def build_world(config: ServeConfig) -> Any:
         from volary.fc.loop import FirmwareLoop
 
         flown = {s: config.slots[s].platform for s in config.role_slots("vehicle")}
-        world.inner = FirmwareLoop(world, flown, config.physics_hz)
+        world.inner = FirmwareLoop(world, flown, config.physics_hz, control=config.control)
     return world
 
 
