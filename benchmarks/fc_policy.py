@@ -20,6 +20,17 @@ actions mapped to sticks:
   would reach ``--horizon`` seconds ahead under their torque, W + H J^-1 (tau - W x J W);
   1 kHz exchanges, 2 kHz physics.
 
+- ``aerial-gym-quad-ctbr`` and ``aerial-gym-quad-ctbr-bf`` (ctbr actions, 100 Hz): the
+  aerial-gym-quad task retrained with ctbr actions, flown as ``hover-fast``; ``-bf`` was trained
+  against Betaflight's measured rate response instead of the ideal loop's (``PositionTask``'s
+  ``rate_model="lag"``: per axis the dead time + first-order lag ``--fit`` prints, fitted to
+  fc_rate_steps.json, x U(1 +- 0.3) per episode), ``-bf-thrust`` also with the delivered
+  thrust x U(1 +- 0.1) (``thrust_spread``); their "ideal" row is that env as trained.
+  The three aerial-gym variants share the task and the seed, so they start from the same 20
+  states: each new one's flights are also paired with aerial-gym-quad's
+  (``paired_with_aerial_gym_quad``: Betaflight minus aerial-gym-quad through Betaflight, and
+  minus aerial-gym-quad on the ideal loop, the gap to close).
+
 Terminations are the env's (ground contact, > 4 m from the goal, below 0.1 m, tilted past
 1.4 rad, non-finite state), checked every control step; success: the episode reaches 10 s
 within 0.2 m of the goal at under 0.5 m/s. Per episode: success, final distance, the mean
@@ -28,6 +39,9 @@ distance from 2 s on (settled error; episodes that ended early have none). Boots
 initial state), paired where both loops flew the same state.
 
     .venv/bin/python benchmarks/fc_policy.py --episodes 20 --sweep 0.015,0.06   # ~10 min
+    .venv/bin/python benchmarks/fc_policy.py --recipes aerial-gym-quad-ctbr,aerial-gym-quad-ctbr-bf
+    .venv/bin/python benchmarks/fc_policy.py --recipes aerial-gym-quad-ctbr-bf-thrust
+    .venv/bin/python benchmarks/fc_policy.py --fit      # the lag + delay fit, nothing flown
 
 Writes benchmarks/results/fc_policy.json (merging recipes run separately), prints a table.
 """
@@ -58,17 +72,22 @@ OUT = HERE / "results" / "fc_policy.json"
 CHECKPOINTS = {
     "hover-fast": "results/rl/hover-fast-body-rsl_rl/seed0/policy.pt",
     "aerial-gym-quad": "results/rl/aerial-gym/aerial-gym-quad/seed0/policy.pt",
+    "aerial-gym-quad-ctbr": "results/rl/aerial-gym/aerial-gym-quad-ctbr/seed0/policy.pt",
+    "aerial-gym-quad-ctbr-bf": "results/rl/aerial-gym/aerial-gym-quad-ctbr-bf/seed0/policy.pt",
+    "aerial-gym-quad-ctbr-bf-thrust": (
+        "results/rl/aerial-gym/aerial-gym-quad-ctbr-bf-thrust/seed0/policy.pt"
+    ),
 }
+BASE = "aerial-gym-quad"  # the rotor-thrust policy whose gap the ctbr variants try to close
+STEPS = HERE / "results" / "fc_rate_steps.json"
 EVAL_SEED = 2026
 BOOT_S, ARM_S = 3.0, 0.5
 
 
 def task_config(meta: dict[str, Any], seed: int) -> PositionTaskConfig:
     """The checkpoint's training task, with the evaluation seed."""
-    opts = dict(meta.get("env_options", {}))
-    for k in ("goal", "start_range", "goal_range", "max_rates"):
-        if k in opts:
-            opts[k] = tuple(opts[k])
+    opts = {k: tuple(v) if isinstance(v, list) else v
+            for k, v in meta.get("env_options", {}).items()}  # fmt: skip
     return PositionTaskConfig(**opts).replace(seed=seed)
 
 
@@ -209,6 +228,32 @@ def _episode(link, policy, cfg, goal, translate, sticks_of, act_dim, steps, sett
             "terminated": False, "steps": steps}  # fmt: skip
 
 
+# ---- Betaflight's rate response, fitted ------------------------------------------------------
+def fit_rate_response(platform: str = "research_quad_1kg", path: Path = STEPS) -> dict:
+    """Per FLU axis, the dead time L and lag tau (s) of y / size = 1 - exp(-(t - L) / tau) that
+    fit Betaflight's recorded steps of every size at once (mean squared error over the
+    normalized traces; grid 1 ms in L up to 0.1 s, 1 ms in tau up to 0.3 s), and its RMS."""
+    rows = json.loads(path.read_text())["rows"]
+    rate_hz = json.loads(path.read_text())["setup"]["rate_hz"]
+    out = {}
+    for axis in ("roll", "pitch", "yaw"):
+        mine = [r for r in rows if (r["platform"], r["loop"], r["axis"]) ==
+                (platform, "betaflight", axis)]  # fmt: skip
+        y = np.array([np.asarray(r["trace_dps"]) / r["size_dps"] for r in mine])  # (S, T)
+        t = np.arange(1, y.shape[1] + 1) / rate_hz
+        delays, taus = np.arange(0.0, 0.1, 0.001), np.arange(0.002, 0.3, 0.001)
+        err = np.empty((delays.size, taus.size))
+        for i, delay in enumerate(delays):
+            model = 1.0 - np.exp(-np.clip(t - delay, 0.0, None) / taus[:, None])  # (tau, T)
+            err[i] = np.mean([np.mean((row - model) ** 2, axis=-1) for row in y], axis=0)
+        i, j = np.unravel_index(int(err.argmin()), err.shape)
+        out[axis] = {"delay_s": round(float(delays[i]), 3),
+                     "tau_s": round(float(taus[j]), 3),
+                     "rms_of_step": round(math.sqrt(float(err[i, j])), 3),
+                     "sizes_dps": [r["size_dps"] for r in mine]}  # fmt: skip
+    return {"platform": platform, "source": "benchmarks/results/fc_rate_steps.json", **out}
+
+
 # ---- statistics ---------------------------------------------------------------------------------
 def ci(values: list[float], seed: int = 0) -> dict[str, Any]:
     """Mean and its bootstrap 95 % CI (percentile, 10,000 resamples)."""
@@ -245,6 +290,18 @@ def paired(ideal: list[dict], bf: list[dict]) -> dict[str, Any]:
             [b["final_distance"] - i["final_distance"] for i, b in zip(ideal, bf, strict=True)]
         ),  # fmt: skip
     }
+
+
+def versus_base(data: dict[str, Any], recipe: str) -> dict[str, Any] | None:
+    """``recipe``'s flights paired with aerial-gym-quad's from the same initial states."""
+    base, r = data["recipes"].get(BASE), data["recipes"][recipe]
+    if base is None or recipe == BASE or base["eval_seed"] != r["eval_seed"]:
+        return None
+    mine, theirs = r["per_episode"], base["per_episode"]
+    if (mine["start_pos"], mine["goal"]) != (theirs["start_pos"], theirs["goal"]):
+        return None
+    return {"betaflight_minus_base_betaflight": paired(theirs["betaflight"], mine["betaflight"]),
+            "betaflight_minus_base_ideal": paired(theirs["ideal"], mine["betaflight"])}  # fmt: skip
 
 
 def run_recipe(
@@ -319,7 +376,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--tag", default="", help="stored as 'RECIPE (TAG)' beside other runs")
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument(
+        "--fit",
+        action="store_true",
+        help="print Betaflight's fitted rate response (the -bf recipe's), fly nothing",
+    )
     args = ap.parse_args(argv)
+    if args.fit:
+        print(json.dumps(fit_rate_response(), indent=1))
+        return 0
     build()
     torch.set_num_threads(1)
     data = json.loads(args.out.read_text()) if args.out.is_file() else {}
@@ -330,7 +395,13 @@ def main(argv: list[str] | None = None) -> int:
         sweep = tuple(float(h) for h in args.sweep.split(",") if h)
         r = run_recipe(recipe, args.episodes, args.seed, args.horizon, sweep, args.checkpoint)
         r["command"] = " ".join(["benchmarks/fc_policy.py", *(argv or sys.argv[1:])])
-        data["recipes"][f"{recipe} ({args.tag})" if args.tag else recipe] = r
+        name = f"{recipe} ({args.tag})" if args.tag else recipe
+        data["recipes"][name] = r
+        if r["trained"]["env_options"].get("rate_model") == "lag":
+            r["betaflight_rate_fit"] = fit_rate_response()
+        vs = versus_base(data, name)
+        if vs is not None:
+            r["paired_with_aerial_gym_quad"] = vs
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(data, indent=1) + "\n")
     print(
@@ -352,6 +423,12 @@ def main(argv: list[str] | None = None) -> int:
                 f"{_fmt(s['final_distance_m'])} | {_fmt(s['settled_error_m'])} | "
                 f"{s['terminated']}/{r['episodes']} |"
             )
+    print(f"\nPaired with {BASE} (same initial states; per state, mean [95 % CI]):")
+    print("| recipe | vs | success | final distance (m) |")
+    print("|---|---|---|---|")
+    for recipe, r in data["recipes"].items():
+        for vs, d in r.get("paired_with_aerial_gym_quad", {}).items():
+            print(f"| {recipe} | {vs} | {_fmt(d['success'])} | {_fmt(d['final_distance_m'])} |")
     print(f"wrote {args.out}")
     return 0
 

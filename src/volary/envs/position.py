@@ -23,6 +23,19 @@ Action in [-1, 1]^A, mapped to the simulator's control level (``PositionTask._se
 ``max_rates``; ``velocity`` / ``acceleration`` (A = 4): a0..2 x ``max_speed`` / ``max_acc``
 (world), yaw a3 x pi; ``rotor_thrusts`` (A = rotors): (a + 1) / 2 x each rotor's max thrust.
 
+Rate response (``rate_model``, ctbr only): ``"loop"`` (default) flies the commanded body rates
+through the simulator's FlightGoggles rate loop on the rigid body (a ~0.1 s response);
+``"lag"`` replaces it with a measured one, e.g. a flight controller's (issue 58, Betaflight's
+fitted in benchmarks/fc_policy.py): each body axis (FLU) follows its commanded rate after a
+dead time ``rate_delay`` through a first-order lag ``rate_lag`` (per axis, s), on the
+thrust-rate model (collective thrust applied directly, body rates set each control step to the
+lag's exact mean over the step, so attitude integrates as under the continuous response; the
+observation's body rates are the lag's value at the step's end, as a gyro reads them).
+``rate_lag_spread`` > 0 draws each episode's lags and delays x U(1 +- spread) (domain
+randomization around the fit); the other draws of an episode stay those without it.
+``thrust_spread`` > 0 (ctbr) delivers each episode's collective thrust x U(1 +- spread): an
+uncalibrated thrust map (a flight controller's throttle), randomized; default off.
+
 Reward per step (shaping documented, not from a paper): r = exp(-|e_p|) + 0.5 exp(-|e_p|)
 exp(-|v|) - 0.02 |omega| - 0.05 |a - a_prev|^2 [+ ``precision_weight`` exp(-|e_p| /
 ``precision_scale``), off by default: ten times the slope near the goal, against the steady
@@ -74,6 +87,7 @@ OBS_LAYOUTS = {
 }
 OBS_LAYOUT = OBS_LAYOUTS["volary"]  # the default layout (-1: the action's size)
 ACTION_MODES = ("ctbr", "velocity", "acceleration", "rotor_thrusts")
+RATE_MODELS = ("loop", "lag")
 
 
 @dataclass(frozen=True)
@@ -104,6 +118,11 @@ class PositionTaskConfig:
     success_radius: float = 0.2  # m
     goal_hold_s: float = 0.0  # s a goal is held before the next is drawn; 0: one per episode
     settle_s: float = 2.0  # s after a goal change before its error counts as settled
+    rate_model: str = "loop"  # RATE_MODELS: the rate loop, or a lag + delay (module docstring)
+    rate_lag: tuple[float, float, float] = (0.0, 0.0, 0.0)  # s, per body axis ("lag")
+    rate_delay: tuple[float, float, float] = (0.0, 0.0, 0.0)  # s, per body axis ("lag")
+    rate_lag_spread: float = 0.0  # lag and delay x U(1 +- spread) per episode ("lag"), < 1
+    thrust_spread: float = 0.0  # ctbr: delivered thrust x U(1 +- spread) per episode, < 1
     stochastic: bool = True  # FlightGoggles force/moment noise in the physics
     seed: int = 0
     device: str = "cpu"
@@ -140,6 +159,28 @@ class PositionTaskConfig:
                 raise ConfigError(f"{name}: expected values >= 0, got {getattr(self, name)!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ConfigError(f"seed: expected an int >= 0, got {self.seed!r}")
+        self._check_rate_model()
+
+    def _check_rate_model(self) -> None:
+        if self.rate_model not in RATE_MODELS:
+            raise ConfigError(f"rate_model: expected one of {', '.join(RATE_MODELS)}, "
+                              f"got {self.rate_model!r}")  # fmt: skip
+        for name in ("rate_lag", "rate_delay"):
+            v = getattr(self, name)
+            if len(v) != 3 or not all(_finite_number(x) and 0 <= x <= 1 for x in v):
+                raise ConfigError(f"{name}: expected three numbers in [0, 1] s, got {v!r}")
+        for name in ("rate_lag_spread", "thrust_spread"):
+            spread = getattr(self, name)
+            if not _finite_number(spread) or not 0 <= spread < 1:
+                raise ConfigError(f"{name}: expected a number in [0, 1), got {spread!r}")
+        if self.thrust_spread > 0 and self.control != "ctbr":
+            raise ConfigError(f"thrust_spread: expected 0 with control {self.control!r} "
+                              "(it scales ctbr's collective thrust)")  # fmt: skip
+        if self.rate_model == "lag" and self.control != "ctbr":
+            raise ConfigError(
+                f"rate_model: expected 'loop' with control {self.control!r} "
+                "('lag' lags commanded body rates: control 'ctbr')"
+            )
 
     def replace(self, **kw: Any) -> PositionTaskConfig:
         return replace_options(self, **kw)
@@ -168,6 +209,7 @@ class PositionTask(TorchVectorEnv):
             platforms,
             n_envs=n_envs, control=cfg.control, control_hz=cfg.control_hz,
             physics_hz=cfg.physics_hz, stochastic=cfg.stochastic,
+            model="thrust_rate" if cfg.rate_model == "lag" else "rigid_body",
             on_divergence="terminate",  # frozen, flagged; the env ends and resets it
             device=cfg.device, seed=cfg.seed, compile=cfg.compile,
         )  # fmt: skip
@@ -202,6 +244,8 @@ class PositionTask(TorchVectorEnv):
         self._err_sum = zeros.clone()
         self._settled_sum, self._settled_n = zeros.clone(), zeros.clone()
         self._since_goal = torch.zeros(n_envs, dtype=torch.int64, device=self.device)
+        self._lag = RateLag(n_envs, cfg, self.device) if cfg.rate_model == "lag" else None
+        self._thrust_gain = torch.ones(n_envs, device=self.device)  # thrust_spread's draw
 
     episode_metrics = ("final_distance", "mean_error", "settled_error")  # info fields, m
 
@@ -210,8 +254,8 @@ class PositionTask(TorchVectorEnv):
         ``policy`` (:class:`volary.envs.policy.MlpPolicy`) in one numba call; per-env arrays
         of the end-of-episode info (:func:`volary.envs.fused_position.first_episodes`), or
         None where that kernel does not apply (then step the env). Reset before stepping."""
-        if self.sim.fused_loop is None:
-            return None
+        if self.sim.fused_loop is None or self._lag is not None or self.config.thrust_spread > 0:
+            return None  # the kernel flies neither the lag nor the thrust draw
         from volary.envs import fused_position
 
         if fused_position.unsupported(self, policy) is not None:
@@ -224,7 +268,14 @@ class PositionTask(TorchVectorEnv):
     # ---- hooks -------------------------------------------------------------------------------
     def _start(self, mask: Tensor) -> dict[str, Tensor]:
         cfg = self.config
-        u = self._draw(mask, 14)
+        spread = self._lag is not None and cfg.rate_lag_spread > 0
+        # draw j is the same whatever the count: 0-13 the start, 14-19 the lags, 20 the thrust
+        u = self._draw(mask, 21 if cfg.thrust_spread > 0 else 20 if spread else 14)
+        if self._lag is not None:
+            self._lag.reset(mask, u[:, 14:20] * cfg.rate_lag_spread if spread else None)
+        if cfg.thrust_spread > 0:
+            gain = 1.0 + u[:, 20] * cfg.thrust_spread
+            self._thrust_gain = torch.where(mask, gain, self._thrust_gain)
         goal = self._goal_base + u[:, 0:3] * self._goal_range
         pos = goal + u[:, 3:6] * self._start_range
         pos[:, 2] = pos[:, 2].clamp_min(cfg.min_height + 0.3)
@@ -253,7 +304,12 @@ class PositionTask(TorchVectorEnv):
         cfg = self.config
         if cfg.control == "ctbr":
             thrust = (a[:, :1] + 1.0) * 0.5 * self._max_thrust[:, None]
-            return torch.cat((thrust, a[:, 1:] * self._rates), dim=-1)
+            if cfg.thrust_spread > 0:
+                thrust = thrust * self._thrust_gain[:, None]
+            rates = a[:, 1:] * self._rates
+            if self._lag is not None:
+                rates = self._lag.step(rates)
+            return torch.cat((thrust, rates), dim=-1)
         if cfg.control == "rotor_thrusts":
             return (a + 1.0) * 0.5 * self._rotor_max
         scale = cfg.max_speed if cfg.control == "velocity" else cfg.max_acc
@@ -262,16 +318,17 @@ class PositionTask(TorchVectorEnv):
     def _observe(self) -> Tensor:
         s = self.world.state
         rot = quat_to_rotmat(s.quat)  # (N, 3, 3) body to world
+        omega = s.omega if self._lag is None else self._lag.y.to(s.omega.dtype)  # a gyro's
         if self.config.observation == "body":  # R^T x for world vectors x (R body to world)
             world = torch.stack((self.goal - s.pos, s.vel), dim=-1)  # (N, 3, 2)
             body = (rot.transpose(1, 2) @ world).transpose(1, 2).reshape(-1, 6)
-            obs = torch.cat((body, rot[:, 2, :], s.omega, self.prev_action), dim=-1)
+            obs = torch.cat((body, rot[:, 2, :], omega, self.prev_action), dim=-1)
         elif self.config.observation == "aerial_gym":
             rot6 = rot[:, :, :2].transpose(1, 2).reshape(-1, 6)  # columns 1 and 2 of R
             body_vel = (rot.transpose(1, 2) @ s.vel[:, :, None])[:, :, 0]
-            obs = torch.cat((self.goal - s.pos, rot6, body_vel, s.omega), dim=-1)
+            obs = torch.cat((self.goal - s.pos, rot6, body_vel, omega), dim=-1)
         else:
-            parts = [self.goal - s.pos, s.vel, rot.reshape(-1, 9), s.omega, self.prev_action]
+            parts = [self.goal - s.pos, s.vel, rot.reshape(-1, 9), omega, self.prev_action]
             if self.config.observation == "volary_twr":
                 parts.append(self._hover_fraction)
             obs = torch.cat(parts, dim=-1)
@@ -314,3 +371,53 @@ class PositionTask(TorchVectorEnv):
         has = truncated & (self._settled_n > 0)
         tail = torch.where(has, self._settled_sum / self._settled_n.clamp_min(1.0), nan)
         return {"mean_error": mean, "settled_error": tail}
+
+
+class RateLag:
+    """Per-env, per-axis dead time + first-order lag of commanded body rates, stepped at the
+    control rate (``rate_model="lag"``). The command is held over each control step (dt), so
+    the delayed input is piecewise constant and the lag is integrated exactly: ``step`` returns
+    each axis' mean response over the step (what turns the attitude) and keeps its end value.
+    A delay of n + f steps feeds the step's first f dt with command k - n - 1 and the rest
+    with command k - n."""
+
+    def __init__(self, n_envs: int, cfg: PositionTaskConfig, device: Any) -> None:
+        self.dt = 1.0 / cfg.control_hz
+        self.base_tau = torch.tensor(cfg.rate_lag, dtype=torch.float64, device=device)
+        self.base_delay = torch.tensor(cfg.rate_delay, dtype=torch.float64, device=device)
+        top = max(cfg.rate_delay) * (1.0 + cfg.rate_lag_spread) / self.dt
+        self.depth = int(math.floor(top)) + 2  # commands k - depth + 1 .. k
+        z = torch.zeros(n_envs, 3, dtype=torch.float64, device=device)
+        self.tau, self.delay = self.base_tau + z, self.base_delay + z
+        self.y = z.clone()  # (N, 3) rad/s, the response at the end of the last step
+        self.history = torch.zeros(n_envs, self.depth, 3, dtype=torch.float64, device=device)
+
+    def reset(self, mask: Tensor, u: Tensor | None) -> None:
+        """Rest (zero rates, zero past commands) in the masked envs; ``u`` (N, 6) in
+        [-spread, spread]: their lags and delays x (1 + u) for the episode."""
+        m = mask[:, None]
+        if u is not None:
+            u = u.to(torch.float64)
+            self.tau = torch.where(m, self.base_tau * (1.0 + u[:, :3]), self.tau)
+            self.delay = torch.where(m, self.base_delay * (1.0 + u[:, 3:]), self.delay)
+        self.y = torch.where(m, 0.0, self.y)
+        self.history = torch.where(mask[:, None, None], 0.0, self.history)
+
+    def step(self, command: Tensor) -> Tensor:
+        """(N, 3) rad/s commanded now -> the mean body rate over this control step."""
+        self.history = torch.cat((self.history[:, 1:], command[:, None].to(torch.float64)), 1)
+        steps = self.delay / self.dt
+        n = steps.floor().long().clamp_max(self.depth - 2)
+        f = (steps - n).clamp(0.0, 1.0)
+        newest = self.depth - 1
+        early = self.history.gather(1, (newest - n - 1)[:, None]).squeeze(1)  # (N, 3)
+        late = self.history.gather(1, (newest - n)[:, None]).squeeze(1)
+        area1, y1 = self._hold(self.y, early, f * self.dt)
+        area2, self.y = self._hold(y1, late, (1.0 - f) * self.dt)
+        return ((area1 + area2) / self.dt).to(command.dtype)
+
+    def _hold(self, y0: Tensor, u: Tensor, h: Tensor) -> tuple[Tensor, Tensor]:
+        """The lag driven by constant ``u`` for ``h`` s from ``y0``: (integral, end value)."""
+        tau = self.tau.clamp_min(1e-9)
+        decay = torch.exp(-h / tau)
+        return u * h + (y0 - u) * tau * (1.0 - decay), u + (y0 - u) * decay

@@ -7,7 +7,7 @@ A recipe is data only (this package never imports ``volary.envs``); the CLI buil
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from volary.errors import UnknownNameError
@@ -62,17 +62,32 @@ _AERIAL_GYM_PPO: dict[str, Any] = {
 }
 
 
-def _aerial_gym(platform: str, what: str) -> Recipe:
+# Betaflight 4.6.0 acro on research_quad_1kg (defaults, volary.fc.profiles): per FLU axis
+# (roll, pitch, yaw) the first-order lag and dead time that fit its rate steps best (s).
+BETAFLIGHT_RATE_LAG = (0.013, 0.014, 0.048)
+BETAFLIGHT_RATE_DELAY = (0.017, 0.018, 0.069)
+
+
+def _aerial_gym(platform: str, what: str, **env: Any) -> Recipe:
     return Recipe(
         task="hover",
         envs=1024,
         iterations=300,
         description=f"Aerial Gym's motor-thrust position-setpoint policy on the {what} "
         "(32-24 net, 0.01 s step; benchmarks/rl_aerial_gym.py)",
-        env={**_AERIAL_GYM_ENV, "platform": platform},
+        env={**_AERIAL_GYM_ENV, "platform": platform, **env},
         learner="rsl_rl",
         ppo=dict(_AERIAL_GYM_PPO),
     )
+
+
+def _aerial_gym_ctbr(what: str, **env: Any) -> Recipe:
+    """``aerial-gym-quad`` with ctbr actions (collective thrust + body rates, the task's
+    ``max_rates``): what a flight controller's rate loop takes (issue 58,
+    benchmarks/fc_policy.py). Same task, reward, episode, platform, net and budget."""
+    base = _aerial_gym("research_quad_1kg", "1 kg research quad", control="ctbr", **env)
+    return replace(base, description=f"aerial-gym-quad with ctbr actions{what} "
+                   "(issue 58: flown through Betaflight by benchmarks/fc_policy.py)")  # fmt: skip
 
 
 RECIPES: dict[str, Recipe] = {
@@ -166,6 +181,33 @@ RECIPES: dict[str, Recipe] = {
     ),
     "aerial-gym-quad": _aerial_gym("research_quad_1kg", "1 kg research quad"),
     "aerial-gym-tilted-hexa": _aerial_gym("tilted_hexa", "tilted (fully actuated) hexa"),
+    "aerial-gym-quad-ctbr": _aerial_gym_ctbr(" on volary's ideal rate loop"),
+    # The same against Betaflight 4.6.0's measured rate response instead of the ideal loop's
+    # (~7x slower in roll and pitch): per FLU axis a dead time and first-order lag fitted to
+    # benchmarks/results/fc_rate_steps.json (research_quad_1kg, the 100/200/400 deg/s steps
+    # jointly; benchmarks/fc_policy.py --fit prints it), x U(1 +- 0.3) per episode. Yaw's fit
+    # is poor (Betaflight's yaw overshoots 20-80 %). The thrust-rate model has no numba kernel.
+    "aerial-gym-quad-ctbr-bf": _aerial_gym_ctbr(
+        " against Betaflight's measured rate response (lag + delay fit, +-30 %)",
+        rate_model="lag",
+        rate_lag=BETAFLIGHT_RATE_LAG,
+        rate_delay=BETAFLIGHT_RATE_DELAY,
+        rate_lag_spread=0.3,
+        compile=False,
+    ),
+    # ... and with the delivered collective thrust x U(1 +- 0.1) per episode: through
+    # Betaflight the -bf policy hovered 17 cm high (dev seed 2028; StickMap's throttle map
+    # gives a little more than the commanded thrust), so its altitude loop must not rely on
+    # an exact thrust map.
+    "aerial-gym-quad-ctbr-bf-thrust": _aerial_gym_ctbr(
+        " against Betaflight's measured rate response and a +-10 % thrust map",
+        rate_model="lag",
+        rate_lag=BETAFLIGHT_RATE_LAG,
+        rate_delay=BETAFLIGHT_RATE_DELAY,
+        rate_lag_spread=0.3,
+        thrust_spread=0.1,
+        compile=False,
+    ),
 }
 
 
