@@ -108,3 +108,13 @@ clean:
 
 print-ros1-apt:
 	@echo $(ROS1_APT)
+
+# Debian 12 packages `volary ros1 build` needs to build EGO-Planner and Fast-Planner (ROS 1)
+# from a user's checkout (volary/ros1/build.py: COMMON_APT + libnlopt-dev libnlopt-cxx-dev)
+ROS1_PLANNERS_APT := catkin cmake g++ make libroscpp-dev ros-message-generation ros-message-runtime \
+	libstd-msgs-dev libgeometry-msgs-dev libnav-msgs-dev libsensor-msgs-dev libvisualization-msgs-dev \
+	libmessage-filters-dev libcv-bridge-dev libpcl-conversions-dev libpcl-dev libeigen3-dev \
+	libnlopt-dev libnlopt-cxx-dev
+
+print-ros1-planners-apt:
+	@echo $(ROS1_PLANNERS_APT)

@@ -104,6 +104,7 @@ def _baseline(command: str, files: Path) -> list[str]:
         "splat convert": [str(files / "file.bin"), str(files / "dir" / "out.ply")],
         "splat render": ["forest"],
         "rl export": [str(files / "file.bin")],
+        "ros1 build": [str(files / "dir")],
     }.get(command, [])
 
 

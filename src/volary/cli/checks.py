@@ -674,6 +674,11 @@ OPTIONS: dict[str, dict[str, Check]] = {
         "--platform": PLATFORM,
     },
     "ros1 msgs": {"--msg-cache": OUT},
+    "ros1 build": {
+        "SOURCE_DIR": in_dir("EGO-Planner or Fast-Planner source checkout"),
+        "--workspace": OUT,
+        "--jobs": count(1, 64, "parallel compile jobs"),
+    },
 }
 
 

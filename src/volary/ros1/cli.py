@@ -137,3 +137,38 @@ def msgs(
         _fail(str(e))
         return
     typer.echo(f"pythonpath={d.python}\nmsg={d.msg}\ninclude={d.include}")
+
+
+@ros1_app.command("build")
+def build_planner(
+    source_dir: Annotated[
+        Path,
+        typer.Argument(
+            help="A source checkout of EGO-Planner (ZJU-FAST-Lab/ego-planner) or Fast-Planner "
+            "(HKUST-Aerial-Robotics/Fast-Planner)."
+        ),
+    ],
+    workspace: Annotated[
+        Path | None,
+        typer.Option(
+            help="The catkin workspace to build in (default "
+            "~/.cache/volary/ros1-planners/<planner>-<commit>)."
+        ),
+    ] = None,
+    jobs: Annotated[int, typer.Option(help="Parallel compile jobs (catkin_make -jN).")] = 2,
+) -> None:
+    """Build the planner in SOURCE_DIR against Debian 12's ROS 1 with volary's documented
+    patch (docs/planners-ros1.md); prints the commit and the build's wall time, writes
+    volary-build.json into the workspace; a second run with nothing changed does nothing."""
+    from volary.errors import ConfigError, VolaryError
+    from volary.ros1.build import build
+
+    try:
+        result = build(source_dir, workspace, jobs=jobs, echo=typer.echo)
+    except ConfigError as e:
+        _fail(str(e))
+        return
+    except VolaryError as e:  # the build itself failed, or Debian lacks a package
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from None
+    typer.echo(f"setup={result.setup()}")

@@ -646,7 +646,9 @@ def _indicators(airframe: Any) -> Any:
 def _start_planner(env: _Env, algo: str, options: dict[str, Any]) -> None:
     """The env's planner, reset for its task: ``remote:ADDRESS`` (or the option ``remote`` of
     a named algorithm) is a :class:`~volary.serve.planners.RemotePlanner` of the host at that
-    address, given the other options; anything else comes from the planner registry."""
+    address, given the other options; ``ros1:NAME`` a :class:`~volary.bench.nav.ros1.Ros1Planner`
+    flying the ROS 1 planner of launch description NAME; anything else comes from the planner
+    registry."""
     opts = dict(options)
     address = opts.pop("remote", None)
     if address is None and algo.startswith(REMOTE):
@@ -656,6 +658,10 @@ def _start_planner(env: _Env, algo: str, options: dict[str, Any]) -> None:
 
         timeout = opts.pop("remote_timeout", REMOTE_TIMEOUT)
         env.planner = RemotePlanner(address, timeout=timeout, **opts)
+    elif algo.startswith(ROS1):
+        from volary.bench.nav.ros1 import Ros1Planner
+
+        env.planner = Ros1Planner(algo.removeprefix(ROS1), **opts)
     else:
         from volary.planning.planners import get_planner
 
@@ -665,6 +671,7 @@ def _start_planner(env: _Env, algo: str, options: dict[str, Any]) -> None:
 
 REMOTE = "remote:"  # algo prefix of a planner served by another process (volary.serve.planners)
 REMOTE_TIMEOUT = 10.0  # s a remote planner may take per call before the trial fails
+ROS1 = "ros1:"  # algo prefix of a ROS 1 planner's launch description (volary.bench.nav.ros1)
 
 
 def _xyz(v: Any) -> tuple[float, float, float]:

@@ -208,8 +208,14 @@ def _check_workers(workers: int | None) -> int:
 
 
 def check_algo_names(algos: str | Sequence[str]) -> None:
-    """Built-in planner names or ``module:Class`` specs; an unknown name lists the valid ones."""
+    """Built-in planner names or ``module:Class`` specs; an unknown name lists the valid ones;
+    a ``ros1:NAME`` needs its launch description, read and checked here, before a run starts."""
     names = [a.strip() for a in algos.split(",")] if isinstance(algos, str) else list(algos)
+    for a in names:
+        if isinstance(a, str) and a.startswith("ros1:"):
+            from volary.bench.nav.ros1 import check_algo
+
+            check_algo(a)
     try:
         registry = importlib.import_module("volary.planning.planners")
     except ImportError:  # the planner registry is not there: nothing to check against
