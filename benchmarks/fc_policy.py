@@ -42,6 +42,12 @@ initial state), paired where both loops flew the same state.
     .venv/bin/python benchmarks/fc_policy.py --recipes aerial-gym-quad-ctbr,aerial-gym-quad-ctbr-bf
     .venv/bin/python benchmarks/fc_policy.py --recipes aerial-gym-quad-ctbr-bf-thrust
     .venv/bin/python benchmarks/fc_policy.py --fit      # the lag + delay fit, nothing flown
+    .venv/bin/python benchmarks/fc_policy.py --thrust-sweep   # StickMap's thrust vs delivered
+
+``--thrust-sweep`` (issue 58) flies no policy: for each study platform, 0.3-1.5 x hover, the
+collective thrust Betaflight delivers against StickMap's command (``volary.fc.ctbr
+.measure_thrust``: held at rest, and flying a +-1 rad/s yaw square wave), with the platform's
+profile and with Betaflight's default ``pidsum_limit_yaw`` 400; stored under ``thrust_map``.
 
 Writes benchmarks/results/fc_policy.json (merging recipes run separately), prints a table.
 """
@@ -61,7 +67,7 @@ import torch
 
 from volary.envs.position import PositionTask, PositionTaskConfig
 from volary.fc.betaflight import BetaflightLink, LinkConfig, Sticks, build
-from volary.fc.ctbr import StickMap
+from volary.fc.ctbr import StickMap, measure_thrust
 from volary.fc.profiles import RATE_PROFILES
 from volary.learning.rl import load_policy
 from volary.math.quaternion import quat_to_rotmat
@@ -345,6 +351,23 @@ def run_recipe(
     }  # fmt: skip
 
 
+def thrust_sweep() -> dict[str, Any]:
+    """Delivered / commanded collective thrust per platform, method and yaw PID-sum limit."""
+    import dataclasses
+
+    fractions = (0.3, 0.5, 0.75, 1.0, 1.25, 1.5)
+    out: dict[str, Any] = {"profiles": {n: rp.pidsum_limit_yaw for n, rp in RATE_PROFILES.items()}}
+    for name, rp in RATE_PROFILES.items():
+        for limit in sorted({rp.pidsum_limit_yaw, 400}):  # the profile's and the default
+            prof = dataclasses.replace(rp, pidsum_limit_yaw=limit)
+            for method in ("held", "yaw"):
+                rows = measure_thrust(name, fractions, prof, method=method)
+                key = f"{name} / pidsum_limit_yaw {limit} / {method}"
+                out[key] = [round(r["ratio"], 4) for r in rows]
+                print(f"{key}: delivered / commanded {out[key]}", flush=True)
+    return {"fractions_of_hover": list(fractions), "delivered_over_commanded": out}
+
+
 def _fmt(c: dict) -> str:
     if c["mean"] is None:
         return "-"
@@ -381,7 +404,21 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="print Betaflight's fitted rate response (the -bf recipe's), fly nothing",
     )
+    ap.add_argument(
+        "--thrust-sweep",
+        action="store_true",
+        help="measure Betaflight's delivered vs StickMap's commanded thrust, fly no policy",
+    )
     args = ap.parse_args(argv)
+    if args.thrust_sweep:
+        build()
+        torch.set_num_threads(1)
+        data = json.loads(args.out.read_text()) if args.out.is_file() else {}
+        data["thrust_map"] = {"command": "benchmarks/fc_policy.py --thrust-sweep",
+                              **thrust_sweep()}  # fmt: skip
+        args.out.write_text(json.dumps(data, indent=1) + "\n")
+        print(f"wrote {args.out}")
+        return 0
     if args.fit:
         print(json.dumps(fit_rate_response(), indent=1))
         return 0

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from volary.errors import ConfigError, UnknownNameError
 from volary.fc.betaflight import BetaflightLink, LinkConfig, Sticks, find
-from volary.fc.ctbr import StickMap, actual_rate, stick_for_rate
+from volary.fc.ctbr import StickMap, actual_rate, measure_thrust, stick_for_rate
 from volary.fc.profiles import RATE_PROFILES, AxisRates, rate_profile
 from volary.platforms import get
 
@@ -112,6 +112,7 @@ def test_profiles_write_their_rates_pids_and_motor_range_as_cli_lines():
         "set motor_idle = 550",
         "set motor_output_limit = 100",
         "set min_check = 1050",
+        "set pidsum_limit_yaw = 100",
     ):
         assert line in lines
     with pytest.raises(UnknownNameError, match="hexa"):
@@ -141,3 +142,27 @@ def test_a_rate_step_through_betaflight_has_the_commanded_sign_and_speed():
             assert reached.size, f"axis {axis}: reached only {trace[:, axis].max():.2f} rad/s"
             others = np.delete(trace, axis, axis=1)
             assert np.abs(others).max() < 0.1 * cmd[axis], f"axis {axis}: coupling"
+
+
+def test_motor_thrust_is_the_throttle_maps_thrust_for_equal_motors():
+    """Equal motor outputs at the map's output for a thrust deliver that thrust; a
+    differential on the outputs delivers more (thrust is k_f w^2, outputs linear in w)."""
+    m = StickMap.for_platform("research_quad_1kg", RATE_PROFILES["research_quad_1kg"])
+    u = m.idle + (m.throttle(9.81) * 1000 - 50) / 950 * (m.u_max - m.idle)
+    assert m.motor_thrust([u] * 4) == pytest.approx(9.81, rel=1e-9)
+    spread = m.motor_thrust([u + 0.1, u + 0.1, u - 0.1, u - 0.1])
+    assert spread == pytest.approx(9.81 + 4 * m.k_f * (0.1 * m.w_max) ** 2, rel=1e-9)
+
+
+@needs_sitl
+def test_betaflight_delivers_the_commanded_thrust_held_and_under_yaw_commands():
+    """Issue 58: through the firmware the collective thrust is the commanded one at 0.5, 1 and
+    1.5 x hover, held at rest (within 1.5 %) and flying a +-1 rad/s yaw square wave (within
+    3 %). With Betaflight's default yaw PID-sum limit (400) the yaw differential delivered
+    12 % more at half hover and 16 % less at 1.5 x (Crazyflie)."""
+    held = measure_thrust("crazyflie", [0.5, 1.0, 1.5], method="held", seconds=0.4)
+    for row in held:
+        assert row["ratio"] == pytest.approx(1.0, abs=0.015), row
+    yaw = measure_thrust("crazyflie", [0.5, 1.0, 1.5], method="yaw", seconds=1.0)
+    for row in yaw:
+        assert row["ratio"] == pytest.approx(1.0, abs=0.03), row

@@ -30,11 +30,26 @@ no rate demand; the throttle stick is linear (``thr_mid`` 50, ``thr_expo`` 0) fr
 ``min_check + t (2000 - min_check)`` -> stick ``(channel - 1000) / 1000``; thrusts outside
 what idle and full motor output give are clipped to them. The steady rotor speed lags the
 command by the motor's time constant, as in volary's ideal loop.
+
+Measured (:func:`measure_thrust`, ``benchmarks/fc_policy.py --thrust-sweep``): with the vehicle
+held level at rest (its state reset every exchange, so the rate loop has nothing to do), the
+delivered thrust is 0.990-1.000 of the command from 0.3 to 1.5 x hover on all three study
+platforms; the 0-1 % shortfall is the firmware's integer microseconds (``rc.c``
+``updateRcCommands``' throttle scaling and the SITL's ``int16_t`` motor pulses). What the map
+cannot see is the rate loop's differential: the mixer adds each axis's PID sum to the motor
+outputs, linear in rotor speed, so outputs u + d_i deliver n k_f (w(u)^2 + mean d_i^2 (w_max -
+w_min)^2), more than commanded. Yaw takes the largest differential (the weakest moment): under a +-1
+rad/s yaw-rate square wave Betaflight's default yaw PID-sum limit delivered 0.84-1.87 x the
+command. The 1 kg quad's and the Crazyflie's profiles cap it (``pidsum_limit_yaw`` 100,
+:mod:`volary.fc.profiles`: 1.00-1.03 x); the racer keeps its yaw authority and the excess.
+A correction from the reported motor outputs was tried and rejected: the differential changes
+within a control period, so it delivered 0.84-1.31 x.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,6 +151,13 @@ class StickMap:
         channel = self.min_check + t * (2000 - self.min_check)
         return (channel - 1000.0) / 1000.0
 
+    def motor_thrust(self, motors: Any) -> float:
+        """Collective thrust (N) of motor outputs in [0, 1] at steady rotor speeds, as
+        :class:`BetaflightLink` maps them: sum of k_f (w_min + u (w_max - w_min))^2."""
+        u = np.clip(np.asarray(motors, dtype=np.float64), 0.0, 1.0)
+        w = self.w_min + u * (self.w_max - self.w_min)
+        return float(self.k_f * np.sum(w * w))
+
     def thrust(self, throttle: float) -> float:
         """Collective thrust (N) the mixer gives for a throttle stick in [0, 1] (no rate
         demand, steady motors): the inverse of :meth:`throttle` inside the motor range."""
@@ -169,3 +191,67 @@ class StickMap:
         ch = sticks.channels()
         deflections = [(ch[0] - 1500) / 500.0, (ch[1] - 1500) / 500.0, (ch[3] - 1500) / 500.0]
         return self.thrust((ch[2] - 1000) / 1000.0), self.body_rates(deflections)
+
+
+# ---- the map against the firmware ------------------------------------------------------------
+BOOT_EXCHANGES, ARM_EXCHANGES = 3000, 500  # 1 kHz: 3 s boot and gyro calibration, 0.5 s arming
+
+
+def measure_thrust(
+    platform: str,
+    fractions: Sequence[float],
+    profile: RateProfile | None = None,
+    method: str = "held",
+    seconds: float = 1.0,
+) -> list[dict[str, float]]:
+    """Fly ``platform`` through Betaflight (1 kHz exchanges, 2 kHz physics; the study's
+    profile unless ``profile``) and compare the collective thrust delivered with what
+    :class:`StickMap` was asked for, at ``fractions`` x the platform's weight.
+
+    ``method="held"``: the vehicle is held level at rest at 2 m (its state reset before every
+    exchange) with zero body rates commanded, so only the throttle path acts; delivered = the
+    mean of :meth:`StickMap.motor_thrust` over the last half of ``seconds``. ``method="yaw"``:
+    it flies free from rest at 10 m under a +-1 rad/s yaw-rate square wave (0.2 s period),
+    the case a policy's yaw commands create; delivered = the mean of k_f w^2 over the rotors'
+    actual speeds from 0.2 s on. One firmware boots and arms once for all fractions. Returns
+    one row per fraction: fraction, commanded and delivered thrust (N), their ratio."""
+    import torch
+
+    from volary.fc.betaflight import BetaflightLink, LinkConfig
+    from volary.fc.profiles import rate_profile
+    from volary.platforms import get
+
+    if method not in ("held", "yaw"):
+        raise ConfigError(f"method: expected 'held' or 'yaw', got {method!r}")
+    if not (math.isfinite(seconds) and 0.3 <= seconds <= 60.0):
+        raise ConfigError(f"seconds: expected a duration in [0.3, 60] s, got {seconds}")
+    rp = profile or rate_profile(platform)
+    m = StickMap.for_platform(platform, rp)
+    weight = get(platform).mass * 9.81
+    n = int(round(seconds * 1000))
+    rows = []
+    with BetaflightLink(platform, LinkConfig(profile=rp.profile())) as link:
+        for k in range(BOOT_EXCHANGES + ARM_EXCHANGES):
+            link.step(Sticks(throttle=0.0, arm=k >= BOOT_EXCHANGES, angle=False))
+        for f in fractions:
+            thrust = float(f) * weight
+            start = torch.tensor([[0.0, 0.0, 2.0 if method == "held" else 10.0]],
+                                 dtype=torch.float64)  # fmt: skip
+            link.sim.reset(pos=start)
+            got = []
+            for k in range(n):
+                if method == "held":
+                    link.sim.reset(pos=start)
+                    r = link.step(m.sticks(thrust, (0.0, 0.0, 0.0)))
+                    if k >= n // 2:
+                        got.append(m.motor_thrust(r.motors))
+                else:
+                    yaw = 1.0 if (k // 100) % 2 == 0 else -1.0
+                    link.step(m.sticks(thrust, (0.0, 0.0, yaw)))
+                    if k >= 200:
+                        w = link.sim.state.rotor_speed[0].numpy()
+                        got.append(float(m.k_f * np.sum(w * w)))
+            delivered = float(np.mean(got))
+            rows.append({"fraction": float(f), "commanded_n": thrust,
+                         "delivered_n": delivered, "ratio": delivered / thrust})  # fmt: skip
+    return rows
