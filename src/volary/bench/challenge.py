@@ -22,9 +22,13 @@ object ids: the contestant finds the gates itself). Faults for robustness runs: 
 
 Scoring exactly as the challenge (:func:`challenge_summary`): 10 n - t per course, 0 on collision
 or no finish; the leaderboard is the mean of the best 5 of the 25 courses; completion rate and the
-mean +- std of all scores beside Table IV. A run ends at ``time_limit_s`` (default 60 s: every
-2019 finish took well under it; the rule's 300 s would only spend CPU on hovering vehicles): a
-course not finished by then scores 0 as a timeout.
+mean +- std of all scores beside Table IV. The unit of replication is the course x noise-seed
+pair (issue 57): :func:`run_challenge_seeds` flies every course under several noise seeds in one
+batch (or split over worker processes), every pair's noise keyed by :func:`noise_key` alone, and
+:func:`seeds_summary` gives the leaderboard per noise seed, its median over seeds with a 90 %
+bootstrap interval (:data:`INTERVAL_METHOD`), and the completion rate likewise. A run ends at
+``time_limit_s`` (default 60 s: every 2019 finish took well under it; the rule's 300 s would
+only spend CPU on hovering vehicles): a course not finished by then scores 0 as a timeout.
 """
 
 from __future__ import annotations
@@ -150,6 +154,7 @@ class ChallengeResult:
     flying: Tensor  # (K, N) bool, the env had not ended at that sample
     reset_s: float  # s of wall time in the contestant's reset (its pre-race planning)
     wall_s: float  # s of wall time of the whole run
+    noise_seeds: tuple[int, ...] = ()  # (N,) each env's noise seed (its course: race.courses)
 
 
 def run_challenge(
@@ -178,14 +183,129 @@ def run_challenge(
     cfg = sensors if sensors is not None else ChallengeSensors()
     name = contestant if isinstance(contestant, str) else type(contestant).__name__
     racer = make_contestant(contestant)
+    pairs = [(s, seed) for s in specs]
     with one_thread():
-        return _run(specs, racer, name, seed, cfg, device, stochastic, control_hz, time_limit_s)
+        return _run(pairs, racer, name, cfg, device, stochastic, control_hz, time_limit_s)
+
+
+def run_challenge_seeds(
+    courses: Sequence[SceneSpec],
+    contestant: str | Contestant = DEFAULT_CONTESTANT,
+    noise_seeds: Sequence[int] = tuple(range(10)),
+    *,
+    sensors: ChallengeSensors | None = None,
+    workers: int = 1,
+    device: str = "cpu",
+    control_hz: float = 240.0,
+    time_limit_s: float = 60.0,
+) -> ChallengeResult:
+    """Fly every course x noise-seed pair: one env per pair (seed-major: the pairs of
+    ``noise_seeds[0]`` first), all pairs of a worker in one batched World. A pair flies
+    bit-identically to ``run_challenge([course], seed=noise_seed)``, in any batch and in any
+    worker (every noise stream is keyed by the pair, :func:`noise_key`), so ``workers``
+    (processes, each flying a contiguous share of the noise seeds; the contestant is pickled
+    to each) changes the wall time only. ``ChallengeResult.noise_seeds`` names each env's."""
+    specs, seeds = list(courses), list(noise_seeds)
+    if not specs or not seeds:
+        raise ConfigError("courses, noise_seeds: expected at least one course and one seed")
+    if len({s.name for s in specs}) != len(specs):
+        raise ConfigError("courses: expected distinct course names (they seed the noise)")
+    if len(set(seeds)) != len(seeds) or not all(_is_seed(v) for v in seeds):
+        raise ConfigError(f"noise_seeds: expected distinct ints >= 0, got {seeds!r:.80}")
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ConfigError(f"workers: expected an int >= 1, got {workers!r}")
+    if not (math.isfinite(time_limit_s) and time_limit_s > 0):
+        raise ConfigError(f"time_limit_s: expected a time > 0 s, got {time_limit_s!r}")
+    cfg = sensors if sensors is not None else ChallengeSensors()
+    name = contestant if isinstance(contestant, str) else type(contestant).__name__
+    make_contestant(contestant)  # a bad name fails here, before any worker starts
+    groups = [g.tolist() for g in np.array_split(np.array(seeds), min(workers, len(seeds)))]
+    jobs = [([(s, n) for n in g for s in specs], contestant, name, cfg, device, control_hz,
+             time_limit_s) for g in groups]  # fmt: skip
+    if len(jobs) == 1:
+        return _merged([_job(*jobs[0])])
+    from loky import get_reusable_executor
+
+    pool = get_reusable_executor(max_workers=len(jobs), reuse=False, env=_ONE_THREAD_ENV)
+    t0 = time.perf_counter()
+    parts = list(pool.map(_job, *zip(*jobs, strict=True)))
+    return replace(_merged(parts), wall_s=time.perf_counter() - t0)
+
+
+_ONE_THREAD_ENV = {k: "1" for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
+
+
+def _is_seed(v: Any) -> bool:
+    return bool(isinstance(v, int | np.integer) and not isinstance(v, bool) and 0 <= v < 2**31)
+
+
+def _job(
+    pairs: list[tuple[SceneSpec, int]],
+    contestant: str | Contestant,
+    name: str,
+    cfg: ChallengeSensors,
+    device: str,
+    control_hz: float,
+    time_limit_s: float,
+) -> ChallengeResult:
+    """One worker's share: its pairs in one batch (also run in-process for one worker)."""
+    racer = make_contestant(contestant)
+    with one_thread():
+        return _run(pairs, racer, name, cfg, device, True, control_hz, time_limit_s)
+
+
+def _merged(parts: list[ChallengeResult]) -> ChallengeResult:
+    """The workers' results as one, envs concatenated in order; series that ended earlier are
+    padded (paths hold their last position, estimation errors NaN, ``flying`` False)."""
+    if len(parts) == 1:
+        return parts[0]
+    k = max(p.race.path.shape[0] for p in parts)
+    ke = max(p.est_time.shape[0] for p in parts)
+
+    def pad(x: Tensor, n: int, fill: float | bool | None) -> Tensor:
+        if x.shape[0] == n:
+            return x
+        tail = x[-1:] if fill is None else torch.full_like(x[:1], fill)
+        return torch.cat([x, tail.expand(n - x.shape[0], *x.shape[1:])])
+
+    races = [p.race for p in parts]
+    race = RaceResult(
+        courses=tuple(c for r in races for c in r.courses),
+        **{f: torch.cat([getattr(r, f) for r in races]) for f in _RACE_ROWS},
+        path=torch.cat([pad(r.path, k, None) for r in races], dim=1),
+        path_time=max((r.path_time for r in races), key=len),
+    )
+    nan = math.nan
+    return ChallengeResult(
+        race=race,
+        sensors=parts[0].sensors,
+        contestant=parts[0].contestant,
+        est_time=max((p.est_time for p in parts), key=len),
+        pos_err=torch.cat([pad(p.pos_err, ke, nan) for p in parts], dim=1),
+        att_err=torch.cat([pad(p.att_err, ke, nan) for p in parts], dim=1),
+        gate_err=torch.cat([pad(p.gate_err, ke, nan) for p in parts], dim=1),
+        flying=torch.cat([pad(p.flying, ke, False) for p in parts], dim=1),
+        reset_s=max(p.reset_s for p in parts),
+        wall_s=max(p.wall_s for p in parts),
+        noise_seeds=tuple(v for p in parts for v in p.noise_seeds),
+    )
+
+
+_RACE_ROWS = ("gates_passed", "gate_times", "finished", "collided", "timed_out", "time", "score",
+              "plan_time")  # fmt: skip
 
 
 def course_id(spec: SceneSpec) -> int:
     """A course's noise-stream id: from its name, so a course draws the same sensor and process
     noise wherever it sits in the batch."""
     return zlib.crc32(spec.name.encode()) & 0x7FFFFFFF
+
+
+def noise_key(spec: SceneSpec, seed: int) -> int:
+    """The noise streams of one course x noise-seed pair (process, IMU, beacons, ranger,
+    stereo): from the course's name and the seed alone, so a pair draws the same noise in any
+    batch, beside any other seeds, in any worker."""
+    return (int(seed) * 0x9E3779B1 + course_id(spec)) & 0x7FFFFFFF
 
 
 def _nominal(specs: Sequence[SceneSpec]) -> SceneSpec:
@@ -199,10 +319,9 @@ def _nominal(specs: Sequence[SceneSpec]) -> SceneSpec:
 
 
 def _run(
-    specs: list[SceneSpec],
+    pairs: list[tuple[SceneSpec, int]],
     racer: Contestant,
     name: str,
-    seed: int,
     cfg: ChallengeSensors,
     device: str,
     stochastic: bool,
@@ -213,9 +332,11 @@ def _run(
     from volary.sim.terms import gates_done
 
     t_start = time.perf_counter()
+    specs = [s for s, _ in pairs]
     nominal = _nominal(specs)
     cam = camera_config(cfg.camera)
-    ids = [course_id(s) for s in specs]  # every noise stream follows the course, not its slot
+    ids = [noise_key(s, n) for s, n in pairs]  # every stream follows the pair, not its slot
+    seed = 0  # the sensors' streams are keyed by ``ids`` alone
     rig: dict[str, Any] = {}
     if cfg.beacons:
         rig["beacons"] = Sensing(
@@ -249,7 +370,7 @@ def _run(
         seed=seed,
         control_hz=control_hz,
         imu=cfg.imu_config(),
-        noise_seeds=[(seed * 0x9E3779B1 + i) & 0x7FFFFFFF for i in ids],
+        noise_seeds=ids,
     )
     quat = [yaw_quat(s.start_yaw) for s in specs]
     world.reset(pos=torch.tensor([s.start for s in specs]), quat=torch.tensor(quat))
@@ -286,7 +407,8 @@ def _run(
     ep = rollout(world, act, (crashed_out, gates_done), steps=steps, record=RACE_RECORDS,
                  record_initial=True)  # fmt: skip
     race = race_result(specs, world.gates, ep, torch.full((world.b,), math.nan))
-    return log.result(race, cfg, name, ep.end_time, reset_s, time.perf_counter() - t_start)
+    res = log.result(race, cfg, name, ep.end_time, reset_s, time.perf_counter() - t_start)
+    return replace(res, noise_seeds=tuple(int(n) for _, n in pairs))
 
 
 def observe(world: Any, k: int) -> ChallengeObservation:
@@ -410,6 +532,128 @@ def challenge_summary(res: ChallengeResult, best: int = BEST_OF) -> dict[str, An
     return out
 
 
+CONFIDENCE = 0.9  # the interval's coverage
+RESAMPLES = 9999  # bootstrap resamples
+BOOTSTRAP_SEED = 2026  # the resampling's own seed: the same run reports the same interval
+INTERVAL_METHOD = (
+    "percentile bootstrap over the course x noise-seed pairs (scipy.stats.bootstrap, "
+    f"method='percentile', {RESAMPLES} resamples, seed {BOOTSTRAP_SEED}): each noise seed's "
+    "course scores resampled with replacement (so every resampled evaluation keeps its course "
+    "count, as the leaderboard rule needs), the statistic recomputed as the median over the "
+    "noise seeds; it does not resample the noise seeds themselves (see min/max over seeds)"
+)
+
+
+def seeds_summary(
+    res: ChallengeResult,
+    best: int = BEST_OF,
+    confidence: float = CONFIDENCE,
+    n_resamples: int = RESAMPLES,
+) -> dict[str, Any]:
+    """The challenge's figures over course x noise-seed pairs (:func:`run_challenge_seeds`):
+    per noise seed, the leaderboard (best ``best`` of its courses), the completion rate and the
+    mean +- std of its scores (``per_seed``); over seeds, the median of the leaderboard and of
+    the completion rate with a ``confidence`` interval (:data:`INTERVAL_METHOD`) and their
+    min/max; pooled over all pairs, the completion rate and mean +- std of the scores; and the
+    estimation errors over all pairs (as :func:`challenge_summary`)."""
+    table = _by_seed(res)
+    per_seed = []
+    for seed, (score, done, collided, timed_out) in table.items():
+        per_seed.append({
+            "noise_seed": seed,
+            "leaderboard": leaderboard(torch.from_numpy(score), best),
+            "completed_pct": 100.0 * float(done.mean()),
+            "mean_score": float(score.mean()),
+            "std_score": float(score.std()),
+            "collided": int(collided.sum()),
+            "timed_out": int(timed_out.sum()),
+        })  # fmt: skip
+    scores = [v[0] for v in table.values()]
+    dones = [v[1].astype(float) for v in table.values()]
+    r = res.race
+    pooled = r.score.double().numpy()
+    out: dict[str, Any] = {
+        "contestant": res.contestant,
+        "sensors": res.sensors.label,
+        "sensor_settings": asdict(res.sensors),
+        "courses": len(scores[0]),
+        "noise_seeds": list(table),
+        "pairs": int(pooled.size),
+        "interval_method": INTERVAL_METHOD,
+        "leaderboard": _spread(scores, lambda x: _top_mean(x, best), confidence, n_resamples),
+        "completed_pct": _spread(dones, lambda x: 100.0 * x.mean(-1), confidence, n_resamples),
+        "pooled": {
+            "completed_pct": 100.0 * float((r.finished & ~r.collided).double().mean()),
+            "mean_score": float(pooled.mean()),
+            "std_score": float(pooled.std()),
+            "collided": int(r.collided.sum()),
+            "timed_out": int(r.timed_out.sum()),
+        },
+        "per_seed": per_seed,
+        "reset_s": res.reset_s,
+        "wall_s": res.wall_s,
+        "top_2019_score": TOP_2019_SCORE,
+    }
+    if res.pos_err.numel():
+        out["estimation"] = _error_stats(res)
+    return out
+
+
+def _by_seed(res: ChallengeResult) -> dict[int, tuple[np.ndarray, ...]]:
+    """Per noise seed (in flight order): its courses' scores, completed, collided, timed out;
+    every seed must have flown the same courses."""
+    r = res.race
+    seeds = res.noise_seeds or (0,) * len(r.courses)
+    if len(seeds) != len(r.courses):
+        raise ConfigError("result: expected one noise seed per env")
+    out: dict[int, tuple[np.ndarray, ...]] = {}
+    cols = (r.score.double(), r.finished & ~r.collided, r.collided, r.timed_out)
+    for seed in dict.fromkeys(seeds):
+        idx = [i for i, v in enumerate(seeds) if v == seed]
+        if [r.courses[i] for i in idx] != [r.courses[i] for i, v in enumerate(seeds)
+                                           if v == seeds[0]]:  # fmt: skip
+            raise ConfigError("result: expected every noise seed to fly the same courses")
+        out[int(seed)] = tuple(c[idx].numpy() for c in cols)
+    return out
+
+
+def _top_mean(x: np.ndarray, best: int) -> np.ndarray:
+    """The leaderboard along the last axis: mean of the ``best`` highest values."""
+    k = min(best, x.shape[-1])
+    return np.sort(x, axis=-1)[..., -k:].mean(-1)
+
+
+def _spread(
+    samples: list[np.ndarray], stat: Any, confidence: float, n_resamples: int
+) -> dict[str, Any]:
+    """Median over seeds of ``stat`` of each seed's sample, its bootstrap interval and the
+    min/max over seeds. One course per seed gives no interval (None)."""
+    from scipy.stats import bootstrap
+
+    per = np.array([float(stat(x)) for x in samples])
+    out: dict[str, Any] = {
+        "median": float(np.median(per)),
+        "interval": None,
+        "confidence": confidence,
+        "min": float(per.min()),
+        "max": float(per.max()),
+    }
+    if min(len(x) for x in samples) < 2:
+        return out
+
+    def median_of(*xs: np.ndarray, axis: int = -1) -> np.ndarray:
+        vals = [stat(np.moveaxis(x, axis, -1)) for x in xs]
+        return np.median(np.stack(vals, axis=-1), axis=-1)
+
+    ci = bootstrap(
+        tuple(samples), median_of, n_resamples=n_resamples, confidence_level=confidence,
+        method="percentile", vectorized=True, batch=500,
+        rng=np.random.default_rng(BOOTSTRAP_SEED),
+    ).confidence_interval  # fmt: skip
+    out["interval"] = [float(ci.low), float(ci.high)]
+    return out
+
+
 def _error_stats(res: ChallengeResult) -> dict[str, Any]:
     def q(x: Tensor) -> dict[str, float]:
         v = x[torch.isfinite(x)]
@@ -503,5 +747,8 @@ __all__ = [
     "observe",
     "on_course",
     "plot_estimation",
+    "noise_key",
     "run_challenge",
+    "run_challenge_seeds",
+    "seeds_summary",
 ]

@@ -278,6 +278,12 @@ def _racer(name: str) -> Any:
     return RACERS.get(name)
 
 
+def _course_generator(name: str) -> Any:
+    from volary.worlds.tracks import COURSE_GENERATORS
+
+    return COURSE_GENERATORS.get(name)
+
+
 def _contestant(name: str) -> None:
     from volary.planning.challenge import CONTESTANTS
 
@@ -430,6 +436,10 @@ OPTIONS: dict[str, dict[str, Check]] = {
     "race": {
         "--seed": SEED,
         "--courses": _counts(1000, "perturbed courses", 0),
+        "--courses-from": looked_up(_course_generator),
+        "--noise-seeds": _counts(1000, "noise seeds per course"),
+        "--first-noise-seed": count(0, 2**31 - 1001, "first noise seed"),
+        "--workers": count(1, 64, "worker processes"),
         "--out": OUT,
         "--device": DEVICE,
         "--mode": one_of(("challenge", "oracle")),

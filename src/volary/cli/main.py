@@ -342,7 +342,7 @@ def bench_physics(
 
 #: The options only one mode of ``volary race`` uses (the other refuses them).
 RACE_MODE_OPTIONS = {
-    "challenge": ("contestant", "sensors", "faults"),
+    "challenge": ("contestant", "sensors", "faults", "noise_seeds", "first_noise_seed", "workers"),
     "oracle": ("racer",),
 }
 
@@ -350,10 +350,33 @@ RACE_MODE_OPTIONS = {
 @app.command()
 def race(
     ctx: typer.Context,
-    seed: Seed = 0,
+    seed: Annotated[
+        int, typer.Option(help="Seed of the perturbed courses (oracle: also its process noise).")
+    ] = 0,
     courses: Annotated[
         int, typer.Option(help="Perturbed courses (challenge: 25; oracle: besides the nominal).")
     ] = 25,
+    courses_from: Annotated[
+        str,
+        typer.Option(
+            help="Course generator setting: volary (a rigid shift + yaw of each gate; the "
+            "development setting), replaced, resized or moved (report settings; "
+            "docs/race-interface.md)."
+        ),
+    ] = "volary",
+    noise_seeds: Annotated[
+        int,
+        typer.Option(
+            help="challenge: IMU/sensor/process noise seeds each course is flown with (the "
+            "course x noise-seed pair is the unit of replication)."
+        ),
+    ] = 10,
+    first_noise_seed: Annotated[
+        int, typer.Option(help="challenge: the first noise seed (seeds run from it upwards).")
+    ] = 0,
+    workers: Annotated[
+        int, typer.Option(help="challenge: processes sharing the noise seeds (wall time only).")
+    ] = 1,
     out: Out = Path("out/race"),
     device: Device = "cpu",
     mode: Annotated[
@@ -384,17 +407,18 @@ def race(
         ),
     ] = "mintime",
 ) -> None:
-    """AlphaPilot 2019 race. challenge: a contestant races 25 perturbed courses from IMU, IR
-    beacons and the downward ranger; leaderboard (mean of the best five), completion, mean +-
-    std beside the paper's Table IV, estimation error plot. oracle: a planned racer handed the
-    true gates, per-gate times, scores, top-down plots (an upper bound)."""
+    """AlphaPilot 2019 race. challenge: a contestant races 25 perturbed courses x 10 noise
+    seeds from IMU, IR beacons and the downward ranger; leaderboard per seed, its median and
+    90 % interval, Table IV beside. oracle: a planned racer handed the true gates, scores,
+    plots (an upper bound)."""
     _refuse_other_modes(ctx, mode, RACE_MODE_OPTIONS)
     if mode == "challenge" and courses < 1:
         _fail(f"--courses: expected >= 1 in challenge mode, got {courses}")
     if mode == "challenge":
-        _race_challenge(seed, courses, out, device, contestant, sensors, faults)
+        _race_challenge(seed, courses, out, device, contestant, sensors, faults,
+                        noise_seeds, first_noise_seed, courses_from, workers)  # fmt: skip
     else:
-        _race_oracle(seed, courses, out, device, racer)
+        _race_oracle(seed, courses, out, device, racer, courses_from)
 
 
 def _refuse_other_modes(ctx: Any, mode: str, by_mode: dict[str, tuple[str, ...]]) -> None:
@@ -403,51 +427,86 @@ def _refuse_other_modes(ctx: Any, mode: str, by_mode: dict[str, tuple[str, ...]]
         for name in names if other != mode else ():
             source = ctx.get_parameter_source(name)
             if source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"):
-                _fail(f"--{name}: used by --mode {other} only, not by --mode {mode}")
+                option = "--" + name.replace("_", "-")
+                _fail(f"{option}: used by --mode {other} only, not by --mode {mode}")
 
 
 def _race_challenge(
-    seed: int, courses: int, out: Path, device: str, contestant: str, sensors: str, faults: str
+    seed: int,
+    courses: int,
+    out: Path,
+    device: str,
+    contestant: str,
+    sensors: str,
+    faults: str,
+    noise_seeds: int,
+    first_noise_seed: int,
+    courses_from: str,
+    workers: int,
 ) -> None:
     import json as _json
 
     from volary.cli.race import challenge_cli
 
-    with console.status(f"{contestant}: racing {courses} perturbed courses from {sensors}..."):
+    with console.status(
+        f"{contestant}: racing {courses} {courses_from} courses x {noise_seeds} noise seeds "
+        f"from {sensors}..."
+    ):
         path = challenge_cli(out, seed=seed, courses=courses, device=device,
-                             contestant=contestant, sensors=sensors, faults=faults)  # fmt: skip
+                             contestant=contestant, sensors=sensors, faults=faults,
+                             noise_seeds=noise_seeds, first_noise_seed=first_noise_seed,
+                             courses_from=courses_from, workers=workers)  # fmt: skip
     doc = _json.loads(path.read_text())
-    t = Table("course", "gates passed", "finished", "collided", "time [s]", "score")
-    for c in doc["courses_detail"]:
-        time_s = "-" if c["time_s"] is None else f"{c['time_s']:.2f}"
-        t.add_row(str(c["course"]), str(c["gates_passed"]), str(c["finished"]),
-                  str(c["collided"]), time_s, f"{c['score']:.2f}")  # fmt: skip
+    title = f"{doc['courses']} {courses_from} courses (seed {seed}) per noise seed"
+    t = Table("noise seed", f"leaderboard (best {doc['best_of']})", "completed [%]",
+              "mean score", "std", "collided", "timed out", title=title)  # fmt: skip
+    for r in doc["per_seed"]:
+        t.add_row(str(r["noise_seed"]), f"{r['leaderboard']:.2f}", f"{r['completed_pct']:.1f}",
+                  f"{r['mean_score']:.2f}", f"{r['std_score']:.2f}", str(r["collided"]),
+                  str(r["timed_out"]))  # fmt: skip
     console.print(t)
+    pooled = doc["pooled"]
     t4 = Table("sensors", "teams", "completed [%]", "mean score", "std", title="beside Table IV")
-    t4.add_row(f"volary {doc['contestant']}: {doc['sensors']}", "-",
-               f"{doc['completed_pct']:.1f}", f"{doc['mean_score']:.2f}",
-               f"{doc['std_score']:.2f}")  # fmt: skip
+    t4.add_row(f"volary {doc['contestant']}: {doc['sensors']} ({doc['pairs']} pairs)", "-",
+               f"{pooled['completed_pct']:.1f}", f"{pooled['mean_score']:.2f}",
+               f"{pooled['std_score']:.2f}")  # fmt: skip
     for name, row in doc["table_iv"].items():
         t4.add_row(f"2019: {name}", str(row["teams"]), f"{row['completed_pct']:.1f}",
                    f"{row['mean_score']:.2f}", f"{row['std_score']:.2f}")  # fmt: skip
     console.print(t4)
+    lb, done = doc["leaderboard"], doc["completed_pct"]
     console.print(
-        f"{doc['contestant']} ({doc['sensors']}, faults {doc['faults']}): leaderboard (mean of "
-        f"the best {doc['best_of']}): {doc['leaderboard']:.2f}  (top 2019 team: "
-        f"{doc['top_2019_score']}); {doc['wall_s']:.0f} s"
+        f"{doc['contestant']} ({doc['sensors']}, faults {doc['faults']}, {courses_from} "
+        f"courses): leaderboard (mean of the best {doc['best_of']}) over "
+        f"{len(doc['noise_seeds'])} noise seeds: median {lb['median']:.2f} "
+        f"{_interval(lb)}, seeds {lb['min']:.2f}-{lb['max']:.2f} (top 2019 team: "
+        f"{doc['top_2019_score']}); completed {done['median']:.1f} % {_interval(done)}; "
+        f"{doc['wall_s']:.0f} s",
+        markup=False,
     )
+    console.print(f"interval: {doc['interval_method']}", markup=False)
     console.print(f"wrote {path}", markup=False)
 
 
-def _race_oracle(seed: int, courses: int, out: Path, device: str, racer: str) -> None:
+def _interval(spread: dict[str, Any]) -> str:
+    if spread["interval"] is None:
+        return "(no interval: one course)"
+    lo, hi = spread["interval"]
+    return f"[{100 * spread['confidence']:.0f} % interval {lo:.2f}, {hi:.2f}]"
+
+
+def _race_oracle(
+    seed: int, courses: int, out: Path, device: str, racer: str, courses_from: str
+) -> None:
     import json as _json
 
     from volary.cli.race import race_cli
 
     with console.status(
-        f"{racer} (oracle): flying the nominal course and {courses} perturbed ones..."
+        f"{racer} (oracle): flying the nominal course and {courses} {courses_from} ones..."
     ):
-        path = race_cli(out, seed=seed, courses=courses, device=device, racer=racer)
+        path = race_cli(out, seed=seed, courses=courses, device=device, racer=racer,
+                        courses_from=courses_from)  # fmt: skip
     doc = _json.loads(path.read_text())
     nom = doc["nominal"]
     t = Table("course", "gates passed", "finished", "collided", "time [s]", "score")

@@ -89,8 +89,10 @@ def race_cli(
     courses: int = 25,
     device: str = "cpu",
     racer: str = DEFAULT_RACER,
+    courses_from: str = "volary",
 ) -> Path:
-    """``volary race``: the nominal course and ``courses`` perturbed ones (seed ``seed``) flown by
+    """``volary race``: the nominal course and ``courses`` perturbed ones (seed ``seed``, drawn by
+    the ``courses_from`` generator setting) flown by
     the racer named ``racer`` (:data:`RACERS`) in one batch; writes ``race.json`` (per-course
     results, leaderboard over the perturbed courses, or over the nominal alone when ``courses`` is
     0) and top-down PNGs of the nominal run and of the best perturbed run. Returns the JSON
@@ -101,7 +103,8 @@ def race_cli(
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     nominal = alphapilot_2019()
-    specs = [nominal, *(alphapilot_2019_courses(courses, seed) if courses else [])]
+    drawn = alphapilot_2019_courses(courses, seed, courses_from) if courses else []
+    specs = [nominal, *drawn]
     res = run_race(specs, racer=pilot, seed=seed, device=device)
     rows = res.to_dict()["courses"]
     scores = res.score[1:] if courses else res.score
@@ -109,6 +112,7 @@ def race_cli(
         "mode": "oracle",
         "note": ORACLE_NOTE,
         "seed": seed,
+        "courses_from": courses_from,
         "platform": RACE_PLATFORM,
         "racer": type(pilot).__name__,
         "nominal": rows[0],
@@ -135,46 +139,71 @@ def challenge_cli(
     contestant: str = "reference",
     sensors: str = "imu+ir+ranger",
     faults: str = "none",
+    *,
+    noise_seeds: int = 10,
+    first_noise_seed: int = 0,
+    courses_from: str = "volary",
+    workers: int = 1,
 ) -> Path:
-    """``volary race --mode challenge``: ``courses`` perturbed courses (seed ``seed``) raced by
-    ``contestant`` from the sensor set ``sensors`` with ``faults``; writes ``challenge.json``
-    (summary, per-course rows, Table IV beside), ``race_best.png`` (top-down view of the best
-    course) and ``estimation.png`` (the contestant's estimation error along the course)."""
+    """``volary race --mode challenge``: ``courses`` perturbed courses (seed ``seed``, drawn by
+    the ``courses_from`` generator setting), each raced by ``contestant`` from the sensor set
+    ``sensors`` with ``faults`` under ``noise_seeds`` IMU/sensor/process noise seeds
+    (``first_noise_seed`` onwards; :func:`volary.bench.challenge.run_challenge_seeds`, in
+    ``workers`` processes); writes ``challenge.json`` (the figures over the course x noise-seed
+    pairs of :func:`~volary.bench.challenge.seeds_summary`, per-seed and per-pair rows, Table IV
+    beside), ``race_best.png`` (top-down view of the best pair) and ``estimation.png`` (the
+    contestant's estimation error along the course, over all pairs)."""
     from volary.bench.challenge import (
         FAULTS,
         SENSOR_SETS,
         TABLE_IV,
-        challenge_summary,
         plot_estimation,
-        run_challenge,
+        run_challenge_seeds,
+        seeds_summary,
     )
+    from volary.worlds.tracks import COURSE_GENERATORS
 
-    if not isinstance(courses, int) or isinstance(courses, bool) or courses < 1:
-        raise ConfigError(f"courses: expected a course count >= 1, got {courses!r}")
+    for name, v, lo in (
+        ("courses", courses, 1),
+        ("noise_seeds", noise_seeds, 1),
+        ("first_noise_seed", first_noise_seed, 0),
+        ("workers", workers, 1),
+    ):
+        if not isinstance(v, int) or isinstance(v, bool) or v < lo:
+            raise ConfigError(f"{name}: expected an int >= {lo}, got {v!r}")  # fmt: skip
     if sensors not in SENSOR_SETS:
         raise ConfigError(f"sensors: expected one of {sorted(SENSOR_SETS)}, got {sensors!r}")
     if faults not in FAULTS:
         raise ConfigError(f"faults: expected one of {sorted(FAULTS)}, got {faults!r}")
+    generator = COURSE_GENERATORS.get(courses_from)
     cfg = replace(SENSOR_SETS[sensors], **FAULTS[faults])
-    specs = alphapilot_2019_courses(courses, seed)
-    res = run_challenge(specs, contestant, seed, sensors=cfg, device=device)
+    specs = alphapilot_2019_courses(courses, seed, courses_from)
+    seeds = list(range(first_noise_seed, first_noise_seed + noise_seeds))
+    res = run_challenge_seeds(specs, contestant, seeds, sensors=cfg, workers=workers,
+                              device=device)  # fmt: skip
     out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
+    rows = res.race.to_dict()["courses"]
+    for row, n in zip(rows, res.noise_seeds, strict=True):
+        row["noise_seed"] = n
     doc = {
         "mode": "challenge",
         "seed": seed,
+        "courses_from": courses_from,
+        "courses_from_summary": generator.summary,
         "platform": RACE_PLATFORM,
         "faults": faults,
-        **challenge_summary(res),
+        "workers": workers,
+        **seeds_summary(res),
         "best_of": BEST_OF,
         "table_iv": {
             k: dict(zip(("teams", "completed_pct", "mean_score", "std_score"), v, strict=True))
             for k, v in TABLE_IV.items()
         },  # fmt: skip
-        "courses_detail": res.race.to_dict()["courses"],
+        "courses_detail": rows,
     }
     best = int(res.race.score.argmax())
-    plot_race(res.race, specs[best], out_dir / "race_best.png", env=best)
+    plot_race(res.race, specs[best % courses], out_dir / "race_best.png", env=best)
     if res.pos_err.numel():
         plot_estimation(res, out_dir / "estimation.png")
     path = out_dir / "challenge.json"

@@ -352,7 +352,7 @@ def perturb_course(spec: SceneSpec, rng: np.random.Generator | int) -> SceneSpec
     return replace(spec, gates=gates, goal=_vec3(last), meta=meta)
 
 
-_PERTURBATION_KEYS = ("perturbation_draw", "perturbation_base")
+_PERTURBATION_KEYS = ("perturbation_draw", "perturbation_base", "course_generator")
 
 
 def unperturbed(spec: SceneSpec) -> SceneSpec:
@@ -374,12 +374,225 @@ def unperturbed(spec: SceneSpec) -> SceneSpec:
     return replace(spec, name=name, gates=gates, goal=goal, meta=meta)
 
 
-def alphapilot_2019_courses(n: int = 25, rng: np.random.Generator | int = 0) -> list[SceneSpec]:
-    """``n`` perturbed AlphaPilot courses (the qualifier used 25), deterministic in ``rng``."""
-    if not isinstance(n, int) or n < 1:
+def alphapilot_2019_courses(
+    n: int = 25, rng: np.random.Generator | int = 0, generator: str = "volary"
+) -> list[SceneSpec]:
+    """``n`` perturbed AlphaPilot courses (the qualifier used 25), deterministic in ``rng``,
+    drawn by the named :data:`COURSE_GENERATORS` setting (default ``volary``: each gate's
+    rigid shift + yaw within its published bounds, :func:`perturb_course`)."""
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise ConfigError(f"n: expected a course count >= 1, got {n!r}")
+    gen = COURSE_GENERATORS.get(generator)
     base, g = alphapilot_2019(), _rng(rng)
-    return [replace(perturb_course(base, g), name=f"alphapilot_2019_{i}") for i in range(n)]
+    return [replace(gen.draw(base, g), name=f"alphapilot_2019_{i}") for i in range(n)]
+
+
+# ---- course generator settings ------------------------------------------------------------------
+GENERATOR_KEY = "course_generator"  # meta key naming the setting a course was drawn with
+MAX_DRAWS = 100  # redraws of one course whose gates overlap or block the start
+
+
+@dataclass(frozen=True)
+class CourseGenerator:
+    """A named way of drawing perturbed courses from a nominal one (``volary race
+    --courses-from``). Every setting starts from volary's rigid perturbation of each gate (shift
+    U(-s b_x, s b_x), U(-s b_y, s b_y) m plus ``extra_shift_m`` on both axes, yaw U(-s b_yaw,
+    s b_yaw) deg plus ``extra_yaw_deg``, with b the gate's published bounds and s
+    ``shift_scale``) and then changes the course gates (those of ``order_index``; the other
+    gates are the arena's and stay as published):
+
+    - ``replace_p``: each course gate's opening is, with this probability, swapped for another
+      arena gate's (its width, height and in-plane roll; uniform over the gates whose opening
+      differs by more than 5 cm), at the same centre and facing;
+    - ``resize``: the opening's width and height each scaled by U(lo, hi);
+      ``border``: the frame bar's width scaled by U(lo, hi) (the outer size follows);
+    - ``tilt_deg``: pitch about the gate's horizontal in-plane axis and roll about its normal,
+      each U(-t, t) deg; ``dz_m``: height change U(lo, hi) m.
+
+    A course whose gates come closer than ``clearance_m`` (bounding spheres) where the
+    nominal ones did not, whose gate dips below 0.2 m, or which leaves the arena is drawn
+    again (at most :data:`MAX_DRAWS` times, from the same generator: deterministic).
+    ``volary`` (the default) is :func:`perturb_course` itself, draw for draw."""
+
+    name: str
+    summary: str
+    shift_scale: float = 1.0
+    extra_shift_m: float = 0.0
+    extra_yaw_deg: float = 0.0
+    replace_p: float = 0.0
+    resize: tuple[float, float] = (1.0, 1.0)
+    border: tuple[float, float] = (1.0, 1.0)
+    tilt_deg: float = 0.0
+    dz_m: tuple[float, float] = (0.0, 0.0)
+    clearance_m: float = 0.5
+
+    @property
+    def rigid_only(self) -> bool:
+        """The setting is today's rigid shift + yaw of each gate and nothing else."""
+        return self == replace(VOLARY_GENERATOR, name=self.name, summary=self.summary)
+
+    def draw(self, spec: SceneSpec, rng: np.random.Generator | int) -> SceneSpec:
+        """One course drawn from the nominal ``spec`` (its ``meta["perturbation"]`` bounds)."""
+        g = _rng(rng)
+        if self.rigid_only:
+            out = perturb_course(spec, g)
+        else:
+            for _ in range(MAX_DRAWS):
+                out = _varied(spec, self, g)
+                if _acceptable(spec, out, self.clearance_m):
+                    break
+            else:
+                raise ConfigError(
+                    f"courses-from {self.name}: no course with gates {self.clearance_m} m apart "
+                    f"in {MAX_DRAWS} draws"
+                )
+        return replace(out, meta={**out.meta, GENERATOR_KEY: self.name})
+
+
+VOLARY_GENERATOR = CourseGenerator(
+    "volary", "today's: a rigid shift and yaw of each gate within its published bounds "
+    "(development setting)",
+)  # fmt: skip
+COURSE_GENERATORS: Registry[CourseGenerator] = Registry(
+    "course generator",
+    {
+        "volary": VOLARY_GENERATOR,
+        "replaced": CourseGenerator(
+            "replaced", "volary's draw, then each course gate's frame swapped with p = 0.3 for "
+            "another arena gate's opening (size, shape, roll)", replace_p=0.3,
+        ),
+        "resized": CourseGenerator(
+            "resized", "volary's draw, then each course gate's opening width and height "
+            "scaled by U(0.8, 1.2) and its frame bar by U(1, 3)",
+            resize=(0.8, 1.2), border=(1.0, 3.0),
+        ),
+        "moved": CourseGenerator(
+            "moved", "beyond a rigid shift: shifts U(-(1.5 b + 0.5), 1.5 b + 0.5) m, yaw "
+            "U(-(1.5 b + 5), 1.5 b + 5) deg, pitch and roll U(-15, 15) deg, height U(-0.5, 1) m",
+            shift_scale=1.5, extra_shift_m=0.5, extra_yaw_deg=5.0, tilt_deg=15.0,
+            dz_m=(-0.5, 1.0),
+        ),
+    },
+)  # fmt: skip
+
+
+def _rot(axis: np.ndarray, angle: float) -> np.ndarray:
+    """Rotation matrix (3, 3) by ``angle`` rad about the unit ``axis`` (Rodrigues)."""
+    k = np.array([[0, -axis[2], axis[1]], [axis[2], 0, -axis[0]], [-axis[1], axis[0], 0]])
+    return np.eye(3) + math.sin(angle) * k + (1 - math.cos(angle)) * (k @ k)
+
+
+def _frame_axes(c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A gate's in-plane "across" axis (along its top bar), "up" axis and normal (unit)."""
+    across = (c[1] - c[0]) + (c[2] - c[3])
+    across /= np.linalg.norm(across)
+    up = (c[0] - c[3]) + (c[1] - c[2])
+    up -= (up @ across) * across
+    up /= np.linalg.norm(up)
+    return across, up, np.cross(across, up)
+
+
+def _opening(c: np.ndarray) -> tuple[float, float, float]:
+    """(width m, height m, roll rad) of an opening: the roll is the top bar's slope."""
+    w = 0.5 * (np.linalg.norm(c[1] - c[0]) + np.linalg.norm(c[2] - c[3]))
+    h = 0.5 * (np.linalg.norm(c[0] - c[3]) + np.linalg.norm(c[1] - c[2]))
+    top = c[1] - c[0]
+    return float(w), float(h), math.atan2(float(top[2]), float(np.linalg.norm(top[:2])))
+
+
+def _reshaped(c: np.ndarray, width: float, height: float, roll: float) -> np.ndarray:
+    """Corners (4, 3) of an opening ``width`` x ``height`` m rolled by ``roll`` rad about the
+    normal of the frame ``c`` (same centre, same facing; top bar first)."""
+    across, _, normal = _frame_axes(c)
+    flat = np.array([0.0, 0.0, 1.0]) - (normal @ [0.0, 0.0, 1.0]) * normal
+    up = flat / np.linalg.norm(flat) if np.linalg.norm(flat) > 1e-9 else _frame_axes(c)[1]
+    across = np.cross(up, normal)
+    r = _rot(normal, roll)
+    a, u = r @ across * width / 2, r @ up * height / 2
+    ctr = c.mean(axis=0)
+    return np.stack([ctr - a + u, ctr + a + u, ctr + a - u, ctr - a - u])
+
+
+def _varied(spec: SceneSpec, gen: CourseGenerator, g: np.random.Generator) -> SceneSpec:
+    """One draw of ``gen`` (its docstring) from the nominal ``spec``: rigid first, then the
+    course gates' variations, in a fixed order of draws."""
+    bounds = spec.meta.get("perturbation")
+    if not isinstance(bounds, dict):
+        raise ConfigError(f"spec: {spec.name} has no meta['perturbation'] bounds")
+    pub = np.array([bounds.get(gt.name, (0.0, 0.0, 0.0)) for gt in spec.gates], dtype=float)
+    course = set(spec.meta["order_index"])
+    on = np.array([i in course for i in range(len(spec.gates))])[:, None]
+    extra = [gen.extra_shift_m, gen.extra_shift_m, gen.extra_yaw_deg]
+    lim = np.where(on, pub * gen.shift_scale + extra, pub)
+    draw = g.uniform(-1.0, 1.0, size=lim.shape) * lim  # (G, 3): dx m, dy m, dyaw deg
+    shapes = [_opening(np.asarray(gt.corners)) for gt in spec.gates]
+    gates = []
+    for i, (gt, d) in enumerate(zip(spec.gates, draw, strict=True)):
+        c = _yaw_about_centre(np.asarray(gt.corners), d[0], d[1], math.radians(d[2]))
+        border = gt.border
+        if i in course:
+            c, border = _course_gate(c, gt.border, shapes, i, gen, g)
+        gates.append(replace(gt, corners=_tuple(c), border=float(border)))
+    last = gates[spec.meta["order_index"][-1]].center
+    base = {
+        "name": spec.name,
+        "gates": [[list(c) for c in gt.corners] for gt in spec.gates],
+        "goal": list(spec.goal),
+    }
+    meta = {**spec.meta, "perturbation_draw": draw.tolist(), "perturbation_base": base}
+    return replace(spec, gates=tuple(gates), goal=_vec3(last), meta=meta)
+
+
+def _course_gate(
+    c: np.ndarray,
+    border: float,
+    shapes: list[tuple[float, float, float]],
+    i: int,
+    gen: CourseGenerator,
+    g: np.random.Generator,
+) -> tuple[np.ndarray, float]:
+    """A course gate's frame after the variations of ``gen`` (draws in a fixed order)."""
+    w, h, roll = _opening(c)
+    swap, pick = g.uniform(), g.uniform()
+    others = [s for j, s in enumerate(shapes) if j != i and abs(s[0] - w) + abs(s[1] - h) > 0.05]
+    if gen.replace_p > 0 and swap < gen.replace_p and others:
+        w, h, roll = others[min(int(pick * len(others)), len(others) - 1)]
+    fw, fh, fb = g.uniform(*gen.resize), g.uniform(*gen.resize), g.uniform(*gen.border)
+    pitch, rolled = g.uniform(-1, 1, size=2) * math.radians(gen.tilt_deg)
+    dz = g.uniform(*gen.dz_m)
+    c = _reshaped(c, w * fw, h * fh, roll + rolled)
+    across, _, _ = _frame_axes(c)
+    ctr = c.mean(axis=0)
+    c = (c - ctr) @ _rot(across, pitch).T + ctr + np.array([0.0, 0.0, dz])
+    return c, border * fb
+
+
+def _spheres(spec: SceneSpec) -> tuple[np.ndarray, np.ndarray]:
+    c = np.stack([np.asarray(gt.corners, dtype=float) for gt in spec.gates])
+    ctr = c.mean(axis=1)
+    r = np.linalg.norm(c - ctr[:, None], axis=-1).max(-1) + np.array(
+        [gt.border for gt in spec.gates]
+    )
+    return ctr, r
+
+
+def _acceptable(nominal: SceneSpec, course: SceneSpec, clearance: float) -> bool:
+    """The drawn course keeps its gates apart (bounding spheres ``clearance`` m apart wherever
+    the nominal ones were), above 0.2 m, inside the arena and off the start (2 m)."""
+    ctr, r = _spheres(course)
+    ctr0, r0 = _spheres(nominal)
+    gap = np.linalg.norm(ctr[:, None] - ctr[None], axis=-1) - r[:, None] - r[None]
+    gap0 = np.linalg.norm(ctr0[:, None] - ctr0[None], axis=-1) - r0[:, None] - r0[None]
+    np.fill_diagonal(gap, np.inf)
+    np.fill_diagonal(gap0, np.inf)
+    if ((gap < clearance) & (gap0 >= clearance)).any():
+        return False
+    pts = np.concatenate([np.asarray(gt.corners, dtype=float) for gt in course.gates])
+    lo, hi = np.asarray(course.bounds_min), np.asarray(course.bounds_max)
+    if pts[:, 2].min() < 0.2 or (pts < lo).any() or (pts > hi).any():
+        return False
+    start = np.asarray(course.start, dtype=float)
+    return bool((np.linalg.norm(ctr - start, axis=-1) - r).min() > 2.0)
 
 
 # ---- Crazyflie-scale courses --------------------------------------------------------------------
