@@ -41,7 +41,7 @@ from volary.bench.nav.score import (
     ScoreWeights,
     composite_scores,
 )
-from volary.bench.nav.stats import GroupStats, Summary, summarize
+from volary.bench.nav.stats import GroupStats, Summary, holm_by_family, summarize
 from volary.errors import ConfigError
 
 DEFAULT_TITLE = "volary navigation benchmark"
@@ -247,14 +247,20 @@ def export_tables(
         "trials": [{k: getattr(r, k) for k in trial_fields} for r in rows],
         **{k: [g.to_row() for g in t] for k, t in _summary_tables(summary).items()},
         "scores": [_score_row(s, inf.intervals.get(s.algo)) for s in scores],
-        "paired_tests": [asdict(t) for t in inf.tests],
+        "paired_tests": [
+            {**asdict(t), "p_holm": float(h), "holm_family": fam}
+            for t, h, fam in zip(
+                inf.tests, paired_holm(inf.tests), paired_families(inf.tests), strict=True
+            )
+        ],
         "correlations": [
             {
                 **{k: v for k, v in asdict(c).items() if k != "ci"},
                 "ci_lo": c.ci[0],
                 "ci_hi": c.ci[1],
+                "p_holm": float(h),
             }
-            for c in inf.correlations
+            for c, h in zip(inf.correlations, correlation_holm(inf.correlations), strict=True)
         ],
         "paper_table_ii": [
             {**asdict(p), "missing": ";".join(p.missing), "source": TABLE_II_SOURCE}
@@ -482,6 +488,9 @@ def _score_ci(s: ScoreRow, inf: Inference, key: str) -> str:
 
 
 def _p(p: float) -> str:
+    """A p-value as printed; "n/a" where there is none (NaN: e.g. a constant success rate)."""
+    if math.isnan(p):
+        return "n/a"
     return f"p = {p:.2g}" if p >= 1e-3 else "p < 0.001"
 
 
@@ -669,27 +678,45 @@ def _platform_table(summary: Summary) -> str:
     return _table(head, body, left=3)
 
 
+def paired_families(tests: Sequence[PairedTest]) -> list[str]:
+    """The family of claims each paired test belongs to, for Holm's adjustment: the pooled
+    tests of every pair form one family ("all types": the ranking), and each pair's per-type
+    tests another ("A vs B by type": one sentence of the report)."""
+    return [f"{t.algo_a} vs {t.algo_b} by type" if t.scenario else "all types" for t in tests]
+
+
+def paired_holm(tests: Sequence[PairedTest]) -> list[float]:
+    """Holm-adjusted p-values of ``tests`` within their :func:`paired_families`."""
+    return [float(x) for x in holm_by_family([t.p_value for t in tests], paired_families(tests))]
+
+
+def correlation_holm(corrs: Sequence[Correlation]) -> list[float]:
+    """Holm-adjusted p-values of the indicator correlations, one family per algorithm (its
+    indicators over all platforms and over the real ones)."""
+    return [float(x) for x in holm_by_family([c.p_value for c in corrs], [c.algo for c in corrs])]
+
+
 def _tests_table(tests: list[PairedTest]) -> str:
     body = [
         [_e(t.algo_a), _e(t.algo_b), _e(figures.scenario_label(t.scenario) if t.scenario else
                                            "all types"),
          f"{100 * t.rate_a:.1f}", f"{100 * t.rate_b:.1f}", f"{100 * t.diff:+.1f}",
-         f"{t.n_differing} / {t.n_configs}", _e(_p(t.p_value)), _e(t.method)]
-        for t in tests
+         f"{t.n_differing} / {t.n_configs}", _e(_p(t.p_value)), _e(_p(h)), _e(t.method)]
+        for t, h in zip(tests, paired_holm(tests), strict=True)
     ]  # fmt: skip
     head = ("A", "B", "Scenario", "A success %", "B success %", "A - B [points]",
-            "configs differing", "p (two-sided)", "test")  # fmt: skip
+            "configs differing", "p (two-sided)", "p (Holm)", "test")  # fmt: skip
     return _table(head, body, left=3)
 
 
 def _correlation_table(corrs: list[Correlation]) -> str:
     body = [
         [_e(c.algo), _e(c.indicator), _e(c.platforms), str(c.n), _fmt(c.rho),
-         f"[{_fmt(c.ci[0])}, {_fmt(c.ci[1])}]", _e(_p(c.p_value))]
-        for c in corrs
+         f"[{_fmt(c.ci[0])}, {_fmt(c.ci[1])}]", _e(_p(c.p_value)), _e(_p(h))]
+        for c, h in zip(corrs, correlation_holm(corrs), strict=True)
     ]  # fmt: skip
     head = ("Algorithm", "Indicator", "Platforms", "n", "Spearman ρ", "95 % CI (bootstrap)",
-            "p (permutation)")  # fmt: skip
+            "p (permutation)", "p (Holm)")  # fmt: skip
     return _table(head, body, left=3)
 
 
@@ -775,7 +802,10 @@ def _methods(files: list[Path]) -> str:
         "are not zero-width. Per-platform intervals are stratified by type. Coverage on "
         "protocol-shaped simulations: benchmarks/stats_coverage.py.",
         "Comparisons: paired sign-flip permutation tests over configurations; correlations with "
-        "the platform indicators: Spearman's ρ with a permutation p-value over platforms.",
+        "the platform indicators: Spearman's ρ with a permutation p-value over platforms. "
+        "p (Holm): Holm's step-down adjustment within each family of claims (the pooled tests "
+        "of all pairs; each pair's per-type tests; each algorithm's correlations), which holds "
+        "the chance of any false claim in a family at 5 % when p (Holm) < 0.05.",
         "Time to goal: mean over successful trials. Path length, speeds, tracking error (mean "
         "distance to the start-goal reference) and proximity percentile (share of samples within "
         "0.3 m of it; SOUS VIDE Sec. VI): means over the trials where they are defined. "

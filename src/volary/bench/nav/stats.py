@@ -161,6 +161,38 @@ def wilson_interval(successes: float, n: int, level: float = 0.95) -> tuple[floa
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+def holm(p_values: Sequence[float] | np.ndarray) -> np.ndarray:
+    """Holm's step-down adjusted p-values (Holm 1979) of one family of tests, in the input
+    order: sort the m finite p-values ascending, p_(i) -> max over j <= i of
+    min(1, (m - j + 1) p_(j)). Rejecting where the adjusted value is below alpha keeps the
+    chance of any false claim in the family at most alpha, whatever the tests' dependence.
+    NaN stays NaN and does not count in m. (scipy.stats.false_discovery_control gives the
+    Benjamini-Hochberg FDR alternative.)"""
+    p = np.asarray(p_values, dtype=np.float64).ravel()
+    if np.any((p < 0) | (p > 1)):
+        raise ConfigError(f"p_values: expected numbers in [0, 1] or NaN, got {p_values!r}")
+    out = np.full(p.shape, math.nan)
+    ok = np.flatnonzero(~np.isnan(p))
+    order = ok[np.argsort(p[ok], kind="stable")]
+    m = order.size
+    steps = np.minimum(1.0, (m - np.arange(m)) * p[order])
+    out[order] = np.maximum.accumulate(steps)
+    return out
+
+
+def holm_by_family(p_values: Sequence[float] | np.ndarray, families: Sequence[Any]) -> np.ndarray:
+    """:func:`holm` applied within each family (one label per p-value), in the input order."""
+    p = np.asarray(p_values, dtype=np.float64).ravel()
+    labels = list(families)
+    if len(labels) != p.size:
+        raise ConfigError(f"families: expected one label per p-value ({p.size}), got {len(labels)}")
+    out = np.full(p.shape, math.nan)
+    for lab in dict.fromkeys(labels):
+        ix = np.array([i for i, x in enumerate(labels) if x == lab])
+        out[ix] = holm(p[ix])
+    return out
+
+
 def _as_sample(successes: Any) -> np.ndarray:
     try:
         x = np.asarray(successes, dtype=np.float64)
