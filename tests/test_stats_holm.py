@@ -86,3 +86,16 @@ def test_a_correlation_without_a_p_value_is_not_printed_as_significant() -> None
     html = _correlation_table(corrs)
     assert "p &lt; 0.001" not in html and "p < 0.001" not in html
     assert html.count("n/a") == 2  # raw and Holm
+
+
+def test_the_reports_sentences_call_a_type_significant_only_after_holm() -> None:
+    """Per type, a raw p of 0.02 among 7 types is not a claim (adjusted 0.14); one of 0.001
+    is (0.007); the sentence gives both p-values."""
+    from volary.bench.nav.report import _comparison_sentences
+
+    per = [_t("a", "b", "forest", 0.001), _t("a", "b", "urban", 0.02)]
+    per += [_t("a", "b", f"type{i}", 0.5) for i in range(5)]
+    (text,) = _comparison_sentences([_t("a", "b", "", 0.0001), *per])
+    assert "a succeeds more often than b" in text
+    assert "significant after Holm's adjustment at 0.05 in 1 of 7 (forest)" in text
+    assert "urban (p = 0.02, Holm-adjusted p = 0.12)" in text

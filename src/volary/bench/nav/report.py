@@ -495,8 +495,15 @@ def _p(p: float) -> str:
 
 
 def _comparison_sentences(tests: list[PairedTest]) -> list[str]:
-    """Per pair: the pooled test, then which types differ significantly and which do not."""
+    """Per pair: the pooled test, then which types differ and which do not, each judged on its
+    Holm-adjusted p-value (:func:`paired_holm`: the pooled tests one family, each pair's types
+    another) at 0.05, the raw p-value beside it."""
     out = []
+    adjusted = dict(zip(map(id, tests), paired_holm(tests), strict=True))
+
+    def p_both(t: PairedTest) -> str:
+        return f"{_p(t.p_value)}, Holm-adjusted {_p(adjusted[id(t)])}"
+
     pairs = sorted({(t.algo_a, t.algo_b) for t in tests})
     for a, b in pairs:
         mine = [t for t in tests if (t.algo_a, t.algo_b) == (a, b)]
@@ -505,18 +512,22 @@ def _comparison_sentences(tests: list[PairedTest]) -> list[str]:
             continue
         hi, lo = (a, b) if pooled.diff >= 0 else (b, a)
         verdict = (
-            "succeeds more often than" if pooled.significant else "is not distinguishable from"
+            "succeeds more often than"
+            if adjusted[id(pooled)] < 0.05
+            else "is not distinguishable from"
         )
         text = (
             f"{hi} {verdict} {lo} over all types ({100 * abs(pooled.diff):.1f} points, paired "
-            f"sign-flip test over {pooled.n_configs} configurations, {_p(pooled.p_value)})"
+            f"sign-flip test over {pooled.n_configs} configurations, {p_both(pooled)})"
         )
         per = [t for t in mine if t.scenario]
-        sig = [t.scenario for t in per if t.significant]
-        not_sig = [f"{t.scenario} ({_p(t.p_value)})" for t in per if not t.significant]
+        sig = [t.scenario for t in per if adjusted[id(t)] < 0.05]
+        not_sig = [f"{t.scenario} ({p_both(t)})" for t in per if adjusted[id(t)] >= 0.05 or
+                   math.isnan(adjusted[id(t)])]  # fmt: skip
         if per:
             text += (
-                f"; per type, significant at 0.05 in {len(sig)} of {len(per)}"
+                f"; per type, significant after Holm's adjustment at 0.05 in {len(sig)} of "
+                f"{len(per)}"
                 + (f" ({', '.join(sig)})" if sig else "")
                 + (f", not in {', '.join(not_sig)}" if not_sig else "")
             )
