@@ -85,7 +85,9 @@ CHECKPOINTS = {
     ),
 }
 BASE = "aerial-gym-quad"  # the rotor-thrust policy whose gap the ctbr variants try to close
-STEPS = HERE / "results" / "fc_rate_steps.json"
+# The -bf recipes were trained on the fit of the steps measured before the profiles' yaw PID-sum
+# cap (pidsum_limit_yaw 400): those steps, kept as they were, are what --fit reproduces.
+TRAINED_STEPS = HERE / "results" / "fc_rate_steps_yawlimit400.json"
 EVAL_SEED = 2026
 BOOT_S, ARM_S = 3.0, 0.5
 
@@ -235,7 +237,7 @@ def _episode(link, policy, cfg, goal, translate, sticks_of, act_dim, steps, sett
 
 
 # ---- Betaflight's rate response, fitted ------------------------------------------------------
-def fit_rate_response(platform: str = "research_quad_1kg", path: Path = STEPS) -> dict:
+def fit_rate_response(platform: str = "research_quad_1kg", path: Path = TRAINED_STEPS) -> dict:
     """Per FLU axis, the dead time L and lag tau (s) of y / size = 1 - exp(-(t - L) / tau) that
     fit Betaflight's recorded steps of every size at once (mean squared error over the
     normalized traces; grid 1 ms in L up to 0.1 s, 1 ms in tau up to 0.3 s), and its RMS."""
@@ -257,7 +259,7 @@ def fit_rate_response(platform: str = "research_quad_1kg", path: Path = STEPS) -
                      "tau_s": round(float(taus[j]), 3),
                      "rms_of_step": round(math.sqrt(float(err[i, j])), 3),
                      "sizes_dps": [r["size_dps"] for r in mine]}  # fmt: skip
-    return {"platform": platform, "source": "benchmarks/results/fc_rate_steps.json", **out}
+    return {"platform": platform, "source": f"benchmarks/results/{path.name}", **out}
 
 
 # ---- statistics ---------------------------------------------------------------------------------
