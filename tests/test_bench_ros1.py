@@ -95,6 +95,9 @@ def test_bad_launch_descriptions_are_refused_in_one_line(tmp_path: Path) -> None
         "unknown_key": (good + "speed = 3.0\n", "speed: extra inputs are not permitted"),
         "bad_placeholder": ('command = ["x", "{maxspeed}"]\n', "unknown placeholder {maxspeed}"),
         "bad_encoding": (good + 'depth_encoding = "8UC1"\n', "depth_encoding: input should be"),
+        "nan_goal_height": (good + "goal_height = nan\n", "goal_height:"),
+        "bad_goal_message": (good + 'goal_message = "twist"\n', "goal_message: input should be"),
+        "bad_origin": (good + 'origin = "start"\n', "origin: input should be"),
     }
     for name, (body, want) in cases.items():
         text = f"[{name}]\n" + body.replace("[bad_topic.", f"[{name}.")
@@ -148,3 +151,240 @@ def test_bench_run_refuses_an_unknown_ros1_planner_before_the_run(tmp_path: Path
     assert r.stdout == "" and r.stderr.count("\n") == 1, (r.stdout, r.stderr)
     assert r.stderr.startswith("error:") and "nosuch" in r.stderr and "ego" in r.stderr
     assert not out.exists()
+
+
+# ---- what EGO-Planner and Fast-Planner need of the relay (issue 56) ----------------------------
+# A stand-in that speaks as they do: the goal arrives as a nav_msgs/Path on
+# /waypoint_generator/waypoints, its z is replaced by 1.0 m, and it records the goal and the
+# first odometry it received (in its own frame) to --record.
+EGO_LIKE = """
+import json, math, sys
+sys.path.insert(0, sys.argv[1])
+from nav_standin import profile
+import rospy
+from nav_msgs.msg import Odometry, Path
+from quadrotor_msgs.msg import PositionCommand
+
+rospy.init_node("ego_like")
+state = {"odom": None, "plan": None, "goal": None}
+pub = rospy.Publisher("/planning/pos_cmd", PositionCommand, queue_size=100, tcp_nodelay=True)
+
+def on_odom(m):
+    p = m.pose.pose.position
+    state["odom"] = state["odom"] or (p.x, p.y, p.z)
+    state["now"] = (p.x, p.y, p.z)
+
+def on_goal(m):
+    if state["now"] is None or state["plan"] is not None:
+        return
+    g = m.poses[0].pose.position
+    goal = (g.x, g.y, 1.0)  # as ego_replan_fsm.cpp:119 and kino_replan_fsm.cpp:74
+    with open(sys.argv[2], "w") as f:
+        json.dump({"goal": [g.x, g.y, g.z], "odom": state["odom"]}, f)
+    start = state["now"]
+    d = [b - a for a, b in zip(start, goal)]
+    n = math.sqrt(sum(x * x for x in d)) or 1e-9
+    state["plan"] = (rospy.Time.now().to_sec(), start, [x / n for x in d], n)
+
+def on_timer(event):
+    if state["plan"] is None:
+        return
+    t0, start, u, n = state["plan"]
+    now = rospy.Time.now()
+    s, v, a = profile(n, 3.0, 2.0, now.to_sec() - t0)
+    c = PositionCommand()
+    c.header.stamp, c.header.frame_id = now, "world"
+    c.position.x, c.position.y, c.position.z = (p + s * k for p, k in zip(start, u))
+    c.velocity.x, c.velocity.y, c.velocity.z = (v * k for k in u)
+    c.acceleration.x, c.acceleration.y, c.acceleration.z = (a * k for k in u)
+    c.yaw, c.trajectory_flag = math.atan2(u[1], u[0]), 1
+    pub.publish(c)
+
+state["now"] = None
+rospy.Subscriber("/volary/odom", Odometry, on_odom, tcp_nodelay=True)
+rospy.Subscriber("/waypoint_generator/waypoints", Path, on_goal, tcp_nodelay=True)
+rospy.Timer(rospy.Duration(0.01), on_timer)
+rospy.spin()
+"""
+
+
+@needs_ros1
+@pytest.mark.ros1
+def test_a_planner_that_takes_a_path_goal_at_1m_flies_to_the_trials_goal_height(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``goal_message = "path"``, ``origin = "centre"``, ``goal_height = 1.0``: the goal reaches
+    the planner as EGO's waypoint Path, in a frame centred on the flight volume and lowered so
+    the goal is at 1.0 m; its commands come back into volary's world, so the vehicle ends at
+    the trial's goal height (urban: 2.0 m), not at 1.0 m."""
+    from volary.bench.nav.ros1 import _RELAYS
+    from volary.bench.nav.runner import load_results, run_suite
+    from volary.worlds import make_scenario
+
+    node, record = tmp_path / "ego_like.py", tmp_path / "record.json"
+    node.write_text(EGO_LIKE)
+    planners = tmp_path / "planners.toml"
+    planners.write_text(
+        f'[ego_like]\ncommand = ["/usr/bin/python3", "{node}", "{NODE.parent}", "{record}"]\n'
+        f'goal_message = "path"\norigin = "centre"\ngoal_height = 1.0\ntwist_frame = "world"\n'
+        f'clock_hz = 50.0\nstep_wait = 0.1\nlog_dir = "{tmp_path / "logs"}"\n'
+        '[ego_like.topics]\ngoal = "/waypoint_generator/waypoints"\n'
+    )
+    monkeypatch.setenv("VOLARY_ROS1_PLANNERS", str(planners))
+    run_suite(_suite(1), ["ros1:ego_like"], tmp_path / "run.sqlite", workers=0, progress=False)
+    _RELAYS.stop()
+    (row,) = load_results(tmp_path / "run.sqlite")
+    assert row.cause == "success", row.error
+    spec = make_scenario(SCENARIO, CONFIG)
+    goal, lo, hi = (np.array(x, dtype=float) for x in (spec.goal, spec.bounds_min, spec.bounds_max))
+    assert goal[2] == 2.0
+    off = np.array([*(0.5 * (lo[:2] + hi[:2])), goal[2] - 1.0])
+    seen = json.loads(record.read_text())
+    assert seen["goal"] == pytest.approx((goal - off).tolist(), abs=1e-6)
+    assert seen["odom"] == pytest.approx((np.array(spec.start) - off).tolist(), abs=0.05)
+    track = np.array(json.loads(row.track))
+    assert track[-1, 3] == pytest.approx(goal[2], abs=0.2)  # [t, x, y, z]: at the goal's height
+
+
+def test_the_planners_frame_offset_uses_only_the_flight_volume_and_the_goal() -> None:
+    from types import SimpleNamespace
+
+    from volary.bench.nav.ros1 import LaunchDescription, frame_offset, task_values
+
+    task = SimpleNamespace(bounds_min=np.array([0.0, -10.0, 0.0]), goal=np.array([5, 6, 2.5]),
+                           bounds_max=np.array([60.0, 30.0, 14.0]))  # fmt: skip
+    plain = LaunchDescription(command=["x"])
+    assert frame_offset(plain, task).tolist() == [0.0, 0.0, 0.0]
+    both = LaunchDescription(command=["x"], origin="centre", goal_height=1.0)
+    assert frame_offset(both, task).tolist() == [30.0, 10.0, 1.5]
+    lim = SimpleNamespace(max_speed=3.8, max_acc=5.0, max_vertical_acc=9.0, plan_radius=0.3)
+    cam = SimpleNamespace(fx=32.0, fy=32.0, cx=32.0, cy=24.0, width=64, height=48,
+                          max_range=10.0, rate_hz=10.0)  # fmt: skip
+    values = task_values(SimpleNamespace(**vars(task), limits=lim, depth=cam, seed=1))
+    assert (values["extent_x"], values["extent_y"], values["extent_z"]) == (60.0, 40.0, 14.0)
+    assert (values["cx"], values["cy"]) == (31.5, 23.5)  # ROS's pixel-centre convention
+
+
+def test_ending_a_trial_ends_the_nodes_a_launcher_started_in_sessions_of_their_own(
+    tmp_path: Path,
+) -> None:
+    """roslaunch starts each node with ``setsid``: killing the command's process group left
+    EGO-Planner's node running into the next trial (two nodes of one name on one master; the
+    master shut the new one down). The trial's end must end every descendant."""
+    import os
+    import subprocess
+    import time
+
+    from volary.bench.nav.ros1 import _kill_group
+
+    _alive = _running
+    pidfile = tmp_path / "pid"
+    script = f"setsid sleep 300 & echo $! > {pidfile}; wait"
+    proc = subprocess.Popen(["bash", "-c", script], start_new_session=True)
+    end = time.monotonic() + 10
+    while not (pidfile.is_file() and pidfile.read_text().strip()) and time.monotonic() < end:
+        time.sleep(0.02)
+    node = int(pidfile.read_text())
+    assert _alive(node) and os.getsid(node) != os.getsid(proc.pid)
+    try:
+        _kill_group(proc, grace=1.0)
+        end = time.monotonic() + 5
+        while _alive(node) and time.monotonic() < end:
+            time.sleep(0.02)
+        assert not _alive(node), "the node in its own session outlived the trial"
+    finally:
+        if _alive(node):
+            os.kill(node, 9)
+
+
+def _ego_workspace() -> Path | None:
+    """``$VOLARY_EGO_WS``, else the newest ``volary ros1 build`` of EGO-Planner in the cache."""
+    import os
+
+    env = os.environ.get("VOLARY_EGO_WS")
+    found = (
+        [Path(env)]
+        if env
+        else sorted(
+            (Path.home() / ".cache/volary/ros1-planners").glob("ego-planner-*"),
+            key=lambda p: p.stat().st_mtime,
+        )
+    )
+    for ws in reversed(found):
+        if (ws / "volary-build.json").is_file() and (ws / "devel/setup.bash").is_file():
+            return ws
+    return None
+
+
+@needs_ros1
+@pytest.mark.ros1
+@pytest.mark.slow
+@pytest.mark.skipif(_ego_workspace() is None, reason="no EGO-Planner workspace (volary ros1 build)")
+def test_the_published_ego_planner_flies_a_trial_of_the_protocol(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """examples/ros1_planners.toml's ``ego``: EGO-Planner itself (planner node + traj_server)
+    flies one trial and ends it as a flight (success, collision, timeout, ...), not an error:
+    it started, took the goal, streamed commands that volary tracked, and was ended cleanly."""
+    from volary.bench.nav.ros1 import _RELAYS
+    from volary.bench.nav.runner import load_results, run_suite
+
+    example = Path(__file__).parents[1] / "examples" / "ros1_planners.toml"
+    planners = tmp_path / "planners.toml"
+    text = example.read_text().replace('log_dir = "out/ros1"', f'log_dir = "{tmp_path}/logs"')
+    planners.write_text(text)
+    monkeypatch.setenv("VOLARY_ROS1_PLANNERS", str(planners))
+    monkeypatch.setenv("VOLARY_EGO_WS", str(_ego_workspace()))
+    run_suite(_suite(1), ["ros1:ego"], tmp_path / "run.sqlite", workers=0, progress=False)
+    _RELAYS.stop()
+    (row,) = load_results(tmp_path / "run.sqlite")
+    assert row.cause != "error", row.error
+    assert row.path_length > 5.0, "the planner did not fly"
+    (timing,) = [json.loads(x) for x in (tmp_path / "logs/timing.jsonl").read_text().splitlines()]
+    assert timing["commands"] > 100
+
+
+@needs_ros1
+@pytest.mark.ros1
+def test_a_launch_that_exits_while_starting_leaves_no_process_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The command exits (code 3) before it subscribes, while a launcher it started lives on
+    with a node in a session of its own (roslaunch's ``setsid``): the trial is an ``error``
+    row and nothing it started outlives it (the host had no trial to close: the start failed)."""
+    import os
+    import time
+
+    from volary.bench.nav.ros1 import _RELAYS
+    from volary.bench.nav.runner import load_results, run_suite
+
+    pidfile = tmp_path / "pid"
+    launcher = f"setsid sleep 300 & echo $! > {pidfile}; wait"
+    planners = tmp_path / "planners.toml"
+    planners.write_text(
+        f'[dies]\ncommand = ["bash", "-c", "bash -c \'{launcher}\' & sleep 1; exit 3"]\n'
+        f'log_dir = "{tmp_path / "logs"}"\n'
+    )
+    monkeypatch.setenv("VOLARY_ROS1_PLANNERS", str(planners))
+    run_suite(_suite(1), ["ros1:dies"], tmp_path / "run.sqlite", workers=0, progress=False)
+    (row,) = load_results(tmp_path / "run.sqlite")
+    node = int(pidfile.read_text())
+    try:
+        assert row.cause == "error" and "crashed: the command exited with code 3" in row.error
+        end = time.monotonic() + 10
+        while _running(node) and time.monotonic() < end:
+            time.sleep(0.05)
+        assert not _running(node), "a process the failed start began outlived the trial"
+    finally:
+        _RELAYS.stop()
+        if _running(node):
+            os.kill(node, 9)
+
+
+def _running(pid: int) -> bool:
+    """Whether process ``pid`` runs (not gone, not a zombie)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"

@@ -17,23 +17,31 @@ NAME names a *launch description*: a table of the TOML file ``$VOLARY_ROS1_PLANN
   the trial's simulated time, t + 2 s of take-off), ``nav_msgs/Odometry``, and as the
   description asks the depth image (32FC1 in m, +inf no return, or 16UC1 in mm, 0 no return)
   with its ``CameraInfo``, the camera's pose and a world-frame ``PointCloud2`` (from the depth
-  camera or the LiDAR), each at most at its rate; the goal (``geometry_msgs/PoseStamped``) from
-  t = 0 until the first command; then advances ``/clock`` in steps of 1 / ``clock_hz`` to the
-  next tick, waiting after each step (at most ``step_wait`` wall s) for a command stamped at
-  that step once the planner streams commands;
+  camera or the LiDAR), each at most at its rate; the goal (``geometry_msgs/PoseStamped``, or
+  with ``goal_message = "path"`` the one-pose ``nav_msgs/Path`` that EGO-Planner and
+  Fast-Planner take from their waypoint generator) from t = 0 until the first command; then
+  advances ``/clock`` in steps of 1 / ``clock_hz`` to the next tick, waiting after each step
+  (at most ``step_wait`` wall s) for a command stamped at that step once the planner streams
+  commands;
 - turns the ``quadrotor_msgs/PositionCommand`` s received during the tick into the tick's
   :class:`~volary.planning.navigation.NavReference` (position, velocity, acceleration, yaw at
   their stamps; the last held at its velocity to the next tick), which the episode retimes to
   the protocol's cap and tracks with volary's controller like any planner's;
+- ends the trial's processes at its end: the command's process group and every descendant,
+  also those in sessions of their own (roslaunch starts each node with ``setsid``);
 - fails the trial (cause ``error``, the episode goes on) when the command exits ("crashed"),
   publishes no command within ``hang_timeout`` s of simulated time after the goal
   ("published nothing") or stops for that long ("hung"); the message names the topic and
   ends with the tail of the command's log.
 
-Frames: volary's world is ROS's ``map``/``world`` (REP 103, ENU) and its body FLU, so vectors
-pass unchanged and quaternions change order only (:mod:`volary.serve.roscommon`, the one tested
-conversion); the camera frame is the optical frame; ``CameraInfo`` takes
-:func:`~volary.serve.roscommon.ros_intrinsics` (half-pixel principal point).
+Frames: the planner's world frame is volary's, moved by :func:`frame_offset` where the
+description asks (``origin = "centre"``: a fixed-size map around the origin covers the flight
+volume; ``goal_height``: the goal at the one height the planner's code flies at); positions go
+out minus the offset and come back plus it. volary's world is ROS's ``map``/``world`` (REP 103,
+ENU) and its body FLU, so vectors pass unchanged and quaternions change order only
+(:mod:`volary.serve.roscommon`, the one tested conversion); the camera frame is the optical
+frame; ``CameraInfo`` takes :func:`~volary.serve.roscommon.ros_intrinsics` (half-pixel
+principal point).
 
 This module imports neither rospy nor torch; the relay imports rospy in its own process.
 Each trial's wall time waiting for the planner (the relay's waits for commands, over the
@@ -63,7 +71,17 @@ import numpy as np
 from pydantic import Field, field_validator
 
 from volary.errors import ConfigError, UnknownNameError
-from volary.inputs import LIMITS, Finite, Flag, Integer, Strict, Text, read_toml, validated
+from volary.inputs import (
+    LIMITS,
+    Coordinate,
+    Finite,
+    Flag,
+    Integer,
+    Strict,
+    Text,
+    read_toml,
+    validated,
+)
 
 PREFIX = "ros1:"  # algo prefix (episode._start_planner)
 PLANNERS_ENV = "VOLARY_ROS1_PLANNERS"
@@ -97,13 +115,15 @@ uint8 TRAJECTORY_STATUS_IMPOSSIBLE = 7
 
 uint8 trajectory_flag
 """
+NAV_MSGS = ("Odometry", "Path")  # nav_msgs generated where Debian's Python package is absent
 EXPECTED_MD5 = {"quadrotor_msgs/PositionCommand": "4712f0609ca29a79af79a35ca3e3967a"}
 
 # ---- the launch description -------------------------------------------------------------------
 _GRAPH_NAME = re.compile(r"^/?[A-Za-z~][A-Za-z0-9_/]*$")
 # task values a command argument or a string parameter may name as {placeholder}
 PLACEHOLDERS = ("max_speed", "max_acc", "max_vertical_acc", "radius", "width", "height",
-                "fx", "fy", "cx", "cy", "depth_range", "depth_hz", "seed")  # fmt: skip
+                "fx", "fy", "cx", "cy", "depth_range", "depth_hz", "seed",
+                "extent_x", "extent_y", "extent_z")  # fmt: skip
 
 
 def _graph_name(v: str) -> str:
@@ -176,6 +196,9 @@ class LaunchDescription(Strict):
     depth_encoding: Literal["32FC1", "16UC1"] = "32FC1"
     cloud_source: Literal["depth", "lidar"] = "depth"
     twist_frame: Literal["child", "world"] = "child"
+    goal_message: Literal["pose", "path"] = "pose"
+    origin: Literal["world", "centre"] = "world"
+    goal_height: Coordinate | None = None  # m: the height the planner's code flies every goal at
     clock_hz: Rate = 100.0
     hang_timeout: Annotated[float, Field(strict=True, gt=0, le=LIMITS["duration"].hi)] = 5.0
     step_wait: Annotated[float, Field(strict=True, gt=0, le=60)] = 0.5
@@ -245,12 +268,30 @@ def task_values(task: Any) -> dict[str, Any]:
 
     lim, d = task.limits, task.depth
     fx, fy, cx, cy = ros_intrinsics(d.fx, d.fy, d.cx, d.cy)
+    ex, ey, ez = (float(x) for x in np.asarray(task.bounds_max) - np.asarray(task.bounds_min))
     return {
         "max_speed": lim.max_speed, "max_acc": lim.max_acc,
         "max_vertical_acc": lim.max_vertical_acc, "radius": lim.plan_radius,
         "width": d.width, "height": d.height, "fx": fx, "fy": fy, "cx": cx, "cy": cy,
         "depth_range": d.max_range, "depth_hz": d.rate_hz, "seed": task.seed,
+        "extent_x": ex, "extent_y": ey, "extent_z": ez,
     }  # fmt: skip
+
+
+def frame_offset(desc: LaunchDescription, task: Any) -> np.ndarray:
+    """Where the planner's world frame has its origin, in volary's world (m; the planner's
+    coordinates are volary's minus this). ``origin = "centre"``: the flight volume's horizontal
+    centre, for planners whose map is a fixed box around their origin. ``goal_height`` h: the
+    frame is lowered or raised so that the goal lies at height h, for planners whose code flies
+    every goal at one height (EGO-Planner and Fast-Planner: 1.0 m). Both use only what the
+    task gives every planner (the flight volume, the goal)."""
+    off = np.zeros(3)
+    if desc.origin == "centre":
+        lo, hi = np.asarray(task.bounds_min, float), np.asarray(task.bounds_max, float)
+        off[:2] = 0.5 * (lo[:2] + hi[:2])
+    if desc.goal_height is not None:
+        off[2] = float(task.goal[2]) - desc.goal_height
+    return off
 
 
 def param_value(v: Any, values: dict[str, Any]) -> Any:
@@ -415,13 +456,13 @@ def ensure_messages(cache: str | Path | None = None) -> tuple[list[Path], list[P
     """(a rospy node's PYTHONPATH entries, the relay's overlay: the same plus the links that put
     ROS 1's packages before ROS 2 wheels of the same names) for the messages beyond Debian's:
     volary.ros1's set (``sensor_msgs`` where python3-sensor-msgs is absent) and this module's
-    ``quadrotor_msgs/PositionCommand`` and ``nav_msgs/Odometry`` (generated with genpy from our
-    text and Debian's ``/usr/share/nav_msgs``), generated once into the cache."""
+    ``quadrotor_msgs/PositionCommand`` and ``nav_msgs/Odometry`` and ``Path`` (generated with
+    genpy from our text and Debian's ``/usr/share/nav_msgs``), generated once into the cache."""
     from volary.ros1 import msgs as M
 
     base = Path(cache) if cache is not None else _cache()
     first = M.ensure_messages(base)
-    key = hashlib.sha1(POSITION_COMMAND.encode()).hexdigest()[:12]
+    key = hashlib.sha1((POSITION_COMMAND + " ".join(NAV_MSGS)).encode()).hexdigest()[:12]
     root = base / f"nav-{key}"
     if not (root / "DONE").is_file():
         tmp = base / f".nav-build-{os.getpid()}"
@@ -452,9 +493,9 @@ def _generate(root: Path) -> None:
     search["quadrotor_msgs"] = [str(msg)]
     out = root / "python"
     _genpy_package(genpy, "quadrotor_msgs", [str(msg / "PositionCommand.msg")], out, search)
-    odom = DEBIAN_SHARE / "nav_msgs" / "msg" / "Odometry.msg"
+    nav = [str(DEBIAN_SHARE / "nav_msgs" / "msg" / f"{m}.msg") for m in NAV_MSGS]
     if not (DEBIAN_SHARE.parent / "lib/python3/dist-packages/nav_msgs").is_dir():
-        _genpy_package(genpy, "nav_msgs", [str(odom)], out, search)
+        _genpy_package(genpy, "nav_msgs", nav, out, search)
 
 
 # ---- the relay (its own process; imports rospy) ------------------------------------------------
@@ -527,20 +568,27 @@ class RosTrial:
         self.pubs: dict[str, Any] = {}
         self.sub: Any = None
         self.task: Any = None
+        self.off = np.zeros(3)  # the planner's world frame origin in volary's (frame_offset)
 
     # ---- set-up ------------------------------------------------------------------------------
     def reset(self, task: Any) -> None:
+        """Start the trial; a start that fails (the command exits, or never subscribes) ends
+        what it started before the error goes on: the host keeps no trial to close."""
         w0 = time.perf_counter()
         try:
             self._start(task)
-        finally:
+        except BaseException:
             self.start_wall = time.perf_counter() - w0
+            self.close()
+            raise
+        self.start_wall = time.perf_counter() - w0
 
     def _start(self, task: Any) -> None:
         from volary.ros1.env import _die_with_parent
 
         rospy, d = self.rospy, self.desc
         self.task, self.values = task, task_values(task)
+        self.off = frame_offset(d, task)
         rospy.set_param("/use_sim_time", True)
         for k, v in d.params.items():
             rospy.set_param(k, param_value(v, self.values))
@@ -570,6 +618,7 @@ class RosTrial:
 
         from geometry_msgs.msg import PoseStamped
         from nav_msgs.msg import Odometry
+        from nav_msgs.msg import Path as PathMsg
         from quadrotor_msgs.msg import PositionCommand
         from rosgraph_msgs.msg import Clock
         from sensor_msgs.msg import CameraInfo, Image, PointCloud2
@@ -578,7 +627,7 @@ class RosTrial:
         want = {
             "clock": ("/clock", Clock),
             "odom": (t.odom, Odometry),
-            "goal": (t.goal, PoseStamped),
+            "goal": (t.goal, PathMsg if self.desc.goal_message == "path" else PoseStamped),
             "depth": (t.depth, Image),
             "camera_info": (t.camera_info, CameraInfo),
             "camera_pose": (t.camera_pose, PoseStamped),
@@ -613,6 +662,7 @@ class RosTrial:
                       m.velocity.z, m.acceleration.x, m.acceleration.y, m.acceleration.z,
                       m.yaw], dtype=np.float64)  # fmt: skip
         with self.cond:
+            v[:3] += self.off  # the planner's frame -> volary's world
             if not np.isfinite(v).all():
                 self.bad_cmd = f"a PositionCommand with non-finite values at t = {t:.3f} s"
             else:
@@ -715,7 +765,7 @@ class RosTrial:
         from volary.serve.roscommon import body_velocity, to_ros_quat
 
         d, t, stamp = self.desc, float(obs.t), self._stamp(float(obs.t))
-        m = _odometry(stamp, d, obs, to_ros_quat(obs.quat))
+        m = _odometry(stamp, d, obs, np.asarray(obs.position) - self.off, to_ros_quat(obs.quat))
         if d.twist_frame == "child":
             v = body_velocity(obs.quat, obs.velocity)
             m.twist.twist.linear.x, m.twist.twist.linear.y, m.twist.twist.linear.z = v.tolist()
@@ -724,21 +774,21 @@ class RosTrial:
         cam = self.task.depth
         p_cam, q_cam = _camera_pose(obs, cam)
         if self._due("camera_pose", t, d.rates.depth):
-            self.pubs["camera_pose"].publish(_pose(stamp, d.frames.world, p_cam, q_cam))
+            self.pubs["camera_pose"].publish(_pose(stamp, d.frames.world, p_cam - self.off, q_cam))
         if obs.depth is not None and self._due("depth", t, d.rates.depth):
             self.pubs["depth"].publish(_image(stamp, d, obs.depth))
         if self._due("camera_info", t, d.rates.depth):
             self.pubs["camera_info"].publish(_camera_info(stamp, d.frames.camera, cam))
         if self._due("cloud", t, d.rates.cloud):
             pts = _cloud_points(obs, self.task, d.cloud_source, p_cam, q_cam)
-            self.pubs["cloud"].publish(_cloud(stamp, d.frames.world, pts))
+            self.pubs["cloud"].publish(_cloud(stamp, d.frames.world, pts - self.off))
 
     def _send_goal(self, t: float) -> None:
         if math.isnan(self.goal_t):
             self.goal_t = t
-        goal = np.asarray(self.task.goal, dtype=np.float64)
-        self.pubs["goal"].publish(_pose(self._stamp(t), self.desc.frames.world, goal,
-                                        np.array([1.0, 0.0, 0.0, 0.0])))  # fmt: skip
+        goal = np.asarray(self.task.goal, dtype=np.float64) - self.off
+        pose = _pose(self._stamp(t), self.desc.frames.world, goal, np.array([1.0, 0.0, 0.0, 0.0]))
+        self.pubs["goal"].publish(_path(pose) if self.desc.goal_message == "path" else pose)
 
     # ---- the end -----------------------------------------------------------------------------
     def close(self) -> None:
@@ -783,21 +833,68 @@ def _existing(paths: str) -> list[Path]:
     return [Path(p) for p in paths.split(os.pathsep) if p]
 
 
+def _descendants(pid: int) -> list[int]:
+    """The ids of the processes now alive that descend from ``pid`` or from a member of its
+    process group (``pid`` may have exited: its group's members live on), from /proc. roslaunch
+    starts every node in a session of its own (``setsid``), so a node is outside its launcher's
+    process group: only the parent links find it."""
+    children: dict[int, list[int]] = {}
+    roots = [pid]
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()  # the comm field may hold spaces
+        ppid, pgrp, me = int(fields[1]), int(fields[2]), int(d.name)
+        children.setdefault(ppid, []).append(me)
+        if pgrp == pid and me != pid:
+            roots.append(me)
+    out, todo = [], list(roots)
+    while todo:
+        kids = [k for k in children.get(todo.pop(0), []) if k not in out and k not in roots]
+        out += kids
+        todo += kids
+    return roots[1:] + out
+
+
 def _kill_group(proc: subprocess.Popen, grace: float = 3.0) -> None:
-    """SIGTERM the process group of ``proc`` (its own session), SIGKILL it after ``grace`` s."""
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        pass
+    """End ``proc`` (its own session), its process group and every descendant, wherever its
+    session (a roslaunch node's): SIGTERM, then SIGKILL to whatever is left after ``grace`` s."""
+    pids = _descendants(proc.pid)
+    _signal(proc.pid, pids, signal.SIGTERM)
+    end = time.monotonic() + grace
     try:
         proc.wait(grace)
     except subprocess.TimeoutExpired:
         pass
+    while time.monotonic() < end and any(_alive(p) for p in pids):
+        time.sleep(0.05)
+    _signal(proc.pid, [p for p in pids if _alive(p)], signal.SIGKILL)
+    proc.wait(5)
+
+
+def _signal(group: int, pids: list[int], sig: int) -> None:
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
+        os.killpg(group, sig)
     except ProcessLookupError:
         pass
-    proc.wait(5)
+    for p in pids:
+        try:
+            os.kill(p, sig)
+        except ProcessLookupError:
+            pass
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` still runs (a zombie, dead but not yet reaped by its parent, does not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
 
 
 def _reference(cmds: list[tuple[float, np.ndarray]], t: float, t_next: float) -> Any:
@@ -879,13 +976,15 @@ def _cloud_points(
 
 
 # ---- message builders (ROS 1 classes imported in the relay only) ------------------------------
-def _odometry(stamp: Any, d: LaunchDescription, obs: Any, q_xyzw: tuple) -> Any:
+def _odometry(
+    stamp: Any, d: LaunchDescription, obs: Any, position: np.ndarray, q_xyzw: tuple
+) -> Any:
     from nav_msgs.msg import Odometry
 
     m = Odometry()
     m.header.stamp, m.header.frame_id, m.child_frame_id = stamp, d.frames.world, d.frames.body
     p, o = m.pose.pose.position, m.pose.pose.orientation
-    p.x, p.y, p.z = (float(x) for x in obs.position)
+    p.x, p.y, p.z = (float(x) for x in position)
     o.x, o.y, o.z, o.w = q_xyzw
     lin, ang = m.twist.twist.linear, m.twist.twist.angular
     lin.x, lin.y, lin.z = (float(x) for x in obs.velocity)
@@ -903,6 +1002,17 @@ def _pose(stamp: Any, frame: str, p: np.ndarray, q_wxyz: np.ndarray) -> Any:
     m.pose.position.x, m.pose.position.y, m.pose.position.z = (float(x) for x in p)
     o = m.pose.orientation
     o.x, o.y, o.z, o.w = to_ros_quat(q_wxyz)
+    return m
+
+
+def _path(pose: Any) -> Any:
+    """A ``nav_msgs/Path`` of one pose: the goal as EGO's and Fast-Planner's
+    ``waypoint_generator`` hands it to them (``/waypoint_generator/waypoints``)."""
+    from nav_msgs.msg import Path as PathMsg
+
+    m = PathMsg()
+    m.header = pose.header
+    m.poses = [pose]
     return m
 
 

@@ -1,0 +1,104 @@
+"""summary.json of the ros1:* quick-suite runs beside volary's ``ego`` and ``kinodynamic`` on
+the same trials (their committed full-protocol rows, nav-flyingtrust-slate/*/trials.csv).
+
+    .venv/bin/python benchmarks/ros1_planners.py \
+        ros1:ego=benchmarks/results/ros1_planners/ego \
+        ros1:fast_planner=benchmarks/results/ros1_planners/fast_planner \
+        > benchmarks/results/ros1_planners/summary.json
+
+Each DIR holds the run's ``run.sqlite``, the relay's ``timing.jsonl`` and ``run.json`` (the
+run's wall and trial count, from ``volary bench run``'s last line). Pairing key: (scenario,
+configuration, trial, platform); intervals and sign-flip tests resample configurations
+(volary.bench.nav.compare); the pooled p-values are Holm-adjusted over the tests listed.
+"""
+
+import json
+import statistics as st
+import sys
+from pathlib import Path
+
+import numpy as np
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))  # benchmarks/: nav_carry_rows
+HERE = BENCH / "results" / "ros1_planners"
+from nav_carry_rows import read_rows  # noqa: E402
+
+from volary.bench.nav.compare import paired_tests, score_intervals  # noqa: E402
+from volary.bench.nav.runner import load_results  # noqa: E402
+from volary.bench.nav.score import composite_scores  # noqa: E402
+
+SLATE = HERE.parent / "nav-flyingtrust-slate"
+
+
+def key(r):  # noqa: ANN001, ANN201
+    return (r.scenario, r.config, r.trial, r.platform)
+
+
+def holm(ps: list[float]) -> list[float]:
+    order, out, run = sorted(range(len(ps)), key=lambda k: ps[k]), [0.0] * len(ps), 0.0
+    for rank, k in enumerate(order):
+        run = max(run, min(1.0, (len(ps) - rank) * ps[k]))
+        out[k] = run
+    return out
+
+
+def main() -> None:
+    runs = {a.split("=", 1)[0]: Path(a.split("=", 1)[1]) for a in sys.argv[1:]}
+    mine = [r for d in runs.values() for r in load_results(d / "run.sqlite")]
+    keys = {key(r) for r in mine}
+    peers = [r for name in ("ego", "kinodynamic")
+             for r in read_rows(SLATE / name / "trials.csv").values()
+             if key(r) in keys]  # fmt: skip
+    algos = sorted({r.algo for r in mine})
+    common = set.intersection(*({key(r) for r in mine if r.algo == a} for a in algos))
+    rows = [r for r in mine + peers if key(r) in common]
+    scores = {s.algo: s for s in composite_scores(rows)}
+    iv = score_intervals(rows)
+    out: dict = {"trials_common": len(common), "algos": {}}
+    for a in sorted({r.algo for r in rows}):
+        rr = [r for r in rows if r.algo == a]
+        causes: dict[str, int] = {}
+        for r in rr:
+            causes[r.cause] = causes.get(r.cause, 0) + 1
+        s, i = scores[a], iv[a]
+        out["algos"][a] = {
+            "trials": len(rr), "success": round(sum(r.success for r in rr) / len(rr), 4),
+            "causes": causes,
+            "final_score_fixed": round(s.final_score_fixed, 2),
+            "final_score_fixed_ci95": [round(x, 2) for x in i.final_score_fixed],
+            "final_score_run_relative": round(s.final_score, 2),
+            "final_score_run_relative_ci95": [round(x, 2) for x in i.final_score],
+            "score": round(s.score, 2), "score_ci95": [round(x, 2) for x in i.score],
+            "success_by_scenario": {
+                sc: round(float(np.mean([r.success for r in rr if r.scenario == sc])), 3)
+                for sc in sorted({r.scenario for r in rr})},
+        }  # fmt: skip
+    tests = [t for t in paired_tests(rows) if t.scenario == ""]
+    for t, p in zip(tests, holm([t.p_value for t in tests]), strict=True):
+        out.setdefault("paired_tests_pooled", []).append({
+            "a": t.algo_a, "b": t.algo_b, "configs": t.n_configs, "differing": t.n_differing,
+            "rate_a": round(t.rate_a, 4), "rate_b": round(t.rate_b, 4), "diff": round(t.diff, 4),
+            "p": t.p_value, "p_holm": p, "method": t.method})  # fmt: skip
+    timing = {}
+    for algo, d in runs.items():
+        lines = [json.loads(x) for x in (d / "timing.jsonl").read_text().splitlines()]
+        lines = [t for t in lines if t["planner"] == algo]
+        run = json.loads((d / "run.json").read_text())
+        shares = [t["wait_share"] for t in lines if t["wait_share"] is not None]
+        timing[algo] = {
+            **run, "wall_per_trial_s": round(run["run_wall_s"] / run["trials"], 1),
+            "trials_timed": len(lines),
+            "row_wall_time_s_mean": round(st.mean(r.wall_time for r in mine if r.algo == algo), 1),
+            "relay_plan_wall_s_mean": round(st.mean(t["plan_wall_s"] for t in lines), 2),
+            "relay_start_wall_s_mean": round(st.mean(t["start_wall_s"] for t in lines), 2),
+            "wait_share_mean": round(st.mean(shares), 4), "wait_share_min": min(shares),
+            "wait_wall_s_total": round(sum(t["wait_wall_s"] for t in lines), 1),
+            "commands_mean": round(st.mean(t["commands"] for t in lines), 1),
+        }  # fmt: skip
+    out["timing"] = timing
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
