@@ -388,3 +388,98 @@ def _running(pid: int) -> bool:
     except OSError:
         return False
     return stat[stat.rindex(")") + 2] != "Z"
+
+
+EXAMPLE = Path(__file__).parents[1] / "examples" / "ros1_planners.toml"
+VOLUME_DESCRIPTIONS = ("ego_volume", "fast_planner_volume")
+
+
+def _volume_task() -> object:
+    """A trial whose goal (2.5 m) lies 1.5 m above the 1 m the published planners fly at."""
+    from types import SimpleNamespace
+
+    lim = SimpleNamespace(max_speed=3.8, max_acc=5.0, max_vertical_acc=9.0, plan_radius=0.3)
+    cam = SimpleNamespace(fx=32.0, fy=32.0, cx=32.0, cy=24.0, width=64, height=48,
+                          max_range=10.0, rate_hz=10.0)  # fmt: skip
+    return SimpleNamespace(bounds_min=np.array([0.0, -10.0, 0.0]), goal=np.array([5, 6, 2.5]),
+                           bounds_max=np.array([60.0, 30.0, 4.0]), limits=lim, depth=cam,
+                           seed=1)  # fmt: skip
+
+
+@pytest.mark.parametrize("name", VOLUME_DESCRIPTIONS)
+def test_the_published_planners_get_the_trials_floor_and_ceiling_in_their_frame(
+    name: str,
+) -> None:
+    """Issue 56: EGO-Planner and Fast-Planner flew into the scene's ceiling and floor because
+    their map's ground and virtual ceiling were fixed; the ``*_volume`` descriptions give them
+    the trial's flight volume as {floor} and {ceiling}, in the planner's frame (the goal-height
+    shift applied, as to every position the relay sends)."""
+    from volary.bench.nav.ros1 import load_description, substitute, task_values
+
+    desc = load_description(name, EXAMPLE)
+    task = _volume_task()
+    values = task_values(task, desc)
+    assert (values["floor"], values["ceiling"]) == (-1.5, 2.5)  # volume 0..4 m, frame 1.5 m up
+    assert (values["floor"], values["ceiling"]) == pytest.approx(
+        (task.bounds_min[2] - (task.goal[2] - 1.0), task.bounds_max[2] - (task.goal[2] - 1.0))
+    )
+    plain = task_values(task)
+    assert (plain["floor"], plain["ceiling"]) == (0.0, 4.0)  # no description: volary's frame
+    script = " ".join(substitute(a, values) for a in desc.command)
+    assert "floor:=-1.5 ceiling:=2.5 radius:=0.3 " in script
+    assert "map_size_x_:=60.0 map_size_y_:=40.0 " in script
+    assert f"examples/ros1_{name}.launch" in script
+
+
+def _workspace(name: str) -> Path | None:
+    """The planner's workspace: its environment variable, else the newest cached build."""
+    import os
+
+    var, glob = {
+        "ego_volume": ("VOLARY_EGO_WS", "ego-planner-*"),
+        "fast_planner_volume": ("VOLARY_FAST_PLANNER_WS", "fast-planner-*"),
+    }[name]
+    if os.environ.get(var):
+        return Path(os.environ[var])
+    found = sorted((Path.home() / ".cache/volary/ros1-planners").glob(glob))
+    return found[-1] if found else None
+
+
+@needs_ros1
+@pytest.mark.ros1
+@pytest.mark.parametrize("name", VOLUME_DESCRIPTIONS)
+def test_the_volume_launch_files_override_the_upstream_floor_and_ceiling(name: str) -> None:
+    """The node reads its map's ground_height, virtual_ceil_height and map_size_z once, at
+    construction: roslaunch must hand it the trial's, not the fixed values of upstream's XML.
+    Parses the example's own roslaunch line with ``--dump-params`` (no node is started)."""
+    import subprocess
+
+    import yaml
+
+    from volary.bench.nav.ros1 import load_description, substitute, task_values
+
+    ws = _workspace(name)
+    if ws is None or not (ws / "devel/setup.bash").exists():
+        pytest.skip(f"no built workspace for {name} (volary ros1 build)")
+    desc = load_description(name, EXAMPLE)
+    values = task_values(_volume_task(), desc)
+    script = substitute(desc.command[2], values)
+    launch = script[script.index("roslaunch") : script.index(" &\n")]
+    launch = launch.replace("--skip-log-check", "--dump-params")
+    out = subprocess.run(
+        ["bash", "-c", f'source "{ws}/devel/setup.bash" && {launch}'],
+        cwd=EXAMPLE.parents[1], capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    params = yaml.safe_load(out.stdout)
+    node, grid = {"ego_volume": ("/ego_planner_node", "grid_map"),
+                  "fast_planner_volume": ("/fast_planner_node", "sdf_map")}[name]  # fmt: skip
+    got = {k: params[f"{node}/{grid}/{k}"] for k in
+           ("ground_height", "virtual_ceil_height", "map_size_z", "map_size_x")}  # fmt: skip
+    assert got == pytest.approx(
+        {
+            "ground_height": -1.5 + 0.3,
+            "virtual_ceil_height": 2.5 - 0.3,
+            "map_size_z": 2.5 + 1.5 + 1.0,
+            "map_size_x": 60.0,
+        }  # fmt: skip
+    )

@@ -123,7 +123,7 @@ _GRAPH_NAME = re.compile(r"^/?[A-Za-z~][A-Za-z0-9_/]*$")
 # task values a command argument or a string parameter may name as {placeholder}
 PLACEHOLDERS = ("max_speed", "max_acc", "max_vertical_acc", "radius", "width", "height",
                 "fx", "fy", "cx", "cy", "depth_range", "depth_hz", "seed",
-                "extent_x", "extent_y", "extent_z")  # fmt: skip
+                "extent_x", "extent_y", "extent_z", "floor", "ceiling")  # fmt: skip
 
 
 def _graph_name(v: str) -> str:
@@ -262,19 +262,26 @@ def substitute(text: str, values: dict[str, Any]) -> str:
     return text.format_map(values)
 
 
-def task_values(task: Any) -> dict[str, Any]:
-    """The values a description's ``{placeholders}`` name, from the trial's NavTask."""
+def task_values(task: Any, desc: LaunchDescription | None = None) -> dict[str, Any]:
+    """The values a description's ``{placeholders}`` name, from the trial's NavTask.
+
+    ``floor`` and ``ceiling`` are the flight volume's bottom and top (m) in the planner's frame
+    (volary's minus ``desc``'s :func:`frame_offset`; without ``desc``, volary's), the frame of
+    every position the relay sends; ``extent_*`` are the volume's size (m) in either frame."""
     from volary.serve.roscommon import ros_intrinsics
 
     lim, d = task.limits, task.depth
     fx, fy, cx, cy = ros_intrinsics(d.fx, d.fy, d.cx, d.cy)
-    ex, ey, ez = (float(x) for x in np.asarray(task.bounds_max) - np.asarray(task.bounds_min))
+    lo, hi = np.asarray(task.bounds_min, float), np.asarray(task.bounds_max, float)
+    ex, ey, ez = (float(x) for x in hi - lo)
+    dz = 0.0 if desc is None else float(frame_offset(desc, task)[2])
     return {
         "max_speed": lim.max_speed, "max_acc": lim.max_acc,
         "max_vertical_acc": lim.max_vertical_acc, "radius": lim.plan_radius,
         "width": d.width, "height": d.height, "fx": fx, "fy": fy, "cx": cx, "cy": cy,
         "depth_range": d.max_range, "depth_hz": d.rate_hz, "seed": task.seed,
         "extent_x": ex, "extent_y": ey, "extent_z": ez,
+        "floor": float(lo[2]) - dz, "ceiling": float(hi[2]) - dz,
     }  # fmt: skip
 
 
@@ -587,7 +594,7 @@ class RosTrial:
         from volary.ros1.env import _die_with_parent
 
         rospy, d = self.rospy, self.desc
-        self.task, self.values = task, task_values(task)
+        self.task, self.values = task, task_values(task, d)
         self.off = frame_offset(d, task)
         rospy.set_param("/use_sim_time", True)
         for k, v in d.params.items():

@@ -187,7 +187,8 @@ RECIPES: dict[str, Recipe] = {
     # benchmarks/results/fc_rate_steps_yawlimit400.json (research_quad_1kg, the 100/200/400
     # deg/s steps jointly, measured with Betaflight's default pidsum_limit_yaw 400 before the
     # profile capped it at 100; benchmarks/fc_policy.py --fit prints it), x U(1 +- 0.3) per
-    # episode. Yaw's fit is poor (Betaflight's yaw overshot 20-80 % then). The thrust-rate model has no numba kernel.
+    # episode. Yaw's fit is poor (Betaflight's yaw overshot 20-80 % then). The thrust-rate
+    # model has no numba kernel.
     "aerial-gym-quad-ctbr-bf": _aerial_gym_ctbr(
         " against Betaflight's measured rate response (lag + delay fit, +-30 %)",
         rate_model="lag",
