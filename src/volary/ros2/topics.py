@@ -358,14 +358,12 @@ class Publishers:
 
     def _camera_info(self, cfg: Any, frame: str, stamp: Any) -> Any:
         """The pinhole model of the ray caster (no distortion), in ROS's pixel convention."""
-        fx, fy, cx, cy = R.ros_intrinsics(*cfg.intrinsics.tolist())
         msg = self.T["sensor_msgs/CameraInfo"]()
         msg.header.stamp, msg.header.frame_id = stamp, frame
         msg.width, msg.height = int(cfg.width), int(cfg.height)
         msg.distortion_model, msg.d = "plumb_bob", [0.0] * 5
-        msg.k = [fx, 0.0, cx, 0.0, fy, cy, 0.0, 0.0, 1.0]
-        msg.r = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
-        msg.p = [fx, 0.0, cx, 0.0, 0.0, fy, cy, 0.0, 0.0, 0.0, 1.0, 0.0]
+        mats = R.pinhole_matrices(*cfg.intrinsics.tolist())
+        msg.k, msg.r, msg.p = mats["k"], mats["r"], mats["p"]
         return msg
 
     def _cloud(self, pts: np.ndarray, frame: str, stamp: Any) -> Any:

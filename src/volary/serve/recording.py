@@ -59,7 +59,7 @@ from pydantic import ConfigDict, Field
 from volary.errors import ConfigError, FileFormatError, MissingDependencyError, UnknownNameError
 from volary.inputs import LIMITS, Positive, Strict, Text, regular_file, validated
 from volary.ros2.topics import sensor_frame
-from volary.serve.roscommon import body_velocity, ros_intrinsics, to_ros_quat
+from volary.serve.roscommon import body_velocity, pinhole_matrices, to_ros_quat
 
 CONFIG_TOPIC = "/volary/config"
 EVENTS = "/volary/events"
@@ -330,13 +330,11 @@ class BagRecorder:
 
     def _camera_info(self, cfg: Any, frame: str, stamp: Any) -> Any:
         """The ray caster's pinhole model (no distortion) in ROS's pixel-centre convention."""
-        fx, fy, cx, cy = ros_intrinsics(*np.asarray(cfg.intrinsics, dtype=np.float64).tolist())
+        mats = pinhole_matrices(*np.asarray(cfg.intrinsics, dtype=np.float64).tolist())
         return self.m["sensor_msgs/msg/CameraInfo"](
             header=self._header(stamp, frame), height=int(cfg.height), width=int(cfg.width),
             distortion_model="plumb_bob", d=np.zeros(5),
-            k=np.array([fx, 0.0, cx, 0.0, fy, cy, 0.0, 0.0, 1.0]),
-            r=np.eye(3).reshape(-1),
-            p=np.array([fx, 0.0, cx, 0.0, 0.0, fy, cy, 0.0, 0.0, 0.0, 1.0, 0.0]),
+            **{name: np.array(v) for name, v in mats.items()},
             binning_x=0, binning_y=0,
             roi=self.m["sensor_msgs/msg/RegionOfInterest"](x_offset=0, y_offset=0, height=0,
                                                            width=0, do_rectify=False),

@@ -101,3 +101,15 @@ def ros_intrinsics(fx: float, fy: float, cx: float, cy: float) -> tuple[float, .
     u = j + 0.5 (cx = W / 2 is the image centre); ROS and OpenCV put it at u = j, so the
     principal point moves half a pixel: cx - 0.5, cy - 0.5."""
     return float(fx), float(fy), float(cx) - 0.5, float(cy) - 0.5
+
+
+def pinhole_matrices(fx: float, fy: float, cx: float, cy: float) -> dict[str, list[float]]:
+    """A ``CameraInfo``'s row-major ``K`` (3x3), ``R`` (3x3, identity) and ``P`` (3x4) of
+    volary's undistorted pinhole (fx, fy, cx, cy), in ROS's pixel convention
+    (:func:`ros_intrinsics`); keys lower-case (ROS 2 field names)."""
+    fx, fy, cx, cy = ros_intrinsics(fx, fy, cx, cy)
+    return {
+        "k": [fx, 0.0, cx, 0.0, fy, cy, 0.0, 0.0, 1.0],
+        "r": [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0],
+        "p": [fx, 0.0, cx, 0.0, 0.0, fy, cy, 0.0, 0.0, 0.0, 1.0, 0.0],
+    }

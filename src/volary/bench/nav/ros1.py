@@ -1044,16 +1044,14 @@ def _image(stamp: Any, d: LaunchDescription, depth: np.ndarray) -> Any:
 def _camera_info(stamp: Any, frame: str, cam: Any) -> Any:
     from sensor_msgs.msg import CameraInfo
 
-    from volary.serve.roscommon import ros_intrinsics
+    from volary.serve.roscommon import pinhole_matrices
 
-    fx, fy, cx, cy = ros_intrinsics(cam.fx, cam.fy, cam.cx, cam.cy)
     m = CameraInfo()
     m.header.stamp, m.header.frame_id = stamp, frame
     m.width, m.height = int(cam.width), int(cam.height)
     m.distortion_model, m.D = "plumb_bob", [0.0] * 5
-    m.K = [fx, 0.0, cx, 0.0, fy, cy, 0.0, 0.0, 1.0]
-    m.R = [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
-    m.P = [fx, 0.0, cx, 0.0, 0.0, fy, cy, 0.0, 0.0, 0.0, 1.0, 0.0]
+    mats = pinhole_matrices(cam.fx, cam.fy, cam.cx, cam.cy)
+    m.K, m.R, m.P = mats["k"], mats["r"], mats["p"]
     return m
 
 
