@@ -8,7 +8,8 @@ Timer on /clock, /use_sim_time true): a straight line from where the odometry pu
 to the goal, speed ramped up and down at --acc to --speed, yaw along the line.
 
 --mode chooses a fault: "ok" flies; "crash" exits with code 3 after --after s of commands;
-"hang" stops publishing after --after s (the process stays); "silent" never publishes.
+"hang" stops publishing after --after s, once it has published (the process stays); "silent"
+never publishes.
 """
 
 import argparse
@@ -54,7 +55,7 @@ def main(argv=None):
     from quadrotor_msgs.msg import PositionCommand
 
     rospy.init_node("nav_standin", anonymous=True)
-    state = {"odom": None, "plan": None}
+    state = {"odom": None, "plan": None, "sent": 0}
     pub = rospy.Publisher(args.cmd, PositionCommand, queue_size=100, tcp_nodelay=True)
 
     def on_odom(m):
@@ -84,8 +85,8 @@ def main(argv=None):
             import os
 
             os._exit(3)
-        if t > args.after and args.mode == "hang":
-            return
+        if t > args.after and args.mode == "hang" and state["sent"]:
+            return  # hangs once it has published (a loaded host may start it late)
         s, v, a = profile(length, args.speed, args.acc, t)
         c = PositionCommand()
         c.header.stamp, c.header.frame_id = now, "world"
@@ -97,6 +98,7 @@ def main(argv=None):
         c.yaw = math.atan2(unit[1], unit[0])
         c.trajectory_id, c.trajectory_flag = 1, 1
         pub.publish(c)
+        state["sent"] += 1
 
     rospy.Subscriber(args.odom, Odometry, on_odom, tcp_nodelay=True)
     rospy.Subscriber(args.goal, PoseStamped, on_goal, tcp_nodelay=True)
