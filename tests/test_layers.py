@@ -19,6 +19,7 @@ LAYER = {
     "registry": 0,
     "config": 0,
     "inputs": 0,
+    "cpu": 0,
     "dynamics": 1,
     "platforms": 2,
     "worlds": 2,

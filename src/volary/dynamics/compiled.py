@@ -331,6 +331,11 @@ _OPTS: dict[str, Any] = {
     "max_fusion_size": 100_000,
     "aggressive_fusion": True,
     "size_asserts": False,
+    # "#pragma omp parallel" without num_threads(...): the kernel takes the count set when it is
+    # called (torch.set_num_threads), so a step can use fewer threads when others are busy
+    # (volary.cpu); inductor otherwise hard-codes the count it saw at compile time unless it
+    # equals os.cpu_count()
+    "cpp.dynamic_threads": True,
 }
 _STATE_FLOATS = ("pos", "vel", "quat", "omega", "rotor", "gust", "time")
 

@@ -34,6 +34,7 @@ import numpy as np
 import torch
 
 from volary.control.numba_laws import rotmat
+from volary.cpu import step_threads
 from volary.device import torch_threads
 from volary.dynamics.numba_kernels import jit
 from volary.envs.policy import MlpPolicy
@@ -95,7 +96,9 @@ def first_episodes(env: PositionTask, policy: MlpPolicy, seed: int) -> dict[str,
     kernel = _episodes
     if n >= PARALLEL_MIN and threads > 1:
         top = int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
-        numba.set_num_threads(min(threads, top))
+        threads = step_threads(min(threads, top))  # less the cores others are busy on
+    if n >= PARALLEL_MIN and threads > 1:
+        numba.set_num_threads(threads)
         kernel = _episodes_parallel
     kernel(b.p, b.pc, b.c, b.d, b.x, b.tick, b.flags, b.keys, b.rate, b.imu, b.mode, b.cdt, b.phys,
            b.iphys, sizes, flat, norm, clip, scale, offset, goal, hover, task, ints, out_f,

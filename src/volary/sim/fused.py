@@ -14,7 +14,9 @@ back only when they were replaced (a reset), so a step costs one pack-free kerne
 handful of tensor views.
 
 Threads: above ``PARALLEL_MIN`` envs the kernel splits envs over numba's threads, as many as
-``torch.get_num_threads()`` (one knob for both); results do not depend on the thread count.
+``torch.get_num_threads()`` (one knob for both) less the cores other processes are busy on
+(:func:`volary.cpu.step_threads`, measured while stepping; one thread runs the serial kernel);
+results do not depend on the thread count.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import numpy as np
 import torch
 
 from volary.control.rate import RateLoopState
+from volary.cpu import step_threads
 from volary.device import torch_threads
 from volary.dynamics.compiled import (
     _DIST_FIELDS,
@@ -252,8 +255,10 @@ class FusedLoop:
         if n >= PARALLEL_MIN and torch.get_num_threads() > 1:
             import numba
 
-            numba.set_num_threads(min(torch.get_num_threads(), _max_threads(numba)))
-            kernel = self.kernels.closed_loop_parallel
+            threads = step_threads(min(torch.get_num_threads(), _max_threads(numba)))
+            if threads > 1:  # one thread: the serial kernel, no parallel region to wait on
+                numba.set_num_threads(threads)
+                kernel = self.kernels.closed_loop_parallel
         p, pc, c, d = self._constants()
         code = kernel(p, pc, c, d, x, tick, flags, self.sim.keys.numpy(), rate, sp, self.mode,
                       self.cdt, self.phys, self.iphys, imu, steps, self.stop, cmds,
@@ -449,7 +454,7 @@ class CompiledLoop:
                 spec = [len(a) if isinstance(a, tuple) else None for a in args]
                 self.fn = compile_graph(lambda *a: self._closed(*_unflatten(a, spec)), flat)
                 self.sig, self._unchecked = sig, True
-        out = self.fn(*flat)
+        out = self.fn(*flat)  # on the threads Simulator.step chose (volary.cpu)
         # what the next call will pass if nothing was replaced (the setpoint: checked by shape,
         # dtype and device at the Simulator, made contiguous above)
         known = list(flat)

@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from volary.control import make_controller
+from volary.cpu import governed_torch_threads
 from volary.device import host_sync_is_cheap
 from volary.dynamics import (
     Airframe,
@@ -31,6 +32,7 @@ from volary.dynamics.compiled import make_stepper
 from volary.errors import ConfigError
 from volary.math import random as vrandom
 from volary.sensors.imu import Imu, ImuConfig, ImuReading
+from volary.sim.fused import PARALLEL_MIN as GOVERNED_MIN
 from volary.sim.recording import Recorder, Trajectory
 from volary.types import Controller
 
@@ -171,6 +173,8 @@ class Simulator:
             else Imu(n, cfg.imu, seed=cfg.seed, device=cfg.device, dtype=cfg.dtype)
         )
         self._fused: Any = None  # the numba closed loop
+        # a batch a parallel region splits: its steps take fewer threads when others are busy
+        self._governed = n >= GOVERNED_MIN and torch.device(cfg.device).type == "cpu"
         self._compiled: Any = None  # the inductor closed loop
         self.imu_reading: ImuReading | None = None
         self.recorder = Recorder() if cfg.record else None
@@ -329,7 +333,16 @@ class Simulator:
 
     # ---- stepping -------------------------------------------------------------------------
     def step(self, setpoint: Any) -> MultirotorState:
-        """One control period: controller, then ``substeps`` physics steps, then sensors."""
+        """One control period: controller, then ``substeps`` physics steps, then sensors.
+
+        A CPU batch of ``PARALLEL_MIN`` envs or more runs on ``torch.get_num_threads()``
+        threads less the cores other processes are busy on (:mod:`volary.cpu`)."""
+        if self._governed:
+            with governed_torch_threads():
+                return self._step(setpoint)
+        return self._step(setpoint)
+
+    def _step(self, setpoint: Any) -> MultirotorState:
         if self._fused is not None:
             return self._fused_step(setpoint)
         sp = self._setpoint(setpoint)
@@ -430,7 +443,8 @@ class Simulator:
         sp = _host(sched)
         parts, k = [], 0
         while k < steps:
-            res = self._fused(sp if sp.shape[0] == 1 else sp[k:], steps - k, record=True)
+            with governed_torch_threads():  # decided once a call (volary.cpu)
+                res = self._fused(sp if sp.shape[0] == 1 else sp[k:], steps - k, record=True)
             parts.append((res, sp[:1] if sp.shape[0] == 1 else sp[k : k + res.steps]))
             k += res.steps
             self._handle_divergence()
@@ -444,7 +458,11 @@ class Simulator:
         xs, fls, cmds, sps = [], [], [], []
         for k in range(steps):
             sp = self._setpoint(sched[k] if sched.shape[0] > 1 else sched[0])
-            cmds.append(loop.step(sp))
+            if self._governed:  # the threads are decided again each step (volary.cpu)
+                with governed_torch_threads():
+                    cmds.append(loop.step(sp))
+            else:
+                cmds.append(loop.step(sp))
             xs.append(loop._last[1])
             fls.append(loop._last[2])
             sps.append(sp)
