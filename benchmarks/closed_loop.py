@@ -26,6 +26,13 @@ Reported: physics env-steps/s (N x physics rate x simulated seconds / wall secon
 N = 1, the real-time factor. Threads: torch (and numba, which follows it) 2, JAX/XLA defaults.
 The first-call cost of each row (compile, or loading numba's disk cache) is reported too.
 
+Contention (issue 62): ``--contention 0,1`` flies every case quiet and again beside one busy
+process (a single-threaded Python loop, started before the case's subprocess and killed after),
+interleaved case by case, volary and its peers in the same run; the table gives each row's
+slowdown (busy wall / quiet wall) and, per contention level, the ratios to the peers. With one
+busy process on a 2-core machine one core is left, so a slowdown up to 2x is what losing a core
+costs. volary's rows report the thread count their steps ran on (``volary.cpu``).
+
 Run: ``.venv-bench/bin/python benchmarks/closed_loop.py`` (``make bench-closed-loop``).
 """
 
@@ -88,7 +95,17 @@ def _volary(impl: str, task: str, n: int):
     fly = fly_run if impl == "volary-run" else fly_step
     fly.physics_hz = sim.config.physics_hz
     fly.backend = sim.backend
+    fly.threads = _volary_threads
     return fly
+
+
+def _volary_threads() -> int:
+    """The threads volary's steps would take now (volary.cpu), for the record."""
+    import torch
+
+    from volary import cpu
+
+    return cpu.step_threads(torch.get_num_threads())
 
 
 def _crazyflow(impl: str, task: str, n: int):
@@ -194,7 +211,9 @@ def measure(impl: str, task: str, n: int, repeats: int) -> dict:
         fly()
         walls.append(time.perf_counter() - t)
     wall = statistics.median(walls)
+    threads = getattr(fly, "threads", None)
     return {
+        "step_threads": threads() if threads is not None else None,
         "impl": impl,
         "task": task,
         "n": n,
@@ -209,18 +228,35 @@ def measure(impl: str, task: str, n: int, repeats: int) -> dict:
     }
 
 
-def _run_case(impl: str, task: str, n: int, args) -> dict:
+BUSY = "while True: pass"  # one core's worth of someone else's work
+
+
+def _busy(k: int) -> list[subprocess.Popen]:
+    """``k`` busy processes (single-threaded Python loops); give them a moment to start."""
+    procs = [subprocess.Popen([sys.executable, "-c", BUSY]) for _ in range(k)]
+    if procs:
+        time.sleep(0.5)
+    return procs
+
+
+def _run_case(impl: str, task: str, n: int, args, contention: int = 0) -> dict:
     cmd = [sys.executable, __file__, "--child", impl, task, str(n), "--repeats", str(args.repeats)]
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    head = {"impl": impl, "task": task, "n": n, "contention": contention}
+    busy = _busy(contention)
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=args.case_timeout, env=env)
     except subprocess.TimeoutExpired:
-        return {"impl": impl, "task": task, "n": n, "error": f"timeout ({args.case_timeout} s)"}
+        return {**head, "error": f"timeout ({args.case_timeout} s)"}
+    finally:
+        for b in busy:
+            b.kill()
+            b.wait()
     for line in p.stdout.splitlines():
         if line.startswith("RESULT "):
-            return json.loads(line[7:])
+            return {**json.loads(line[7:]), "contention": contention}
     tail = (p.stderr or p.stdout).strip().splitlines()[-3:]
-    return {"impl": impl, "task": task, "n": n, "error": " | ".join(tail)}
+    return {**head, "error": " | ".join(tail)}
 
 
 # ---------------------------------------------------------------- report ----------------------
@@ -286,6 +322,32 @@ def _table(rows: list[dict], ns: list[int], impls: list[str], tasks: list[str]) 
     return ratios
 
 
+def _slowdown(rows: list[dict], levels: list[int], ns, impls, tasks) -> dict:
+    """Wall beside k busy processes over the quiet wall, per row (printed and returned)."""
+    by = {(r["impl"], r["task"], r["n"], r.get("contention", 0)): r for r in rows}
+    out: dict = {}
+    for k in [k for k in levels if k > 0]:
+        if 0 not in levels:
+            break
+        print(f"\nslowdown beside {k} busy process(es): wall / quiet wall (threads busy, quiet)")
+        for task in tasks:
+            print(f"{task:<15}" + "".join(f"{'N=' + str(n):>16}" for n in ns))
+            for impl in impls:
+                cells, line = [], {}
+                for n in ns:
+                    q, b = by.get((impl, task, n, 0), {}), by.get((impl, task, n, k), {})
+                    if "wall_s_per_sim_s" in q and "wall_s_per_sim_s" in b:
+                        line[n] = b["wall_s_per_sim_s"] / q["wall_s_per_sim_s"]
+                        th = f" ({b['step_threads']},{q['step_threads']})" if b.get(
+                            "step_threads") else ""  # fmt: skip
+                        cells.append(f"{line[n]:.2f}x{th}")
+                    else:
+                        cells.append("-")
+                out[f"{task}: {impl} x{k}"] = line
+                print(f"{impl:<15}" + "".join(f"{c:>16}" for c in cells))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=HERE / "results" / "closed_loop.json")
@@ -294,6 +356,11 @@ def main() -> None:
     ap.add_argument("--ns", default=",".join(map(str, NS)))
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--case-timeout", type=float, default=600.0)
+    ap.add_argument(
+        "--contention",
+        default="0",
+        help="busy processes beside each case, a comma list flown interleaved (e.g. 0,1)",
+    )
     ap.add_argument("--child", nargs=3, metavar=("IMPL", "TASK", "N"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -302,18 +369,30 @@ def main() -> None:
         return
     impls, tasks = args.impls.split(","), args.tasks.split(",")
     ns = [int(x) for x in args.ns.split(",")]
+    levels = [int(x) for x in args.contention.split(",")]
+    if any(k < 0 for k in levels):
+        ap.error(f"--contention: expected busy-process counts >= 0, got {args.contention}")
     rows = []
-    for n in ns:  # peers side by side at each N, interleaved
+    for n in ns:  # peers side by side at each N, interleaved (and each quiet beside busy)
         for task in tasks:
             for impl in impls:
                 if n > MAX_N.get(impl, n):
                     continue
-                row = _run_case(impl, task, n, args)
-                print(json.dumps(row), flush=True)
-                rows.append(row)
-    ratios = _table(rows, ns, impls, tasks)
+                for k in levels:
+                    row = _run_case(impl, task, n, args, k)
+                    print(json.dumps(row), flush=True)
+                    rows.append(row)
+    ratios = {}
+    for k in levels:
+        if len(levels) > 1:
+            print(f"\n===== beside {k} busy process(es) =====")
+        mine = [r for r in rows if r.get("contention", 0) == k]
+        ratios[str(k)] = _table(mine, ns, impls, tasks)
+    slowdown = _slowdown(rows, levels, ns, impls, tasks)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    info = {"machine": _machine(), "doc": __doc__, "results": rows, "ratios": ratios}
+    info = {"machine": _machine(), "doc": __doc__, "contention": levels, "results": rows,
+            "ratios": ratios if len(levels) > 1 else ratios[str(levels[0])],
+            "slowdown": slowdown}  # fmt: skip
     args.out.write_text(json.dumps(info, indent=2))
     print(f"\nwrote {args.out}")
 

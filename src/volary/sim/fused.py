@@ -14,8 +14,9 @@ back only when they were replaced (a reset), so a step costs one pack-free kerne
 handful of tensor views.
 
 Threads: above ``PARALLEL_MIN`` envs the kernel splits envs over numba's threads, as many as
-``torch.get_num_threads()`` (one knob for both) less the cores other processes are busy on
-(:func:`volary.cpu.step_threads`, measured while stepping; one thread runs the serial kernel);
+``torch.get_num_threads()`` (one knob for both), which ``Simulator.step`` and ``run`` lower for
+the call by the cores other processes are busy on (:mod:`volary.cpu`, measured while stepping;
+one thread runs the serial kernel);
 results do not depend on the thread count.
 """
 
@@ -30,7 +31,6 @@ import numpy as np
 import torch
 
 from volary.control.rate import RateLoopState
-from volary.cpu import step_threads
 from volary.device import torch_threads
 from volary.dynamics.compiled import (
     _DIST_FIELDS,
@@ -255,7 +255,8 @@ class FusedLoop:
         if n >= PARALLEL_MIN and torch.get_num_threads() > 1:
             import numba
 
-            threads = step_threads(min(torch.get_num_threads(), _max_threads(numba)))
+            # the count Simulator.step/run chose (volary.cpu: less the cores others are busy on)
+            threads = min(torch.get_num_threads(), _max_threads(numba))
             if threads > 1:  # one thread: the serial kernel, no parallel region to wait on
                 numba.set_num_threads(threads)
                 kernel = self.kernels.closed_loop_parallel
