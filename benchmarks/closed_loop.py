@@ -26,6 +26,10 @@ Reported: physics env-steps/s (N x physics rate x simulated seconds / wall secon
 N = 1, the real-time factor. Threads: torch (and numba, which follows it) 2, JAX/XLA defaults.
 The first-call cost of each row (compile, or loading numba's disk cache) is reported too.
 
+Baseline: ``--baseline-src DIR --impls volary-step,volary-step@base`` flies the ``@base`` rows
+with the volary of another checkout (``DIR/src``), interleaved with this one's: what a change
+did to a figure, measured in one run.
+
 Contention (issue 62): ``--contention 0,1`` flies every case quiet and again beside one busy
 process (a single-threaded Python loop, started before the case's subprocess and killed after),
 interleaved case by case, volary and its peers in the same run; the table gives each row's
@@ -240,8 +244,12 @@ def _busy(k: int) -> list[subprocess.Popen]:
 
 
 def _run_case(impl: str, task: str, n: int, args, contention: int = 0) -> dict:
-    cmd = [sys.executable, __file__, "--child", impl, task, str(n), "--repeats", str(args.repeats)]
+    base = impl.endswith("@base")  # volary from --baseline-src: another checkout's code
+    cmd = [sys.executable, __file__, "--child", impl.removesuffix("@base"), task, str(n),
+           "--repeats", str(args.repeats)]  # fmt: skip
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    if base:
+        env["PYTHONPATH"] = str(Path(args.baseline_src).resolve() / "src")
     head = {"impl": impl, "task": task, "n": n, "contention": contention}
     busy = _busy(contention)
     try:
@@ -254,7 +262,7 @@ def _run_case(impl: str, task: str, n: int, args, contention: int = 0) -> dict:
             b.wait()
     for line in p.stdout.splitlines():
         if line.startswith("RESULT "):
-            return {**json.loads(line[7:]), "contention": contention}
+            return {**json.loads(line[7:]), "impl": impl, "contention": contention}
     tail = (p.stderr or p.stdout).strip().splitlines()[-3:]
     return {**head, "error": " | ".join(tail)}
 
@@ -311,7 +319,8 @@ def _table(rows: list[dict], ns: list[int], impls: list[str], tasks: list[str]) 
             rt = f"{one['real_time_factor']:.0f}" if "real_time_factor" in one else "-"
             print(f"{impl:<15}" + "".join(f"{c:>16}" for c in cells) + f"{rt:>12}")
         for ours in ("volary-step", "volary-run"):
-            for peer in ("crazyflow", "crazyflow-rk4", "rotorpy"):
+            for peer in ("volary-step@base", "volary-run@base", "crazyflow", "crazyflow-rk4",
+                         "rotorpy"):  # fmt: skip
                 line = {n: _ratio(by, ours, peer, task, n) for n in ns}
                 if any(v is not None for v in line.values()):
                     ratios[f"{task}: {ours} / {peer}"] = line
@@ -361,6 +370,11 @@ def main() -> None:
         default="0",
         help="busy processes beside each case, a comma list flown interleaved (e.g. 0,1)",
     )
+    ap.add_argument(
+        "--baseline-src",
+        help="a checkout of another volary commit: rows IMPL@base fly its code (list them in "
+        "--impls, e.g. volary-step@base), interleaved with this checkout's",
+    )
     ap.add_argument("--child", nargs=3, metavar=("IMPL", "TASK", "N"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -368,6 +382,8 @@ def main() -> None:
         print("RESULT " + json.dumps(measure(impl, task, int(n), args.repeats)), flush=True)
         return
     impls, tasks = args.impls.split(","), args.tasks.split(",")
+    if any(i.endswith("@base") for i in impls) and not args.baseline_src:
+        ap.error("--impls: an IMPL@base row needs --baseline-src")
     ns = [int(x) for x in args.ns.split(",")]
     levels = [int(x) for x in args.contention.split(",")]
     if any(k < 0 for k in levels):

@@ -141,12 +141,11 @@ def run_quick_suite_demo(
 ) -> Path:
     """A suite (the quick one by default) flown afresh into ``out/run.sqlite``, then the
     report in ``out``."""
-    import os
-
     from volary.bench.nav.db import load_results
     from volary.bench.nav.protocol import get_suite
     from volary.bench.nav.report import make_report
     from volary.bench.nav.runner import run_suite
+    from volary.cpu import usable_cores
 
     console = console or Console(soft_wrap=True)
     out = Path(out)
@@ -154,7 +153,7 @@ def run_quick_suite_demo(
     db = out / DEMO_DB
     db.unlink(missing_ok=True)  # the demo always flies afresh with the code as it is now
     spec, algos = get_suite(suite), demo_algos()
-    workers = max(1, os.cpu_count() or 1)
+    workers = usable_cores()  # affinity and cgroup quota, not the host's core count
     console.print(
         f"{spec.name} suite: {spec.n_trials(len(algos))} trials ({', '.join(algos)}), "
         f"{len(spec.platforms)} platforms x {len(spec.scenarios)} scenario types x "

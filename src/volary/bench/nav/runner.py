@@ -200,8 +200,10 @@ def _host(workers: int, cluster: str | None) -> dict[str, Any]:
 
 # -- checks ----------------------------------------------------------------------------------
 def _check_workers(workers: int | None) -> int:
-    if workers is None:
-        return max(1, os.cpu_count() or 1)
+    if workers is None:  # the cores this process may use (affinity, cgroup quota)
+        from volary.cpu import usable_cores
+
+        return usable_cores()
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
         raise ConfigError(f"workers: expected an int >= 0 (0: inline), got {workers!r}")
     return workers
