@@ -92,29 +92,23 @@ class LazyState(MultirotorState):
     """A MultirotorState over packed buffers (a fused loop's, a bound stepper's) whose tensors
     are made on first access, field by field (a torch view costs about a microsecond to make
     and another to free, the scale of a whole one-vehicle control step; a loop reading
-    ``state.pos`` pays for one)."""
-
-    def __getattr__(self, name: str) -> Any:  # only reached for fields not made yet
-        d = self.__dict__
-        if "_src" not in d or name not in _STATE_SET:
-            raise AttributeError(name)
-        if torch.is_inference_mode_enabled():  # a learner's rollout (rsl_rl's, say): make a
-            with torch.inference_mode(False):  # normal tensor, whose writes are counted
-                return self._make(d, name)
-        return self._make(d, name)
-
-    @staticmethod
-    def _make(d: dict[str, Any], name: str) -> Tensor:
-        v = _buffer_field(d["_src"], name)
-        t = v if isinstance(v, Tensor) else torch.from_numpy(v)
-        d[name] = t
-        d["_made"].append(t)
-        return t
+    ``state.pos`` pays for one). Each field is a descriptor (:class:`_LazyField`, set below)
+    that makes the tensor and keeps it in the instance's ``__dict__``, where later reads find
+    it (and in the list ``_made``, which :meth:`modified` reads)."""
 
     def modified(self) -> bool:
         """Whether a tensor of this state was written in place (torch version counters; an
         inference tensor has none and counts as written)."""
-        return any(t.is_inference() or t._version for t in self.__dict__.get("_made", ()))
+        d = self.__dict__
+        made = d.get("_made")
+        if not made:
+            return False
+        if "_inference" in d:
+            return True
+        for t in made:
+            if t._version:
+                return True
+        return False
 
     def replace(self, **changes: Any) -> MultirotorState:  # a plain state from here on
         if not _STATE_SET.issuperset(changes):
@@ -127,6 +121,48 @@ class LazyState(MultirotorState):
 
 _STATE_FIELDS = tuple(f.name for f in fields(MultirotorState))
 _STATE_SET = frozenset(_STATE_FIELDS)
+
+
+class _LazyField:
+    """A :class:`LazyState` field: the tensor, made from the buffers on first read and kept in
+    the instance's ``__dict__`` (which Python reads before a non-data descriptor like this).
+    A descriptor, not ``__getattr__``: Python reaches ``__getattr__`` only after raising an
+    AttributeError, about a microsecond, the scale of a one-vehicle step."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        if obj is None:
+            return self
+        d = obj.__dict__
+        src = d.get("_src")
+        if src is None:
+            raise AttributeError(self.name)
+        name, x = self.name, src[0]
+        if type(x) is np.ndarray and not torch.is_inference_mode_enabled():  # a fused loop's
+            kind, i, j = src[3][name]  # buffers, outside a learner's rollout: kept short
+            if kind == 0:
+                t = torch.from_numpy(x[i:j].T)
+            else:
+                t = torch.from_numpy(x[i] if kind == 1 else src[2][i] if kind == 2 else src[1])
+            d[name] = t
+            d["_made"].append(t)
+            return t
+        with torch.inference_mode(False):  # a learner's rollout (rsl_rl's, say): make a
+            t = _buffer_field(src, name)  # normal tensor, whose writes are counted
+            t = torch.from_numpy(t) if isinstance(t, np.ndarray) else t
+        if t.is_inference():  # a view of inference buffers: no version counter, so it
+            d["_inference"] = True  # counts as written (modified)
+        d[name] = t
+        d["_made"].append(t)
+        return t
+
+
+for _name in _STATE_FIELDS:
+    setattr(LazyState, _name, _LazyField(_name))
 
 
 def lazy_state(x: Any, tick: Any, flags: Any, rows: dict) -> LazyState:

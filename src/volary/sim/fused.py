@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+from torch.utils.weak import WeakIdKeyDictionary
 
 from volary.control.rate import RateLoopState
 from volary.device import torch_threads
@@ -53,6 +54,10 @@ if TYPE_CHECKING:
     from volary.sim.simulator import Simulator
 
 _VERSION = attrgetter("_version")  # torch's in-place write counter
+# tensor -> the tensor whose version counter it shares, for views that do not name it in _base
+# (a dtype view: simulator._one_counter builds a few-env Simulator's objects so)
+SHARED_COUNTERS: WeakIdKeyDictionary = WeakIdKeyDictionary()
+_new = object.__new__
 PARALLEL_MIN = 256  # envs; below, one thread (a parallel region costs ~10-20 us to start)
 
 
@@ -116,15 +121,25 @@ class FusedLoop:
         self._last: tuple[LazyState, np.ndarray, np.ndarray, np.ndarray] | None = None
         self._rate: tuple[RateLoopState, np.ndarray] | None = None
         self._consts: tuple | None = None
+        # (tensor, version, data_ptr, array) of the last tensor setpoint host_setpoint converted
+        self.last_setpoint: tuple[Any, int, int, np.ndarray] | None = None
+        # The serial kernel's compiled entry point for the argument types of the last advance(),
+        # called directly (without numba's dispatch, a tenth of a one-vehicle step) while every
+        # argument is known to have those types: see advance().
+        self._entry: Any = None
+        self._known = False
+        self._imu_key: tuple[Any, int, int, np.ndarray] | None = None
         self.diverged = False  # whether the last call left an env diverged
         self.rows = field_rows(self.r)
         self.s = sim.controller.setpoint_size
+        self._sp_shape, self._sp_view = (self.s,), (1, 1, self.s)  # one setpoint for all envs
         self.dtype = _np_dtype(sim.params.dtype)
         self._imu: tuple[tuple, np.ndarray, np.ndarray, np.ndarray] | None = None
         n, dt = sim.n_envs, self.dtype
         self._no_rate = np.zeros((n, 10), dt)
         self._no_imu = (np.zeros((12, 0), dt), np.zeros(0, dt), np.zeros(0, np.int64))
         self._no_rec = (np.zeros((0, 1, n), dt), np.zeros((0, 3, n), np.bool_))
+        self._no_rec_x, self._no_rec_flags = self._no_rec
         self._no_imu_keys = np.zeros(0, np.int64)
         c = sim.imu.config if sim.imu is not None else None
         self._imu_cfg = np.array(
@@ -139,6 +154,9 @@ class FusedLoop:
             ],
             dtype=np.float64,
         )
+        self._no_imu_all = (*self._no_imu, self._no_imu_keys, self._imu_cfg)
+        self._command = np.empty((1, n, self.r), dt)  # advance()'s command, overwritten
+        self.serial = n < PARALLEL_MIN  # below, the serial kernel whatever the threads
 
     # ---- buffers --------------------------------------------------------------------------
     def use_controller(self, ctrl: MultirotorController) -> None:
@@ -160,10 +178,12 @@ class FusedLoop:
         return padded(_pack(cols).numpy())
 
     def _state(self, state: MultirotorState) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Fresh (x, tick, flags) arrays of ``state`` for the kernel to advance in place."""
+        """Fresh (x, tick, flags) arrays of ``state`` for the kernel to advance in place: copies
+        of the last call's buffers while ``state`` is its unmodified output."""
         last = self._last
         if last is not None and state is last[0] and not state.modified():
             return copy_padded(last[1]), last[2].copy(), last[3].copy()
+        self._known = False
         x, flags = pack_state(state)
         return padded(x.numpy()), state.tick.numpy().copy(), flags.numpy()
 
@@ -173,50 +193,108 @@ class FusedLoop:
         s = self.ctrl.rate_state
         if self._rate is not None and self._rate[0] is s:
             return self._rate[1].copy()
+        self._known = False
         fresh = s.fresh[:, None].to(s.rate.dtype)
         return torch.cat((s.rate, s.rate_dot, s.integral, fresh), 1).contiguous().numpy()
 
     def _imu_buffers(self) -> tuple:
         imu = self.sim.imu
         if imu is None:
-            return (*self._no_imu, self._no_imu_keys, self._imu_cfg)
-        now = (imu.accel_bias, imu.gyro_bias, imu.reading, imu.clock, imu.tick)
-        if self._imu is not None and all(a is b for a, b in zip(now, self._imu[0], strict=True)):
-            _, ib, clock, tick = self._imu
-            return copy_padded(ib), clock.copy(), tick.copy(), imu.keys.numpy(), self._imu_cfg
+            return self._no_imu_all
+        last = self._imu
+        if last is not None:
+            ab, gb, reading, clock, tick = last[0]
+            if (
+                imu.accel_bias is ab
+                and imu.gyro_bias is gb
+                and imu.reading is reading
+                and imu.clock is clock
+                and imu.tick is tick
+            ):
+                _, ib, clock, tick = last
+                return copy_padded(ib), clock.copy(), tick.copy(), self._imu_keys(), self._imu_cfg
+        self._known = False
         r = imu.reading
         ib = padded(_pack([imu.accel_bias, imu.gyro_bias, r.accel, r.gyro]).numpy())
         clock = imu.clock.numpy().copy()
-        return ib, clock, imu.tick.numpy().copy(), imu.keys.numpy(), self._imu_cfg
+        return ib, clock, imu.tick.numpy().copy(), self._imu_keys(), self._imu_cfg
+
+    def _imu_keys(self) -> np.ndarray:
+        """The IMU's noise keys as an array, the same one while the tensor is the same object,
+        version and storage (anything else may be another dtype: not a known type)."""
+        keys, k = self.sim.imu.keys, self._imu_key
+        if k is not None and keys is k[0] and keys._version == k[1] and keys.data_ptr() == k[2]:
+            return k[3]
+        self._known = False
+        a = keys.numpy()
+        self._imu_key = (keys, keys._version, keys.data_ptr(), a)
+        return a
 
     # ---- the call -------------------------------------------------------------------------
-    def _constants(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(params, controller's params, controller, disturbance) arrays; repacked when an
-        object is replaced or a tensor of it modified in place (checked by identity and
-        version counters)."""
-        sim, ctrl = self.sim, self.ctrl
-        key = (sim.params, ctrl.params, ctrl.gains, sim.disturbance)
-        c = self._consts
-        if c is not None and all(a is b for a, b in zip(key, c[0], strict=True)):
-            if list(map(_VERSION, c[1])) == c[2]:
-                return c[3]
+    def _constants(self) -> tuple[np.ndarray, ...]:
+        """(params, controller's params, controller, disturbance, noise keys) arrays; made
+        anew when an object is replaced or a tensor of it modified in place (checked by
+        identity and version counters: one read per counter, views of one buffer share theirs;
+        ``set_`` and ``resize_`` count as modifications)."""
+        sim, ctrl, c = self.sim, self.ctrl, self._consts
+        if (
+            c is not None
+            and c[0] is sim._params
+            and c[1] is ctrl.params
+            and c[2] is ctrl.gains
+            and c[3] is sim.disturbance
+            and c[4] is sim.keys
+            and list(map(_VERSION, c[5])) == c[6]
+        ):
+            return c[7]
+        self._known = False
         p = padded(self.params.get(sim.params).numpy())
         own = ctrl.params is not sim.params  # a controller built for other parameters
         pc = padded(self.ctrl_params.get(ctrl.params).numpy()) if own else p
-        arrays = (p, pc, self._controller_buffer(), padded(self.dist.get(sim.disturbance).numpy()))
-        watched = [*self.params.tensors, *self.dist.tensors]
+        dist = padded(self.dist.get(sim.disturbance).numpy())
+        # the keys: a view, in-place writes show through
+        arrays = (p, pc, self._controller_buffer(), dist, sim.keys.numpy())
+        # everything the arrays are made of (_controller_buffer reads three more parameters)
+        watched = [*self.params.tensors, *self.dist.tensors, sim.keys]
         watched += [*self.ctrl_params.tensors] if own else []
-        watched += [getattr(self.ctrl.gains, f) for f, _ in _gain_rows()]
-        self._consts = (key, watched, list(map(_VERSION, watched)), arrays)
+        watched += [ctrl.params.alloc_pinv, ctrl.params.max_thrust, ctrl.params.actuated]
+        watched += [getattr(ctrl.gains, f) for f, _ in _gain_rows()]
+        counters = _counters(watched)
+        if counters is None:  # an inference tensor (no version counter): made every call
+            self._consts = None
+        else:
+            key = (sim.params, ctrl.params, ctrl.gains, sim.disturbance, sim.keys)
+            self._consts = (*key, counters, list(map(_VERSION, counters)), arrays)
         return arrays
 
     def host_setpoint(self, setpoint: Any) -> np.ndarray | None:
         """``setpoint`` as a (1, N or 1, S) host array without torch calls, or None when it is
-        not a CPU tensor/array/list of shape (S,) or (N, S) (the caller then checks it)."""
+        not a CPU tensor/array/list of shape (S,) or (N, S) (the caller then checks it). A tensor
+        passed again unchanged (same object, version counter and storage) gives the same array
+        back, of the one numba type every kept array has (:meth:`advance` relies on it)."""
         if isinstance(setpoint, torch.Tensor):
-            if setpoint.device.type != "cpu" or setpoint.requires_grad:
+            c = self.last_setpoint
+            if (
+                c is not None
+                and setpoint is c[0]
+                and setpoint._version == c[1]
+                and setpoint.data_ptr() == c[2]
+            ):
+                return c[3]
+            if not setpoint.is_cpu or setpoint.requires_grad:
                 return None
-            setpoint = setpoint.numpy()
+            a = setpoint.numpy()
+            if a.dtype is self.dtype and a.shape == self._sp_shape and a.flags.c_contiguous:
+                host = a.reshape(self._sp_view)  # a new tensor each step: no asarray, no copy
+            else:
+                host = self._host_array(a)
+            if host is not None and host.flags.aligned and host.flags.writeable:  # a tensor's
+                # array is (dtype, 3 dims, C-contiguous, aligned, writeable): that one type
+                self.last_setpoint = (setpoint, setpoint._version, setpoint.data_ptr(), host)
+            return host
+        return self._host_array(setpoint)
+
+    def _host_array(self, setpoint: Any) -> np.ndarray | None:
         try:
             a = np.asarray(setpoint, dtype=self.dtype)
         except (TypeError, ValueError):
@@ -231,25 +309,93 @@ class FusedLoop:
         (a task's observation, a policy, end conditions) around the control step. Hand the
         advanced buffers back with :meth:`publish`."""
         x, tick, flags = self._state(self.sim.state)
-        p, pc, c, d = self._constants()
-        return LoopBuffers(p, pc, c, d, x, tick, flags, self.sim.keys.numpy(), self._rate_buffer(),
+        p, pc, c, d, keys = self._constants()
+        return LoopBuffers(p, pc, c, d, x, tick, flags, keys, self._rate_buffer(),
                            self._imu_buffers(), self.mode, self.cdt, self.phys,
                            self.iphys)  # fmt: skip
 
     def publish(self, b: LoopBuffers) -> None:
         """Make the buffers a kernel advanced (:meth:`buffers`) the Simulator's state."""
+        self._entry = None  # the state's buffers are another kernel's
         self._publish(b.x, b.tick, b.flags, b.rate, b.imu)
         self.diverged = bool(b.flags[2].any())
 
     def step(self, sp: np.ndarray) -> np.ndarray:
-        """One control step with the (1, N or 1, S) setpoint ``sp``; returns the command."""
-        x, tick, flags = self._state(self.sim.state)
-        rate, imu = self._rate_buffer(), self._imu_buffers()
-        cmds = np.empty((1, x.shape[1], self.r), x.dtype)
-        self._run(x, tick, flags, rate, imu, sp, 1, cmds, self._no_rec)
+        """One control step with the (1, N or 1, S) setpoint ``sp``; returns the (N, R) command
+        (:meth:`advance` into a fresh array)."""
+        cmds = np.empty((1, self.sim.n_envs, self.r), self.dtype)
+        self.advance(sp, cmds)
         return cmds[0]
 
+    def advance(self, sp: np.ndarray, cmds: np.ndarray | None = None) -> None:
+        """One control step with the (1, N or 1, S) setpoint ``sp``; the (1, N, R) command goes
+        to ``cmds``, by default a buffer this loop overwrites every call (``Simulator.step``
+        when nothing records keeps no command).
+
+        The common case skips numba's dispatch: when ``sp`` is the array :meth:`host_setpoint`
+        keeps for a tensor and every other argument is the same object as in the last step or
+        a copy of its output (the state, rate-loop and IMU buffers), the arguments have exactly
+        the numba types of that step, whose compiled overload is called directly. Anything
+        else (a replaced or edited object, a new setpoint tensor, ``run``, ``publish``) goes
+        through the dispatcher, which checks the types, and names the overload anew."""
+        sim = self.sim
+        cmds = self._command if cmds is None else cmds
+        if not self.serial:  # a batch the threads may split: _run picks the kernel
+            x, tick, flags = self._state(sim.state)
+            rate, imu = self._rate_buffer(), self._imu_buffers()
+            self._run(x, tick, flags, rate, imu, sp, 1, cmds, self._no_rec)
+            return
+        c = self.last_setpoint
+        typed = self._known = c is not None and sp is c[3]  # cleared by any new buffer below
+        state, last = sim.state, self._last
+        # (state.modified() and copy_padded, inlined: a call costs a tenth of a microsecond; a
+        # state this loop made is over numpy buffers, its tensors never inference tensors)
+        if (
+            last is not None
+            and state is last[0]
+            and not any(map(_VERSION, state.__dict__["_made"]))
+        ):
+            x = last[1]
+            x = x.copy() if x.base is None else copy_padded(x)
+            tick, flags = last[2].copy(), last[3].copy()
+        else:
+            x, tick, flags = self._state(state)
+        rate = self._rate_buffer() if self.ctbr else self._no_rate
+        imu = self._no_imu_all if sim.imu is None else self._imu_buffers()
+        ctrl, k = self.ctrl, self._consts  # _constants' check, inlined (a call is 0.1 us)
+        if (
+            k is not None
+            and k[0] is sim._params
+            and k[1] is ctrl.params
+            and k[2] is ctrl.gains
+            and k[3] is sim.disturbance
+            and k[4] is sim.keys
+            and list(map(_VERSION, k[5])) == k[6]
+        ):
+            p, pc, cc, d, keys = k[7]
+        else:
+            p, pc, cc, d, keys = self._constants()
+        args = (p, pc, cc, d, x, tick, flags, keys, rate, sp, self.mode, self.cdt, self.phys,
+                self.iphys, imu, cmds)  # fmt: skip
+        entry = self._entry
+        if self._known and entry is not None:
+            diverged = entry(*args)
+        else:
+            kernel = _lane()
+            diverged = kernel(*args)
+            # the overload just run, for the next step whose arguments all have these types
+            self._entry = _entry_point(kernel, args) if typed else None
+        if self.ctbr or sim.imu is not None:
+            self._publish(x, tick, flags, rate, imu)
+        else:  # _publish without the rate loop and the IMU (and lazy_state), inlined
+            state = sim.state = _new(LazyState)
+            d = state.__dict__
+            d["_src"], d["_made"] = (x, tick, flags, self.rows), []
+            self._last = (state, x, tick, flags)
+        self.diverged = diverged
+
     def _run(self, x, tick, flags, rate, imu, sp, steps: int, cmds, rec) -> int:
+        """The dispatcher's kernel call (one or several threads), for ``run`` and big batches."""
         kernel = self.kernels.closed_loop
         n = x.shape[1]
         if n >= PARALLEL_MIN and torch.get_num_threads() > 1:
@@ -260,8 +406,9 @@ class FusedLoop:
             if threads > 1:  # one thread: the serial kernel, no parallel region to wait on
                 numba.set_num_threads(threads)
                 kernel = self.kernels.closed_loop_parallel
-        p, pc, c, d = self._constants()
-        code = kernel(p, pc, c, d, x, tick, flags, self.sim.keys.numpy(), rate, sp, self.mode,
+        p, pc, c, d, keys = self._constants()
+        self._entry = None  # the next step's arguments are typed anew
+        code = kernel(p, pc, c, d, x, tick, flags, keys, rate, sp, self.mode,
                       self.cdt, self.phys, self.iphys, imu, steps, self.stop, cmds,
                       *rec)  # fmt: skip
         self._publish(x, tick, flags, rate, imu)
@@ -339,6 +486,39 @@ def _lazy_rate_state(buf: np.ndarray) -> RateLoopState:
     state = object.__new__(_LazyRateState)
     state.__dict__["_buf"] = buf
     return state
+
+
+def _counters(tensors: list[torch.Tensor]) -> list[torch.Tensor] | None:
+    """One tensor per distinct version counter among ``tensors`` (a view shares its base's,
+    so the base stands for all its views), or None when one is an inference tensor (none)."""
+    out: dict[int, torch.Tensor] = {}
+    for t in tensors:
+        if t.is_inference():
+            return None
+        base = SHARED_COUNTERS.get(t)
+        if base is None:
+            base = t._base if t._base is not None else t
+        out.setdefault(id(base), base)
+    return list(out.values())
+
+
+def _lane() -> Any:
+    """:func:`~volary.sim.fused_kernels.one_step` (importing the kernels module imports numba,
+    so on first use, like the other kernels)."""
+    from volary.sim.fused_kernels import one_step
+
+    return one_step
+
+
+def _entry_point(kernel: Any, args: tuple) -> Any:
+    """The machine-code entry of ``kernel``'s compiled overload for exactly the numba types of
+    ``args`` (the one the dispatcher just ran), or None when there is none to name."""
+    try:
+        sig = tuple(kernel.typeof_pyval(a) for a in args)
+    except (TypeError, ValueError):  # pragma: no cover - the dispatcher typed them a moment ago
+        return None
+    cres = kernel.overloads.get(sig)
+    return None if cres is None else cres.entry_point
 
 
 def _gain_rows() -> tuple:

@@ -109,6 +109,21 @@ def closed_loop(p, pc, c, d, x, tick, flags, keys, rate, sp, mode, cdt, phys, ip
     return 2 * steps + _any_diverged(flags)
 
 
+@jit
+def one_step(p, pc, c, d, x, tick, flags, keys, rate, sp, mode, cdt, phys, iphys, imu, cmds):
+    """``closed_loop`` for one unrecorded step with the setpoint ``sp`` (1, N or 1, S): the
+    same :func:`_env_step` per env, four arguments fewer to convert (``Simulator.step``'s lane
+    below ``PARALLEL_MIN`` envs). Returns whether an env is diverged. (Defined here, beside
+    the kernels it calls: numba's disk cache tracks the file a function is defined in.)"""
+    r = cmds.shape[2]
+    s = _scratch(13 + r, r, x)
+    spk = sp[0]
+    for n in range(x.shape[1]):
+        _env_step(n, 0, p, pc, c, d, x, flags, tick, keys, rate, spk, mode, cdt, phys, iphys,
+                  imu, cmds, s)  # fmt: skip
+    return _any_diverged(flags)
+
+
 @numba.njit(cache=True, nogil=True, fastmath=False, error_model="numpy", parallel=True)
 def closed_loop_parallel(p, pc, c, d, x, tick, flags, keys, rate, sp, mode, cdt, phys, iphys,
                          imu, steps, stop, cmds, rec_x, rec_flags):  # fmt: skip
