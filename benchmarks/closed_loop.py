@@ -3,7 +3,8 @@
 Two flights of one simulated second each, controller in the loop on every side, every
 simulator with its own default settings:
 
-- ``setpoint``: from rest at (0, 0, 1) m to a position setpoint (1, 0.5, 1.5) m, yaw 0;
+- ``setpoint``: from rest at (0, 0, 1) m to a position setpoint (1, 0.5, 1.5) m, yaw 0, held
+  (one setpoint tensor, or command array, passed at every control step);
 - ``track``: a 1 m circle at 1 rad/s from (0, 0, 1) m, with the flat reference's position,
   velocity, acceleration and jerk given to the controller at every control step (volary:
   ``mellinger`` mode; crazyflow: its state controller; RotorPy: SE3Control's flat outputs).
@@ -87,7 +88,9 @@ def _volary(impl: str, task: str, n: int):
             p, v, a, j = circle(k / sim.config.control_hz)
             rows.append([*p, *v, *a, *j, 0.0, 0.0])
         sched = torch.tensor(rows)[:, None, :]
-    per_step = [sched[k, 0] for k in range(steps)]
+    # a held setpoint is one tensor passed every step (what a user holding it writes); the
+    # circle's reference is a new tensor each step
+    per_step = [sched[0, 0]] * steps if task == "setpoint" else [sched[k, 0] for k in range(steps)]
 
     def fly_step() -> None:
         for sp in per_step:
@@ -103,12 +106,14 @@ def _volary(impl: str, task: str, n: int):
     return fly
 
 
-def _volary_threads() -> int:
+def _volary_threads() -> int | None:
     """The threads volary's steps would take now (volary.cpu), for the record."""
     import torch
 
-    from volary import cpu
-
+    try:
+        from volary import cpu
+    except ImportError:  # a --baseline-src checkout from before volary.cpu
+        return None
     return cpu.step_threads(torch.get_num_threads())
 
 
@@ -132,6 +137,8 @@ def _crazyflow(impl: str, task: str, n: int):
             p, v, a, _ = circle(k / steps)
             cmds[k, :, 0, 0:3], cmds[k, :, 0, 3:6], cmds[k, :, 0, 6:9] = p, v, a
     cmds = [jnp.asarray(c) for c in cmds]
+    if task == "setpoint":  # held: one command array every step, as volary's row holds its own
+        cmds = [cmds[0]] * steps
 
     def fly() -> None:
         for c in cmds:

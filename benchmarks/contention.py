@@ -40,10 +40,20 @@ BUSY = "while True: pass"
 def _commands(tmp: Path) -> dict[str, list[str]]:
     return {
         "hover-fast": [*VOLARY, "rl", "train", "--recipe", "hover-fast", "--out", str(tmp)],
-        "bench-quick": [*VOLARY, "bench", "run", "--suite", "quick", "--algo", "straight",
-                        "--workers", "2", "--quiet", "--out", str(tmp)],  # fmt: skip
-        "serve": [sys.executable, str(HERE / "serve.py"), "--cases", "state", "--clients", "1",
-                  "--out", str(tmp / "serve.json")],  # fmt: skip
+        "bench-quick": [
+            *VOLARY,
+            *"bench run --suite quick --algo straight --workers 2".split(),
+            "--quiet",
+            "--out",
+            str(tmp),
+        ],  # fmt: skip
+        "serve": [
+            sys.executable,
+            str(HERE / "serve.py"),
+            *"--cases state --clients 1".split(),
+            "--out",
+            str(tmp / "serve.json"),
+        ],  # fmt: skip
     }
 
 
