@@ -251,3 +251,22 @@ def test_few_env_objects_share_a_counter_and_keep_their_values():
         sim.params.mass.add_(0.0)
         after = [t._version for t in (sim.disturbance.force, sim.controller.gains.k_x, sim.keys)]
         assert after == ([v + 1 for v in before] if shared else before)
+
+
+@pytest.mark.parametrize("n", [1, 300])
+def test_setpoints_made_in_inference_mode_fly_as_normal_ones(n):
+    """A learner's rollout steps under torch.inference_mode, its actions inference tensors
+    (which have no version counter): the flight equals the one with normal tensors, each
+    setpoint passed twice (the second time the same tensor object)."""
+    sps = [torch.tensor([0.3 * k, 0.1, 1.2, 0.0]) for k in range(6)]
+    ref = Simulator("crazyflie", n_envs=n, seed=2)
+    want = []
+    for sp in sps:
+        want += [ref.step(sp).pos.clone(), ref.step(sp).pos.clone()]
+    sim = Simulator("crazyflie", n_envs=n, seed=2)
+    got = []
+    with torch.inference_mode():
+        for sp in sps:
+            isp = sp.clone()
+            got += [sim.step(isp).pos.clone(), sim.step(isp).pos.clone()]
+    assert torch.equal(torch.stack(want), torch.stack(got))

@@ -288,8 +288,12 @@ class FusedLoop:
                 host = a.reshape(self._sp_view)  # a new tensor each step: no asarray, no copy
             else:
                 host = self._host_array(a)
-            if host is not None and host.flags.aligned and host.flags.writeable:  # a tensor's
-                # array is (dtype, 3 dims, C-contiguous, aligned, writeable): that one type
+            if (
+                host is not None
+                and host.flags.aligned
+                and host.flags.writeable
+                and not setpoint.is_inference()  # no version counter to key the cache on
+            ):  # a tensor's array is (dtype, 3 dims, C-contiguous, aligned, writeable): one type
                 self.last_setpoint = (setpoint, setpoint._version, setpoint.data_ptr(), host)
             return host
         return self._host_array(setpoint)
