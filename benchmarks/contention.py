@@ -4,6 +4,8 @@ Workloads (each a whole command, as a user types it, in its own process):
 
 - ``hover-fast``: ``volary rl train --recipe hover-fast`` (512 envs on the fused numba loop,
   rsl_rl's PPO on the recipe's two torch threads); its own figure: the training seconds it prints;
+- ``hover-fast-off``: the same with ``VOLARY_CPU_SHARE=0`` (volary.cpu off: OpenMP's default
+  spinning waits and the fixed thread counts volary had before issue 62), for comparison;
 - ``bench-quick``: ``volary bench run --suite quick --algo straight --workers 2`` (84 trials in
   a 2-process pool); its own figure: the run's seconds;
 - ``serve``: ``benchmarks/serve.py --cases state --clients 1`` (``volary serve`` and one client
@@ -35,11 +37,15 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 VOLARY = [sys.executable, "-c", "from volary.cli.main import main; main()"]
 BUSY = "while True: pass"
+# the same command with volary.cpu switched off: no measured thread counts, no passive waits
+# chosen at start (what volary did before issue 62), for a before/after in one run
+OFF = {"hover-fast-off": {"VOLARY_CPU_SHARE": "0"}}
 
 
 def _commands(tmp: Path) -> dict[str, list[str]]:
     return {
         "hover-fast": [*VOLARY, "rl", "train", "--recipe", "hover-fast", "--out", str(tmp)],
+        "hover-fast-off": [*VOLARY, "rl", "train", "--recipe", "hover-fast", "--out", str(tmp)],
         "bench-quick": [
             *VOLARY,
             *"bench run --suite quick --algo straight --workers 2".split(),
@@ -59,7 +65,7 @@ def _commands(tmp: Path) -> dict[str, list[str]]:
 
 def _own_figures(name: str, out: str) -> dict[str, float]:
     """The workload's own timing figures from its output."""
-    if name == "hover-fast":
+    if name.startswith("hover-fast"):
         m = re.search(r"samples in ([\d.]+) s", out)
         return {"train_s": float(m.group(1))} if m else {}
     if name == "bench-quick":
@@ -76,7 +82,7 @@ def run_once(name: str, busy: int, timeout: float) -> dict:
         if procs:
             time.sleep(0.5)
         t = time.perf_counter()
-        env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+        env = {**os.environ, "PYTHONWARNINGS": "ignore", **OFF.get(name, {})}
         p = subprocess.run(_commands(tmp)[name], capture_output=True, text=True, cwd=ROOT,
                            timeout=timeout, env=env)  # fmt: skip
         wall = time.perf_counter() - t
@@ -100,7 +106,7 @@ def _median(rows: list[dict], key: str) -> float | None:
 def summarize(rows: list[dict], names: list[str], busy: int) -> dict:
     out: dict = {}
     print(f"\nmedians over repeats; busy = beside {busy} busy process(es)")
-    print(f"{'workload':<13}{'figure':<10}{'quiet':>10}{'busy':>10}{'busy/quiet':>12}")
+    print(f"{"workload":<16}{'figure':<10}{'quiet':>10}{'busy':>10}{'busy/quiet':>12}")
     for name in names:
         mine = [r for r in rows if r["workload"] == name]
         keys = ["wall_s"] + sorted({k for r in mine for k in r} - {"workload", "busy", "wall_s",
@@ -112,13 +118,13 @@ def summarize(rows: list[dict], names: list[str], busy: int) -> dict:
             out[f"{name}: {key}"] = {"quiet": q, "busy": b, "ratio": ratio}
             cells = [f"{v:.3f}" if v is not None else "-" for v in (q, b)]
             rs = f"{ratio:.2f}x" if ratio is not None else "-"
-            print(f"{name:<13}{key:<10}{cells[0]:>10}{cells[1]:>10}{rs:>12}")
+            print(f"{name:<16}{key:<10}{cells[0]:>10}{cells[1]:>10}{rs:>12}")
     return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--workloads", default="hover-fast,bench-quick,serve")
+    ap.add_argument("--workloads", default="hover-fast,hover-fast-off,bench-quick,serve")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--contention", type=int, default=1, help="busy processes (default 1)")
     ap.add_argument("--timeout", type=float, default=900.0, help="seconds per command")
