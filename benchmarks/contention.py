@@ -106,7 +106,7 @@ def _median(rows: list[dict], key: str) -> float | None:
 def summarize(rows: list[dict], names: list[str], busy: int) -> dict:
     out: dict = {}
     print(f"\nmedians over repeats; busy = beside {busy} busy process(es)")
-    print(f"{"workload":<16}{'figure':<10}{'quiet':>10}{'busy':>10}{'busy/quiet':>12}")
+    print(f"{'workload':<16}{'figure':<10}{'quiet':>10}{'busy':>10}{'busy/quiet':>12}")
     for name in names:
         mine = [r for r in rows if r["workload"] == name]
         keys = ["wall_s"] + sorted({k for r in mine for k in r} - {"workload", "busy", "wall_s",
