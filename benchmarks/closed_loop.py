@@ -106,6 +106,12 @@ def _volary(impl: str, task: str, n: int):
     return fly
 
 
+def _share():
+    """volary's CoreShare when this process made one (its count of steps given fewer threads)."""
+    mod = sys.modules.get("volary.cpu")
+    return None if mod is None else mod._SHARED
+
+
 def _volary_threads() -> int | None:
     """The threads volary's steps would take now (volary.cpu), for the record."""
     import torch
@@ -223,8 +229,10 @@ def measure(impl: str, task: str, n: int, repeats: int) -> dict:
         walls.append(time.perf_counter() - t)
     wall = statistics.median(walls)
     threads = getattr(fly, "threads", None)
+    share = _share()
     return {
         "step_threads": threads() if threads is not None else None,
+        "steps_on_fewer_threads": None if share is None else f"{share.fewer}/{share.calls}",
         "impl": impl,
         "task": task,
         "n": n,

@@ -171,6 +171,7 @@ class CoreShare:
         self._last: tuple[float, float, int] | None = None  # (wall, own cpu s, busy jiffies)
         self.free: float | None = None  # cores others left free in the last window
         self.enabled = os.environ.get(ENV_SWITCH, "1") != "0"
+        self.calls = self.fewer = 0  # threads() calls, and those that gave less than the top
 
     def _sample(self) -> tuple[float, float, int, int] | None:
         try:
@@ -188,9 +189,13 @@ class CoreShare:
         now = self._clock()
         if self._last is None or now - self._last[0] >= self.interval_s:
             self._update()
+        self.calls += 1
         if self.free is None:
             return top
-        return max(1, min(top, math.floor(self.free + 0.5)))
+        k = max(1, min(top, math.floor(self.free + 0.5)))
+        if k < top:
+            self.fewer += 1
+        return k
 
     def _update(self) -> None:
         s = self._sample()
