@@ -384,3 +384,29 @@ def test_ros2_joy_and_raw_commands_become_checked_stick_frames():
     raw = std_msgs.Float64MultiArray(data=[2.0, 0.0, 0.0, 0.5, 1.0, 1.0])
     with pytest.raises(CommandError, match=r"/vehicle0/cmd_raw\[0\] \(roll\): expected"):
         topics.raw_reader(raw, bridge, v)
+
+
+@needs_sitl
+@pytest.mark.parametrize(
+    ("control", "row", "says"),
+    [
+        ("sticks", [0.0, 0.0, float("nan"), 0.2, 1.0, 0.0], r"^command\[0\]\[2\] \(yaw\)"),
+        ("sticks", [0.0, 0.0, 0.0, 1.5, 1.0, 0.0], r"^command\[0\]\[3\] \(throttle\)"),
+        ("ctbr", [float("inf"), 0.0, 0.0, 0.0], r"^command\[0\]: expected finite"),
+    ],
+)
+def test_a_world_flown_with_a_firmware_loop_directly_refuses_bad_commands(control, row, says):
+    """Without ``volary serve`` in front: a NaN stick would be a full stick in the RC frame."""
+    from volary.fc.loop import FirmwareLoop
+    from volary.serve.world import build_world
+
+    world = build_world(_config(control=control))
+    loop = world.inner
+    try:
+        assert isinstance(loop, FirmwareLoop)
+        with pytest.raises(ConfigError, match=says):
+            loop(world, torch.tensor([row], dtype=torch.float64), 0)
+    finally:
+        for bank in loop.banks.values():
+            if bank is not None:
+                bank.close()

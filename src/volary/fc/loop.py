@@ -217,11 +217,26 @@ class FirmwareLoop:
         self.events.append(event)
         log.warning("vehicle %d: betaflight firmware lost: %s", slot, cause)
 
+    def _check(self, cmd: np.ndarray) -> None:
+        """Every flown vehicle's command row within its limits before any frame is sent: a
+        NaN stick would read as a full one in the firmware's RC frame, a NaN thrust or rate as
+        whatever the stick mapping clips it to. (``volary serve`` checks its clients' commands
+        already; this is the check for a World flown with a FirmwareLoop directly.)"""
+        for s in self.platform:
+            if self.control == "sticks":
+                stick_setpoint(cmd[s], f"command[{s}]")
+            elif not np.isfinite(cmd[s, :4]).all():
+                raise ConfigError(
+                    f"command[{s}]: expected finite [collective thrust N, p, q, r rad/s], "
+                    f"got {cmd[s, :4].tolist()}"
+                )
+
     def __call__(self, world: Any, command: Any, k: int) -> torch.Tensor:
         """The rotor speed commands of the period's ``k``-th physics step (World.inner)."""
         live = [s for s, bank in self.banks.items() if bank is not None]
         if k == 0:
             cmd = torch.as_tensor(command).detach().cpu().double().numpy()
+            self._check(cmd)
             if self.control == "sticks":
                 self._sticks = {s: sticks_of(cmd[s]) for s in live}
             else:
