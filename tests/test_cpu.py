@@ -143,19 +143,26 @@ def _spy_threads(monkeypatch) -> list[int]:
     return seen
 
 
-def test_a_thread_count_changing_every_step_flies_bit_for_bit_as_one_thread(monkeypatch):
-    """The numba parallel kernel (256-1023 envs) with the count switching between 2 and 1 each
-    step, against the whole flight on one thread."""
+def _against_one_thread(monkeypatch, n: int) -> tuple[torch.Tensor, torch.Tensor, list[int]]:
+    """``n`` envs flown on one thread, then with the count switching between 2 and 1 each step;
+    both flights and the counts the numba loop saw."""
     before = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
-        ref = _flight(300)
+        ref = _flight(n)
         torch.set_num_threads(2)
         monkeypatch.setattr(cpu, "_SHARED", Alternating())
         seen = _spy_threads(monkeypatch)
-        got = _flight(300)
+        got = _flight(n)
     finally:
         torch.set_num_threads(before)
+    return ref, got, seen
+
+
+def test_a_thread_count_changing_every_step_flies_bit_for_bit_as_one_thread(monkeypatch):
+    """The numba parallel kernel (256-1023 envs) with the count switching between 2 and 1 each
+    step, against the whole flight on one thread."""
+    ref, got, seen = _against_one_thread(monkeypatch, 300)
     assert set(seen) == {1, 2}
     assert torch.equal(ref, got)
 
@@ -186,35 +193,5 @@ def test_a_busy_neighbour_takes_a_thread_from_the_step_and_the_callers_setting_s
 def test_the_inductor_loop_with_a_changing_thread_count_flies_as_one_thread(monkeypatch):
     """The compiled loop (1,024 envs: inductor's OpenMP kernels, compiled with dynamic threads)
     with the count switching between 2 and 1 each step, against one thread throughout."""
-    before = torch.get_num_threads()
-    try:
-        torch.set_num_threads(1)
-        ref = _flight(1024)
-        torch.set_num_threads(2)
-        monkeypatch.setattr(cpu, "_SHARED", Alternating())
-        got = _flight(1024)
-    finally:
-        torch.set_num_threads(before)
+    ref, got, _ = _against_one_thread(monkeypatch, 1024)
     assert torch.equal(ref, got)
-
-
-def test_a_busy_machine_at_start_gets_passive_openmp_waits_and_a_quiet_one_keeps_spinning(
-    monkeypatch,
-):
-    monkeypatch.delenv(cpu.WAIT_POLICY, raising=False)
-    busy = FakeMachine(running=2)
-    monkeypatch.setattr(cpu.time, "sleep", lambda s: busy.run(s, others=1.0, own=0.0))
-    assert cpu.choose_wait_policy(share=busy.share()) == "PASSIVE"
-    assert cpu.os.environ[cpu.WAIT_POLICY] == "PASSIVE"
-    monkeypatch.delenv(cpu.WAIT_POLICY)
-    quiet = FakeMachine(running=2)  # something runnable at the call, idle over the window
-    monkeypatch.setattr(cpu.time, "sleep", lambda s: quiet.run(s, others=0.0, own=0.0))
-    assert cpu.choose_wait_policy(share=quiet.share()) is None
-    assert cpu.WAIT_POLICY not in cpu.os.environ
-
-
-def test_a_wait_policy_the_user_set_is_kept(monkeypatch):
-    monkeypatch.setenv(cpu.WAIT_POLICY, "ACTIVE")
-    m = FakeMachine(running=3)
-    assert cpu.choose_wait_policy(share=m.share()) is None
-    assert cpu.os.environ[cpu.WAIT_POLICY] == "ACTIVE"

@@ -197,6 +197,15 @@ class CoreShare:
             self.fewer += 1
         return k
 
+    def _load(self, a: tuple, b: tuple) -> tuple[float, float] | None:
+        """(cores busy, cores other processes used) between two ``(wall, own cpu s, busy
+        jiffies)`` samples; None when no time passed."""
+        dt = b[0] - a[0]
+        if dt <= 0:
+            return None
+        used = (b[2] - a[2]) / self._hz / dt  # this process included
+        return used, max(0.0, used - (b[1] - a[1]) / dt)
+
     def _update(self) -> None:
         s = self._sample()
         if s is None:
@@ -206,11 +215,9 @@ class CoreShare:
         if self._last is None:  # first call: the runnable tasks now, less this thread
             self.free = float(self.cores - max(0, running - 1))
         else:
-            w0, o0, b0 = self._last
-            dt = wall - w0
-            if dt > 0:
-                used = (busy - b0) / self._hz / dt  # cores busy, this process included
-                others = max(0.0, used - (own - o0) / dt)
+            load = self._load(self._last, (wall, own, busy))
+            if load is not None:
+                used, others = load
                 self.free = self.cores - demand(others, saturated=used >= self.cores - SLACK)
         self._last = (wall, own, busy)
 
@@ -296,9 +303,8 @@ def choose_wait_policy(window_s: float = 0.05, share: CoreShare | None = None) -
     second = share._sample()
     if second is None:
         return None
-    (w0, o0, b0, _), (w1, o1, b1, _) = first, second
-    others = (b1 - b0) / share._hz - (o1 - o0)
-    if w1 > w0 and others / (w1 - w0) >= BUSY_AT_START:
+    load = share._load(first[:3], second[:3])
+    if load is not None and load[1] >= BUSY_AT_START:
         os.environ[WAIT_POLICY] = "PASSIVE"
         return "PASSIVE"
     return None

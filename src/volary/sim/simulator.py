@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -473,7 +474,7 @@ class Simulator:
         sp = _host(sched)
         parts, k = [], 0
         while k < steps:
-            with governed_torch_threads():  # decided once a call (volary.cpu)
+            with governed_torch_threads() if self._governed else nullcontext():  # volary.cpu
                 res = self._fused(sp if sp.shape[0] == 1 else sp[k:], steps - k, record=True)
             parts.append((res, sp[:1] if sp.shape[0] == 1 else sp[k : k + res.steps]))
             k += res.steps
