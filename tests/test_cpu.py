@@ -195,3 +195,25 @@ def test_the_inductor_loop_with_a_changing_thread_count_flies_as_one_thread(monk
     with the count switching between 2 and 1 each step, against one thread throughout."""
     ref, got, _ = _against_one_thread(monkeypatch, 1024)
     assert torch.equal(ref, got)
+
+
+def test_a_busy_machine_at_start_gets_passive_openmp_waits_and_a_quiet_one_keeps_spinning(
+    monkeypatch,
+):
+    monkeypatch.delenv(cpu.WAIT_POLICY, raising=False)
+    busy = FakeMachine(running=2)
+    monkeypatch.setattr(cpu.time, "sleep", lambda s: busy.run(s, others=1.0, own=0.0))
+    assert cpu.choose_wait_policy(share=busy.share()) == "PASSIVE"
+    assert cpu.os.environ[cpu.WAIT_POLICY] == "PASSIVE"
+    monkeypatch.delenv(cpu.WAIT_POLICY)
+    quiet = FakeMachine(running=2)  # something runnable at the call, idle over the window
+    monkeypatch.setattr(cpu.time, "sleep", lambda s: quiet.run(s, others=0.0, own=0.0))
+    assert cpu.choose_wait_policy(share=quiet.share()) is None
+    assert cpu.WAIT_POLICY not in cpu.os.environ
+
+
+def test_a_wait_policy_the_user_set_is_kept(monkeypatch):
+    monkeypatch.setenv(cpu.WAIT_POLICY, "ACTIVE")
+    m = FakeMachine(running=3)
+    assert cpu.choose_wait_policy(share=m.share()) is None
+    assert cpu.os.environ[cpu.WAIT_POLICY] == "ACTIVE"
