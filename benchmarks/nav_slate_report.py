@@ -42,7 +42,21 @@ def committed_rows(path: Path) -> list:
     return list(read_rows(path).values())
 
 
-def table_ii(scores: list, intervals: dict, rows: list) -> str:
+def final_score_letters(rows: list, draws) -> dict:  # noqa: ANN001
+    """Compact letter display of the fixed-normalization FinalScore: paired bootstrap
+    differences (the interval draws), Holm over all pairs (as the report's ranking)."""
+    from volary.bench.nav.compare import compact_letters, score_differences
+    from volary.bench.nav.score import composite_scores
+    from volary.bench.nav.stats import holm
+
+    points = {s.algo: s.final_score_fixed for s in composite_scores(rows)}
+    diffs = score_differences(draws, points)
+    adjusted = holm([d.p_value for d in diffs])
+    sep = [(d.algo_a, d.algo_b) for d, p in zip(diffs, adjusted, strict=True) if p < 0.05]
+    return compact_letters(points, sep)
+
+
+def table_ii(scores: list, intervals: dict, rows: list, letters: dict | None = None) -> str:
     from volary.bench.nav.score import PAPER_TABLE_II
 
     paper = {p.algo: p for p in PAPER_TABLE_II}
@@ -56,8 +70,9 @@ def table_ii(scores: list, intervals: dict, rows: list) -> str:
         success[r.algo] = (n + 1, k + bool(r.success))
     lines = [
         "| ours | family (paper) | success | Score [95 % CI] | FinalScore, paper's "
-        "normalization [95 % CI] | our rank | paper Score | paper FinalScore | paper rank |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "normalization [95 % CI] | our rank | group | paper Score | paper FinalScore | "
+        "paper rank |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for s in ours:
         fam = FAMILY.get(s.algo)
@@ -69,13 +84,18 @@ def table_ii(scores: list, intervals: dict, rows: list) -> str:
             f"| `{s.algo}` | {fam or '(none)'} | {100 * k / n:.1f} % of {n} | {s.score:.1f} "
             f"{ci(iv.score if iv else None)} | {s.final_score_fixed:.1f} "
             f"{ci(iv.final_score_fixed if iv else None)} | {our_rank[s.algo]} | "
-            f"{p.score if p else ''} | {p.final_score if p else ''} | "
-            f"{paper_rank[fam] if p else ''} |"
+            f"{(letters or {}).get(s.algo, '')} | {p.score if p else ''} | "
+            f"{p.final_score if p else ''} | {paper_rank[fam] if p else ''} |"
         )
     for p in PAPER_TABLE_II:
         if p.algo not in {FAMILY.get(s.algo) for s in ours}:
-            lines.append(f"| (not flown) | {p.algo} | | | | | {p.score} | {p.final_score} | "
+            lines.append(f"| (not flown) | {p.algo} | | | | | | {p.score} | {p.final_score} | "
                          f"{paper_rank[p.algo]} |")  # fmt: skip
+    lines.append("")
+    lines.append(
+        "group: planners sharing a letter are not separated by FinalScore (paired "
+        "bootstrap differences over configurations, Holm over all pairs)."
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -120,9 +140,11 @@ def write_partial(rows: list, out: Path) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=Path, default=COMMITTED, help="committed trials.csv")
-    ap.add_argument("--runs", type=Path, nargs="+", required=True,
-                    help="run directories (or databases) of the new planners")  # fmt: skip
+    ap.add_argument("--runs", type=Path, nargs="*", default=[],
+                    help="run directories, databases or trials.csv of the new planners "
+                    "(none: the report of the committed rows alone)")  # fmt: skip
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--title", default="FLYINGTRUST protocol: the planner slate")
     ap.add_argument(
         "--partial",
         action="store_true",
@@ -130,7 +152,7 @@ def main() -> None:
         "per-scenario success and paired tests (partial.md), no Table II",
     )
     a = ap.parse_args()
-    from volary.bench.nav.compare import score_intervals
+    from volary.bench.nav.compare import score_draws, score_intervals
     from volary.bench.nav.report import make_report
     from volary.bench.nav.runner import load_results
     from volary.bench.nav.score import composite_scores
@@ -156,11 +178,10 @@ def main() -> None:
         mine = {(r.scenario, r.config, r.trial, r.platform) for r in rows if r.algo == algo}
         if mine != keys:
             raise SystemExit(f"{algo}: {len(keys - mine)} trials missing; runs must be complete")
-    index = make_report(rows, a.out, title="FLYINGTRUST protocol: the planner slate",
-                        suite="flyingtrust")  # fmt: skip
+    index = make_report(rows, a.out, title=a.title, suite="flyingtrust")
     scores = composite_scores(rows)
-    intervals = score_intervals(rows)
-    text = table_ii(scores, intervals, rows)
+    draws = score_draws(rows)
+    text = table_ii(scores, score_intervals(draws), rows, final_score_letters(rows, draws))
     (a.out / "table_ii.md").write_text(text, encoding="utf-8")
     print(text)
     print(f"wrote {index} and {a.out / 'table_ii.md'}")

@@ -30,23 +30,22 @@ sys.path.insert(0, str(BENCH))  # benchmarks/: nav_carry_rows
 HERE = BENCH / "results" / "ros1_planners"
 from nav_carry_rows import read_rows  # noqa: E402
 
-from volary.bench.nav.compare import paired_tests, score_intervals  # noqa: E402
+from volary.bench.nav.compare import (  # noqa: E402
+    compact_letters,
+    paired_tests,
+    score_differences,
+    score_draws,
+    score_intervals,
+)
 from volary.bench.nav.runner import load_results  # noqa: E402
 from volary.bench.nav.score import composite_scores  # noqa: E402
+from volary.bench.nav.stats import holm  # noqa: E402
 
 SLATE = HERE.parent / "nav-flyingtrust-slate"
 
 
 def key(r):  # noqa: ANN001, ANN201
     return (r.scenario, r.config, r.trial, r.platform)
-
-
-def holm(ps: list[float]) -> list[float]:
-    order, out, run = sorted(range(len(ps)), key=lambda k: ps[k]), [0.0] * len(ps), 0.0
-    for rank, k in enumerate(order):
-        run = max(run, min(1.0, (len(ps) - rank) * ps[k]))
-        out[k] = run
-    return out
 
 
 def main() -> None:
@@ -60,7 +59,8 @@ def main() -> None:
     common = set.intersection(*({key(r) for r in mine if r.algo == a} for a in algos))
     rows = [r for r in mine + peers if key(r) in common]
     scores = {s.algo: s for s in composite_scores(rows)}
-    iv = score_intervals(rows)
+    draws = score_draws(rows)
+    iv = score_intervals(draws)
     out: dict = {"trials_common": len(common), "algos": {}}
     for a in sorted({r.algo for r in rows}):
         rr = [r for r in rows if r.algo == a]
@@ -86,6 +86,28 @@ def main() -> None:
             "a": t.algo_a, "b": t.algo_b, "configs": t.n_configs, "differing": t.n_differing,
             "rate_a": round(t.rate_a, 4), "rate_b": round(t.rate_b, 4), "diff": round(t.diff, 4),
             "p": t.p_value, "p_holm": p, "method": t.method})  # fmt: skip
+    points = {a: s.final_score_fixed for a, s in scores.items()}
+    diffs = score_differences(draws, points)
+    diff_holm = holm([d.p_value for d in diffs])
+    for d, p in zip(diffs, diff_holm, strict=True):
+        out.setdefault("final_score_fixed_differences", []).append(
+            {
+                "a": d.algo_a,
+                "b": d.algo_b,
+                "diff": round(d.diff, 2),
+                "ci95": [round(x, 2) for x in d.ci],
+                "p_bootstrap": d.p_value,
+                "p_holm": float(p),
+            }
+        )
+    pooled_holm = holm([t.p_value for t in tests])
+    sep = lambda pairs, ps: [pr for pr, p in zip(pairs, ps, strict=True) if p < 0.05]  # noqa: E731
+    out["letters_final_score_fixed"] = compact_letters(
+        points, sep([(d.algo_a, d.algo_b) for d in diffs], diff_holm)
+    )
+    out["letters_success"] = compact_letters(
+        {a: v["success"] for a, v in out["algos"].items()},
+        sep([(t.algo_a, t.algo_b) for t in tests], pooled_holm))  # fmt: skip
     timing = {}
     for algo, d in runs.items():
         lines = [json.loads(x) for x in (d / "timing.jsonl").read_text().splitlines()]

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from test_nav_stats import synthetic_results
+from test_nav_stats import TYPES, synthetic_results
 from volary.bench.nav.report import findings, make_report, sample_failures
 from volary.bench.nav.schema import ROW_FIELDS, TrialResult
 from volary.bench.nav.score import composite_scores
@@ -52,8 +52,23 @@ def test_full_report_three_algorithms(tmp_path):
     for text in ("Headline", "FLYINGTRUST Table II", "Fast-Planner", "Methods", "mapper",
                  "Highest FinalScore", "Hardest scenario type", "quick",
                  "Sample failures", "unit of replication", "paired sign-flip test",
-                 "Comparisons (paired over configurations)"):  # fmt: skip
+                 "Comparisons (paired over configurations)", "Ranking: what the data separate",
+                 "FinalScore ranking, ties where", "Holding mass and size fixed",
+                 "What this design can detect", "detectable [points]"):  # fmt: skip
         assert text in page, text
+    # the ranking's letters, the paired FinalScore differences, the power table
+    letters = {
+        r["algo"]: r["letters_final_score"] for r in read_csv(tmp_path / "rep" / "scores.csv")
+    }
+    assert set(letters) == {"mapper", "straight", "reactive"} and all(letters.values())
+    diffs = read_csv(tmp_path / "rep" / "score_differences.csv")
+    assert len(diffs) == 3 and all(float(d["ci_lo"]) <= float(d["ci_hi"]) for d in diffs)
+    assert all(float(d["p_value"]) <= float(d["p_holm"]) <= 1 for d in diffs)
+    power = read_csv(tmp_path / "rep" / "power.csv")
+    assert {r["scenario"] for r in power} == set(TYPES) and {r["n_configs"] for r in power} == {
+        "10",
+        "30",
+    }
     figs = tmp_path / "rep" / "figures"
     names = {p.name for p in figs.glob("*.png")}
     assert {"success_by_scenario.png", "success_vs_indicators.png", "platform_grid.png",

@@ -57,13 +57,25 @@ class ScoreInterval:
     final_score_fixed: tuple[float, float]  # eq. 17 with the paper's PAPER_MAX_VARIANCE
 
 
-def score_intervals(
+@dataclass(frozen=True)
+class ScoreDraws:
+    """Bootstrap draws of every algorithm's composite score (configurations resampled within
+    their type, the same draw for every algorithm): arrays of shape (B, n_algos), columns in
+    ``algos`` order."""
+
+    algos: tuple[str, ...]
+    score: np.ndarray
+    var: np.ndarray
+    final_score: np.ndarray  # eq. 17 relative to the run's algorithms
+    final_score_fixed: np.ndarray  # eq. 17 with the paper's PAPER_MAX_VARIANCE
+
+
+def score_draws(
     results: Iterable[TrialResult],
     weights: ScoreWeights | None = None,
     B: int = 2000,
     seed: int = 0,
-    level: float = 0.95,
-) -> dict[str, ScoreInterval]:
+) -> ScoreDraws:
     """Bootstrap the composite score over configurations: in every resample each scenario type
     draws its configurations with replacement (the same draw for every algorithm and platform),
     each (algorithm, type, platform) cell's success rate is the mean over the drawn
@@ -109,16 +121,85 @@ def score_intervals(
     norm = np.where(vmax > 0, var / np.where(vmax > 0, vmax, 1.0), 0.0)
     final = score * (1.0 - w.beta * norm)
     fixed = score * (1.0 - w.beta * var / PAPER_MAX_VARIANCE)
-    q = [(1.0 - level) / 2.0, (1.0 + level) / 2.0]
+    return ScoreDraws(tuple(algos), score, var, final, fixed)
 
-    def iv(x: np.ndarray) -> tuple[float, float]:
-        lo, hi = np.quantile(x, q)
-        return float(lo), float(hi)
 
+def _percentile(x: np.ndarray, level: float) -> tuple[float, float]:
+    lo, hi = np.quantile(x, [(1.0 - level) / 2.0, (1.0 + level) / 2.0])
+    return float(lo), float(hi)
+
+
+def score_intervals(
+    results: Iterable[TrialResult] | ScoreDraws,
+    weights: ScoreWeights | None = None,
+    B: int = 2000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> dict[str, ScoreInterval]:
+    """Percentile intervals of each algorithm's Score, Var and FinalScore from
+    :func:`score_draws` (``results`` may be the draws themselves)."""
+    d = results if isinstance(results, ScoreDraws) else score_draws(results, weights, B, seed)
     return {
-        a: ScoreInterval(a, iv(score[:, i]), iv(var[:, i]), iv(final[:, i]), iv(fixed[:, i]))
-        for a, i in a_ix.items()
+        a: ScoreInterval(
+            a,
+            _percentile(d.score[:, i], level),
+            _percentile(d.var[:, i], level),
+            _percentile(d.final_score[:, i], level),
+            _percentile(d.final_score_fixed[:, i], level),
+        )
+        for i, a in enumerate(d.algos)
     }
+
+
+@dataclass(frozen=True)
+class ScoreDifference:
+    """FinalScore (the paper's normalization) of A minus B with its paired bootstrap interval
+    (both from the same configuration draws) and a two-sided bootstrap p-value."""
+
+    algo_a: str
+    algo_b: str
+    diff: float  # point difference of composite_scores' final_score_fixed
+    ci: tuple[float, float]
+    p_value: float  # 2 min(P*(d <= 0), P*(d >= 0)), (1 + count) / (1 + B)
+
+
+def score_differences(
+    draws: ScoreDraws, points: dict[str, float], level: float = 0.95
+) -> list[ScoreDifference]:
+    """Every pair (alphabetical A, B) of FinalScore differences from the paired draws.
+    ``points``: each algorithm's point FinalScore (composite_scores' final_score_fixed)."""
+    B = draws.final_score_fixed.shape[0]
+    out = []
+    for (i, a), (j, b) in itertools.combinations(enumerate(draws.algos), 2):
+        d = draws.final_score_fixed[:, i] - draws.final_score_fixed[:, j]
+        tail = min(int((d <= 0).sum()), int((d >= 0).sum()))
+        p = min(1.0, 2.0 * (1 + tail) / (1 + B))
+        out.append(ScoreDifference(a, b, points[a] - points[b], _percentile(d, level), p))
+    return out
+
+
+def compact_letters(
+    means: dict[str, float], different: Iterable[tuple[str, str]]
+) -> dict[str, str]:
+    """A compact letter display (Piepho 2004, insert-and-absorb): two algorithms share a letter
+    exactly when they were not shown different. ``means`` orders the letters (a: the group of
+    the best); ``different``: the pairs a test separated (after adjustment)."""
+    names = sorted(means, key=lambda k: (-means[k], k))
+    groups: list[set[str]] = [set(names)]
+    for x, y in different:
+        nxt: list[set[str]] = []
+        for g in groups:
+            if x in g and y in g:
+                nxt += [g - {x}, g - {y}]
+            else:
+                nxt.append(g)
+        # absorb: drop a group contained in another (and duplicates)
+        uniq = [g for k, g in enumerate(nxt) if g and g not in nxt[:k]]
+        groups = [g for g in uniq if not any(g < h for h in uniq)]
+    rank = {n: k for k, n in enumerate(names)}
+    groups.sort(key=lambda g: sorted(rank[n] for n in g))
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    return {n: "".join(letters[k] for k, g in enumerate(groups) if n in g) for n in names}
 
 
 # ------------------------------------------------------------------------------ paired tests
@@ -138,6 +219,7 @@ class PairedTest:
     diff: float
     p_value: float
     method: str  # "exact" or "monte-carlo N"
+    sd: float = math.nan  # standard deviation of the configuration differences (power.py)
 
     @property
     def significant(self) -> bool:
@@ -192,8 +274,9 @@ def paired_test(
     if d.size == 0:
         raise ConfigError(f"no trials flown by both {a!r} and {b!r} in {scenario or 'any type'}")
     p, method = sign_flip_p(d, seed=_seed(seed, a, b, scenario))
+    sd = float(d.std(ddof=1)) if d.size > 1 else math.nan
     return PairedTest(
-        a, b, scenario, int(d.size), int((d != 0).sum()), ra, rb, float(d.mean()), p, method
+        a, b, scenario, int(d.size), int((d != 0).sum()), ra, rb, float(d.mean()), p, method, sd
     )
 
 
@@ -265,13 +348,28 @@ def correlation_test(
     perms = np.argsort(rng.random((n_perm, y.size)), axis=1)
     null = (rx[None, :] * ry[perms]).mean(axis=1)
     p = (1 + int((np.abs(null) >= abs(rho) - 1e-12).sum())) / (1 + n_perm)
-    boots = []
-    for idx in rng.integers(0, y.size, size=(B, y.size)):
-        r = spearman(x[idx], y[idx])
-        if not math.isnan(r):
-            boots.append(r)
-    lo, hi = np.quantile(boots, [0.025, 0.975]) if boots else (math.nan, math.nan)
+    idx = rng.integers(0, y.size, size=(B, y.size))
+    if np.isfinite(x).all() and np.isfinite(y).all():
+        boots = _spearman_rows(x[idx], y[idx])
+    else:
+        boots = np.array([spearman(x[i], y[i]) for i in idx])
+    boots = boots[np.isfinite(boots)]
+    lo, hi = np.quantile(boots, [0.025, 0.975]) if boots.size else (math.nan, math.nan)
     return rho, p, (float(lo), float(hi))
+
+
+def _spearman_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """:func:`spearman` of each row pair of finite (m, n) arrays at once; NaN where a row is
+    constant."""
+    from scipy.stats import rankdata
+
+    rx, ry = rankdata(x, axis=1), rankdata(y, axis=1)
+    rx -= rx.mean(axis=1, keepdims=True)
+    ry -= ry.mean(axis=1, keepdims=True)
+    sx, sy = np.sqrt((rx * rx).sum(1)), np.sqrt((ry * ry).sum(1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = (rx * ry).sum(1) / (sx * sy)
+    return np.where((sx > 0) & (sy > 0), np.clip(r, -1.0, 1.0), math.nan)
 
 
 INDICATORS = (
@@ -297,4 +395,104 @@ def indicator_correlations(summary, seed: int = 0) -> list[Correlation]:
                     continue
                 rho, p, ci = correlation_test(x, y, seed=_seed(seed, a, attr, subset))
                 out.append(Correlation(a, name, subset, len(sel), rho, p, ci))
+    return out
+
+
+# ---------------------------------------------------------------------- partial correlations
+CONTROLS: tuple[tuple[str, ...], ...] = (("mass",), ("mass", "size"))  # PlatformInfo fields
+
+
+@dataclass(frozen=True)
+class PartialCorrelation:
+    """Spearman partial correlation of per-platform success with an indicator, holding the
+    ``controls`` (platform mass, size) fixed, over ``n`` platforms."""
+
+    algo: str
+    indicator: str
+    controls: str  # "mass" or "mass+size"
+    n: int
+    rho: float
+    p_value: float  # two-sided permutation test (Freedman-Lane: residuals of success permuted)
+    ci: tuple[float, float]  # percentile bootstrap over platforms
+
+
+def _partial_rows(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """Spearman partial correlations of each row of x (m, n) and y (m, n) given z (m, n, k):
+    ranks (ties averaged) along each row, least-squares residuals on [1, ranks of z], then the
+    residuals' Pearson correlation; NaN where a residual is constant (z explains it)."""
+    from scipy.stats import rankdata
+
+    rx, ry = rankdata(x, axis=-1), rankdata(y, axis=-1)
+    D = np.concatenate([np.ones(z.shape[:2] + (1,)), rankdata(z, axis=1)], axis=2)
+    P = np.linalg.pinv(D)  # (m, k + 1, n)
+
+    def resid(v: np.ndarray) -> np.ndarray:
+        return v - (D @ (P @ v[..., None]))[..., 0]
+
+    ex, ey = resid(rx), resid(ry)
+    sx, sy = np.linalg.norm(ex, axis=-1), np.linalg.norm(ey, axis=-1)
+    ok = (sx > 1e-9 * x.shape[-1]) & (sy > 1e-9 * x.shape[-1])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(ok, (ex * ey).sum(-1) / (sx * sy), math.nan)
+
+
+def partial_spearman(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> float:
+    """Spearman's partial correlation of x and y given the columns of z (n, k): the Pearson
+    correlation of the residuals of rank(x) and rank(y) after a least-squares fit on the ranks
+    of z with an intercept. NaN when either residual is constant."""
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    z = np.asarray(z, dtype=np.float64).reshape(x.size, -1)
+    return float(_partial_rows(x[None], y[None], z[None])[0])
+
+
+def partial_test(
+    x: np.ndarray, y: np.ndarray, z: np.ndarray, n_perm: int = 10_000, B: int = 2000, seed: int = 0
+) -> tuple[float, float, tuple[float, float]]:
+    """(partial rho, permutation p, 95 % bootstrap interval over the units). The p-value
+    permutes the residuals of rank(y) on the controls and refits (Freedman and Lane 1983),
+    p = (1 + hits) / (1 + n_perm). It holds its level when x is not itself a near-exact
+    function of the controls (in the catalogue the indicators' Spearman with mass is -0.33 to
+    -0.38); when both x and y are, their rank residuals are a few swaps that coincide and the
+    test rejects too often (tests/test_nav_claims.py measures the catalogue's shape)."""
+    from scipy.stats import rankdata
+
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    z = np.asarray(z, dtype=np.float64).reshape(x.size, -1)
+    rho = partial_spearman(x, y, z)
+    if math.isnan(rho):
+        return math.nan, math.nan, (math.nan, math.nan)
+    rng = np.random.default_rng(seed)
+    D = np.column_stack([np.ones(x.size), rankdata(z, axis=0)])
+    R = np.eye(x.size) - D @ np.linalg.pinv(D)
+    ex, ey = R @ rankdata(x), R @ rankdata(y)
+    perms = np.argsort(rng.random((n_perm, y.size)), axis=1)
+    ey_p = ey[perms] @ R.T  # each permuted residual refitted on the controls
+    null = (ey_p @ ex) / (np.linalg.norm(ey_p, axis=1) * np.linalg.norm(ex))
+    p = (1 + int((np.abs(null) >= abs(rho) - 1e-12).sum())) / (1 + n_perm)
+    idx = rng.integers(0, y.size, size=(B, y.size))
+    boots = _partial_rows(x[idx], y[idx], z[idx])
+    boots = boots[np.isfinite(boots)]
+    lo, hi = np.quantile(boots, [0.025, 0.975]) if boots.size else (math.nan, math.nan)
+    return rho, p, (float(lo), float(hi))
+
+
+def partial_correlations(summary, seed: int = 0) -> list[PartialCorrelation]:
+    """Per algorithm and indicator, over all catalogue platforms: the indicator's Spearman
+    partial correlation with success holding mass, and mass and size, fixed (:data:`CONTROLS`).
+    Success falls with size (heavy vehicles are large and fly the same scenes), so a raw
+    indicator correlation can be size in disguise; what remains here is the indicator's own."""
+    out = []
+    for a in summary.algos:
+        sel = [g for g in summary.by_platform if g.algo == a and g.platform_info is not None]
+        if len(sel) < 6:
+            continue
+        y = np.array([g.success_rate for g in sel])
+        for attr, name in INDICATORS:
+            x = np.array([getattr(g.platform_info, attr) for g in sel], dtype=np.float64)
+            for ctl in CONTROLS:
+                z = np.array([[getattr(g.platform_info, c) for c in ctl] for g in sel], float)
+                if not (np.isfinite(x).all() and np.isfinite(z).all()):
+                    continue
+                rho, p, ci = partial_test(x, y, z, seed=_seed(seed, a, attr, *ctl))
+                out.append(PartialCorrelation(a, name, "+".join(ctl), len(sel), rho, p, ci))
     return out

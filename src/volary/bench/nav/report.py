@@ -16,8 +16,10 @@ from __future__ import annotations
 import base64
 import csv
 import html
+import itertools
 import math
 import time
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -27,11 +29,18 @@ from volary.bench.nav import figures
 from volary.bench.nav.compare import (
     Correlation,
     PairedTest,
+    PartialCorrelation,
+    ScoreDifference,
     ScoreInterval,
+    compact_letters,
     indicator_correlations,
     paired_tests,
+    partial_correlations,
+    score_differences,
+    score_draws,
     score_intervals,
 )
+from volary.bench.nav.power import PowerRow, detectable_difference, power_table
 from volary.bench.nav.schema import ROW_FIELDS, TrialResult
 from volary.bench.nav.score import (
     PAPER_MAX_VARIANCE,
@@ -55,13 +64,35 @@ INTERVALS_SENTENCE = (
 
 
 class Inference:
-    """What the report infers beyond the point values: composite-score intervals, paired tests
-    and indicator correlations (:mod:`volary.bench.nav.compare`), computed once per report."""
+    """What the report infers beyond the point values, computed once per report: composite-
+    score intervals and paired FinalScore differences, paired success tests, the compact
+    letter displays of both rankings, indicator correlations raw and with mass and size held
+    fixed (:mod:`volary.bench.nav.compare`), and what the design can detect
+    (:mod:`volary.bench.nav.power`)."""
 
     def __init__(self, rows: list[TrialResult], summary: Summary, weights: ScoreWeights) -> None:
-        self.intervals: dict[str, ScoreInterval] = score_intervals(rows, weights)
+        draws = score_draws(rows, weights)
+        points = {s.algo: s.final_score_fixed for s in composite_scores(rows, weights)}
+        self.intervals: dict[str, ScoreInterval] = score_intervals(draws)
+        self.differences: list[ScoreDifference] = score_differences(draws, points)
         self.tests: list[PairedTest] = paired_tests(rows)
         self.correlations: list[Correlation] = indicator_correlations(summary)
+        self.partials: list[PartialCorrelation] = partial_correlations(summary)
+        self.power: list[PowerRow] = power_table(rows)
+        self.letters_score = compact_letters(points, _separated(
+            [(d.algo_a, d.algo_b) for d in self.differences], difference_holm(self.differences)
+        ))  # fmt: skip
+        pooled = [t for t in self.tests if not t.scenario]
+        rates = {g.algo: g.success_rate for g in summary.by_algo}
+        held = dict(zip(map(id, self.tests), paired_holm(self.tests), strict=True))
+        self.letters_success = compact_letters(rates, _separated(
+            [(t.algo_a, t.algo_b) for t in pooled], [held[id(t)] for t in pooled]
+        ))  # fmt: skip
+
+
+def _separated(pairs: list[tuple[str, str]], adjusted: Sequence[float]) -> list[tuple[str, str]]:
+    """The pairs whose adjusted p-value is below 0.05."""
+    return [pr for pr, p in zip(pairs, adjusted, strict=True) if p < 0.05]
 
 
 def make_report(
@@ -246,7 +277,33 @@ def export_tables(
     tables: dict[str, list[dict[str, Any]]] = {
         "trials": [{k: getattr(r, k) for k in trial_fields} for r in rows],
         **{k: [g.to_row() for g in t] for k, t in _summary_tables(summary).items()},
-        "scores": [_score_row(s, inf.intervals.get(s.algo)) for s in scores],
+        "scores": [
+            {
+                **_score_row(s, inf.intervals.get(s.algo)),
+                "letters_final_score": inf.letters_score.get(s.algo, ""),
+                "letters_success": inf.letters_success.get(s.algo, ""),
+            }
+            for s in scores
+        ],
+        "score_differences": [
+            {
+                **{k: v for k, v in asdict(d).items() if k != "ci"},
+                "ci_lo": d.ci[0],
+                "ci_hi": d.ci[1],
+                "p_holm": float(h),
+            }
+            for d, h in zip(inf.differences, difference_holm(inf.differences), strict=True)
+        ],  # fmt: skip
+        "partial_correlations": [
+            {
+                **{k: v for k, v in asdict(c).items() if k != "ci"},
+                "ci_lo": c.ci[0],
+                "ci_hi": c.ci[1],
+                "p_holm": float(h),
+            }
+            for c, h in zip(inf.partials, correlation_holm(inf.partials), strict=True)
+        ],  # fmt: skip
+        "power": [asdict(r) for r in inf.power],
         "paired_tests": [
             {**asdict(t), "p_holm": float(h), "holm_family": fam}
             for t, h, fam in zip(
@@ -440,6 +497,16 @@ def findings(
             f"{_score_ci(fixed[0], inf, 'final_score')} relative to this run), then "
             f"{fixed[1].algo} ({_score_ci(fixed[1], inf, 'final_score_fixed')})."
         )
+        order = [x.algo for x in fixed]
+        out.append(
+            "FinalScore ranking, ties where the paired bootstrap difference does not separate "
+            f"neighbours after Holm's adjustment: {ranking_sentence(order, inf.letters_score)}; "
+            "by success (paired sign-flip tests, Holm): "
+            + ranking_sentence(
+                sorted(inf.letters_success, key=lambda a: -_rate(summary, a)), inf.letters_success
+            )
+            + "."
+        )
     else:
         out.append(
             f"One algorithm, {best.algo}: Score {_score_ci(best, inf, 'score')}, FinalScore "
@@ -466,6 +533,8 @@ def findings(
             f"({100 * hi:.1f} %)."
         )
     out += _indicator_sentences(inf.correlations)
+    out += _partial_sentences(inf.partials)
+    out += _power_sentences(inf.power)
     missing = [f"{s.algo}: {', '.join(s.missing_scenarios)}" for s in scores if s.missing_scenarios]
     if missing:
         out.append(
@@ -565,6 +634,54 @@ def _indicator_sentences(corrs: list[Correlation]) -> list[str]:
                 + (f"; among the real platforms alone: {', '.join(real)}" if real else "") + "."
             )  # fmt: skip
     return out
+
+
+def _rate(summary: Summary, algo: str) -> float:
+    return next(g.success_rate for g in summary.by_algo if g.algo == algo)
+
+
+def _partial_sentences(parts: list[PartialCorrelation]) -> list[str]:
+    """Per algorithm: which indicator correlations remain with mass and size held fixed
+    (Holm-adjusted p < 0.05 within the algorithm's family)."""
+    if not parts:
+        return []
+    held = dict(zip(map(id, parts), correlation_holm(parts), strict=True))
+    full = max(c.controls for c in parts)  # "mass+size" when present
+    remain, gone = [], []
+    for a in sorted({c.algo for c in parts}):
+        mine = [c for c in parts if c.algo == a and c.controls == full]
+        kept = [f"{c.indicator} {c.rho:+.2f} (Holm {_p(held[id(c)])})" for c in mine
+                if held[id(c)] < 0.05]  # fmt: skip
+        (remain if kept else gone).append(f"{a}: {', '.join(kept)}" if kept else a)
+    text = f"With {full.replace('+', ' and ')} held fixed (Spearman partial correlations), "
+    text += (
+        ("indicator effects remain for " + "; ".join(remain))
+        if remain
+        else ("no indicator effect remains for any algorithm")
+    )
+    if remain and gone:
+        text += f"; none remains for {', '.join(gone)}"
+    return [text + "."]
+
+
+def _power_sentences(rows: list[PowerRow]) -> list[str]:
+    """How large a per-type difference the flown configurations can show (80 % power, Holm's
+    first step over the types) for the median pair."""
+    if not rows:
+        return []
+    n = min(r.n_configs for r in rows)
+    strict = min(r.alpha for r in rows)
+    sel = [r for r in rows if r.n_configs == n and r.alpha == strict]
+    parts = [
+        f"{figures.scenario_label(r.scenario)} {100 * r.detectable:.0f}" if math.isfinite(
+            r.detectable) else f"{figures.scenario_label(r.scenario)} none" for r in sel
+    ]  # fmt: skip
+    return [
+        f"With {n} configurations a type, a per-type difference is found with 80 % power "
+        f"(α = {strict:.3g}, Holm's first step over the types) only from about (points, median "
+        "pair): " + ", ".join(parts) + "; smaller per-type differences need more "
+        "configurations (volary bench run --configs N)."
+    ]
 
 
 def _ci_cell(v: float, iv: tuple[float, float] | None, digits: int = 1) -> str:
@@ -701,23 +818,47 @@ def paired_holm(tests: Sequence[PairedTest]) -> list[float]:
     return [float(x) for x in holm_by_family([t.p_value for t in tests], paired_families(tests))]
 
 
-def correlation_holm(corrs: Sequence[Correlation]) -> list[float]:
-    """Holm-adjusted p-values of the indicator correlations, one family per algorithm (its
-    indicators over all platforms and over the real ones)."""
+def difference_holm(diffs: Sequence[ScoreDifference]) -> list[float]:
+    """Holm-adjusted p-values of the FinalScore differences: every pair one family (the
+    ranking)."""
+    return [float(x) for x in holm_by_family([d.p_value for d in diffs], ["pairs"] * len(diffs))]
+
+
+def correlation_holm(corrs: Sequence[Correlation | PartialCorrelation]) -> list[float]:
+    """Holm-adjusted p-values of indicator correlations, one family per algorithm (raw: its
+    indicators over all platforms and over the real ones; partial: its indicators under each
+    set of controls)."""
     return [float(x) for x in holm_by_family([c.p_value for c in corrs], [c.algo for c in corrs])]
 
 
 def _tests_table(tests: list[PairedTest]) -> str:
+    fams = paired_families(tests)
+    size = Counter(fams)
     body = [
         [_e(t.algo_a), _e(t.algo_b), _e(figures.scenario_label(t.scenario) if t.scenario else
                                            "all types"),
          f"{100 * t.rate_a:.1f}", f"{100 * t.rate_b:.1f}", f"{100 * t.diff:+.1f}",
-         f"{t.n_differing} / {t.n_configs}", _e(_p(t.p_value)), _e(_p(h)), _e(t.method)]
-        for t, h in zip(tests, paired_holm(tests), strict=True)
+         f"{t.n_differing} / {t.n_configs}", _e(_p(t.p_value)), _e(_p(h)),
+         _detectable(t, size[f]), _e(t.method)]
+        for t, h, f in zip(tests, paired_holm(tests), fams, strict=True)
     ]  # fmt: skip
     head = ("A", "B", "Scenario", "A success %", "B success %", "A - B [points]",
-            "configs differing", "p (two-sided)", "p (Holm)", "test")  # fmt: skip
-    return _table(head, body, left=3)
+            "configs differing", "p (two-sided)", "p (Holm)", "detectable [points]",
+            "test")  # fmt: skip
+    note = (
+        "detectable: the smallest difference this pair's configurations could show with 80 % "
+        "power at the level its family's first Holm step needs (0.05 / the family's size), "
+        "given the spread of its configuration differences (volary.bench.nav.power)."
+    )
+    return _table(head, body, left=3) + f"<p class=meta>{_e(note)}</p>"
+
+
+def _detectable(t: PairedTest, family_size: int) -> str:
+    """The pair's detectable difference at 80 % power and Holm's first step (points)."""
+    if not math.isfinite(t.sd):
+        return "–"
+    v = detectable_difference(t.sd, t.n_configs, 0.05 / family_size)
+    return _fmt(100 * v, 1) if math.isfinite(v) else "none"
 
 
 def _correlation_table(corrs: list[Correlation]) -> str:
@@ -729,6 +870,86 @@ def _correlation_table(corrs: list[Correlation]) -> str:
     head = ("Algorithm", "Indicator", "Platforms", "n", "Spearman ρ", "95 % CI (bootstrap)",
             "p (permutation)", "p (Holm)")  # fmt: skip
     return _table(head, body, left=3)
+
+
+def _ranking_tables(scores: list[ScoreRow], summary: Summary, inf: Inference) -> str:
+    """Compact letter displays of FinalScore and success, and every paired FinalScore
+    difference with its interval and Holm-adjusted p."""
+    rate = {g.algo: g.success_rate for g in summary.by_algo}
+    ranked = sorted(scores, key=lambda s: -s.final_score_fixed)
+    letters = _table(
+        ("Algorithm", "FinalScore (Var / 0.122)", "group", "success %", "group"),
+        [(_e(s.algo), _ci_cell(s.final_score_fixed, getattr(inf.intervals.get(s.algo),
+                                                          "final_score_fixed", None)),
+          f"<b>{_e(inf.letters_score.get(s.algo, ''))}</b>", _fmt(rate.get(s.algo), 1, 100.0),
+          f"<b>{_e(inf.letters_success.get(s.algo, ''))}</b>") for s in ranked],
+    )  # fmt: skip
+    diffs = _table(
+        ("A", "B", "FinalScore A - B [95 % CI]", "p (bootstrap)", "p (Holm)"),
+        [(_e(d.algo_a), _e(d.algo_b), _ci_cell(d.diff, d.ci), _e(_p(d.p_value)), _e(_p(h)))
+         for d, h in zip(inf.differences, difference_holm(inf.differences), strict=True)],
+        left=2,
+    )  # fmt: skip
+    note = (
+        "Algorithms sharing a letter are not separated: FinalScore by the paired bootstrap "
+        "difference (the configuration draws of the intervals, two-sided p, Holm over all "
+        "pairs), success by the pooled paired sign-flip test (Holm over all pairs); compact "
+        "letter display (Piepho 2004)."
+    )
+    return f"<div class=pair><div>{letters}</div><div>{diffs}</div></div><p class=meta>{note}</p>"
+
+
+def ranking_sentence(order: Sequence[str], letters: Mapping[str, str]) -> str:
+    """``order`` written with '>' where the letters separate neighbours and '≈' where they
+    share one (a compact letter display read left to right)."""
+    out = [order[0]] if order else []
+    for prev, cur in itertools.pairwise(order):
+        tie = set(letters.get(prev, "")) & set(letters.get(cur, ""))
+        out.append(("≈ " if tie else "> ") + cur)
+    return " ".join(out)
+
+
+def _partial_table(parts: list[PartialCorrelation]) -> str:
+    if not parts:
+        return "<p>Fewer than six catalogue platforms: no partial correlations.</p>"
+    body = [
+        [_e(c.algo), _e(c.indicator), _e(c.controls), str(c.n), _fmt(c.rho),
+         f"[{_fmt(c.ci[0])}, {_fmt(c.ci[1])}]", _e(_p(c.p_value)), _e(_p(h))]
+        for c, h in zip(parts, correlation_holm(parts), strict=True)
+    ]  # fmt: skip
+    head = ("Algorithm", "Indicator", "held fixed", "n", "partial ρ", "95 % CI (bootstrap)",
+            "p (permutation)", "p (Holm)")  # fmt: skip
+    return _table(head, body, left=3)
+
+
+def _power_section(rows: list[PowerRow]) -> str:
+    if not rows:
+        return "<p>Fewer than two algorithms or configurations: nothing to size.</p>"
+    ns = sorted({r.n_configs for r in rows})
+    levels = sorted({r.alpha for r in rows}, reverse=True)
+    cols = [(n, a) for n in ns for a in levels]
+    by = {(r.scenario, r.n_configs, r.alpha): r for r in rows}
+    body = []
+    for scen in dict.fromkeys(r.scenario for r in rows):
+        r0 = by[(scen, *cols[0])]
+        body.append(
+            [_e(figures.scenario_label(scen)),
+             f"{100 * r0.sd:.1f} <small>[{100 * r0.sd_min:.1f}, {100 * r0.sd_max:.1f}]</small>"]
+            + [_fmt(100 * by[(scen, n, a)].detectable, 1) if math.isfinite(
+                by[(scen, n, a)].detectable) else "none" for n, a in cols]
+        )  # fmt: skip
+    head = ("Scenario", "spread of config. differences [points]",
+            *(f"{n} configs, α = {a:.3g}" for n, a in cols))  # fmt: skip
+    note = (
+        "Smallest difference in success rate (points) a paired sign-flip test over the "
+        "configurations finds with 80 % power, for the median algorithm pair of the type (its "
+        "standard deviation of per-configuration differences; [min, max] over the pairs). "
+        "α = 0.05 for one type alone; 0.05 / 7 is what the first claim of a pair's seven "
+        "per-type tests must reach under Holm. Model: normal differences with that spread, "
+        "power simulated with scipy.stats.power (volary.bench.nav.power). 'none': that many "
+        "configurations cannot reach α."
+    )
+    return _table(head, body) + f"<p class=meta>{_e(note)}</p>"
 
 
 def _cause_table(summary: Summary) -> str:
@@ -764,6 +985,7 @@ def _html(
         f"<ul>{facts}</ul></div></div>",
         "<h2>Composite score (FLYINGTRUST Table II)</h2>" + _score_tables(scores, weights, inf),
         _img(fig["scores"]),
+        "<h3>Ranking: what the data separate</h3>" + _ranking_tables(scores, summary, inf),
         "<h2>Comparisons (paired over configurations)</h2><p class=meta>Each configuration's "
         "success rate of A minus B over the platforms and trials both flew; two-sided sign-flip "
         "permutation test of their mean (exact when at most 16 configurations differ).</p>"
@@ -777,7 +999,14 @@ def _html(
         "<h3>Correlation with the platform indicators</h3><p class=meta>Unit: the platform "
         "(its success over all its trials); p from 10,000 permutations of the platforms, "
         "interval from 2,000 bootstrap resamples of them.</p>"
-        + _correlation_table(inf.correlations),
+        + _correlation_table(inf.correlations)
+        + "<h3>Holding mass and size fixed</h3><p class=meta>Success falls with the vehicle's "
+        "size and mass, and the indicators move with them, so a raw correlation can be size "
+        "in disguise. Spearman partial correlation (ranks; residuals after a least-squares fit "
+        "on the ranks of mass, or of mass and collision radius), p from 10,000 permutations "
+        "of the residuals (Freedman-Lane), Holm within each algorithm.</p>"
+        + _partial_table(inf.partials),
+        "<h2>What this design can detect</h2>" + _power_section(inf.power),
         "<details><summary>Per-platform table (intervals stratified by scenario type)</summary>"
         + _platform_table(summary)
         + "</details>",

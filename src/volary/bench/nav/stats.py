@@ -212,6 +212,8 @@ class PlatformInfo:
     twr_max: float  # 1
     alpha_xy_max: float  # rad/s^2
     alpha_z_max: float  # rad/s^2
+    mass: float = math.nan  # kg
+    size: float = math.nan  # m: collision-sphere radius (arm + propeller)
 
 
 @lru_cache(maxsize=512)
@@ -221,11 +223,18 @@ def platform_info(name: str) -> PlatformInfo:
     from volary.bench.nav.score import platform_category
 
     try:
-        ind = platforms.indicators(platforms.get(name))
+        airframe = platforms.get(name)
+        ind = platforms.indicators(airframe)
     except (KeyError, ValueError):
         return PlatformInfo(name, "unknown", math.nan, math.nan, math.nan)
     return PlatformInfo(
-        name, platform_category(name), ind.twr_max, ind.alpha_xy_max, ind.alpha_z_max
+        name,
+        platform_category(name),
+        ind.twr_max,
+        ind.alpha_xy_max,
+        ind.alpha_z_max,
+        float(airframe.mass),
+        float(airframe.radius),
     )
 
 
@@ -273,6 +282,8 @@ class GroupStats:
                 twr_max=p.twr_max,
                 alpha_xy_max=p.alpha_xy_max,
                 alpha_z_max=p.alpha_z_max,
+                mass=p.mass,
+                size=p.size,
             )
         return row
 
