@@ -67,6 +67,7 @@ def causes(rows: list, scenario: str) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> int:
     from volary.bench.nav.compare import paired_test
+    from volary.bench.nav.stats import holm
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rgb", type=Path, required=True, help="trials.csv of the learned_rgb run")
@@ -82,22 +83,25 @@ def main(argv: list[str] | None = None) -> int:
     summary: dict = {"trials_per_planner": len(rgb), "types": {}}
     lines = [
         "| type | trials | `learned` (depth) success [95 % CI] | `learned_rgb` success [95 % CI] "
-        "| RGB - depth | configurations differing | sign-flip p |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
+        "| RGB - depth | configurations differing | sign-flip p | Holm (over the types) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
+    tests = {scen: paired_test(both, RGB, DEPTH, scen) for scen in (*TYPES, "")}
+    per_type = holm([tests[s].p_value for s in TYPES])  # the pooled test is one claim alone
+    adjusted = {**dict(zip(TYPES, per_type, strict=True)), "": tests[""].p_value}
     for scen in (*TYPES, ""):
         d, r = success_ci(depth, scen), success_ci(rgb, scen)
-        t = paired_test(both, RGB, DEPTH, scen)
+        t = tests[scen]
         summary["types"][scen or "pooled"] = {
             "depth": {"success": d[0], "ci": [d[1], d[2]], "causes": causes(depth, scen)},
             "rgb": {"success": r[0], "ci": [r[1], r[2]], "causes": causes(rgb, scen)},
             "diff": t.diff, "configs": t.n_configs, "differing": t.n_differing,
-            "p_value": t.p_value, "method": t.method,
+            "p_value": t.p_value, "p_holm": float(adjusted[scen]), "method": t.method,
         }  # fmt: skip
         lines.append(
             f"| {scen or 'both'} | {d[3]} | {d[0]:.1%} [{d[1]:.1%}, {d[2]:.1%}] | "
             f"{r[0]:.1%} [{r[1]:.1%}, {r[2]:.1%}] | {t.diff:+.1%} | {t.n_differing} of "
-            f"{t.n_configs} | {t.p_value:.3g} ({t.method}) |"
+            f"{t.n_configs} | {t.p_value:.3g} ({t.method}) | {adjusted[scen]:.3g} |"
         )
     walls = [float(r.wall_time) for r in rgb if math.isfinite(float(r.wall_time))]
     summary["rgb_wall_s_sum"] = sum(walls)
