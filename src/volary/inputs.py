@@ -82,6 +82,8 @@ LIMITS: dict[str, Limit] = {
     "switch": Limit("RC switch (> 0.5: on)", "1", 0.0, 1.0),
     # a learning dataset or a recording is read whole: its arrays' declared bytes, before reading
     "array_bytes": Limit("bytes of the arrays read from a data file", "B", 0, 2**34, integer=True),
+    # a benchmark suite's "generated:N" (forest and urban generate 10 N candidate scenes)
+    "generated_configs": Limit("configurations per scenario type", "1", 1, 100, integer=True),
 }
 
 

@@ -73,6 +73,25 @@ def bench_run(
     suite: Annotated[
         str, typer.Option("--suite", help="quick, flyingtrust or a suite TOML file.")
     ] = "quick",
+    configs: Annotated[
+        int | None,
+        typer.Option(
+            "--configs",
+            metavar="N",
+            help="Configurations per scenario type (1-100), drawn by each type's rule: seeds "
+            "0..N-1; for forest and urban N seeds stratified on the straight line's clearance "
+            "over seeds 0..10N-1. Sets the suite's configs to 'generated:N' (10: 'fixed', the "
+            "same ten).",
+        ),
+    ] = None,
+    scenarios: Annotated[
+        str | None,
+        typer.Option(
+            "--scenarios",
+            metavar="TYPE,TYPE",
+            help="Fly only these scenario types (comma-separated), e.g. forest,urban.",
+        ),
+    ] = None,
     algo: Annotated[
         str,
         typer.Option(
@@ -108,19 +127,20 @@ def bench_run(
     """Fly a suite for some planners; every finished trial is one row of the run database.
     Running it again with the same settings resumes; Ctrl-C and `volary bench resume` too.
 
-    --set takes Suite fields, e.g. --set trials_per_config=2 --set settings.time_limit=60."""
-    from volary.bench.nav.protocol import get_suite
+    --configs and --scenarios change the suite before --set, which takes Suite fields, e.g.
+    --set trials_per_config=2 --set settings.time_limit=60."""
     from volary.bench.nav.runner import check_algo_names, create_run, run_units
     from volary.errors import VolaryError
 
     try:
-        s = configure(get_suite(suite), (), set_)
+        s = build_suite(suite, configs, scenarios, set_)
         algos = [a.strip() for a in algo.split(",") if a.strip()]
         check_algo_names(algos)  # before the run's line names a database that is not made
         options = _remote_options(remote or [], algos)
         if seed < 0:
             _fail(f"--seed: expected >= 0, got {seed}")
         _check_pool(workers, cluster, unit_timeout)
+        _announce_generation(s, quiet)
         run_dir = out or RUNS_DIR / f"{s.name}-{time.strftime('%Y%m%d-%H%M%S')}"
         # the database is made (or an existing one checked) before the run's line is printed
         path = create_run(s, algos, db or run_dir / DB_NAME, options or None, seed)
@@ -141,6 +161,64 @@ def bench_run(
     except VolaryError as e:
         _fail(str(e))
     _finish(summary, report)
+
+
+def build_suite(
+    suite: str | Path,
+    configs: int | None = None,
+    scenarios: str | None = None,
+    sets: list[str] | None = None,
+) -> Any:
+    """The :class:`~volary.bench.nav.protocol.Suite` that ``volary bench run`` flies: the named
+    suite, then ``--configs N`` (configs ``"generated:N"``; 10 is ``"fixed"``, the same suite),
+    then ``--scenarios a,b``, then every ``--set``. ConfigError (one line naming the option)."""
+    from volary.bench.nav.protocol import FIXED, GENERATED, N_FIXED_CONFIGS, get_suite
+    from volary.inputs import within
+
+    changes: list[tuple[str, str, Any]] = []
+    if configs is not None:
+        n = within(configs, "generated_configs", "--configs")
+        changes.append(
+            ("--configs", "configs", FIXED if n == N_FIXED_CONFIGS else f"{GENERATED}:{n}")
+        )
+    if scenarios is not None:
+        changes.append(("--scenarios", "scenarios", _scenario_list(scenarios)))
+    return configure(get_suite(suite), changes, sets)
+
+
+def _announce_generation(s: Any, quiet: bool) -> None:
+    """One line before a "generated:N" suite's forest/urban candidates are generated (about
+    0.1 s a scene), so a user does not wait on a silent command."""
+    from volary.bench.nav.protocol import GENERATED
+    from volary.worlds.scenarios import CANDIDATES_PER_CONFIG, STRATIFIED_FIXED
+
+    types = [t for t in s.scenarios if t in STRATIFIED_FIXED]
+    if quiet or not types or not str(s.configs).startswith(f"{GENERATED}:"):
+        return
+    n = s.n_configs()
+    console.print(
+        f"{s.configs}: drawing {n} of {CANDIDATES_PER_CONFIG * n} candidate scenes of "
+        f"{', '.join(types)} by line clearance (about 0.1 s a scene)"
+    )
+
+
+def _scenario_list(text: str) -> tuple[str, ...]:
+    """--scenarios "a,b" as a tuple of the FLYINGTRUST scenario types, or ConfigError."""
+    from volary.bench.nav.protocol import SCENARIO_TYPES
+    from volary.errors import ConfigError
+
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    valid = ", ".join(SCENARIO_TYPES)
+    if not names:
+        raise ConfigError(
+            f"--scenarios: expected comma-separated scenario types ({valid}), got {text!r}"
+        )
+    for t in names:
+        if t not in SCENARIO_TYPES:
+            raise ConfigError(f"--scenarios: unknown scenario type {t[:40]!r}; valid: {valid}")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"--scenarios: a scenario type is named twice in {text!r}")
+    return tuple(names)
 
 
 def _remote_options(remote: list[str], algos: list[str]) -> dict[str, dict[str, str]]:

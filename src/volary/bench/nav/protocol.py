@@ -1,7 +1,7 @@
 """The benchmark protocol: which trials a suite flies and how they are grouped into work units.
 
-A :class:`Suite` is platforms x scenario types x fixed configurations x trials per
-configuration (FLYINGTRUST Sec. IV). Built-ins (:data:`SUITES`):
+A :class:`Suite` is platforms x scenario types x configurations x trials per configuration
+(FLYINGTRUST Sec. IV). Built-ins (:data:`SUITES`):
 
 - ``flyingtrust``: the 36 Table I platforms x the 7 scenario types x each type's 10 fixed
   configurations x 1 trial = 2,520 trials per algorithm. The paper's "10 trials per
@@ -19,10 +19,20 @@ A user suite is a TOML file (see :func:`load_suite_file`)::
     platforms = ["0.60kg-EMAX", "1.00kg-SunnySky"]   # or "flyingtrust" (the 36) / "all"
     scenarios = ["forest", "maze"]                    # or "all" (the 7 types)
     configs = "fixed"            # each type's 10 fixed configurations; "fixed:2" the first 2;
+                                 # "generated:30": 30 per type by each type's rule (below);
                                  # or generator seeds for every type, e.g. [0, 1, 2]
     trials_per_config = 1
     [settings]                                        # optional ProtocolSettings overrides
     time_limit = 60.0
+
+More configurations, by the rule that chose the fixed ten: ``configs = "generated:N"``
+(1 <= N <= 100; ``volary bench run --configs N``) flies, per type,
+``worlds.generated_seeds(type, N)``: seeds 0..N-1, and for forest and urban the N seeds at the
+clearance quantiles (i + 1/2)/N over candidate seeds 0..10N-1. ``generated:10`` flies exactly
+the fixed ten; for N != 10 forest's and urban's seeds are a new stratified sample, not the
+fixed ten extended or cut. Listing the units generates forest's and urban's 10 N candidates
+once per process (N = 30: forest 36 s, urban 20 s on a busy 2-core host); the run database
+stores the units, so a resumed run does not generate them again.
 
 Trial numbering: within a (platform, type) pair trials are numbered across configurations,
 ``trial = i * trials_per_config + j`` for the i-th listed configuration and repetition j, so
@@ -39,18 +49,21 @@ from pathlib import Path
 from typing import Any
 
 from volary.bench.nav.schema import (
+    CONFIGS_EXPECTED,
+    FIXED,
+    GENERATED,
+    MAX_GENERATED_CONFIGS,
+    N_FIXED_CONFIGS,
     SUITE_RANGES,
     ProtocolSettings,
     SuiteFile,
     WorkUnit,
+    configs_token,
     read_suite_file,
     suite_document,
 )
 from volary.errors import ConfigError
 from volary.registry import Registry, check_name
-
-N_FIXED_CONFIGS = 10  # fixed configurations per scenario type (worlds.FIXED_SEEDS)
-FIXED = "fixed"  # Suite.configs: each type's fixed configurations ("fixed:N": the first N)
 
 # The seven FLYINGTRUST scenario types, in worlds.SCENARIOS order (kept here so that listing
 # suites does not import the scene generators; a test checks they agree).
@@ -86,6 +99,7 @@ class Suite:
     platforms: tuple[str, ...]  # catalogue names, one env each
     scenarios: tuple[str, ...]  # scenario types (worlds.SCENARIOS)
     # "fixed" / "fixed:N": each type's (first N) fixed configurations (worlds.FIXED_SEEDS);
+    # "generated:N": N per type by each type's rule (worlds.generated_seeds);
     # a tuple of ints: these generator seeds for every type
     configs: tuple[int, ...] | str
     trials_per_config: int = 1
@@ -134,15 +148,16 @@ class Suite:
     def scene_seeds(self, scenario: str) -> tuple[int, ...]:
         """The generator seeds (the rows' ``config``) this suite flies for ``scenario``."""
         if isinstance(self.configs, str):
-            from volary.worlds.scenarios import fixed_seeds
+            from volary.worlds.scenarios import fixed_seeds, generated_seeds
 
-            return fixed_seeds(scenario)[: _fixed_count(self.configs)]
+            kind, n = _token(self.configs)
+            return fixed_seeds(scenario)[:n] if kind == FIXED else generated_seeds(scenario, n)
         return self.configs
 
     def n_configs(self) -> int:
         """Configurations per scenario type."""
         if isinstance(self.configs, str):
-            return _fixed_count(self.configs)
+            return _token(self.configs)[1]
         return len(self.configs)
 
     def n_trials(self, n_algos: int = 1) -> int:
@@ -230,17 +245,13 @@ def _suite(doc: SuiteFile, default_name: str) -> Suite:
     )
 
 
-def _fixed_count(token: str) -> int:
-    """N of a ``"fixed"`` (10) or ``"fixed:N"`` configs token; ConfigError otherwise."""
-    head, sep, tail = token.partition(":")
-    n = N_FIXED_CONFIGS if not sep else (int(tail) if tail.isdigit() else -1)
-    if head != FIXED or not 1 <= n <= N_FIXED_CONFIGS:
-        raise ConfigError(
-            f"Suite.configs: expected {FIXED!r}, '{FIXED}:N' with 1 <= N <= "
-            f"{N_FIXED_CONFIGS}, or a non-empty list of generator seeds (ints >= 0), "
-            f"got {token!r}"
-        )
-    return n
+def _token(token: str) -> tuple[str, int]:
+    """``(FIXED or GENERATED, N)`` of a configs token (:func:`schema.configs_token`);
+    ConfigError, one line naming the bounds, otherwise."""
+    parsed = configs_token(token)
+    if parsed is None:
+        raise ConfigError(f"Suite.configs: {CONFIGS_EXPECTED}, got {token[:60]!r}")
+    return parsed
 
 
 def _platform_list(value: tuple[str, ...] | str) -> tuple[str, ...]:
@@ -258,7 +269,7 @@ def _check_suite(s: Suite) -> None:
     if not isinstance(s.name, str) or not s.name:
         raise ConfigError(f"Suite.name: expected a non-empty str, got {s.name!r}")
     if isinstance(s.configs, str):
-        _fixed_count(s.configs)
+        _token(s.configs)
     for attr in ("platforms", "scenarios") + (() if isinstance(s.configs, str) else ("configs",)):
         v = getattr(s, attr)
         if not isinstance(v, tuple) or not v:
@@ -330,6 +341,8 @@ def _freeze_options(
 
 __all__ = [
     "FIXED",
+    "GENERATED",
+    "MAX_GENERATED_CONFIGS",
     "N_FIXED_CONFIGS",
     "QUICK_PLATFORMS",
     "SCENARIO_TYPES",

@@ -18,7 +18,7 @@ from pydantic import BeforeValidator, model_validator
 from pydantic_core import PydanticCustomError
 
 from volary.errors import ConfigError, FileFormatError, VolaryError
-from volary.inputs import Strict, read_toml, validated
+from volary.inputs import LIMITS, Strict, read_toml, validated
 
 SCHEMA_VERSION = 1
 
@@ -200,13 +200,38 @@ def _names(what: str, shorthands: tuple[str, ...]) -> Any:
     return Annotated[tuple[str, ...] | str, BeforeValidator(check)]
 
 
+# A suite's configs: a token, or a list of generator seeds flown for every type.
+FIXED = "fixed"  # each type's 10 fixed configurations ("fixed:N": the first N)
+GENERATED = "generated"  # "generated:N": N configurations by each type's rule
+N_FIXED_CONFIGS = 10  # fixed configurations per scenario type (worlds.FIXED_SEEDS)
+MAX_GENERATED_CONFIGS = int(LIMITS["generated_configs"].hi)
+CONFIGS_EXPECTED = (
+    f"expected {FIXED!r}, '{FIXED}:N' with 1 <= N <= {N_FIXED_CONFIGS}, '{GENERATED}:N' with "
+    f"1 <= N <= {MAX_GENERATED_CONFIGS} ({LIMITS['generated_configs'].quantity}), or a "
+    "non-empty list of generator seeds (ints >= 0)"
+)
+
+
+def configs_token(token: str) -> tuple[str, int] | None:
+    """``(FIXED or GENERATED, N)`` of a configs token (``"fixed"`` is ``(FIXED, 10)``), or
+    None when ``token`` is not one (N out of its range included)."""
+    if token == FIXED:
+        return FIXED, N_FIXED_CONFIGS
+    head, sep, tail = token.partition(":")
+    most = {FIXED: N_FIXED_CONFIGS, GENERATED: MAX_GENERATED_CONFIGS}.get(head)
+    if not sep or most is None or not (tail.isascii() and tail.isdigit()) or len(tail) > 8:
+        return None  # (more than 8 digits is out of range anyway)
+    n = int(tail)
+    return (head, n) if 1 <= n <= most else None
+
+
 def _configs(v: Any) -> tuple[int, ...] | str:
-    if isinstance(v, str):
-        return v  # "fixed" / "fixed:N": Suite checks the token against the fixed ten
+    if isinstance(v, str) and configs_token(v) is not None:
+        return v
     ok = isinstance(v, list | tuple) and v
     if ok and all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in v):
         return tuple(v)
-    raise _refuse("expected 'fixed', 'fixed:N' or a non-empty list of generator seeds (ints >= 0)")
+    raise _refuse(CONFIGS_EXPECTED)
 
 
 def _one_of(choices: tuple[str, ...]) -> Any:
@@ -270,7 +295,7 @@ _NonEmptyText = Annotated[str, BeforeValidator(_non_empty_text)]
 
 class SuiteFile(_Listed):
     """A suite TOML file (layout: :mod:`volary.bench.nav.protocol`), checked as declared here:
-    names non-empty, ``configs`` a ``fixed`` token or seeds >= 0, the counts within
+    names non-empty, ``configs`` a ``fixed``/``generated`` token or seeds >= 0, the counts within
     :data:`SUITE_RANGES`, the ``[settings]`` within :data:`SETTING_RANGES`."""
 
     name: _NonEmptyText | None = None
