@@ -133,3 +133,21 @@ def test_detectable_difference_scales_with_the_spread_and_the_configurations():
         detectable_ratio(0)
     with pytest.raises(ConfigError, match="sd"):
         detectable_difference(-1.0, 10)
+
+
+def test_sign_flip_test_equals_scipy_permutation_test_where_exact():
+    """The report's sign-flip test is scipy.stats.permutation_test's one-sample sign flips
+    (exact enumeration) to the last digit, zeros and ties included; volary keeps its own
+    vectorized version for the power simulation and the Monte-Carlo path's seeded flips."""
+    from volary.bench.nav.compare import sign_flip_p
+
+    rng = np.random.default_rng(11)
+    for n in (3, 6, 10):
+        for _ in range(5):
+            d = rng.choice([-1.0, -0.5, 0.0, 0.25, 0.5, 1.0], size=n) / 36
+            if not d.any():
+                continue
+            res = stats.permutation_test(
+                (d,), np.mean, permutation_type="samples", n_resamples=np.inf
+            )
+            assert sign_flip_p(d)[0] == pytest.approx(res.pvalue, abs=1e-12), d
