@@ -285,24 +285,8 @@ def export_tables(
             }
             for s in scores
         ],
-        "score_differences": [
-            {
-                **{k: v for k, v in asdict(d).items() if k != "ci"},
-                "ci_lo": d.ci[0],
-                "ci_hi": d.ci[1],
-                "p_holm": float(h),
-            }
-            for d, h in zip(inf.differences, difference_holm(inf.differences), strict=True)
-        ],  # fmt: skip
-        "partial_correlations": [
-            {
-                **{k: v for k, v in asdict(c).items() if k != "ci"},
-                "ci_lo": c.ci[0],
-                "ci_hi": c.ci[1],
-                "p_holm": float(h),
-            }
-            for c, h in zip(inf.partials, correlation_holm(inf.partials), strict=True)
-        ],  # fmt: skip
+        "score_differences": _ci_rows(inf.differences, difference_holm(inf.differences)),
+        "partial_correlations": _ci_rows(inf.partials, correlation_holm(inf.partials)),
         "power": [asdict(r) for r in inf.power],
         "paired_tests": [
             {**asdict(t), "p_holm": float(h), "holm_family": fam}
@@ -310,15 +294,7 @@ def export_tables(
                 inf.tests, paired_holm(inf.tests), paired_families(inf.tests), strict=True
             )
         ],
-        "correlations": [
-            {
-                **{k: v for k, v in asdict(c).items() if k != "ci"},
-                "ci_lo": c.ci[0],
-                "ci_hi": c.ci[1],
-                "p_holm": float(h),
-            }
-            for c, h in zip(inf.correlations, correlation_holm(inf.correlations), strict=True)
-        ],
+        "correlations": _ci_rows(inf.correlations, correlation_holm(inf.correlations)),
         "paper_table_ii": [
             {**asdict(p), "missing": ";".join(p.missing), "source": TABLE_II_SOURCE}
             for p in PAPER_TABLE_II
@@ -331,6 +307,16 @@ def export_tables(
         return written
     tables["trials"] = [r.to_row() for r in rows]
     return written + [_write_parquet(out / f"{name}.parquet", t) for name, t in tables.items()]
+
+
+def _ci_rows(items: Sequence[Any], adjusted: Sequence[float]) -> list[dict[str, Any]]:
+    """Export rows of dataclasses with a ``ci`` pair: its bounds as ci_lo/ci_hi, and the
+    Holm-adjusted p-value."""
+    return [
+        {**{k: v for k, v in asdict(x).items() if k != "ci"}, "ci_lo": x.ci[0], "ci_hi": x.ci[1],
+         "p_holm": float(h)}
+        for x, h in zip(items, adjusted, strict=True)
+    ]  # fmt: skip
 
 
 def _summary_tables(summary: Summary) -> dict[str, list[GroupStats]]:
