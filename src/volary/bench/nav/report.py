@@ -847,13 +847,17 @@ def _detectable(t: PairedTest, family_size: int) -> str:
     return _fmt(100 * v, 1) if math.isfinite(v) else "none"
 
 
-def _correlation_table(corrs: list[Correlation]) -> str:
+def _correlation_table(corrs: Sequence[Correlation | PartialCorrelation]) -> str:
+    """Raw (``platforms`` column) or partial (``controls`` column) correlations, with Holm."""
+    partial = bool(corrs) and isinstance(corrs[0], PartialCorrelation)
+    third = (lambda c: c.controls) if partial else (lambda c: c.platforms)  # noqa: E731
     body = [
-        [_e(c.algo), _e(c.indicator), _e(c.platforms), str(c.n), _fmt(c.rho),
+        [_e(c.algo), _e(c.indicator), _e(third(c)), str(c.n), _fmt(c.rho),
          f"[{_fmt(c.ci[0])}, {_fmt(c.ci[1])}]", _e(_p(c.p_value)), _e(_p(h))]
         for c, h in zip(corrs, correlation_holm(corrs), strict=True)
     ]  # fmt: skip
-    head = ("Algorithm", "Indicator", "Platforms", "n", "Spearman ρ", "95 % CI (bootstrap)",
+    head = ("Algorithm", "Indicator", "held fixed" if partial else "Platforms", "n",
+            "partial ρ" if partial else "Spearman ρ", "95 % CI (bootstrap)",
             "p (permutation)", "p (Holm)")  # fmt: skip
     return _table(head, body, left=3)
 
@@ -898,14 +902,7 @@ def ranking_sentence(order: Sequence[str], letters: Mapping[str, str]) -> str:
 def _partial_table(parts: list[PartialCorrelation]) -> str:
     if not parts:
         return "<p>Fewer than six catalogue platforms: no partial correlations.</p>"
-    body = [
-        [_e(c.algo), _e(c.indicator), _e(c.controls), str(c.n), _fmt(c.rho),
-         f"[{_fmt(c.ci[0])}, {_fmt(c.ci[1])}]", _e(_p(c.p_value)), _e(_p(h))]
-        for c, h in zip(parts, correlation_holm(parts), strict=True)
-    ]  # fmt: skip
-    head = ("Algorithm", "Indicator", "held fixed", "n", "partial ρ", "95 % CI (bootstrap)",
-            "p (permutation)", "p (Holm)")  # fmt: skip
-    return _table(head, body, left=3)
+    return _correlation_table(parts)
 
 
 def _power_section(rows: list[PowerRow]) -> str:
