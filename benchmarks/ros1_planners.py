@@ -48,6 +48,81 @@ def key(r):  # noqa: ANN001, ANN201
     return (r.scenario, r.config, r.trial, r.platform)
 
 
+# volary's version of each published planner's family (FLYINGTRUST Table II names)
+TWIN = {"ego": "ego", "fast_planner": "kinodynamic"}
+PAPER_FAMILY = {"ego": "EGO-Planner", "fast_planner": "Fast-Planner"}
+
+
+def _twin(algo: str) -> str | None:
+    """volary's planner of ros1:NAME's family (ros1:ego_volume -> ego), or None."""
+    base = algo.removeprefix("ros1:").removesuffix("_volume")
+    return TWIN.get(base) if algo.startswith("ros1:") else None
+
+
+def family_tests(rows: list) -> list[dict]:
+    """Each published planner against volary's version of its family: pooled and per type,
+    the per-type tests Holm-adjusted within the pair (7 claims), the pooled ones over the
+    pairs listed."""
+    from volary.bench.nav.compare import paired_test
+    from volary.bench.nav.stats import order_scenarios
+
+    algos = {r.algo for r in rows}
+    scen = order_scenarios({r.scenario for r in rows})
+    pairs = [(a, _twin(a)) for a in sorted(algos) if _twin(a) in algos]
+    out, pooled = [], []
+    for pub, ours in pairs:
+        per = [paired_test(rows, pub, ours, s) for s in scen]
+        adj = holm([t.p_value for t in per])
+        t0 = paired_test(rows, pub, ours)
+        pooled.append(t0.p_value)
+        out.append({
+            "published": pub, "volary": ours, "configs": t0.n_configs,
+            "differing": t0.n_differing, "rate_published": round(t0.rate_a, 4),
+            "rate_volary": round(t0.rate_b, 4), "diff": round(t0.diff, 4), "p": t0.p_value,
+            "by_type": [{"scenario": t.scenario, "configs": t.n_configs,
+                         "differing": t.n_differing, "rate_published": round(t.rate_a, 4),
+                         "rate_volary": round(t.rate_b, 4), "diff": round(t.diff, 4),
+                         "p": t.p_value, "p_holm_types": float(h)}
+                        for t, h in zip(per, adj, strict=True)],
+        })  # fmt: skip
+    for o, h in zip(out, holm(pooled), strict=True):
+        o["p_holm_pairs"] = float(h)
+    return out
+
+
+def success_intervals(rows: list) -> dict:
+    """Success with its 95 % interval over configurations, per algorithm, pooled and by type
+    (volary.bench.nav.stats.summarize: the report's intervals)."""
+    from volary.bench.nav.stats import summarize
+
+    s = summarize(rows)
+    out: dict = {}
+    for g in s.by_algo:
+        out[g.algo] = {"all": [round(g.success_rate, 4), round(g.ci_lo, 4), round(g.ci_hi, 4)]}
+    for g in s.by_scenario:
+        out[g.algo][g.scenario] = [round(g.success_rate, 4), round(g.ci_lo, 4), round(g.ci_hi, 4)]
+    return out
+
+
+def table_ii(scores: dict, iv: dict) -> list[dict]:
+    """Our FinalScore (paper's normalization) beside FLYINGTRUST Table II, family by family."""
+    from volary.bench.nav.score import PAPER_TABLE_II
+
+    paper = {p.algo: p for p in PAPER_TABLE_II}
+    out = []
+    for a, s in sorted(scores.items(), key=lambda kv: -kv[1].final_score_fixed):
+        base = a.removeprefix("ros1:").removesuffix("_volume")
+        fam = PAPER_FAMILY.get(base) or {"kinodynamic": "Fast-Planner", "ego": "EGO-Planner"}.get(a)
+        p = paper.get(fam) if fam else None
+        out.append({
+            "algo": a, "family": fam, "final_score_fixed": round(s.final_score_fixed, 2),
+            "ci95": [round(x, 2) for x in iv[a].final_score_fixed],
+            "paper_score": p.score if p else None,
+            "paper_final_score": p.final_score if p else None,
+        })  # fmt: skip
+    return out
+
+
 def main() -> None:
     runs = {a.split("=", 1)[0]: Path(a.split("=", 1)[1]) for a in sys.argv[1:]}
     mine = [r for d in runs.values() for r in load_results(d / "run.sqlite")]
@@ -108,6 +183,9 @@ def main() -> None:
     out["letters_success"] = compact_letters(
         {a: v["success"] for a, v in out["algos"].items()},
         sep([(t.algo_a, t.algo_b) for t in tests], pooled_holm))  # fmt: skip
+    out["success_ci95"] = success_intervals(rows)
+    out["family_tests"] = family_tests(rows)
+    out["table_ii"] = table_ii(scores, iv)
     timing = {}
     for algo, d in runs.items():
         lines = [json.loads(x) for x in (d / "timing.jsonl").read_text().splitlines()]
