@@ -17,6 +17,8 @@ from pathlib import Path
 import torch
 from rich.console import Console
 
+from volary.cli.showcase import DEMO_DB, demo_algos, run_showcase
+
 WAYPOINTS = ((0.0, 0.0, 1.0), (2.0, 0.0, 1.5), (2.0, 2.0, 1.5), (0.0, 2.0, 1.0), (0.0, 0.0, 1.0))
 SEGMENT_S = 4.0
 DEMO_PLATFORMS = (
@@ -109,13 +111,8 @@ def run_demo(
         console.print("[yellow]navigation benchmark not available: vehicles demo[/yellow]")
         return run_vehicles_demo(out, seed=seed, device=device, console=console)
     if suite is None:
-        from volary.cli.showcase import run_showcase
-
         return run_showcase(out, seed=seed, console=console)
     return run_quick_suite_demo(out, seed=seed, suite=suite, console=console)
-
-
-DEMO_DB = "run.sqlite"
 
 
 def _benchmark_available() -> bool:
@@ -125,15 +122,6 @@ def _benchmark_available() -> bool:
         importlib.util.find_spec(m) is not None
         for m in ("volary.bench.nav.episode", "volary.bench.nav.report")
     )
-
-
-def demo_algos() -> list[str]:
-    """straight + mapper, or straight + reactive when the mapper is not installed."""
-    from volary.planning.planners import available_planners
-
-    have = available_planners()
-    second = "mapper" if "mapper" in have else "reactive"
-    return ["straight", second] if second in have else ["straight"]
 
 
 def run_quick_suite_demo(

@@ -40,6 +40,18 @@ NEXT_COMMANDS = (
 )
 
 
+DEMO_DB = "run.sqlite"  # the demo's run database, in its output folder
+
+
+def demo_algos() -> list[str]:
+    """straight + mapper, or straight + reactive when the mapper is not installed."""
+    from volary.planning.planners import available_planners
+
+    have = available_planners()
+    second = "mapper" if "mapper" in have else "reactive"
+    return ["straight", second] if second in have else ["straight"]
+
+
 def side_parts(out: str, seed: int) -> dict[str, Any]:
     """The side thread's share: the race lap and its plot, the depth and RGB frames (one torch
     thread: the cores are the pool workers')."""
@@ -99,7 +111,6 @@ def run_showcase(out: Path, *, seed: int = 0, console: Console | None = None) ->
     from volary.bench.nav.db import load_results
     from volary.bench.nav.protocol import get_suite
     from volary.bench.nav.runner import run_suite
-    from volary.cli.demo import DEMO_DB, demo_algos
 
     console = console or Console(soft_wrap=True)
     out = Path(out)
