@@ -37,6 +37,7 @@ import torch
 from torch import Tensor, nn
 
 from volary.errors import ConfigError, MissingDependencyError
+from volary.learning.layers import Coords
 from volary.learning.rl.ppo import ActorCritic, RunningNorm
 
 EXTRA = "export"  # pip install volary[export]
@@ -283,8 +284,6 @@ def _conv(conv: nn.Conv2d) -> _Stage:
 
 
 def _npz_stages() -> dict[type, Callable[[Any, bool], list[_Stage]]]:
-    from volary.learning.rgb_depth import Coords
-
     return {
         nn.Conv2d: lambda m, npz: [_conv(m)],
         nn.Sigmoid: lambda m, npz: [_Stage("sigmoid")],

@@ -47,6 +47,7 @@ from torch import Tensor, nn
 
 from volary.device import torch_threads
 from volary.errors import ConfigError
+from volary.learning.layers import Coords
 from volary.sensors.splat.camera import SKY
 
 
@@ -192,18 +193,6 @@ def collect(cfg: RgbDepthConfig, progress: Callable[[int, int], None] | None = N
 
 
 # ---- network -----------------------------------------------------------------------------------
-class Coords(nn.Module):
-    """Appends the pixel's column and row, each scaled to [-1, 1], as two channels (CoordConv:
-    Liu et al. 2018): (N, C, H, W) -> (N, C + 2, H, W)."""
-
-    def forward(self, x: Tensor) -> Tensor:
-        n, _, h, w = x.shape
-        ys = torch.linspace(-1.0, 1.0, h, dtype=x.dtype, device=x.device)
-        xs = torch.linspace(-1.0, 1.0, w, dtype=x.dtype, device=x.device)
-        yy, xx = torch.meshgrid(ys, xs, indexing="ij")
-        return torch.cat((x, xx.expand(n, 1, h, w), yy.expand(n, 1, h, w)), dim=1)
-
-
 class DepthNet(nn.Module):
     """RGB (N, 3, H, W) in [0, 1] -> pooled depth / range (N, h, w) in (0, 1) (module
     docstring); H / h and W / w must be 4."""
