@@ -43,17 +43,12 @@ def committed_rows(path: Path) -> list:
 
 
 def final_score_letters(rows: list, draws) -> dict:  # noqa: ANN001
-    """Compact letter display of the fixed-normalization FinalScore: paired bootstrap
-    differences (the interval draws), Holm over all pairs (as the report's ranking)."""
-    from volary.bench.nav.compare import compact_letters, score_differences
+    """Compact letter display of the fixed-normalization FinalScore (as the report's ranking)."""
+    from volary.bench.nav.compare import score_differences, score_letters
     from volary.bench.nav.score import composite_scores
-    from volary.bench.nav.stats import holm
 
     points = {s.algo: s.final_score_fixed for s in composite_scores(rows)}
-    diffs = score_differences(draws, points)
-    adjusted = holm([d.p_value for d in diffs])
-    sep = [(d.algo_a, d.algo_b) for d, p in zip(diffs, adjusted, strict=True) if p < 0.05]
-    return compact_letters(points, sep)
+    return score_letters(score_differences(draws, points), points)
 
 
 def table_ii(scores: list, intervals: dict, rows: list, letters: dict | None = None) -> str:

@@ -36,6 +36,7 @@ from volary.bench.nav.compare import (  # noqa: E402
     score_differences,
     score_draws,
     score_intervals,
+    score_letters,
 )
 from volary.bench.nav.runner import load_results  # noqa: E402
 from volary.bench.nav.score import composite_scores  # noqa: E402
@@ -177,9 +178,7 @@ def main() -> None:
         )
     pooled_holm = holm([t.p_value for t in tests])
     sep = lambda pairs, ps: [pr for pr, p in zip(pairs, ps, strict=True) if p < 0.05]  # noqa: E731
-    out["letters_final_score_fixed"] = compact_letters(
-        points, sep([(d.algo_a, d.algo_b) for d in diffs], diff_holm)
-    )
+    out["letters_final_score_fixed"] = score_letters(diffs, points)
     out["letters_success"] = compact_letters(
         {a: v["success"] for a, v in out["algos"].items()},
         sep([(t.algo_a, t.algo_b) for t in tests], pooled_holm))  # fmt: skip

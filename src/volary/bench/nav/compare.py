@@ -34,7 +34,7 @@ from volary.bench.nav.score import (
     ScoreWeights,
     normalized_weights,
 )
-from volary.bench.nav.stats import _group_seed, order_scenarios
+from volary.bench.nav.stats import _group_seed, holm, order_scenarios
 from volary.errors import ConfigError
 
 EXACT_MAX = 16  # configurations with a difference: up to 2^16 sign patterns are enumerated
@@ -176,6 +176,14 @@ def score_differences(
         p = min(1.0, 2.0 * (1 + tail) / (1 + B))
         out.append(ScoreDifference(a, b, points[a] - points[b], _percentile(d, level), p))
     return out
+
+
+def score_letters(diffs: Sequence[ScoreDifference], points: dict[str, float]) -> dict[str, str]:
+    """:func:`compact_letters` of FinalScore: pairs separated where the Holm-adjusted (over all
+    pairs) bootstrap p-value of their difference is below 0.05."""
+    adjusted = holm([d.p_value for d in diffs])
+    sep = [(d.algo_a, d.algo_b) for d, p in zip(diffs, adjusted, strict=True) if p < 0.05]
+    return compact_letters(points, sep)
 
 
 def compact_letters(

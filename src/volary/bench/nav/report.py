@@ -39,6 +39,7 @@ from volary.bench.nav.compare import (
     score_differences,
     score_draws,
     score_intervals,
+    score_letters,
 )
 from volary.bench.nav.power import PowerRow, detectable_difference, power_table
 from volary.bench.nav.schema import ROW_FIELDS, TrialResult
@@ -79,9 +80,7 @@ class Inference:
         self.correlations: list[Correlation] = indicator_correlations(summary)
         self.partials: list[PartialCorrelation] = partial_correlations(summary)
         self.power: list[PowerRow] = power_table(rows)
-        self.letters_score = compact_letters(points, _separated(
-            [(d.algo_a, d.algo_b) for d in self.differences], difference_holm(self.differences)
-        ))  # fmt: skip
+        self.letters_score = score_letters(self.differences, points)
         pooled = [t for t in self.tests if not t.scenario]
         rates = {g.algo: g.success_rate for g in summary.by_algo}
         held = dict(zip(map(id, self.tests), paired_holm(self.tests), strict=True))
