@@ -1,5 +1,7 @@
 """DESIGN.md's layer rule: a module imports only from its own layer or below; nothing imports
-``volary.cli``; importing volary loads no optional backend."""
+``volary.cli``; a study (layer 6) imports layers 0-5 and never another study; the core imports
+no study except the marked shims of moved modules (``MOVED_TO``); importing volary loads no
+optional backend."""
 
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "volary"
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src" / "volary"
 LAYER = {
     "math": 0,
     "errors": 0,
@@ -36,7 +39,8 @@ LAYER = {
     "ros1": 5,
     "fc": 5,  # firmware in the loop (issue 58)
     "view": 5,
-    "cli": 6,
+    "studies": 6,  # one reproduced paper each (volary.studies.<study>)
+    "cli": 7,
 }
 
 
@@ -60,18 +64,43 @@ def _imports(path: Path) -> list[str]:
 FILES = sorted(p for p in SRC.rglob("*.py") if _subpackage(p) is not None)
 
 
+def _moved_to(path: Path) -> str | None:
+    """A shim's ``MOVED_TO = "volary...."`` (the module it re-exports), else None."""
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == ["MOVED_TO"]:
+            return ast.literal_eval(node.value)
+    return None
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(SRC.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _study(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "studies" else None
+
+
 @pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(SRC)))
 def test_module_imports_only_its_layer_or_below(path):
     own = _subpackage(path)
     assert own in LAYER, f"{own} is not a layer of DESIGN.md"
+    shim_of = _moved_to(path)
     for mod in _imports(path):
         parts = mod.split(".")
         if len(parts) < 2:
             continue
         target = parts[1]
         assert target != "cli" or own == "cli", f"{path.name} imports volary.cli"
+        if mod == shim_of or (shim_of and mod == shim_of.rsplit(".", 1)[0]):
+            continue  # a marked shim imports the module it re-exports
         assert LAYER[target] <= LAYER[own], (
             f"{path.relative_to(SRC)} (layer {LAYER[own]}) imports {mod} (layer {LAYER[target]})"
+        )
+        mine, theirs = _study(_module(path)), _study(mod)
+        assert theirs is None or mine in (None, theirs), (
+            f"{path.relative_to(SRC)} (study {mine}) imports another study: {mod}"
         )
 
 

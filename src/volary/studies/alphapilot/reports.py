@@ -1,10 +1,11 @@
 """``volary race``: the AlphaPilot 2019 race, written as JSON and plots.
 
 Two modes. ``challenge`` (the default, :func:`challenge_cli`): the challenge as it was posed, a
-contestant racing from sensors (:mod:`volary.bench.challenge`). ``oracle`` (:func:`race_cli`):
-a planned racer handed the true perturbed gates and the true state
-(:mod:`volary.bench.race`, :mod:`volary.planning.racing`), an upper bound on what a sensors-only
-racer can score. This module only runs them and writes the files.
+contestant racing from sensors (:mod:`volary.studies.alphapilot.challenge`). ``oracle``
+(:func:`race_cli`): a planned racer handed the true perturbed gates and the true state
+(:mod:`volary.studies.alphapilot.race`, :mod:`volary.studies.alphapilot.racers`), an upper
+bound on what a sensors-only racer can score. This module only runs them and writes the files;
+the ``volary race`` command over them is :mod:`volary.studies.alphapilot.cli`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from volary.bench.race import (
+from volary.errors import ConfigError
+from volary.studies.alphapilot.race import (
     BEST_OF,
     RACE_PLATFORM,
     TOP_2019_SCORE,
@@ -25,8 +27,7 @@ from volary.bench.race import (
     leaderboard,
     run_race,
 )
-from volary.errors import ConfigError
-from volary.planning.racing import DEFAULT_RACER, RACERS, make_racer
+from volary.studies.alphapilot.racers import DEFAULT_RACER, RACERS, make_racer
 from volary.worlds import SceneSpec, alphapilot_2019, alphapilot_2019_courses
 
 ORACLE_NOTE = (
@@ -148,12 +149,12 @@ def challenge_cli(
     """``volary race --mode challenge``: ``courses`` perturbed courses (seed ``seed``, drawn by
     the ``courses_from`` generator setting), each raced by ``contestant`` from the sensor set
     ``sensors`` with ``faults`` under ``noise_seeds`` IMU/sensor/process noise seeds
-    (``first_noise_seed`` onwards; :func:`volary.bench.challenge.run_challenge_seeds`, in
-    ``workers`` processes); writes ``challenge.json`` (the figures over the course x noise-seed
-    pairs of :func:`~volary.bench.challenge.seeds_summary`, per-seed and per-pair rows, Table IV
-    beside), ``race_best.png`` (top-down view of the best pair) and ``estimation.png`` (the
-    contestant's estimation error along the course, over all pairs)."""
-    from volary.bench.challenge import (
+    (``first_noise_seed`` onwards; :func:`volary.studies.alphapilot.challenge.run_challenge_seeds`,
+    in ``workers`` processes); writes ``challenge.json`` (the figures over the course x
+    noise-seed pairs of :func:`~volary.studies.alphapilot.challenge.seeds_summary`, per-seed and
+    per-pair rows, Table IV beside), ``race_best.png`` (top-down view of the best pair) and
+    ``estimation.png`` (the contestant's estimation error along the course, over all pairs)."""
+    from volary.studies.alphapilot.challenge import (
         FAULTS,
         SENSOR_SETS,
         TABLE_IV,

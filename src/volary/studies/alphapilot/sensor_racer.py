@@ -1,20 +1,21 @@
 """The reference contestant of the AlphaPilot challenge: race from sensors, not from the truth.
 
-What it knows is a :class:`~volary.planning.challenge.Briefing`; what it senses arrives in
-:class:`~volary.planning.challenge.ChallengeObservation`. Three parts, batched over envs:
+What it knows is a :class:`~volary.studies.alphapilot.interface.Briefing`; what it senses
+arrives in :class:`~volary.studies.alphapilot.interface.ChallengeObservation`. Three parts,
+batched over envs:
 
-1. **Estimation** (:class:`volary.sensors.estimation.GateEkf`): an error-state EKF propagated
-   with every IMU sample and corrected with the IR beacon corners (and the downward range when
-   carried and ``use_range``). With the stereo camera, the gates are found in each depth image
-   by :class:`volary.sensors.gate_detector.GateDetector` (the frame model fitted to the point
-   cloud near where the filter expects each gate) and each fitted gate's corners are fused as
-   pixels and depths (pixel noise ``camera_pixel_std``, depth noise 0.05 m plus the camera's
-   quadratic term). With the camera as the only gate sensor the plans keep the tilt within
-   ``camera_tilt`` (a forward camera tilted further to accelerate sees the floor, not the gates:
-   perception limits the speed). The course gates' unknown offsets (dx, dy, dyaw) are states with
-   priors from the published bounds (uniform on +-b: std b / sqrt(3)); the other gates are
-   fixed landmarks. Corners whose innovation fails a chi-square gate are ignored, so false
-   detections and dropped beacons cost accuracy, not the filter.
+1. **Estimation** (:class:`volary.studies.alphapilot.estimation.GateEkf`): an error-state EKF
+   propagated with every IMU sample and corrected with the IR beacon corners (and the downward
+   range when carried and ``use_range``). With the stereo camera, the gates are found in each
+   depth image by :class:`volary.studies.alphapilot.gate_detector.GateDetector` (the frame
+   model fitted to the point cloud near where the filter expects each gate) and each fitted
+   gate's corners are fused as pixels and depths (pixel noise ``camera_pixel_std``, depth noise
+   0.05 m plus the camera's quadratic term). With the camera as the only gate sensor the plans
+   keep the tilt within ``camera_tilt`` (a forward camera tilted further to accelerate sees the
+   floor, not the gates: perception limits the speed). The course gates' unknown offsets (dx,
+   dy, dyaw) are states with priors from the published bounds (uniform on +-b: std b /
+   sqrt(3)); the other gates are fixed landmarks. Corners whose innovation fails a chi-square
+   gate are ignored, so false detections and dropped beacons cost accuracy, not the filter.
 2. **Planning**: before the start, volary's minimum-time planner
    (:func:`volary.planning.mintime.min_time`, the oracle racer's settings) on the *nominal*
    course gives segment times and the speed through each gate. In flight, every
@@ -54,11 +55,14 @@ from volary.control import Gains
 from volary.control import geometric as geo
 from volary.errors import ConfigError
 from volary.math.quaternion import quat_from_euler, quat_to_rotmat
-from volary.planning.challenge import Briefing, ChallengeObservation, DepthReport
 from volary.planning.flatness import Limits
 from volary.planning.minsnap import min_snap
 from volary.planning.mintime import min_time
-from volary.planning.racing import (
+from volary.sensors.rays import pinhole_rays
+from volary.studies.alphapilot.estimation import VEHICLE, Camera, GateEkf, GateMap
+from volary.studies.alphapilot.gate_detector import GateDetector, rotate
+from volary.studies.alphapilot.interface import Briefing, ChallengeObservation, DepthReport
+from volary.studies.alphapilot.racers import (
     CONTROL_MAX_TILT,
     TrajectoryPlan,
     _default_limits,
@@ -67,9 +71,6 @@ from volary.planning.racing import (
     segment_load,
     travel_planes,
 )
-from volary.sensors.estimation import VEHICLE, Camera, GateEkf, GateMap
-from volary.sensors.gate_detector import GateDetector, rotate
-from volary.sensors.rays import pinhole_rays
 
 HOLD_S = 5.0  # s of hover setpoints tabulated after a plan's end
 MAX_PLAN_S = 300.0  # s of a plan tabulated at most (the challenge's course time limit)

@@ -1,14 +1,16 @@
 """The AlphaPilot 2019 challenge as it was posed (paper 001 Sec. V-C): race from sensors.
 
-The race, its rules and its score are :mod:`volary.bench.race`'s (the same World, gate
-tracker, collision rule and ``race_result``); what changes is what the racer gets. A contestant
-(:class:`volary.planning.challenge.Contestant`) is briefed with the *nominal* course, the
-perturbation bounds, the vehicle and its sensors, and then, every control step, receives only a
-:class:`~volary.planning.challenge.ChallengeObservation`: the clock, the IMU sample, and the
-IR beacon frame and downward range when those sensors read. It answers with collective thrust
-and body rates for the FlightGoggles acro loop (control mode ``ctbr``). It never holds the World,
-the state or the perturbed courses: observations are copies built here from the sensor readings,
-with the simulator-only fields (corner depths, which reports are false) left out.
+The race, its rules and its score are the oracle race's (:mod:`.race`, with the core rules of
+:mod:`volary.bench.gate_race`: the same World, gate tracker, collision rule and
+``race_result``); what changes is what the racer gets. A contestant
+(:class:`volary.studies.alphapilot.interface.Contestant`) is briefed with the *nominal* course,
+the perturbation bounds, the vehicle and its sensors, and then, every control step, receives
+only a :class:`~volary.studies.alphapilot.interface.ChallengeObservation`: the clock, the IMU
+sample, and the IR beacon frame and downward range when those sensors read. It answers with
+collective thrust and body rates for the FlightGoggles acro loop (control mode ``ctbr``). It
+never holds the World, the state or the perturbed courses: observations are copies built here
+from the sensor readings, with the simulator-only fields (corner depths, which reports are
+false) left out.
 
 Sensors (:class:`ChallengeSensors`; defaults from FlightGoggles where it published them):
 IMU ``flightgoggles`` (noise, turn-on bias and bias walk of the FlightGoggles vehicle config),
@@ -45,22 +47,21 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from volary.bench.race import (
-    BEST_OF,
+from volary.bench.gate_race import (
     PATH_EVERY,
     RACE_PLATFORM,
     RACE_RECORDS,
-    TOP_2019_SCORE,
     RaceResult,
     crashed_out,
-    leaderboard,
     race_result,
     yaw_quat,
 )
 from volary.bench.threads import one_thread
 from volary.errors import ConfigError
 from volary.math.quaternion import quat_conj, quat_mul
-from volary.planning.challenge import (
+from volary.sensors import DepthCamera, IrBeacons, Rangefinder, camera_config, rangefinder_config
+from volary.sensors.imu import ImuConfig, imu_config
+from volary.studies.alphapilot.interface import (
     DEFAULT_CONTESTANT,
     BeaconReport,
     Briefing,
@@ -70,8 +71,7 @@ from volary.planning.challenge import (
     RangeReport,
     make_contestant,
 )
-from volary.sensors import DepthCamera, IrBeacons, Rangefinder, camera_config, rangefinder_config
-from volary.sensors.imu import ImuConfig, imu_config
+from volary.studies.alphapilot.race import BEST_OF, TOP_2019_SCORE, leaderboard
 from volary.worlds import GateTracker, Scene, SceneSpec, alphapilot_2019, unperturbed
 
 # Table IV of paper 001: sensor set -> (teams, completed runs %, mean score, std of scores)

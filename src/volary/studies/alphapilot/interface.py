@@ -1,6 +1,7 @@
 """The AlphaPilot challenge as it was posed (paper 001 Sec. V-C): what a contestant is told and
 what it senses. The race itself (the World, the sensors, the score) is
-:mod:`volary.bench.challenge`; the reference contestant is :mod:`volary.planning.sensor_racer`.
+:mod:`volary.studies.alphapilot.challenge`; the reference contestant is
+:mod:`volary.studies.alphapilot.sensor_racer`.
 
 A contestant knew the nominal course, that each gate would be moved within published bounds
 by "random unknown perturbations", the vehicle, and its four sensors; it received sensor
@@ -112,7 +113,7 @@ class Contestant(Protocol):
 
 CONTESTANTS: Registry[Any] = Registry(
     "contestant",
-    {"reference": "volary.planning.sensor_racer:SensorRacer"},
+    {"reference": "volary.studies.alphapilot.sensor_racer:SensorRacer"},
     specs=True,
 )
 DEFAULT_CONTESTANT = "reference"

@@ -1,5 +1,6 @@
 """Racers: plan a drone race through a course of gates before the start (AlphaPilot 2019,
-paper 001 Sec. V-C); the race itself (rules, score, the flight) is :mod:`volary.bench.race`.
+paper 001 Sec. V-C); the race itself (rules, score, the flight) is
+:mod:`volary.studies.alphapilot.race`.
 
 A racer (:class:`Racer`) gives the ``mellinger`` controller gains and, per course (env), a
 :class:`RacePlan`: setpoints over time. Both racers here know the (perturbed) gate poses and
@@ -19,8 +20,9 @@ with the velocity along each gate normal (speed free), segment times and gate sp
 :func:`volary.planning.mintime.min_time`; same vehicle limits, same controller. Racers are picked
 by name with :func:`make_racer` (``"minsnap"``, ``"mintime"``).
 
-Layer 3: imports ``volary.control`` (the gains), ``volary.worlds`` (course geometry) and the
-planning modules beside it; never ``volary.sim`` or ``volary.bench``.
+Part of the AlphaPilot study (layer 6; it was ``volary.planning.racing``): imports
+``volary.control`` (the gains), ``volary.worlds`` (course geometry) and ``volary.planning``;
+never ``volary.sim`` or ``volary.bench``.
 """
 
 from __future__ import annotations
