@@ -28,8 +28,8 @@ from rich.console import Console
 from rich.table import Table
 
 from volary.bench.nav.db import RunDB
-from volary.bench.nav.protocol import get_suite
-from volary.bench.nav.runner import run_units
+from volary.studies.flyingtrust.protocol import get_suite
+from volary.studies.flyingtrust.run import run_units
 
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_throughput.json"
 TARGET_S = {"straight": 15 * 60.0, "mapper": 2 * 3600.0}

@@ -34,9 +34,9 @@ from dataclasses import fields
 from pathlib import Path
 
 from volary.bench.nav.db import RunDB
-from volary.bench.nav.protocol import get_suite
-from volary.bench.nav.runner import create_run
 from volary.bench.nav.schema import TrialResult
+from volary.studies.flyingtrust.protocol import get_suite
+from volary.studies.flyingtrust.run import create_run
 
 _TYPES = {f.name: f.type for f in fields(TrialResult)}
 

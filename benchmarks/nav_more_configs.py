@@ -6,7 +6,7 @@ the first 10 configurations (the protocol's fixed ten for the seeds-0-9 types), 
 (10..N-1, scenes the protocol never used: an independent replication) and all N, for each
 planner's success interval and for the paired sign-flip test of the two planners, raw and
 Holm-adjusted within the pair's family of seven per-type tests (the other six types from the
-committed slate rows). It also sets the power model (``volary.bench.nav.power``) beside the
+committed slate rows). It also sets the power model (``volary.studies.flyingtrust.power``) beside the
 outcome, and checks the re-flown first ten against the committed slate rows.
 
     .venv/bin/python benchmarks/nav_more_configs.py --type perlin \\
@@ -48,9 +48,9 @@ def _family(rows: list, a: str, b: str, scen: str, label: str) -> dict:
     (the other types from the committed slate rows)."""
     from nav_carry_rows import read_rows
 
-    from volary.bench.nav.compare import paired_test
-    from volary.bench.nav.power import detectable_difference
     from volary.bench.nav.stats import holm, order_scenarios
+    from volary.studies.flyingtrust.compare import paired_test
+    from volary.studies.flyingtrust.power import detectable_difference
 
     slate = [r for x in (a, b) for r in read_rows(SLATE / x / "trials.csv").values()]
     others = [paired_test(slate, a, b, s) for s in order_scenarios({r.scenario for r in slate})]
@@ -82,7 +82,7 @@ def _refly_check(rows: list, algo: str, scen: str) -> dict:
     """How the re-flown first ten configurations compare with the committed slate rows."""
     from nav_carry_rows import read_rows
 
-    from volary.bench.nav.compare import paired_test
+    from volary.studies.flyingtrust.compare import paired_test
 
     old = {r.key: r for r in read_rows(SLATE / algo / "trials.csv").values() if r.scenario == scen}
     new = [r for r in rows if r.key in old]
@@ -117,7 +117,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--first", type=int, default=10, help="the protocol's configurations")
     a = ap.parse_args()
-    from volary.bench.nav.runner import load_results
+    from volary.studies.flyingtrust.run import load_results
 
     runs = [load_results(d / "run.sqlite") for d in a.runs]
     names = [rs[0].algo for rs in runs]

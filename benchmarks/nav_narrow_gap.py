@@ -43,15 +43,15 @@ COLLIDERS = ("sphere", "box")
 
 
 def suite(collider: str, configs: int):
-    from volary.bench.nav.protocol import Suite, flyingtrust_platforms
     from volary.bench.nav.schema import ProtocolSettings
+    from volary.studies.flyingtrust.protocol import Suite, flyingtrust_platforms
 
     return Suite(f"narrow-gap-{collider}", flyingtrust_platforms(), ("narrow_gap",),
                  f"fixed:{configs}", settings=ProtocolSettings(collider=collider))  # fmt: skip
 
 
 def fly(algos: list[str], configs: int, workers: int, work: Path, colliders: list[str]) -> dict:
-    from volary.bench.nav.runner import load_results, run_suite
+    from volary.studies.flyingtrust.run import load_results, run_suite
 
     rows, walls = {}, {}
     for collider in colliders:

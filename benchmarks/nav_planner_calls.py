@@ -2,7 +2,7 @@
 (median, p99) of each planner in the report").
 
 Every planner flies the same work units through the benchmark's own episode
-(``volary.bench.nav.episode.run_unit``: the protocol's vehicles, controller, depth camera,
+(``volary.studies.flyingtrust.episode.run_unit``: the protocol's vehicles, controller, depth camera,
 10 Hz planning), in-process and one thread (as the run's workers do), wrapped so that every
 ``plan`` call is timed with ``time.perf_counter``. The units: configuration 0 of each of the
 seven scenario types, a spread of platforms (every ``--stride``-th of the 36 Table I
@@ -42,7 +42,7 @@ class TimedPlanner:
     """Wraps the planner ``inner`` and records each ``plan`` call's wall time in CALLS."""
 
     def __init__(self, inner: str, **options: object) -> None:
-        from volary.planning.planners import get_planner
+        from volary.studies.flyingtrust.planners import get_planner
 
         self.inner = get_planner(inner, **options)
         self.name, self.needs = self.inner.name, self.inner.needs
@@ -68,9 +68,9 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
-    from volary.bench.nav.episode import run_unit
-    from volary.bench.nav.protocol import flyingtrust_platforms
     from volary.bench.nav.schema import WorkUnit
+    from volary.studies.flyingtrust.episode import run_unit
+    from volary.studies.flyingtrust.protocol import flyingtrust_platforms
 
     plats = tuple(flyingtrust_platforms())[:: a.stride]
     algos = a.algos.split(",")

@@ -129,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     from scipy.stats import spearmanr
 
     from volary.learning.rgb_depth import RgbDepthConfig, camera_pair
-    from volary.planning.planners import get_planner
+    from volary.studies.flyingtrust.planners import get_planner
     from volary.worlds import make_scenario
 
     flown = load_trials(args.db)
@@ -211,7 +211,7 @@ def tracks_figure(flown: list[tuple], configs: list[tuple[str, int]], path: Path
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from volary.bench.nav.figures import draw_scene, parse_track, scene_for
+    from volary.studies.flyingtrust.figures import draw_scene, parse_track, scene_for
 
     fig, axes = plt.subplots(len(configs), 2, figsize=(11, 4.6 * len(configs)), squeeze=False)
     for row, (scenario, config) in zip(axes, configs, strict=True):

@@ -18,7 +18,7 @@ and the depth rows from the committed full-protocol run of ``learned``:
 Writes ``benchmarks/results/nav-rgb/`` (the RGB rows, ``summary.json``, ``README.md``'s table)
 and prints the table. Unit of replication: the scene configuration; success rates carry 95 %
 intervals from a bootstrap of configurations (``cluster_bootstrap_ci``), the comparison is the
-paired sign-flip test of per-configuration differences (``volary.bench.nav.compare``).
+paired sign-flip test of per-configuration differences (``volary.studies.flyingtrust.compare``).
 """
 
 from __future__ import annotations
@@ -66,8 +66,8 @@ def causes(rows: list, scenario: str) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from volary.bench.nav.compare import paired_test
     from volary.bench.nav.stats import holm
+    from volary.studies.flyingtrust.compare import paired_test
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rgb", type=Path, required=True, help="trials.csv of the learned_rgb run")

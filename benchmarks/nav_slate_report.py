@@ -14,7 +14,7 @@ family's rank in both.
 
 Unit of replication: the scene configuration (10 per scenario type, each flown by all 36
 platforms); the intervals resample configurations within their type, the paired tests flip
-the signs of per-configuration differences (``volary.bench.nav.compare``).
+the signs of per-configuration differences (``volary.studies.flyingtrust.compare``).
 """
 
 from __future__ import annotations
@@ -44,15 +44,15 @@ def committed_rows(path: Path) -> list:
 
 def final_score_letters(rows: list, draws) -> dict:  # noqa: ANN001
     """Compact letter display of the fixed-normalization FinalScore (as the report's ranking)."""
-    from volary.bench.nav.compare import score_differences, score_letters
-    from volary.bench.nav.score import composite_scores
+    from volary.studies.flyingtrust.compare import score_differences, score_letters
+    from volary.studies.flyingtrust.score import composite_scores
 
     points = {s.algo: s.final_score_fixed for s in composite_scores(rows)}
     return score_letters(score_differences(draws, points), points)
 
 
 def table_ii(scores: list, intervals: dict, rows: list, letters: dict | None = None) -> str:
-    from volary.bench.nav.score import PAPER_TABLE_II
+    from volary.studies.flyingtrust.score import PAPER_TABLE_II
 
     paper = {p.algo: p for p in PAPER_TABLE_II}
     paper_rank = {p.algo: k + 1 for k, p in
@@ -101,8 +101,8 @@ def _key(r) -> tuple:  # noqa: ANN001
 def write_partial(rows: list, out: Path) -> None:
     """Per-scenario success (95 % intervals over configurations) and paired sign-flip tests
     on the trials that every planner has flown."""
-    from volary.bench.nav.compare import paired_tests
     from volary.bench.nav.stats import summarize
+    from volary.studies.flyingtrust.compare import paired_tests
 
     algos = sorted({r.algo for r in rows})
     common = set.intersection(*({_key(r) for r in rows if r.algo == a} for a in algos))
@@ -147,10 +147,10 @@ def main() -> None:
         "per-scenario success and paired tests (partial.md), no Table II",
     )
     a = ap.parse_args()
-    from volary.bench.nav.compare import score_draws, score_intervals
-    from volary.bench.nav.report import make_report
-    from volary.bench.nav.runner import load_results
-    from volary.bench.nav.score import composite_scores
+    from volary.studies.flyingtrust.compare import score_draws, score_intervals
+    from volary.studies.flyingtrust.report import make_report
+    from volary.studies.flyingtrust.run import load_results
+    from volary.studies.flyingtrust.score import composite_scores
 
     rows = committed_rows(a.rows)
     for run in a.runs:

@@ -15,7 +15,7 @@ Only complete runs belong here (pairs are over the trials every run has): add
 Each DIR holds the run's ``run.sqlite``, the relay's ``timing.jsonl`` and ``run.json`` (the
 run's wall and trial count, from ``volary bench run``'s last line). Pairing key: (scenario,
 configuration, trial, platform); intervals and sign-flip tests resample configurations
-(volary.bench.nav.compare); the pooled p-values are Holm-adjusted over the tests listed.
+(volary.studies.flyingtrust.compare); the pooled p-values are Holm-adjusted over the tests listed.
 """
 
 import json
@@ -30,7 +30,8 @@ sys.path.insert(0, str(BENCH))  # benchmarks/: nav_carry_rows
 HERE = BENCH / "results" / "ros1_planners"
 from nav_carry_rows import read_rows  # noqa: E402
 
-from volary.bench.nav.compare import (  # noqa: E402
+from volary.bench.nav.stats import holm  # noqa: E402
+from volary.studies.flyingtrust.compare import (  # noqa: E402
     compact_letters,
     paired_tests,
     score_differences,
@@ -38,9 +39,8 @@ from volary.bench.nav.compare import (  # noqa: E402
     score_intervals,
     score_letters,
 )
-from volary.bench.nav.runner import load_results  # noqa: E402
-from volary.bench.nav.score import composite_scores  # noqa: E402
-from volary.bench.nav.stats import holm  # noqa: E402
+from volary.studies.flyingtrust.run import load_results  # noqa: E402
+from volary.studies.flyingtrust.score import composite_scores  # noqa: E402
 
 SLATE = HERE.parent / "nav-flyingtrust-slate"
 
@@ -64,8 +64,8 @@ def family_tests(rows: list) -> list[dict]:
     """Each published planner against volary's version of its family: pooled and per type,
     the per-type tests Holm-adjusted within the pair (7 claims), the pooled ones over the
     pairs listed."""
-    from volary.bench.nav.compare import paired_test
     from volary.bench.nav.stats import order_scenarios
+    from volary.studies.flyingtrust.compare import paired_test
 
     algos = {r.algo for r in rows}
     scen = order_scenarios({r.scenario for r in rows})
@@ -107,7 +107,7 @@ def success_intervals(rows: list) -> dict:
 
 def table_ii(scores: dict, iv: dict) -> list[dict]:
     """Our FinalScore (paper's normalization) beside FLYINGTRUST Table II, family by family."""
-    from volary.bench.nav.score import PAPER_TABLE_II
+    from volary.studies.flyingtrust.score import PAPER_TABLE_II
 
     paper = {p.algo: p for p in PAPER_TABLE_II}
     out = []

@@ -83,7 +83,7 @@ def _clearance(track: np.ndarray, obstacle, radius: float) -> float:  # noqa: AN
 
 
 def _figure(spec, rows, tracks, colors, hit, path: Path) -> None:  # noqa: ANN001
-    from volary.bench.nav import figures
+    from volary.studies.flyingtrust import figures
 
     plt = figures._plt()
     fig, (top, side) = plt.subplots(2, 1, figsize=(10, 7.5), gridspec_kw={"height_ratios": (2, 1)})

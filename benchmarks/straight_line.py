@@ -31,8 +31,8 @@ import torch
 from rich.console import Console
 from rich.table import Table
 
-from volary.bench.nav.protocol import get_suite
 from volary.platforms import catalogue
+from volary.studies.flyingtrust.protocol import get_suite
 from volary.worlds.scenarios import FIXED_CANDIDATES, SCENARIOS, fixed_seeds, make_scenario
 from volary.worlds.scenarios_common import line_clearance, stratified_seeds
 

@@ -1,7 +1,7 @@
 """Golden-output harness for the World + rollout refactor (issue 16): every closed loop of volary
 flown at fixed seeds on CPU, its outputs saved bit-exactly, and two such files compared.
 
-It calls only public entry points that the refactor keeps (``volary.bench.nav.episode.run_unit``,
+It calls only public entry points that the refactor keeps (``volary.studies.flyingtrust.episode.run_unit``,
 ``volary.studies.alphapilot.race.run_race``, ``volary.bench.tracking.track_figure_eight``,
 ``volary.envs.make_env``, ``volary.learning.sousvide.generate.generate`` / ``evaluate.evaluate``,
 ``volary.learning.boundary.dataset.label_inputs`` / ``deploy.fly_course``), so the same script
@@ -106,7 +106,7 @@ NAV_SEED = 0
 
 
 def nav_units() -> list:
-    from volary.bench.nav.protocol import SCENARIO_TYPES, Suite
+    from volary.studies.flyingtrust.protocol import SCENARIO_TYPES, Suite
 
     units = []
     for algo, n in NAV_CONFIGS.items():
@@ -122,7 +122,7 @@ def _slice(part: str, n: int) -> tuple[int, int]:
 
 def _nav_unit(unit) -> list[tuple[str, dict]]:
     torch.set_num_threads(1)
-    from volary.bench.nav.episode import run_unit
+    from volary.studies.flyingtrust.episode import run_unit
 
     out = []
     for r in run_unit(unit):

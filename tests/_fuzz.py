@@ -211,14 +211,14 @@ def _read(path: Path, seed_name: str) -> str:
             return "wrong: non-finite splats"
         return "valid"
     if seed_name == "overrides.txt":  # `--set FIELD=VALUE` lines on a suite (volary.config)
-        from volary.bench.nav.protocol import get_suite
         from volary.config import apply_overrides
+        from volary.studies.flyingtrust.protocol import get_suite
 
         lines = path.read_bytes().decode("utf-8", errors="replace").splitlines()
         apply_overrides(get_suite("quick"), [ln for ln in lines if ln.strip()])
         return "valid"
     if seed_name == "suite.toml":
-        from volary.bench.nav.protocol import get_suite
+        from volary.studies.flyingtrust.protocol import get_suite
 
         get_suite(str(path))  # the constructor checks every field and range
         return "valid"

@@ -516,8 +516,8 @@ SUITE = "suite: bench.nav.get_suite"
 
 
 def suite_doc(rng: np.random.Generator) -> tuple[dict, dict]:
-    from volary.bench.nav.protocol import QUICK_PLATFORMS, SCENARIO_TYPES
     from volary.bench.nav.schema import COLLIDERS, SETTING_RANGES
+    from volary.studies.flyingtrust.protocol import QUICK_PLATFORMS, SCENARIO_TYPES
 
     plats = [str(p) for p in rng.permutation(QUICK_PLATFORMS)[: int(rng.integers(1, 5))]]
     scens = [str(s) for s in rng.permutation(SCENARIO_TYPES)[: int(rng.integers(1, 4))]]
@@ -1121,9 +1121,9 @@ def rundb_bytes(rng: np.random.Generator, rows: int, sql: list[str] | None = Non
 
 def _made_rundb(rng: np.random.Generator, rows: int) -> bytes:
     from volary.bench.nav.db import RunDB
-    from volary.bench.nav.protocol import Suite
-    from volary.bench.nav.runner import create_run
     from volary.bench.nav.schema import CAUSES, TrialResult
+    from volary.studies.flyingtrust.protocol import Suite
+    from volary.studies.flyingtrust.run import create_run
 
     plats = ("0.60kg-EMAX", "1.00kg-SunnySky", "1.20kg-JFRC")
     with tempfile.TemporaryDirectory() as tmp:
@@ -2696,7 +2696,7 @@ def check(entry: str, path: str, expect: dict[str, Any]) -> str:
             return f"wrong: {len(s.means)} splats, expected {expect['splats']}"
         return "valid" if all(bool(torch.isfinite(x).all()) for x in core) else "wrong: NaN"
     if entry == SUITE:
-        from volary.bench.nav.protocol import get_suite
+        from volary.studies.flyingtrust.protocol import get_suite
 
         s = get_suite(path)
         if not expect:

@@ -1,4 +1,4 @@
-"""``volary bench run --algo ros1:NAME`` (volary.bench.nav.ros1): a ROS 1 planner, started from
+"""``volary bench run --algo ros1:NAME`` (volary.studies.flyingtrust.ros1): a ROS 1 planner, started from
 its launch description, flies FLYINGTRUST's protocol on sim time; a planner that crashes, hangs
 or publishes nothing is an ``error`` row and the run goes on; bad descriptions are refused in
 one line. The planner is tests/ros1_nodes/nav_standin.py (Debian's rospy, nothing of volary)."""
@@ -43,7 +43,7 @@ def planners(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _suite(trials: int) -> object:
     """``trials`` trials (noise seeds) of one configuration."""
-    from volary.bench.nav.protocol import Suite
+    from volary.studies.flyingtrust.protocol import Suite
 
     return Suite("ros1", (PLATFORM,), (SCENARIO,), (CONFIG,), trials)
 
@@ -53,8 +53,8 @@ def _suite(trials: int) -> object:
 def test_the_standin_flies_a_two_trial_suite_and_faulty_planners_are_error_rows(
     planners: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from volary.bench.nav.ros1 import _RELAYS
-    from volary.bench.nav.runner import load_results, run_suite
+    from volary.studies.flyingtrust.ros1 import _RELAYS
+    from volary.studies.flyingtrust.run import load_results, run_suite
 
     monkeypatch.setenv("VOLARY_ROS1_PLANNERS", str(planners))
     run_suite(_suite(2), ["ros1:standin_ok"], tmp_path / "ok.sqlite", workers=0, progress=False)
@@ -79,7 +79,7 @@ def test_the_standin_flies_a_two_trial_suite_and_faulty_planners_are_error_rows(
 
 
 def test_bad_launch_descriptions_are_refused_in_one_line(tmp_path: Path) -> None:
-    from volary.bench.nav.ros1 import check_algo, load_description
+    from volary.studies.flyingtrust.ros1 import check_algo, load_description
 
     good = 'command = ["/usr/bin/true"]\n'
     cases = {
@@ -120,7 +120,7 @@ def test_bad_launch_descriptions_are_refused_in_one_line(tmp_path: Path) -> None
 def test_commands_become_the_ticks_reference() -> None:
     """Commands at their stamps (a repeated stamp: the newer), the last carried at its velocity
     to the next tick; none: no reference (the episode holds the position)."""
-    from volary.bench.nav.ros1 import _reference
+    from volary.studies.flyingtrust.ros1 import _reference
 
     def cmd(p: float, v: float) -> np.ndarray:
         return np.array([p, 0, 1, v, 0, 0, 0.5, 0, 0, 0.3])
@@ -217,8 +217,8 @@ def test_a_planner_that_takes_a_path_goal_at_1m_flies_to_the_trials_goal_height(
     the planner as EGO's waypoint Path, in a frame centred on the flight volume and lowered so
     the goal is at 1.0 m; its commands come back into volary's world, so the vehicle ends at
     the trial's goal height (urban: 2.0 m), not at 1.0 m."""
-    from volary.bench.nav.ros1 import _RELAYS
-    from volary.bench.nav.runner import load_results, run_suite
+    from volary.studies.flyingtrust.ros1 import _RELAYS
+    from volary.studies.flyingtrust.run import load_results, run_suite
     from volary.worlds import make_scenario
 
     node, record = tmp_path / "ego_like.py", tmp_path / "record.json"
@@ -249,7 +249,7 @@ def test_a_planner_that_takes_a_path_goal_at_1m_flies_to_the_trials_goal_height(
 def test_the_planners_frame_offset_uses_only_the_flight_volume_and_the_goal() -> None:
     from types import SimpleNamespace
 
-    from volary.bench.nav.ros1 import LaunchDescription, frame_offset, task_values
+    from volary.studies.flyingtrust.ros1 import LaunchDescription, frame_offset, task_values
 
     task = SimpleNamespace(bounds_min=np.array([0.0, -10.0, 0.0]), goal=np.array([5, 6, 2.5]),
                            bounds_max=np.array([60.0, 30.0, 14.0]))  # fmt: skip
@@ -275,7 +275,7 @@ def test_ending_a_trial_ends_the_nodes_a_launcher_started_in_sessions_of_their_o
     import subprocess
     import time
 
-    from volary.bench.nav.ros1 import _kill_group
+    from volary.studies.flyingtrust.ros1 import _kill_group
 
     _alive = _running
     pidfile = tmp_path / "pid"
@@ -326,8 +326,8 @@ def test_the_published_ego_planner_flies_a_trial_of_the_protocol(
     """examples/ros1_planners.toml's ``ego``: EGO-Planner itself (planner node + traj_server)
     flies one trial and ends it as a flight (success, collision, timeout, ...), not an error:
     it started, took the goal, streamed commands that volary tracked, and was ended cleanly."""
-    from volary.bench.nav.ros1 import _RELAYS
-    from volary.bench.nav.runner import load_results, run_suite
+    from volary.studies.flyingtrust.ros1 import _RELAYS
+    from volary.studies.flyingtrust.run import load_results, run_suite
 
     example = Path(__file__).parents[1] / "examples" / "ros1_planners.toml"
     planners = tmp_path / "planners.toml"
@@ -355,8 +355,8 @@ def test_a_launch_that_exits_while_starting_leaves_no_process_behind(
     import os
     import time
 
-    from volary.bench.nav.ros1 import _RELAYS
-    from volary.bench.nav.runner import load_results, run_suite
+    from volary.studies.flyingtrust.ros1 import _RELAYS
+    from volary.studies.flyingtrust.run import load_results, run_suite
 
     pidfile = tmp_path / "pid"
     launcher = f"setsid sleep 300 & echo $! > {pidfile}; wait"
@@ -414,7 +414,7 @@ def test_the_published_planners_get_the_trials_floor_and_ceiling_in_their_frame(
     their map's ground and virtual ceiling were fixed; the ``*_volume`` descriptions give them
     the trial's flight volume as {floor} and {ceiling}, in the planner's frame (the goal-height
     shift applied, as to every position the relay sends)."""
-    from volary.bench.nav.ros1 import load_description, substitute, task_values
+    from volary.studies.flyingtrust.ros1 import load_description, substitute, task_values
 
     desc = load_description(name, EXAMPLE)
     task = _volume_task()
@@ -456,7 +456,7 @@ def test_the_volume_launch_files_override_the_upstream_floor_and_ceiling(name: s
 
     import yaml
 
-    from volary.bench.nav.ros1 import load_description, substitute, task_values
+    from volary.studies.flyingtrust.ros1 import load_description, substitute, task_values
 
     ws = _workspace(name)
     if ws is None or not (ws / "devel/setup.bash").exists():

@@ -244,7 +244,7 @@ def test_cli_export_npz_carries_the_navigate_layout(tmp_path):
     """--npz: plain arrays the numpy runtime evaluates as torch does, with the layout of the
     checkpoint's navigate task (what the learned planner rebuilds its observation from)."""
     from volary.learning.export import deterministic_actor
-    from volary.planning.planners.learned import NumpyMLP
+    from volary.studies.flyingtrust.planners.learned import NumpyMLP
 
     pol = _policy()
     meta = {"task": "navigate", "env_options": {"action_repeat": 6, "max_speed": 3.0}}

@@ -20,7 +20,6 @@ from typer.testing import CliRunner
 
 from _nav_fakes import fake_unit
 from volary.bench.nav.db import TABLES, RunDB, load_results
-from volary.bench.nav.protocol import get_suite
 from volary.bench.nav.schema import (
     COLLIDERS,
     SETTING_RANGES,
@@ -34,6 +33,7 @@ from volary.bench.nav.schema import (
 )
 from volary.config import apply_overrides
 from volary.errors import ConfigError, FileFormatError, VolaryError
+from volary.studies.flyingtrust.protocol import get_suite
 
 # ---- run databases ----------------------------------------------------------------------------
 UNITS = [WorkUnit("fake", "forest", c, 0, ("a", "b", "c"), 7) for c in range(4)]

@@ -12,11 +12,11 @@ from scipy.interpolate import RegularGridInterpolator
 
 from test_nav_mapper import KinematicFlight, Straight, wall_task
 from volary.errors import ConfigError
-from volary.planning.planners import bspline, get_planner
-from volary.planning.planners.ego import EgoPlanner, plane_crossing
-from volary.planning.planners.kinodynamic import input_set, kino_search
-from volary.planning.planners.occupancy import OccupancyGrid
-from volary.planning.planners.topo import TopoPlanner
+from volary.studies.flyingtrust.planners import bspline, get_planner
+from volary.studies.flyingtrust.planners.ego import EgoPlanner, plane_crossing
+from volary.studies.flyingtrust.planners.kinodynamic import input_set, kino_search
+from volary.studies.flyingtrust.planners.occupancy import OccupancyGrid
+from volary.studies.flyingtrust.planners.topo import TopoPlanner
 
 NEW = ("kinodynamic", "ego", "topo")
 
@@ -225,7 +225,7 @@ def test_kino_search_reuses_a_repeated_query_until_the_map_changes(monkeypatch):
     """The kinodynamic search's cache is exact: a repeated query (same state, goal and map) is
     answered without searching and equals a fresh search, read-only; another start state, or
     new voxels, are searched again; reused node arrays leave no trace between searches."""
-    import volary.planning.planners.kinodynamic as K
+    import volary.studies.flyingtrust.planners.kinodynamic as K
 
     grid = _grid_with_wall()
     calls = []

@@ -11,7 +11,8 @@ import pytest
 from scipy import stats
 
 from test_nav_stats import synthetic_results
-from volary.bench.nav.compare import (
+from volary.errors import ConfigError
+from volary.studies.flyingtrust.compare import (
     compact_letters,
     partial_spearman,
     partial_test,
@@ -19,14 +20,13 @@ from volary.bench.nav.compare import (
     score_draws,
     score_intervals,
 )
-from volary.bench.nav.power import (
+from volary.studies.flyingtrust.power import (
     detectable_difference,
     detectable_ratio,
     sign_flip_pvalues,
 )
-from volary.bench.nav.report import ranking_sentence
-from volary.bench.nav.score import composite_scores
-from volary.errors import ConfigError
+from volary.studies.flyingtrust.report import ranking_sentence
+from volary.studies.flyingtrust.score import composite_scores
 
 
 # ------------------------------------------------------------------- FinalScore differences
@@ -110,7 +110,7 @@ def test_partial_spearman_is_pearson_of_rank_residuals():
 
 # ------------------------------------------------------------------------------------ power
 def test_sign_flip_pvalues_match_the_report_test():
-    from volary.bench.nav.compare import sign_flip_p
+    from volary.studies.flyingtrust.compare import sign_flip_p
 
     rng = np.random.default_rng(5)
     x = rng.standard_normal((20, 8)) + 0.5
@@ -139,7 +139,7 @@ def test_sign_flip_test_equals_scipy_permutation_test_where_exact():
     """The report's sign-flip test is scipy.stats.permutation_test's one-sample sign flips
     (exact enumeration) to the last digit, zeros and ties included; volary keeps its own
     vectorized version for the power simulation and the Monte-Carlo path's seeded flips."""
-    from volary.bench.nav.compare import sign_flip_p
+    from volary.studies.flyingtrust.compare import sign_flip_p
 
     rng = np.random.default_rng(11)
     for n in (3, 6, 10):

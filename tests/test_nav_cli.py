@@ -10,9 +10,9 @@ from typer.testing import CliRunner
 
 from _nav_fakes import fake_unit
 from volary.bench.nav.db import load_results
-from volary.bench.nav.protocol import QUICK_PLATFORMS, SCENARIO_TYPES, Suite
-from volary.bench.nav.runner import run_suite
 from volary.cli.main import app
+from volary.studies.flyingtrust.protocol import QUICK_PLATFORMS, SCENARIO_TYPES, Suite
+from volary.studies.flyingtrust.run import run_suite
 
 runner = CliRunner()
 SUITE = Suite("cli", QUICK_PLATFORMS[:2], SCENARIO_TYPES[:3], (0,), 1)
@@ -77,7 +77,7 @@ def test_resume_of_a_finished_run_and_missing_runs(tmp_path):
 
 
 def test_report_and_incompatible_database(tmp_path):
-    pytest.importorskip("volary.bench.nav.report")
+    pytest.importorskip("volary.studies.flyingtrust.report")
     db = _fake_run(tmp_path)
     out = tmp_path / "rep"
     r = runner.invoke(app, ["bench", "report", str(db.parent), "--out", str(out)])
@@ -94,7 +94,7 @@ def test_report_and_incompatible_database(tmp_path):
 def test_long_report_path_is_printed_whole(tmp_path):
     """Paths are printed on one line whatever their length (copy-paste; the 80-column wrap had
     split 'index.html' on a machine with a long pytest tmp path)."""
-    pytest.importorskip("volary.bench.nav.report")
+    pytest.importorskip("volary.studies.flyingtrust.report")
     db = _fake_run(tmp_path)
     out = tmp_path / ("a_rather_long_directory_name_" * 3) / "rep"
     r = runner.invoke(app, ["bench", "report", str(db.parent), "--out", str(out)])
@@ -117,7 +117,7 @@ def test_run_a_small_suite_file_with_straight_then_report(tmp_path):
     rows = load_results(out / "run.sqlite")
     assert len(rows) == 2 and all(r.cause != "error" for r in rows), rows
     assert "complete: 2/2 trials" in r.output
-    pytest.importorskip("volary.bench.nav.report")
+    pytest.importorskip("volary.studies.flyingtrust.report")
     r = runner.invoke(app, ["bench", "report", str(out)])
     assert r.exit_code == 0, r.output
     assert (out / "report" / "index.html").is_file()

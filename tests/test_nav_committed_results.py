@@ -48,9 +48,9 @@ def test_no_committed_trial_exceeds_the_speed_cap():
 
 @pytest.mark.slow
 def test_published_summaries_recompute_from_the_rows():
-    from volary.bench.nav.compare import score_intervals
-    from volary.bench.nav.score import composite_scores
     from volary.bench.nav.stats import summarize
+    from volary.studies.flyingtrust.compare import score_intervals
+    from volary.studies.flyingtrust.score import composite_scores
 
     rows = committed_rows()
     with (RESULTS / "summary_by_scenario.csv").open(newline="", encoding="utf-8") as fh:

@@ -9,7 +9,10 @@ import numpy as np
 import pytest
 
 from test_nav_stats import synthetic_results
-from volary.bench.nav.compare import (
+from volary.bench.nav.schema import TrialResult
+from volary.bench.nav.stats import cluster_bootstrap_ci, summarize
+from volary.errors import ConfigError
+from volary.studies.flyingtrust.compare import (
     config_differences,
     correlation_test,
     indicator_correlations,
@@ -19,10 +22,7 @@ from volary.bench.nav.compare import (
     sign_flip_p,
     spearman,
 )
-from volary.bench.nav.schema import TrialResult
-from volary.bench.nav.score import PAPER_TABLE_II, composite_scores, fixed_final_score
-from volary.bench.nav.stats import cluster_bootstrap_ci, summarize
-from volary.errors import ConfigError
+from volary.studies.flyingtrust.score import PAPER_TABLE_II, composite_scores, fixed_final_score
 
 PLATS = ("0.60kg-EMAX", "1.00kg-SunnySky", "2.00kg-T-MOTOR")
 

@@ -7,13 +7,13 @@ import pytest
 from typer.testing import CliRunner
 
 from _nav_fakes import fake_unit
-from volary.bench.nav import runner as nav_runner
 from volary.bench.nav.db import RunDB
-from volary.bench.nav.protocol import SCENARIO_TYPES, Suite, get_suite
-from volary.bench.nav.runner import create_run, stored_suite
 from volary.cli.main import app
 from volary.cli.nav import build_suite
 from volary.errors import ConfigError, UnknownNameError
+from volary.studies.flyingtrust import run as nav_runner
+from volary.studies.flyingtrust.protocol import SCENARIO_TYPES, Suite, get_suite
+from volary.studies.flyingtrust.run import create_run, stored_suite
 from volary.worlds import scenarios
 from volary.worlds.scenarios import FIXED_SEEDS, fixed_seeds, generated_seeds
 from volary.worlds.scenarios_common import stratified_seeds

@@ -10,10 +10,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from volary.bench.nav import episode
-from volary.bench.nav.episode import SPEED_REF_SHARE, run_unit
 from volary.bench.nav.schema import CAUSES, ROW_FIELDS, ProtocolSettings, TrialResult, WorkUnit
 from volary.errors import ConfigError, UnknownNameError
+from volary.studies.flyingtrust import episode
+from volary.studies.flyingtrust.episode import SPEED_REF_SHARE, run_unit
 
 PAIR = ("0.60kg-EMAX", "1.00kg-SunnySky")
 
@@ -80,7 +80,7 @@ class Faulty:
     }
 
     def __init__(self, **options):
-        from volary.planning.planners.straight import StraightPlanner
+        from volary.studies.flyingtrust.planners.straight import StraightPlanner
 
         self.inner = StraightPlanner()
 
@@ -188,7 +188,7 @@ def test_run_unit_rejects_bad_units():
 
 # ---- metrics on hand-made tracks ----------------------------------------------------------
 def test_metrics_of_a_hand_made_track():
-    from volary.bench.nav.metrics import first_entry_time, track_json, trial_metrics
+    from volary.studies.flyingtrust.metrics import first_entry_time, track_json, trial_metrics
 
     t = np.array([0.0, 1.0, 2.0, 3.0, 4.0])
     pos = np.array([[0, 0, 1], [3, 0, 1], [6, 0.4, 1], [6, 4.4, 1], [9, 4.4, 1]], float)
@@ -209,7 +209,7 @@ def test_metrics_of_a_hand_made_track():
 
 
 def test_metrics_beyond_the_segment_ends_and_degenerate_tracks():
-    from volary.bench.nav.metrics import segment_distance, trial_metrics
+    from volary.studies.flyingtrust.metrics import segment_distance, trial_metrics
 
     d = segment_distance(np.array([[-3.0, 4, 0], [13, 0, 0], [5, -2, 0]]), [0, 0, 0], [10, 0, 0])
     np.testing.assert_allclose(d, [5.0, 3.0, 2.0])
@@ -227,7 +227,7 @@ class Spy:
     seen: list = []
 
     def __init__(self):
-        from volary.planning.planners.straight import StraightPlanner
+        from volary.studies.flyingtrust.planners.straight import StraightPlanner
 
         self.inner = StraightPlanner()
 
@@ -275,7 +275,7 @@ def test_rgb_camera_sees_the_scene_the_depth_camera_sees():
     """A planner that needs "rgb" gets (H, W, 3) uint8 frames of the scene's splat appearance,
     pixel for pixel aligned with the depth camera: obstacles within 5 m are never sky, and the
     camera info matches the depth camera's."""
-    from volary.bench.nav.episode import RGB_SKY
+    from volary.studies.flyingtrust.episode import RGB_SKY
 
     RgbSpy.seen.clear()
     unit = WorkUnit(f"{__name__}:RgbSpy", "forest", 0, 0, ("0.60kg-EMAX",), 5, (),

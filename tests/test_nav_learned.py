@@ -15,8 +15,8 @@ from volary.errors import ConfigError
 from volary.learning.export import deterministic_actor, mlp_npz, parity_observations
 from volary.learning.rl.ppo import ActorCritic, PPOConfig
 from volary.planning.navigation import NavObservation
-from volary.planning.planners import get_planner
-from volary.planning.planners.learned import (
+from volary.studies.flyingtrust.planners import get_planner
+from volary.studies.flyingtrust.planners.learned import (
     NumpyMLP,
     candidates,
     default_weights,

@@ -23,8 +23,8 @@ from volary.learning.rgb_depth import (
     sample_poses,
     train,
 )
-from volary.planning.planners import get_planner
-from volary.planning.planners.learned import NumpyMLP, conv2d, pooled_depth, with_coords
+from volary.studies.flyingtrust.planners import get_planner
+from volary.studies.flyingtrust.planners.learned import NumpyMLP, conv2d, pooled_depth, with_coords
 
 TINY = RgbDepthConfig(scenes=1, frames_per_scene=100, epochs=6, batch=32, scene_seed=2000)
 
@@ -153,7 +153,7 @@ def test_planner_needs_rgb_and_checks_its_camera_and_encoder(tmp_path):
     with pytest.raises(ConfigError, match="obs.rgb"):
         p.plan(_obs())
     other = tmp_path / "mlp.npz"  # the depth policy is not an RGB encoder
-    from volary.planning.planners.learned import default_weights
+    from volary.studies.flyingtrust.planners.learned import default_weights
 
     other.write_bytes(default_weights().read_bytes())
     with pytest.raises(ConfigError, match="RGB depth encoder"):

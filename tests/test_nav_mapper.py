@@ -22,9 +22,9 @@ from volary.planning.navigation import (
     NavReference,
     NavTask,
 )
-from volary.planning.planners.mapper import MapperPlanner
-from volary.planning.planners.occupancy import FAR_CM, OccupancyGrid
-from volary.planning.planners.search import search
+from volary.studies.flyingtrust.planners.mapper import MapperPlanner
+from volary.studies.flyingtrust.planners.occupancy import FAR_CM, OccupancyGrid
+from volary.studies.flyingtrust.planners.search import search
 
 G = 9.81
 FORWARD_Q = np.array([0.5, -0.5, 0.5, -0.5])  # R_BC of a camera looking along +x_B
@@ -313,7 +313,7 @@ def test_search_from_inside_the_inflation_escapes():
 def test_a_repeated_search_reuses_its_result_until_the_map_changes(monkeypatch):
     """The search cache is exact: a repeated query is answered without searching and equals a
     fresh search; a map change (new voxels, ``block`` on a scratch copy) is searched again."""
-    import volary.planning.planners.search as S
+    import volary.studies.flyingtrust.planners.search as S
 
     task, _ = wall_task()
     grid = OccupancyGrid(task.bounds_min, task.bounds_max, 0.2)
@@ -428,7 +428,7 @@ def test_closed_loop_where_straight_fails(kind, config):
 
 def test_numpy_min_snap_matches_the_library():
     from volary.planning.minsnap import min_snap
-    from volary.planning.planners.smoothing import evaluate, min_snap_coefficients
+    from volary.studies.flyingtrust.planners.smoothing import evaluate, min_snap_coefficients
 
     rng = np.random.default_rng(3)
     wp = np.cumsum(rng.uniform(-2, 2, size=(6, 3)), axis=0)

@@ -11,7 +11,6 @@ import pytest
 import torch
 
 import volary.registry
-from volary.bench.nav.episode import _checked
 from volary.errors import ConfigError, UnknownNameError
 from volary.planning.navigation import (
     SENSORS,
@@ -23,7 +22,8 @@ from volary.planning.navigation import (
     NavTask,
     RgbCameraInfo,
 )
-from volary.planning.planners import PLANNERS, available_planners, get_planner
+from volary.studies.flyingtrust.episode import _checked
+from volary.studies.flyingtrust.planners import PLANNERS, available_planners, get_planner
 
 W, H = 64, 48
 FX = (W / 2) / math.tan(math.radians(45))
@@ -176,7 +176,7 @@ def test_registry_names_and_errors():
     with pytest.raises(ConfigError, match="cannot import"):
         get_planner("no_such_pkg.mod:Planner")
     with pytest.raises(ConfigError, match="has no"):
-        get_planner("volary.planning.planners.straight:Nope")
+        get_planner("volary.studies.flyingtrust.planners.straight:Nope")
     with pytest.raises(ConfigError, match="NavPlanner"):
         get_planner("builtins:object")
 

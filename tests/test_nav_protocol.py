@@ -6,15 +6,15 @@ import re
 
 import pytest
 
-from volary.bench.nav.protocol import (
+from volary.bench.nav.schema import ProtocolSettings, WorkUnit
+from volary.errors import ConfigError, UnknownNameError
+from volary.studies.flyingtrust.protocol import (
     QUICK_PLATFORMS,
     SCENARIO_TYPES,
     SUITES,
     Suite,
     get_suite,
 )
-from volary.bench.nav.schema import ProtocolSettings, WorkUnit
-from volary.errors import ConfigError, UnknownNameError
 
 
 def test_scenario_types_match_worlds():
@@ -187,7 +187,7 @@ def test_unknown_suite_name_lists_the_valid_ones(tmp_path):
 def test_suite_round_trips_through_a_dict():
     from dataclasses import asdict
 
-    from volary.bench.nav.protocol import suite_from_dict
+    from volary.studies.flyingtrust.protocol import suite_from_dict
 
     for name in SUITES:
         s = get_suite(name)
@@ -205,7 +205,7 @@ def test_suite_round_trips_through_a_dict():
     ],
 )
 def test_suite_files_with_meaningless_settings_are_refused(tmp_path, text, message):
-    from volary.bench.nav.protocol import get_suite
+    from volary.studies.flyingtrust.protocol import get_suite
 
     head = 'name = "x"\nplatforms = ["0.60kg-EMAX"]\nscenarios = ["forest"]\nconfigs = [0]\n'
     if text.startswith("trials"):

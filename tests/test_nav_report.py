@@ -10,11 +10,11 @@ import re
 import pytest
 
 from test_nav_stats import TYPES, synthetic_results
-from volary.bench.nav.report import findings, make_report, sample_failures
 from volary.bench.nav.schema import ROW_FIELDS, TrialResult
-from volary.bench.nav.score import composite_scores
 from volary.bench.nav.stats import summarize
 from volary.errors import ConfigError
+from volary.studies.flyingtrust.report import findings, make_report, sample_failures
+from volary.studies.flyingtrust.score import composite_scores
 
 
 def read_csv(path):
@@ -205,7 +205,7 @@ def test_bad_input(tmp_path):
 
 
 def test_failure_plot_outlines_the_obstacle_hit(tmp_path):
-    from volary.bench.nav import figures
+    from volary.studies.flyingtrust import figures
     from volary.worlds import make_scenario
 
     spec = make_scenario("forest", 0)

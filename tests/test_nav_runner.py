@@ -17,11 +17,12 @@ import pytest
 
 from _nav_fakes import crashy_unit, fake_unit, hold_memory, wrong_rows_unit
 from volary.bench.nav.db import RunDB, load_results
-from volary.bench.nav.protocol import QUICK_PLATFORMS, SCENARIO_TYPES, Suite
-from volary.bench.nav.runner import _kill_pool, _new_pool, resume, run_suite
+from volary.bench.nav.runner import _kill_pool, _new_pool
 from volary.bench.nav.schema import ROW_FIELDS, TrialResult
 from volary.bench.threads import cpu_model
 from volary.errors import ConfigError
+from volary.studies.flyingtrust.protocol import QUICK_PLATFORMS, SCENARIO_TYPES, Suite
+from volary.studies.flyingtrust.run import resume, run_suite
 
 TESTS = Path(__file__).resolve().parent
 SUITE = Suite("t", QUICK_PLATFORMS[:3], SCENARIO_TYPES, (0, 1), 1)
@@ -90,7 +91,7 @@ def test_other_settings_are_refused(tmp_path):
 def test_resume_reads_the_run_from_the_database(tmp_path, reference):
     db = tmp_path / "run.sqlite"
     n = len(SUITE.units(ALGOS, 3))
-    from volary.bench.nav.runner import run_units
+    from volary.studies.flyingtrust.run import run_units
 
     run_suite(SUITE, ALGOS, db, workers=0, seed=3, progress=False, unit_fn=fake_unit)
     with RunDB.open(db) as d:  # forget half the units, as if killed half-way
@@ -112,8 +113,8 @@ _SCRIPT = """
 import sys
 sys.path.insert(0, {tests!r})
 from _nav_fakes import fake_unit
-from volary.bench.nav.protocol import QUICK_PLATFORMS, SCENARIO_TYPES, Suite
-from volary.bench.nav.runner import run_suite
+from volary.studies.flyingtrust.protocol import QUICK_PLATFORMS, SCENARIO_TYPES, Suite
+from volary.studies.flyingtrust.run import run_suite
 suite = Suite("k", QUICK_PLATFORMS[:3], SCENARIO_TYPES, (0, 1, 2, 3), 1)
 run_suite(suite, ["a", "b"], {db!r}, workers=2, seed=3, progress=False, unit_fn=fake_unit,
           algo_options={opts!r})
@@ -268,3 +269,13 @@ def test_real_episode_faulty_planners_are_failures_and_the_run_completes(tmp_pat
     run_suite(suite, ["straight"], ref, workers=0, seed=0, progress=False)
     mine = {k: v for k, v in _table(rows).items() if k.startswith("straight|")}
     assert mine == _table(load_results(ref))
+
+
+def test_the_core_runner_flies_only_the_unit_function_it_is_given(tmp_path):
+    """The core runner names no study: without ``unit_fn`` it refuses in one line (FLYINGTRUST's
+    episode is passed by volary.studies.flyingtrust.run)."""
+    from volary.bench.nav import runner as core
+    from volary.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="unit_fn: expected the module-level function"):
+        core.run_units(tmp_path / "run.sqlite")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from volary.bench.nav.schema import TrialResult
-from volary.bench.nav.score import (
+from volary.errors import ConfigError
+from volary.studies.flyingtrust.score import (
     CLASSIC_SCENARIOS,
     PAPER_TABLE_II,
     THEORETICAL_SCENARIOS,
@@ -14,7 +15,6 @@ from volary.bench.nav.score import (
     final_scores,
     platform_category,
 )
-from volary.errors import ConfigError
 
 REAL, VIRT = "0.60kg-EMAX", "0.55kg-UAV-1"  # FLYINGTRUST real (w 1.5) and virtual (w 1.0)
 

@@ -1,4 +1,4 @@
-"""The planners' grid A* (``volary.planning.planners.search``) against a plain-Python reference.
+"""The planners' grid A* (``volary.studies.flyingtrust.planners.search``) against a plain-Python reference.
 
 The compiled search keeps its open list as an interleaved (key, node) heap for speed; the
 reference below is the textbook weighted A* of the module docstring with a list-based binary
@@ -13,8 +13,8 @@ import math
 import numpy as np
 import pytest
 
-from volary.planning.planners.occupancy import OccupancyGrid
-from volary.planning.planners.search import search
+from volary.studies.flyingtrust.planners.occupancy import OccupancyGrid
+from volary.studies.flyingtrust.planners.search import search
 
 
 def _push(heap: list[tuple[float, int]], item: tuple[float, int]) -> None:
@@ -46,7 +46,7 @@ def _pop(heap: list[tuple[float, int]]) -> int:
 
 
 def reference_search(grid, start, goal, thr, *, goal_tol, soft, w_clear, kz, eps, max_expand):
-    """search() in plain Python (module docstring of volary.planning.planners.search)."""
+    """search() in plain Python (module docstring of volary.studies.flyingtrust.planners.search)."""
     nx, ny, nz = grid.shape
     s = tuple(int(v) for v in grid.clamp(grid.index(np.asarray(start)[None]))[0])
     t = tuple(int(v) for v in grid.clamp(grid.index(np.asarray(goal)[None]))[0])

@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from volary.bench.nav.episode import run_unit
 from volary.bench.nav.schema import ProtocolSettings, WorkUnit
 from volary.serve import protocol as P
 from volary.serve.planners import (
@@ -29,6 +28,7 @@ from volary.serve.planners import (
     task_from_wire,
     task_to_wire,
 )
+from volary.studies.flyingtrust.episode import run_unit
 
 PAIR = ("0.60kg-EMAX", "1.00kg-SunnySky")
 SHORT = ProtocolSettings(time_limit=6.0, trial_wall_limit=20.0)
@@ -176,7 +176,7 @@ class DiesMidTrial:
     needs = frozenset()
 
     def __init__(self, **options):
-        from volary.planning.planners.straight import StraightPlanner
+        from volary.studies.flyingtrust.planners.straight import StraightPlanner
 
         self.inner = StraightPlanner()
 
@@ -222,8 +222,8 @@ def test_a_planner_that_raises_on_the_host_is_an_error_row_with_its_traceback():
 
 
 def test_wire_round_trips_are_exact():
-    from volary.bench.nav.episode import _depth_info, _lidar_info, _rgb_info
     from volary.planning.navigation import NavLimits, NavObservation, NavReference, NavTask
+    from volary.studies.flyingtrust.episode import _depth_info, _lidar_info, _rgb_info
 
     rng = np.random.default_rng(0)
     limits = NavLimits(4.0, 5.1, 3.2, 2.5, 100.0, 20.0, 0.2)

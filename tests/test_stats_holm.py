@@ -7,16 +7,16 @@ import math
 import numpy as np
 import pytest
 
-from volary.bench.nav.compare import Correlation, PairedTest
-from volary.bench.nav.report import (
+from volary.bench.nav.stats import holm, holm_by_family
+from volary.errors import ConfigError
+from volary.studies.flyingtrust.compare import Correlation, PairedTest
+from volary.studies.flyingtrust.report import (
     _correlation_table,
     _tests_table,
     correlation_holm,
     paired_families,
     paired_holm,
 )
-from volary.bench.nav.stats import holm, holm_by_family
-from volary.errors import ConfigError
 
 
 def test_holm_gives_the_textbook_values() -> None:
@@ -91,7 +91,7 @@ def test_a_correlation_without_a_p_value_is_not_printed_as_significant() -> None
 def test_the_reports_sentences_call_a_type_significant_only_after_holm() -> None:
     """Per type, a raw p of 0.02 among 7 types is not a claim (adjusted 0.14); one of 0.001
     is (0.007); the sentence gives both p-values."""
-    from volary.bench.nav.report import _comparison_sentences
+    from volary.studies.flyingtrust.report import _comparison_sentences
 
     per = [_t("a", "b", "forest", 0.001), _t("a", "b", "urban", 0.02)]
     per += [_t("a", "b", f"type{i}", 0.5) for i in range(5)]

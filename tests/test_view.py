@@ -15,10 +15,10 @@ import pytest
 import torch
 
 from volary.bench.nav.db import load_results
-from volary.bench.nav.protocol import Suite
-from volary.bench.nav.report import view_command
-from volary.bench.nav.runner import run_suite
 from volary.errors import ConfigError, FileFormatError
+from volary.studies.flyingtrust.protocol import Suite
+from volary.studies.flyingtrust.report import view_command
+from volary.studies.flyingtrust.run import run_suite
 from volary.view import (
     Frame,
     Recording,
@@ -137,7 +137,7 @@ def test_report_names_the_view_command():
 def test_report_prints_each_sample_failures_view_command(tmp_path, run_dir, key):
     from dataclasses import replace
 
-    from volary.bench.nav.report import make_report
+    from volary.studies.flyingtrust.report import make_report
 
     (row,) = load_results(run_dir / "run.sqlite")
     failed = replace(row, success=False, cause="collision")  # a failure with its track

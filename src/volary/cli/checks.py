@@ -292,7 +292,7 @@ def _contestant(name: str) -> None:
 
 
 def _planner(name: str) -> None:
-    from volary.planning.planners import available_planners
+    from volary.studies.flyingtrust.planners import available_planners
 
     if ":" not in name and name not in available_planners():
         raise ConfigError(f"expected one of {', '.join(available_planners())} or "
@@ -699,7 +699,7 @@ def _challenge() -> Any:
 
 
 def _suite(v: str) -> None:
-    from volary.bench.nav.protocol import get_suite
+    from volary.studies.flyingtrust.protocol import get_suite
 
     try:
         get_suite(v)

@@ -105,7 +105,7 @@ def run_demo(
 ) -> Path:
     """Run the demo and return the path of the HTML page (``out/index.html``): the one-minute
     tour (:mod:`volary.cli.showcase`), or with ``suite`` (a built-in suite name or a suite
-    TOML file, ``volary.bench.nav.protocol.get_suite``) that suite and its report."""
+    TOML file, ``volary.studies.flyingtrust.protocol.get_suite``) that suite and its report."""
     console = console or Console(soft_wrap=True)
     if not _benchmark_available():
         console.print("[yellow]navigation benchmark not available: vehicles demo[/yellow]")
@@ -120,7 +120,7 @@ def _benchmark_available() -> bool:
 
     return all(
         importlib.util.find_spec(m) is not None
-        for m in ("volary.bench.nav.episode", "volary.bench.nav.report")
+        for m in ("volary.studies.flyingtrust.episode", "volary.studies.flyingtrust.report")
     )
 
 
@@ -130,10 +130,10 @@ def run_quick_suite_demo(
     """A suite (the quick one by default) flown afresh into ``out/run.sqlite``, then the
     report in ``out``."""
     from volary.bench.nav.db import load_results
-    from volary.bench.nav.protocol import get_suite
-    from volary.bench.nav.report import make_report
-    from volary.bench.nav.runner import run_suite
     from volary.cpu import usable_cores
+    from volary.studies.flyingtrust.protocol import get_suite
+    from volary.studies.flyingtrust.report import make_report
+    from volary.studies.flyingtrust.run import run_suite
 
     console = console or Console(soft_wrap=True)
     out = Path(out)

@@ -129,8 +129,8 @@ def bench_run(
 
     --configs and --scenarios change the suite before --set, which takes Suite fields, e.g.
     --set trials_per_config=2 --set settings.time_limit=60."""
-    from volary.bench.nav.runner import check_algo_names, create_run, run_units
     from volary.errors import VolaryError
+    from volary.studies.flyingtrust.run import check_algo_names, create_run, run_units
 
     try:
         s = build_suite(suite, configs, scenarios, set_)
@@ -169,11 +169,11 @@ def build_suite(
     scenarios: str | None = None,
     sets: list[str] | None = None,
 ) -> Any:
-    """The :class:`~volary.bench.nav.protocol.Suite` that ``volary bench run`` flies: the named
+    """The :class:`~volary.studies.flyingtrust.protocol.Suite` that ``volary bench run`` flies: the named
     suite, then ``--configs N`` (configs ``"generated:N"``; 10 is ``"fixed"``, the same suite),
     then ``--scenarios a,b``, then every ``--set``. ConfigError (one line naming the option)."""
-    from volary.bench.nav.protocol import FIXED, GENERATED, N_FIXED_CONFIGS, get_suite
     from volary.inputs import within
+    from volary.studies.flyingtrust.protocol import FIXED, GENERATED, N_FIXED_CONFIGS, get_suite
 
     changes: list[tuple[str, str, Any]] = []
     if configs is not None:
@@ -189,7 +189,7 @@ def build_suite(
 def _announce_generation(s: Any, quiet: bool) -> None:
     """One line before a "generated:N" suite's forest/urban candidates are generated (about
     0.1 s a scene), so a user does not wait on a silent command."""
-    from volary.bench.nav.protocol import GENERATED
+    from volary.studies.flyingtrust.protocol import GENERATED
     from volary.worlds.scenarios import CANDIDATES_PER_CONFIG, STRATIFIED_FIXED
 
     types = [t for t in s.scenarios if t in STRATIFIED_FIXED]
@@ -204,8 +204,8 @@ def _announce_generation(s: Any, quiet: bool) -> None:
 
 def _scenario_list(text: str) -> tuple[str, ...]:
     """--scenarios "a,b" as a tuple of the FLYINGTRUST scenario types, or ConfigError."""
-    from volary.bench.nav.protocol import SCENARIO_TYPES
     from volary.errors import ConfigError
+    from volary.studies.flyingtrust.protocol import SCENARIO_TYPES
 
     names = [t.strip() for t in text.split(",") if t.strip()]
     valid = ", ".join(SCENARIO_TYPES)
@@ -248,8 +248,8 @@ def bench_resume(
 ) -> None:
     """Fly the trials of an interrupted run that are not stored yet."""
     from volary.bench.nav.db import RunDB
-    from volary.bench.nav.runner import resume
     from volary.errors import VolaryError
+    from volary.studies.flyingtrust.run import resume
 
     _check_pool(workers, cluster, unit_timeout)
     path = _db_path(run) if run is not None else _latest_run()
@@ -291,7 +291,7 @@ def bench_list(
     runs: Annotated[Path, typer.Option("--runs", help="Where to look for runs.")] = RUNS_DIR,
 ) -> None:
     """Suites, planners, and the runs found under out/bench with their progress."""
-    from volary.bench.nav.protocol import SUITES, get_suite
+    from volary.studies.flyingtrust.protocol import SUITES, get_suite
 
     if runs.exists() and not runs.is_dir():  # before the tables, not an empty one after them
         _fail(f"--runs: expected a directory of runs, got the file {runs}")
@@ -306,7 +306,9 @@ def bench_list(
             f"{s.n_trials(1):,}",
         )
     console.print(t)
-    console.print("suite files: --suite path/to/suite.toml (see volary.bench.nav.protocol)")
+    console.print(
+        "suite files: --suite path/to/suite.toml (see volary.studies.flyingtrust.protocol)"
+    )
     console.print(
         f"planners: {', '.join(_planner_names()) or '(none registered)'}; or module:Class"
     )
@@ -362,13 +364,13 @@ def _summary_table(rows: list[Any]) -> Table:
 
 def _write_report(path: Path, out: Path) -> Path:
     from volary.bench.nav.db import RunDB, load_results
-    from volary.bench.nav.runner import stored_suite
     from volary.errors import VolaryError
+    from volary.studies.flyingtrust.run import stored_suite
 
     try:
-        from volary.bench.nav.report import make_report
+        from volary.studies.flyingtrust.report import make_report
     except ImportError:
-        _fail("the HTML report (volary.bench.nav.report) is not part of this volary yet")
+        _fail("the HTML report (volary.studies.flyingtrust.report) is not part of this volary yet")
     try:
         results = load_results(path)
         if not results:
@@ -400,7 +402,7 @@ def _planner_names() -> list[str]:
     import importlib
 
     try:
-        registry = importlib.import_module("volary.planning.planners")
+        registry = importlib.import_module("volary.studies.flyingtrust.planners")
     except ImportError:
         return []
     return list(getattr(registry, "PLANNERS", ()))

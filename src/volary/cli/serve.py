@@ -171,8 +171,8 @@ def run_server(
 
 def run_planner_host(algo: str, *, bind: str, token: str | None, console: Any) -> None:
     """Serve planner ``algo`` (checked first) until Ctrl-C or SIGTERM."""
-    from volary.planning.planners import get_planner, resolve_planner
     from volary.serve.planners import PlannerHost
+    from volary.studies.flyingtrust.planners import get_planner, resolve_planner
 
     resolve_planner(algo)  # an unknown name fails here, listing the valid ones
     host = PlannerHost(lambda **options: get_planner(algo, **options), bind, token=token)

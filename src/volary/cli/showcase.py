@@ -45,7 +45,7 @@ DEMO_DB = "run.sqlite"  # the demo's run database, in its output folder
 
 def demo_algos() -> list[str]:
     """straight + mapper, or straight + reactive when the mapper is not installed."""
-    from volary.planning.planners import available_planners
+    from volary.studies.flyingtrust.planners import available_planners
 
     have = available_planners()
     second = "mapper" if "mapper" in have else "reactive"
@@ -109,8 +109,8 @@ def _frames(d: Path, seed: int) -> dict[str, Any]:
 def run_showcase(out: Path, *, seed: int = 0, console: Console | None = None) -> Path:
     """Fly, render and write ``out/index.html`` (see the module docstring); returns its path."""
     from volary.bench.nav.db import load_results
-    from volary.bench.nav.protocol import get_suite
-    from volary.bench.nav.runner import run_suite
+    from volary.studies.flyingtrust.protocol import get_suite
+    from volary.studies.flyingtrust.run import run_suite
 
     console = console or Console(soft_wrap=True)
     out = Path(out)
@@ -148,7 +148,7 @@ def run_showcase(out: Path, *, seed: int = 0, console: Console | None = None) ->
 
 
 def _report(rows: list[Any], out: Path, spec: Any) -> Path:
-    from volary.bench.nav.report import make_report
+    from volary.studies.flyingtrust.report import make_report
 
     title = "volary demo: the demo navigation suite"
     return Path(make_report(rows, out / "bench", title=title, suite=spec, run=out,

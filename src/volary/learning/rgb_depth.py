@@ -16,7 +16,7 @@ direction to the scene's goal (std ``yaw_spread``), roll and pitch of std ``tilt
 World renders the forward RGB camera (the scene's synthesized splats, the benchmark's sky
 colour) and the depth camera of the same size, intrinsics and mount. The target is the depth
 image as z-depth over the range (no return: 1) min-pooled to ``grid``, exactly the policy's
-depth observation (:func:`volary.planning.planners.learned.pooled_depth`).
+depth observation (:func:`volary.studies.flyingtrust.planners.learned.pooled_depth`).
 
 **Network** (:class:`DepthNet`): two pixel-coordinate channels appended to the image (the image
 row says much about distance: the floor), strided 3 x 3 / 5 x 5 convolutions with ReLU down to
@@ -25,7 +25,7 @@ the grid, a dilated convolution for context, a 1 x 1 convolution and a sigmoid. 
 obstacle too far is the unsafe error).
 
 **Export**: ``volary.learning.export.mlp_npz`` (the same plain-array format as the policy; conv,
-coords and sigmoid stages), read by :class:`volary.planning.planners.learned.NumpyMLP`.
+coords and sigmoid stages), read by :class:`volary.studies.flyingtrust.planners.learned.NumpyMLP`.
 
     >>> rgb, target, info = collect(RgbDepthConfig())
     >>> net, report = train(rgb, target, RgbDepthConfig())
@@ -152,7 +152,7 @@ def camera_pair(spec: Any, cfg: RgbDepthConfig, n: int) -> Any:
 def pooled_target(depth: Tensor, valid: Tensor, cfg: RgbDepthConfig) -> Tensor:
     """(N, h * w) float32 targets of (N, H, W) z-depth: over the range (no return: 1),
     min-pooled to ``cfg.grid`` (the policy's depth observation)."""
-    from volary.planning.planners.learned import pooled_depth
+    from volary.planning.navigation import pooled_depth
 
     d = torch.where(valid, depth, torch.full_like(depth, math.inf)).numpy()
     return torch.from_numpy(np.stack([pooled_depth(x, cfg.depth_range, cfg.grid) for x in d]))

@@ -9,7 +9,7 @@ float64, SI units, world frame z-up, quaternions [w, x, y, z] body-to-world; one
 serves one trial (the runner batches trials across envs and calls each env's planner in turn).
 
 Plug in your own with ``module:Class`` (a class taking keyword options) or the entry point group
-``volary.planners``; see ``volary.planning.planners``.
+``volary.planners``; see ``volary.studies.flyingtrust.planners``.
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 import numpy as np
+
+from volary.errors import ConfigError
 
 SENSORS = frozenset({"depth", "lidar", "rgb"})  # what a planner's ``needs`` may name
 
@@ -171,3 +173,17 @@ class NavPlanner(Protocol):
     def reset(self, task: NavTask) -> None: ...
 
     def plan(self, obs: NavObservation) -> NavReference | None: ...
+
+
+def pooled_depth(depth: np.ndarray, max_range: float, grid: tuple[int, int]) -> np.ndarray:
+    """The depth observation of learned planners and their training targets: (h * w,) z-depth
+    over the range (no return or beyond it: 1), min-pooled to ``grid``
+    (the image's size must be a multiple of it)."""
+    h, w = grid
+    d = np.asarray(depth, dtype=np.float32)
+    if d.ndim != 2 or d.shape[0] % h or d.shape[1] % w:
+        raise ConfigError(f"obs.depth: expected an (H, W) image with H, W multiples of {grid}, "
+                          f"got shape {d.shape}")  # fmt: skip
+    r = np.float32(max_range)
+    near = np.clip(np.where(np.isfinite(d), d, r), 0.0, r) / r
+    return near.reshape(h, d.shape[0] // h, w, d.shape[1] // w).min(axis=(1, 3)).reshape(-1)

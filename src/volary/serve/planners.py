@@ -341,6 +341,9 @@ class PlannerHost:
         self.sock.close(linger=0)
 
 
+PLANNER_ENTRY_POINTS = "volary.planners"  # installed packages' NavPlanner classes
+
+
 def host_planner(
     planner: str | Callable[..., Any],
     bind: str = DEFAULT_ADDRESS,
@@ -349,15 +352,18 @@ def host_planner(
     stop: Callable[[], bool] | None = None,
 ) -> None:
     """Serve a navigation planner to the benchmark until ``stop()`` (or forever): ``planner`` is
-    a registered name, ``"module:Class"``, or a callable returning a new ``NavPlanner`` (given
-    the benchmark's ``algo_options`` as keywords)."""
+    ``"module:Class"``, a name installed under the entry-point group ``volary.planners``, or a
+    callable returning a new ``NavPlanner`` (given the benchmark's ``algo_options`` as
+    keywords). The FLYINGTRUST slate's names (``ego``, ``straight`` ...) are the study's:
+    ``volary host-planner NAME`` serves them, or pass
+    ``volary.studies.flyingtrust.planners.get_planner`` bound to the name."""
     if isinstance(planner, str):
-        from volary.planning.planners import get_planner
+        from volary.registry import Registry
 
-        name = planner
+        cls = Registry("planner", group=PLANNER_ENTRY_POINTS, specs=True).get(planner)
 
         def factory(**options: Any) -> Any:
-            return get_planner(name, **options)
+            return cls(**options)
 
     else:
         factory = planner

@@ -1,4 +1,4 @@
-"""The FLYINGTRUST navigation benchmark: protocol, runner, storage, statistics, report.
-
-Layer 5. The row schema every part shares is in :mod:`volary.bench.nav.schema`.
-"""
+"""What navigation benchmarks share: the row schema, the run database, the runner, cluster
+submission and statistics (layer 5). The FLYINGTRUST protocol, score, report and planners are
+the study :mod:`volary.studies.flyingtrust`; ``protocol``, ``episode``, ``score`` and the other
+modules it took are deprecated shims here."""

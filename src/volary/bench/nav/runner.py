@@ -16,7 +16,6 @@ driver) with one native thread each; the pool is stopped only through loky's pub
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import time
@@ -31,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from volary.bench.nav.db import RunDB, load_results, unit_to_json
 from volary.bench.nav.schema import TrialResult, WorkUnit
-from volary.errors import ConfigError, UnknownNameError
+from volary.errors import ConfigError
 
 if TYPE_CHECKING:
     from loky import ProcessPoolExecutor as LokyPool
@@ -43,17 +42,15 @@ UnitFn = Callable[[WorkUnit], list[TrialResult]]
 # time, and a fresh worker gets UNIT_STARTUP_S to import torch and compile its kernels.
 SIM_MIN_REALTIME = 0.5
 UNIT_STARTUP_S = 60.0
-_DEFAULT_UNIT_FN = "volary.bench.nav.episode:run_unit"
+_DEFAULT_UNIT_FN = "volary.studies.flyingtrust.episode:run_unit"
 
 __all__ = [
     "RunSummary",
-    "check_algo_names",
     "create_run",
     "load_results",
     "resume",
     "run_suite",
     "run_units",
-    "stored_suite",
 ]
 
 
@@ -94,12 +91,11 @@ def run_suite(
     options and seed is resumed; one made with other settings is refused (ConfigError).
     ``workers``: pool processes (``None``: one per CPU; ``0``: inline, no isolation).
     ``cluster``: a dask scheduler address ``tcp://host:port`` or ``local:N`` instead of the pool.
-    ``unit_fn``: replaces ``episode.run_unit`` (a module-level function, so workers can
-    import it). ``unit_timeout``: wall-clock seconds per unit before its pool process is
-    killed (default: see :func:`_budget`).
+    ``unit_fn``: the function that flies one work unit (required; a module-level function, so
+    workers can import it; FLYINGTRUST's is passed by :mod:`volary.studies.flyingtrust.run`).
+    ``unit_timeout``: wall-clock seconds per unit before its pool process is killed (default:
+    see :func:`_budget`).
     """
-    if unit_fn is None:
-        check_algo_names(algos)
     path = create_run(suite, algos, db_path, algo_options, seed)
     return run_units(path, workers, cluster, progress, unit_fn=unit_fn, unit_timeout=unit_timeout)
 
@@ -157,7 +153,14 @@ def run_units(
     unit_timeout: float | None = None,
     only: Sequence[int] | None = None,
 ) -> RunSummary:
-    """Fly the unfinished units of an existing run database (``only``: unit indices)."""
+    """Fly the unfinished units of an existing run database (``only``: unit indices) with
+    ``unit_fn`` (required: a study's episode, e.g. FLYINGTRUST's through
+    :mod:`volary.studies.flyingtrust.run`)."""
+    if unit_fn is None:
+        raise ConfigError(
+            "unit_fn: expected the module-level function that flies a work unit, got None "
+            "(FLYINGTRUST's runs: volary.studies.flyingtrust.run passes its episode.run_unit)"
+        )
     workers = _check_workers(workers)
     if unit_timeout is not None and not (
         isinstance(unit_timeout, int | float) and unit_timeout > 0
@@ -174,7 +177,7 @@ def run_units(
         ]
         if todo:
             db.add_host(_host(workers, cluster))
-        fn = unit_fn or _default_unit_fn
+        fn = unit_fn
         events = _events(todo, fn, workers, cluster, unit_timeout)
         n_run = _consume(db, events, progress)
         stored, ok, total = db.counts()
@@ -207,27 +210,6 @@ def _check_workers(workers: int | None) -> int:
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
         raise ConfigError(f"workers: expected an int >= 0 (0: inline), got {workers!r}")
     return workers
-
-
-def check_algo_names(algos: str | Sequence[str]) -> None:
-    """Built-in planner names or ``module:Class`` specs; an unknown name lists the valid ones;
-    a ``ros1:NAME`` needs its launch description, read and checked here, before a run starts."""
-    names = [a.strip() for a in algos.split(",")] if isinstance(algos, str) else list(algos)
-    for a in names:
-        if isinstance(a, str) and a.startswith("ros1:"):
-            from volary.bench.nav.ros1 import check_algo
-
-            check_algo(a)
-    try:
-        registry = importlib.import_module("volary.planning.planners")
-    except ImportError:  # the planner registry is not there: nothing to check against
-        return
-    valid = tuple(getattr(registry, "PLANNERS", ()))
-    if not valid:
-        return
-    for a in names:
-        if isinstance(a, str) and a and ":" not in a and a not in valid:
-            raise UnknownNameError("algorithm", a, valid)
 
 
 def _suite_dict(suite: Any) -> dict[str, Any]:
@@ -281,12 +263,6 @@ def call_unit(fn: UnitFn, unit: WorkUnit) -> tuple[str, Any]:
         return "ok", fn(unit)
     except Exception:
         return "error", traceback.format_exc()
-
-
-def _default_unit_fn(unit: WorkUnit) -> list[TrialResult]:
-    """``episode.run_unit`` (which pins every thread pool itself), imported where it runs."""
-    mod, name = _DEFAULT_UNIT_FN.split(":")
-    return getattr(importlib.import_module(mod), name)(unit)
 
 
 def error_rows(unit: WorkUnit, message: str, wall: float = float("nan")) -> list[TrialResult]:
@@ -497,17 +473,3 @@ def _consume(db: RunDB, events: Iterator[Event], progress: bool) -> int:
             err += sum(r.cause == "error" for r in rows)
             bar.update(task, advance=len(rows), ok=ok, err=err)
     return n
-
-
-def stored_suite(db_path: str | Path) -> Any | None:
-    """The run's :class:`~volary.bench.nav.protocol.Suite` rebuilt from the database's meta
-    data, or None when it cannot be (a suite object that was not a protocol Suite)."""
-    from volary.bench.nav.protocol import suite_from_dict
-    from volary.errors import VolaryError
-
-    with RunDB.open(db_path, readonly=True) as db:
-        d = db.meta().get("suite")
-    try:
-        return suite_from_dict(d) if isinstance(d, dict) else None
-    except (VolaryError, TypeError):
-        return None

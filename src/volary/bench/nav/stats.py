@@ -216,11 +216,21 @@ class PlatformInfo:
     size: float = math.nan  # m: collision-sphere radius (arm + propeller)
 
 
+def platform_category(platform: str) -> str:
+    """ "real" or "virtual" for the 36 FLYINGTRUST platforms (catalogue category), else "other"."""
+    from volary import platforms
+
+    try:
+        cat = platforms.entry(platform).category
+    except (KeyError, ValueError):
+        return "other"
+    return {"flyingtrust-real": "real", "flyingtrust-virtual": "virtual"}.get(cat, "other")
+
+
 @lru_cache(maxsize=512)
 def platform_info(name: str) -> PlatformInfo:
     """Indicators of catalogue platform ``name`` (``platforms.indicators(platforms.get(name))``)."""
     from volary import platforms
-    from volary.bench.nav.score import platform_category
 
     try:
         airframe = platforms.get(name)
@@ -477,9 +487,9 @@ def _group_seed(seed: int, key: tuple[str, ...]) -> int:
 
 def order_scenarios(names: Iterable[str]) -> list[str]:
     """Paper order (forest ... perlin, as ``worlds.SCENARIOS``), then other types alphabetically."""
-    from volary.bench.nav.score import CLASSIC_SCENARIOS, THEORETICAL_SCENARIOS
+    from volary.worlds import SCENARIOS
 
-    known = CLASSIC_SCENARIOS + THEORETICAL_SCENARIOS
+    known = tuple(SCENARIOS.names())
     s = set(names)
     return [x for x in known if x in s] + sorted(s - set(known))
 

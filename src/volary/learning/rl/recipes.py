@@ -159,7 +159,7 @@ RECIPES: dict[str, Recipe] = {
             "threads": 2,
         },
     ),
-    # Issue 21's learned planner (volary.planning.planners.learned, NavRL-like): navigate at
+    # Issue 21's learned planner (volary.studies.flyingtrust.planners.learned, NavRL-like): navigate at
     # the benchmark's 10 Hz planning rate (60 Hz control, 6 steps a decision) across 64 forests
     # and four FLYINGTRUST airframes from the smallest to the largest radius (0.25-0.53 m; the
     # policy is not told which it flies). policy.npz is what the planner ships
@@ -169,7 +169,7 @@ RECIPES: dict[str, Recipe] = {
         envs=256,
         iterations=300,
         description="the learned planner's policy: depth + goal -> velocity at 10 Hz, 64 "
-        "forests, 4 airframes (writes policy.npz for volary.planning.planners.learned)",
+        "forests, 4 airframes (writes policy.npz for volary.studies.flyingtrust.planners.learned)",
         env={
             "compile": "numba",
             "scenes": 64,

@@ -1,0 +1,129 @@
+"""FLYINGTRUST runs: the core runner (:mod:`volary.bench.nav.runner`) with this study's episode.
+
+``run_suite``, ``resume`` and ``run_units`` are the core runner's, flying every work unit with
+:func:`volary.studies.flyingtrust.episode.run_unit` unless ``unit_fn`` replaces it;
+``run_suite`` first checks the algorithm names against the planner slate (and a ``ros1:NAME``'s
+launch description). ``stored_suite`` rebuilds a run's protocol :class:`Suite` from its
+database. The runner, the database and the statistics are core because other studies share
+them; what a trial is (take-off, the 4 m/s cap, 90 s, 2 m goal radius) is this study's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from volary.bench.nav import runner as _core
+from volary.bench.nav.db import RunDB, load_results
+from volary.bench.nav.runner import RunSummary, UnitFn, create_run
+from volary.errors import UnknownNameError
+
+
+def run_suite(
+    suite: Any,
+    algos: str | Sequence[str],
+    db_path: str | Path,
+    workers: int | None = None,
+    cluster: str | None = None,
+    algo_options: Mapping[str, Mapping[str, Any]] | None = None,
+    seed: int = 0,
+    progress: bool = True,
+    *,
+    unit_fn: UnitFn | None = None,
+    unit_timeout: float | None = None,
+) -> RunSummary:
+    """Fly every trial of ``suite`` for ``algos`` and store them in ``db_path`` (new, or resumed
+    when made with the same settings; ConfigError otherwise). ``unit_fn`` replaces
+    ``episode.run_unit`` (then the names are not checked against the slate); the other
+    arguments are :func:`volary.bench.nav.runner.run_suite`'s."""
+    if unit_fn is None:
+        check_algo_names(algos)
+    return _core.run_suite(
+        suite, algos, db_path, workers, cluster, algo_options, seed, progress,
+        unit_fn=unit_fn or _episode_unit_fn(), unit_timeout=unit_timeout,
+    )  # fmt: skip
+
+
+def resume(
+    db_path: str | Path,
+    workers: int | None = None,
+    cluster: str | None = None,
+    progress: bool = True,
+    *,
+    unit_fn: UnitFn | None = None,
+    unit_timeout: float | None = None,
+) -> RunSummary:
+    """Fly the trials of an existing run that are not stored yet (suite, algorithms, options
+    and seed come from the database) with this study's episode unless ``unit_fn``."""
+    return _core.resume(
+        db_path, workers, cluster, progress,
+        unit_fn=unit_fn or _episode_unit_fn(), unit_timeout=unit_timeout,
+    )  # fmt: skip
+
+
+def run_units(
+    db_path: str | Path,
+    workers: int | None = None,
+    cluster: str | None = None,
+    progress: bool = True,
+    *,
+    unit_fn: UnitFn | None = None,
+    unit_timeout: float | None = None,
+    only: Sequence[int] | None = None,
+) -> RunSummary:
+    """Fly the unfinished units of an existing run database (``only``: unit indices) with this
+    study's episode unless ``unit_fn``."""
+    return _core.run_units(
+        db_path, workers, cluster, progress,
+        unit_fn=unit_fn or _episode_unit_fn(), unit_timeout=unit_timeout, only=only,
+    )  # fmt: skip
+
+
+def _episode_unit_fn() -> UnitFn:
+    """``episode.run_unit`` (which pins every thread pool itself), imported on use."""
+    from volary.studies.flyingtrust.episode import run_unit
+
+    return run_unit
+
+
+def check_algo_names(algos: str | Sequence[str]) -> None:
+    """Built-in planner names or ``module:Class`` specs; an unknown name lists the valid ones;
+    a ``ros1:NAME`` needs its launch description, read and checked here, before a run starts."""
+    from volary.studies.flyingtrust.planners import PLANNERS
+
+    names = [a.strip() for a in algos.split(",")] if isinstance(algos, str) else list(algos)
+    for a in names:
+        if isinstance(a, str) and a.startswith("ros1:"):
+            from volary.studies.flyingtrust.ros1 import check_algo
+
+            check_algo(a)
+    for a in names:
+        if isinstance(a, str) and a and ":" not in a and a not in PLANNERS:
+            raise UnknownNameError("algorithm", a, PLANNERS)
+
+
+def stored_suite(db_path: str | Path) -> Any | None:
+    """The run's :class:`~volary.studies.flyingtrust.protocol.Suite` rebuilt from the database's
+    meta data, or None when it cannot be (a suite object that was not a protocol Suite)."""
+    from volary.errors import VolaryError
+    from volary.studies.flyingtrust.protocol import suite_from_dict
+
+    with RunDB.open(db_path, readonly=True) as db:
+        d = db.meta().get("suite")
+    try:
+        return suite_from_dict(d) if isinstance(d, dict) else None
+    except (VolaryError, TypeError):
+        return None
+
+
+__all__ = [
+    "RunSummary",
+    "check_algo_names",
+    "create_run",
+    "load_results",
+    "resume",
+    "run_suite",
+    "run_units",
+    "stored_suite",
+]
