@@ -8,7 +8,8 @@ when it is made and kept in ``Timing.to_json()``). ``summarize(samples)`` makes 
 ``Timing`` from samples a script took itself (interleaved cases, latencies, whole commands).
 ``machine()`` is what a result was measured on: CPU model, logical cores, torch threads, the
 torch / numpy / python versions, the load average at the start and the GPU if any.
-``table(rows)`` prints rows of dicts as a Markdown table.
+``table(rows)`` prints rows of dicts as a Markdown table. ``print_spread_warnings(rows)`` prints
+the warnings a parent's child processes stored in their rows.
 
 Quartiles are ``statistics.quantiles(samples, n=4)`` (the "exclusive" method the scripts used
 before this module), so medians and IQRs in the committed results keep their meaning.
@@ -25,9 +26,17 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from volary.bench.threads import cpu_model
-
-__all__ = ["SPREAD_LIMIT", "Timing", "cpu_model", "machine", "measure", "summarize", "table"]
+__all__ = [
+    "SPREAD_LIMIT",
+    "Timing",
+    "cpu_model",
+    "machine",
+    "measure",
+    "print_spread_warnings",
+    "spread_warnings",
+    "summarize",
+    "table",
+]
 
 #: IQR / median above which a timing is flagged as noisy (the spread warning).
 SPREAD_LIMIT = 0.25
@@ -41,6 +50,7 @@ class Timing:
     label: str = ""
     spread_limit: float = SPREAD_LIMIT
     warmup_s: float = 0.0  # wall of the untimed warm-up calls (0 when none ran)
+    cpu_samples: tuple[float, ...] = ()  # process CPU seconds per call, when asked for
 
     @property
     def n(self) -> int:
@@ -88,7 +98,7 @@ class Timing:
 
     def to_json(self, unit: str = "s", scale: float = 1.0) -> dict[str, Any]:
         """Median, IQR, min and n in ``unit`` (samples times ``scale``), spread and warning."""
-        return {
+        out = {
             f"median_{unit}": self.median * scale,
             f"iqr_{unit}": self.iqr * scale,
             f"min_{unit}": self.min * scale,
@@ -96,6 +106,9 @@ class Timing:
             "spread": self.spread,
             "spread_warning": self.warning,
         }
+        if self.cpu_samples:
+            out[f"cpu_median_{unit}"] = statistics.median(self.cpu_samples) * scale
+        return out
 
 
 def summarize(
@@ -104,10 +117,12 @@ def summarize(
     label: str = "",
     spread_limit: float = SPREAD_LIMIT,
     warmup_s: float = 0.0,
+    cpu_samples: Iterable[float] = (),
     quiet: bool = False,
 ) -> Timing:
     """A ``Timing`` of samples taken elsewhere; prints its spread warning unless ``quiet``."""
-    t = Timing(tuple(float(s) for s in samples), label, spread_limit, warmup_s)
+    t = Timing(tuple(float(s) for s in samples), label, spread_limit, warmup_s,
+               tuple(float(s) for s in cpu_samples))  # fmt: skip
     if not t.samples:
         raise ValueError(f"summarize: no samples for {label or 'this timing'}")
     if t.warning and not quiet:
@@ -122,32 +137,82 @@ def measure(
     repeats: int = 5,
     number: int = 1,
     min_time: float = 0.0,
+    min_sample_time: float = 0.0,
+    max_time: float | None = None,
+    max_repeats: int | None = None,
     label: str = "",
     spread_limit: float = SPREAD_LIMIT,
     clock: Callable[[], float] = time.perf_counter,
+    cpu_clock: Callable[[], float] | None = None,
     quiet: bool = False,
 ) -> Timing:
     """Time ``fn()``: ``warmup`` untimed calls, then ``repeats`` samples of ``number`` calls each
-    (more samples while their total is under ``min_time`` seconds); a sample is the seconds per
-    call. ``clock`` is injectable for tests."""
-    if repeats < 1 or number < 1 or warmup < 0:
-        raise ValueError(f"measure: repeats and number must be >= 1 and warmup >= 0, got "
-                         f"repeats={repeats}, number={number}, warmup={warmup}")  # fmt: skip
+    (more samples while their total is under ``min_time`` seconds, at most ``max_repeats``; a
+    sample goes on ``number`` calls at a time until it lasts ``min_sample_time``); with
+    ``max_time`` instead, samples beyond ``repeats`` go on while one more of the mean length
+    fits in ``max_time``. A sample is the seconds per call. ``clock`` is injectable for tests;
+    with ``cpu_clock`` (e.g. ``time.process_time``) each sample's CPU seconds per call are kept
+    too."""
+    if repeats < 1 or number < 1 or warmup < 0 or (max_repeats or repeats) < repeats:
+        raise ValueError(f"measure: need repeats, number >= 1, warmup >= 0 and max_repeats >= "
+                         f"repeats, got repeats={repeats}, number={number}, warmup={warmup}, "
+                         f"max_repeats={max_repeats}")  # fmt: skip
     t0 = clock()
     for _ in range(warmup):
         fn()
     warmup_s = clock() - t0 if warmup else 0.0
     samples: list[float] = []
+    cpu: list[float] = []
     total = 0.0
-    while len(samples) < repeats or total < min_time:
-        t = clock()
-        for _ in range(number):
-            fn()
-        dt = clock() - t
+    cap = max_repeats or float("inf")
+
+    def more() -> bool:
+        k = len(samples)
+        if k < repeats or k >= cap:
+            return k < repeats
+        return total * (1 + 1 / k) <= max_time if max_time is not None else total < min_time
+
+    while more():
+        c = cpu_clock() if cpu_clock else 0.0
+        t, calls = clock(), 0
+        while True:
+            for _ in range(number):
+                fn()
+            calls += number
+            dt = clock() - t
+            if dt >= min_sample_time:
+                break
+        if cpu_clock:
+            cpu.append((cpu_clock() - c) / calls)
         total += dt
-        samples.append(dt / number)
+        samples.append(dt / calls)
     return summarize(samples, label=label, spread_limit=spread_limit, warmup_s=warmup_s,
-                     quiet=quiet)  # fmt: skip
+                     cpu_samples=cpu, quiet=quiet)  # fmt: skip
+
+
+def spread_warnings(result: Any) -> list[str]:
+    """Every spread warning stored in a result (dicts and lists, as the JSON holds them): what a
+    parent process prints for the cases its child processes timed."""
+    if isinstance(result, dict):
+        own = [result["spread_warning"]] if result.get("spread_warning") else []
+        return own + [w for v in result.values() for w in spread_warnings(v)]
+    if isinstance(result, list):
+        return [w for v in result for w in spread_warnings(v)]
+    return []
+
+
+def print_spread_warnings(result: Any) -> None:
+    """Print ``spread_warnings(result)`` to stderr, one a line."""
+    for w in spread_warnings(result):
+        print(f"warning: {w}", file=sys.stderr, flush=True)
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``volary.bench.threads.cpu_model``; imported here, on use, so that
+    timing a child process of another checkout's code does not need it)."""
+    from volary.bench.threads import cpu_model as model
+
+    return model()
 
 
 def _version(module: str) -> str | None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from _timing import SPREAD_LIMIT, machine, measure, summarize, table  # noqa: E402
+from _timing import SPREAD_LIMIT, machine, measure, spread_warnings, summarize, table  # noqa: E402
 
 
 class FakeClock:
@@ -68,6 +68,40 @@ def test_min_time_takes_samples_beyond_repeats():
     assert t.n == 10 and clock.calls == 10
 
 
+def test_min_sample_time_loops_calls_within_a_sample():
+    # calls of 1 s; each sample runs until it lasts 2.5 s: 3 calls, 1 s per call
+    clock = FakeClock([1.0] * 9)
+    t = measure(clock.work, warmup=0, repeats=3, min_sample_time=2.5, clock=clock)
+    assert clock.calls == 9 and t.samples == (1.0, 1.0, 1.0)
+
+
+def test_max_repeats_caps_min_time():
+    clock = FakeClock([1.0] * 20)
+    t = measure(clock.work, warmup=0, repeats=3, min_time=10.0, max_repeats=6, clock=clock)
+    assert t.n == 6
+
+
+def test_max_time_stops_before_a_sample_that_would_not_fit():
+    # 1 s samples, 3.5 s budget: a fourth sample would end at 4 s, so three are taken
+    clock = FakeClock([1.0] * 10)
+    t = measure(clock.work, warmup=0, repeats=1, max_time=3.5, max_repeats=7, clock=clock)
+    assert t.n == 3
+
+
+def test_cpu_clock_keeps_cpu_seconds_per_call():
+    clock = FakeClock([2.0] * 6)
+    cpu = FakeClock([])
+    cpu.now = 0.0
+
+    def work() -> None:
+        clock.work()
+        cpu.now += 0.5  # half a CPU second each call, two wall seconds
+
+    t = measure(work, warmup=1, repeats=5, clock=clock, cpu_clock=cpu)
+    assert t.samples == (2.0,) * 5 and t.cpu_samples == (0.5,) * 5
+    assert t.to_json()["cpu_median_s"] == 0.5
+
+
 def test_the_spread_warning_fires_on_a_noisy_clock(capsys):
     clock = FakeClock([1.0, 3.0, 1.0, 3.0, 1.0, 3.0])
     t = measure(clock.work, warmup=1, repeats=5, clock=clock, label="noisy case")
@@ -100,3 +134,10 @@ def test_table_prints_a_markdown_table(capsys):
     text = table([{"impl": "a", "rate": 1.23456, "note": None}])
     assert text.splitlines() == ["| impl | rate | note |", "|---|---|---|", "| a | 1.235 | - |"]
     assert capsys.readouterr().out.strip() == text
+
+
+def test_spread_warnings_are_found_in_child_rows():
+    noisy = summarize([1.0, 3.0, 1.0, 3.0, 3.0], label="child", quiet=True).to_json()
+    steady = summarize([1.0, 1.0, 1.0], quiet=True).to_json()
+    rows = [{"impl": "a", "call_s": noisy}, {"impl": "b", "call_s": steady}, {"error": "x"}]
+    assert spread_warnings({"results": rows}) == [noisy["spread_warning"]]
