@@ -5,7 +5,8 @@
 and returns a ``Timing``: the per-call seconds of every sample, their median, quartiles, IQR,
 minimum and count, and a spread warning when IQR / median is over ``spread_limit`` (printed
 when it is made and kept in ``Timing.to_json()``). ``summarize(samples)`` makes the same
-``Timing`` from samples a script took itself (interleaved cases, latencies, whole commands).
+``Timing`` from samples a script took itself (interleaved cases, latencies, whole commands;
+``timed_call(fn)`` times one call of such a run).
 ``machine()`` is what a result was measured on: CPU model, logical cores, torch threads, the
 torch / numpy / python versions, the load average at the start and the GPU if any.
 ``table(rows)`` prints rows of dicts as a Markdown table. ``print_spread_warnings(rows)`` prints
@@ -24,7 +25,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 __all__ = [
     "SPREAD_LIMIT",
@@ -36,7 +37,10 @@ __all__ = [
     "spread_warnings",
     "summarize",
     "table",
+    "timed_call",
 ]
+
+T = TypeVar("T")
 
 #: IQR / median above which a timing is flagged as noisy (the spread warning).
 SPREAD_LIMIT = 0.25
@@ -220,6 +224,16 @@ def _version(module: str) -> str | None:
         return __import__(module).__version__
     except ImportError:
         return None
+
+
+def timed_call(
+    fn: Callable[[], T], clock: Callable[[], float] = time.perf_counter
+) -> tuple[float, T]:
+    """Seconds of one call of ``fn`` and what it returned: a sample of an interleaved run (cases
+    in turn, each call a sample of its case's ``summarize``)."""
+    t = clock()
+    out = fn()
+    return clock() - t, out
 
 
 def _torch() -> Any:

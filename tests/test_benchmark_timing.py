@@ -9,7 +9,15 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-from _timing import SPREAD_LIMIT, machine, measure, spread_warnings, summarize, table  # noqa: E402
+from _timing import (  # noqa: E402
+    SPREAD_LIMIT,
+    machine,
+    measure,
+    spread_warnings,
+    summarize,
+    table,
+    timed_call,
+)
 
 
 class FakeClock:
@@ -141,3 +149,13 @@ def test_spread_warnings_are_found_in_child_rows():
     steady = summarize([1.0, 1.0, 1.0], quiet=True).to_json()
     rows = [{"impl": "a", "call_s": noisy}, {"impl": "b", "call_s": steady}, {"error": "x"}]
     assert spread_warnings({"results": rows}) == [noisy["spread_warning"]]
+
+
+def test_timed_call_returns_the_seconds_and_the_result():
+    clock = FakeClock([3.0])
+
+    def work() -> str:
+        clock.work()
+        return "done"
+
+    assert timed_call(work, clock=clock) == (3.0, "done")
