@@ -214,8 +214,10 @@ def print_spread_warnings(result: Any) -> None:
 def cpu_model() -> str:
     """The CPU's model name (``volary.bench.threads.cpu_model``; imported here, on use, so that
     timing a child process of another checkout's code does not need it)."""
-    from volary.bench.threads import cpu_model as model
-
+    try:
+        from volary.bench.threads import cpu_model as model
+    except ImportError:  # an old checkout's volary (benchmarks/world_speed.py runs those)
+        return platform.processor() or "unknown"
     return model()
 
 
