@@ -299,6 +299,7 @@ def _machine() -> dict:
         **machine(),
         "platform": platform.platform(),
         "threads": THREADS,
+        "torch_threads": THREADS,  # the case processes' (this parent's own is torch's default)
         "versions": versions,
     }
 
