@@ -45,7 +45,8 @@ if TYPE_CHECKING:
     from volary.envs.position import PositionTask
 
 _LAYOUT_CODES = {"volary": 0, "aerial_gym": 1, "volary_twr": 2, "body": 3}
-_TERMS = ("diverged", "crashed", "too_far", "below", "tilted")  # PositionTask's, in order
+# PositionTask's, in order (the env's step limit last)
+_TERMS = ("diverged", "crashed", "too_far", "below", "tilted", "step_limit")
 PARALLEL_MIN = 64  # envs; from here the kernel splits envs over numba's threads
 BLOCK = 8  # envs per parallel work item (a whole episode each: small blocks balance the load)
 
