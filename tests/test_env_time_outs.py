@@ -43,6 +43,15 @@ def test_every_built_in_term_declares_whether_it_is_a_time_out() -> None:
     assert terms.is_time_out(terms.time_limit(1.0)) and not terms.is_time_out(lambda w: w)
 
 
+def test_the_crash_rules_of_the_race_and_the_learned_flights_are_not_time_outs() -> None:
+    from volary.bench.race import crashed_out
+    from volary.learning.boundary.deploy import _Crash as DeployCrash
+    from volary.learning.sousvide.evaluate import _Crash as SousVideCrash
+
+    for term in (crashed_out, DeployCrash, SousVideCrash):
+        assert term.time_out is False and not terms.is_time_out(term)
+
+
 def test_a_time_limit_term_truncates_and_does_not_terminate() -> None:
     # the state clock is float32 (0.4999997 s after 30 steps): a limit just under 0.5 s
     env = _Hold((terms.crashed, terms.time_limit(0.49)), max_steps=1000)
