@@ -4,6 +4,7 @@ encoder; the learned_rgb planner's RGB depth encoder."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, NoReturn
 
@@ -173,77 +174,80 @@ def _early_stop(task: str, target: float | None, episodes: int, every: int, firs
     return EarlyStop(validate, target=target, every=every, first=first)
 
 
-@rl_app.command("train")
-def rl_train(
-    task: Annotated[
-        str | None,
-        typer.Option("--task", help="Task name (volary.envs.make_env); or take --recipe's."),
-    ] = None,
-    envs: Annotated[
-        int | None, typer.Option("--envs", help="Parallel envs (default 64, or --recipe's).")
-    ] = None,
-    iterations: Annotated[
-        int | None,
-        typer.Option("--iterations", help="PPO iterations (default 100, or --recipe's)."),
-    ] = None,
-    seed: Seed = 0,
-    device: Device = "cpu",
-    out: Out = Path("rl_out"),
-    set_: SetOption = None,
-    log_every: Annotated[int, typer.Option("--log-every", help="Print every K iterations.")] = 5,
-    env_opt: EnvOpts = None,
-    learner: Annotated[
-        str | None,
-        typer.Option(
-            "--learner",
-            help="volary (its own PPO, the default) or rsl_rl (rsl-rl-lib's OnPolicyRunner on "
-            "the same PPOConfig; the policy is saved in volary's format either way).",
-        ),
-    ] = None,
-    recipe: Annotated[
-        str | None,
-        typer.Option(
-            "--recipe",
-            help="A named recipe (volary.learning.rl.recipes, e.g. hover-fast): its task, envs, "
-            "iterations, --env and --set values; options given here override them.",
-        ),
-    ] = None,
-    stop_at: Annotated[
-        float | None,
-        typer.Option(
-            "--stop-at",
-            help="Stop once the deterministic policy succeeds in this fraction of held-out "
-            "validation episodes (checked every --val-every iterations; --iterations is then "
-            "the most it runs); keeps the best validated policy. Default: none, or --recipe's; "
-            "0: none.",
-        ),
-    ] = None,
-    val_episodes: Annotated[
-        int | None,
-        typer.Option(
-            "--val-episodes", help="Validation episodes for --stop-at (default 256, or --recipe's)."
-        ),  # fmt: skip
-    ] = None,
-    val_every: Annotated[
-        int | None,
-        typer.Option(
-            "--val-every", help="Validate every K iterations (default 10, or --recipe's)."
-        ),  # fmt: skip
-    ] = None,
-    val_first: Annotated[
-        int | None,
-        typer.Option(
-            "--val-first",
-            help="First validation after this many iterations (default --val-every, or "
-            "--recipe's).",
-        ),
-    ] = None,
-) -> None:
-    """Train a PPO policy; write policy.pt, report.json and learning_curve.png into --out.
+TrainTask = Annotated[
+    str | None,
+    typer.Option("--task", help="Task name (volary.envs.make_env); or take --recipe's."),
+]
+TrainEnvs = Annotated[
+    int | None, typer.Option("--envs", help="Parallel envs (default 64, or --recipe's).")
+]
+Iterations = Annotated[
+    int | None, typer.Option("--iterations", help="PPO iterations (default 100, or --recipe's).")
+]
+LogEvery = Annotated[int, typer.Option("--log-every", help="Print every K iterations.")]
+Learner = Annotated[
+    str | None,
+    typer.Option(
+        "--learner",
+        help="volary (its own PPO, the default) or rsl_rl (rsl-rl-lib's OnPolicyRunner on "
+        "the same PPOConfig; the policy is saved in volary's format either way).",
+    ),
+]
+Recipe = Annotated[
+    str | None,
+    typer.Option(
+        "--recipe",
+        help="A named recipe (volary.learning.rl.recipes, e.g. hover-fast): its task, envs, "
+        "iterations, --env and --set values; options given here override them.",
+    ),
+]
+StopAt = Annotated[
+    float | None,
+    typer.Option(
+        "--stop-at",
+        help="Stop once the deterministic policy succeeds in this fraction of held-out "
+        "validation episodes (checked every --val-every iterations; --iterations is then "
+        "the most it runs); keeps the best validated policy. Default: none, or --recipe's; "
+        "0: none.",
+    ),
+]
+ValEpisodes = Annotated[
+    int | None,
+    typer.Option(
+        "--val-episodes", help="Validation episodes for --stop-at (default 256, or --recipe's)."
+    ),  # fmt: skip
+]
+ValEvery = Annotated[
+    int | None,
+    typer.Option("--val-every", help="Validate every K iterations (default 10, or --recipe's)."),
+]
+ValFirst = Annotated[
+    int | None,
+    typer.Option(
+        "--val-first",
+        help="First validation after this many iterations (default --val-every, or --recipe's).",
+    ),
+]
 
-    --set takes PPOConfig fields, e.g. --set lr=1e-3 --set hidden=128,128."""
+
+@dataclass(frozen=True)
+class _TrainRun:
+    """What ``rl train`` runs, resolved from its options over ``--recipe``'s values."""
+
+    recipe: Any  # the Recipe, or None
+    task: str
+    learner: str
+    envs: int
+    iterations: int
+
+
+def _train_run(
+    recipe: str | None, task: str | None, learner: str | None, envs: int | None,
+    iterations: int | None, log_every: int, device: str,
+) -> _TrainRun:  # fmt: skip
+    """The recipe, task, learner, env count and iterations (options override the recipe);
+    exits with one line for a bad or conflicting option."""
     from volary.errors import VolaryError
-    from volary.learning.rl.ppo import PPOConfig, plot_learning_curve, save_policy, train_ppo
     from volary.learning.rl.recipes import get_recipe
 
     try:
@@ -265,40 +269,68 @@ def rl_train(
                           "--log-every")):  # fmt: skip
         _check_positive(value, option)
     _check_device(device)
+    return _TrainRun(rec, task, learner, envs, iterations)
+
+
+def _ppo_config(rec: Any, seed: int, set_: list[str] | None) -> Any:
+    """The PPOConfig: the recipe's (or the defaults) with --seed and --set applied."""
+    from volary.errors import VolaryError
+    from volary.learning.rl.ppo import PPOConfig
+
     try:
         base = PPOConfig(**rec.ppo) if rec else PPOConfig()
-        cfg = configure(base, [("--seed", "seed", seed)], set_)
+        return configure(base, [("--seed", "seed", seed)], set_)
     except VolaryError as err:
         _fail(str(err))
-    options = _env_options(task, dict(rec.env) if rec else {}, env_opt)
-    env = _make_env(task, envs, seed, device, options)
+
+
+def _validation(
+    rec: Any, stop_at: float | None, episodes: int | None, every: int | None, first: int | None
+) -> tuple[float | None, int, int, int]:
+    """(--stop-at (None: no early stop), --val-episodes, --val-every, --val-first), the
+    options over the recipe's values over the defaults."""
     stop_at = stop_at if stop_at is not None else (rec.stop_at if rec else None)
     stop_at = None if stop_at == 0.0 else stop_at  # --stop-at 0: train every iteration
-    val_every = val_every if val_every is not None else (rec.val_every if rec else 10)
-    if val_first is None:
-        val_first = (rec.val_first if rec else None) or val_every
-    if val_episodes is None:
-        val_episodes = rec.val_episodes if rec else 256
-    stop = _early_stop(task, stop_at, val_episodes, val_every, val_first, seed, device, options)
-    printer = _Printer(log_every, iterations)
+    every = every if every is not None else (rec.val_every if rec else 10)
+    if first is None:
+        first = (rec.val_first if rec else None) or every
+    if episodes is None:
+        episodes = rec.val_episodes if rec else 256
+    return stop_at, episodes, every, first
+
+
+def _fit(env: Any, cfg: Any, run: _TrainRun, printer: _Printer, stop: Any) -> tuple[Any, dict]:
+    """Train with the run's learner; (policy, report) with the task and learner recorded."""
+    from volary.errors import VolaryError
+    from volary.learning.rl.ppo import train_ppo
+
     try:
-        if learner == "rsl_rl":
-            policy, report = _train_rsl_rl(env, cfg, iterations, printer, stop)
+        if run.learner == "rsl_rl":
+            policy, report = _train_rsl_rl(env, cfg, run.iterations, printer, stop)
         else:
-            policy, report = train_ppo(env, cfg, iterations, progress=printer, stop=stop)
+            policy, report = train_ppo(env, cfg, run.iterations, progress=printer, stop=stop)
     except VolaryError as err:
         _fail(str(err))
-    report["task"] = task
-    report["learner"] = learner
+    report["task"] = run.task
+    report["learner"] = run.learner
+    return policy, report
+
+
+def _write_training(out: Path, policy: Any, cfg: Any, report: dict, meta: dict,
+                    run: _TrainRun, options: dict[str, Any]) -> None:  # fmt: skip
+    """policy.pt (and the recipe's policy.npz), report.json and learning_curve.png in out."""
+    from volary.learning.rl.ppo import plot_learning_curve, save_policy
+
     out.mkdir(parents=True, exist_ok=True)
-    meta = {"task": task, "envs": envs, "iterations": report["iterations"], "seed": seed,
-            "device": device, "stop_at": stop_at,
-            "env_options": _jsonable(options), "recipe": recipe, "learner": learner}  # fmt: skip
     save_policy(out / "policy.pt", policy, cfg, meta)
-    if rec is not None and rec.npz:
-        _write_npz(policy, out / "policy.npz", task, options)
+    if run.recipe is not None and run.recipe.npz:
+        _write_npz(policy, out / "policy.npz", run.task, options)
     (out / "report.json").write_text(json.dumps(report, indent=2))
-    plot_learning_curve(report, out / "learning_curve.png", title=f"PPO on {task}")
+    plot_learning_curve(report, out / "learning_curve.png", title=f"PPO on {run.task}")
+
+
+def _print_training(report: dict, out: Path, task: str) -> None:
+    """The validation line (with --stop-at) and the summary line."""
     if "validation" in report:
         v = report["validation"]
         console.print(
@@ -312,6 +344,43 @@ def rl_train(
         f"{out / 'policy.pt'}, report.json, learning_curve.png",
         highlight=False,
     )
+
+
+@rl_app.command("train")
+def rl_train(
+    task: TrainTask = None,
+    envs: TrainEnvs = None,
+    iterations: Iterations = None,
+    seed: Seed = 0,
+    device: Device = "cpu",
+    out: Out = Path("rl_out"),
+    set_: SetOption = None,
+    log_every: LogEvery = 5,
+    env_opt: EnvOpts = None,
+    learner: Learner = None,
+    recipe: Recipe = None,
+    stop_at: StopAt = None,
+    val_episodes: ValEpisodes = None,
+    val_every: ValEvery = None,
+    val_first: ValFirst = None,
+) -> None:
+    """Train a PPO policy; write policy.pt, report.json and learning_curve.png into --out.
+
+    --set takes PPOConfig fields, e.g. --set lr=1e-3 --set hidden=128,128."""
+    run = _train_run(recipe, task, learner, envs, iterations, log_every, device)
+    rec = run.recipe
+    cfg = _ppo_config(rec, seed, set_)
+    options = _env_options(run.task, dict(rec.env) if rec else {}, env_opt)
+    env = _make_env(run.task, run.envs, seed, device, options)
+    stop_at, *val = _validation(rec, stop_at, val_episodes, val_every, val_first)
+    stop = _early_stop(run.task, stop_at, *val, seed, device, options)
+    policy, report = _fit(env, cfg, run, _Printer(log_every, run.iterations), stop)
+    meta = {"task": run.task, "envs": run.envs, "iterations": report["iterations"],
+            "seed": seed, "device": device, "stop_at": stop_at,
+            "env_options": _jsonable(options), "recipe": recipe,
+            "learner": run.learner}  # fmt: skip
+    _write_training(out, policy, cfg, report, meta, run, options)
+    _print_training(report, out, run.task)
 
 
 @rl_app.command("eval")
