@@ -7,6 +7,13 @@ the same trials (their committed full-protocol rows, nav-flyingtrust-slate/*/tri
         ros1:ego_volume=benchmarks/results/ros1_planners/ego-volume \
         > benchmarks/results/ros1_planners/summary.json
 
+The full protocol's six-platform part (420 trials a planner):
+
+    .venv/bin/python benchmarks/ros1_planners.py \
+        ros1:ego=benchmarks/results/ros1_planners/ego-full6 \
+        ros1:fast_planner=benchmarks/results/ros1_planners/fast_planner-full6 \
+        > benchmarks/results/ros1_planners/full6-summary.json
+
 The ``*_volume`` runs are the second setting (examples/ros1_planners.toml): the same planners
 given the trial's flight volume (map floor and virtual ceiling) instead of upstream's fixed one.
 Only complete runs belong here (pairs are over the trials every run has): add
