@@ -12,7 +12,10 @@ The full protocol's six-platform part (420 trials a planner):
     .venv/bin/python benchmarks/ros1_planners.py \
         ros1:ego=benchmarks/results/ros1_planners/ego-full6 \
         ros1:fast_planner=benchmarks/results/ros1_planners/fast_planner-full6 \
+        --report=benchmarks/results/ros1_planners/full6-report \
         > benchmarks/results/ros1_planners/full6-summary.json
+
+``--report=DIR`` also writes volary's HTML report of the rows (``DIR/index.html``, CSV exports).
 
 The ``*_volume`` runs are the second setting (examples/ros1_planners.toml): the same planners
 given the trial's flight volume (map floor and virtual ceiling) instead of upstream's fixed one.
@@ -131,8 +134,20 @@ def table_ii(scores: dict, iv: dict) -> list[dict]:
     return out
 
 
+def write_report(rows: list, out: Path) -> None:
+    """volary's HTML report (``volary bench report``'s) of the published planners beside
+    volary's on the common trials: success and scores with intervals, paired tests, letters."""
+    from volary.bench.nav.report import make_report
+
+    title = "FLYINGTRUST protocol: the published planners beside volary's, same trials"
+    index = make_report(rows, out, title=title, suite="flyingtrust")
+    print(f"wrote {index}", file=sys.stderr)
+
+
 def main() -> None:
-    runs = {a.split("=", 1)[0]: Path(a.split("=", 1)[1]) for a in sys.argv[1:]}
+    args = [a for a in sys.argv[1:] if not a.startswith("--report=")]
+    report = [Path(a.removeprefix("--report=")) for a in sys.argv[1:] if a not in args]
+    runs = {a.split("=", 1)[0]: Path(a.split("=", 1)[1]) for a in args}
     mine = [r for d in runs.values() for r in load_results(d / "run.sqlite")]
     keys = {key(r) for r in mine}
     peers = [r for name in ("ego", "kinodynamic")
@@ -141,6 +156,8 @@ def main() -> None:
     algos = sorted({r.algo for r in mine})
     common = set.intersection(*({key(r) for r in mine if r.algo == a} for a in algos))
     rows = [r for r in mine + peers if key(r) in common]
+    for out_dir in report:
+        write_report(rows, out_dir)
     scores = {s.algo: s for s in composite_scores(rows)}
     draws = score_draws(rows)
     iv = score_intervals(draws)
