@@ -144,6 +144,23 @@ def write_report(rows: list, out: Path) -> None:
     print(f"wrote {index}", file=sys.stderr)
 
 
+def timing_lines(path: Path, algo: str, rows: list) -> list[dict]:
+    """The relay's timing line of each of ``rows``, matched by (platform, trial seed): the
+    relay names the trial by the seed of its NavTask, ``trial_seed(run seed, key)``. A trial
+    flown twice (an interrupted unit flown again by ``volary bench resume``) keeps its last
+    line; lines of trials not in ``rows`` are dropped."""
+    from volary.bench.nav.schema import trial_seed
+
+    want = {(r.platform, trial_seed(r.seed, r.key)) for r in rows}
+    last: dict[tuple[str, int], dict] = {}
+    for text in path.read_text().splitlines():
+        t = json.loads(text)
+        k = (t["platform"], t["seed"])
+        if t["planner"] == algo and k in want:
+            last[k] = t
+    return list(last.values())
+
+
 def main() -> None:
     args = [a for a in sys.argv[1:] if not a.startswith("--report=")]
     report = [Path(a.removeprefix("--report=")) for a in sys.argv[1:] if a not in args]
@@ -211,8 +228,7 @@ def main() -> None:
     out["table_ii"] = table_ii(scores, iv)
     timing = {}
     for algo, d in runs.items():
-        lines = [json.loads(x) for x in (d / "timing.jsonl").read_text().splitlines()]
-        lines = [t for t in lines if t["planner"] == algo]
+        lines = timing_lines(d / "timing.jsonl", algo, [r for r in mine if r.algo == algo])
         run = json.loads((d / "run.json").read_text())
         shares = [t["wait_share"] for t in lines if t["wait_share"] is not None]
         timing[algo] = {
