@@ -2,7 +2,7 @@
 flown at fixed seeds on CPU, its outputs saved bit-exactly, and two such files compared.
 
 It calls only public entry points that the refactor keeps (``volary.bench.nav.episode.run_unit``,
-``volary.bench.race.run_race``, ``volary.bench.tracking.track_figure_eight``,
+``volary.studies.alphapilot.race.run_race``, ``volary.bench.tracking.track_figure_eight``,
 ``volary.envs.make_env``, ``volary.learning.sousvide.generate.generate`` / ``evaluate.evaluate``,
 ``volary.learning.boundary.dataset.label_inputs`` / ``deploy.fly_course``), so the same script
 runs unchanged against the old and the new tree::
@@ -163,7 +163,7 @@ RACE_COURSES = int(os.environ.get("PARITY_RACE_COURSES", "5"))  # perturbed cour
 
 
 def section_race() -> dict:
-    from volary.bench.race import leaderboard, make_racer, run_race
+    from volary.studies.alphapilot.race import leaderboard, make_racer, run_race
     from volary.worlds import alphapilot_2019, alphapilot_2019_courses
 
     items: dict[str, dict] = {}

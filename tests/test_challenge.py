@@ -10,7 +10,10 @@ import math
 import pytest
 import torch
 
-from volary.bench.challenge import (
+from volary.errors import ConfigError, UnknownNameError
+from volary.math.quaternion import quat_from_euler, quat_integrate, quat_to_rotmat
+from volary.sensors.imu import imu_config
+from volary.studies.alphapilot.challenge import (
     FAULTS,
     SENSOR_SETS,
     TABLE_IV,
@@ -18,9 +21,8 @@ from volary.bench.challenge import (
     challenge_summary,
     run_challenge,
 )
-from volary.errors import ConfigError, UnknownNameError
-from volary.math.quaternion import quat_from_euler, quat_integrate, quat_to_rotmat
-from volary.planning.challenge import (
+from volary.studies.alphapilot.estimation import VEHICLE, GateEkf, GateMap
+from volary.studies.alphapilot.interface import (
     CONTESTANTS,
     BeaconReport,
     Briefing,
@@ -29,9 +31,7 @@ from volary.planning.challenge import (
     RangeReport,
     make_contestant,
 )
-from volary.planning.sensor_racer import SensorRacer
-from volary.sensors.estimation import VEHICLE, GateEkf, GateMap
-from volary.sensors.imu import imu_config
+from volary.studies.alphapilot.sensor_racer import SensorRacer
 from volary.worlds import alphapilot_2019, alphapilot_2019_courses
 
 QUICK = {"iters": 20, "samples": 200}  # a rough nominal plan: these tests fly seconds, not laps

@@ -10,8 +10,8 @@ import torch
 
 from volary.math.quaternion import quat_from_euler
 from volary.sensors import DepthCamera, camera_config
-from volary.sensors.gate_detector import GateDetector, frame_sdf
 from volary.sensors.raycast import make_raycaster
+from volary.studies.alphapilot.gate_detector import GateDetector, frame_sdf
 from volary.worlds import Gate, SceneSpec
 
 W, H = 1.0, 0.8  # half opening (m)

@@ -1,16 +1,21 @@
 """DESIGN.md's layer rule: a module imports only from its own layer or below; nothing imports
-``volary.cli``; importing volary loads no optional backend."""
+``volary.cli``; a study (layer 6) imports layers 0-5 and never another study; the core imports
+no study except the marked shims of moved modules (``MOVED_TO``), which warn and re-export, and
+nothing in the repository imports a shim; importing volary loads no optional backend."""
 
 from __future__ import annotations
 
 import ast
+import importlib
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
 
-SRC = Path(__file__).resolve().parents[1] / "src" / "volary"
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "src" / "volary"
 LAYER = {
     "math": 0,
     "errors": 0,
@@ -20,6 +25,7 @@ LAYER = {
     "config": 0,
     "inputs": 0,
     "cpu": 0,
+    "deprecation": 0,
     "dynamics": 1,
     "platforms": 2,
     "worlds": 2,
@@ -36,7 +42,8 @@ LAYER = {
     "ros1": 5,
     "fc": 5,  # firmware in the loop (issue 58)
     "view": 5,
-    "cli": 6,
+    "studies": 6,  # one reproduced paper each (volary.studies.<study>)
+    "cli": 7,
 }
 
 
@@ -60,19 +67,102 @@ def _imports(path: Path) -> list[str]:
 FILES = sorted(p for p in SRC.rglob("*.py") if _subpackage(p) is not None)
 
 
+def _moved_to(path: Path) -> str | None:
+    """A shim's ``MOVED_TO = "volary...."`` (the module it re-exports), else None."""
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == ["MOVED_TO"]:
+            return ast.literal_eval(node.value)
+    return None
+
+
+def _module(path: Path) -> str:
+    parts = path.relative_to(SRC.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _study(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[1] == "studies" else None
+
+
+SHIMS = {_module(p): m for p in FILES if (m := _moved_to(p)) is not None}
+
+
 @pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(SRC)))
 def test_module_imports_only_its_layer_or_below(path):
     own = _subpackage(path)
     assert own in LAYER, f"{own} is not a layer of DESIGN.md"
+    shim_of = _moved_to(path)
     for mod in _imports(path):
         parts = mod.split(".")
         if len(parts) < 2:
             continue
         target = parts[1]
         assert target != "cli" or own == "cli", f"{path.name} imports volary.cli"
+        if mod == shim_of or (shim_of and mod == shim_of.rsplit(".", 1)[0]):
+            continue  # a marked shim imports the module it re-exports
         assert LAYER[target] <= LAYER[own], (
             f"{path.relative_to(SRC)} (layer {LAYER[own]}) imports {mod} (layer {LAYER[target]})"
         )
+        mine, theirs = _study(_module(path)), _study(mod)
+        assert theirs is None or mine in (None, theirs), (
+            f"{path.relative_to(SRC)} (study {mine}) imports another study: {mod}"
+        )
+
+
+def test_only_marked_shims_re_export_studies():
+    """The core reaches a study only through a shim marked ``MOVED_TO``, and the mark names a
+    study module that exists."""
+    assert SHIMS, "no shims found: the AlphaPilot study's old paths are gone?"
+    for old, new in SHIMS.items():
+        assert _study(new) is not None, f"{old}: MOVED_TO {new!r} is not a study module"
+        assert (SRC.parent / (new.replace(".", "/") + ".py")).is_file(), f"{old}: no {new}"
+
+
+def _repo_python_files() -> list[Path]:
+    dirs = [SRC, ROOT / "tests", ROOT / "benchmarks", ROOT / "experiments", ROOT / "docs"]
+    return sorted(p for d in dirs if d.is_dir() for p in d.rglob("*.py"))
+
+
+def _imported(text: str) -> set[str]:
+    """Every volary module a source imports, ``from volary.bench import race`` as
+    ``volary.bench.race`` too."""
+    out = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+        elif isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+    return {m for m in out if m.startswith("volary.")}
+
+
+def test_nothing_in_the_repository_imports_a_shim():
+    """Internal code, tests, benchmarks and experiments use the new paths; the shims are for
+    users' code only (this test module imports them on purpose)."""
+    used = []
+    for path in _repo_python_files():
+        text = path.read_text()
+        if path == Path(__file__).resolve() or "MOVED_TO" in text:
+            continue
+        if not any(old.rsplit(".", 1)[1] in text for old in SHIMS):  # cheap: no shim's name
+            continue
+        for mod in sorted(_imported(text)):
+            used += [f"{path.relative_to(ROOT)} imports {mod}" for old in SHIMS if mod == old]
+    assert used == [], "\n".join(used)
+
+
+@pytest.mark.parametrize("old", sorted(SHIMS))
+def test_a_shim_warns_and_re_exports_the_new_module(old):
+    shim, new = importlib.import_module(old), importlib.import_module(SHIMS[old])
+    names = list(new.__all__) if hasattr(new, "__all__") else [n for n in vars(new) if n[0] != "_"]
+    assert set(shim.__all__) == set(names) and names
+    for name in names:
+        with pytest.warns(DeprecationWarning, match=f"moved to {SHIMS[old]}.{name}"):
+            assert getattr(shim, name) is getattr(new, name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(AttributeError):
+            shim.no_such_name  # noqa: B018
 
 
 def test_import_has_no_heavy_side_effects():

@@ -1,6 +1,7 @@
-"""AlphaPilot 2019 race (volary.bench.race): the score rule on hand-made cases, the race loop's
-bookkeeping on a small scripted course, both racers (min-snap baseline, minimum-time) on a few-gate
-course, the nominal course and the perturbed ones, and picking a racer by name."""
+"""AlphaPilot 2019 race (volary.studies.alphapilot.race): the score rule on hand-made cases,
+the race loop's bookkeeping on a small scripted course, both racers (min-snap baseline,
+minimum-time) on a few-gate course, the nominal course and the perturbed ones, and picking a
+racer by name."""
 
 from __future__ import annotations
 
@@ -12,7 +13,11 @@ import numpy as np
 import pytest
 import torch
 
-from volary.bench.race import (
+from volary.control import Gains
+from volary.errors import ConfigError
+from volary.planning import min_snap, rest_to_rest
+from volary.planning.timing import proportional_times
+from volary.studies.alphapilot.race import (
     DEFAULT_RACER,
     RACERS,
     TOP_2019_SCORE,
@@ -25,11 +30,7 @@ from volary.bench.race import (
     race_score,
     run_race,
 )
-from volary.cli.race import race_cli
-from volary.control import Gains
-from volary.errors import ConfigError
-from volary.planning import min_snap, rest_to_rest
-from volary.planning.timing import proportional_times
+from volary.studies.alphapilot.reports import race_cli
 from volary.worlds import Gate, SceneSpec, alphapilot_2019, alphapilot_2019_courses
 from volary.worlds.tracks import vertical_gate
 
@@ -171,8 +172,8 @@ def test_mintime_racer_finishes_a_few_gate_course_faster_than_the_baseline():
 def test_tabulated_setpoints_equal_the_per_step_ones():
     """The race loop tabulates a plan's setpoints a chunk of steps at a time
     (TrajectoryPlan.setpoints); each equals the per-step TrajectoryPlan.setpoint at that time."""
-    from volary.bench.race import RACE_PLATFORM
     from volary.platforms import catalogue
+    from volary.studies.alphapilot.race import RACE_PLATFORM
 
     courses = [alphapilot_2019(), *alphapilot_2019_courses(1, 0)]
     params = catalogue.params([RACE_PLATFORM] * 2)
@@ -190,8 +191,8 @@ def test_mintime_plans_do_not_depend_on_the_batch():
     """A course's plan is the same alone, after other courses, or beside its nominal course:
     perturbed courses warm-start from their own unperturbed course, never from the batch's
     first one (which made the leaderboard 92.10 or 92.33 depending on the batch)."""
-    from volary.bench.race import RACE_PLATFORM
     from volary.platforms import catalogue
+    from volary.studies.alphapilot.race import RACE_PLATFORM
 
     racer = MinTimeRacer(iters=12, warm_iters=6, samples=200)
     params = catalogue.params(RACE_PLATFORM)

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from volary.bench.challenge import SENSOR_SETS, ChallengeSensors, run_challenge
-from volary.planning.challenge import Briefing, ChallengeObservation
+from volary.studies.alphapilot.challenge import SENSOR_SETS, ChallengeSensors, run_challenge
+from volary.studies.alphapilot.interface import Briefing, ChallengeObservation
 from volary.worlds.tracks import COURSE_GENERATORS, alphapilot_2019_courses
 
 TABLE = Path(__file__).resolve().parents[1] / "docs" / "race-interface.md"

@@ -15,7 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from volary.bench.challenge import (
+from volary.cli.main import app
+from volary.errors import ConfigError, UnknownNameError
+from volary.studies.alphapilot.challenge import (
     ChallengeResult,
     ChallengeSensors,
     noise_key,
@@ -23,10 +25,8 @@ from volary.bench.challenge import (
     run_challenge_seeds,
     seeds_summary,
 )
-from volary.bench.race import RaceResult, leaderboard
-from volary.cli.main import app
-from volary.errors import ConfigError, UnknownNameError
-from volary.planning.sensor_racer import SensorRacer
+from volary.studies.alphapilot.race import RaceResult, leaderboard
+from volary.studies.alphapilot.sensor_racer import SensorRacer
 from volary.worlds import alphapilot_2019, perturb_course, unperturbed
 from volary.worlds.tracks import (
     COURSE_GENERATORS,

@@ -58,7 +58,7 @@ def _spec() -> Any:
 
 
 def test_lap_record_and_score_follow_the_reporter_and_race_rules() -> None:
-    from volary.bench.race import race_score
+    from volary.bench.gate_race import race_score
 
     names = ["Gate10", "Gate21", "Gate2"]
     lap = Lap(names, timeout_s=300.0)
@@ -288,7 +288,7 @@ def test_flightgoggles_racer_flies_the_course(tmp_path: Path) -> None:
     results YAML (file and topic) is the reporter's, its score is race_score's; the parameters
     on the master are the course's; the sensors follow FlightGoggles' conventions; NaN and inf
     commands are refused with the field named while the World flies on."""
-    from volary.bench.race import race_score
+    from volary.bench.gate_race import race_score
 
     procs = Procs()
     t0 = time.monotonic()

@@ -273,7 +273,7 @@ def _serve_controls() -> Collection[str]:
 
 
 def _racer(name: str) -> Any:
-    from volary.planning.racing import RACERS
+    from volary.studies.alphapilot.racers import RACERS
 
     return RACERS.get(name)
 
@@ -285,7 +285,7 @@ def _course_generator(name: str) -> Any:
 
 
 def _contestant(name: str) -> None:
-    from volary.planning.challenge import CONTESTANTS
+    from volary.studies.alphapilot.interface import CONTESTANTS
 
     if ":" not in name:  # module:Class is imported when the race starts
         CONTESTANTS.get(name)
@@ -693,7 +693,7 @@ OPTIONS: dict[str, dict[str, Check]] = {
 
 
 def _challenge() -> Any:
-    import volary.bench.challenge as challenge
+    import volary.studies.alphapilot.challenge as challenge
 
     return challenge
 

@@ -68,9 +68,9 @@ def side_parts(out: str, seed: int) -> dict[str, Any]:
 
 
 def _race(d: Path, seed: int) -> dict[str, Any]:
-    from volary.bench.race import run_race
-    from volary.cli.race import plot_race
-    from volary.planning.racing import make_racer
+    from volary.studies.alphapilot.race import run_race
+    from volary.studies.alphapilot.racers import make_racer
+    from volary.studies.alphapilot.reports import plot_race
     from volary.worlds import alphapilot_2019
 
     res = run_race(racer=make_racer(RACER), seed=seed)

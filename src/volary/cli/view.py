@@ -20,8 +20,8 @@ def load_source(source: Path | None, trial: str | None, race: str | None, seed: 
     if race is not None:
         if source is not None:
             raise ConfigError("--race: flies the AlphaPilot course; give no SOURCE with it")
-        from volary.bench.race import run_race
-        from volary.planning.racing import make_racer
+        from volary.studies.alphapilot.race import run_race
+        from volary.studies.alphapilot.racers import make_racer
 
         return race_recording(run_race(racer=make_racer(race), seed=seed))
     if source is None:

@@ -136,7 +136,7 @@ class Ros1Options:
         """The platform flown (``platform``, or the firmware's default)."""
         if self.platform is not None:
             return self.platform
-        from volary.bench.race import RACE_PLATFORM
+        from volary.bench.gate_race import RACE_PLATFORM
 
         return RACE_PLATFORM if self.firmware == "ideal" else FIRMWARE_PLATFORM
 
@@ -463,7 +463,7 @@ class Ros1Bridge(WorldHost):
             self._disarm()  # reset_slot starts a fresh firmware
 
     def crashed(self) -> bool:
-        """:func:`volary.bench.race.crashed_out`'s rule for vehicle 0 (touching a gate or the
+        """:func:`volary.bench.gate_race.crashed_out`'s rule for vehicle 0 (touching a gate or the
         ceiling, leaving the arena, hitting the ground, a diverged simulation), its scene query
         on :meth:`events_now`'s schedule (skipped only while no contact is possible)."""
         ev, w = self.events_now(), self.world

@@ -10,8 +10,9 @@ Location}`` for a passed gate, ``{Name, Success: "False"}`` for one not passed, 
 
 :class:`Lap` keeps the same record, fed by the bridge with volary's gate passages
 (:class:`volary.worlds.GateTracker`: the reporter's box-and-plane rule, in order, a skipped gate
-missed), its collision rule (:func:`volary.bench.race.crashed_out`) and sim times; its score is
-:func:`volary.bench.race.race_score` of that record, the function ``volary race`` scores with.
+missed), its collision rule (:func:`volary.bench.gate_race.crashed_out`) and sim times; its
+score is :func:`volary.bench.gate_race.race_score` of that record, the function ``volary race``
+scores with.
 """
 
 from __future__ import annotations
@@ -87,10 +88,10 @@ class Lap:
         return math.nan if last is None else last
 
     def score(self) -> float:
-        """AlphaPilot's score of this run by :func:`volary.bench.race.race_score`."""
+        """AlphaPilot's score of this run by :func:`volary.bench.gate_race.race_score`."""
         import torch
 
-        from volary.bench.race import race_score
+        from volary.bench.gate_race import race_score
 
         t = torch.tensor([self.time], dtype=torch.float64)
         return float(

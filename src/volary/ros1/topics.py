@@ -34,7 +34,7 @@ FPS = "/uav/camera/debug/fps"
 RATE_THRUST = "/uav/input/rateThrust"
 # volary's additions (FlightGoggles had none of these)
 RESULTS = "/volary/results"  # std_msgs/String, latched: the reporter's results YAML
-SCORE = "/volary/score"  # std_msgs/Float64, latched: the lap's score (volary.bench.race)
+SCORE = "/volary/score"  # std_msgs/Float64, latched: the lap's score (bench.gate_race)
 COMMAND_ERROR = "/volary/command_error"  # std_msgs/String: why a RateThrust was refused
 CLOCK_SCALE = "/volary/clock_scale"  # std_msgs/Float32: sim s per wall s (real-time mode)
 

@@ -463,7 +463,7 @@ def episode_recording(
 
 
 def race_recording(result: Any, courses: Sequence[SceneSpec] | None = None) -> Recording:
-    """The first course of a :class:`volary.bench.race.RaceResult` with its flown path."""
+    """The first course of a :class:`volary.bench.gate_race.RaceResult` with its flown path."""
     from volary.worlds.tracks import alphapilot_2019
 
     spec = alphapilot_2019() if courses is None else courses[0]
@@ -473,7 +473,7 @@ def race_recording(result: Any, courses: Sequence[SceneSpec] | None = None) -> R
     outcome = "finished" if bool(result.finished[0]) else "did not finish"
     time = float(result.time[0])
     note = f"{outcome}" + ("" if math.isnan(time) else f" in {time:.2f} s")
-    from volary.bench.race import RACE_PLATFORM
+    from volary.bench.gate_race import RACE_PLATFORM
     from volary.platforms import get
 
     radius = float(get(RACE_PLATFORM).radius)

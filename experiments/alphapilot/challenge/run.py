@@ -6,13 +6,13 @@ configurations run in a process pool (``--jobs``, default 2, one per core). The 
 replication is the course: completion rate and mean +- std are over the 25 courses, the
 leaderboard is the mean of the best five (the challenge's rule).
 
-    .venv/bin/python benchmarks/challenge.py                   # seed 0, every configuration
-    .venv/bin/python benchmarks/challenge.py --configs default --seed 1
+    .venv/bin/python experiments/alphapilot/challenge/run.py      # seed 0, every configuration
+    .venv/bin/python experiments/alphapilot/challenge/run.py --configs default --seed 1
 
-Writes ``benchmarks/results/challenge.json`` (figures, per-course rows, wall times, machine)
-and ``benchmarks/results/challenge_estimation.png`` (the default configuration's estimation
-error along the course), and prints the table. The oracle racer (true gates and state) is
-``volary race --mode oracle``: an upper bound, not a challenge score.
+Writes ``results/ablations-seed<SEED>.json`` beside this script (figures, per-course rows, wall
+times, machine) and ``results/ablations-seed<SEED>_estimation.png`` (the default
+configuration's estimation error along the course), and prints the table. The oracle racer
+(true gates and state) is ``volary race --mode oracle``: an upper bound, not a challenge score.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pathlib import Path
 for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_v, "1")
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(__file__).resolve().parent / "results"  # experiments/alphapilot/challenge/results
 # name -> (sensor set, faults): the default stack, the ablations (IMU + IR; the stereo camera
 # instead of the IR beacons), the robustness runs
 CONFIGS = {
@@ -45,7 +45,7 @@ def run_one(name: str, seed: int, plot: Path | None) -> dict:
     import torch
 
     torch.set_num_threads(1)
-    from volary.bench.challenge import (
+    from volary.studies.alphapilot.challenge import (
         FAULTS,
         SENSOR_SETS,
         challenge_summary,
@@ -71,8 +71,10 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--configs", default=",".join(CONFIGS))
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--out", type=Path, default=RESULTS / "challenge.json")
+    ap.add_argument("--out", type=Path, default=None, help="default results/ablations-seedN.json")
     args = ap.parse_args()
+    if args.out is None:
+        args.out = RESULTS / f"ablations-seed{args.seed}.json"
     names = [c for c in args.configs.split(",") if c]
     unknown = [c for c in names if c not in CONFIGS]
     if unknown:
@@ -84,7 +86,7 @@ def main() -> None:
                 for n in names}  # fmt: skip
         rows = [futs[n].result() for n in names]
     total = time.perf_counter() - t0
-    from volary.bench.challenge import TABLE_IV
+    from volary.studies.alphapilot.challenge import TABLE_IV
 
     doc = {
         "seed": args.seed,

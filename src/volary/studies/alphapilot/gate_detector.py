@@ -1,0 +1,365 @@
+"""Racing gates found in a depth image: a model-based detector for a sensors-only racer.
+
+A 2019 AlphaPilot team with a (stereo) camera had to find the gates in its images (paper 001
+Sec. V-C; Table III's teams used learned or hand-made detectors). This detector works on the
+point cloud a stereo depth image gives, expressed in the racer's *estimated* world frame, and on
+what the racer believes about each gate (the map corners with its current offsets, and how
+uncertain they are). It never sees object ids or the true poses.
+
+For each gate predicted in view (centre in front of the camera, inside the image, within
+``max_range``), the nearest ``max_candidates`` first:
+
+1. **Points**: the cloud points within the gate's half-diagonal plus its search radius
+   ``rho = clamp(3 sigma, 0, max_search)`` of the predicted centre (``sigma``: the gate's
+   position std), above the floor; at most ``max_points`` of them (a fixed pseudo-random
+   priority per pixel, so a gate's fit never depends on the rest of the batch).
+2. **Coarse search** (only when ``rho`` > ``fine_radius``): the frame model is slid over a grid
+   of horizontal translations (step ``grid_step``) within ``rho``, scoring the points within
+   ``inlier_m`` of its surface (by voting, :meth:`GateDetector._coarse`). The best cell is kept
+   only when it is unambiguous: the best score beyond 1.5 m of it must be below ``ambiguity``
+   times its own (a neighbouring gate or a wall would otherwise be taken for the one sought).
+3. **Fit**: Gauss-Newton on the point-to-frame signed distances over the gate's (dx, dy, dz,
+   dyaw) (gates stand upright; the attitude comes from the racer's estimate), with shrinking
+   inlier bands; a fit is kept when at least ``min_inliers`` points lie within ``inlier_m`` of
+   the fitted frame, some of them on a horizontal and some on a vertical bar (a lone bar
+   could slide along its length: not a detection).
+
+The frame model is the gate's opening (width x height from the corners) with bars of
+``border`` width and ``depth`` thickness, as :func:`volary.worlds._stack.gate_boxes` builds it:
+its signed distance is that of a rectangular ring extruded along the gate normal (Quilez's
+box and ring distances; exact outside, a lower bound inside).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from volary.errors import ConfigError
+from volary.sensors.rays import check_positive_int
+
+
+@dataclass(frozen=True)
+class GateDetections:
+    """Gates found in one frame, C candidate slots per env."""
+
+    corners: Tensor  # (N, C, 4, 3) m, fitted corners in the racer's estimated world frame
+    gate: Tensor  # (N, C) int64, the map index of the gate sought in that slot (-1: none)
+    ok: Tensor  # (N, C) bool, a detection
+    inliers: Tensor  # (N, C) int64, points within inlier_m of the fitted frame
+
+
+@functools.lru_cache(maxsize=8)
+def _priority(p: int) -> Tensor:
+    """(P,) float32: each pixel's fixed sampling priority, a seeded random permutation of the
+    pixels (no ties, well mixed over the image, the same for every env and batch)."""
+    gen = torch.Generator().manual_seed(0x6A7E)
+    return torch.randperm(p, generator=gen).float()  # exact in float32 below 2^24 pixels
+
+
+def rotate(R: Tensor, v: Tensor) -> Tensor:
+    """``R (N, 3, 3)`` applied to vectors ``v (N, P, 3)``, elementwise (no batched BLAS, whose
+    summation order can follow the batch size): an env's result never depends on the batch."""
+    rows = [R[:, i, 0, None] * v[..., 0] + R[:, i, 1, None] * v[..., 1]
+            + R[:, i, 2, None] * v[..., 2] for i in range(3)]  # fmt: skip
+    return torch.stack(rows, -1)
+
+
+def _box2(a: Tensor, z: Tensor, ha: Tensor, hz: Tensor) -> Tensor:
+    """Signed distance to a centred rectangle of half sizes (ha, hz) in the (a, z) plane."""
+    dx, dz = a.abs() - ha, z.abs() - hz
+    out = torch.sqrt(dx.clamp_min(0) ** 2 + dz.clamp_min(0) ** 2)
+    return out + torch.maximum(dx, dz).clamp_max(0)
+
+
+def frame_sdf(local: Tensor, half_w: Tensor, half_h: Tensor, border: Tensor, half_d: Tensor
+              ) -> Tensor:  # fmt: skip
+    """Signed distance (m) of gate-local points (..., 3) = (along the top bar, along the normal,
+    up) to a gate frame: the ring between the opening (2 half_w x 2 half_h) and the outer edge
+    (``border`` wider) extruded over +-half_d along the normal (module docstring). Sizes
+    broadcast against ``local[..., 0]``."""
+    a, n, z = local.unbind(-1)
+    outer = _box2(a, z, half_w + border, half_h + border)
+    ring = torch.maximum(outer, -_box2(a, z, half_w, half_h))
+    slab = n.abs() - half_d
+    out = torch.sqrt(ring.clamp_min(0) ** 2 + slab.clamp_min(0) ** 2)
+    return out + torch.maximum(ring, slab).clamp_max(0)
+
+
+class GateDetector:
+    """Model-based gate detection in a world-frame point cloud (module docstring).
+
+    ``corners`` (G, 4, 3): the map's gate corners (nominal; only the frame sizes are taken from
+    them), ``border`` and ``depth`` (G,) m: each frame's bar width and thickness."""
+
+    def __init__(
+        self,
+        corners: Tensor,
+        border: Tensor,
+        depth: Tensor,
+        *,
+        max_candidates: int = 3,
+        max_range: float = 25.0,
+        min_range: float = 1.0,
+        max_points: int = 768,
+        max_search: float = 5.0,
+        fine_radius: float = 0.3,
+        grid_step: float = 0.25,
+        inlier_m: float = 0.15,
+        min_inliers: int = 25,
+        ambiguity: float = 0.7,
+        floor_z: float = 0.0,
+        floor_margin: float = 0.3,
+        iters: int = 6,
+    ) -> None:
+        if corners.ndim != 3 or tuple(corners.shape[1:]) != (4, 3):
+            raise ConfigError(f"corners: expected (G, 4, 3), got {tuple(corners.shape)}")
+        check_positive_int("gate detector", max_candidates=max_candidates,
+                           max_points=max_points, min_inliers=min_inliers, iters=iters)  # fmt: skip
+        for name, x in (("max_range", max_range), ("grid_step", grid_step),
+                        ("inlier_m", inlier_m)):  # fmt: skip
+            if not (math.isfinite(x) and x > 0):
+                raise ConfigError(f"{name}: expected a value > 0, got {x!r}")
+        c = corners.to(torch.float64)
+        self.half_w = (c[:, 1] - c[:, 0]).norm(dim=-1) / 2
+        self.half_h = (c[:, 2] - c[:, 1]).norm(dim=-1) / 2
+        self.border = torch.as_tensor(border, dtype=torch.float64).expand(c.shape[0])
+        self.half_d = torch.as_tensor(depth, dtype=torch.float64).expand(c.shape[0]) / 2
+        self.radius = torch.sqrt((self.half_w + self.border) ** 2
+                                 + (self.half_h + self.border) ** 2 + self.half_d**2)  # fmt: skip
+        self.c, self.max_range, self.min_range = max_candidates, max_range, min_range
+        self.max_points, self.max_search, self.fine_radius = max_points, max_search, fine_radius
+        self.grid_step, self.inlier_m, self.min_inliers = grid_step, inlier_m, min_inliers
+        self.ambiguity, self.iters = ambiguity, iters
+        self.floor = floor_z + floor_margin
+
+    # ---- the frame model ----------------------------------------------------------------------
+    def _sdf(self, pts: Tensor, g: Tensor, centre: Tensor, yaw: Tensor, theta: Tensor) -> Tensor:
+        """(..., P) signed distances of world points ``pts`` (..., P, 3) to gate ``g``'s frame
+        at ``centre`` (..., 3) and ``yaw`` (...,) moved by ``theta`` (..., 4) = (dx, dy, dz,
+        dyaw)."""
+        rel = pts - (centre + theta[..., :3])[..., None, :]
+        psi = (yaw + theta[..., 3])[..., None]
+        cy, sy = torch.cos(psi), torch.sin(psi)
+        local = torch.stack((cy * rel[..., 0] + sy * rel[..., 1],
+                             -sy * rel[..., 0] + cy * rel[..., 1], rel[..., 2]), -1)  # fmt: skip
+
+        def size(v: Tensor) -> Tensor:
+            return v[g][..., None]
+
+        return frame_sdf(local, size(self.half_w), size(self.half_h), size(self.border),
+                         size(self.half_d))  # fmt: skip
+
+    # ---- detection ----------------------------------------------------------------------------
+    def __call__(
+        self,
+        points: Tensor,
+        predicted: Tensor,
+        sigma: Tensor,
+        cam_pos: Tensor,
+        r_wc: Tensor,
+        intrinsics: Tensor,
+        size: tuple[int, int],
+    ) -> GateDetections:
+        """Detect gates in ``points`` (N, P, 3) world frame, NaN where a pixel has no depth.
+
+        ``predicted`` (N, G, 4, 3): each gate's corners as the racer believes them; ``sigma``
+        (N, G) m: the std of each gate's horizontal position; ``cam_pos`` (N, 3), ``r_wc``
+        (N, 3, 3), ``intrinsics`` (fx, fy, cx, cy) and ``size`` (width, height) px: the camera
+        as estimated, for the in-view test."""
+        pts = points.to(torch.float64)
+        n = pts.shape[0]
+        g, centre, yaw, rho = self._candidates(predicted, sigma, cam_pos, r_wc, intrinsics, size)
+        sel, have = self._points(pts, g, centre, rho)  # (N, C, M, 3), (N, C, M)
+        theta = torch.zeros(n, self.c, 4, dtype=torch.float64)
+        coarse = (g >= 0) & (rho > self.fine_radius)
+        found = g >= 0
+        if bool(coarse.any()):
+            shift, unique = self._coarse(sel[coarse], have[coarse], g[coarse], centre[coarse],
+                                         yaw[coarse], rho[coarse])  # fmt: skip
+            theta[coarse] = shift
+            found = found.clone()
+            found[coarse] = unique
+        theta, inl, pinned = self._fit(sel, have, g.clamp_min(0), centre, yaw, theta)
+        ok = found & (inl >= self.min_inliers) & pinned
+        ok = ok & (theta[..., :2].norm(dim=-1) <= rho + 2 * self.inlier_m)
+        corners = self._moved(predicted, g.clamp_min(0), centre, theta)
+        return GateDetections(corners, g, ok, inl)
+
+    def _candidates(
+        self, predicted: Tensor, sigma: Tensor, cam_pos: Tensor, r_wc: Tensor,
+        intrinsics: Tensor, size: tuple[int, int],
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:  # fmt: skip
+        """The nearest ``max_candidates`` gates in view: map index (N, C) (-1: none), predicted
+        centre (N, C, 3), yaw (N, C) and search radius (N, C)."""
+        p = predicted.to(torch.float64)
+        centre = p.mean(2)  # (N, G, 3)
+        x_c = rotate(r_wc.to(torch.float64).transpose(1, 2), centre - cam_pos[:, None])
+        z = x_c[..., 2]
+        fx, fy, cx, cy = intrinsics.to(torch.float64).tolist()
+        zs = z.clamp_min(1e-6)
+        u, v = fx * x_c[..., 0] / zs + cx, fy * x_c[..., 1] / zs + cy
+        w, h = size
+        inside = (u > -0.1 * w) & (u < 1.1 * w) & (v > -0.1 * h) & (v < 1.1 * h)
+        view = (z > self.min_range) & (z < self.max_range) & inside
+        key = torch.where(view, z, torch.full_like(z, math.inf))
+        kk = min(self.c, key.shape[1])
+        near = torch.topk(key, kk, dim=1, largest=False, sorted=True)
+        g = torch.where(torch.isfinite(near.values), near.indices, -1)
+        if kk < self.c:
+            g = torch.cat((g, torch.full((g.shape[0], self.c - kk), -1, dtype=g.dtype)), 1)
+        gi = g.clamp_min(0)
+        cen = centre.gather(1, gi[..., None].expand(-1, -1, 3))
+        across = (p[:, :, 1] - p[:, :, 0]).gather(1, gi[..., None].expand(-1, -1, 3))
+        yaw = torch.atan2(across[..., 1], across[..., 0])
+        rho = (3 * sigma.to(torch.float64).gather(1, gi)).clamp(0.0, self.max_search)
+        return g, cen, yaw, rho
+
+    def _points(self, pts: Tensor, g: Tensor, centre: Tensor, rho: Tensor) -> tuple[Tensor, Tensor]:
+        """Up to ``max_points`` cloud points near each candidate (N, C, M, 3) and which of the M
+        slots hold one (N, C, M)."""
+        n, p = pts.shape[:2]
+        good = torch.isfinite(pts).all(-1) & (pts[..., 2] > self.floor)  # (N, P)
+        safe = torch.where(good[..., None], pts, torch.zeros_like(pts))
+        reach = (self.radius[g.clamp_min(0)] + rho + self.inlier_m).float()  # (N, C)
+        s32, c32 = safe.float(), centre.float()
+        d2 = torch.zeros(n, self.c, p, dtype=torch.float32)
+        for i in range(3):  # per axis: no (N, C, P, 3) temporary
+            d2 += (s32[:, None, :, i] - c32[:, :, None, i]) ** 2
+        near = good[:, None] & (d2 < reach[..., None] ** 2) & (g[..., None] >= 0)
+        key = torch.where(near, _priority(p), torch.full_like(d2, -1.0))
+        m = min(self.max_points, p)
+        top = torch.topk(key, m, dim=-1).indices  # (N, C, M)
+        have = near.gather(2, top)
+        idx = top[..., None].expand(-1, -1, -1, 3)
+        sel = safe[:, None].expand(-1, self.c, -1, -1).gather(2, idx)
+        return sel, have
+
+    def _coarse(
+        self, pts: Tensor, have: Tensor, g: Tensor, centre: Tensor, yaw: Tensor, rho: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """Best horizontal shift (K, 4) of each of K candidates on the grid within its radius,
+        and whether it is unambiguous (K,) (module docstring).
+
+        Votes instead of trying every cell: in gate-local axes (a along the top bar, n along
+        the normal) a point lies within ``inlier_m`` of a frame shifted by (da, dn) when dn is
+        within the bar thickness of its n and da puts its (a, z) on a bar, a box-shaped band
+        (the corners' rounding left out), so each point adds one vote to a rectangle of cells
+        (two for the side bars) through a difference array and two cumulative sums: O(points +
+        cells), not O(points x cells)."""
+        k, m = pts.shape[:2]
+        steps = int(math.ceil(self.max_search / self.grid_step))  # one grid for every batch
+        side = 2 * steps + 1
+        rel = pts - centre[:, None]
+        cy, sy = torch.cos(yaw)[:, None], torch.sin(yaw)[:, None]
+        a = cy * rel[..., 0] + sy * rel[..., 1]
+        nn = -sy * rel[..., 0] + cy * rel[..., 1]
+        z = rel[..., 2].abs()
+        hw, hh = self.half_w[g][:, None], self.half_h[g][:, None]
+        b, hd, tau = self.border[g][:, None], self.half_d[g][:, None], self.inlier_m
+        bars = have & (z >= hh - tau) & (z <= hh + b + tau)  # the top or bottom bar's height
+        sides = have & (z < hh - tau)  # between them: the side bars
+        n_lo, n_hi = nn - hd - tau, nn + hd + tau
+        boxes = [  # (mask, da_lo, da_hi): shifts that put the point on a bar
+            (bars, a - hw - b - tau, a + hw + b + tau),
+            (sides, a - hw - b - tau, a - hw + tau),  # on the +a side bar
+            (sides, a + hw - tau, a + hw + b + tau),  # on the -a side bar
+        ]
+        diff = torch.zeros(k, side + 1, side + 1, dtype=torch.float64)
+        flat = diff.view(k, -1)
+        row = torch.arange(k)[:, None].expand(k, m)
+
+        def cell(x: Tensor, up: bool) -> Tensor:
+            """First (``up`` False) or last cell index of an interval's end, clamped."""
+            if up:
+                return (torch.floor(x / self.grid_step) + steps).clamp(-1, side - 1).long()
+            return (torch.ceil(x / self.grid_step) + steps).clamp(0, side).long()
+
+        j0, j1 = cell(n_lo, False), cell(n_hi, True)
+        for mask, lo, hi in boxes:
+            i0, i1 = cell(lo, False), cell(hi, True)
+            ok = mask & (i0 <= i1) & (j0 <= j1)
+            w = ok.double()
+            for ii, jj, sgn in ((i0, j0, 1.0), (i1 + 1, j0, -1.0), (i0, j1 + 1, -1.0),
+                                (i1 + 1, j1 + 1, 1.0)):  # fmt: skip
+                idx = ii.clamp(0, side) * (side + 1) + jj.clamp(0, side)
+                flat.index_put_((row, idx), sgn * w, accumulate=True)
+        score = diff.cumsum(1).cumsum(2)[:, :side, :side].reshape(k, -1)
+        ax = torch.arange(-steps, steps + 1, dtype=torch.float64) * self.grid_step
+        ga, gn = torch.meshgrid(ax, ax, indexing="ij")
+        cells = torch.stack((ga.reshape(-1), gn.reshape(-1)), -1)  # (T, 2) = (da, dn)
+        reach = cells.norm(dim=-1)[None] <= rho[:, None] + 1e-9
+        score = torch.where(reach, score, -1.0)
+        best = score.argmax(1)
+        top = score.gather(1, best[:, None])[:, 0]
+        far = (cells[None] - cells[best][:, None]).norm(dim=-1) > 1.5
+        second = torch.where(far & reach, score, -1.0).amax(1)
+        unique = (top > 0) & (second < self.ambiguity * top)
+        da, dn = cells[best].unbind(-1)
+        shift = torch.zeros(k, 4, dtype=torch.float64)
+        shift[:, 0] = da * cy[:, 0] - dn * sy[:, 0]
+        shift[:, 1] = da * sy[:, 0] + dn * cy[:, 0]
+        return shift, unique
+
+    def _fit(
+        self,
+        pts: Tensor,
+        have: Tensor,
+        g: Tensor,
+        centre: Tensor,
+        yaw: Tensor,
+        theta: Tensor,
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Gauss-Newton on the frame distances from ``theta`` (N, C, 4): the fit, its inlier
+        count, and whether it is pinned in every direction (inliers on a horizontal and on a
+        vertical bar: a frame seen only along its top bar could slide along it)."""
+        eps = 1e-5
+        eye = torch.eye(4, dtype=torch.float64)
+        bands = torch.linspace(0.5, self.inlier_m, self.iters, dtype=torch.float64).tolist()
+        for band in bands:
+            r = self._sdf(pts, g, centre, yaw, theta)  # (N, C, M)
+            w = (have & (r.abs() < max(band, self.inlier_m))).double()
+            J = torch.stack(
+                [
+                    (self._sdf(pts, g, centre, yaw, theta + eps * eye[j]) - r) / eps
+                    for j in range(4)
+                ],
+                -1,
+            )  # (N, C, M, 4) fmt: skip
+            Jw = J * w[..., None]
+            A = (Jw[..., :, None] * J[..., None, :]).sum(-3) + 1e-6 * eye  # no BLAS: the
+            # sums do not depend on the batch's shape
+            b = (Jw * r[..., None]).sum(-2)
+            step = torch.linalg.solve(A, -b[..., None])[..., 0]
+            theta = theta + step.clamp(-1.0, 1.0)
+        r = self._sdf(pts, g, centre, yaw, theta)
+        inl = have & (r.abs() < self.inlier_m)
+        rel = pts - (centre + theta[..., :3])[..., None, :]
+        psi = (yaw + theta[..., 3])[..., None]
+        a = torch.cos(psi) * rel[..., 0] + torch.sin(psi) * rel[..., 1]
+        hw, hh = self.half_w[g][..., None], self.half_h[g][..., None]
+        few = self.min_inliers // 5
+
+        def seen(mask: Tensor) -> Tensor:
+            return (inl & mask).sum(-1) >= few
+
+        horizontal = seen(rel[..., 2].abs() > hh - self.inlier_m)
+        vertical = seen(a.abs() > hw - self.inlier_m)
+        return theta, inl.sum(-1), horizontal & vertical
+
+    def _moved(self, predicted: Tensor, g: Tensor, centre: Tensor, theta: Tensor) -> Tensor:
+        """(N, C, 4, 3) the predicted corners of each candidate turned by dyaw about its centre
+        and shifted by (dx, dy, dz)."""
+        p = predicted.to(torch.float64).gather(1, g[..., None, None].expand(-1, -1, 4, 3))
+        rel = p - centre[:, :, None]
+        cy, sy = torch.cos(theta[..., 3])[..., None], torch.sin(theta[..., 3])[..., None]
+        turned = torch.stack((cy * rel[..., 0] - sy * rel[..., 1],
+                              sy * rel[..., 0] + cy * rel[..., 1], rel[..., 2]), -1)  # fmt: skip
+        return centre[:, :, None] + theta[:, :, None, :3] + turned
+
+
+__all__ = ["GateDetections", "GateDetector", "frame_sdf", "rotate"]
