@@ -44,7 +44,7 @@ def test_every_built_in_term_declares_whether_it_is_a_time_out() -> None:
 
 
 def test_the_crash_rules_of_the_race_and_the_learned_flights_are_not_time_outs() -> None:
-    from volary.bench.race import crashed_out
+    from volary.bench.gate_race import crashed_out
     from volary.learning.boundary.deploy import _Crash as DeployCrash
     from volary.learning.sousvide.evaluate import _Crash as SousVideCrash
 
