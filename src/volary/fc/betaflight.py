@@ -41,7 +41,7 @@ from pydantic import Field
 from pydantic import Strict as _Strict
 
 from volary.errors import ConfigError, FileFormatError, VolaryError
-from volary.fc import frames
+import volary.fc.frames as frames
 from volary.inputs import LIMITS, NonNegative, Strict, read_text, validated, within
 
 VERSION = "4.6.0"
