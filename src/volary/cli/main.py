@@ -6,17 +6,16 @@ import gc
 import inspect
 import json
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from volary.cli._common import console, fail
 from volary.cli.checks import VolaryGroup, set_root
 from volary.cli.overrides import SetOption
 from volary.cli.ros2 import SceneParams
-from volary.errors import ConfigError
 
 app = typer.Typer(
     cls=VolaryGroup,
@@ -36,17 +35,10 @@ scene_app = typer.Typer(
 app.add_typer(platforms_app, name="platforms")
 app.add_typer(bench_app, name="bench")
 app.add_typer(scene_app, name="scene")
-console = Console(soft_wrap=True)  # paths and messages are not broken at 80 columns
 
 Out = Annotated[Path, typer.Option("--out", help="Directory for the files this command writes.")]
 Seed = Annotated[int, typer.Option("--seed", help="Seed of every random draw.")]
 Device = Annotated[str, typer.Option("--device", help="cpu or cuda.")]
-
-
-def _fail(msg: str) -> NoReturn:
-    """A bad input the option checks (:mod:`volary.cli.checks`) cannot see alone: raised as
-    ConfigError, printed by :class:`~volary.cli.checks.VolaryGroup` as one line, exit code 2."""
-    raise ConfigError(msg)
 
 
 @platforms_app.command("list")
@@ -128,7 +120,7 @@ def _scenario(kind: str, seed: int, sets: list[str] | None = None):
     try:
         overrides = parse_overrides(params, sets or [])
     except VolaryError as e:
-        _fail(f"--set: {e}")
+        fail(f"--set: {e}")
     return make_scenario(kind, seed, **overrides)
 
 
@@ -153,7 +145,7 @@ def scene_preview(
     spec = _scenario(kind, seed, set_)
     pngs = [plot_top_view(spec, out / f"{kind}-{seed}.png")]
     if sensors:
-        from volary.sensors.plots import preview_sensors
+        from volary.sensors.preview import preview_sensors
 
         pngs += preview_sensors(spec, out, f"{kind}-{seed}", backend=backend)
     for png in pngs:
@@ -313,7 +305,7 @@ def bench_physics(
     from volary.sim.throughput import measure_volary
 
     if device != "cpu" and "numba" in (backend or []):
-        _fail(f"--backend numba: runs on the CPU only, not with --device {device}")
+        fail(f"--backend numba: runs on the CPU only, not with --device {device}")
     torch.set_num_threads(threads)
     sizes = n or [1, 64, 1024, 16384, 65536]
     af = get("flightgoggles")
@@ -413,7 +405,7 @@ def race(
     plots (an upper bound)."""
     _refuse_other_modes(ctx, mode, RACE_MODE_OPTIONS)
     if mode == "challenge" and courses < 1:
-        _fail(f"--courses: expected >= 1 in challenge mode, got {courses}")
+        fail(f"--courses: expected >= 1 in challenge mode, got {courses}")
     if mode == "challenge":
         _race_challenge(seed, courses, out, device, contestant, sensors, faults,
                         noise_seeds, first_noise_seed, courses_from, workers)  # fmt: skip
@@ -428,7 +420,7 @@ def _refuse_other_modes(ctx: Any, mode: str, by_mode: dict[str, tuple[str, ...]]
             source = ctx.get_parameter_source(name)
             if source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"):
                 option = "--" + name.replace("_", "-")
-                _fail(f"{option}: used by --mode {other} only, not by --mode {mode}")
+                fail(f"{option}: used by --mode {other} only, not by --mode {mode}")
 
 
 def _race_challenge(
@@ -607,7 +599,7 @@ def replay(
 ) -> None:
     """Fly a recorded served run again (the same joins, commands and poses, no clients) and
     report where its vehicles ended; with --record, write the replay as a bag of its own."""
-    from volary.serve.recording import replay as fly
+    from volary.serve.replay import replay as fly
 
     srv = fly(bag, record=record)
     pos = srv.world.state.pos
