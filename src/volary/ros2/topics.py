@@ -52,6 +52,7 @@ class Bridge(Protocol):
     node: Any
     vehicles: list[Vehicle]
     max_thrust: np.ndarray  # (B,) N, each vehicle's full thrust (mavros' normalized thrust)
+    time_scale: float  # sim time over wall time in real time (1: lock-step)
 
 
 _WHERE = {
