@@ -118,18 +118,7 @@ def _module_name(path: Path) -> str:
 
 
 MODULES = {_module_name(p): p for p in SRC.rglob("*.py")}
-
-
-def _type_only_nodes(tree: ast.Module) -> set[int]:
-    """ids of the import statements inside ``if TYPE_CHECKING:`` blocks."""
-    out: set[int] = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and ast.unparse(node.test) in (
-            "TYPE_CHECKING",
-            "typing.TYPE_CHECKING",
-        ):
-            out.update(id(n) for stmt in node.body for n in ast.walk(stmt))
-    return out
+TYPE_CHECKING = ("TYPE_CHECKING", "typing.TYPE_CHECKING")
 
 
 def _targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -> list[str]:
@@ -154,9 +143,10 @@ def import_graph() -> nx.DiGraph:
     graph = nx.DiGraph()
     graph.add_nodes_from(MODULES)
     for name, path in MODULES.items():
-        tree = ast.parse(path.read_text())
-        typed = _type_only_nodes(tree)
-        for node in ast.walk(tree):
+        typed: set[int] = set()  # ids of the imports inside ``if TYPE_CHECKING:`` blocks
+        for node in ast.walk(ast.parse(path.read_text())):  # breadth first: an If before its body
+            if isinstance(node, ast.If) and ast.unparse(node.test) in TYPE_CHECKING:
+                typed.update(id(n) for stmt in node.body for n in ast.walk(stmt))
             if not isinstance(node, ast.Import | ast.ImportFrom):
                 continue
             for target in _targets(node, name, path.name == "__init__.py"):
