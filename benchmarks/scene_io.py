@@ -60,6 +60,7 @@ def baseline_module(commit: str) -> types.ModuleType:
         text=True,
         check=True,
     ).stdout
+    src = src.replace("from volary.worlds._stack import", "from volary.worlds.primitives import")
     mod = types.ModuleType("_volary_io_baseline")
     sys.modules[mod.__name__] = mod  # dataclasses look their module up
     exec(compile(src, f"{commit}:src/volary/worlds/io.py", "exec"), mod.__dict__)

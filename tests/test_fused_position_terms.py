@@ -15,7 +15,7 @@ import torch
 
 from volary.dynamics import MultirotorState
 from volary.dynamics.compiled import pack_state
-from volary.envs import make_env
+from volary.envs import fused_position, make_env
 from volary.envs.fused_position import _end_terms, _reward_terms, task_constants
 from volary.envs.position import REWARD_TERMS
 
@@ -85,7 +85,7 @@ def test_every_reward_term_agrees_term_by_term(env, seed):
     prev = torch.rand(N, env.act_dim, generator=gen) * 2.0 - 1.0
     terminated = torch.stack(list(_torch_ends(env, state).values())).any(0)
     want = env.reward_terms(state, action, prev, terminated)
-    assert tuple(want) == REWARD_TERMS
+    assert tuple(want) == REWARD_TERMS == fused_position.REWARD_TERMS
     x = pack_state(state)[0].numpy()
     goal, task = env.goal.numpy().astype(np.float64), task_constants(env)
     act64, prev32 = action.numpy().astype(np.float64), prev.numpy()

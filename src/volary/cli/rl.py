@@ -6,22 +6,21 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from volary.cli._common import console, fail
 from volary.cli.checks import VolaryGroup
 from volary.cli.overrides import SetOption, configure
-from volary.errors import ConfigError
 
 rl_app = typer.Typer(
+    name="rl",
     cls=VolaryGroup,
     no_args_is_help=True,
     help="Reinforcement learning: PPO train, eval and export.",
 )
-console = Console(soft_wrap=True)  # paths and messages are not broken at 80 columns
 
 Task = Annotated[str, typer.Option("--task", help="Task name (volary.envs.make_env).")]
 Envs = Annotated[int, typer.Option("--envs", help="Parallel envs (the batch).")]
@@ -31,23 +30,18 @@ Out = Annotated[Path, typer.Option("--out", help="Directory for the files this c
 _COLUMNS = ("iter", "episodes", "return", "length", "pi loss", "v loss", "KL", "samples/s")
 
 
-def _fail(msg: str) -> NoReturn:
-    """A bad input the option checks cannot see alone: one line, exit code 2 (VolaryGroup)."""
-    raise ConfigError(msg)
-
-
 def _check_positive(value: int, option: str) -> None:
     if value < 1:
-        _fail(f"{option}: expected an integer >= 1, got {value}")
+        fail(f"{option}: expected an integer >= 1, got {value}")
 
 
 def _check_device(device: str) -> None:
     import torch
 
     if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
-        _fail(f"--device: expected cpu or cuda, got {device!r}")
+        fail(f"--device: expected cpu or cuda, got {device!r}")
     if device.startswith("cuda") and not torch.cuda.is_available():
-        _fail("--device cuda: no CUDA device is available (torch was built for CPU or no GPU)")
+        fail("--device cuda: no CUDA device is available (torch was built for CPU or no GPU)")
 
 
 EnvOpts = Annotated[
@@ -73,11 +67,11 @@ def _env_options(task: str, options: dict[str, Any], items: list[str] | None) ->
     try:
         base = env_config(task, **_resolved(options))
     except VolaryError as err:
-        _fail(f"--task {task}: {err}")
+        fail(f"--task {task}: {err}")
     try:
         return {**options, **parse_overrides(base, items or [])}
     except VolaryError as err:
-        _fail(f"--env: {err}")
+        fail(f"--env: {err}")
 
 
 def _jsonable(options: dict[str, Any]) -> dict[str, Any]:
@@ -94,7 +88,7 @@ def _resolved(options: dict[str, Any]) -> dict[str, Any]:
     try:
         return resolve_env_options(options)
     except VolaryError as err:
-        _fail(f"--env depth_encoder: {err}")
+        fail(f"--env depth_encoder: {err}")
 
 
 def _make_env(task: str, envs: int, seed: int, device: str, options: dict[str, Any]) -> Any:
@@ -105,7 +99,7 @@ def _make_env(task: str, envs: int, seed: int, device: str, options: dict[str, A
     try:
         return make_env(task, n_envs=envs, **{"seed": seed, "device": device, **opts})
     except VolaryError as err:
-        _fail(f"--task {task}: {err}")
+        fail(f"--task {task}: {err}")
 
 
 def _fmt(v: Any, spec: str) -> str:
@@ -158,7 +152,7 @@ def _early_stop(task: str, target: float | None, episodes: int, every: int, firs
     from volary.learning.rl.ppo import EarlyStop, evaluate_policy
 
     if not 0.0 < target <= 1.0:
-        _fail(f"--stop-at: expected a success rate in (0, 1], got {target}")
+        fail(f"--stop-at: expected a success rate in (0, 1], got {target}")
     _check_positive(episodes, "--val-episodes")
     _check_positive(every, "--val-every")
     _check_positive(first, "--val-first")
@@ -253,16 +247,16 @@ def _train_run(
     try:
         rec = get_recipe(recipe) if recipe is not None else None
     except VolaryError as err:
-        _fail(str(err))
+        fail(str(err))
     if rec is not None and task is not None and task != rec.task:
-        _fail(f"--task {task}: recipe {recipe!r} trains task {rec.task!r}; drop --task or "
+        fail(f"--task {task}: recipe {recipe!r} trains task {rec.task!r}; drop --task or "
               "--recipe")  # fmt: skip
     task = task or (rec.task if rec else None)
     if task is None:
-        _fail("--task: required (or --recipe NAME)")
+        fail("--task: required (or --recipe NAME)")
     learner = learner or (rec.learner if rec else "volary")
     if learner not in LEARNERS:
-        _fail(f"--learner: expected one of {', '.join(LEARNERS)}, got {learner!r}")
+        fail(f"--learner: expected one of {', '.join(LEARNERS)}, got {learner!r}")
     envs = envs if envs is not None else (rec.envs if rec else 64)
     iterations = iterations if iterations is not None else (rec.iterations if rec else 100)
     for value, option in ((envs, "--envs"), (iterations, "--iterations"), (log_every,
@@ -281,7 +275,7 @@ def _ppo_config(rec: Any, seed: int, set_: list[str] | None) -> Any:
         base = PPOConfig(**rec.ppo) if rec else PPOConfig()
         return configure(base, [("--seed", "seed", seed)], set_)
     except VolaryError as err:
-        _fail(str(err))
+        fail(str(err))
 
 
 def _validation(
@@ -310,7 +304,7 @@ def _fit(env: Any, cfg: Any, run: _TrainRun, printer: _Printer, stop: Any) -> tu
         else:
             policy, report = train_ppo(env, cfg, run.iterations, progress=printer, stop=stop)
     except VolaryError as err:
-        _fail(str(err))
+        fail(str(err))
     report["task"] = run.task
     report["learner"] = run.learner
     return policy, report
@@ -413,23 +407,23 @@ def rl_eval(
     _check_positive(envs, "--envs")
     _check_device(device)
     if not policy.is_file():
-        _fail(f"--policy: no such file {str(policy)!r}")
+        fail(f"--policy: no such file {str(policy)!r}")
     try:
         net, _, meta = load_policy(policy, device)
     except VolaryError as err:
-        _fail(f"--policy: {err}")
+        fail(f"--policy: {err}")
     stored = {k: tuple(v) if isinstance(v, list) else v
               for k, v in (meta.get("env_options") or {}).items()}  # fmt: skip
     options = _env_options(task, stored, env_opt)
     env = _make_env(task, envs, seed, device, options)
     if record is not None and record.suffix != ".npz":
-        _fail(f"--record: expected a .npz path, got {str(record)!r}")
+        fail(f"--record: expected a .npz path, got {str(record)!r}")
     tracer = EpisodeTracer(env) if record is not None else None
     try:
         res = evaluate_policy(tracer or env, net, episodes, deterministic=not stochastic,
                               seed=seed)  # fmt: skip
     except VolaryError as err:
-        _fail(str(err))
+        fail(str(err))
     if tracer is not None and record is not None:
         rec = tracer.recording(f"{task}: env 0's first episode ({policy.name})")
         console.print(f"-> {rec.save(record)} (volary view {record})", highlight=False,
@@ -482,17 +476,17 @@ def rl_dce(
     try:
         cfg = configure(DCEConfig(), [("--seed", "seed", seed)], set_)
     except VolaryError as err:
-        _fail(str(err))
+        fail(str(err))
     options = _env_options("navigate", {}, env_opt)
     if "depth_encoder" in options:
-        _fail("--env depth_encoder: the encoder is what this command trains")
+        fail("--env depth_encoder: the encoder is what this command trains")
     torch.manual_seed(seed)
     console.print(f"collecting {frames} depth images in {scenes} forests ...", highlight=False)
     try:
         depth, info = collect_depth(frames, scenes, scene_seed, envs, seed, env_options=options)
         vae, report = train_dce(depth, info, cfg, progress=_dce_printer(cfg.epochs))
     except VolaryError as err:
-        _fail(str(err))
+        fail(str(err))
     out.mkdir(parents=True, exist_ok=True)
     report.update(info=info, env_options=_jsonable(options))
     save_encoder(out / "encoder.pt", vae, info, cfg, meta=report)
@@ -585,7 +579,7 @@ def rl_rgb_encoder(
     try:
         cfg = configure(RgbDepthConfig(), [("--seed", "seed", seed)], set_)
     except VolaryError as err:
-        _fail(str(err))
+        fail(str(err))
     torch.manual_seed(seed)
     n = len(cfg.scenarios) * cfg.scenes
     console.print(f"rendering {n * cfg.frames_per_scene} RGB + depth frames in {n} scenes ...",
@@ -609,7 +603,7 @@ def rl_rgb_encoder(
         ids = info.pop("scene_ids")
         net, report = train(rgb, target, cfg, ids, progress=epoch_done)
     except VolaryError as err:
-        _fail(str(err))
+        fail(str(err))
     out.mkdir(parents=True, exist_ok=True)
     report.update(info=info, collect_s=collect_s)
     export(net, out / "encoder.npz", info, report)
@@ -688,33 +682,33 @@ def rl_export(
     from volary.learning.rl.ppo import load_policy
 
     if onnx is None and header is None and npz is None:
-        _fail("expected --onnx PATH, --header PATH and/or --npz PATH")
+        fail("expected --onnx PATH, --header PATH and/or --npz PATH")
     if not checkpoint.is_file():
-        _fail(f"CHECKPOINT: no such file {str(checkpoint)!r}")
+        fail(f"CHECKPOINT: no such file {str(checkpoint)!r}")
     try:
         net, _, ckpt_meta = load_policy(checkpoint, "cpu")
     except VolaryError as err:
-        _fail(f"CHECKPOINT: {err}")
+        fail(f"CHECKPOINT: {err}")
     if npz is not None:
         try:
             _write_npz(net, npz, str(ckpt_meta.get("task", "")),
                        dict(ckpt_meta.get("env_options") or {}))  # fmt: skip
         except VolaryError as err:
-            _fail(f"--npz: {err}")
+            fail(f"--npz: {err}")
     if onnx is not None:
         try:
             export_onnx(net, onnx, net.obs_dim)
             obs = parity_observations(net, PARITY_OBSERVATIONS, seed)
             diff = onnx_parity(net, onnx, obs)
         except VolaryError as err:
-            _fail(f"--onnx: {err}")
+            fail(f"--onnx: {err}")
         console.print(f"-> {onnx} (ONNX); max |torch - onnxruntime| on {len(obs)} observations: "
                       f"{diff:.3g}", highlight=False, markup=False)  # fmt: skip
     if header is not None:
         try:
             c_header(net, header, name=name)
         except VolaryError as err:
-            _fail(f"--header: {err}")
+            fail(f"--header: {err}")
         console.print(f"-> {header} (C99, {name}_forward)", highlight=False, markup=False)
 
 

@@ -30,7 +30,7 @@ caller steps the env.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import numba
 import numpy as np
@@ -38,10 +38,8 @@ import torch
 
 from volary.control.numba_laws import rotmat
 from volary.cpu import step_threads
-from volary.device import torch_threads
 from volary.dynamics.numba_kernels import jit
 from volary.envs.policy import MlpPolicy
-from volary.envs.position import REWARD_TERMS
 from volary.errors import ConfigError
 from volary.sim.fused_kernels import _scratch, env_step
 
@@ -51,6 +49,9 @@ if TYPE_CHECKING:
 _LAYOUT_CODES = {"volary": 0, "aerial_gym": 1, "volary_twr": 2, "body": 3}
 # PositionTask's, in order (the env's step limit last)
 _TERMS = ("diverged", "crashed", "too_far", "below", "tilted", "step_limit")
+# the reward terms the kernel writes, in envs.position.REWARD_TERMS's order (a test checks it;
+# importing it would make position <-> fused_position an import circle)
+REWARD_TERMS = ("close", "close_and_slow", "body_rates", "action_change", "precision", "crash")
 PARALLEL_MIN = 64  # envs; from here the kernel splits envs over numba's threads
 BLOCK = 8  # envs per parallel work item (a whole episode each: small blocks balance the load)
 
@@ -390,35 +391,4 @@ def _episodes_parallel(p, pc, c, d, x, tick, flags, keys, rate, imu, mode, cdt, 
                      out_i, s, cmds, sp)  # fmt: skip
 
 
-def warm_cache() -> dict[str, float]:
-    """Compile the evaluation kernel into numba's disk cache, so that no later process
-    compiles it (9-13 s a variant on the 2-core machine, which a first ``volary rl train
-    --recipe hover-fast`` would otherwise pay in its first validation and a first ``volary rl
-    eval`` in its evaluation); seconds per variant. Four variants: serial and parallel, each on
-    the Simulator's contiguous buffers (fewer than :data:`volary.sim.fused.PARALLEL_MIN` envs)
-    and on its padded ones. ``make venv`` runs it once, after
-    :func:`volary.sim.fused.warm_cache`."""
-    import time
-
-    from volary.envs import make_env
-    from volary.sim.fused import PARALLEL_MIN as PADDED_FROM
-
-    out = {}
-    for n, threads in ((8, 1), (PADDED_FROM, 1), (PARALLEL_MIN, 2), (PADDED_FROM, 2)):
-        with torch_threads(threads):
-            t = time.perf_counter()
-            env = cast("PositionTask", make_env("hover", n_envs=n, compile="numba", episode_s=0.1))
-            obs_dim = int(env.single_observation_space.shape[0])  # type: ignore[index]
-            w = (np.zeros((8, obs_dim), np.float32), np.zeros((env.act_dim, 8), np.float32))
-            b = (np.zeros(8, np.float32), np.zeros(env.act_dim, np.float32))
-            first_episodes(env, MlpPolicy(w, b), seed=0)
-            out[f"N={n} threads={threads}"] = time.perf_counter() - t
-    return out
-
-
-__all__ = ["MlpPolicy", "first_episodes", "unsupported", "warm_cache"]
-
-
-if __name__ == "__main__":
-    for name, s in warm_cache().items():
-        print(f"numba evaluation kernel {name}: {s:.1f} s")
+__all__ = ["MlpPolicy", "first_episodes", "unsupported"]

@@ -257,7 +257,7 @@ class PositionTask(TorchVectorEnv):
         None where that kernel does not apply (then step the env). Reset before stepping."""
         if self.sim.fused_loop is None or self._lag is not None or self.config.thrust_spread > 0:
             return None  # the kernel flies neither the lag nor the thrust draw
-        from volary.envs import fused_position
+        import volary.envs.fused_position as fused_position
 
         if fused_position.unsupported(self, policy) is not None:
             return None
