@@ -13,8 +13,8 @@ $(STAMP): pyproject.toml constraints.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -c $(CONSTRAINTS) -e ".[dev]"
-	$(PY) -m volary.sim.fused  # compile the numba closed loop into its disk cache, once
-	$(PY) -m volary.envs.fused_position  # and the one-call evaluation kernel (RL validation, rl eval)
+	$(PY) -m volary.sim.warm  # compile the numba closed loop into its disk cache, once
+	$(PY) -m volary.envs.warm  # and the one-call evaluation kernel (RL validation, rl eval)
 	$(PY) -m volary.ros2.msgs build  # tf2_msgs and mavros_msgs for the ROS 2 wheels (no wheel exists)
 	@touch $(STAMP)
 

@@ -24,6 +24,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from _timing import machine, timed_call
 from rich.console import Console
 from rich.table import Table
 
@@ -57,9 +58,7 @@ def measure(algo: str, fraction: float, workers: int, seed: int, db_dir: Path) -
     }
     RunDB.create(db, meta, units).close()
     load0 = os.getloadavg()
-    t0 = time.perf_counter()
-    summary = run_units(db, workers, progress=True)
-    wall = time.perf_counter() - t0
+    wall, summary = timed_call(lambda: run_units(db, workers, progress=True))
     con = sqlite3.connect(db)
     sim, ok = con.execute("SELECT COALESCE(SUM(sim_time), 0), SUM(success) FROM trials").fetchone()
     causes = dict(con.execute("SELECT cause, COUNT(*) FROM trials GROUP BY cause").fetchall())
@@ -100,6 +99,7 @@ def main() -> None:
         ap.error(f"--fraction: expected a number in (0, 1], got {args.fraction}")
     doc = json.loads(args.out.read_text()) if args.out.exists() else {"runs": {}}
     doc["machine"] = {
+        **machine(),
         "cpus": os.cpu_count(),
         "python": platform.python_version(),
         "processor": platform.processor() or platform.machine(),

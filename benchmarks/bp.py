@@ -24,6 +24,7 @@ import time
 from pathlib import Path
 
 import torch
+from _timing import machine
 
 HERE = Path(__file__).resolve().parent
 TARGET_S = 3600.0  # issue: the full dataset in under one hour on 2 cores
@@ -91,10 +92,12 @@ def main() -> None:
     )
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    host = machine()  # before the run: the load average at its start
     row = run(args.fraction, args.seed, args.device, args.tail or None, args.block)
     result = {
         "benchmark": "BoundaryPredictor dataset generation (Algorithm 1 over Table II)",
         "machine": {
+            **host,
             "platform": platform.platform(),
             "processor": platform.processor() or platform.machine(),
             "cpus": os.cpu_count(),

@@ -47,11 +47,13 @@ import argparse
 import json
 import math
 import os
-import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from _timing import measure as timed
+from _timing import print_spread_warnings
 
 HERE = Path(__file__).resolve().parent
 NS = (1, 64, 1024, 16384)
@@ -219,15 +221,9 @@ def measure(impl: str, task: str, n: int, repeats: int) -> dict:
     t0 = time.perf_counter()
     fly = _setup(impl, task, n)
     setup_s = time.perf_counter() - t0
-    t1 = time.perf_counter()
-    fly()  # warm-up flight: compiles (or loads numba's cache) on the first step
-    first_s = time.perf_counter() - t1
-    walls = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fly()
-        walls.append(time.perf_counter() - t)
-    wall = statistics.median(walls)
+    # one warm-up flight: compiles (or loads numba's cache) on the first step
+    timing = timed(fly, warmup=1, repeats=repeats, label=f"{impl} {task} N={n}")
+    first_s, walls, wall = timing.warmup_s, list(timing.samples), timing.median
     threads = getattr(fly, "threads", None)
     share = _share()
     return {
@@ -244,6 +240,7 @@ def measure(impl: str, task: str, n: int, repeats: int) -> dict:
         "real_time_factor": 1.0 / wall,
         "setup_s": setup_s,
         "first_flight_s": first_s,
+        "flight_s": timing.to_json(),
     }
 
 
@@ -290,7 +287,7 @@ def _machine() -> dict:
     from importlib.metadata import PackageNotFoundError, version
 
     sys.path.insert(0, str(HERE))
-    from _machine import cpu_model
+    from _timing import machine
 
     versions = {}
     for mod in ("torch", "numba", "jax", "crazyflow", "rotorpy"):
@@ -299,11 +296,10 @@ def _machine() -> dict:
         except PackageNotFoundError:
             versions[mod] = None
     return {
+        **machine(),
         "platform": platform.platform(),
-        "python": platform.python_version(),
-        "cpu": cpu_model(),
-        "cores": os.cpu_count(),
         "threads": THREADS,
+        "torch_threads": THREADS,  # the case processes' (this parent's own is torch's default)
         "versions": versions,
     }
 
@@ -403,6 +399,7 @@ def main() -> None:
     levels = [int(x) for x in args.contention.split(",")]
     if any(k < 0 for k in levels):
         ap.error(f"--contention: expected busy-process counts >= 0, got {args.contention}")
+    machine_info = _machine()  # before the cases: the load average at the start
     rows = []
     for n in ns:  # peers side by side at each N, interleaved (and each quiet beside busy)
         for task in tasks:
@@ -412,6 +409,7 @@ def main() -> None:
                 for k in levels:
                     row = _run_case(impl, task, n, args, k)
                     print(json.dumps(row), flush=True)
+                    print_spread_warnings(row)
                     rows.append(row)
     ratios = {}
     for k in levels:
@@ -421,7 +419,7 @@ def main() -> None:
         ratios[str(k)] = _table(mine, ns, impls, tasks)
     slowdown = _slowdown(rows, levels, ns, impls, tasks)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    info = {"machine": _machine(), "doc": __doc__, "contention": levels, "results": rows,
+    info = {"machine": machine_info, "doc": __doc__, "contention": levels, "results": rows,
             "ratios": ratios if len(levels) > 1 else ratios[str(levels[0])],
             "slowdown": slowdown}  # fmt: skip
     args.out.write_text(json.dumps(info, indent=2))

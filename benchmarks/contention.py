@@ -26,12 +26,14 @@ import json
 import os
 import re
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _timing import Timing, machine, timed_call
+from _timing import summarize as summarize_samples
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -81,11 +83,9 @@ def run_once(name: str, busy: int, timeout: float) -> dict:
     try:
         if procs:
             time.sleep(0.5)
-        t = time.perf_counter()
         env = {**os.environ, "PYTHONWARNINGS": "ignore", **OFF.get(name, {})}
-        p = subprocess.run(_commands(tmp)[name], capture_output=True, text=True, cwd=ROOT,
-                           timeout=timeout, env=env)  # fmt: skip
-        wall = time.perf_counter() - t
+        wall, p = timed_call(lambda: subprocess.run(_commands(tmp)[name], capture_output=True,
+                             text=True, cwd=ROOT, timeout=timeout, env=env))  # fmt: skip
     finally:
         for b in procs:
             b.kill()
@@ -98,9 +98,10 @@ def run_once(name: str, busy: int, timeout: float) -> dict:
     return row
 
 
-def _median(rows: list[dict], key: str) -> float | None:
+def _timing(rows: list[dict], key: str, label: str) -> Timing | None:
+    """The repeats' ``key`` of the commands that succeeded (median, IQR, spread), or None."""
     vals = [r[key] for r in rows if key in r and r.get("rc") == 0]
-    return statistics.median(vals) if vals else None
+    return summarize_samples(vals, label=label) if vals else None
 
 
 def summarize(rows: list[dict], names: list[str], busy: int) -> dict:
@@ -112,10 +113,13 @@ def summarize(rows: list[dict], names: list[str], busy: int) -> dict:
         keys = ["wall_s"] + sorted({k for r in mine for k in r} - {"workload", "busy", "wall_s",
                                                                   "rc", "error"})  # fmt: skip
         for key in keys:
-            q = _median([r for r in mine if r["busy"] == 0], key)
-            b = _median([r for r in mine if r["busy"] == busy], key)
+            tq = _timing([r for r in mine if r["busy"] == 0], key, f"{name} {key} quiet")
+            tb = _timing([r for r in mine if r["busy"] == busy], key, f"{name} {key} busy")
+            q, b = (t.median if t is not None else None for t in (tq, tb))
             ratio = b / q if q and b is not None else None
-            out[f"{name}: {key}"] = {"quiet": q, "busy": b, "ratio": ratio}
+            out[f"{name}: {key}"] = {"quiet": q, "busy": b, "ratio": ratio,
+                                     "quiet_timing": tq.to_json() if tq else None,
+                                     "busy_timing": tb.to_json() if tb else None}  # fmt: skip
             cells = [f"{v:.3f}" if v is not None else "-" for v in (q, b)]
             rs = f"{ratio:.2f}x" if ratio is not None else "-"
             print(f"{name:<16}{key:<10}{cells[0]:>10}{cells[1]:>10}{rs:>12}")
@@ -136,6 +140,7 @@ def main() -> None:
         ap.error(f"--workloads: unknown {sorted(unknown)}; expected {sorted(_commands(Path('.')))}")
     if args.repeats < 1 or args.contention < 1:
         ap.error("--repeats and --contention: expected integers >= 1")
+    host = machine()
     rows = []
     for _ in range(args.repeats):
         for name in names:
@@ -144,11 +149,7 @@ def main() -> None:
                 print(json.dumps(row), flush=True)
                 rows.append(row)
     summary = summarize(rows, names, args.contention)
-    sys.path.insert(0, str(HERE))
-    from _machine import cpu_model
-
-    info = {"machine": {"cpu": cpu_model(), "cores": os.cpu_count(),
-                        "affinity": len(os.sched_getaffinity(0))},
+    info = {"machine": {**host, "affinity": len(os.sched_getaffinity(0))},
             "doc": __doc__, "contention": args.contention, "results": rows,
             "summary": summary}  # fmt: skip
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -21,12 +21,12 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import torch
+from _timing import machine
+from _timing import measure as timed
 
 HERE = Path(__file__).resolve().parent
 VARIANTS = ("eager", "warp")
@@ -79,16 +79,15 @@ def measure(variant: str, n: int, device: str, steps: int, repeats: int) -> dict
             syncs = f"synchronizes: {e}"
         finally:
             torch.cuda.set_sync_debug_mode("default")
-    run = step
-    times = []
-    for _ in range(repeats):
+
+    def block() -> None:  # one timed sample: ``steps`` steps, the device drained either side
         _sync(device)
-        t0 = time.perf_counter()
         for _ in range(steps):
-            run()
+            step()
         _sync(device)
-        times.append(time.perf_counter() - t0)
-    med = statistics.median(times)
+
+    timing = timed(block, warmup=0, repeats=repeats, label=f"{variant} N={n} on {device}")
+    med = timing.median
     row = {
         "variant": variant,
         "n_envs": n,
@@ -97,6 +96,7 @@ def measure(variant: str, n: int, device: str, steps: int, repeats: int) -> dict
         "repeats": repeats,
         "median_s": med,
         "env_steps_per_s": n * steps / med,
+        "block_s": timing.to_json(),
         "host_syncs_per_step": syncs,
     }
     if device.startswith("cuda"):
@@ -119,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=HERE / "results" / "env_loop-cuda.json")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
+    machine_info = machine()
     rows = []
     variants = args.variants.split(",")
     for n in (int(x) for x in args.ns.split(",")):
@@ -149,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         "device": torch.cuda.get_device_name() if args.device.startswith("cuda") else "cpu",
         "torch": torch.__version__,
         "python": platform.python_version(),
+        "machine": machine_info,
         "rows": rows,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

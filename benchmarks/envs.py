@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import time
 from pathlib import Path
 
 import torch
-from _machine import cpu_model
+from _timing import cpu_model, machine
+from _timing import measure as timed
 from rich.console import Console
 from rich.table import Table
 
@@ -44,15 +43,16 @@ def measure(task: str, n: int, compile_: bool | str, steps: int, repeats: int) -
         act[:, 0] = 2 * env.sim.params.mass * 9.81 / env.sim.params.max_thrust - 1  # near hover
     for _ in range(3):  # warm-up (and the numba build)
         env.step(act)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
+
+    def block() -> None:  # one timed sample: ``steps`` steps
         for _ in range(steps):
             env.step(act)
-        times.append(time.perf_counter() - t0)
-    med = statistics.median(times)
+
+    timing = timed(block, warmup=0, repeats=repeats, label=f"{task} N={n} compile={compile_}")
+    med = timing.median
     return {"task": task, "n_envs": n, "compile": str(compile_), "steps": steps,
-            "median_s": med, "env_steps_per_s": n * steps / med}  # fmt: skip
+            "median_s": med, "env_steps_per_s": n * steps / med,
+            "block_s": timing.to_json()}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -64,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=HERE / "results" / "envs-cpu.json")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
+    machine_info = machine()
     rows = []
     for task in args.tasks.split(","):
         for n in CASES[task]:
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
             table.add_row(task, str(n), f"{e:,.0f}", f"{nb:,.0f}", f"{nb / e:.1f}x")
     Console().print(table)
     doc = {"benchmark": "envs", "cpu": cpu_model(), "threads": args.threads,
-           "torch": torch.__version__, "rows": rows}  # fmt: skip
+           "torch": torch.__version__, "machine": machine_info, "rows": rows}  # fmt: skip
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=1) + "\n")
     return 0

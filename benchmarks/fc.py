@@ -25,22 +25,16 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from _timing import summarize
 
 HERE = Path(__file__).resolve().parent
 PLATFORM = "fpv_racer_250"
 
 
 def _machine() -> dict:
-    from _machine import cpu_model
+    from _timing import machine
 
-    return {
-        "platform": platform.platform(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "cpu": cpu_model(),
-        "cores": os.cpu_count(),
-        "load_1min_at_start": os.getloadavg()[0],
-    }
+    return {**machine(), "platform": platform.platform(), "load_1min_at_start": os.getloadavg()[0]}
 
 
 def _throttle(z: np.ndarray, vz: np.ndarray) -> np.ndarray:
@@ -105,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=HERE / "results" / "fc.json")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
+    machine_info = _machine()
     configs = [("betaflight", 1), ("betaflight", 4), ("ideal", 1), ("ideal", 4)]
     runs: dict[str, list[dict]] = {f"{k}-{n}": [] for k, n in configs}
     for r in range(args.rounds):
@@ -121,12 +116,13 @@ def main(argv: list[str] | None = None) -> int:
             "loop": kind, "vehicles": n, "median_sim_s_per_wall_s": statistics.median(rates),
             "iqr": [q[0], q[2]], "rates": rates,
             "max_abs_z_error_m": max(g["max_abs_z_error_m"] for g in runs[f"{kind}-{n}"]),
+            "wall_s_per_sim_s": summarize([1 / v for v in rates], label=f"{kind} x{n}").to_json(),
         })  # fmt: skip
     by = {(r["loop"], r["vehicles"]): r["median_sim_s_per_wall_s"] for r in rows}
     ratios = {f"ideal/betaflight x{n}": by[("ideal", n)] / by[("betaflight", n)] for n in (1, 4)}
     result = {
         "what": __doc__.splitlines()[0],
-        "machine": _machine(),
+        "machine": machine_info,
         "torch_threads": args.threads,
         "rounds": args.rounds,
         "timed_sim_s": args.seconds,

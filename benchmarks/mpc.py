@@ -31,8 +31,9 @@ import statistics
 import time
 from pathlib import Path
 
-import numpy as np
 import torch
+from _timing import machine as host
+from _timing import print_spread_warnings, summarize
 
 HERE = Path(__file__).resolve().parent
 PLATFORMS = ["crazyflie", "hexa", "fpv_racer_250", "sous_vide"]
@@ -111,15 +112,14 @@ def fly(kind: str, n: int, steps: int, device: str) -> dict:
     }
 
 
-def stats(times: list[float], n: int) -> dict:
+def stats(times: list[float], n: int, label: str) -> dict:
+    """Median, IQR, min, spread (``_timing``), p90 and median per vehicle, in ms."""
+    timing = summarize(times, label=label, quiet=True)  # warnings printed with the table
     q = statistics.quantiles(times, n=10)
-    quart = statistics.quantiles(times, n=4)
-    med = statistics.median(times)
     return {
-        "median_ms": 1e3 * med,
-        "iqr_ms": 1e3 * (quart[2] - quart[0]),
+        **timing.to_json(unit="ms", scale=1e3),
         "p90_ms": 1e3 * q[8],
-        "per_vehicle_ms": 1e3 * med / n,
+        "per_vehicle_ms": 1e3 * timing.median / n,
     }
 
 
@@ -131,6 +131,7 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="small cases, few steps")
     args = ap.parse_args()
     torch.set_num_threads(1)
+    machine_info = machine(args.device)
     out = args.out or HERE / "results" / f"mpc-{args.device}.json"
     cases = [c for c in CASES if not args.quick or c[1] <= 16]
     steps = 5 if args.quick else args.steps
@@ -144,8 +145,8 @@ def main() -> None:
                 "solver": kind,
                 "vehicles": n,
                 "steps": steps,
-                "call": stats(r["calls"], n),
-                "solve": stats(r["solves"], n),
+                "call": stats(r["calls"], n, f"{kind} N={n} call"),
+                "solve": stats(r["solves"], n, f"{kind} N={n} solve"),
                 "status_counts": r["status_counts"],
                 "rms_m_max_over_vehicles": max(r["rms_m"]),
             }
@@ -183,7 +184,7 @@ def main() -> None:
             "ilqr": "batched torch iLQR float64, max_iter 2, 4 line-search steps side by side, "
             "analytic Jacobians from 640 stages",
         },
-        "machine": machine(args.device),
+        "machine": machine_info,
         "rows": rows,
         "tracking_one_lap": tracking,
         "status_codes": "0 SOLVED, 1 ITER_LIMIT, 2 FALLBACK_PLAN, 3 FALLBACK_CONTROLLER, "
@@ -197,19 +198,13 @@ def main() -> None:
 def machine(device: str) -> dict:
     import casadi
 
-    info = {
+    return {
+        **host(),
         "platform": platform.platform(),
         "processor": platform.processor() or platform.machine(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "torch_threads": torch.get_num_threads(),
         "casadi": casadi.__version__,
-        "numpy": np.__version__,
         "device": device,
     }
-    if device.startswith("cuda"):
-        info["gpu"] = torch.cuda.get_device_name()
-    return info
 
 
 def print_table(result: dict) -> None:
@@ -227,13 +222,7 @@ def print_table(result: dict) -> None:
     for t in result["tracking_one_lap"]:
         rms = ", ".join(f"{1e3 * x:.3f}" for x in t["rms_m"])
         print(f"{t['solver']} one lap ({', '.join(t['platforms'])}): RMS [{rms}] mm")
-    noisy = [
-        f"{r['solver']} N={r['vehicles']}"
-        for r in result["rows"]
-        if r["call"]["iqr_ms"] > 0.5 * r["call"]["median_ms"]
-    ]
-    if noisy:
-        print("warning: timings vary (IQR > 50% of the median):", ", ".join(noisy))
+    print_spread_warnings([r["call"] for r in result["rows"]])
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_
     os.environ.setdefault(_v, "1")
 
 import numpy as np  # noqa: E402
+from _timing import machine, summarize  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "results" / "nav-planner-calls.json"
 CALLS: dict[str, list[float]] = {}
@@ -68,6 +69,7 @@ def main() -> None:
     import torch
 
     torch.set_num_threads(1)
+    host = machine()
     from volary.bench.nav.schema import WorkUnit
     from volary.studies.flyingtrust.episode import run_unit
     from volary.studies.flyingtrust.protocol import flyingtrust_platforms
@@ -106,6 +108,7 @@ def main() -> None:
             "trials": len(success[algo]),
             "success": float(np.mean(success[algo])),
             "unit_wall_s": walls[algo],
+            "call_ms": summarize(CALLS[algo], label=f"{algo} plan call").to_json("ms", 1e3),
         }
     meta = {
         "platforms": list(plats),
@@ -113,6 +116,7 @@ def main() -> None:
         "config": 0,
         "threads": 1,
         "machine": f"{_platform.machine()} {os.cpu_count()} cpus",
+        "host": host,
         "command": "benchmarks/nav_planner_calls.py " + " ".join(f"--{k} {v}" for k, v in
                                                                vars(a).items() if k != "out"),
     }  # fmt: skip

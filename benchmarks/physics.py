@@ -22,6 +22,9 @@ import sys
 import time
 from pathlib import Path
 
+from _timing import measure as timed
+from _timing import print_spread_warnings
+
 HERE = Path(__file__).resolve().parent
 NS = (1, 64, 1024, 16384, 65536)
 VOLARY = (
@@ -177,12 +180,8 @@ def measure(
     per_call = max((time.perf_counter() - t1) / 2, 1e-7)
     calls = max(1, int(repeat_s / per_call))
     spc = getattr(step_fn, "steps_per_call", 1)
-    rates = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        for _ in range(calls):
-            step_fn()
-        rates.append(n * spc * calls / (time.perf_counter() - t))
+    timing = timed(step_fn, warmup=0, repeats=repeats, number=calls, label=f"{impl} N={n}")
+    rates = [n * spc / s for s in timing.samples]
     q = statistics.quantiles(rates, n=4)
     return {
         "impl": impl,
@@ -194,6 +193,7 @@ def measure(
         "calls_per_repeat": calls,
         "steps_per_call": spc,
         "setup_and_compile_s": warm_s,
+        "call_s": timing.to_json(),
         "bytes_per_env": getattr(step_fn, "bytes_per_env", None),
         "peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
         **_gpu_memory(device, n),
@@ -250,9 +250,8 @@ def _run_case(impl: str, n: int, args) -> dict:
 
 def _machine() -> dict:
     import torch
-    from _machine import cpu_model
+    from _timing import machine
 
-    cpu = cpu_model()
     versions = {"torch": torch.__version__}
     for mod in ("jax", "crazyflow", "l2f", "rotorpy"):
         try:
@@ -262,10 +261,8 @@ def _machine() -> dict:
         except Exception:  # noqa: BLE001 - not installed
             versions[mod] = None
     return {
+        **machine(),
         "platform": platform.platform(),
-        "python": platform.python_version(),
-        "cpu": cpu,
-        "cores": os.cpu_count(),
         "torch_threads": TORCH_THREADS,
         "cuda": torch.cuda.is_available(),
         "versions": versions,
@@ -318,6 +315,7 @@ def main() -> None:
         return _child(args)
     impls, ns = args.impls.split(","), [int(x) for x in args.ns.split(",")]
     devices = [args.device]
+    machine_info = _machine()  # before the cases: the load average at the start
     rows = []
     for impl in impls:
         for n in ns:
@@ -325,9 +323,10 @@ def main() -> None:
                 continue
             row = _run_case(impl, n, args)
             print(json.dumps(row), flush=True)
+            print_spread_warnings(row)
             rows.append(row)
     info = {
-        "machine": _machine(),
+        "machine": machine_info,
         "devices": devices,
         "volary": VOLARY_INFO,
         "peers": {p: _peer_info(p) for p in PEERS if p in impls},

@@ -19,13 +19,12 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import torch
+from _timing import Timing, machine, measure, print_spread_warnings
 
 HERE = Path(__file__).resolve().parent
 SIZES = (11, 50)
@@ -40,15 +39,15 @@ def waypoints(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return pts, rng.uniform(-1.0, 1.0, size=n)
 
 
-def timed(fn, repeats: int) -> tuple[float, float, object]:
-    out = fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
-    q = statistics.quantiles(times, n=4) if len(times) > 1 else [times[0]] * 3
-    return statistics.median(times), q[2] - q[0], out
+def timed(fn, repeats: int, label: str) -> tuple[Timing, object]:
+    """One warm-up run, then ``repeats`` timed runs; the timing and the last run's output."""
+    box = {}
+
+    def run() -> None:
+        box["out"] = fn()
+
+    # quiet: the table prints every warning at its end
+    return measure(run, warmup=1, repeats=repeats, label=label, quiet=True), box["out"]
 
 
 def volary_solve(pts: np.ndarray, yaw: np.ndarray):
@@ -84,6 +83,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=21)
     args = ap.parse_args()
     torch.set_num_threads(1)
+    machine_info = machine()
     try:
         import rotorpy  # noqa: F401
 
@@ -93,36 +93,39 @@ def main() -> None:
     rows = []
     for n in SIZES:
         pts, yaw = waypoints(n, seed=n)
-        med, iqr, traj = timed(lambda p=pts, y=yaw: volary_solve(p, y), args.repeats)
+        t, traj = timed(lambda p=pts, y=yaw: volary_solve(p, y), args.repeats, f"volary W={n}")
         row = {
             "waypoints": n,
-            "volary_ms": 1e3 * med,
-            "volary_iqr_ms": 1e3 * iqr,
+            "volary_ms": 1e3 * t.median,
+            "volary_iqr_ms": 1e3 * t.iqr,
             "volary_snap_cost_xyz": float(traj.snap_cost()[:3].sum()),
+            "volary_timing": t.to_json(unit="ms", scale=1e3),
         }
         if peer_note is None:
-            pmed, piqr, peer = timed(lambda p=pts, y=yaw: rotorpy_solve(p, y), args.repeats)
+            pt, peer = timed(
+                lambda p=pts, y=yaw: rotorpy_solve(p, y), args.repeats, f"rotorpy W={n}"
+            )
             cmp = rotorpy_compare(traj, peer)
             row |= {
-                "rotorpy_ms": 1e3 * pmed,
-                "rotorpy_iqr_ms": 1e3 * piqr,
+                "rotorpy_ms": 1e3 * pt.median,
+                "rotorpy_iqr_ms": 1e3 * pt.iqr,
                 "rotorpy_snap_cost_xyz": cmp["snap_cost_xyz"],
                 "max_pos_gap_m": cmp["max_pos_gap_m"],
-                "speedup": pmed / med,
+                "speedup": pt.median / t.median,
+                "rotorpy_timing": pt.to_json(unit="ms", scale=1e3),
             }
         rows.append(row)
     batch = [waypoints(11, seed=1000 + i) for i in range(BATCH)]
     bw = np.stack([b[0] for b in batch])
     by = np.stack([b[1] for b in batch])
-    bmed, biqr, _ = timed(lambda: volary_solve(bw, by), max(3, args.repeats // 4))
+    bt, _ = timed(lambda: volary_solve(bw, by), max(3, args.repeats // 4), "volary batched")
+    bmed, biqr = bt.median, bt.iqr
     result = {
         "benchmark": "min-snap solve time (x, y, z, yaw; proportional times; rest to rest)",
         "machine": {
+            **machine_info,
             "platform": platform.platform(),
             "processor": platform.processor() or platform.machine(),
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-            "torch_threads": torch.get_num_threads(),
         },
         "repeats": args.repeats,
         "rows": rows,
@@ -131,6 +134,7 @@ def main() -> None:
             "total_ms": 1e3 * bmed,
             "iqr_ms": 1e3 * biqr,
             "per_problem_us": 1e6 * bmed / BATCH,
+            "timing": bt.to_json(unit="ms", scale=1e3),
         },
         "peer_note": peer_note,
     }
@@ -162,14 +166,7 @@ def print_table(result: dict) -> None:
     )
     if result["peer_note"]:
         print("note:", result["peer_note"])
-    noisy = [
-        f"{name} at {r['waypoints']} waypoints"
-        for r in result["rows"]
-        for name in ("volary", "rotorpy")
-        if f"{name}_ms" in r and r[f"{name}_iqr_ms"] > 0.5 * r[f"{name}_ms"]
-    ]
-    if noisy:
-        print("warning: timings vary (IQR > 50% of the median):", ", ".join(noisy))
+    print_spread_warnings(result)
 
 
 if __name__ == "__main__":

@@ -14,27 +14,21 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import statistics
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
-from _machine import cpu_model
+from _timing import cpu_model, machine, summarize
+from _timing import measure as timed
 
 HERE = Path(__file__).resolve().parent
 CASES = ((1, 4096), (8, 4096), (64, 4096), (256, 4096), (1, 129_600), (8, 129_600))
 
 
 def _median_call_us(f: Any, repeat_s: float) -> float:
-    f()
-    ts: list[float] = []
-    end = time.perf_counter() + repeat_s
-    while time.perf_counter() < end or len(ts) < 5:
-        t = time.perf_counter()
-        f()
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts) * 1e6
+    """One warm-up call, then calls for about ``repeat_s`` (at least 5): their median in us."""
+    return timed(f, warmup=1, repeats=5, min_time=repeat_s, quiet=True).median * 1e6
 
 
 def measure(n: int, r: int, dtype: torch.dtype, rounds: int, repeat_s: float) -> dict:
@@ -53,10 +47,13 @@ def measure(n: int, r: int, dtype: torch.dtype, rounds: int, repeat_s: float) ->
     for _ in range(rounds):
         for k, f in peers.items():
             us[k].append(_median_call_us(f, repeat_s))
-    med = {k: statistics.median(v) for k, v in us.items()}
+    label = f"N={n} rays={r} {str(dtype).removeprefix('torch.')}"
+    over_rounds = {k: summarize(v, label=f"{k} {label}") for k, v in us.items()}
+    med = {k: t.median for k, t in over_rounds.items()}
     speedup = med["torch.matmul"] / med["rotate_rows"]
     return {"n": n, "rays": r, "dtype": str(dtype).removeprefix("torch."),
-            "us": med, "rounds_us": us, "speedup": speedup}  # fmt: skip
+            "us": med, "rounds_us": us, "speedup": speedup,
+            "over_rounds": {k: t.to_json(unit="us") for k, t in over_rounds.items()}}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=HERE / "results" / "ray_rotation-cpu.json")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
+    host = machine()
     rows = [measure(n, r, dt, args.rounds, args.repeat_s)
             for dt in (torch.float32, torch.float64) for n, r in CASES]  # fmt: skip
     print(f"\n{'dtype':8s} {'N':>4s} {'rays':>7s} {'torch.matmul us':>16s} {'rotate_rows us':>15s} "
@@ -76,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{x['us']['rotate_rows']:>15.0f} {x['speedup']:>5.1f}x")  # fmt: skip
     meta = {"machine": cpu_model(), "python": platform.python_version(),
             "torch": torch.__version__, "threads": args.threads,
-            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}  # fmt: skip
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "host": host}  # fmt: skip
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
     print(f"wrote {args.out}")

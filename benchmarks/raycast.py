@@ -19,7 +19,6 @@ import json
 import math
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 
@@ -54,30 +53,30 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def time_calls(fn, device: str, budget_s: float, min_repeats: int = 3, max_repeats: int = 9):
-    """Warm up once, then repeat until ``budget_s`` (>= min_repeats): (times, cpu_times)."""
-    fn()
-    _sync(device)
-    times, cpu = [], []
-    while len(times) < max_repeats and (len(times) < min_repeats or sum(times) < budget_s):
-        c0, t0 = time.process_time(), time.perf_counter()
+def time_calls(fn, device: str, budget_s: float, label: str, min_repeats: int = 3,
+               max_repeats: int = 9):  # fmt: skip
+    """Warm up once, then repeat until ``budget_s`` (min_repeats to max_repeats calls, each
+    synchronized): the wall and CPU seconds per call (``_timing.Timing``)."""
+    from _timing import measure
+
+    def call() -> None:
         fn()
         _sync(device)
-        times.append(time.perf_counter() - t0)
-        cpu.append(time.process_time() - c0)
-    return times, cpu
+
+    return measure(call, warmup=1, repeats=min_repeats, min_time=budget_s,
+                   max_repeats=max_repeats, cpu_clock=time.process_time, label=label)  # fmt: skip
 
 
-def _stats(rays: int, times: list[float]) -> dict:
-    q = statistics.quantiles(times, n=4) if len(times) >= 2 else [times[0]] * 3
-    med = statistics.median(times)
+def _stats(rays: int, timing) -> dict:
+    med = timing.median
     return {
         "rays_per_s": rays / med,
-        "best_rays_per_s": rays / min(times),
+        "best_rays_per_s": rays / timing.min,
         "frames_per_s": rays / med / (W * H),
         "median_s": med,
-        "iqr_s": q[2] - q[0],
-        "repeats": len(times),
+        "iqr_s": timing.iqr,
+        "repeats": timing.n,
+        "cast_s": timing.to_json(),
     }
 
 
@@ -89,14 +88,17 @@ def bench_case(backend: str, device: str, n: int, spec, budget_s: float) -> dict
     o, d = frame_rays(spec, n, device)
     caster.cast(o, d, MAX_RANGE)  # builds (and for warp compiles) before timing
     setup = time.perf_counter() - t0
-    times, cpu = time_calls(lambda: caster.cast(o, d, MAX_RANGE), device, budget_s)
-    out = _stats(n * W * H, times) | {"setup_s": setup}
+    label = f"{backend} {device} N={n}"
+    timing = time_calls(lambda: caster.cast(o, d, MAX_RANGE), device, budget_s, label)
+    out = _stats(n * W * H, timing) | {"setup_s": setup}
     if backend == "embree":
-        out["rays_per_cpu_s"] = n * W * H / statistics.median(cpu)
+        out["rays_per_cpu_s"] = n * W * H / statistics.median(timing.cpu_samples)
         scene = caster._groups[0][0]  # type: ignore[attr-defined]
         on, dn = o.reshape(-1, 3).numpy(), d.reshape(-1, 3).numpy()
-        raw, _ = time_calls(lambda: scene.run(on, dn, dists=MAX_RANGE, output=1), device, budget_s)
-        out["bare_run_rays_per_s"] = n * W * H / statistics.median(raw)
+        raw = time_calls(lambda: scene.run(on, dn, dists=MAX_RANGE, output=1), device, budget_s,
+                         f"{label} bare run")  # fmt: skip
+        out["bare_run_rays_per_s"] = n * W * H / raw.median
+        out["bare_run_s"] = raw.to_json()
     return out
 
 
@@ -116,15 +118,10 @@ def cases() -> list[tuple[str, str, str]]:
 
 
 def machine() -> dict:
-    from _machine import cpu_model
+    from _timing import machine as host
 
-    cpu = cpu_model()
     info = {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "python": sys.version.split()[0],
-        "torch": torch.__version__,
-        "torch_threads": torch.get_num_threads(),
+        **host(),
         "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
     }
     for mod in ("embreex", "warp", "numpy"):
@@ -148,6 +145,7 @@ def main() -> None:
     spec = make_scenario("forest", args.seed)
     results: dict[str, dict] = {}
     load0 = os.getloadavg()  # the dev machine is shared: say how busy it was
+    machine_info = machine()
     for label, backend, device in cases():
         for n in NS:
             r = bench_case(backend, device, n, spec, args.budget_s)
@@ -167,7 +165,7 @@ def main() -> None:
         "frame": f"{W}x{H} pinhole, {FOV_DEG:.0f} deg horizontal FOV, start pose, max range "
         f"{MAX_RANGE} m, same frame in every env",
         "segments": 64,
-        "machine": machine(),
+        "machine": machine_info,
         "load_average_1_5_15_min": {"start": load0, "end": os.getloadavg()},
         "results": results,
     }

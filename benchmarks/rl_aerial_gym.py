@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", type=Path, default=HERE / "results" / "rl" / "aerial-gym.json")
     args = ap.parse_args(argv)
-    from _machine import cpu_model
+    from _timing import cpu_model
 
     recipes = args.recipes.split(",")
     work = args.out.with_suffix("")

@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--out", type=Path, default=HERE / "results" / "rl" / "cross-airframe.json")
     args = ap.parse_args(argv)
-    from _machine import cpu_model
+    from _timing import cpu_model
 
     work = args.out.with_suffix("")
     variants = args.variants.split(",")

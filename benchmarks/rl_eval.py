@@ -18,8 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
-import time
+from functools import partial
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -44,10 +43,11 @@ def main(argv: list[str] | None = None) -> int:
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = "1"  # torch's intra-op threads are set per row below
     import torch
-    from _machine import cpu_model
+    from _timing import cpu_model, machine, summarize, timed_call
 
     from volary.learning.rl.ppo import evaluate_policy, load_policy
 
+    host = machine()
     policy, _, meta = load_policy(args.policy)
     rows = []
     for n in (int(s) for s in args.sizes.split(",")):
@@ -60,22 +60,24 @@ def main(argv: list[str] | None = None) -> int:
                 evaluate_policy(env, policy, n, seed=11, kernel=kernel)
             for _ in range(args.repeats):
                 for name, kernel in (("kernel", True), ("stepped", False)):
-                    t0 = time.perf_counter()
-                    res = evaluate_policy(env, policy, n, seed=11, kernel=kernel)
-                    walls[name].append(time.perf_counter() - t0)
+                    run = partial(evaluate_policy, env, policy, n, seed=11, kernel=kernel)
+                    wall, res = timed_call(run)
+                    walls[name].append(wall)
                     success[name] = res["success_rate"]
-            med = {k: statistics.median(v) for k, v in walls.items()}
+            t = {k: summarize(v, label=f"{k} N={n} threads={threads}") for k, v in walls.items()}
+            med = {k: v.median for k, v in t.items()}
             rows.append({
                 "episodes": n, "threads": threads, "kernel_s": walls["kernel"],
                 "stepped_s": walls["stepped"], "median_kernel_s": med["kernel"],
                 "median_stepped_s": med["stepped"], "speedup": med["stepped"] / med["kernel"],
                 "success_kernel": success["kernel"], "success_stepped": success["stepped"],
+                "timing_s": {k: v.to_json() for k, v in t.items()},
             })  # fmt: skip
     doc = {
         "benchmark": "rl_eval", "policy": str(args.policy.relative_to(HERE.parent))
         if args.policy.is_relative_to(HERE.parent) else str(args.policy),
         "task": meta["task"], "env_options": meta["env_options"], "machine": cpu_model(),
-        "repeats": args.repeats, "order": "kernel and stepped in turn, per repeat",
+        "host": host, "repeats": args.repeats, "order": "kernel and stepped in turn, per repeat",
         "rows": rows,
     }  # fmt: skip
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--out", type=Path, default=HERE / "results" / "rl" / "hover-fast.json")
     args = ap.parse_args(argv)
-    from _machine import cpu_model
+    from _timing import cpu_model
 
     learners = args.learner.split(",") if args.learner else [None]
     outs = {lr: args.out if len(learners) == 1 else

@@ -411,7 +411,7 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(trainers) - set(TRAINERS))
     if unknown:
         ap.error(f"--trainers: unknown {', '.join(unknown)}; expected some of {TRAINERS}")
-    from _machine import cpu_model
+    from _timing import cpu_model
 
     runs = []
     for seed in (int(s) for s in args.seeds.split(",")):

@@ -55,6 +55,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _timing import machine, summarize
+
 HERE = Path(__file__).resolve().parent
 BRIDGES = ("zeromq", "ros2", "ros1")
 LOCALHOST = {"ROS_AUTOMATIC_DISCOVERY_RANGE": "LOCALHOST", "FASTDDS_BUILTIN_TRANSPORTS": "SHM"}
@@ -411,6 +413,7 @@ def main(argv: list[str] | None = None) -> int:
     from volary.bench.threads import cpu_model, one_thread
 
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    host = machine()
     runs = []
     with one_thread():
         for rnd in range(args.rounds):
@@ -428,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
             "torch": torch.__version__, "torch_threads": 1, "command": " ".join(sys.argv),
             "started": started, "rounds": args.rounds, "warmup_ticks": args.warmup,
             "seconds": args.seconds, "ros2_command": args.ros2_command, "cuda": _cuda(),
-            "ros2_rmw": rmw, "skipped": skipped, "worlds": {
+            "ros2_rmw": rmw, "skipped": skipped, "host": host, "worlds": {
                 "forest": "forest seed 3, depth aerial_gym_64 (64x64) on every vehicle every "
                           "tick, velocity control 60 Hz, no IMU, hover",
                 "flightgoggles": "volary.ros1.bridge.serve_config(Ros1Options()): AlphaPilot "
@@ -457,10 +460,12 @@ def _summary(runs: list[dict]) -> list[dict]:
         mine = [r for r in runs if (r["world"], r["vehicles"], r["bridge"]) == (world, n, b)]
         med, base = statistics.median(hz(world, n, b)), hz(world, n, "zeromq")
         ratio = med / statistics.median(base) if base else None
+        tick = summarize([1e3 / h for h in hz(world, n, b)], label=f"{world} {b} x{n} ms/tick")
         rows.append({"world": world, "bridge": b, "vehicles": n, "median_hz": med,
                      "rounds_hz": hz(world, n, b),
                      "median_tick_p50_ms": statistics.median(r["tick_p50_ms"] for r in mine),
-                     "ratio_vs_zeromq": ratio})  # fmt: skip
+                     "ratio_vs_zeromq": ratio,
+                     "tick_ms_over_rounds": tick.to_json(unit="ms")})  # fmt: skip
     return rows
 
 

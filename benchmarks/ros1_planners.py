@@ -7,6 +7,16 @@ the same trials (their committed full-protocol rows, nav-flyingtrust-slate/*/tri
         ros1:ego_volume=benchmarks/results/ros1_planners/ego-volume \
         > benchmarks/results/ros1_planners/summary.json
 
+The full protocol's six-platform part (420 trials a planner):
+
+    .venv/bin/python benchmarks/ros1_planners.py \
+        ros1:ego=benchmarks/results/ros1_planners/ego-full6 \
+        ros1:fast_planner=benchmarks/results/ros1_planners/fast_planner-full6 \
+        --report=benchmarks/results/ros1_planners/full6-report \
+        > benchmarks/results/ros1_planners/full6-summary.json
+
+``--report=DIR`` also writes volary's HTML report of the rows (``DIR/index.html``, CSV exports).
+
 The ``*_volume`` runs are the second setting (examples/ros1_planners.toml): the same planners
 given the trial's flight volume (map floor and virtual ceiling) instead of upstream's fixed one.
 Only complete runs belong here (pairs are over the trials every run has): add
@@ -124,8 +134,37 @@ def table_ii(scores: dict, iv: dict) -> list[dict]:
     return out
 
 
+def write_report(rows: list, out: Path) -> None:
+    """volary's HTML report (``volary bench report``'s) of the published planners beside
+    volary's on the common trials: success and scores with intervals, paired tests, letters."""
+    from volary.studies.flyingtrust.report import make_report
+
+    title = "FLYINGTRUST protocol: the published planners beside volary's, same trials"
+    index = make_report(rows, out, title=title, suite="flyingtrust")
+    print(f"wrote {index}", file=sys.stderr)
+
+
+def timing_lines(path: Path, algo: str, rows: list) -> list[dict]:
+    """The relay's timing line of each of ``rows``, matched by (platform, trial seed): the
+    relay names the trial by the seed of its NavTask, ``trial_seed(run seed, key)``. A trial
+    flown twice (an interrupted unit flown again by ``volary bench resume``) keeps its last
+    line; lines of trials not in ``rows`` are dropped."""
+    from volary.bench.nav.schema import trial_seed
+
+    want = {(r.platform, trial_seed(r.seed, r.key)) for r in rows}
+    last: dict[tuple[str, int], dict] = {}
+    for text in path.read_text().splitlines():
+        t = json.loads(text)
+        k = (t["platform"], t["seed"])
+        if t["planner"] == algo and k in want:
+            last[k] = t
+    return list(last.values())
+
+
 def main() -> None:
-    runs = {a.split("=", 1)[0]: Path(a.split("=", 1)[1]) for a in sys.argv[1:]}
+    args = [a for a in sys.argv[1:] if not a.startswith("--report=")]
+    report = [Path(a.removeprefix("--report=")) for a in sys.argv[1:] if a not in args]
+    runs = {a.split("=", 1)[0]: Path(a.split("=", 1)[1]) for a in args}
     mine = [r for d in runs.values() for r in load_results(d / "run.sqlite")]
     keys = {key(r) for r in mine}
     peers = [r for name in ("ego", "kinodynamic")
@@ -134,6 +173,8 @@ def main() -> None:
     algos = sorted({r.algo for r in mine})
     common = set.intersection(*({key(r) for r in mine if r.algo == a} for a in algos))
     rows = [r for r in mine + peers if key(r) in common]
+    for out_dir in report:
+        write_report(rows, out_dir)
     scores = {s.algo: s for s in composite_scores(rows)}
     draws = score_draws(rows)
     iv = score_intervals(draws)
@@ -187,8 +228,7 @@ def main() -> None:
     out["table_ii"] = table_ii(scores, iv)
     timing = {}
     for algo, d in runs.items():
-        lines = [json.loads(x) for x in (d / "timing.jsonl").read_text().splitlines()]
-        lines = [t for t in lines if t["planner"] == algo]
+        lines = timing_lines(d / "timing.jsonl", algo, [r for r in mine if r.algo == algo])
         run = json.loads((d / "run.json").read_text())
         shares = [t["wait_share"] for t in lines if t["wait_share"] is not None]
         timing[algo] = {

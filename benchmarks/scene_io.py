@@ -40,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from _machine import cpu_model
+from _timing import machine, summarize
 
 from volary.bench.threads import one_thread
 from volary.worlds import io as new_io
@@ -60,6 +60,7 @@ def baseline_module(commit: str) -> types.ModuleType:
         text=True,
         check=True,
     ).stdout
+    src = src.replace("from volary.worlds._stack import", "from volary.worlds.primitives import")
     mod = types.ModuleType("_volary_io_baseline")
     sys.modules[mod.__name__] = mod  # dataclasses look their module up
     exec(compile(src, f"{commit}:src/volary/worlds/io.py", "exec"), mod.__dict__)
@@ -142,20 +143,24 @@ def timed(fn: Callable, path: Path) -> tuple[float, float]:
     return time.perf_counter() - t0, time.process_time() - c0
 
 
-def summary(times: list[tuple[float, float]]) -> dict:
+def summary(times: list[tuple[float, float]], label: str) -> dict:
+    """CPU seconds (the figure compared; its spread warned on) and wall seconds per round."""
     wall, cpu = [t[0] for t in times], [t[1] for t in times]
-    q = statistics.quantiles(cpu, n=4) if len(cpu) >= 2 else [cpu[0]] * 3
+    t = summarize(cpu, label=f"{label} (CPU s)")
     return {
-        "cpu_median_s": statistics.median(cpu),
-        "cpu_iqr_s": q[2] - q[0],
+        "cpu_median_s": t.median,
+        "cpu_iqr_s": t.iqr,
         "wall_median_s": statistics.median(wall),
         "cpu_s": cpu,
         "wall_s": wall,
+        "cpu_spread": t.spread,
+        "spread_warning": t.warning,
     }
 
 
 def run(repeats: int, baseline: str) -> dict:
     load_start = os.getloadavg()
+    host = machine()
     old_io = baseline_module(baseline)
     peers = candidates()
     with tempfile.TemporaryDirectory() as tmp:
@@ -178,7 +183,8 @@ def run(repeats: int, baseline: str) -> dict:
             print(f"round {r + 1}/{repeats} done", file=sys.stderr)
         rows = []
         for fmt, path in files.items():
-            old, new = summary(times[fmt]["old"]), summary(times[fmt]["new"])
+            old = summary(times[fmt]["old"], f"{fmt} old")
+            new = summary(times[fmt]["new"], f"{fmt} new")
             row = {
                 "format": fmt,
                 "file_mb": path.stat().st_size / 1e6,
@@ -190,7 +196,8 @@ def run(repeats: int, baseline: str) -> dict:
                 "new_reader": "plyfile" if fmt.startswith("PLY") else "unchanged hand parser",
             }
             if "candidate" in times[fmt]:
-                row["candidate"] = {"library": peers[fmt][0]} | summary(times[fmt]["candidate"])
+                cand = summary(times[fmt]["candidate"], f"{fmt} {peers[fmt][0]}")
+                row["candidate"] = {"library": peers[fmt][0]} | cand
             rows.append(row)
     mesh = grid_mesh()
     return {
@@ -200,10 +207,8 @@ def run(repeats: int, baseline: str) -> dict:
         "points": POINTS,
         "repeats": repeats,
         "machine": {
-            "cpu": cpu_model(),
+            **host,
             "platform": platform.platform(),
-            "python": platform.python_version(),
-            "numpy": np.__version__,
             "plyfile": importlib.metadata.version("plyfile"),
             "torch_threads": torch.get_num_threads(),
             "load_average_1_5_15_min_at_start": load_start,

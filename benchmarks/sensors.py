@@ -29,15 +29,11 @@ CAMERAS = {"64x64": "aerial_gym_64", "270x480": "d455"}
 
 
 def _machine() -> dict:
-    from _machine import cpu_model
+    from _timing import machine
 
-    cpu = cpu_model()
     return {
+        **machine(),
         "platform": platform.platform(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "cpu": cpu,
-        "cores": os.cpu_count(),
         "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
     }
 
@@ -47,20 +43,16 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def _time(fn, device: str, repeats: int, min_s: float) -> list[float]:
-    """Seconds per call: ``repeats`` samples, each looping ``fn`` for at least ``min_s``."""
-    out = []
-    for _ in range(repeats):
-        k, t0 = 0, time.perf_counter()
-        while True:
-            fn()
-            k += 1
-            _sync(device)
-            dt = time.perf_counter() - t0
-            if dt >= min_s:
-                break
-        out.append(dt / k)
-    return out
+def _time(fn, device: str, repeats: int, min_s: float, label: str):
+    """Seconds per call (``_timing.Timing``): ``repeats`` samples, each looping ``fn`` (each
+    call synchronized) for at least ``min_s``."""
+    from _timing import measure
+
+    def call() -> None:
+        fn()
+        _sync(device)
+
+    return measure(call, warmup=0, repeats=repeats, min_sample_time=min_s, label=label)
 
 
 def measure(backend: str, camera: str, n: int, device: str, args) -> dict:
@@ -94,8 +86,11 @@ def measure(backend: str, camera: str, n: int, device: str, args) -> dict:
         }
     origin, dirs, _ = cam.bundle.world(pos, quat)
     origins = origin[:, None, :].expand_as(dirs)
-    cam_t = _time(lambda: cam(pos, quat), device, repeats, args.repeat_s)
-    raw_t = _time(lambda: caster.cast(origins, dirs, cfg.max_range), device, repeats, args.repeat_s)
+    label = f"{backend} {camera} N={n} threads={args.n_threads}"
+    cam_timing = _time(lambda: cam(pos, quat), device, repeats, args.repeat_s, label)
+    raw_timing = _time(lambda: caster.cast(origins, dirs, cfg.max_range), device, repeats,
+                       args.repeat_s, f"{label} raw cast")  # fmt: skip
+    cam_t, raw_t = cam_timing.samples, raw_timing.samples
     rays = cfg.width * cfg.height
     fps = [n / t for t in cam_t]
     med = statistics.median(fps)
@@ -119,6 +114,8 @@ def measure(backend: str, camera: str, n: int, device: str, args) -> dict:
         "rays_per_s_per_core": med * rays / ((os.cpu_count() or 1) if device == "cpu" else 1),
         "s_per_call": statistics.median(cam_t),
         "repeats": len(cam_t),
+        "call_s": cam_timing.to_json(),
+        "raw_cast_s": raw_timing.to_json(),
         "setup_s": setup_s,
         "hit_fraction": hit,
         "rays_per_frame": rays,
@@ -179,6 +176,7 @@ def main() -> None:
     ap.add_argument("--max-case-s", type=float, default=60.0)
     args = ap.parse_args()
     backends = args.backends or _available(args.device)
+    machine_info = _machine()
     rows: list[dict] = []
     skipped: list[dict] = []
     for threads in args.threads:
@@ -193,7 +191,7 @@ def main() -> None:
             args.envs,
         )
     info = {
-        "machine": _machine(),
+        "machine": machine_info,
         "threads": args.threads,
         "scenario": "forest seed 0",
         "pose": "scenario start pose, all envs",

@@ -35,6 +35,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _timing import machine, summarize
+from _timing import measure as measure_calls
+
 HERE = Path(__file__).resolve().parent
 CASES = {
     "state": ["--imu", "none"],
@@ -51,14 +54,8 @@ def _client(address: str, warmup: int, steps: int, out: mp.Queue) -> None:
 
     with Client(address, timeout=120) as c:
         cmd = [0.027 * 9.81, 0.0, 0.0, 0.0]
-        for _ in range(warmup):
-            c.step(cmd)
-        lat = []
-        for _ in range(steps):
-            t = time.perf_counter()
-            c.step(cmd)
-            lat.append((time.perf_counter() - t) * 1e3)
-        out.put(lat)
+        t = measure_calls(lambda: c.step(cmd), warmup=warmup, repeats=steps, quiet=True)
+        out.put([x * 1e3 for x in t.samples])
 
 
 def _zmq_client(address: str, warmup: int, steps: int, out: mp.Queue) -> None:
@@ -66,14 +63,13 @@ def _zmq_client(address: str, warmup: int, steps: int, out: mp.Queue) -> None:
 
     sock = zmq.Context.instance().socket(zmq.DEALER)
     sock.connect(address)
-    lat = []
-    for i in range(warmup + steps):
-        t = time.perf_counter()
+
+    def round_trip() -> None:
         sock.send_multipart([b"s" * 56, b"c" * 32])  # a step message's frame sizes
         sock.recv_multipart()
-        if i >= warmup:
-            lat.append((time.perf_counter() - t) * 1e3)
-    out.put(lat)
+
+    t = measure_calls(round_trip, warmup=warmup, repeats=steps, quiet=True)
+    out.put([x * 1e3 for x in t.samples])
 
 
 def _zmq_echo(clients: int, out: mp.Queue) -> None:
@@ -178,8 +174,10 @@ def _measure_echo(case: str, clients: int, warmup: int, steps: int) -> dict:
 
 def _row(case: str, clients: int, steps: int, lat: list[float]) -> dict:
     q99 = statistics.quantiles(lat, n=100)[98]
+    t = summarize(lat, label=f"{case} clients={clients} round trip")
     return {"case": case, "clients": clients, "steps_per_client": steps,
-            "p50_ms": statistics.median(lat), "p99_ms": q99, "max_ms": max(lat)}  # fmt: skip
+            "p50_ms": statistics.median(lat), "p99_ms": q99, "max_ms": max(lat),
+            "latency_ms": t.to_json(unit="ms")}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -190,6 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cases", default=",".join(DEFAULT_CASES))
     ap.add_argument("--out", type=Path, default=HERE / "results" / "serve.json")
     args = ap.parse_args(argv)
+    host = machine()
     rows = []
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     for case in args.cases.split(","):
@@ -213,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         print("splat RGB 64x64: not run (add --cases splat64; gsplat renders on CUDA)")
     meta = {"machine": platform.processor() or platform.machine(), "cores": os.cpu_count(),
             "python": platform.python_version(), "command": " ".join(sys.argv),
-            "cuda": _cuda_name(), "started": started}  # fmt: skip
+            "cuda": _cuda_name(), "started": started, "host": host}  # fmt: skip
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
     return 0

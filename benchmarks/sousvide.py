@@ -77,10 +77,11 @@ def main() -> None:
 
     numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))
     sys.path.insert(0, str(HERE))
-    from _machine import cpu_model
+    from _timing import cpu_model, machine
 
     out = args.out or HERE / "results" / f"sousvide-{args.device}.json"
     load0 = os.getloadavg()  # the dev machine is shared: say how busy it was
+    host = machine()
     run_case(2, 2, 0.2, args.size, args.device)  # warm-up: numba compile, first allocations
     cases = [(8, 8)] if args.quick else CASES
     if args.cases:
@@ -100,6 +101,7 @@ def main() -> None:
         "torch_threads": torch.get_num_threads(),
         "numba_threads": numba.get_num_threads(),
         "load_average_1_5_15_min": {"start": load0, "end": os.getloadavg()},
+        "host": host,
         "cases": rows,
     }
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -29,7 +29,6 @@ import json
 import math
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 
@@ -65,21 +64,18 @@ def intrinsics(size: int) -> tuple[float, float, float, float]:
     return (f, f, size / 2, size / 2)
 
 
-def time_calls(fn, device: str, budget_s: float, max_repeats: int = 7, min_repeats: int = 1):
+def time_calls(fn, device: str, budget_s: float, label: str, max_repeats: int = 7,
+               min_repeats: int = 1):  # fmt: skip
     """Repeat (no warm-up here) while another call fits in ``budget_s`` (at least
-    ``min_repeats`` times, at most ``max_repeats``). Returns (wall times, CPU times)."""
-    times: list[float] = []
-    cpu: list[float] = []
-    while len(times) < max_repeats:
-        enough = len(times) >= min_repeats
-        if enough and times and sum(times) * (1 + 1 / len(times)) > budget_s:
-            break
-        c0, t0 = time.process_time(), time.perf_counter()
+    ``min_repeats`` times, at most ``max_repeats``): wall and CPU seconds (``_timing.Timing``)."""
+    from _timing import measure
+
+    def call() -> None:
         fn()
         _sync(device)
-        times.append(time.perf_counter() - t0)
-        cpu.append(time.process_time() - c0)
-    return times, cpu
+
+    return measure(call, warmup=0, repeats=min_repeats, max_time=budget_s,
+                   max_repeats=max_repeats, cpu_clock=time.process_time, label=label)  # fmt: skip
 
 
 def bench_case(splats, spec, backend: str, device: str, size: int, n: int, args) -> dict:
@@ -102,19 +98,18 @@ def bench_case(splats, spec, backend: str, device: str, size: int, n: int, args)
     m = n
     if one * n > args.max_case_s / 2:  # leave room for a second repeat
         m = max(1, int(args.max_case_s / 2 / one))
-    times, cpu = time_calls(
-        lambda: call(m), device, min(args.budget_s, args.max_case_s), min_repeats=args.min_repeats
-    )
-    med = statistics.median(times)
-    q = statistics.quantiles(times, n=4) if len(times) >= 2 else [times[0]] * 3
+    timing = time_calls(lambda: call(m), device, min(args.budget_s, args.max_case_s),
+                        f"{backend} {size}px N={n}", min_repeats=args.min_repeats)  # fmt: skip
+    times, cpu, med = timing.samples, timing.cpu_samples, timing.median
     out = {
         "status": "ok" if m == n else "limited",
         "envs_per_call": m,
         "frames_per_s": m / med,
         "best_frames_per_s": m / min(times),
         "median_s": med,
-        "iqr_s": q[2] - q[0],
+        "iqr_s": timing.iqr,
         "repeats": len(times),
+        "call_s": timing.to_json(),
     }
     if device == "cpu":
         out["frames_per_cpu_s"] = m / statistics.median(cpu)
@@ -138,15 +133,10 @@ def backends(device: str, choice: str) -> list[str]:
 
 
 def machine(device: str) -> dict:
-    from _machine import cpu_model
+    from _timing import machine as host
 
-    cpu = cpu_model()
     info = {
-        "cpu": cpu,
-        "cores": os.cpu_count(),
-        "python": sys.version.split()[0],
-        "torch": torch.__version__,
-        "torch_threads": torch.get_num_threads(),
+        **host(),
         "cuda": torch.cuda.get_device_name() if device.startswith("cuda") else None,
     }
     for mod in ("numba", "numpy", "gsplat"):
@@ -216,6 +206,7 @@ def main() -> None:
     from volary.sensors.splat.synth import synthesize_scenario
 
     load0 = os.getloadavg()  # the dev machine is shared: say how busy it was
+    machine_info = machine(args.device)
     results: dict[str, dict] = {}
     scenes = {}
     for g in args.gaussians:
@@ -248,7 +239,7 @@ def main() -> None:
         "env i shifted 5 i / N m along x, yaw jitter +-0.2 rad (seeded)",
         "timed_call": "volary.sensors.splat.render (RGB + expected depth + alpha)",
         "args": {k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items()},
-        "machine": machine(args.device),
+        "machine": machine_info,
         "load_average_1_5_15_min": {"start": load0, "end": os.getloadavg()},
         "results": results,
     }

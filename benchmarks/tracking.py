@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from volary.bench.tracking import FigureEight, track_figure_eight
+from volary.bench.tracking import TRACKING_REFERENCE, track_figure_eight
 from volary.dynamics import VehicleParams
 from volary.platforms import get, names
 
@@ -67,13 +67,13 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=HERE / "results")
     args = ap.parse_args()
     torch.set_num_threads(1)
-    ref = FigureEight()
+    ref = TRACKING_REFERENCE
     quads = [n for n in names() if get(n).n_rotors == 4]
     rows = _rows(quads)
     doc = {
         "protocol": (
-            f"1:2 Lissajous figure-eight, {ref.length} m x {ref.length / 2} m at {ref.height} m, "
-            f"average speed {ref.speed} m/s (lap {ref.lap_length:.3f} m, {ref.period:.3f} s), "
+            f"1:2 Lissajous figure-eight, {ref.size} m x {ref.size / 2} m at {ref.height} m, "
+            f"average speed {ref.speed} m/s (lap {ref.path_length:.3f} m, {ref.period:.3f} s), "
             "yaw 0; mellinger mode with drag-aware feed-forward, default gains; 960 Hz RK4 "
             "physics, 240 Hz control, deterministic; start on the reference at the crossing "
             "point with its velocity; one lap lead-in, errors over the next lap."

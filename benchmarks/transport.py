@@ -29,6 +29,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from _timing import machine
+from _timing import measure as timed
+
 HERE = Path(__file__).resolve().parent
 SIZES = {"state 128 B": 128, "depth 64x64 f32": 64 * 64 * 4, "depth 270x480 f32": 270 * 480 * 4}
 
@@ -142,17 +145,15 @@ def _candidates(tmp: str) -> dict:
     }
 
 
-def measure(call, size: int, trips: int) -> dict:
+def measure(call, size: int, trips: int, label: str) -> dict:
     data = os.urandom(size)
     for _ in range(max(50, trips // 20)):
         assert call(data) == data
-    lat = []
-    for _ in range(trips):
-        t = time.perf_counter()
-        call(data)
-        lat.append((time.perf_counter() - t) * 1e6)
+    t = timed(lambda: call(data), warmup=0, repeats=trips, label=label)
+    lat = [x * 1e6 for x in t.samples]
     q = statistics.quantiles(lat, n=100)
-    return {"p50_us": statistics.median(lat), "p99_us": q[98], "trips": trips}
+    return {"p50_us": statistics.median(lat), "p99_us": q[98], "trips": trips,
+            "latency_us": t.to_json(unit="us", scale=1e6)}  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -161,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", default="zmq-tcp,zmq-ipc,zenoh,grpc")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "transport.json")
     args = ap.parse_args(argv)
+    host = machine()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         cands = _candidates(tmp)
@@ -174,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
                 for label, size in SIZES.items():
                     trips = args.trips if size < 100_000 else args.trips // 5
                     r = {"transport": name, "payload": label, "bytes": size}
-                    r.update(measure(call, size, trips))
+                    r.update(measure(call, size, trips, f"{name} {label}"))
                     rows.append(r)
                     print(f"{name:8s} {label:20s} p50 {r['p50_us']:8.1f} us  "
                           f"p99 {r['p99_us']:8.1f} us", flush=True)  # fmt: skip
@@ -193,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     meta = {
         "machine": platform.processor() or platform.machine(),
         "python": platform.python_version(),
+        "host": host,
     }
     args.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
     return 0

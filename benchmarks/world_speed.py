@@ -20,11 +20,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from _timing import machine, summarize
 
 HERE = Path(__file__).resolve().parent
 ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -73,6 +74,7 @@ def main() -> None:
     args = ap.parse_args()
     PHYSICS.update(impls=args.physics_impls, ns=args.physics_ns)
     benches = {"physics": physics, "envs": envs, "nav": nav}
+    host = machine()
     figures: dict[str, dict[str, list[float]]] = {"old": {}, "new": {}}
     with tempfile.TemporaryDirectory() as tmp:
         for r in range(args.rounds):
@@ -85,11 +87,15 @@ def main() -> None:
                     print(f"round {r} {name} {side} done", flush=True)
     rows = []
     for key in figures["new"]:
-        old, new = statistics.median(figures["old"][key]), statistics.median(figures["new"][key])
+        t = {side: summarize(figures[side][key], label=f"{key} {side}") for side in ("old", "new")}
+        old, new = t["old"].median, t["new"].median
         rows.append({"figure": key, "old": old, "new": new, "ratio": new / old,
-                     "old_runs": figures["old"][key], "new_runs": figures["new"][key]})  # fmt: skip
+                     "old_runs": figures["old"][key], "new_runs": figures["new"][key],
+                     "old_over_rounds": t["old"].to_json("rate"),
+                     "new_over_rounds": t["new"].to_json("rate")})  # fmt: skip
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"rounds": args.rounds, "rows": rows}, indent=1) + "\n")
+    doc = {"rounds": args.rounds, "machine": host, "rows": rows}
+    args.out.write_text(json.dumps(doc, indent=1) + "\n")
     print(f"\n{'figure':<40} {'old':>12} {'new':>12} {'new/old':>8}")
     for r in rows:
         print(f"{r['figure']:<40} {r['old']:>12.1f} {r['new']:>12.1f} {r['ratio']:>8.3f}")

@@ -27,7 +27,7 @@ except ImportError:  # the raycast package is being built beside these sensors
 
 
 from volary.worlds import Box, Cylinder, Plane, SceneSpec, Sphere
-from volary.worlds._stack import gate_boxes
+from volary.worlds.primitives import gate_boxes
 
 _INF = math.inf
 

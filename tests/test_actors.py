@@ -104,7 +104,8 @@ def test_a_served_actor_appears_in_the_vehicles_depth_and_collisions_and_replays
     pytest.importorskip("zmq")
     from test_serve import HOVER_CF, serving
     from volary.client import Client
-    from volary.serve.recording import read_bag, replay
+    from volary.serve.recording import read_bag
+    from volary.serve.replay import replay
     from volary.serve.world import ActorSpec, SensorSpec, ServeConfig, SlotSpec
 
     cfg = ServeConfig(slots=(SlotSpec(sensors=("depth",)),), scene="forest", seed=3,

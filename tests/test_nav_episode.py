@@ -325,3 +325,35 @@ def test_planners_keep_the_box_half_width_from_obstacles():
     sphere = NavLimits(4.0, 5.0, 3.0, 2.5, 100.0, 8.0, 0.3)
     box = replace(sphere, half_extents=(0.24, 0.22, 0.05))
     assert sphere.plan_radius == 0.3 and box.plan_radius == 0.24
+
+
+class Closing(Spy):
+    """A planner that owns a resource (a ROS 1 relay's nodes, a socket) and frees it in close();
+    the 0.895 kg DJI's plan raises, the 1.00 kg SunnySky's close raises."""
+
+    closed: list = []
+
+    def plan(self, obs):
+        if self.task.platform == "0.895kg-DJI":
+            raise RuntimeError("planner bug")
+        return self.inner.plan(obs)
+
+    def close(self):
+        Closing.closed.append(self.task.platform)
+        if self.task.platform == "1.00kg-SunnySky":
+            raise OSError("socket already gone")
+
+
+def test_every_planner_is_closed_once_when_its_unit_ends():
+    """The unit closes each planner when its flight is over, also after a planner fault, so a
+    planner's end-of-trial work (the ROS relay's timing line) is never lost with the worker; a
+    failing close() warns and leaves the rows as flown."""
+    Closing.closed.clear()
+    platforms = ("0.60kg-EMAX", "0.895kg-DJI", "1.00kg-SunnySky")
+    settings = ProtocolSettings(time_limit=0.25)
+    unit = WorkUnit(f"{__name__}:Closing", "forest", 0, 0, platforms, 5, (), settings)
+    with pytest.warns(UserWarning, match="socket already gone"):
+        rows = {r.platform: r for r in run_unit(unit)}
+    assert sorted(Closing.closed) == sorted(platforms)
+    assert rows["0.895kg-DJI"].cause == "error" and "planner bug" in rows["0.895kg-DJI"].error
+    assert rows["1.00kg-SunnySky"].cause != "error"

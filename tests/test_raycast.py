@@ -134,7 +134,7 @@ def test_embree_agrees_with_torch_reference(kind, seed):
 
 @pytest.mark.parametrize("backend", MESH)
 def test_gate_frames_are_the_same_bars_for_every_backend(backend):
-    """Gates are cast as their four frame boxes (worlds._stack.gate_boxes) by every backend."""
+    """Gates are cast as their four frame boxes (worlds.primitives.gate_boxes) by every backend."""
     from volary.worlds import alphapilot_2019
 
     spec = alphapilot_2019()

@@ -331,6 +331,8 @@ def _hand_parser() -> types.ModuleType | None:
         ).stdout
     except (OSError, subprocess.CalledProcessError):
         return None
+    # gate_boxes moved from worlds._stack (gone) to worlds.primitives since BASELINE
+    out = out.replace("from volary.worlds._stack import", "from volary.worlds.primitives import")
     mod = types.ModuleType("_volary_io_hand")
     sys.modules[mod.__name__] = mod  # dataclasses look their module up
     exec(compile(out, f"{BASELINE}:io.py", "exec"), mod.__dict__)

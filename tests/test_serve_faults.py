@@ -481,7 +481,7 @@ def test_each_hello_repeats_the_first_flights_imu_and_a_replay_too(tmp_path):
     assert grew < RSS_BOUND, grew
     if bag is None:
         return
-    from volary.serve.recording import replay
+    from volary.serve.replay import replay
 
     again = replay(bag)  # the joins' restarts replay too
     assert again.world.state.pos.equal(end.pos)

@@ -14,7 +14,8 @@ zmq = pytest.importorskip("zmq")
 from test_serve import HOVER_CF, SENSORS, _ctbr, serving  # noqa: E402
 from volary.client import Client  # noqa: E402
 from volary.serve import protocol as P  # noqa: E402
-from volary.serve.recording import read_bag, replay  # noqa: E402
+from volary.serve.recording import read_bag  # noqa: E402
+from volary.serve.replay import replay  # noqa: E402
 from volary.serve.world import SensorSpec, ServeConfig, SlotSpec  # noqa: E402
 
 RIG = {**SENSORS, "lidar": SensorSpec("lidar", "os0_16", 10.0)}

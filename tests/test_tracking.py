@@ -11,11 +11,12 @@ import pytest
 import torch
 
 from volary.bench.tracking import (
+    TRACKING_REFERENCE,
     FigureEight,
     feedforward_setpoint,
-    figure_eight,
     track_figure_eight,
 )
+from volary.control.references import FigureEight as CoreFigureEight
 from volary.dynamics import VehicleParams
 from volary.errors import ConfigError
 from volary.platforms import get, names
@@ -27,10 +28,20 @@ def test_catalogue_has_the_flyingtrust_quads():
     assert len(QUADS) >= 36 + 4
 
 
+def test_the_tracking_reference_is_the_core_figure_eight():
+    assert FigureEight is CoreFigureEight
+    ref = TRACKING_REFERENCE
+    assert (ref.size, ref.speed, ref.height, ref.yaw) == (3.0, 2.0, 1.5, 0.0)
+    # the committed table's protocol line: lap 9.146 m, 4.573 s
+    assert ref.path_length == pytest.approx(9.146, abs=5e-4)
+    assert ref.period == pytest.approx(ref.path_length / ref.speed, rel=1e-15)
+    assert ref.period == pytest.approx(4.573, abs=5e-4)
+
+
 def test_figure_eight_geometry_and_derivatives():
-    ref = FigureEight()
+    ref = TRACKING_REFERENCE
     t = torch.linspace(0.0, ref.period, 4001, dtype=torch.float64)
-    f = figure_eight(t, ref)
+    f = ref.evaluate(t)
     assert f.pos[:, 0].amax() - f.pos[:, 0].amin() == pytest.approx(3.0, abs=1e-4)
     torch.testing.assert_close(f.pos[:, 2], torch.full_like(t, 1.5))
     seg = (f.pos[1:] - f.pos[:-1]).norm(dim=-1).sum()
@@ -44,7 +55,7 @@ def test_figure_eight_geometry_and_derivatives():
 
 def test_drag_feedforward_is_the_flatness_thrust():
     params = VehicleParams.from_airframes([get("flightgoggles")], 1, dtype=torch.float64)
-    f = figure_eight(torch.tensor([0.3], dtype=torch.float64))
+    f = TRACKING_REFERENCE.evaluate(torch.tensor([0.3], dtype=torch.float64))
     plain, ff = feedforward_setpoint(f, params, drag=False), feedforward_setpoint(f, params)
     torch.testing.assert_close(plain[:, :6], ff[:, :6])
     drag = 0.1 * f.vel.norm(dim=-1, keepdim=True) * f.vel  # quadratic drag, equal axes

@@ -1,6 +1,13 @@
-"""Protocols shared across layers: what a Controller, Sensor, Planner and Policy look like.
+"""Protocols shared across layers: what a Controller and a Policy look like.
 
-Only typing lives here, so every layer may import it.
+Only typing lives here, so every layer may import it. Each protocol has real implementations,
+checked by ``tests/test_types_contracts.py``: a :class:`Controller` is what
+``volary.control.make_controller`` builds for every control mode (and the MPC controllers), what
+``volary.sim.Simulator`` flies; a :class:`Policy` is every registered sensors-only contestant
+(``volary.planning.challenge.CONTESTANTS``), the SV-Net policy of every variant and the RL
+actor-critic. Sensors and planners have no shared protocol here: each sensor has its own call
+signature (``volary.sensors``), and the benchmark's planners follow
+``volary.planning.navigation.NavPlanner``.
 """
 
 from __future__ import annotations
@@ -24,20 +31,6 @@ class Controller(Protocol):
     def __call__(self, state: Any, setpoint: Any, dt: float) -> torch.Tensor: ...
 
     def reset(self, mask: torch.Tensor | None = None) -> None: ...
-
-
-@runtime_checkable
-class Sensor(Protocol):
-    """Produces a batched measurement from the simulator state at its own rate."""
-
-    def __call__(self, state: Any, dt: float, generator: torch.Generator | None) -> Any: ...
-
-
-@runtime_checkable
-class Planner(Protocol):
-    """Produces a reference (path or trajectory) from an observation of a scenario."""
-
-    def plan(self, observation: Any) -> Any: ...
 
 
 @runtime_checkable

@@ -1,9 +1,10 @@
 """Tracking acceptance: every catalogue quad flies a figure-eight with the Mellinger mode.
 
-Reference (:func:`figure_eight`): the 1:2 Lissajous figure-eight
-x = (L/2) sin(theta), y = (L/4) sin(2 theta), z = h, yaw = 0, theta = w t, flown at a constant
-phase rate w chosen so one lap of arc length S takes S / v_avg seconds (v_avg the average speed).
-Position through snap are analytic (d^k/dt^k sin(k' w t) = (k' w)^k sin(k' w t + k pi / 2)).
+Reference (:data:`TRACKING_REFERENCE`, a :class:`volary.control.references.FigureEight`): the
+1:2 Lissajous figure-eight x = (L/2) sin(theta), y = (L/4) sin(2 theta), z = h, yaw = 0,
+theta = w t, L = ``size``, flown at a constant phase rate w chosen so one lap of arc length
+``path_length`` takes ``period`` = path_length / v_avg seconds (v_avg = ``speed``, the average
+speed). Position through snap are analytic.
 
 Feed-forward (:func:`volary.planning.flatness.feedforward_setpoint`, re-exported here): the
 ``mellinger`` setpoint [p, v, a, j, yaw, yaw rate] with the acceleration and jerk replaced by
@@ -32,57 +33,12 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from volary.control.references import FigureEight
 from volary.errors import ConfigError
-from volary.planning import FlatOutputs
 from volary.planning.flatness import feedforward_setpoint
 
-ARC_SAMPLES = 20001  # trapezoid samples for the lap length
-
-
-@dataclass(frozen=True)
-class FigureEight:
-    """A 1:2 Lissajous figure-eight at constant phase rate (SI)."""
-
-    length: float = 3.0  # m, extent along x (y extent is half of it)
-    speed: float = 2.0  # m/s, average speed over a lap
-    height: float = 1.5  # m
-
-    def __post_init__(self) -> None:
-        for name in ("length", "speed", "height"):
-            v = getattr(self, name)
-            if not (math.isfinite(v) and v > 0):
-                raise ConfigError(f"figure_eight.{name}: expected a value > 0, got {v}")
-
-    @property
-    def lap_length(self) -> float:
-        """Arc length of one lap (m): integral of |dp/dtheta| over [0, 2 pi]."""
-        th = torch.linspace(0.0, 2 * math.pi, ARC_SAMPLES, dtype=torch.float64)
-        a, b = self.length / 2, self.length / 4
-        ds = torch.hypot(a * torch.cos(th), 2 * b * torch.cos(2 * th))
-        return float(torch.trapezoid(ds, th))
-
-    @property
-    def period(self) -> float:
-        """Lap time (s) at the average speed."""
-        return self.lap_length / self.speed
-
-
-def _sin_derivs(amp: float, rate: float, theta: Tensor) -> list[Tensor]:
-    """d^k/dt^k of amp sin(theta), theta = rate t, for k = 0..4."""
-    return [amp * rate**k * torch.sin(theta + k * math.pi / 2) for k in range(5)]
-
-
-def figure_eight(t: Tensor, ref: FigureEight | None = None) -> FlatOutputs:
-    """Flat outputs of the figure-eight at times ``t`` (...,) s (float64), yaw 0."""
-    f = ref if ref is not None else FigureEight()
-    w = 2 * math.pi / f.period
-    tt = torch.as_tensor(t, dtype=torch.float64)
-    x = _sin_derivs(f.length / 2, w, w * tt)
-    y = _sin_derivs(f.length / 4, 2 * w, 2 * w * tt)
-    zero = torch.zeros_like(tt)
-    z = [zero + f.height] + [zero] * 4
-    d = [torch.stack((x[k], y[k], z[k]), dim=-1) for k in range(5)]
-    return FlatOutputs(d[0], d[1], d[2], d[3], d[4], zero, zero, zero)
+TRACKING_REFERENCE = FigureEight(size=3.0, speed=2.0, height=1.5)
+"""The acceptance reference: 3 m x 1.5 m at 1.5 m height, 2 m/s mean speed, yaw 0."""
 
 
 @dataclass(frozen=True)
@@ -106,11 +62,12 @@ def track_figure_eight(
     device: str = "cpu",
     gains: object = None,
 ) -> TrackingResult:
-    """Fly ``ref`` with every platform in one batch (module docstring) and measure the errors."""
+    """Fly ``ref`` (default :data:`TRACKING_REFERENCE`) with every platform in one batch (module
+    docstring) and measure the errors."""
     from volary.sim import World, rollout  # layer 4, imported on use
     from volary.sim.terms import crashed, diverged
 
-    f = ref if ref is not None else FigureEight()
+    f = ref if ref is not None else TRACKING_REFERENCE
     if not (math.isfinite(settle_laps) and settle_laps >= 0):
         raise ConfigError(f"settle_laps: expected a lap count >= 0, got {settle_laps}")
     world = World(
@@ -122,7 +79,7 @@ def track_figure_eight(
         compile="numba" if device == "cpu" else False,
     )
     n = world.b
-    start = figure_eight(torch.zeros(n), f)
+    start = f.evaluate(torch.zeros(n, dtype=torch.float64))
     world.reset(pos=start.pos, vel=start.vel)
     hz = world.sim.config.control_hz
     p64 = world.params.to(dtype=torch.float64)
@@ -133,12 +90,12 @@ def track_figure_eight(
 
         def act(world: Any, k: int) -> Tensor:
             t = torch.full((n,), (first + k) / hz, dtype=torch.float64, device=device)
-            return feedforward_setpoint(figure_eight(t, f), p64, drag=drag_feedforward)
+            return feedforward_setpoint(f.evaluate(t), p64, drag=drag_feedforward)
 
         return act
 
     def error(world: Any) -> Tensor:
-        want = figure_eight(world.state.time.double(), f).pos
+        want = f.evaluate(world.state.time.double()).pos
         return (world.state.pos.double() - want).norm(dim=-1)
 
     ends = (crashed, diverged)  # recorded as crashed; every vehicle flies the whole time
@@ -160,9 +117,9 @@ def track_figure_eight(
 
 
 __all__ = [
+    "TRACKING_REFERENCE",
     "FigureEight",
     "TrackingResult",
     "feedforward_setpoint",
-    "figure_eight",
     "track_figure_eight",
 ]

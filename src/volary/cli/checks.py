@@ -795,12 +795,27 @@ def set_root(app: typer.Typer) -> None:
     _ROOT[:] = [app]
 
 
+def _group_paths(group: Any, prefix: str) -> dict[str, str]:
+    """``module:qualname`` of each command under a click group -> its command path."""
+    out: dict[str, str] = {}
+    for name, cmd in group.commands.items():
+        if hasattr(cmd, "commands"):
+            out.update(_group_paths(cmd, f"{prefix}{name} "))
+        elif cmd.callback is not None:
+            fn = getattr(cmd.callback, "__wrapped__", cmd.callback)
+            out[f"{fn.__module__}:{fn.__qualname__}"] = f"{prefix}{name}"
+    return out
+
+
 def _wrap_tree(group: Any) -> None:
-    if not _ROOT:
-        import volary.cli.main  # noqa: F401  (sets the root)
-    if not _ROOT:  # volary.cli.main is being imported: the root group wraps the tree
-        return
-    paths = _paths(_ROOT[0])
+    """Wrap the commands under ``group`` with their option checks. Paths come from the root
+    app (:func:`set_root`); a sub-app that runs on its own (``splat_app`` under typer's
+    CliRunner, before ``volary.cli.main`` set a root) has them from its own tree, starting
+    with the name it is mounted under (``typer.Typer(name="splat")``)."""
+    if _ROOT:
+        paths = _paths(_ROOT[0])
+    else:
+        paths = _group_paths(group, f"{group.name} " if group.name else "")
     stack = list(group.commands.values())
     while stack:
         cmd = stack.pop()

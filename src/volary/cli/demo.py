@@ -234,7 +234,7 @@ SENSOR_SCENES = ("forest", "urban")
 def _worlds(out: Path, seed: int) -> str:
     """HTML section: a top view of every scenario type, and a depth image and LiDAR scan from
     the start pose of a few of them."""
-    from volary.sensors.plots import preview_sensors
+    from volary.sensors.preview import preview_sensors
     from volary.worlds import SCENARIOS, make_scenario
     from volary.worlds.preview import plot_top_view
 

@@ -19,6 +19,7 @@ from volary.errors import ConfigError
 from volary.inputs import Limit, within
 
 app = typer.Typer(
+    name="fc",
     cls=VolaryGroup,
     no_args_is_help=True,
     help="Flight-controller firmware in the loop: PX4 and ArduPilot SITL fly a volary vehicle.",

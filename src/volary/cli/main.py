@@ -6,17 +6,16 @@ import gc
 import inspect
 import json
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from volary.cli._common import console, fail
 from volary.cli.checks import VolaryGroup, set_root
 from volary.cli.overrides import SetOption
 from volary.cli.ros2 import SceneParams
-from volary.errors import ConfigError
 from volary.studies.alphapilot.cli import race_app
 
 app = typer.Typer(
@@ -37,17 +36,10 @@ scene_app = typer.Typer(
 app.add_typer(platforms_app, name="platforms")
 app.add_typer(bench_app, name="bench")
 app.add_typer(scene_app, name="scene")
-console = Console(soft_wrap=True)  # paths and messages are not broken at 80 columns
 
 Out = Annotated[Path, typer.Option("--out", help="Directory for the files this command writes.")]
 Seed = Annotated[int, typer.Option("--seed", help="Seed of every random draw.")]
 Device = Annotated[str, typer.Option("--device", help="cpu or cuda.")]
-
-
-def _fail(msg: str) -> NoReturn:
-    """A bad input the option checks (:mod:`volary.cli.checks`) cannot see alone: raised as
-    ConfigError, printed by :class:`~volary.cli.checks.VolaryGroup` as one line, exit code 2."""
-    raise ConfigError(msg)
 
 
 @platforms_app.command("list")
@@ -129,7 +121,7 @@ def _scenario(kind: str, seed: int, sets: list[str] | None = None):
     try:
         overrides = parse_overrides(params, sets or [])
     except VolaryError as e:
-        _fail(f"--set: {e}")
+        fail(f"--set: {e}")
     return make_scenario(kind, seed, **overrides)
 
 
@@ -154,7 +146,7 @@ def scene_preview(
     spec = _scenario(kind, seed, set_)
     pngs = [plot_top_view(spec, out / f"{kind}-{seed}.png")]
     if sensors:
-        from volary.sensors.plots import preview_sensors
+        from volary.sensors.preview import preview_sensors
 
         pngs += preview_sensors(spec, out, f"{kind}-{seed}", backend=backend)
     for png in pngs:
@@ -314,7 +306,7 @@ def bench_physics(
     from volary.sim.throughput import measure_volary
 
     if device != "cpu" and "numba" in (backend or []):
-        _fail(f"--backend numba: runs on the CPU only, not with --device {device}")
+        fail(f"--backend numba: runs on the CPU only, not with --device {device}")
     torch.set_num_threads(threads)
     sizes = n or [1, 64, 1024, 16384, 65536]
     af = get("flightgoggles")
@@ -422,7 +414,7 @@ def replay(
 ) -> None:
     """Fly a recorded served run again (the same joins, commands and poses, no clients) and
     report where its vehicles ended; with --record, write the replay as a bag of its own."""
-    from volary.serve.recording import replay as fly
+    from volary.serve.replay import replay as fly
 
     srv = fly(bag, record=record)
     pos = srv.world.state.pos

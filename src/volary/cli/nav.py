@@ -5,18 +5,17 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from volary.cli._common import console, fail
 from volary.cli.overrides import SetOption, configure
 
 RUNS_DIR = Path("out/bench")
 DB_NAME = "run.sqlite"
-console = Console(soft_wrap=True)  # paths and messages are not broken at 80 columns
 
 Workers = Annotated[
     int | None,
@@ -37,28 +36,20 @@ UnitTimeout = Annotated[
 ]
 
 
-def _fail(msg: str) -> NoReturn:
-    """``error: MSG`` as one line on stderr (like every other command), exit code 2."""
-    from volary.cli.checks import error_line
-
-    error_line(msg)
-    raise typer.Exit(2)
-
-
 def _check_pool(workers: int | None, cluster: str | None, unit_timeout: float | None) -> None:
     """The pool options, checked before the command prints its first line."""
     from volary.bench.nav.cluster import parse_address
     from volary.errors import VolaryError
 
     if workers is not None and workers < 0:
-        _fail(f"--workers: expected an integer >= 0 (0: inline), got {workers}")
+        fail(f"--workers: expected an integer >= 0 (0: inline), got {workers}")
     if unit_timeout is not None and not (math.isfinite(unit_timeout) and unit_timeout > 0):
-        _fail(f"--unit-timeout: expected a finite number of seconds > 0, got {unit_timeout}")
+        fail(f"--unit-timeout: expected a finite number of seconds > 0, got {unit_timeout}")
     if cluster is not None:
         try:
             parse_address(cluster)
         except VolaryError as e:
-            _fail(f"--{e}")
+            fail(f"--{e}")
 
 
 def register(bench_app: typer.Typer) -> None:
@@ -138,7 +129,7 @@ def bench_run(
         check_algo_names(algos)  # before the run's line names a database that is not made
         options = _remote_options(remote or [], algos)
         if seed < 0:
-            _fail(f"--seed: expected >= 0, got {seed}")
+            fail(f"--seed: expected >= 0, got {seed}")
         _check_pool(workers, cluster, unit_timeout)
         _announce_generation(s, quiet)
         run_dir = out or RUNS_DIR / f"{s.name}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -159,7 +150,7 @@ def bench_run(
             path,
         )
     except VolaryError as e:
-        _fail(str(e))
+        fail(str(e))
     _finish(summary, report)
 
 
@@ -228,9 +219,9 @@ def _remote_options(remote: list[str], algos: list[str]) -> dict[str, dict[str, 
         name, sep, address = item.partition("=")
         name, address = name.strip(), address.strip()
         if not sep or not name or "://" not in address:
-            _fail(f"--remote: expected NAME=ADDRESS like mapper=tcp://127.0.0.1:5600, got {item!r}")
+            fail(f"--remote: expected NAME=ADDRESS like mapper=tcp://127.0.0.1:5600, got {item!r}")
         if name not in algos:
-            _fail(f"--remote: {name!r} is not one of --algo {','.join(algos)}")
+            fail(f"--remote: {name!r} is not one of --algo {','.join(algos)}")
         out[name] = {"remote": address}
     return out
 
@@ -257,7 +248,7 @@ def bench_resume(
         with RunDB.open(path, readonly=True):  # a bad database: one line, before "resuming"
             pass
     except VolaryError as e:
-        _fail(str(e))
+        fail(str(e))
     console.print(f"resuming {escape(str(path))}")
     try:
         summary = _interruptible(
@@ -271,7 +262,7 @@ def bench_resume(
             path,
         )
     except VolaryError as e:
-        _fail(str(e))
+        fail(str(e))
     _finish(summary, report)
 
 
@@ -294,7 +285,7 @@ def bench_list(
     from volary.studies.flyingtrust.protocol import SUITES, get_suite
 
     if runs.exists() and not runs.is_dir():  # before the tables, not an empty one after them
-        _fail(f"--runs: expected a directory of runs, got the file {runs}")
+        fail(f"--runs: expected a directory of runs, got the file {runs}")
     t = Table("suite", "platforms", "scenario types", "configs", "trials per algorithm")
     for name in SUITES:
         s = get_suite(name)
@@ -333,7 +324,7 @@ def _finish(summary: Any, report: bool) -> None:
     try:
         rows = load_results(summary.db_path)
     except VolaryError as e:  # the run's file was damaged since it was written
-        _fail(str(e))
+        fail(str(e))
     console.print(_summary_table(rows))
     state = "complete" if summary.complete else "incomplete"
     console.print(
@@ -370,31 +361,31 @@ def _write_report(path: Path, out: Path) -> Path:
     try:
         from volary.studies.flyingtrust.report import make_report
     except ImportError:
-        _fail("the HTML report (volary.studies.flyingtrust.report) is not part of this volary yet")
+        fail("the HTML report (volary.studies.flyingtrust.report) is not part of this volary yet")
     try:
         results = load_results(path)
         if not results:
-            _fail(f"{path} holds no finished trials yet")
+            fail(f"{path} holds no finished trials yet")
         with RunDB.open(path, readonly=True) as db:
             hosts = db.hosts()
         return Path(make_report(results, out, title=f"volary bench: {path.parent.name}",
                                 suite=stored_suite(path), run=path.parent,
                                 hosts=hosts))  # fmt: skip
     except VolaryError as e:
-        _fail(str(e))
+        fail(str(e))
 
 
 def _db_path(run: Path) -> Path:
     path = run / DB_NAME if run.is_dir() else run
     if not path.is_file():
-        _fail(f"no run database at {path} (expected a run directory or a .sqlite file)")
+        fail(f"no run database at {path} (expected a run directory or a .sqlite file)")
     return path
 
 
 def _latest_run() -> Path:
     found = sorted(RUNS_DIR.glob(f"*/{DB_NAME}"), key=lambda p: p.stat().st_mtime)
     if not found:
-        _fail(f"no runs under {RUNS_DIR}; name one: volary bench resume RUN")
+        fail(f"no runs under {RUNS_DIR}; name one: volary bench resume RUN")
     return found[-1]
 
 

@@ -4,23 +4,23 @@ encoder; the learned_rgb planner's RGB depth encoder."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from volary.cli._common import console, fail
 from volary.cli.checks import VolaryGroup
 from volary.cli.overrides import SetOption, configure
-from volary.errors import ConfigError
 
 rl_app = typer.Typer(
+    name="rl",
     cls=VolaryGroup,
     no_args_is_help=True,
     help="Reinforcement learning: PPO train, eval and export.",
 )
-console = Console(soft_wrap=True)  # paths and messages are not broken at 80 columns
 
 Task = Annotated[str, typer.Option("--task", help="Task name (volary.envs.make_env).")]
 Envs = Annotated[int, typer.Option("--envs", help="Parallel envs (the batch).")]
@@ -30,23 +30,18 @@ Out = Annotated[Path, typer.Option("--out", help="Directory for the files this c
 _COLUMNS = ("iter", "episodes", "return", "length", "pi loss", "v loss", "KL", "samples/s")
 
 
-def _fail(msg: str) -> NoReturn:
-    """A bad input the option checks cannot see alone: one line, exit code 2 (VolaryGroup)."""
-    raise ConfigError(msg)
-
-
 def _check_positive(value: int, option: str) -> None:
     if value < 1:
-        _fail(f"{option}: expected an integer >= 1, got {value}")
+        fail(f"{option}: expected an integer >= 1, got {value}")
 
 
 def _check_device(device: str) -> None:
     import torch
 
     if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
-        _fail(f"--device: expected cpu or cuda, got {device!r}")
+        fail(f"--device: expected cpu or cuda, got {device!r}")
     if device.startswith("cuda") and not torch.cuda.is_available():
-        _fail("--device cuda: no CUDA device is available (torch was built for CPU or no GPU)")
+        fail("--device cuda: no CUDA device is available (torch was built for CPU or no GPU)")
 
 
 EnvOpts = Annotated[
@@ -72,11 +67,11 @@ def _env_options(task: str, options: dict[str, Any], items: list[str] | None) ->
     try:
         base = env_config(task, **_resolved(options))
     except VolaryError as err:
-        _fail(f"--task {task}: {err}")
+        fail(f"--task {task}: {err}")
     try:
         return {**options, **parse_overrides(base, items or [])}
     except VolaryError as err:
-        _fail(f"--env: {err}")
+        fail(f"--env: {err}")
 
 
 def _jsonable(options: dict[str, Any]) -> dict[str, Any]:
@@ -93,7 +88,7 @@ def _resolved(options: dict[str, Any]) -> dict[str, Any]:
     try:
         return resolve_env_options(options)
     except VolaryError as err:
-        _fail(f"--env depth_encoder: {err}")
+        fail(f"--env depth_encoder: {err}")
 
 
 def _make_env(task: str, envs: int, seed: int, device: str, options: dict[str, Any]) -> Any:
@@ -104,7 +99,7 @@ def _make_env(task: str, envs: int, seed: int, device: str, options: dict[str, A
     try:
         return make_env(task, n_envs=envs, **{"seed": seed, "device": device, **opts})
     except VolaryError as err:
-        _fail(f"--task {task}: {err}")
+        fail(f"--task {task}: {err}")
 
 
 def _fmt(v: Any, spec: str) -> str:
@@ -157,7 +152,7 @@ def _early_stop(task: str, target: float | None, episodes: int, every: int, firs
     from volary.learning.rl.ppo import EarlyStop, evaluate_policy
 
     if not 0.0 < target <= 1.0:
-        _fail(f"--stop-at: expected a success rate in (0, 1], got {target}")
+        fail(f"--stop-at: expected a success rate in (0, 1], got {target}")
     _check_positive(episodes, "--val-episodes")
     _check_positive(every, "--val-every")
     _check_positive(first, "--val-first")
@@ -173,132 +168,163 @@ def _early_stop(task: str, target: float | None, episodes: int, every: int, firs
     return EarlyStop(validate, target=target, every=every, first=first)
 
 
-@rl_app.command("train")
-def rl_train(
-    task: Annotated[
-        str | None,
-        typer.Option("--task", help="Task name (volary.envs.make_env); or take --recipe's."),
-    ] = None,
-    envs: Annotated[
-        int | None, typer.Option("--envs", help="Parallel envs (default 64, or --recipe's).")
-    ] = None,
-    iterations: Annotated[
-        int | None,
-        typer.Option("--iterations", help="PPO iterations (default 100, or --recipe's)."),
-    ] = None,
-    seed: Seed = 0,
-    device: Device = "cpu",
-    out: Out = Path("rl_out"),
-    set_: SetOption = None,
-    log_every: Annotated[int, typer.Option("--log-every", help="Print every K iterations.")] = 5,
-    env_opt: EnvOpts = None,
-    learner: Annotated[
-        str | None,
-        typer.Option(
-            "--learner",
-            help="volary (its own PPO, the default) or rsl_rl (rsl-rl-lib's OnPolicyRunner on "
-            "the same PPOConfig; the policy is saved in volary's format either way).",
-        ),
-    ] = None,
-    recipe: Annotated[
-        str | None,
-        typer.Option(
-            "--recipe",
-            help="A named recipe (volary.learning.rl.recipes, e.g. hover-fast): its task, envs, "
-            "iterations, --env and --set values; options given here override them.",
-        ),
-    ] = None,
-    stop_at: Annotated[
-        float | None,
-        typer.Option(
-            "--stop-at",
-            help="Stop once the deterministic policy succeeds in this fraction of held-out "
-            "validation episodes (checked every --val-every iterations; --iterations is then "
-            "the most it runs); keeps the best validated policy. Default: none, or --recipe's; "
-            "0: none.",
-        ),
-    ] = None,
-    val_episodes: Annotated[
-        int | None,
-        typer.Option(
-            "--val-episodes", help="Validation episodes for --stop-at (default 256, or --recipe's)."
-        ),  # fmt: skip
-    ] = None,
-    val_every: Annotated[
-        int | None,
-        typer.Option(
-            "--val-every", help="Validate every K iterations (default 10, or --recipe's)."
-        ),  # fmt: skip
-    ] = None,
-    val_first: Annotated[
-        int | None,
-        typer.Option(
-            "--val-first",
-            help="First validation after this many iterations (default --val-every, or "
-            "--recipe's).",
-        ),
-    ] = None,
-) -> None:
-    """Train a PPO policy; write policy.pt, report.json and learning_curve.png into --out.
+TrainTask = Annotated[
+    str | None,
+    typer.Option("--task", help="Task name (volary.envs.make_env); or take --recipe's."),
+]
+TrainEnvs = Annotated[
+    int | None, typer.Option("--envs", help="Parallel envs (default 64, or --recipe's).")
+]
+Iterations = Annotated[
+    int | None, typer.Option("--iterations", help="PPO iterations (default 100, or --recipe's).")
+]
+LogEvery = Annotated[int, typer.Option("--log-every", help="Print every K iterations.")]
+Learner = Annotated[
+    str | None,
+    typer.Option(
+        "--learner",
+        help="volary (its own PPO, the default) or rsl_rl (rsl-rl-lib's OnPolicyRunner on "
+        "the same PPOConfig; the policy is saved in volary's format either way).",
+    ),
+]
+Recipe = Annotated[
+    str | None,
+    typer.Option(
+        "--recipe",
+        help="A named recipe (volary.learning.rl.recipes, e.g. hover-fast): its task, envs, "
+        "iterations, --env and --set values; options given here override them.",
+    ),
+]
+StopAt = Annotated[
+    float | None,
+    typer.Option(
+        "--stop-at",
+        help="Stop once the deterministic policy succeeds in this fraction of held-out "
+        "validation episodes (checked every --val-every iterations; --iterations is then "
+        "the most it runs); keeps the best validated policy. Default: none, or --recipe's; "
+        "0: none.",
+    ),
+]
+ValEpisodes = Annotated[
+    int | None,
+    typer.Option(
+        "--val-episodes", help="Validation episodes for --stop-at (default 256, or --recipe's)."
+    ),  # fmt: skip
+]
+ValEvery = Annotated[
+    int | None,
+    typer.Option("--val-every", help="Validate every K iterations (default 10, or --recipe's)."),
+]
+ValFirst = Annotated[
+    int | None,
+    typer.Option(
+        "--val-first",
+        help="First validation after this many iterations (default --val-every, or --recipe's).",
+    ),
+]
 
-    --set takes PPOConfig fields, e.g. --set lr=1e-3 --set hidden=128,128."""
+
+@dataclass(frozen=True)
+class _TrainRun:
+    """What ``rl train`` runs, resolved from its options over ``--recipe``'s values."""
+
+    recipe: Any  # the Recipe, or None
+    task: str
+    learner: str
+    envs: int
+    iterations: int
+
+
+def _train_run(
+    recipe: str | None, task: str | None, learner: str | None, envs: int | None,
+    iterations: int | None, log_every: int, device: str,
+) -> _TrainRun:  # fmt: skip
+    """The recipe, task, learner, env count and iterations (options override the recipe);
+    exits with one line for a bad or conflicting option."""
     from volary.errors import VolaryError
-    from volary.learning.rl.ppo import PPOConfig, plot_learning_curve, save_policy, train_ppo
     from volary.learning.rl.recipes import get_recipe
 
     try:
         rec = get_recipe(recipe) if recipe is not None else None
     except VolaryError as err:
-        _fail(str(err))
+        fail(str(err))
     if rec is not None and task is not None and task != rec.task:
-        _fail(f"--task {task}: recipe {recipe!r} trains task {rec.task!r}; drop --task or "
+        fail(f"--task {task}: recipe {recipe!r} trains task {rec.task!r}; drop --task or "
               "--recipe")  # fmt: skip
     task = task or (rec.task if rec else None)
     if task is None:
-        _fail("--task: required (or --recipe NAME)")
+        fail("--task: required (or --recipe NAME)")
     learner = learner or (rec.learner if rec else "volary")
     if learner not in LEARNERS:
-        _fail(f"--learner: expected one of {', '.join(LEARNERS)}, got {learner!r}")
+        fail(f"--learner: expected one of {', '.join(LEARNERS)}, got {learner!r}")
     envs = envs if envs is not None else (rec.envs if rec else 64)
     iterations = iterations if iterations is not None else (rec.iterations if rec else 100)
     for value, option in ((envs, "--envs"), (iterations, "--iterations"), (log_every,
                           "--log-every")):  # fmt: skip
         _check_positive(value, option)
     _check_device(device)
+    return _TrainRun(rec, task, learner, envs, iterations)
+
+
+def _ppo_config(rec: Any, seed: int, set_: list[str] | None) -> Any:
+    """The PPOConfig: the recipe's (or the defaults) with --seed and --set applied."""
+    from volary.errors import VolaryError
+    from volary.learning.rl.ppo import PPOConfig
+
     try:
         base = PPOConfig(**rec.ppo) if rec else PPOConfig()
-        cfg = configure(base, [("--seed", "seed", seed)], set_)
+        return configure(base, [("--seed", "seed", seed)], set_)
     except VolaryError as err:
-        _fail(str(err))
-    options = _env_options(task, dict(rec.env) if rec else {}, env_opt)
-    env = _make_env(task, envs, seed, device, options)
+        fail(str(err))
+
+
+def _validation(
+    rec: Any, stop_at: float | None, episodes: int | None, every: int | None, first: int | None
+) -> tuple[float | None, int, int, int]:
+    """(--stop-at (None: no early stop), --val-episodes, --val-every, --val-first), the
+    options over the recipe's values over the defaults."""
     stop_at = stop_at if stop_at is not None else (rec.stop_at if rec else None)
     stop_at = None if stop_at == 0.0 else stop_at  # --stop-at 0: train every iteration
-    val_every = val_every if val_every is not None else (rec.val_every if rec else 10)
-    if val_first is None:
-        val_first = (rec.val_first if rec else None) or val_every
-    if val_episodes is None:
-        val_episodes = rec.val_episodes if rec else 256
-    stop = _early_stop(task, stop_at, val_episodes, val_every, val_first, seed, device, options)
-    printer = _Printer(log_every, iterations)
+    every = every if every is not None else (rec.val_every if rec else 10)
+    if first is None:
+        first = (rec.val_first if rec else None) or every
+    if episodes is None:
+        episodes = rec.val_episodes if rec else 256
+    return stop_at, episodes, every, first
+
+
+def _fit(env: Any, cfg: Any, run: _TrainRun, printer: _Printer, stop: Any) -> tuple[Any, dict]:
+    """Train with the run's learner; (policy, report) with the task and learner recorded."""
+    from volary.errors import VolaryError
+    from volary.learning.rl.ppo import train_ppo
+
     try:
-        if learner == "rsl_rl":
-            policy, report = _train_rsl_rl(env, cfg, iterations, printer, stop)
+        if run.learner == "rsl_rl":
+            policy, report = _train_rsl_rl(env, cfg, run.iterations, printer, stop)
         else:
-            policy, report = train_ppo(env, cfg, iterations, progress=printer, stop=stop)
+            policy, report = train_ppo(env, cfg, run.iterations, progress=printer, stop=stop)
     except VolaryError as err:
-        _fail(str(err))
-    report["task"] = task
-    report["learner"] = learner
+        fail(str(err))
+    report["task"] = run.task
+    report["learner"] = run.learner
+    return policy, report
+
+
+def _write_training(out: Path, policy: Any, cfg: Any, report: dict, meta: dict,
+                    run: _TrainRun, options: dict[str, Any]) -> None:  # fmt: skip
+    """policy.pt (and the recipe's policy.npz), report.json and learning_curve.png in out."""
+    from volary.learning.rl.ppo import plot_learning_curve, save_policy
+
     out.mkdir(parents=True, exist_ok=True)
-    meta = {"task": task, "envs": envs, "iterations": report["iterations"], "seed": seed,
-            "device": device, "stop_at": stop_at,
-            "env_options": _jsonable(options), "recipe": recipe, "learner": learner}  # fmt: skip
     save_policy(out / "policy.pt", policy, cfg, meta)
-    if rec is not None and rec.npz:
-        _write_npz(policy, out / "policy.npz", task, options)
+    if run.recipe is not None and run.recipe.npz:
+        _write_npz(policy, out / "policy.npz", run.task, options)
     (out / "report.json").write_text(json.dumps(report, indent=2))
-    plot_learning_curve(report, out / "learning_curve.png", title=f"PPO on {task}")
+    plot_learning_curve(report, out / "learning_curve.png", title=f"PPO on {run.task}")
+
+
+def _print_training(report: dict, out: Path, task: str) -> None:
+    """The validation line (with --stop-at) and the summary line."""
     if "validation" in report:
         v = report["validation"]
         console.print(
@@ -312,6 +338,43 @@ def rl_train(
         f"{out / 'policy.pt'}, report.json, learning_curve.png",
         highlight=False,
     )
+
+
+@rl_app.command("train")
+def rl_train(
+    task: TrainTask = None,
+    envs: TrainEnvs = None,
+    iterations: Iterations = None,
+    seed: Seed = 0,
+    device: Device = "cpu",
+    out: Out = Path("rl_out"),
+    set_: SetOption = None,
+    log_every: LogEvery = 5,
+    env_opt: EnvOpts = None,
+    learner: Learner = None,
+    recipe: Recipe = None,
+    stop_at: StopAt = None,
+    val_episodes: ValEpisodes = None,
+    val_every: ValEvery = None,
+    val_first: ValFirst = None,
+) -> None:
+    """Train a PPO policy; write policy.pt, report.json and learning_curve.png into --out.
+
+    --set takes PPOConfig fields, e.g. --set lr=1e-3 --set hidden=128,128."""
+    run = _train_run(recipe, task, learner, envs, iterations, log_every, device)
+    rec = run.recipe
+    cfg = _ppo_config(rec, seed, set_)
+    options = _env_options(run.task, dict(rec.env) if rec else {}, env_opt)
+    env = _make_env(run.task, run.envs, seed, device, options)
+    stop_at, *val = _validation(rec, stop_at, val_episodes, val_every, val_first)
+    stop = _early_stop(run.task, stop_at, *val, seed, device, options)
+    policy, report = _fit(env, cfg, run, _Printer(log_every, run.iterations), stop)
+    meta = {"task": run.task, "envs": run.envs, "iterations": report["iterations"],
+            "seed": seed, "device": device, "stop_at": stop_at,
+            "env_options": _jsonable(options), "recipe": recipe,
+            "learner": run.learner}  # fmt: skip
+    _write_training(out, policy, cfg, report, meta, run, options)
+    _print_training(report, out, run.task)
 
 
 @rl_app.command("eval")
@@ -344,23 +407,23 @@ def rl_eval(
     _check_positive(envs, "--envs")
     _check_device(device)
     if not policy.is_file():
-        _fail(f"--policy: no such file {str(policy)!r}")
+        fail(f"--policy: no such file {str(policy)!r}")
     try:
         net, _, meta = load_policy(policy, device)
     except VolaryError as err:
-        _fail(f"--policy: {err}")
+        fail(f"--policy: {err}")
     stored = {k: tuple(v) if isinstance(v, list) else v
               for k, v in (meta.get("env_options") or {}).items()}  # fmt: skip
     options = _env_options(task, stored, env_opt)
     env = _make_env(task, envs, seed, device, options)
     if record is not None and record.suffix != ".npz":
-        _fail(f"--record: expected a .npz path, got {str(record)!r}")
+        fail(f"--record: expected a .npz path, got {str(record)!r}")
     tracer = EpisodeTracer(env) if record is not None else None
     try:
         res = evaluate_policy(tracer or env, net, episodes, deterministic=not stochastic,
                               seed=seed)  # fmt: skip
     except VolaryError as err:
-        _fail(str(err))
+        fail(str(err))
     if tracer is not None and record is not None:
         rec = tracer.recording(f"{task}: env 0's first episode ({policy.name})")
         console.print(f"-> {rec.save(record)} (volary view {record})", highlight=False,
@@ -413,17 +476,17 @@ def rl_dce(
     try:
         cfg = configure(DCEConfig(), [("--seed", "seed", seed)], set_)
     except VolaryError as err:
-        _fail(str(err))
+        fail(str(err))
     options = _env_options("navigate", {}, env_opt)
     if "depth_encoder" in options:
-        _fail("--env depth_encoder: the encoder is what this command trains")
+        fail("--env depth_encoder: the encoder is what this command trains")
     torch.manual_seed(seed)
     console.print(f"collecting {frames} depth images in {scenes} forests ...", highlight=False)
     try:
         depth, info = collect_depth(frames, scenes, scene_seed, envs, seed, env_options=options)
         vae, report = train_dce(depth, info, cfg, progress=_dce_printer(cfg.epochs))
     except VolaryError as err:
-        _fail(str(err))
+        fail(str(err))
     out.mkdir(parents=True, exist_ok=True)
     report.update(info=info, env_options=_jsonable(options))
     save_encoder(out / "encoder.pt", vae, info, cfg, meta=report)
@@ -516,7 +579,7 @@ def rl_rgb_encoder(
     try:
         cfg = configure(RgbDepthConfig(), [("--seed", "seed", seed)], set_)
     except VolaryError as err:
-        _fail(str(err))
+        fail(str(err))
     torch.manual_seed(seed)
     n = len(cfg.scenarios) * cfg.scenes
     console.print(f"rendering {n * cfg.frames_per_scene} RGB + depth frames in {n} scenes ...",
@@ -540,7 +603,7 @@ def rl_rgb_encoder(
         ids = info.pop("scene_ids")
         net, report = train(rgb, target, cfg, ids, progress=epoch_done)
     except VolaryError as err:
-        _fail(str(err))
+        fail(str(err))
     out.mkdir(parents=True, exist_ok=True)
     report.update(info=info, collect_s=collect_s)
     export(net, out / "encoder.npz", info, report)
@@ -619,33 +682,33 @@ def rl_export(
     from volary.learning.rl.ppo import load_policy
 
     if onnx is None and header is None and npz is None:
-        _fail("expected --onnx PATH, --header PATH and/or --npz PATH")
+        fail("expected --onnx PATH, --header PATH and/or --npz PATH")
     if not checkpoint.is_file():
-        _fail(f"CHECKPOINT: no such file {str(checkpoint)!r}")
+        fail(f"CHECKPOINT: no such file {str(checkpoint)!r}")
     try:
         net, _, ckpt_meta = load_policy(checkpoint, "cpu")
     except VolaryError as err:
-        _fail(f"CHECKPOINT: {err}")
+        fail(f"CHECKPOINT: {err}")
     if npz is not None:
         try:
             _write_npz(net, npz, str(ckpt_meta.get("task", "")),
                        dict(ckpt_meta.get("env_options") or {}))  # fmt: skip
         except VolaryError as err:
-            _fail(f"--npz: {err}")
+            fail(f"--npz: {err}")
     if onnx is not None:
         try:
             export_onnx(net, onnx, net.obs_dim)
             obs = parity_observations(net, PARITY_OBSERVATIONS, seed)
             diff = onnx_parity(net, onnx, obs)
         except VolaryError as err:
-            _fail(f"--onnx: {err}")
+            fail(f"--onnx: {err}")
         console.print(f"-> {onnx} (ONNX); max |torch - onnxruntime| on {len(obs)} observations: "
                       f"{diff:.3g}", highlight=False, markup=False)  # fmt: skip
     if header is not None:
         try:
             c_header(net, header, name=name)
         except VolaryError as err:
-            _fail(f"--header: {err}")
+            fail(f"--header: {err}")
         console.print(f"-> {header} (C99, {name}_forward)", highlight=False, markup=False)
 
 

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from volary.cli._common import console, fail
 from volary.cli.checks import VolaryGroup
 
 SceneParams = Annotated[
@@ -17,7 +18,10 @@ SceneParams = Annotated[
     ),
 ]
 ros2_app = typer.Typer(
-    cls=VolaryGroup, help="ROS 2: a World on ROS 2 topics (docs/ros.md).", no_args_is_help=True
+    name="ros2",
+    cls=VolaryGroup,
+    help="ROS 2: a World on ROS 2 topics (docs/ros.md).",
+    no_args_is_help=True,
 )
 
 
@@ -60,7 +64,6 @@ def serve(
     """Serve a World on ROS 2: /clock, /tf, odometry, IMU, sensors and events out, each
     vehicle's commands in (lock-step on sim time unless --realtime); DDS stays on this machine
     unless ROS_AUTOMATIC_DISCOVERY_RANGE / FASTDDS_BUILTIN_TRANSPORTS say otherwise."""
-    from volary.cli.main import _fail, console
     from volary.cli.serve import _stop_on_signals, build_config
     from volary.errors import VolaryError
 
@@ -76,7 +79,7 @@ def serve(
                                 input_timeout=timeout, start_with=start_with,
                                 record=record)  # fmt: skip
     except VolaryError as e:
-        _fail(str(e))
+        fail(str(e))
         return
     names = ", ".join(f"/{v.ns}" for v in bridge.vehicles)
     console.print(

@@ -4,38 +4,35 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
+from volary.cli._common import console, fail
 from volary.cli.checks import VolaryGroup
 from volary.cli.overrides import SetOption, configure
-from volary.errors import ConfigError
 
 splat_app = typer.Typer(
-    cls=VolaryGroup, no_args_is_help=True, help="Gaussian-splat scenes: render, convert, synth."
+    name="splat",
+    cls=VolaryGroup,
+    no_args_is_help=True,
+    help="Gaussian-splat scenes: render, convert, synth.",
 )
 sousvide_app = typer.Typer(
+    name="sousvide",
     cls=VolaryGroup,
     no_args_is_help=True,
     help="SOUS VIDE: expert data, SV-Net training, evaluation.",
 )
-console = Console(soft_wrap=True)  # paths and messages are not broken at 80 columns
-
-
-def _fail(msg: str) -> NoReturn:
-    """A bad input the option checks cannot see alone: one line, exit code 2 (VolaryGroup)."""
-    raise ConfigError(msg)
 
 
 def _floats(text: str, count: int, option: str) -> list[float]:
     try:
         vals = [float(v) for v in text.replace(" ", "").split(",")]
     except ValueError:
-        _fail(f"{option}: expected {count} comma-separated numbers, got {text!r}")
+        fail(f"{option}: expected {count} comma-separated numbers, got {text!r}")
     if len(vals) != count or not all(math.isfinite(v) for v in vals):
-        _fail(f"{option}: expected {count} finite comma-separated numbers, got {text!r}")
+        fail(f"{option}: expected {count} finite comma-separated numbers, got {text!r}")
     return vals
 
 
@@ -50,10 +47,10 @@ def _load_scene(
     matrix = None if align is None else _matrix(align)
     if scene.lower().endswith(".ply"):
         if not Path(scene).is_file():
-            _fail(f"SCENE: no such file {scene!r}")
+            fail(f"SCENE: no such file {scene!r}")
         return load_ply(scene, matrix), None
     if scene not in SCENARIOS:
-        _fail(f"SCENE: expected a .ply file or a scenario ({', '.join(sorted(SCENARIOS))}), "
+        fail(f"SCENE: expected a .ply file or a scenario ({', '.join(sorted(SCENARIOS))}), "
               f"got {scene!r}")  # fmt: skip
     cfg = configure(SynthConfig(), [("--max-gaussians", "max_gaussians", max_gaussians)])
     spec, splats = synthesize_scenario(scene, seed, cfg)
@@ -108,7 +105,7 @@ def splat_synth(
         out.parent.mkdir(parents=True, exist_ok=True)
         save_ply(out, splats)
     except VolaryError as e:
-        _fail(str(e))
+        fail(str(e))
     console.print(
         f"{scenario} seed {seed}: {splats.count} Gaussians, {len(spec.obstacles)} obstacles, "
         f"bounds {spec.bounds_min} - {spec.bounds_max} m -> {out}",
@@ -141,12 +138,12 @@ def splat_convert(
     from volary.sensors.splat.io import default_layout as inria_layout
 
     if not src.is_file():
-        _fail(f"SRC: no such file {str(src)!r}")
+        fail(f"SRC: no such file {str(src)!r}")
     try:
         s = load_ply(src, None if align is None else _matrix(align))
         if sh_degree is not None:
             if not 0 <= sh_degree <= s.sh_degree:
-                _fail(f"--sh-degree: expected 0..{s.sh_degree} (the file's), got {sh_degree}")
+                fail(f"--sh-degree: expected 0..{s.sh_degree} (the file's), got {sh_degree}")
             s = replace(s, sh=s.sh[:, : (sh_degree + 1) ** 2], layout=None)
         if default_layout or ascii_:
             layout = inria_layout(s.sh_degree, extra=s.extra)
@@ -154,7 +151,7 @@ def splat_convert(
         dst.parent.mkdir(parents=True, exist_ok=True)
         save_ply(dst, s)
     except VolaryError as e:
-        _fail(str(e))
+        fail(str(e))
     console.print(f"{src} -> {dst}: {s.count} Gaussians, SH degree {s.sh_degree}", markup=False)
 
 
@@ -195,13 +192,13 @@ def splat_render(
     from volary.sensors.splat.render import look_at as look
 
     if device != "cpu" and not device.startswith("cuda"):
-        _fail(f"--device: expected cpu, cuda or cuda:N, got {device!r}")
+        fail(f"--device: expected cpu, cuda or cuda:N, got {device!r}")
     if device.startswith("cuda") and not torch.cuda.is_available():
-        _fail(f"--device {device}: no CUDA device is available")
+        fail(f"--device {device}: no CUDA device is available")
     if not 1.0 <= hfov < 180.0:
-        _fail(f"--hfov: expected a value in [1, 180) deg, got {hfov}")
+        fail(f"--hfov: expected a value in [1, 180) deg, got {hfov}")
     if width < 1 or height < 1:
-        _fail(f"--width, --height: expected >= 1 px, got {width} x {height}")
+        fail(f"--width, --height: expected >= 1 px, got {width} x {height}")
     try:
         splats, spec = _load_scene(scene, seed, max_gaussians, align)
         if look_at is not None:
@@ -221,13 +218,13 @@ def splat_render(
         img = render(splats, (f, f, width / 2, height / 2), t_wc, width, height, backend=backend)
         rgb = scale(img.rgb, brightness)
     except VolaryError as e:
-        _fail(str(e))
+        fail(str(e))
     import cv2
 
     out.parent.mkdir(parents=True, exist_ok=True)
     arr = (rgb[0].clamp(0, 1) * 255.0 + 0.5).to(torch.uint8).cpu().numpy()
     if not cv2.imwrite(str(out), np.ascontiguousarray(arr[..., ::-1])):
-        _fail(f"--out: could not write {str(out)!r} (use a .png path)")
+        fail(f"--out: could not write {str(out)!r} (use a .png path)")
     if depth_out is not None:
         np.save(depth_out, img.depth[0].cpu().numpy())
     cover = float(img.alpha.mean())
@@ -242,9 +239,9 @@ def _sv_device(device: str) -> None:
     import torch
 
     if device != "cpu" and device != "cuda" and not device.startswith("cuda:"):
-        _fail(f"--device: expected cpu, cuda or cuda:N, got {device!r}")
+        fail(f"--device: expected cpu, cuda or cuda:N, got {device!r}")
     if device.startswith("cuda") and not torch.cuda.is_available():
-        _fail(f"--device {device}: no CUDA device is available")
+        fail(f"--device {device}: no CUDA device is available")
 
 
 @sousvide_app.command("generate")
@@ -274,7 +271,7 @@ def sousvide_generate(
 
     _sv_device(device)
     if out.exists() and out.is_dir():
-        _fail(f"--out: {out} is a directory; give a dataset file path (e.g. {out}/data.h5)")
+        fail(f"--out: {out} is a directory; give a dataset file path (e.g. {out}/data.h5)")
     try:
         cfg = configure(
             GenerateConfig(),
@@ -292,7 +289,7 @@ def sousvide_generate(
 
         summary = generate(out, cfg, progress=progress, max_units=max_units)
     except VolaryError as e:
-        _fail(str(e))
+        fail(str(e))
     for line in summary.lines():
         console.print(line, highlight=False)
 
@@ -373,10 +370,10 @@ def sousvide_train(
             set_,
         )  # fmt: skip
         if not data.is_file():
-            _fail(f"--data: no such dataset file {str(data)!r}")
+            fail(f"--data: no such dataset file {str(data)!r}")
         ckpt = train_policy(data, out, config=cfg)
     except VolaryError as e:
-        _fail(str(e))
+        fail(str(e))
     console.print(f"wrote {ckpt}", highlight=False, markup=False)
 
 
@@ -427,7 +424,7 @@ def sousvide_eval(
     names = [d.strip() for d in disturbance.split(",") if d.strip()]
     bad = [d for d in names if d not in DISTURBANCES]
     if not names or bad:
-        _fail(f"--disturbance: unknown {bad or disturbance!r}; valid: {', '.join(DISTURBANCES)}")
+        fail(f"--disturbance: unknown {bad or disturbance!r}; valid: {', '.join(DISTURBANCES)}")
     try:
         base = configure(
             EvalConfig(),
@@ -440,7 +437,7 @@ def sousvide_eval(
             pol: Any = ExpertPolicy(scene, device=device)
         else:
             if not Path(policy).is_file():
-                _fail(f"--policy: expected a checkpoint file or 'expert', got {policy!r}")
+                fail(f"--policy: expected a checkpoint file or 'expert', got {policy!r}")
             from volary.learning.sousvide.policy import SVPolicy
 
             pol = SVPolicy.load(policy, device=device)
@@ -454,7 +451,7 @@ def sousvide_eval(
             records.append(result_json(r))
             console.print(f"{name}: {r.outcome}", highlight=False, markup=False)
     except VolaryError as e:
-        _fail(str(e))
+        fail(str(e))
     table = format_table(rows, PAPER_TABLE_II)
     out.mkdir(parents=True, exist_ok=True)
     (out / "eval.json").write_text(json.dumps({"policy": policy, "runs": records}, indent=2))

@@ -14,7 +14,7 @@ from enum import StrEnum
 import torch
 from torch import Tensor
 
-from volary.control import geometric as geo
+import volary.control.geometric as geo
 from volary.control.gains import Gains
 from volary.control.rate import RateLoopState, lowpass_step, rate_moment, rate_pid
 from volary.dynamics.allocation import allocate, thrusts_to_speeds

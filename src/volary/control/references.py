@@ -34,10 +34,14 @@ class FigureEight:
     """A figure-eight (lemniscate of Gerono) in a horizontal plane, flown at constant phase rate.
 
     p(t) = c + [a sin(w t), (a/2) sin(2 w t), 0] with a = size / 2, so the eight is ``size`` m
-    long (x) and size / 2 m wide (y); w = 2 pi / period, period = lap length / ``speed``, so
+    long (x) and size / 2 m wide (y); w = 2 pi / period, period = path_length / ``speed``, so
     ``speed`` is the *mean* speed along the path (the speed peaks at the crossing, sqrt(2) a w,
     and is lowest at the lobe tips). Yaw is held at ``yaw``. Every derivative is analytic:
     d^n/dt^n a sin(w t) = a w^n sin(w t + n pi / 2).
+
+    Sizes: ``size`` (m) is the extent along x; :attr:`path_length` (m) is the arc length of one
+    lap; :attr:`period` (s) is the time of one lap. The one figure-eight of volary: the MPC
+    tests and benchmark and the tracking acceptance (``volary.bench.tracking``) all fly it.
     """
 
     size: float = 3.0  # m, extent along x
@@ -55,14 +59,14 @@ class FigureEight:
             raise ConfigError("height, center, yaw: expected finite values")
 
     @property
-    def length(self) -> float:
-        """Lap length in m."""
+    def path_length(self) -> float:
+        """Arc length of one lap (m)."""
         return gerono_length(self.size / 2.0)
 
     @property
     def period(self) -> float:
-        """Lap time in s."""
-        return self.length / self.speed
+        """Time of one lap (s) at the mean speed: path_length / speed."""
+        return self.path_length / self.speed
 
     @property
     def peak_speed(self) -> float:

@@ -63,7 +63,7 @@ class BoundStepper:
         self._cmd_src: Any = None  # the last command object and its kernel view
         self._cmd: Any = None
         if backend == "numba":
-            from volary.dynamics import numba_kernels
+            import volary.dynamics.numba_kernels as numba_kernels
 
             self._kernel = numba_kernels.advance_all
             self._p = padded(_Cached(_PARAM_FIELDS).get(params).numpy())

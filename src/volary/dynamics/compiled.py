@@ -511,7 +511,7 @@ class _SoAStepper:
 
                 fn = soa_rollout(self.cfg, self.substeps)
             elif self.backend == "warp":
-                from volary.dynamics import warp_step
+                import volary.dynamics.warp_step as warp_step
 
                 fn = warp_step.soa_rollout(self.cfg, self.substeps)
             else:

@@ -31,7 +31,7 @@ PAD_MIN = 1024  # bytes in a row of a kernel buffer from which rows are padded (
 def _kernels() -> Callable:
     """Import (and so compile, or load from numba's disk cache) the in-place physics kernel."""
     try:
-        from volary.dynamics import numba_kernels
+        import volary.dynamics.numba_kernels as numba_kernels
     except ImportError as e:  # pragma: no cover - numba is a core dependency
         raise MissingDependencyError("numba", "fast") from e
     return numba_kernels.advance_all

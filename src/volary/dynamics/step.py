@@ -14,7 +14,7 @@ from enum import StrEnum
 import torch
 from torch import Tensor
 
-from volary.dynamics import models
+import volary.dynamics.models as models
 from volary.dynamics.params import VehicleParams
 from volary.dynamics.state import MultirotorState
 from volary.errors import ConfigError

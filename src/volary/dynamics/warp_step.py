@@ -56,7 +56,7 @@ class WarpRollout:
     def kernel(self, dtype: torch.dtype, n_rotors: int) -> Any:
         key = (dtype, n_rotors)
         if key not in self.kernels:
-            from volary.dynamics import _warp_physics
+            import volary.dynamics._warp_physics as _warp_physics
 
             if dtype not in (torch.float32, torch.float64):
                 raise ConfigError(f"compile='warp': expected float32 or float64, got {dtype}")

@@ -9,8 +9,11 @@ episode (rows of envs that did not end are undefined). ``info`` also carries, va
 ``info["done"]``: ``episode_return``, ``episode_length`` and the task's end-of-episode fields.
 
 One step: the task maps the action to a setpoint, the World flies it for ``action_repeat``
-control steps (:func:`volary.sim.rollout`), the task's terms (:mod:`volary.sim.terms`) decide
-which envs terminate and why, ``max_steps`` truncates, the task scores the step. A task
+control steps (:func:`volary.sim.rollout`), the end conditions (the task's terms,
+:mod:`volary.sim.terms`, then :class:`StepLimit` for ``max_steps``) decide which envs end and
+why, the task scores the step. Each end condition declares whether it is a time-out
+(:func:`volary.sim.terms.is_time_out`, Isaac Lab's ``DoneTerm(time_out=True)``): an env that
+only time-outs ended is truncated, one that any other term ended is terminated. A task
 subclass builds the World and its terms and implements four hooks: ``_start(mask)`` (its reset
 distribution), ``_setpoint(action)`` (its action map), ``_observe()`` and ``_reward(...)``.
 """
@@ -31,7 +34,7 @@ from volary.device import host_sync_is_cheap, resolve
 from volary.errors import ConfigError
 from volary.math import random as vrandom
 from volary.sim import World, rollout
-from volary.sim.terms import term_name
+from volary.sim.terms import is_time_out, term_name
 
 C = TypeVar("C")
 
@@ -46,13 +49,27 @@ def replace_options(config: C, **options: Any) -> C:
     return replace(config, **options)  # type: ignore[type-var]
 
 
+class StepLimit:
+    """The episode-length end condition of a :class:`TorchVectorEnv`: fires on the step that
+    completes ``env.max_steps`` steps of the env's episode. A time-out (truncation)."""
+
+    name = "step_limit"
+    time_out = True
+
+    def __init__(self, env: TorchVectorEnv) -> None:
+        self.env = env
+
+    def __call__(self, world: Any) -> Tensor:
+        return self.env.episode_length + 1 >= self.env.max_steps
+
+
 class TorchVectorEnv(gym.vector.VectorEnv):
     """N envs stepped together on ``device``; subclasses define the task (module docstring).
 
     ``world``: the World the envs fly (one vehicle per env); ``terms``: the task's end
-    conditions, evaluated in order after every step (the first that fires is the env's
-    :attr:`cause`); ``max_steps``: steps before an episode is truncated; ``action_repeat``:
-    control steps per env step (the setpoint is held).
+    conditions, evaluated in order after every step, followed by :class:`StepLimit` (the first
+    that fires is the env's :attr:`cause`); ``max_steps``: steps before an episode is
+    truncated; ``action_repeat``: control steps per env step (the setpoint is held).
     """
 
     metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.SAME_STEP}
@@ -87,7 +104,7 @@ class TorchVectorEnv(gym.vector.VectorEnv):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ConfigError(f"{name}: expected an int >= 1, got {v!r}")
         self.world = world
-        self.terms = tuple(terms)
+        self.terms = (*terms, StepLimit(self))
         self.term_names = tuple(term_name(t) for t in self.terms)
         self._stateful = [t for t in self.terms if callable(getattr(t, "reset", None))]
         self.max_steps = max_steps
@@ -103,7 +120,7 @@ class TorchVectorEnv(gym.vector.VectorEnv):
     @property
     def cause(self) -> Tensor:
         """(N,) int64 index into :attr:`term_names` of the term that ended the env's episode at
-        the last step (the first that fired); -1: it did not terminate."""
+        the last step (the first that fired, a time-out too); -1: it did not end."""
         first = self._fired.to(torch.uint8).argmax(0)
         return torch.where(self._fired.any(0), first, -1)
 
@@ -164,11 +181,19 @@ class TorchVectorEnv(gym.vector.VectorEnv):
             rollout(self.world, setpoint, steps=self.action_repeat, begin=False,
                     stop_when_done=False)  # fmt: skip
 
-    def _terminations(self) -> Tensor:
-        """(N,) bool: some term fired (tensor ops only, no host sync; :attr:`cause` says which)."""
-        if self.terms:
-            self._fired = torch.stack([term(self.world) for term in self.terms])  # (T, N)
-        return self._fired.any(0)
+    def _ends(self) -> tuple[Tensor, Tensor]:
+        """(terminated, truncated), (N,) bool each: a term that is not a time-out fired, or only
+        time-outs did (tensor ops only, no host sync; :attr:`cause` says which term)."""
+        fired = [term(self.world) for term in self.terms]
+        self._fired = torch.stack(fired)  # (T, N)
+        none = torch.zeros_like(self._fired[0])
+        terminated, timed_out = none, none
+        for term, f in zip(self.terms, fired, strict=True):
+            if is_time_out(term):
+                timed_out = timed_out | f
+            else:
+                terminated = terminated | f
+        return terminated, timed_out & ~terminated
 
     # ---- Gymnasium API ---------------------------------------------------------------------
     def reset(
@@ -196,8 +221,7 @@ class TorchVectorEnv(gym.vector.VectorEnv):
         a = self._action(actions)
         self.prev_prev, self.prev_action = self.prev_action, a
         self._fly(self._setpoint(a))
-        terminated = self._terminations()
-        truncated = ~terminated & (self.episode_length + 1 >= self.max_steps)
+        terminated, truncated = self._ends()
         reward, end = self._reward(a, terminated, truncated)
         self.episode_return = self.episode_return + reward
         self.episode_length = self.episode_length + 1

@@ -11,7 +11,10 @@ around the same control step (:func:`volary.sim.fused_kernels.env_step`), so the
 noise streams and the start states are the torch path's own.
 
 The torch path stays the reference: ``tests/test_fused_eval.py`` checks episodes, returns,
-success and tracking errors against :meth:`PositionTask.step` driven by the same policy.
+success and tracking errors against :meth:`PositionTask.step` driven by the same policy, and
+each reward term (:meth:`PositionTask.reward_terms`, :func:`_reward_terms` here) and each end
+condition (the task's terms, :func:`_end_terms` here) of both on the same random states, so a
+change to one side only fails there.
 The kernel computes the observation, the reward and the policy in float64 and rounds where the
 torch path holds float32, so the two agree to float32 rounding, not bit for bit (torch's
 matrix products sum in another order); a trajectory that grazes a threshold (the success
@@ -27,7 +30,7 @@ caller steps the env.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import numba
 import numpy as np
@@ -35,7 +38,6 @@ import torch
 
 from volary.control.numba_laws import rotmat
 from volary.cpu import step_threads
-from volary.device import torch_threads
 from volary.dynamics.numba_kernels import jit
 from volary.envs.policy import MlpPolicy
 from volary.errors import ConfigError
@@ -45,7 +47,11 @@ if TYPE_CHECKING:
     from volary.envs.position import PositionTask
 
 _LAYOUT_CODES = {"volary": 0, "aerial_gym": 1, "volary_twr": 2, "body": 3}
-_TERMS = ("diverged", "crashed", "too_far", "below", "tilted")  # PositionTask's, in order
+# PositionTask's, in order (the env's step limit last)
+_TERMS = ("diverged", "crashed", "too_far", "below", "tilted", "step_limit")
+# the reward terms the kernel writes, in envs.position.REWARD_TERMS's order (a test checks it;
+# importing it would make position <-> fused_position an import circle)
+REWARD_TERMS = ("close", "close_and_slow", "body_rates", "action_change", "precision", "crash")
 PARALLEL_MIN = 64  # envs; from here the kernel splits envs over numba's threads
 BLOCK = 8  # envs per parallel work item (a whole episode each: small blocks balance the load)
 
@@ -83,9 +89,7 @@ def first_episodes(env: PositionTask, policy: MlpPolicy, seed: int) -> dict[str,
     b = loop.buffers()
     sizes, flat, norm, clip = policy.packed()
     scale, offset = _action_map(env)
-    task = np.array([cfg.max_distance, cfg.min_height, math.cos(cfg.max_tilt), cfg.crash_penalty,
-                     cfg.precision_weight, cfg.precision_scale, cfg.success_radius],
-                    np.float64)  # fmt: skip
+    task = task_constants(env)
     ints = np.array([_LAYOUT_CODES[cfg.observation], env.max_steps, env._settle_steps,
                      env.sim.params.n_rotors], np.int64)  # fmt: skip
     goal = env.goal.numpy().astype(np.float64)
@@ -113,6 +117,15 @@ def first_episodes(env: PositionTask, policy: MlpPolicy, seed: int) -> dict[str,
         "mean_error": out_f[2],
         "settled_error": out_f[3],
     }
+
+
+def task_constants(env: PositionTask) -> np.ndarray:
+    """The task's constants as the kernel reads them: [max_distance, min_height,
+    cos(max_tilt), crash_penalty, precision_weight, precision_scale, success_radius]."""
+    cfg = env.config
+    return np.array([cfg.max_distance, cfg.min_height, math.cos(cfg.max_tilt), cfg.crash_penalty,
+                     cfg.precision_weight, cfg.precision_scale, cfg.success_radius],
+                    np.float64)  # fmt: skip
 
 
 def _action_map(env: PositionTask) -> tuple[np.ndarray, np.ndarray]:
@@ -262,8 +275,8 @@ def _fly_env(n, p, pc, c, d, x, tick, flags, keys, rate, imu, mode, cdt, phys, i
     h1 = np.zeros(width, np.float64)
     act = np.zeros(a_dim, np.float64)
     prev = np.zeros(a_dim, np.float32)
-    max_distance, min_height, cos_tilt, crash = task[0], task[1], task[2], task[3]
-    precision_w, precision_s, radius = task[4], task[5], task[6]
+    terms = np.zeros(len(REWARD_TERMS), np.float64)
+    crash, precision_w, radius = task[3], task[4], task[6]
     layout, max_steps, settle = ints[0], ints[1], ints[2]
     ret = np.float32(0.0)
     err_sum, settled_sum, settled_n = 0.0, 0.0, 0.0
@@ -275,29 +288,21 @@ def _fly_env(n, p, pc, c, d, x, tick, flags, keys, rate, imu, mode, cdt, phys, i
         env_step(n, 0, p, pc, c, d, x, flags, tick, keys, rate, sp, mode, cdt, phys, iphys,
                  imu, cmds, s)  # fmt: skip
         # the task's terms (PositionTask): diverged, crashed, too_far, below, tilted
-        e0, e1, e2 = goal[n, 0] - x[0, n], goal[n, 1] - x[1, n], goal[n, 2] - x[2, n]
-        err = math.sqrt(e0 * e0 + e1 * e1 + e2 * e2)
-        finite = np.isfinite(x[0, n]) and np.isfinite(x[1, n]) and np.isfinite(x[2, n])
-        qx, qy = x[7, n], x[8, n]
-        r22 = 1 - 2 * (qx * qx + qy * qy)
-        terminated = (flags[2, n] or not finite or flags[1, n] or err > max_distance
-                      or x[2, n] < min_height or r22 < cos_tilt)  # fmt: skip
-        truncated = (not terminated) and k + 1 >= max_steps
-        # the reward (PositionTask._reward)
-        speed = math.sqrt(x[3, n] ** 2 + x[4, n] ** 2 + x[5, n] ** 2)
-        om = math.sqrt(x[10, n] ** 2 + x[11, n] ** 2 + x[12, n] ** 2)
-        jerk = 0.0
-        for j in range(a_dim):
-            dj = np.float32(act[j]) - prev[j]
-            jerk += dj * dj
-        close = math.exp(-err)
-        rew = close + 0.5 * close * math.exp(-speed) - 0.02 * om - 0.05 * jerk
+        diverged, crashed, too_far, below, tilted = _end_terms(x, n, goal, flags, task)
+        terminated = diverged or crashed or too_far or below or tilted
+        truncated = (not terminated) and k + 1 >= max_steps  # the env's StepLimit
+        # the reward (PositionTask.reward_terms, summed as PositionTask._reward sums them)
+        _reward_terms(x, n, goal, act, prev, terminated, task, terms)
+        rew = terms[0] + terms[1] + terms[2] + terms[3]
         if precision_w > 0:
-            rew += precision_w * math.exp(-err / precision_s)
+            rew += terms[4]
         if terminated:
-            rew += crash
+            rew += terms[5]
         if np.isnan(rew):
             rew = crash
+        e0, e1, e2 = goal[n, 0] - x[0, n], goal[n, 1] - x[1, n], goal[n, 2] - x[2, n]
+        err = math.sqrt(e0 * e0 + e1 * e1 + e2 * e2)
+        speed = math.sqrt(x[3, n] ** 2 + x[4, n] ** 2 + x[5, n] ** 2)
         ret = np.float32(ret + np.float32(rew))
         # tracking error (PositionTask._tracking), one goal per episode
         err_sum += err
@@ -315,6 +320,42 @@ def _fly_env(n, p, pc, c, d, x, tick, flags, keys, rate, imu, mode, cdt, phys, i
             has = truncated and settled_n > 0
             out_f[3, n] = settled_sum / settled_n if has else math.nan
             return
+
+
+@jit
+def _end_terms(x, n, goal, flags, task):
+    """PositionTask's end conditions for env ``n`` of the state ``x`` (K, N) and its
+    [landed, crashed, diverged] ``flags`` (3, N), in its terms' order: (diverged, crashed,
+    too_far, below, tilted). ``task``: [max_distance, min_height, cos(max_tilt), ...]."""
+    e0, e1, e2 = goal[n, 0] - x[0, n], goal[n, 1] - x[1, n], goal[n, 2] - x[2, n]
+    err = math.sqrt(e0 * e0 + e1 * e1 + e2 * e2)
+    finite = np.isfinite(x[0, n]) and np.isfinite(x[1, n]) and np.isfinite(x[2, n])
+    qx, qy = x[7, n], x[8, n]
+    r22 = 1 - 2 * (qx * qx + qy * qy)
+    diverged = bool(flags[2, n]) or not finite
+    return diverged, bool(flags[1, n]), err > task[0], x[2, n] < task[1], r22 < task[2]
+
+
+@jit
+def _reward_terms(x, n, goal, act, prev, terminated, task, out):
+    """:meth:`PositionTask.reward_terms` of env ``n`` into ``out`` (:data:`REWARD_TERMS`
+    order), for the action ``act`` (rounded to float32 as the env holds it) after ``prev``.
+    ``task``: [.., .., .., crash_penalty, precision_weight, precision_scale, ..]."""
+    e0, e1, e2 = goal[n, 0] - x[0, n], goal[n, 1] - x[1, n], goal[n, 2] - x[2, n]
+    err = math.sqrt(e0 * e0 + e1 * e1 + e2 * e2)
+    speed = math.sqrt(x[3, n] ** 2 + x[4, n] ** 2 + x[5, n] ** 2)
+    om = math.sqrt(x[10, n] ** 2 + x[11, n] ** 2 + x[12, n] ** 2)
+    change = 0.0
+    for j in range(act.shape[0]):
+        dj = np.float32(act[j]) - prev[j]
+        change += dj * dj
+    close = math.exp(-err)
+    out[0] = close
+    out[1] = 0.5 * close * math.exp(-speed)
+    out[2] = -0.02 * om
+    out[3] = -0.05 * change
+    out[4] = task[4] * math.exp(-err / task[5])
+    out[5] = task[3] if terminated else 0.0
 
 
 @jit
@@ -350,35 +391,4 @@ def _episodes_parallel(p, pc, c, d, x, tick, flags, keys, rate, imu, mode, cdt, 
                      out_i, s, cmds, sp)  # fmt: skip
 
 
-def warm_cache() -> dict[str, float]:
-    """Compile the evaluation kernel into numba's disk cache, so that no later process
-    compiles it (9-13 s a variant on the 2-core machine, which a first ``volary rl train
-    --recipe hover-fast`` would otherwise pay in its first validation and a first ``volary rl
-    eval`` in its evaluation); seconds per variant. Four variants: serial and parallel, each on
-    the Simulator's contiguous buffers (fewer than :data:`volary.sim.fused.PARALLEL_MIN` envs)
-    and on its padded ones. ``make venv`` runs it once, after
-    :func:`volary.sim.fused.warm_cache`."""
-    import time
-
-    from volary.envs import make_env
-    from volary.sim.fused import PARALLEL_MIN as PADDED_FROM
-
-    out = {}
-    for n, threads in ((8, 1), (PADDED_FROM, 1), (PARALLEL_MIN, 2), (PADDED_FROM, 2)):
-        with torch_threads(threads):
-            t = time.perf_counter()
-            env = cast("PositionTask", make_env("hover", n_envs=n, compile="numba", episode_s=0.1))
-            obs_dim = int(env.single_observation_space.shape[0])  # type: ignore[index]
-            w = (np.zeros((8, obs_dim), np.float32), np.zeros((env.act_dim, 8), np.float32))
-            b = (np.zeros(8, np.float32), np.zeros(env.act_dim, np.float32))
-            first_episodes(env, MlpPolicy(w, b), seed=0)
-            out[f"N={n} threads={threads}"] = time.perf_counter() - t
-    return out
-
-
-__all__ = ["MlpPolicy", "first_episodes", "unsupported", "warm_cache"]
-
-
-if __name__ == "__main__":
-    for name, s in warm_cache().items():
-        print(f"numba evaluation kernel {name}: {s:.1f} s")
+__all__ = ["MlpPolicy", "first_episodes", "unsupported"]

@@ -87,6 +87,7 @@ OBS_LAYOUTS = {
 }
 OBS_LAYOUT = OBS_LAYOUTS["volary"]  # the default layout (-1: the action's size)
 ACTION_MODES = ("ctbr", "velocity", "acceleration", "rotor_thrusts")
+REWARD_TERMS = ("close", "close_and_slow", "body_rates", "action_change", "precision", "crash")
 RATE_MODELS = ("loop", "lag")
 
 
@@ -256,7 +257,7 @@ class PositionTask(TorchVectorEnv):
         None where that kernel does not apply (then step the env). Reset before stepping."""
         if self.sim.fused_loop is None or self._lag is not None or self.config.thrust_spread > 0:
             return None  # the kernel flies neither the lag nor the thrust draw
-        from volary.envs import fused_position
+        import volary.envs.fused_position as fused_position
 
         if fused_position.unsupported(self, policy) is not None:
             return None
@@ -334,22 +335,36 @@ class PositionTask(TorchVectorEnv):
             obs = torch.cat(parts, dim=-1)
         return torch.nan_to_num(obs.to(torch.float32), nan=0.0, posinf=1e3, neginf=-1e3)
 
+    def reward_terms(
+        self, state: Any, action: Tensor, prev_action: Tensor, terminated: Tensor
+    ) -> dict[str, Tensor]:
+        """The reward's terms (module docstring) for ``state`` after ``action`` (N, A) that
+        followed ``prev_action``, each (N,), in :data:`REWARD_TERMS` order: the step's reward
+        is their sum (``precision`` only when ``precision_weight`` > 0; NaN -> the crash
+        penalty). ``envs/fused_position.py`` computes the same terms in its kernel."""
+        cfg = self.config
+        err = (self.goal - state.pos).norm(dim=-1)
+        close = torch.exp(-err)
+        return {
+            "close": close,
+            "close_and_slow": 0.5 * close * torch.exp(-state.vel.norm(dim=-1)),
+            "body_rates": -0.02 * state.omega.norm(dim=-1),
+            "action_change": -0.05 * ((action - prev_action) ** 2).sum(-1),
+            "precision": cfg.precision_weight * torch.exp(-err / cfg.precision_scale),
+            "crash": torch.zeros_like(err).masked_fill(terminated, cfg.crash_penalty),
+        }
+
     def _reward(
         self, action: Tensor, terminated: Tensor, truncated: Tensor
     ) -> tuple[Tensor, dict[str, Tensor]]:
         cfg, s = self.config, self.world.state
         err = (self.goal - s.pos).norm(dim=-1)
         speed = s.vel.norm(dim=-1)
-        close = torch.exp(-err)
-        reward = (
-            close
-            + 0.5 * close * torch.exp(-speed)
-            - 0.02 * s.omega.norm(dim=-1)
-            - 0.05 * ((action - self.prev_prev) ** 2).sum(-1)
-        )
+        t = self.reward_terms(s, action, self.prev_prev, terminated)
+        reward = t["close"] + t["close_and_slow"] + t["body_rates"] + t["action_change"]
         if cfg.precision_weight > 0:
-            reward = reward + cfg.precision_weight * torch.exp(-err / cfg.precision_scale)
-        reward = torch.where(terminated, reward + cfg.crash_penalty, reward)
+            reward = reward + t["precision"]
+        reward = torch.where(terminated, reward + t["crash"], reward)
         reward = torch.nan_to_num(reward, nan=cfg.crash_penalty).to(torch.float32)
         success = truncated & (err < cfg.success_radius) & (speed < 0.5)
         end = {"success": success, "final_distance": torch.nan_to_num(err, nan=math.inf),

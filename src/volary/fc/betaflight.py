@@ -40,8 +40,8 @@ import numpy as np
 from pydantic import Field
 from pydantic import Strict as _Strict
 
+import volary.fc.frames as frames
 from volary.errors import ConfigError, FileFormatError, VolaryError
-from volary.fc import frames
 from volary.inputs import LIMITS, NonNegative, Strict, read_text, validated, within
 
 VERSION = "4.6.0"

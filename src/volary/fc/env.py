@@ -46,7 +46,7 @@ from volary.envs.position import PositionTask, PositionTaskConfig
 from volary.errors import ConfigError
 from volary.inputs import LIMITS, Positive, Strict, Text, validated, within
 from volary.sim import World
-from volary.sim.terms import term_name
+from volary.sim.terms import end_term, term_name
 
 FIRMWARE_ENVS = ("hover", "reach")  # the registered PositionTask envs
 MAX_EXCHANGE_HZ = 8000.0  # Betaflight's gyro loop rate: faster exchanges would repeat its PID
@@ -130,6 +130,7 @@ class FirmwarePositionTask(PositionTask):
         self._fired = torch.zeros(len(self.terms), n_envs, dtype=torch.bool, device=self.device)
 
     def _lost_term(self) -> Any:
+        @end_term(time_out=False)
         def firmware_lost(world: World) -> Tensor:
             """The env's firmware was lost (exited, stalled or did not arm)."""
             if self.firmware is None:

@@ -97,18 +97,53 @@ def min_time(
     Returns a :class:`MinTimeResult`; the trajectory meets ``limits`` (``fastest_feasible``).
     """
     lim = limits if limits is not None else Limits()
-    for name, v in (("iters", iters), ("samples", samples), ("check_every", check_every)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-            raise ConfigError(f"{name}: expected an int >= 1, got {v!r}")
-    if not (math.isfinite(lr) and lr > 0):
-        raise ConfigError(f"lr: expected a step size > 0, got {lr}")
+    _check_descent(iters, lr, samples, check_every)
     wp = torch.as_tensor(waypoints, dtype=torch.float64)
     if wp.dim() != 3 or wp.shape[-1] != 3 or wp.shape[1] < 2:
         raise ConfigError(f"waypoints: expected shape (N, W >= 2, 3), got {tuple(wp.shape)}")
     p64 = as_params(vehicle, wp)
     base_der = _base_derivatives(wp, derivatives)
     dirs, mask = _directions(wp, directions)
-    if durations is None:  # start from the snap-optimal ratios at the fastest uniform scale
+    dur0, v_start = _start(wp, p64, lim, yaw, base_der, dirs, durations)
+    w = (
+        torch.ones_like(dur0)
+        if weights is None
+        else torch.as_tensor(weights, dtype=torch.float64).expand_as(dur0)
+    )
+    prob = _Problem(wp, p64, lim, yaw, base_der, dirs, mask, w)
+    v0 = v_start if speeds is None else torch.where(mask, _scatter_speeds(speeds, mask, v_start),
+                                                    v_start)  # fmt: skip
+    best_dur, best_lv = _descend(prob, dur0, v0, iters, lr, samples, check_every)
+    with torch.no_grad():
+        traj = fastest_feasible(
+            min_snap(wp, best_dur, yaw=yaw, derivatives=prob.derivatives(best_lv)), p64, lim
+        )
+    alpha = (traj.durations / best_dur)[:, :1]  # the uniform rescale slows every speed by it
+    speeds_out = torch.where(mask, best_lv.exp() / alpha, math.nan) if prob.n_dir > 0 else None
+    return MinTimeResult(traj, traj.durations, speeds_out, (traj.durations * w).sum(-1))
+
+
+def _check_descent(iters: int, lr: float, samples: int, check_every: int) -> None:
+    """ConfigError for descent options out of range."""
+    for name, v in (("iters", iters), ("samples", samples), ("check_every", check_every)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise ConfigError(f"{name}: expected an int >= 1, got {v!r}")
+    if not (math.isfinite(lr) and lr > 0):
+        raise ConfigError(f"lr: expected a step size > 0, got {lr}")
+
+
+def _start(
+    wp: Tensor,
+    p64: VehicleParams,
+    lim: Limits,
+    yaw: Tensor | None,
+    base_der: Tensor,
+    dirs: Tensor,
+    durations: Tensor | None,
+) -> tuple[Tensor, Tensor]:
+    """The descent's start: segment times (N, M) s (given, or the snap-optimal ratios at the
+    fastest uniform scale) and speeds (N, W) m/s along the directions."""
+    if durations is None:
         start = optimize_times(wp, p64, lim, yaw=yaw, derivatives=base_der, speed=8.0, iters=15)
         dur0 = start.durations
         v_start = (start.evaluate(start.knot_times).vel * dirs).sum(-1).clamp_min(0.5)
@@ -120,66 +155,72 @@ def min_time(
     shape = (wp.shape[0], wp.shape[1] - 1)
     if tuple(dur0.shape) != shape or not bool((dur0 > 0).all()):
         raise ConfigError(f"durations: expected times > 0 s of shape {shape}, got {dur0.shape}")
-    n_dir = int(mask.sum(-1).max()) if mask.any() else 0
-    w = (
-        torch.ones_like(dur0)
-        if weights is None
-        else torch.as_tensor(weights, dtype=torch.float64).expand_as(dur0)
-    )
-    log_t = dur0.log().clone().requires_grad_(True)
-    v0 = v_start
-    if speeds is not None:
-        v0 = torch.where(mask, _scatter_speeds(speeds, mask, v0), v0)
-    log_v = v0.clamp_min(0.1).log().clone().requires_grad_(n_dir > 0)
-    params = [log_t] + ([log_v] if n_dir > 0 else [])
-    opt = torch.optim.Adam(params, lr=lr)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, iters, eta_min=lr / 10)
+    return dur0, v_start
 
-    def der_of(lv: Tensor) -> Tensor:
-        vel = lv.exp()[..., None] * dirs
-        der = base_der.clone()
-        der[..., 0, :3] = torch.where(mask[..., None], vel, base_der[..., 0, :3])
+
+@dataclass(frozen=True)
+class _Problem:
+    """One batch of min-time problems: what every iterate is evaluated against."""
+
+    wp: Tensor  # (N, W, 3) m
+    vehicle: VehicleParams  # float64
+    lim: Limits
+    yaw: Tensor | None
+    base_der: Tensor  # (N, W, 3, 4) fixed derivatives (NaN: free)
+    dirs: Tensor  # (N, W, 3) unit directions, zeros where free
+    mask: Tensor  # (N, W) bool, a direction is given
+    w: Tensor  # (N, M) weight of each segment's time
+
+    @property
+    def n_dir(self) -> int:
+        """Most constrained directions of any problem (0: no speeds to optimize)."""
+        return int(self.mask.sum(-1).max()) if self.mask.any() else 0
+
+    def derivatives(self, log_v: Tensor) -> Tensor:
+        """The fixed derivatives with the velocity v_j d_j where a direction is given."""
+        vel = log_v.exp()[..., None] * self.dirs
+        der = self.base_der.clone()
+        der[..., 0, :3] = torch.where(self.mask[..., None], vel, self.base_der[..., 0, :3])
         return der
 
+    def keep_best(
+        self, dur: Tensor, log_v: Tensor, best: tuple[Tensor, Tensor, Tensor]
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """(best time, durations, log speeds) after scoring the iterate (``_keep_best``)."""
+        return _keep_best(self.wp, dur, log_v, self.derivatives(log_v), self.yaw, self.vehicle,
+                          self.lim, self.w, *best)  # fmt: skip
+
+
+def _descend(
+    prob: _Problem, dur0: Tensor, v0: Tensor, iters: int, lr: float, samples: int,
+    check_every: int,
+) -> tuple[Tensor, Tensor]:  # fmt: skip
+    """Adam on (log T, log v) from (``dur0``, ``v0``) (module docstring); the best iterate's
+    (durations (N, M), log speeds (N, W)) by the exact rescale, checked every ``check_every``."""
+    n_dir = prob.n_dir
+    log_t = dur0.log().clone().requires_grad_(True)
+    log_v = v0.clamp_min(0.1).log().clone().requires_grad_(n_dir > 0)
+    opt = torch.optim.Adam([log_t] + ([log_v] if n_dir > 0 else []), lr=lr)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, iters, eta_min=lr / 10)
     best_t = torch.full(dur0.shape[:-1], math.inf, dtype=torch.float64)
-    best_dur, best_lv = dur0.clone(), log_v.detach().clone()
+    best = (best_t, dur0.clone(), log_v.detach().clone())
     with torch.no_grad():  # the start itself competes
-        best_t, best_dur, best_lv = _keep_best(
-            wp, dur0, log_v, der_of(log_v), yaw, p64, lim, w, best_t, best_dur, best_lv
-        )
+        best = prob.keep_best(dur0, log_v, best)
     for it in range(iters):
         tau = 30.0 if it < iters * 3 // 8 else 100.0  # smooth max temperature
         dur = log_t.exp()
-        traj = min_snap(wp, dur, yaw=yaw, derivatives=der_of(log_v))
-        load = limit_loads(traj, p64, lim, samples)
+        traj = min_snap(prob.wp, dur, yaw=prob.yaw, derivatives=prob.derivatives(log_v))
+        load = limit_loads(traj, prob.vehicle, prob.lim, samples)
         smax = torch.logsumexp(load * tau, dim=-1) / tau
-        cost = (dur * w).sum(-1) * smax.clamp_min(1e-9).sqrt()
+        cost = (dur * prob.w).sum(-1) * smax.clamp_min(1e-9).sqrt()
         opt.zero_grad()
         cost.sum().backward()
         opt.step()
         sched.step()
         if (it + 1) % check_every == 0 or it == iters - 1:
             with torch.no_grad():
-                best_t, best_dur, best_lv = _keep_best(
-                    wp,
-                    log_t.exp(),
-                    log_v,
-                    der_of(log_v),
-                    yaw,
-                    p64,
-                    lim,
-                    w,
-                    best_t,
-                    best_dur,
-                    best_lv,
-                )
-    with torch.no_grad():
-        traj = fastest_feasible(
-            min_snap(wp, best_dur, yaw=yaw, derivatives=der_of(best_lv)), p64, lim
-        )
-    alpha = (traj.durations / best_dur)[:, :1]  # the uniform rescale slows every speed by it
-    speeds_out = torch.where(mask, best_lv.exp() / alpha, math.nan) if n_dir > 0 else None
-    return MinTimeResult(traj, traj.durations, speeds_out, (traj.durations * w).sum(-1))
+                best = prob.keep_best(log_t.exp(), log_v, best)
+    return best[1], best[2]
 
 
 def _base_derivatives(wp: Tensor, derivatives: Tensor | None) -> Tensor:

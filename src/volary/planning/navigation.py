@@ -164,7 +164,8 @@ class NavPlanner(Protocol):
     the runner only renders those. ``reset(task)`` is called once; ``plan(obs)`` at
     ``task.planner_rate_hz`` and returns the reference to track, or ``None`` when it has no plan
     (the vehicle then holds its position; a trial with no plan at all is the failure cause
-    "no_plan").
+    "no_plan"). A planner that holds resources (processes, sockets) may also define
+    ``close()``: the benchmark calls it once when the trial's flight is over.
     """
 
     name: str

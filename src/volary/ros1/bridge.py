@@ -232,7 +232,7 @@ class Ros1Bridge(WorldHost):
         self.messages = messages if messages is not None else ensure_messages(msg_cache)
         self.rospy = import_rospy([self.messages.python, self.messages.overlay])
         super().__init__(serve_config(self.options))
-        from volary.ros1 import topics
+        import volary.ros1.topics as topics
         from volary.sensors import camera_config, rangefinder_config
 
         self.T = topics

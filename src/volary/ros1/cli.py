@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 
 ros1_app = typer.Typer(
+    name="ros1",
     help="ROS 1 as FlightGoggles (AlphaPilot 2019): a World behind its topics and parameters.",
     no_args_is_help=True,
 )

@@ -30,13 +30,14 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from volary.errors import ConfigError
+from volary.ros2 import topics
+from volary.ros2.topics import Vehicle
 from volary.serve import roscommon as R
 from volary.serve.host import WorldHost
 from volary.serve.world import ServeConfig
@@ -73,24 +74,6 @@ def localhost_only() -> None:
 
 
 GRAPH_GRACE_S = 0.5  # s an owner must be missing from the ROS graph before its vehicle is freed
-
-
-@dataclass
-class _Vehicle:
-    index: int
-    ns: str
-    topic: str  # the command topic (full name)
-    owner: str | None = None  # the node flying it ("/ns/name"), None while free
-    pending: np.ndarray | None = None  # this tick's setpoint
-    last: np.ndarray | None = None  # the last setpoint flown
-    yaw: float = 0.0  # the yaw setpoint that cmd_vel / cmd_accel integrate
-    rate_form: bool = False  # pending's last number is a yaw rate (cmd_vel, cmd_accel)
-    since: float = 0.0  # monotonic time the World began to wait for its command
-    contested: list[str] = field(default_factory=list)  # nodes besides the owner commanding it
-    refused: int = 0  # commands refused (not finite, wrong size, stale)
-    held: bool = True  # held in place this tick (free, dropped or contested)
-    flown: int = 0  # ticks flown with its node's command
-    absent_since: float | None = None  # monotonic time its owner was first missing from the graph
 
 
 class Ros2Bridge(WorldHost):
@@ -146,9 +129,9 @@ class Ros2Bridge(WorldHost):
         self.start_with, self.started = start_with, False
         self.faults: list[dict[str, Any]] = []
         self.time_scale = 1.0
-        self._max_thrust = self.world.params.max_thrust.double().numpy()
+        self.max_thrust = self.world.params.max_thrust.double().numpy()
         topic, _ = COMMAND_TOPICS.get(config.control, (RAW_TOPIC, ""))
-        self.vehicles = [_Vehicle(i, n, f"/{n}/{topic}") for i, n in enumerate(names)]
+        self.vehicles = [Vehicle(i, n, f"/{n}/{topic}") for i, n in enumerate(names)]
         localhost_only()
         self.context = rclpy.Context()
         rclpy.init(context=self.context, domain_id=domain_id)
@@ -157,8 +140,6 @@ class Ros2Bridge(WorldHost):
 
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
-        from volary.ros2 import topics
-
         self.pub = topics.Publishers(self)
         self._subscribe()
         self._obs = self.observations(range(b))
@@ -167,8 +148,6 @@ class Ros2Bridge(WorldHost):
 
     # ---- commands -----------------------------------------------------------------------------
     def _subscribe(self) -> None:
-        from volary.ros2 import topics
-
         for v in self.vehicles:
             if self.config.control in COMMAND_TOPICS:
                 name, kind = COMMAND_TOPICS[self.config.control]
@@ -184,7 +163,7 @@ class Ros2Bridge(WorldHost):
                 10,
             )
 
-    def _on_command(self, v: _Vehicle, convert: Callable[..., Any], topic: str) -> Any:
+    def _on_command(self, v: Vehicle, convert: Callable[..., Any], topic: str) -> Any:
         what = f"/{v.ns}/{topic}"
 
         def callback(msg: Any) -> None:
@@ -210,7 +189,7 @@ class Ros2Bridge(WorldHost):
 
         return callback
 
-    def _publisher_of(self, v: _Vehicle, topic: str) -> str:
+    def _publisher_of(self, v: Vehicle, topic: str) -> str:
         nodes = self._publishers(f"/{v.ns}/{topic}")
         return nodes[0] if len(nodes) == 1 else UNKNOWN
 
@@ -331,12 +310,12 @@ class Ros2Bridge(WorldHost):
             if silent and now - v.since > self.input_timeout:
                 self._free(v, f"no command for {self.input_timeout:g} s")
 
-    def _free(self, v: _Vehicle, why: str) -> None:
+    def _free(self, v: Vehicle, why: str) -> None:
         self._fault(v, "freed", f"/{v.ns} freed ({why}); held in place until a node commands it")
         v.owner, v.pending, v.contested, v.absent_since = None, None, [], None
 
     # ---- diagnostics --------------------------------------------------------------------------
-    def _fault(self, v: _Vehicle, code: str, message: str) -> None:
+    def _fault(self, v: Vehicle, code: str, message: str) -> None:
         entry = {"tick": self.world.tick, "vehicle": v.ns, "code": code, "message": message}
         self.faults.append(entry)
         del self.faults[:-1000]
@@ -345,7 +324,7 @@ class Ros2Bridge(WorldHost):
         if self.recorder is not None:
             self.recorder.event(self.world.tick, "fault", slot=v.index, code=code, message=message)
 
-    def _status(self, v: _Vehicle, level: int, message: str) -> None:
+    def _status(self, v: Vehicle, level: int, message: str) -> None:
         self.pub.diagnostic(v, level, message)
 
     def close(self) -> None:

@@ -9,15 +9,51 @@ from __future__ import annotations
 
 import importlib
 import time
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from volary.errors import ConfigError
 from volary.serve import roscommon as R
+from volary.serve.roscommon import sensor_frame
 
 if TYPE_CHECKING:
-    from volary.ros2.bridge import Ros2Bridge, _Vehicle
+    from volary.serve.world import ServeConfig
+    from volary.sim.world import World
+
+
+@dataclass
+class Vehicle:
+    """One vehicle slot of a bridge: its namespace, command topic, owner and this tick's command."""
+
+    index: int
+    ns: str
+    topic: str  # the command topic (full name)
+    owner: str | None = None  # the node flying it ("/ns/name"), None while free
+    pending: np.ndarray | None = None  # this tick's setpoint
+    last: np.ndarray | None = None  # the last setpoint flown
+    yaw: float = 0.0  # the yaw setpoint that cmd_vel / cmd_accel integrate
+    rate_form: bool = False  # pending's last number is a yaw rate (cmd_vel, cmd_accel)
+    since: float = 0.0  # monotonic time the World began to wait for its command
+    contested: list[str] = field(default_factory=list)  # nodes besides the owner commanding it
+    refused: int = 0  # commands refused (not finite, wrong size, stale)
+    held: bool = True  # held in place this tick (free, dropped or contested)
+    flown: int = 0  # ticks flown with its node's command
+    absent_since: float | None = None  # monotonic time its owner was first missing from the graph
+
+
+class Bridge(Protocol):
+    """What the messages need of :class:`~volary.ros2.bridge.Ros2Bridge` (which imports this
+    module, so the bridge is passed in rather than imported)."""
+
+    config: ServeConfig
+    world: World
+    node: Any
+    vehicles: list[Vehicle]
+    max_thrust: np.ndarray  # (B,) N, each vehicle's full thrust (mavros' normalized thrust)
+    time_scale: float  # sim time over wall time in real time (1: lock-step)
+
 
 _WHERE = {
     "tf2_msgs": "python -m volary.ros2.msgs build",
@@ -36,7 +72,7 @@ def message_type(kind: str) -> Any:
 
 
 # ---- commands in ----------------------------------------------------------------------------
-def raw_reader(msg: Any, bridge: Ros2Bridge, v: _Vehicle) -> np.ndarray:
+def raw_reader(msg: Any, bridge: Bridge, v: Vehicle) -> np.ndarray:
     """``cmd_raw`` (std_msgs/Float64MultiArray): the level's setpoint, volary's order and SI
     (``sticks``: each stick within its range, as :func:`_joy` checks)."""
     data = np.asarray(msg.data, dtype=np.float64)
@@ -54,7 +90,7 @@ def _stick_row(values: Any, what: str) -> np.ndarray:
         raise R.CommandError(str(e)) from None
 
 
-def _joy(msg: Any, bridge: Ros2Bridge, v: _Vehicle) -> np.ndarray:
+def _joy(msg: Any, bridge: Bridge, v: Vehicle) -> np.ndarray:
     """sensor_msgs/Joy -> one RC frame (control ``sticks``, :data:`volary.fc.loop.STICKS`):
     ``axes`` = [roll, pitch, yaw, throttle] (sticks in [-1, 1], throttle in [0, 1]),
     ``buttons`` = [arm, angle] (1: on); each value checked against its range."""
@@ -74,46 +110,46 @@ def _wxyz(q: Any) -> np.ndarray:
     return R.from_ros_quat(q.x, q.y, q.z, q.w)
 
 
-def _pose_position(msg: Any, bridge: Ros2Bridge, v: _Vehicle) -> list[float]:
+def _pose_position(msg: Any, bridge: Bridge, v: Vehicle) -> list[float]:
     """PoseStamped -> [x, y, z, yaw] (map frame)."""
     return [*_xyz(msg.pose.position), R.yaw_of(_unit(_wxyz(msg.pose.orientation), "cmd_pose"))]
 
 
-def _pose_full(msg: Any, bridge: Ros2Bridge, v: _Vehicle) -> list[float]:
+def _pose_full(msg: Any, bridge: Bridge, v: Vehicle) -> list[float]:
     """PoseStamped -> [x, y, z, roll, pitch, yaw]."""
     q = _unit(_wxyz(msg.pose.orientation), "cmd_pose")
     return [*_xyz(msg.pose.position), *R.euler_of(q)]
 
 
-def _twist(msg: Any, bridge: Ros2Bridge, v: _Vehicle) -> list[float]:
+def _twist(msg: Any, bridge: Bridge, v: Vehicle) -> list[float]:
     """TwistStamped (map frame) -> [v_x, v_y, v_z, yaw rate]; the bridge integrates the rate."""
     return [*_xyz(msg.twist.linear), msg.twist.angular.z]
 
 
-def _accel(msg: Any, bridge: Ros2Bridge, v: _Vehicle) -> list[float]:
+def _accel(msg: Any, bridge: Bridge, v: Vehicle) -> list[float]:
     """AccelStamped (map frame) -> [a_x, a_y, a_z, yaw rate] (angular.z: the yaw rate)."""
     return [*_xyz(msg.accel.linear), msg.accel.angular.z]
 
 
-def _thrust(msg: Any, bridge: Ros2Bridge, v: _Vehicle) -> float:
+def _thrust(msg: Any, bridge: Bridge, v: Vehicle) -> float:
     """mavros' thrust is normalized, 0..1 of the vehicle's maximum collective thrust."""
     if not 0.0 <= msg.thrust <= 1.0:
         raise R.CommandError(f"thrust: expected 0..1 (normalized, as mavros), got {msg.thrust}")
-    return float(msg.thrust) * float(bridge._max_thrust[v.index])
+    return float(msg.thrust) * float(bridge.max_thrust[v.index])
 
 
-def _rates(msg: Any, bridge: Ros2Bridge, v: _Vehicle) -> list[float]:
+def _rates(msg: Any, bridge: Bridge, v: Vehicle) -> list[float]:
     """AttitudeTarget -> [collective thrust N, body rates FLU rad/s]."""
     return [_thrust(msg, bridge, v), *_xyz(msg.body_rate)]
 
 
-def _attitude(msg: Any, bridge: Ros2Bridge, v: _Vehicle) -> list[float]:
+def _attitude(msg: Any, bridge: Bridge, v: Vehicle) -> list[float]:
     """AttitudeTarget -> [collective thrust N, roll, pitch, yaw]."""
     q = _unit(_wxyz(msg.orientation), "cmd_attitude")
     return [_thrust(msg, bridge, v), *R.euler_of(q)]
 
 
-def _wrench(msg: Any, bridge: Ros2Bridge, v: _Vehicle) -> list[float]:
+def _wrench(msg: Any, bridge: Bridge, v: Vehicle) -> list[float]:
     """WrenchStamped (base_link) -> [f; m]."""
     return [*_xyz(msg.wrench.force), *_xyz(msg.wrench.torque)]
 
@@ -147,7 +183,7 @@ def command_reader(level: str) -> Any:
 class Publishers:
     """Every publisher of a bridge, and the messages of one tick."""
 
-    def __init__(self, bridge: Ros2Bridge) -> None:
+    def __init__(self, bridge: Bridge) -> None:
         from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
         self.bridge = bridge
@@ -262,7 +298,7 @@ class Publishers:
             self.scale.publish(self.T["std_msgs/Float64"](data=float(b.time_scale)))
             self._scale_sent = now
 
-    def _events(self, v: _Vehicle, ev: dict[str, Any], pubs: dict[str, Any], repeat: bool) -> None:
+    def _events(self, v: Vehicle, ev: dict[str, Any], pubs: dict[str, Any], repeat: bool) -> None:
         """``collision`` every tick while touching and when it changes; ``gates_passed`` and
         ``firmware_lost`` (a firmware-flown World: the vehicle's firmware was lost, it has no
         motors) when they change (and first): events, not a stream, so a quiet flight costs no
@@ -282,7 +318,7 @@ class Publishers:
             pubs["gates_passed"].publish(self.T["std_msgs/UInt32"](data=now["gates_passed"]))
         self._last_events[v.index] = now
 
-    def _odom(self, v: _Vehicle, st: dict[str, np.ndarray], stamp: Any) -> Any:
+    def _odom(self, v: Vehicle, st: dict[str, np.ndarray], stamp: Any) -> Any:
         """Ground truth (REP 105 ``odom`` = ``map`` here): pose in ``<ns>/odom``, twist in
         ``<ns>/base_link`` (body velocity R^T v and body rates), covariances zero."""
         od = self.T["nav_msgs/Odometry"]()
@@ -297,7 +333,7 @@ class Publishers:
         ang.x, ang.y, ang.z = (float(x) for x in st["omega"])
         return od
 
-    def _imu(self, v: _Vehicle, imu: dict[str, np.ndarray], stamp: Any) -> Any:
+    def _imu(self, v: Vehicle, imu: dict[str, np.ndarray], stamp: Any) -> Any:
         msg = self.T["sensor_msgs/Imu"]()
         msg.header.stamp, msg.header.frame_id = stamp, f"{v.ns}/base_link"
         msg.orientation_covariance[0] = -1.0  # REP 145: no orientation estimate
@@ -306,7 +342,7 @@ class Publishers:
         g.x, g.y, g.z = (float(x) for x in imu["gyro"])
         return msg
 
-    def _sensor(self, v: _Vehicle, name: str, pubs: dict[str, Any], stamp: Any) -> None:
+    def _sensor(self, v: Vehicle, name: str, pubs: dict[str, Any], stamp: Any) -> None:
         b = self.bridge
         kind = b.config.sensors[name].kind
         if kind not in _SENSOR_TOPICS:
@@ -390,7 +426,7 @@ class Publishers:
         return msg
 
     # ---- diagnostics ----------------------------------------------------------------------------
-    def diagnostic(self, v: _Vehicle, level: int, message: str) -> None:
+    def diagnostic(self, v: Vehicle, level: int, message: str) -> None:
         """One status on ``/diagnostics`` (level 0 OK, 1 WARN, 2 ERROR) for vehicle ``v``."""
         kv = self.T["diagnostic_msgs/KeyValue"]
         st = self.T["diagnostic_msgs/DiagnosticStatus"](
@@ -410,14 +446,6 @@ _SENSOR_TOPICS: dict[str, tuple[tuple[str, str], ...]] = {
     "tof": (("points", "sensor_msgs/PointCloud2"),),
     "rangefinder": (("range", "sensor_msgs/Range"),),
 }
-
-
-def sensor_frame(ns: str, name: str, kind: str) -> str:
-    """A sensor's tf frame: a camera's REP 103 optical frame, the others' ``_link``."""
-    return f"{ns}/{name}_optical_frame" if kind in CAMERAS else f"{ns}/{name}_link"
-
-
-CAMERAS = ("depth", "splat")
 
 
 class _Pinhole:

@@ -53,13 +53,11 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
-import torch
 from pydantic import ConfigDict, Field
 
 from volary.errors import ConfigError, FileFormatError, MissingDependencyError, UnknownNameError
 from volary.inputs import LIMITS, Positive, Strict, Text, regular_file, validated
-from volary.ros2.topics import sensor_frame
-from volary.serve.roscommon import body_velocity, pinhole_matrices, to_ros_quat
+from volary.serve.roscommon import body_velocity, pinhole_matrices, sensor_frame, to_ros_quat
 
 CONFIG_TOPIC = "/volary/config"
 EVENTS = "/volary/events"
@@ -511,63 +509,3 @@ def read_bag(path: str | Path) -> tuple[Any, dict[int, list[tuple[str, Any]]]]:
         raise FileFormatError(f"{path}: not a readable rosbag2 recording ({type(e).__name__}: "
                               f"{detail})") from None  # fmt: skip
     return config, dict(by_tick)
-
-
-def replay(path: str | Path, *, record: str | Path | None = None) -> Any:
-    """Fly a recording's inputs again in a fresh World (no clients, no socket traffic): the
-    same joins at the same ticks, the same commands and poses. Returns the
-    :class:`~volary.serve.server.Server` at the end (``record``: record the replay too)."""
-    from volary.serve.server import Server
-
-    config, ticks = read_bag(path)
-    srv = Server(config, bind=f"inproc://volary-replay-{id(ticks)}", record=record)
-    try:
-        for tick in sorted(ticks):
-            msgs = ticks[tick]
-            for topic, msg in msgs:
-                if topic == EVENTS:
-                    ev = json.loads(msg.data)
-                    if ev["event"] == "reset":  # a hello: reset, then the welcome's reading
-                        srv.reset_slot(int(ev["slot"]))
-                        srv.obs(int(ev["slot"]))  # (sensor noise streams advance per read)
-            inputs, actors = _inputs(msgs)
-            if inputs or actors:
-                srv.advance(inputs, actors)
-    finally:
-        srv.close()
-    return srv
-
-
-def _inputs(
-    msgs: list[tuple[str, Any]],
-) -> tuple[dict[int, tuple[str, dict[str, Any]]], dict[int, dict[str, Any]]]:
-    out: dict[int, tuple[str, dict[str, Any]]] = {}
-    actors: dict[int, dict[str, Any]] = {}
-    twists: dict[int, Any] = {}
-    for topic, msg in msgs:
-        parts = topic.split("/")
-        if len(parts) == 3 and parts[1].startswith("actor") and parts[2] == "pose_in":
-            actors[int(parts[1].removeprefix("actor"))] = _pose_of(msg)
-            continue
-        if len(parts) != 3 or not parts[1].startswith("vehicle"):
-            continue
-        slot, leaf = int(parts[1].removeprefix("vehicle")), parts[2]
-        if leaf == "setpoint":
-            out[slot] = ("vehicle", {"command": np.array(msg.data, dtype=np.float64)})
-        elif leaf == "pose_in":
-            out[slot] = ("in_loop", {**_pose_of(msg), "vel": None, "omega": None})
-        elif leaf == "twist_in":
-            twists[slot] = msg.twist
-    for slot, tw in twists.items():
-        out[slot][1]["vel"] = np.array([tw.linear.x, tw.linear.y, tw.linear.z])
-        out[slot][1]["omega"] = np.array([tw.angular.x, tw.angular.y, tw.angular.z])
-    return out, actors
-
-
-def _pose_of(msg: Any) -> dict[str, np.ndarray]:
-    """{pos, quat [w, x, y, z]} of a PoseStamped (float64, exactly as recorded)."""
-    from volary.math import xyzw_to_wxyz
-
-    p, q = msg.pose.position, msg.pose.orientation
-    quat = xyzw_to_wxyz(torch.tensor([q.x, q.y, q.z, q.w], dtype=torch.float64)).numpy()
-    return {"pos": np.array([p.x, p.y, p.z]), "quat": quat}

@@ -113,3 +113,11 @@ def pinhole_matrices(fx: float, fy: float, cx: float, cy: float) -> dict[str, li
         "r": [1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 1.0],
         "p": [fx, 0.0, cx, 0.0, 0.0, fy, cy, 0.0, 0.0, 0.0, 1.0, 0.0],
     }
+
+
+CAMERAS = ("depth", "splat")  # sensor kinds framed as cameras (REP 103 optical frame)
+
+
+def sensor_frame(ns: str, name: str, kind: str) -> str:
+    """A sensor's tf frame: a camera's REP 103 optical frame, the others' ``_link``."""
+    return f"{ns}/{name}_optical_frame" if kind in CAMERAS else f"{ns}/{name}_link"

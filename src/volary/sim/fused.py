@@ -25,14 +25,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, fields
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import torch
 from torch.utils.weak import WeakIdKeyDictionary
 
 from volary.control.rate import RateLoopState
-from volary.device import torch_threads
 from volary.dynamics.compiled import (
     _DIST_FIELDS,
     _PARAM_FIELDS,
@@ -50,8 +49,48 @@ from volary.sensors.imu import ImuReading
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
+    from torch import Tensor
+
     from volary.control.controller import MultirotorController
-    from volary.sim.simulator import Simulator
+    from volary.dynamics.params import VehicleParams
+    from volary.dynamics.step import Disturbance, DynamicsConfig
+    from volary.sensors.imu import Imu
+    from volary.types import Controller
+
+
+class _Substeps(Protocol):
+    @property
+    def substeps(self) -> int: ...
+
+
+class LoopHost(Protocol):
+    """What a closed loop here reads and writes of the :class:`~volary.sim.simulator.Simulator`
+    it serves. The Simulator imports this module and hands itself in, so this module never
+    imports the Simulator back."""
+
+    state: MultirotorState
+    imu_reading: ImuReading | None
+    _params: VehicleParams  # read behind the ``params`` property where a call would cost
+
+    @property
+    def params(self) -> VehicleParams: ...
+    @property
+    def controller(self) -> Controller: ...
+    @property
+    def config(self) -> _Substeps: ...
+    @property
+    def dynamics(self) -> DynamicsConfig: ...
+    @property
+    def disturbance(self) -> Disturbance: ...
+    @property
+    def keys(self) -> Tensor: ...
+    @property
+    def imu(self) -> Imu | None: ...
+    @property
+    def n_envs(self) -> int: ...
+    @property
+    def dt(self) -> float: ...
+
 
 _VERSION = attrgetter("_version")  # torch's in-place write counter
 # tensor -> the tensor whose version counter it shares, for views that do not name it in _base
@@ -92,7 +131,7 @@ class LoopBuffers:
     iphys: np.ndarray  # integer physics constants
 
 
-def supports(sim: Simulator) -> bool:
+def supports(sim: LoopHost) -> bool:
     """Whether ``sim``'s loop can run fused: a built-in controller on the rigid body."""
     from volary.control.controller import MultirotorController
     from volary.dynamics.step import Model
@@ -103,9 +142,9 @@ def supports(sim: Simulator) -> bool:
 class FusedLoop:
     """The numba closed loop of one Simulator (see the module docstring)."""
 
-    def __init__(self, sim: Simulator) -> None:
+    def __init__(self, sim: LoopHost) -> None:
+        import volary.sim.fused_kernels as fused_kernels
         from volary.control.numba_laws import MODE_CODES
-        from volary.sim import fused_kernels
 
         self.sim = sim
         self.ctrl: MultirotorController = sim.controller  # type: ignore[assignment]
@@ -557,7 +596,7 @@ class CompiledLoop:
     (1.6-2.0 vs 3.4 M env-steps/s at N = 1024 on the 2-core machine) and took four minutes to
     compile the first time."""
 
-    def __init__(self, sim: Simulator) -> None:
+    def __init__(self, sim: LoopHost) -> None:
         from volary.dynamics.compiled import _soa_rollout
 
         self.sim = sim
@@ -732,31 +771,3 @@ def _unflatten(flat: tuple, spec: list) -> list:
         out.append(flat[i] if k is None else tuple(flat[i : i + k]))
         i += 1 if k is None else k
     return out
-
-
-def warm_cache(dtypes: tuple[torch.dtype, ...] = (torch.float32, torch.float64)) -> dict:
-    """Compile the numba closed-loop kernels (one and several threads) for ``dtypes`` into
-    numba's disk cache, so that no later process compiles them; returns seconds per kernel
-    (a few tenths when the cache is already filled). ``make venv`` runs this once."""
-    import time
-
-    from volary.sim.simulator import Simulator
-
-    out = {}
-    for dtype in dtypes:
-        # one env: contiguous buffers; PARALLEL_MIN: padded ones (numba_step.padded), on one
-        # thread and on several; with and without an IMU (its buffer is typed by layout too)
-        for n, threads in ((1, 1), (PARALLEL_MIN, 1), (PARALLEL_MIN, 2)):
-            for imu in (None, "ideal"):
-                with torch_threads(threads):
-                    t = time.perf_counter()
-                    sim = Simulator("crazyflie", n_envs=n, dtype=dtype, imu=imu)
-                    sim.step([0.0, 0.0, 1.0, 0.0])
-                    name = f"{str(dtype).removeprefix('torch.')} N={n} threads={threads} imu={imu}"
-                    out[name] = time.perf_counter() - t
-    return out
-
-
-if __name__ == "__main__":
-    for name, s in warm_cache().items():
-        print(f"numba closed loop {name}: {s:.1f} s")

@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 from volary.errors import ConfigError
-from volary.sim.terms import term_name
+from volary.sim.terms import is_time_out, term_name
 from volary.sim.world import World
 
 Act = Callable[[World, int], Any]
@@ -38,7 +38,8 @@ class Episode:
     """What one :func:`rollout` call flew.
 
     ``cause``/``end_time`` are the World's episode status at the end of the call (causes by
-    name in :meth:`causes`); ``records[name]`` stacks the recorded samples (K, B, ...) taken at
+    name in :meth:`causes`; ``time_out_causes``: those of the call's terms declared time-outs,
+    :meth:`timed_out`); ``records[name]`` stacks the recorded samples (K, B, ...) taken at
     ``record_steps`` (control steps since the call began; 0 is the state before the first step).
     """
 
@@ -48,11 +49,19 @@ class Episode:
     steps: int  # control steps flown by this call
     record_steps: list[int] = field(default_factory=list)
     records: dict[str, Tensor] = field(default_factory=dict)
+    time_out_causes: frozenset[str] = frozenset()
 
     @property
     def ended(self) -> Tensor:
         """(B,) bool: the vehicle's episode has ended."""
         return self.cause >= 0
+
+    @property
+    def timed_out(self) -> Tensor:
+        """(B,) bool: a time-out term ended the vehicle's episode (a truncation)."""
+        codes = [i for i, n in enumerate(self.cause_names) if n in self.time_out_causes]
+        return torch.isin(self.cause, torch.tensor(codes, dtype=self.cause.dtype,
+                                                   device=self.cause.device))  # fmt: skip
 
     def causes(self) -> list[str]:
         """Every vehicle's cause name ("" while flying)."""
@@ -114,6 +123,7 @@ def rollout(
         steps=k,
         record_steps=rec.steps,
         records=rec.stack(),
+        time_out_causes=frozenset(n for n, t in zip(names, terms, strict=True) if is_time_out(t)),
     )
 
 

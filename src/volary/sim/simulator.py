@@ -243,7 +243,7 @@ class Simulator:
         """The numba (``_fused``) or inductor (``_compiled``) closed loop for the current
         controller, or neither (eager steps): a loop of the same mode is handed the new
         controller; another mode or type gets a new loop."""
-        from volary.sim import fused
+        import volary.sim.fused as fused
 
         loop = self._fused if self._fused is not None else self._compiled
         if self.backend not in ("numba", "inductor") or not fused.supports(self):

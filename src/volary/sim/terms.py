@@ -1,7 +1,13 @@
 """Named end conditions: small functions of a World's state, one per way an episode ends.
 
 A term is a callable ``term(world) -> (B,) bool`` (True: this vehicle's episode ends now) with a
-``name`` (a plain function's ``__name__`` serves) and, when it keeps state, ``reset(mask)``.
+``name`` (a plain function's ``__name__`` serves), a ``time_out`` flag and, when it keeps state,
+``reset(mask)``. ``time_out`` declares whether the term is a time-out (a truncation: the episode
+was cut short by a limit, not ended by what the vehicle did), as Isaac Lab's
+``DoneTerm(..., time_out=True)``: :func:`time_limit` is one, every other term here is not, and a
+term without the flag is not one (:func:`is_time_out`; :func:`end_term` declares it on a
+function). The envs report a step that only time-outs ended as truncated, any other as
+terminated.
 A task or a protocol is a tuple of terms; :func:`volary.sim.rollout` evaluates them in order
 after every control step, for the vehicles still flying, and the first that fires names the
 cause. Terms only read the World; they never step it.
@@ -14,20 +20,47 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import torch
 from torch import Tensor
 
 from volary.errors import ConfigError
 
+F = TypeVar("F", bound=Callable[..., Any])
+
 
 class Term(Protocol):
-    """An end condition: ``(B,) bool`` for the vehicles whose episode ends now."""
+    """An end condition: ``(B,) bool`` for the vehicles whose episode ends now; ``time_out``:
+    it is a truncation (a limit), not a termination."""
 
     name: str
+    time_out: bool
 
     def __call__(self, world: Any) -> Tensor: ...
+
+
+def end_term(*, time_out: bool, name: str | None = None) -> Callable[[F], F]:
+    """Declare the decorated function an end condition: ``time_out`` (module docstring) and,
+    when given, its ``name``; returns the function itself."""
+    if not isinstance(time_out, bool):
+        raise ConfigError(f"time_out: expected True or False, got {time_out!r}")
+
+    def declare(fn: F) -> F:
+        fn.time_out = time_out  # type: ignore[attr-defined]
+        if name is not None:
+            fn.__name__ = name
+        return fn
+
+    return declare
+
+
+def is_time_out(term: Any) -> bool:
+    """Whether ``term`` is declared a time-out (``time_out`` attribute; absent: False)."""
+    flag = getattr(term, "time_out", False)
+    if not isinstance(flag, bool):
+        raise ConfigError(f"terms: {term_name(term)}.time_out: expected a bool, got {flag!r}")
+    return flag
 
 
 def term_name(term: Any) -> str:
@@ -38,6 +71,7 @@ def term_name(term: Any) -> str:
     return name
 
 
+@end_term(time_out=False)
 def collided(world: Any) -> Tensor:
     """The vehicle's sphere touches an obstacle of its scene or another vehicle of its env, or
     it crashed on the ground (``state.crashed``)."""
@@ -47,6 +81,7 @@ def collided(world: Any) -> Tensor:
     return hit
 
 
+@end_term(time_out=False)
 def out_of_volume(world: Any) -> Tensor:
     """The vehicle's centre left its scene's flight volume, or its sphere touches the ceiling."""
     if world.scene is None:
@@ -55,6 +90,7 @@ def out_of_volume(world: Any) -> Tensor:
     return ev.out_of_bounds | ev.above_ceiling
 
 
+@end_term(time_out=False)
 def out_of_bounds(world: Any) -> Tensor:
     """The vehicle's centre left its scene's bounds box (no ceiling margin: see
     :func:`out_of_volume` for the sphere against the ceiling); a NaN position is not out."""
@@ -64,6 +100,7 @@ def out_of_bounds(world: Any) -> Tensor:
     return ((pos < scene.bounds_min) | (pos > scene.bounds_max)).any(-1)
 
 
+@end_term(time_out=False)
 def diverged(world: Any) -> Tensor:
     """The simulation of the vehicle diverged (NaN/inf state, flagged or reset by the
     Simulator) or its position is not finite."""
@@ -71,11 +108,13 @@ def diverged(world: Any) -> Tensor:
     return st.diverged | world.sim.last_reset | ~torch.isfinite(st.pos).all(-1)
 
 
+@end_term(time_out=False)
 def crashed(world: Any) -> Tensor:
     """The vehicle hit the ground plane hard (``state.crashed``)."""
     return world.state.crashed.clone()
 
 
+@end_term(time_out=False)
 def gates_done(world: Any) -> Tensor:
     """The vehicle passed the last gate of its course (the World's GateTracker)."""
     g = world.gates
@@ -89,20 +128,20 @@ def time_limit(seconds: float) -> Callable[[Any], Tensor]:
     """Ends an episode once ``seconds`` of episode time have passed."""
     limit = _positive(seconds, "seconds")
 
+    @end_term(time_out=True, name="time_limit")
     def fn(world: Any) -> Tensor:
         return world.elapsed >= limit - 1e-9
 
-    fn.__name__ = "time_limit"
     return fn
 
 
 def below(height: float) -> Callable[[Any], Tensor]:
     """Ends an episode when the vehicle's centre is below ``height`` m (world z)."""
 
+    @end_term(time_out=False, name="below")
     def fn(world: Any) -> Tensor:
         return world.state.pos[:, 2] < height
 
-    fn.__name__ = "below"
     return fn
 
 
@@ -112,10 +151,10 @@ def tilted(max_tilt: float) -> Callable[[Any], Tensor]:
 
     cos_max = math.cos(_positive(max_tilt, "max_tilt"))
 
+    @end_term(time_out=False, name="tilted")
     def fn(world: Any) -> Tensor:
         return quat_to_rotmat(world.state.quat)[:, 2, 2] < cos_max
 
-    fn.__name__ = "tilted"
     return fn
 
 
@@ -124,10 +163,10 @@ def too_far(target: Any, distance: float) -> Callable[[Any], Tensor]:
     (B, 3) tensor, or a callable ``world -> (B, 3)`` for targets that move or change."""
     limit = _positive(distance, "distance")
 
+    @end_term(time_out=False, name="too_far")
     def fn(world: Any) -> Tensor:
         return (_target(target, world) - world.state.pos).norm(dim=-1) > limit
 
-    fn.__name__ = "too_far"
     return fn
 
 
@@ -140,6 +179,7 @@ class reached:  # noqa: N801 - a term reads like the function terms beside it
     """
 
     name = "reached"
+    time_out = False
 
     def __init__(
         self, goal: Any, radius: float, *, dwell: float = 0.0, speed: float = math.inf,
@@ -192,7 +232,9 @@ __all__ = [
     "collided",
     "crashed",
     "diverged",
+    "end_term",
     "gates_done",
+    "is_time_out",
     "out_of_bounds",
     "out_of_volume",
     "reached",

@@ -22,10 +22,18 @@ import numpy as np
 
 from volary.errors import ConfigError
 from volary.inputs import LIMITS
-from volary.worlds._stack import gate_boxes
 from volary.worlds.io import check_extent
 from volary.worlds.meshgeom import face_normals
-from volary.worlds.primitives import Box, Cylinder, Mesh, Plane, Primitive, SceneSpec, Sphere
+from volary.worlds.primitives import (
+    Box,
+    Cylinder,
+    Mesh,
+    Plane,
+    Primitive,
+    SceneSpec,
+    Sphere,
+    gate_boxes,
+)
 
 
 def _box_distance(b: Box, p: np.ndarray) -> np.ndarray:

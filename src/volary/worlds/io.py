@@ -26,8 +26,16 @@ import numpy as np
 
 from volary.errors import ConfigError, FileFormatError, VolaryError
 from volary.inputs import LIMITS
-from volary.worlds._stack import gate_boxes
-from volary.worlds.primitives import Box, Cylinder, Mesh, Plane, Primitive, SceneSpec, Sphere
+from volary.worlds.primitives import (
+    Box,
+    Cylinder,
+    Mesh,
+    Plane,
+    Primitive,
+    SceneSpec,
+    Sphere,
+    gate_boxes,
+)
 
 if TYPE_CHECKING:  # plyfile is imported where a PLY file is read
     from plyfile import PlyData, PlyElement

@@ -14,8 +14,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from volary.bench.nav.runner import Event, UnitFn, _unit_rows, call_unit, error_rows
 from volary.bench.nav.schema import WorkUnit
+from volary.bench.nav.units import Event, UnitFn, call_unit, error_rows, unit_rows
 from volary.errors import ConfigError, MissingDependencyError
 
 
@@ -73,7 +73,7 @@ def dask_events(todo: list[tuple[int, WorkUnit]], fn: UnitFn, address: str) -> I
             except Exception as e:  # KilledWorker, lost connection, ...
                 yield i, error_rows(u, f"the cluster could not run this work unit: {e!r}", wall)
                 continue
-            yield i, _unit_rows(u, outcome, wall)
+            yield i, unit_rows(u, outcome, wall)
     finally:
         client.close()
         if cluster is not None:

@@ -19,9 +19,8 @@ from __future__ import annotations
 import json
 import os
 import time
-import traceback
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass
@@ -30,12 +29,12 @@ from typing import TYPE_CHECKING, Any
 
 from volary.bench.nav.db import RunDB, load_results, unit_to_json
 from volary.bench.nav.schema import TrialResult, WorkUnit
+from volary.bench.nav.units import Event, UnitFn, call_unit, error_rows, unit_rows
 from volary.errors import ConfigError
 
 if TYPE_CHECKING:
     from loky import ProcessPoolExecutor as LokyPool
 
-UnitFn = Callable[[WorkUnit], list[TrialResult]]
 # A unit's wall-clock budget (a backstop for hangs the episode cannot interrupt: simulator,
 # native code): each planner may use up to settings.trial_wall_limit (the episode stops it
 # there), the simulation of settings.time_limit must run at least at SIM_MIN_REALTIME x real
@@ -230,7 +229,6 @@ def _check_same_run(db: RunDB, meta: dict[str, Any], units: Sequence[WorkUnit]) 
 
 
 # -- events: (unit index, rows) as units finish ------------------------------------------------
-Event = tuple[int, list[TrialResult]]
 
 
 def _events(
@@ -254,52 +252,9 @@ def _events(
 def _inline_events(todo: list[tuple[int, WorkUnit]], fn: UnitFn) -> Iterator[Event]:
     for i, unit in todo:
         t0 = time.perf_counter()
-        yield i, _unit_rows(unit, call_unit(fn, unit), time.perf_counter() - t0)
+        yield i, unit_rows(unit, call_unit(fn, unit), time.perf_counter() - t0)
 
 
-def call_unit(fn: UnitFn, unit: WorkUnit) -> tuple[str, Any]:
-    """Run one unit, catching what it raises: ("ok", rows) or ("error", traceback)."""
-    try:
-        return "ok", fn(unit)
-    except Exception:
-        return "error", traceback.format_exc()
-
-
-def error_rows(unit: WorkUnit, message: str, wall: float = float("nan")) -> list[TrialResult]:
-    """One cause-"error" row per trial of a unit that produced no rows of its own."""
-    return [
-        TrialResult(
-            t.algo,
-            t.platform,
-            t.scenario,
-            t.config,
-            t.trial,
-            t.seed,
-            success=False,
-            cause="error",
-            wall_time=wall,
-            error=message,
-        )  # fmt: skip
-        for t in unit.trials()
-    ]
-
-
-def _unit_rows(unit: WorkUnit, outcome: tuple[str, Any], wall: float) -> list[TrialResult]:
-    """The unit's rows, or error rows when it raised or returned the wrong trials."""
-    status, payload = outcome
-    if status != "ok":
-        return error_rows(unit, f"the work unit raised:\n{payload}", wall)
-    want = {t.key for t in unit.trials()}
-    rows = list(payload) if isinstance(payload, list | tuple) else []
-    got = [r.key for r in rows if isinstance(r, TrialResult)]
-    if len(got) != len(rows) or sorted(got) != sorted(want):
-        return error_rows(
-            unit,
-            f"the work unit returned rows for {sorted(got)}, expected one for each of "
-            f"{sorted(want)}",
-            wall,
-        )
-    return rows
 
 
 # -- the process pool with crash and hang isolation --------------------------------------------
@@ -370,7 +325,7 @@ def _pool_events(
                     else:
                         suspects.append((f.index, f.unit))
                     continue
-                yield f.index, _unit_rows(f.unit, outcome, wall)
+                yield f.index, unit_rows(f.unit, outcome, wall)
             now = time.perf_counter()
             late = [
                 fut for fut, f in running.items() if now - f.start >= _budget(f.unit, unit_timeout)

@@ -281,6 +281,7 @@ class _Crash:
     simulation diverged, or its centre is below z = 0 or more than 1 mm below its radius."""
 
     name = "collided"
+    time_out = False  # an end condition, not a time limit (volary.sim.terms)
 
     def __init__(self, scene: Scene, radius: Tensor) -> None:
         self.monitor, self.low = CollisionMonitor(scene, radius), radius.double() - 1e-3

@@ -435,6 +435,7 @@ class _Crash:
     positions where they crashed (nothing counts after a crash)."""
 
     name = "crash"
+    time_out = False  # an end condition, not a time limit (volary.sim.terms)
 
     def __init__(self, depth: float, start: Tensor) -> None:
         self.depth, self.frozen = depth, start.clone()

@@ -33,7 +33,7 @@ def _warp() -> tuple[Any, Any]:
     except ImportError as e:
         raise MissingDependencyError("warp-lang", "warp") from e
     wp.init()
-    from volary.sensors.raycast import _warp_kernels
+    import volary.sensors.raycast._warp_kernels as _warp_kernels
 
     return wp, _warp_kernels
 

@@ -47,7 +47,7 @@ from numba.extending import intrinsic
 from torch import Tensor
 
 from volary.sensors.splat.io import SH_C0, SH_C1, SH_C2, SH_C3, GaussianSplats
-from volary.sensors.splat.render import ALPHA_MAX, ALPHA_MIN, COS_EDGE_ON, T_MIN, usable
+from volary.sensors.splat.projected import ALPHA_MAX, ALPHA_MIN, COS_EDGE_ON, T_MIN, usable
 
 _C2 = tuple(SH_C2)  # tuples: numba freezes them as constants (cacheable)
 _C3 = tuple(SH_C3)

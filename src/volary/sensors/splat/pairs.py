@@ -18,7 +18,7 @@ import math
 import torch
 from torch import Tensor
 
-from volary.sensors.splat.render import ALPHA_MAX, ALPHA_MIN, T_MIN, Projected, pixel_depth
+from volary.sensors.splat.projected import ALPHA_MAX, ALPHA_MIN, T_MIN, Projected, pixel_depth
 
 
 def _boxes(pr: Projected, n: int, idx: Tensor, width: int, height: int):

@@ -25,7 +25,7 @@ For each gate predicted in view (centre in front of the camera, inside the image
    could slide along its length: not a detection).
 
 The frame model is the gate's opening (width x height from the corners) with bars of
-``border`` width and ``depth`` thickness, as :func:`volary.worlds._stack.gate_boxes` builds it:
+``border`` width and ``depth`` thickness, as :func:`volary.worlds.primitives.gate_boxes` builds it:
 its signed distance is that of a rectangular ring extruded along the gate normal (Quilez's
 box and ring distances; exact outside, a lower bound inside).
 """

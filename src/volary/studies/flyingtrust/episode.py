@@ -58,6 +58,7 @@ import signal
 import threading
 import time
 import traceback
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import lru_cache, partial
@@ -151,7 +152,10 @@ def run_unit(unit: WorkUnit) -> list[TrialResult]:
     t_wall = time.perf_counter()
     with one_thread(), _Watchdog() as watchdog:
         ep = _Episode(unit, watchdog)
-        ep.run()
+        try:
+            ep.run()
+        finally:
+            ep.close_planners()
         return ep.results(time.perf_counter() - t_wall)
 
 
@@ -468,6 +472,19 @@ class _Episode:
             env.ref, env.hold = None, obs.position.copy()
 
     # ---- ends --------------------------------------------------------------------------------
+    def close_planners(self) -> None:
+        """Call ``close()`` on every planner that has one, once, when the unit's flight is over
+        (a ROS 1 planner's relay then stops its nodes and writes the trial's timing line). A
+        failing ``close`` is reported as a warning; the trial's row stays as flown."""
+        for env in self.envs:
+            close = getattr(env.planner, "close", None)
+            env.planner = None
+            if callable(close):
+                try:
+                    close()
+                except Exception as e:  # noqa: BLE001 (a planner's own fault, after its flight)
+                    warnings.warn(f"{self.unit.algo}: close() raised {e!r}", stacklevel=2)
+
     def _time_limit(self) -> None:
         pos = self.track.records["pos"].numpy()  # (K, N, 3)
         for i in np.flatnonzero(self.world.active.numpy()).tolist():
