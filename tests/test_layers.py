@@ -156,6 +156,57 @@ def test_nothing_in_the_repository_imports_a_shim():
     assert used == [], "\n".join(used)
 
 
+def _moved_names(path: Path) -> dict[str, str]:
+    """A core module's ``MOVED_NAMES = {"name": "volary.studies...."}`` (single names that moved
+    to a study while the module stayed), else {}."""
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == [
+            "MOVED_NAMES"
+        ]:
+            return dict(ast.literal_eval(node.value))
+    return {}
+
+
+MOVED_NAMES = {_module(p): d for p in FILES if (d := _moved_names(p))}
+
+
+@pytest.mark.parametrize("old", sorted(MOVED_NAMES))
+def test_a_moved_name_warns_and_re_exports_the_study_s(old):
+    """A name forwarded by a core module (``MOVED_NAMES``) is the study module's own, read with
+    a DeprecationWarning naming the new path, and is not part of the core module's API."""
+    module = importlib.import_module(old)
+    for name, new in MOVED_NAMES[old].items():
+        assert _study(new) is not None, f"{old}.{name}: {new!r} is not a study module"
+        assert name not in getattr(module, "__all__", ()) and name not in vars(module)
+        with pytest.warns(DeprecationWarning, match=f"moved to {new}.{name}"):
+            assert getattr(module, name) is getattr(importlib.import_module(new), name)
+
+
+def test_the_runner_s_names_that_left_with_flyingtrust_still_import():
+    """User code that imported ``check_algo_names`` / ``stored_suite`` from the core runner
+    before the FLYINGTRUST move keeps working for one release (the study's functions)."""
+    from volary.studies.flyingtrust import run
+
+    with pytest.warns(DeprecationWarning, match="moved to volary.studies.flyingtrust.run"):
+        from volary.bench.nav.runner import check_algo_names, stored_suite
+    assert (check_algo_names, stored_suite) == (run.check_algo_names, run.stored_suite)
+
+
+def test_nothing_in_the_repository_imports_a_moved_name():
+    """Like the shims: internal code, tests, benchmarks and experiments import a forwarded name
+    from the study, not from the core module it left."""
+    old_paths = {f"{mod}.{name}" for mod, names in MOVED_NAMES.items() for name in names}
+    used = []
+    for path in _repo_python_files():
+        text = path.read_text()
+        if path == Path(__file__).resolve() or not any(
+            p.rsplit(".", 1)[1] in text for p in old_paths
+        ):
+            continue
+        used += [f"{path.relative_to(ROOT)} imports {m}" for m in _imported(text) & old_paths]
+    assert used == [], "\n".join(used)
+
+
 @pytest.mark.parametrize("old", sorted(SHIMS))
 def test_a_shim_warns_and_re_exports_the_new_module(old):
     shim, new = importlib.import_module(old), importlib.import_module(SHIMS[old])

@@ -301,3 +301,73 @@ def test_a_36_platform_mapper_unit_is_identical_behind_the_remote_adapter(mapper
     local = _rows(unit)
     remote = _rows(replace(unit, algo_options=(("remote", mapper_host),)))
     assert remote == local
+
+
+def _installed_like_pip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """volary's ``[project.entry-points."volary.planners"]`` table as an installed
+    distribution's metadata on sys.path (the ``entry_points.txt`` pip writes), so the lookup
+    runs through importlib.metadata without reinstalling volary; returns the table."""
+    import tomllib
+
+    table = tomllib.loads((TESTS.parent / "pyproject.toml").read_text())["project"]
+    planners = table.get("entry-points", {}).get("volary.planners", {})
+    dist = tmp_path / "volary_entry_points_check-0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: volary-entry-points-check\n")
+    lines = ["[volary.planners]", *(f"{k} = {v}" for k, v in planners.items())]
+    (dist / "entry_points.txt").write_text("\n".join(lines) + "\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    return planners
+
+
+def test_the_slate_s_names_resolve_in_the_core_as_installed_entry_points(tmp_path, monkeypatch):
+    """Every planner name of the FLYINGTRUST slate is declared in pyproject.toml, and the
+    core's lookup (which may not import the study) finds the study's own class for it."""
+    from volary.serve.planners import planner_factory
+    from volary.studies.flyingtrust.planners import PLANNERS, resolve_planner
+
+    declared = _installed_like_pip(tmp_path, monkeypatch)
+    assert sorted(declared) == sorted(PLANNERS)
+    from volary.registry import Registry
+
+    core = Registry("planner", group="volary.planners")
+    assert {n: core.get(n) for n in PLANNERS} == {n: resolve_planner(n) for n in PLANNERS}
+    assert type(planner_factory("ego")()) is resolve_planner("ego")
+    from volary.errors import ConfigError, UnknownNameError
+
+    with pytest.raises(ConfigError, match="planner 'straight': bad options"):
+        planner_factory("straight")(no_such_option=1)
+    with pytest.raises(UnknownNameError, match="ego"):  # the message lists the valid names
+        planner_factory("no_such_planner")
+
+
+def test_client_host_planner_serves_a_slate_planner_by_name(tmp_path, monkeypatch):
+    """``volary.client.host_planner("straight")`` (any slate name, as before the study moved)
+    serves the planner: a unit flown through it gives the in-process rows."""
+    import zmq
+
+    from volary.client import host_planner
+
+    _installed_like_pip(tmp_path, monkeypatch)
+    probe = zmq.Context.instance().socket(zmq.ROUTER)
+    port = probe.bind_to_random_port("tcp://127.0.0.1")
+    probe.close(0)
+    address, stop, errors = f"tcp://127.0.0.1:{port}", threading.Event(), []
+
+    def serve() -> None:
+        try:
+            host_planner("straight", address, stop=stop.is_set)
+        except Exception as e:  # noqa: BLE001 - reported by the assertion below
+            errors.append(e)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        unit = WorkUnit("straight", "forest", 0, 0, PAIR, 0, (), SHORT)
+        remote = _rows(replace(unit, algo_options=(("remote", address),)))
+    finally:
+        stop.set()
+        thread.join(5)
+    assert errors == []
+    assert [r["cause"] for r in remote] == ["collision", "collision"]  # its straight line's
+    assert remote == _rows(unit)

@@ -259,9 +259,9 @@ def host_planner(
 ) -> None:
     """Serve a navigation planner to ``volary bench run --algo remote:ADDRESS`` from this
     process until ``stop()`` is true (or forever): ``planner`` is a class or callable returning
-    a new ``NavPlanner`` per trial, ``"module:Class"`` or a name installed under the entry-point
-    group ``volary.planners`` (:mod:`volary.serve.planners`, ``docs/remote-planner.md``; the
-    FLYINGTRUST slate's names: ``volary host-planner NAME``)."""
+    a new ``NavPlanner`` per trial, a planner name (the slate's ``"ego"``, ``"mapper"`` ... or
+    any name installed under the entry-point group ``volary.planners``) or ``"module:Class"``
+    (:mod:`volary.serve.planners`, ``docs/remote-planner.md``)."""
     from volary.serve.planners import host_planner as serve
 
     serve(planner, bind, token=token, stop=stop)

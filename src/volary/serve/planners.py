@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from volary.errors import ConfigError
 from volary.planning.navigation import SENSORS
 from volary.serve import protocol as P
 
@@ -341,7 +342,30 @@ class PlannerHost:
         self.sock.close(linger=0)
 
 
-PLANNER_ENTRY_POINTS = "volary.planners"  # installed packages' NavPlanner classes
+PLANNER_ENTRY_POINTS = "volary.planners"  # NavPlanner classes by name, volary's slate included
+
+
+def planner_factory(planner: str | Callable[..., Any]) -> Callable[..., Any]:
+    """What builds one planner per trial from the benchmark's ``algo_options``: ``planner``
+    itself when it is callable, else the class that the name (installed under the entry-point
+    group ``volary.planners``: the FLYINGTRUST slate's ``straight`` ... ``learned_rgb``, declared
+    in volary's own ``pyproject.toml``, and any other package's) or ``"module:Class"`` names.
+    An unknown name raises UnknownNameError listing the installed ones; options the class does
+    not take raise ConfigError when a trial asks for a planner."""
+    if not isinstance(planner, str):
+        return planner
+    from volary.registry import Registry
+
+    name = planner.strip()
+    cls = Registry("planner", group=PLANNER_ENTRY_POINTS, specs=True).get(name)
+
+    def factory(**options: Any) -> Any:
+        try:
+            return cls(**options)
+        except TypeError as exc:
+            raise ConfigError(f"planner {name!r}: bad options {sorted(options)}: {exc}") from exc
+
+    return factory
 
 
 def host_planner(
@@ -352,21 +376,10 @@ def host_planner(
     stop: Callable[[], bool] | None = None,
 ) -> None:
     """Serve a navigation planner to the benchmark until ``stop()`` (or forever): ``planner`` is
-    ``"module:Class"``, a name installed under the entry-point group ``volary.planners``, or a
-    callable returning a new ``NavPlanner`` (given the benchmark's ``algo_options`` as
-    keywords). The FLYINGTRUST slate's names (``ego``, ``straight`` ...) are the study's:
-    ``volary host-planner NAME`` serves them, or pass
-    ``volary.studies.flyingtrust.planners.get_planner`` bound to the name."""
-    if isinstance(planner, str):
-        from volary.registry import Registry
-
-        cls = Registry("planner", group=PLANNER_ENTRY_POINTS, specs=True).get(planner)
-
-        def factory(**options: Any) -> Any:
-            return cls(**options)
-
-    else:
-        factory = planner
+    a planner name (``"ego"``, ``"mapper"`` ...: an entry point of ``volary.planners``),
+    ``"module:Class"``, or a callable returning a new ``NavPlanner`` (given the benchmark's
+    ``algo_options`` as keywords); :func:`planner_factory` resolves it before serving."""
+    factory = planner_factory(planner)
     host = PlannerHost(factory, bind, token=token)
     try:
         host.serve(stop)
