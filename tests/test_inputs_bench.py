@@ -251,9 +251,10 @@ def test_many_generated_databases(good_db, tmp_path_factory, ops):
 
 # ---- `volary bench` on a bad database -----------------------------------------------------------
 def _bench_app() -> typer.Typer:
+    from volary.cli.checks import VolaryGroup
     from volary.cli.nav import register
 
-    app, bench = typer.Typer(), typer.Typer()
+    app, bench = typer.Typer(cls=VolaryGroup), typer.Typer()  # as `volary`: errors as one line
     register(bench)
     app.add_typer(bench, name="bench")
     return app
