@@ -1,9 +1,10 @@
 """Golden-output harness for the World + rollout refactor (issue 16): every closed loop of volary
 flown at fixed seeds on CPU, its outputs saved bit-exactly, and two such files compared.
 
-It calls only public entry points that the refactor keeps (``volary.studies.flyingtrust.episode.run_unit``,
-``volary.studies.alphapilot.race.run_race``, ``volary.bench.tracking.track_figure_eight``,
-``volary.envs.make_env``, ``volary.learning.sousvide.generate.generate`` / ``evaluate.evaluate``,
+It calls only public entry points that the refactor keeps
+(``volary.studies.flyingtrust.episode.run_unit``, ``volary.studies.alphapilot.race.run_race``,
+``volary.bench.tracking.track_figure_eight``, ``volary.envs.make_env``,
+``volary.learning.sousvide.generate.generate`` / ``evaluate.evaluate``,
 ``volary.learning.boundary.dataset.label_inputs`` / ``deploy.fly_course``), so the same script
 runs unchanged against the old and the new tree::
 

@@ -1,5 +1,5 @@
-"""``volary bench run --algo ros1:NAME`` (volary.studies.flyingtrust.ros1): a ROS 1 planner, started from
-its launch description, flies FLYINGTRUST's protocol on sim time; a planner that crashes, hangs
+"""``volary bench run --algo ros1:NAME`` (volary.studies.flyingtrust.ros1): a ROS 1 planner, started
+from its launch description, flies FLYINGTRUST's protocol on sim time; a planner that crashes, hangs
 or publishes nothing is an ``error`` row and the run goes on; bad descriptions are refused in
 one line. The planner is tests/ros1_nodes/nav_standin.py (Debian's rospy, nothing of volary)."""
 

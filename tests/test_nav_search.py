@@ -1,4 +1,5 @@
-"""The planners' grid A* (``volary.studies.flyingtrust.planners.search``) against a plain-Python reference.
+"""The planners' grid A* (``volary.studies.flyingtrust.planners.search``) against a plain-Python
+reference.
 
 The compiled search keeps its open list as an interleaved (key, node) heap for speed; the
 reference below is the textbook weighted A* of the module docstring with a list-based binary

@@ -160,9 +160,10 @@ def build_suite(
     scenarios: str | None = None,
     sets: list[str] | None = None,
 ) -> Any:
-    """The :class:`~volary.studies.flyingtrust.protocol.Suite` that ``volary bench run`` flies: the named
-    suite, then ``--configs N`` (configs ``"generated:N"``; 10 is ``"fixed"``, the same suite),
-    then ``--scenarios a,b``, then every ``--set``. ConfigError (one line naming the option)."""
+    """The :class:`~volary.studies.flyingtrust.protocol.Suite` that ``volary bench run`` flies: the
+    named suite, then ``--configs N`` (configs ``"generated:N"``; 10 is ``"fixed"``, the same
+    suite), then ``--scenarios a,b``, then every ``--set``. ConfigError (one line naming the
+    option)."""
     from volary.inputs import within
     from volary.studies.flyingtrust.protocol import FIXED, GENERATED, N_FIXED_CONFIGS, get_suite
 

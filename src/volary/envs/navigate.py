@@ -120,8 +120,8 @@ class NavigateTaskConfig:
 def deployment_layout(cfg: NavigateTaskConfig) -> dict[str, Any]:
     """What a deployment must know to rebuild this task's observation and act on its action
     (JSON-able): the depth grid and camera, the range, the speed and yaw-rate scales and the
-    decision rate. The learned planner (``volary.studies.flyingtrust.planners.learned``) reads it from
-    the exported weights."""
+    decision rate. The learned planner (``volary.studies.flyingtrust.planners.learned``) reads it
+    from the exported weights."""
     if cfg.depth_encoder is not None:
         raise ConfigError("depth_encoder: a deployment layout covers min-pooled depth only")
     return {

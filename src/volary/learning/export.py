@@ -455,7 +455,8 @@ def mlp_npz(
     ``meta`` (a JSON string, e.g. the observation layout a deployment must rebuild). The stages
     are the C header's (norm, linear, tanh, relu, elu, clamp) and, for small convolutional nets
     such as the RGB depth encoder (:mod:`volary.learning.rgb_depth`), conv, coords and sigmoid;
-    the numpy runtime that reads them is :class:`volary.studies.flyingtrust.planners.learned.NumpyMLP`."""
+    the numpy runtime that reads them is
+    :class:`volary.studies.flyingtrust.planners.learned.NumpyMLP`."""
     import json
 
     stages = _stages(_module(module_or_policy), npz=True)

@@ -294,9 +294,9 @@ _NonEmptyText = Annotated[str, BeforeValidator(_non_empty_text)]
 
 
 class SuiteFile(_Listed):
-    """A suite TOML file (layout: :mod:`volary.studies.flyingtrust.protocol`), checked as declared here:
-    names non-empty, ``configs`` a ``fixed``/``generated`` token or seeds >= 0, the counts within
-    :data:`SUITE_RANGES`, the ``[settings]`` within :data:`SETTING_RANGES`."""
+    """A suite TOML file (layout: :mod:`volary.studies.flyingtrust.protocol`), checked as declared
+    here: names non-empty, ``configs`` a ``fixed``/``generated`` token or seeds >= 0, the counts
+    within :data:`SUITE_RANGES`, the ``[settings]`` within :data:`SETTING_RANGES`."""
 
     name: _NonEmptyText | None = None
     platforms: _names("platform names", ("flyingtrust", "all"))  # type: ignore[valid-type]

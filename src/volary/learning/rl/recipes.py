@@ -159,11 +159,11 @@ RECIPES: dict[str, Recipe] = {
             "threads": 2,
         },
     ),
-    # Issue 21's learned planner (volary.studies.flyingtrust.planners.learned, NavRL-like): navigate at
-    # the benchmark's 10 Hz planning rate (60 Hz control, 6 steps a decision) across 64 forests
-    # and four FLYINGTRUST airframes from the smallest to the largest radius (0.25-0.53 m; the
-    # policy is not told which it flies). policy.npz is what the planner ships
-    # (volary/planning/planners/data/learned_planner.npz).
+    # Issue 21's learned planner (volary.studies.flyingtrust.planners.learned, NavRL-like):
+    # navigate at the benchmark's 10 Hz planning rate (60 Hz control, 6 steps a decision) across
+    # 64 forests and four FLYINGTRUST airframes from the smallest to the largest radius
+    # (0.25-0.53 m; the policy is not told which it flies). policy.npz is what the planner ships
+    # (volary/studies/flyingtrust/planners/data/learned_planner.npz).
     "learned-planner": Recipe(
         task="navigate",
         envs=256,

@@ -5,7 +5,8 @@ Structure: a NavPlanner adapter and its watchdog over :func:`volary.sim.rollout`
 depth camera and the LiDAR in its sensor rig); the take-off is one rollout with a scripted
 setpoint, the navigation a second one (``begin=False``: take-off ends carry over) whose ``act``
 calls the planners every ``CONTROL_HZ / planner_rate_hz`` steps and whose terms are the
-benchmark's own (:mod:`volary.studies.flyingtrust.terms`); the time-limit causes are decided after it.
+benchmark's own (:mod:`volary.studies.flyingtrust.terms`); the time-limit causes are decided
+after it.
 
 Phases (FLYINGTRUST, paper 004 Sec. IV-B): every env spawns hovering below the start waypoint
 (``TAKEOFF_CLIMB`` m, at least ``radius + 0.1`` m above the floor), climbs to it along a
@@ -663,9 +664,9 @@ def _indicators(airframe: Any) -> Any:
 def _start_planner(env: _Env, algo: str, options: dict[str, Any]) -> None:
     """The env's planner, reset for its task: ``remote:ADDRESS`` (or the option ``remote`` of
     a named algorithm) is a :class:`~volary.serve.planners.RemotePlanner` of the host at that
-    address, given the other options; ``ros1:NAME`` a :class:`~volary.studies.flyingtrust.ros1.Ros1Planner`
-    flying the ROS 1 planner of launch description NAME; anything else comes from the planner
-    registry."""
+    address, given the other options; ``ros1:NAME`` a
+    :class:`~volary.studies.flyingtrust.ros1.Ros1Planner` flying the ROS 1 planner of launch
+    description NAME; anything else comes from the planner registry."""
     opts = dict(options)
     address = opts.pop("remote", None)
     if address is None and algo.startswith(REMOTE):

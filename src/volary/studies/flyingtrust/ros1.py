@@ -507,8 +507,8 @@ def _generate(root: Path) -> None:
 
 # ---- the relay (its own process; imports rospy) ------------------------------------------------
 def relay_main() -> None:
-    """``python -m volary.studies.flyingtrust.ros1 relay``: a PlannerHost of :class:`RosTrial` s on this
-    process's ROS_MASTER_URI; prints ``volary-ros1-relay ready ADDRESS`` once serving."""
+    """``python -m volary.studies.flyingtrust.ros1 relay``: a PlannerHost of :class:`RosTrial` s on
+    this process's ROS_MASTER_URI; prints ``volary-ros1-relay ready ADDRESS`` once serving."""
     from volary.ros1.env import import_rospy
 
     rospy = import_rospy(ensure_messages()[1])

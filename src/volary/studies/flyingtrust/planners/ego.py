@@ -2,8 +2,8 @@
 Gradient-based Local Planner for Quadrotors", RA-L 2021), written from the paper for volary's
 benchmark; no code was ported.
 
-Per call, on the ``mapper``'s voxel map (:mod:`volary.studies.flyingtrust.planners.occupancy`; EGO needs
-only occupancy, the distance field is used here as an occupancy test with the vehicle's
+Per call, on the ``mapper``'s voxel map (:mod:`volary.studies.flyingtrust.planners.occupancy`;
+EGO needs only occupancy, the distance field is used here as an occupancy test with the vehicle's
 inflation):
 
 1. **Local target**: the point ``horizon`` m ahead along the guiding path to the goal (the

@@ -338,8 +338,9 @@ def kino_search(
 ) -> KinoPath:
     """Kinodynamic A* from (p0, v0) toward the goal at rest (module docstring), sampled every
     ``sample_dt`` s. A repeated query on an unchanged map (a vehicle holding still before a
-    wall) is answered from the grid's search cache (:func:`volary.studies.flyingtrust.planners.search.reuse`):
-    the same result, bit for bit, shared (do not modify its arrays)."""
+    wall) is answered from the grid's search cache
+    (:func:`volary.studies.flyingtrust.planners.search.reuse`): the same result, bit for bit,
+    shared (do not modify its arrays)."""
     p0 = np.asarray(p0, dtype=np.float64)
     v0 = np.asarray(v0, dtype=np.float64)
     sp = float(np.linalg.norm(v0))

@@ -59,7 +59,7 @@ from volary.errors import ConfigError
 from volary.planning.navigation import NavObservation, NavReference, NavTask, pooled_depth
 from volary.studies.flyingtrust.planners.occupancy import DepthProjector, quat_to_matrix
 
-WEIGHTS = "learned_planner.npz"  # in volary/planning/planners/data
+WEIGHTS = "learned_planner.npz"  # in volary/studies/flyingtrust/planners/data
 ENCODER = "learned_rgb_encoder.npz"  # the learned_rgb planner's RGB depth encoder, there too
 GOAL_CLIP = 10.0  # m, the navigate task's goal-vector clip
 STATS = ("calls", "shielded", "stopped", "arriving", "volume")  # LearnedPlanner.stats

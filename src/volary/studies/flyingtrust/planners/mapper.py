@@ -5,12 +5,12 @@ Every call of :meth:`MapperPlanner.plan` (the benchmark calls it at ``task.plann
 
 1. **Map**: the depth image is back-projected and its returns mark voxels of a grid over the
    flight volume occupied; a truncated distance field is stamped incrementally around each new
-   voxel (:mod:`volary.studies.flyingtrust.planners.occupancy`). The floor, the ceiling and the lateral
-   bounds count as obstacles analytically; unknown space is free (optimistic).
+   voxel (:mod:`volary.studies.flyingtrust.planners.occupancy`). The floor, the ceiling and the
+   lateral bounds count as obstacles analytically; unknown space is free (optimistic).
 2. **Search** (only when needed, see below): weighted A* on the grid with a clearance cost, free
-   space = clearance >= radius + margin (:mod:`volary.studies.flyingtrust.planners.search`); the goal is
-   clamped into the volume; a partial path toward the goal is used when the goal is not reached
-   within the expansion budget.
+   space = clearance >= radius + margin (:mod:`volary.studies.flyingtrust.planners.search`); the
+   goal is clamped into the volume; a partial path toward the goal is used when the goal is not
+   reached within the expansion budget.
 3. **Trajectory**: the path from the current reference state is shortcut by line of sight, cut
    at ``horizon`` m, and a minimum-snap trajectory (Mellinger & Kumar 2011; a small numpy
    solver, :mod:`volary.studies.flyingtrust.planners.smoothing`, tested against

@@ -1,8 +1,8 @@
 """Occupancy grid with an incrementally stamped, truncated Euclidean distance field.
 
-Used by the ``mapper`` planner (:mod:`volary.studies.flyingtrust.planners.mapper`). The grid covers the
-flight volume ``[bounds_min, bounds_max]`` with cubic voxels of edge ``resolution`` (m); voxel
-(i, j, k) has its centre at ``bounds_min + (i + 1/2, j + 1/2, k + 1/2) resolution``.
+Used by the ``mapper`` planner (:mod:`volary.studies.flyingtrust.planners.mapper`). The grid
+covers the flight volume ``[bounds_min, bounds_max]`` with cubic voxels of edge ``resolution``
+(m); voxel (i, j, k) has its centre at ``bounds_min + (i + 1/2, j + 1/2, k + 1/2) resolution``.
 
 - ``occupied`` (uint8): 1 where a depth return has fallen. Unknown space counts as free
   (optimistic planning, as EGO-Planner and Fast-Planner do); nothing is ever carved free.
