@@ -1,5 +1,5 @@
-"""The committed full-protocol results (benchmarks/results/nav-flyingtrust/, flown with the
-speed cap): every one of the 5,040 rows under the cap, and the published summaries recomputed
+"""The committed full-protocol results (experiments/flyingtrust/table-ii/results/, flown with
+the speed cap): every one of the 5,040 rows under the cap, and the published summaries recomputed
 from its rows."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ import pytest
 
 from volary.bench.nav.schema import ProtocolSettings, TrialResult
 
-RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "nav-flyingtrust"
+TABLE_II = Path(__file__).resolve().parents[1] / "experiments" / "flyingtrust" / "table-ii"
+RESULTS = TABLE_II / "results" / "straight-mapper"
 _TYPES = {f.name: f.type for f in fields(TrialResult)}
 
 
@@ -71,12 +72,11 @@ def test_published_summaries_recompute_from_the_rows():
             pytest.approx(lo, abs=1e-9), pytest.approx(hi, abs=1e-9))  # fmt: skip
 
 
-SLATE = RESULTS.parent / "nav-flyingtrust-slate"
+SLATE = TABLE_II / "results" / "slate"
 
 
-@pytest.mark.skipif(not (SLATE / "trials.csv").exists(), reason="slate results not committed")
 def test_slate_rows_are_complete_capped_and_carry_the_committed_ones():
-    """The slate report (benchmarks/nav_slate_report.py): every planner flew the same 2,520
+    """The slate report (experiments/flyingtrust/table-ii/run.py): every planner flew the same 2,520
     trials, none over the cap and none an error; straight and mapper rows are the committed
     full-protocol rows unchanged."""
     rows = committed_rows(SLATE)

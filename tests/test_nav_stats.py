@@ -209,12 +209,17 @@ def test_summarize_rejects_bad_input():
 def test_cluster_intervals_cover_the_true_rate_where_trial_resampling_does_not():
     """200 protocol-shaped experiments (10 configurations x 36 platforms, within-configuration
     correlation 0.88, true rate 0.25): the cluster interval covers the rate in >= 93 % of them,
-    the trial bootstrap in well under half (benchmarks/stats_coverage.py runs 1,000 per rate)."""
-    import sys
+    the trial bootstrap in well under half (experiments/flyingtrust/interval-coverage/run.py
+    runs 1,000 per rate; its simulated experiment is the one used here)."""
+    import importlib.util
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    from stats_coverage import experiment
+    script = Path(__file__).resolve().parents[1] / "experiments" / "flyingtrust"
+    script = script / "interval-coverage" / "run.py"
+    spec = importlib.util.spec_from_file_location("interval_coverage", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    experiment = module.experiment
 
     from volary.bench.nav.stats import bootstrap_ci, cluster_bootstrap_ci
 

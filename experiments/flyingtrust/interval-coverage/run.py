@@ -18,7 +18,8 @@ true rate is the mean of the type rates. Methods: the trial bootstrap over the 7
 ``cluster`` unstratified and ``stratified`` (configurations resampled within their type, the
 stratified Wilson floor), the report's per-platform intervals.
 
-    .venv/bin/python benchmarks/stats_coverage.py    # -> results/stats_coverage.json
+    .venv/bin/python experiments/flyingtrust/interval-coverage/run.py
+        # -> results/stats_coverage.json
 
 Grid study (``--study grid``, issue 59): the same 10 configurations x 36 platforms x
 ``--repeats`` design over a grid taken from the committed rows: the intra-configuration
@@ -40,7 +41,7 @@ its mean width:
   configurations can be seen) n_eff is the number of configurations, as if ICC were 1;
 - ``design-effect Wilson``: a Wilson score interval at n_eff.
 
-    nice -n 5 .venv/bin/python benchmarks/stats_coverage.py --study grid
+    nice -n 5 .venv/bin/python experiments/flyingtrust/interval-coverage/run.py --study grid
     # -> results/stats_coverage_grid.json (about 5 min on one core)
 """
 
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         help="rho: the fixed-correlation study above; grid: the grid from the rows",
     )
     ap.add_argument(
-        "--rows", type=Path, default=HERE / "results" / "nav-flyingtrust-slate" / "trials.csv"
+        "--rows", type=Path, default=HERE.parent / "table-ii" / "results" / "slate" / "trials.csv"
     )
     ap.add_argument("--grid-rates", default="0.1,0.25,0.5,0.75,0.9,0.95")
     ap.add_argument("--iccs", default="", help="ICC grid (default: quartiles and max of --rows)")
@@ -297,8 +298,8 @@ def grid_study(args: argparse.Namespace) -> int:
     print(json.dumps(summary, indent=1))
     doc = {"benchmark": "stats_coverage_grid", "command": "python " + " ".join(sys.argv),
            "design": f"{CONFIGS} configurations x {PLATFORMS} platforms x {args.repeats} repeats",
-           "rows_file": str(args.rows.relative_to(HERE.parent)) if args.rows.is_absolute()
-           and HERE.parent in args.rows.parents else str(args.rows),
+           "rows_file": str(args.rows.relative_to(HERE.parents[2])) if args.rows.is_absolute()
+           and HERE.parents[2] in args.rows.parents else str(args.rows),
            "measured_icc": measured, "icc_grid": iccs, "reps": args.reps,
            "published_reps": args.published_reps, "seed": args.seed, "level": 0.95,
            "seconds": time.perf_counter() - t0, "summary": summary, "rows": rows}  # fmt: skip

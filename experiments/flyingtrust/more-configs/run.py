@@ -6,12 +6,12 @@ the first 10 configurations (the protocol's fixed ten for the seeds-0-9 types), 
 (10..N-1, scenes the protocol never used: an independent replication) and all N, for each
 planner's success interval and for the paired sign-flip test of the two planners, raw and
 Holm-adjusted within the pair's family of seven per-type tests (the other six types from the
-committed slate rows). It also sets the power model (``volary.studies.flyingtrust.power``) beside the
-outcome, and checks the re-flown first ten against the committed slate rows.
+committed slate rows). It also sets the power model (``volary.studies.flyingtrust.power``)
+beside the outcome, and checks the re-flown first ten against the committed slate rows.
 
-    .venv/bin/python benchmarks/nav_more_configs.py --type perlin \\
+    .venv/bin/python experiments/flyingtrust/more-configs/run.py --type perlin \\
         --runs out/bench/perlin30-topo out/bench/perlin30-ego \\
-        --out benchmarks/results/nav-perlin-30configs
+        --out experiments/flyingtrust/more-configs/results/perlin-30configs
 
 Writes OUT/summary.json and OUT/<planner>/trials.csv (the runs' rows, no tracks).
 """
@@ -26,8 +26,8 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))  # benchmarks/: nav_carry_rows
-SLATE = HERE / "results" / "nav-flyingtrust-slate"
+sys.path.insert(0, str(HERE.parent / "tools"))  # carry_rows: the trials.csv reader
+SLATE = HERE.parent / "table-ii" / "results" / "slate"
 
 
 def _interval(rows: list) -> dict:
@@ -46,7 +46,7 @@ def _interval(rows: list) -> dict:
 def _family(rows: list, a: str, b: str, scen: str, label: str) -> dict:
     """The pair's test in ``scen`` on ``rows`` and the Holm adjustment of its seven-type family
     (the other types from the committed slate rows)."""
-    from nav_carry_rows import read_rows
+    from carry_rows import read_rows
 
     from volary.bench.nav.stats import holm, order_scenarios
     from volary.studies.flyingtrust.compare import paired_test
@@ -80,7 +80,7 @@ def _family(rows: list, a: str, b: str, scen: str, label: str) -> dict:
 
 def _refly_check(rows: list, algo: str, scen: str) -> dict:
     """How the re-flown first ten configurations compare with the committed slate rows."""
-    from nav_carry_rows import read_rows
+    from carry_rows import read_rows
 
     from volary.studies.flyingtrust.compare import paired_test
 

@@ -7,11 +7,13 @@ and ``"box"`` (``volary.worlds.collider``: the rotor span and frame height, turn
 vehicle, offered to the planners as ``NavLimits.plan_radius``), every other setting the
 protocol's. Same seed, configurations and trials for both, so each row has a paired twin.
 
-    .venv/bin/python benchmarks/nav_narrow_gap.py --algos straight,mapper --configs 3
-    .venv/bin/python benchmarks/nav_narrow_gap.py --algos ego --colliders box \
+    .venv/bin/python experiments/flyingtrust/narrow-gap-collider/run.py \
+        --algos straight,mapper --configs 3
+    .venv/bin/python experiments/flyingtrust/narrow-gap-collider/run.py \
+        --algos ego --colliders box \
         --sphere-rows out/bench/ft-ego/report/trials.csv
 
-Writes ``benchmarks/results/nav-narrow-gap/`` (the rows as ``trials-{sphere,box}.csv``, a JSON
+Writes ``results/`` (the rows as ``trials-{sphere,box}.csv``, a JSON
 summary, ``narrow-gap.png``: success against the platform's half width) and prints a table.
 Rows of planners not flown in this call are kept, so planners can be added one call at a time;
 the summary covers every planner with rows for both colliders.
@@ -37,8 +39,8 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-OUT = HERE / "results" / "nav-narrow-gap"
-WORK = HERE.parent / "out" / "nav-narrow-gap"  # run databases (ignored by git)
+OUT = HERE / "results"
+WORK = HERE.parents[2] / "out" / "nav-narrow-gap"  # run databases (ignored by git)
 COLLIDERS = ("sphere", "box")
 
 

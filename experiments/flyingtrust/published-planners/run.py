@@ -1,19 +1,19 @@
 """summary.json of the ros1:* quick-suite runs beside volary's ``ego`` and ``kinodynamic`` on
-the same trials (their committed full-protocol rows, nav-flyingtrust-slate/*/trials.csv).
+the same trials (their committed full-protocol rows, ../table-ii/results/slate/*/trials.csv).
 
-    .venv/bin/python benchmarks/ros1_planners.py \
-        ros1:ego=benchmarks/results/ros1_planners/ego \
-        ros1:fast_planner=benchmarks/results/ros1_planners/fast_planner \
-        ros1:ego_volume=benchmarks/results/ros1_planners/ego-volume \
-        > benchmarks/results/ros1_planners/summary.json
+    .venv/bin/python experiments/flyingtrust/published-planners/run.py \
+        ros1:ego=experiments/flyingtrust/published-planners/results/ego \
+        ros1:fast_planner=experiments/flyingtrust/published-planners/results/fast_planner \
+        ros1:ego_volume=experiments/flyingtrust/published-planners/results/ego-volume \
+        > experiments/flyingtrust/published-planners/results/summary.json
 
 The full protocol's six-platform part (420 trials a planner):
 
-    .venv/bin/python benchmarks/ros1_planners.py \
-        ros1:ego=benchmarks/results/ros1_planners/ego-full6 \
-        ros1:fast_planner=benchmarks/results/ros1_planners/fast_planner-full6 \
-        --report=benchmarks/results/ros1_planners/full6-report \
-        > benchmarks/results/ros1_planners/full6-summary.json
+    .venv/bin/python experiments/flyingtrust/published-planners/run.py \
+        ros1:ego=experiments/flyingtrust/published-planners/results/ego-full6 \
+        ros1:fast_planner=experiments/flyingtrust/published-planners/results/fast_planner-full6 \
+        --report=experiments/flyingtrust/published-planners/results/full6-report \
+        > experiments/flyingtrust/published-planners/results/full6-summary.json
 
 ``--report=DIR`` also writes volary's HTML report of the rows (``DIR/index.html``, CSV exports).
 
@@ -35,10 +35,9 @@ from pathlib import Path
 
 import numpy as np
 
-BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH))  # benchmarks/: nav_carry_rows
-HERE = BENCH / "results" / "ros1_planners"
-from nav_carry_rows import read_rows  # noqa: E402
+STUDY = Path(__file__).resolve().parents[1]  # experiments/flyingtrust
+sys.path.insert(0, str(STUDY / "tools"))  # carry_rows: the trials.csv reader
+from carry_rows import read_rows  # noqa: E402
 
 from volary.bench.nav.stats import holm  # noqa: E402
 from volary.studies.flyingtrust.compare import (  # noqa: E402
@@ -52,7 +51,7 @@ from volary.studies.flyingtrust.compare import (  # noqa: E402
 from volary.studies.flyingtrust.run import load_results  # noqa: E402
 from volary.studies.flyingtrust.score import composite_scores  # noqa: E402
 
-SLATE = HERE.parent / "nav-flyingtrust-slate"
+SLATE = STUDY / "table-ii" / "results" / "slate"
 
 
 def key(r):  # noqa: ANN001, ANN201

@@ -10,10 +10,11 @@ For each trial key (``platform|scenario|config|trial``) this writes, into ``--ou
 - ``<key>.json``: what the tracks say: where each ended, the published track's height profile
   against the flight volume, and its closest approach to the obstacle it hit.
 
-    .venv/bin/python benchmarks/ros1_trials_view.py \\
-        --published benchmarks/results/ros1_planners/ego/run.sqlite --algo ros1:ego \\
+    .venv/bin/python experiments/flyingtrust/published-planners/trials_view.py \\
+        --published experiments/flyingtrust/published-planners/results/ego/run.sqlite \\
+        --algo ros1:ego \\
         --ours out/bench/ego-quick/run.sqlite --ours-algo ego \\
-        --out benchmarks/results/ros1_planners/trials \\
+        --out experiments/flyingtrust/published-planners/results/trials \\
         "0.895kg-DJI|forest|7|1" "1.00kg-SunnySky|sudden_drop|0|0"
 """
 

@@ -14,9 +14,10 @@ see whether the configurations RGB loses are those where its depth is worst, and
 was just before collisions. None of these scenes was a training scene (generator seeds 1000
 and up).
 
-    .venv/bin/python benchmarks/nav_rgb_scenes.py --db out/bench/ft-learned-rgb/run.sqlite
+    .venv/bin/python experiments/flyingtrust/rgb-planner/scenes.py \\
+        --db out/bench/ft-learned-rgb/run.sqlite
 
-Writes ``benchmarks/results/nav-rgb/scenes.json`` and prints a table. Unit of replication: the
+Writes ``results/scenes.json`` and prints a table. Unit of replication: the
 configuration (frames within one are correlated). When the run also flew ``learned`` (a run of
 both planners on a few configurations), ``--figure`` draws every flown track of both, top
 down, per configuration (depth left, RGB right; colour = outcome).
@@ -37,8 +38,8 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-OUT = HERE / "results" / "nav-rgb"
-DEPTH_ROWS = HERE / "results" / "nav-flyingtrust-slate" / "learned" / "trials.csv"
+OUT = HERE / "results"
+DEPTH_ROWS = HERE.parent / "table-ii" / "results" / "slate" / "learned" / "trials.csv"
 TYPES = ("forest", "urban")
 
 

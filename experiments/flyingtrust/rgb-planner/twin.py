@@ -11,11 +11,11 @@ twin. The RGB rows come from
 
 and the depth rows from the committed full-protocol run of ``learned``:
 
-    .venv/bin/python benchmarks/nav_rgb_twin.py \\
+    .venv/bin/python experiments/flyingtrust/rgb-planner/twin.py \\
         --rgb out/bench/ft-learned-rgb/report/trials.csv \\
-        --depth benchmarks/results/nav-flyingtrust-slate/learned/trials.csv
+        --depth experiments/flyingtrust/table-ii/results/slate/learned/trials.csv
 
-Writes ``benchmarks/results/nav-rgb/`` (the RGB rows, ``summary.json``, ``README.md``'s table)
+Writes ``results/`` (the RGB rows, ``summary.json``, ``README.md``'s table)
 and prints the table. Unit of replication: the scene configuration; success rates carry 95 %
 intervals from a bootstrap of configurations (``cluster_bootstrap_ci``), the comparison is the
 paired sign-flip test of per-configuration differences (``volary.studies.flyingtrust.compare``).
@@ -27,18 +27,20 @@ import argparse
 import json
 import math
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-OUT = HERE / "results" / "nav-rgb"
+OUT = HERE / "results"
 TYPES = ("forest", "urban")
 RGB, DEPTH = "learned_rgb", "learned"
 
 
 def rows_of(path: Path, algo: str) -> list:
-    from nav_carry_rows import read_rows  # a sibling script: the trials.csv reader
+    sys.path.insert(0, str(HERE.parent / "tools"))
+    from carry_rows import read_rows  # the trials.csv reader
 
     rows = [r for r in read_rows(path).values() if r.algo == algo and r.scenario in TYPES]
     if not rows:

@@ -10,9 +10,10 @@ prints the seeds the stratification rule (``worlds.scenarios_common.stratified_s
 clearance quantiles (i + 1/2) / 10 over seeds 0-99) picks, which are forest's and urban's fixed
 configurations.
 
-    .venv/bin/python benchmarks/straight_line.py --types forest,urban --seeds 200
+    .venv/bin/python experiments/flyingtrust/straight-baseline/run.py \\
+        --types forest,urban --seeds 200
 
-Writes ``benchmarks/results/straight_line.json`` and prints a table. ``--flown RUN.sqlite``
+Writes ``results/straight_line.json`` and prints a table. ``--flown RUN.sqlite``
 (repeatable) compares the prediction, trial by trial, with a flown ``straight`` run over the same
 configurations (``benchmarks/suites/straight-forest-urban-100.toml``). Geometry only: no
 flight, so it separates "the scenes" from "the flying" when the baseline disagrees with the

@@ -1,16 +1,16 @@
 """FLYINGTRUST's Table II beside ours, for the planner slate (issue 21).
 
 Combines the committed full-protocol rows of ``straight`` and ``mapper``
-(``benchmarks/results/nav-flyingtrust/trials.csv``) with the full-protocol runs of the new
+(``results/straight-mapper/trials.csv``) with the full-protocol runs of the new
 planners (``volary bench run --suite flyingtrust --algo NAME --seed 0``; the same suite, seed,
 configurations and trials, so every row has a twin in every planner) and writes the benchmark
-report of all of them to ``benchmarks/results/nav-flyingtrust-slate/``: ``index.html`` (its
+report of all of them to ``results/slate/``: ``index.html`` (its
 per-scenario x platform heatmaps are the analogues of the paper's Figs. 11-15), the CSV
 exports (scores with 95 % intervals over configurations, paired sign-flip tests by
 configuration), and ``table_ii.md``: the paper's Table II and ours side by side, with each
 family's rank in both.
 
-    .venv/bin/python benchmarks/nav_slate_report.py --runs out/bench/ft-kino
+    .venv/bin/python experiments/flyingtrust/table-ii/run.py --runs out/bench/ft-kino
 
 Unit of replication: the scene configuration (10 per scenario type, each flown by all 36
 platforms); the intervals resample configurations within their type, the paired tests flip
@@ -20,11 +20,13 @@ the signs of per-configuration differences (``volary.studies.flyingtrust.compare
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-COMMITTED = HERE / "results" / "nav-flyingtrust" / "trials.csv"
-OUT = HERE / "results" / "nav-flyingtrust-slate"
+COMMITTED = HERE / "results" / "straight-mapper" / "trials.csv"
+OUT = HERE / "results" / "slate"
+TOOLS = HERE.parent / "tools"  # carry_rows: the trials.csv reader
 # the paper's family of each of our planners (Table II names); None: no counterpart
 FAMILY = {
     "kinodynamic": "Fast-Planner",
@@ -37,7 +39,8 @@ FAMILY = {
 
 
 def committed_rows(path: Path) -> list:
-    from nav_carry_rows import read_rows  # a sibling script: the trials.csv reader
+    sys.path.insert(0, str(TOOLS))
+    from carry_rows import read_rows
 
     return list(read_rows(path).values())
 

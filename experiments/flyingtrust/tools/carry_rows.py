@@ -14,13 +14,14 @@ and none of them an "error" (an error can be a wall-clock limit, which depends o
 machine): a partial run continued in another session, unit by unit. The rows are matched by
 trial key, which holds the platform, scenario, configuration seed and trial.
 
-    .venv/bin/python benchmarks/nav_carry_rows.py --suite flyingtrust --algo straight,mapper \\
-        --rows benchmarks/results/nav-flyingtrust/trials.csv \\
+    .venv/bin/python experiments/flyingtrust/tools/carry_rows.py \\
+        --suite flyingtrust --algo straight,mapper \\
+        --rows experiments/flyingtrust/table-ii/results/straight-mapper/trials.csv \\
         --types random_cylinders,narrow_gap,sudden_drop,maze,perlin \\
         --db out/bench/flyingtrust-carry/run.sqlite
     .venv/bin/volary bench resume out/bench/flyingtrust-carry --workers 2
 
-    .venv/bin/python benchmarks/nav_carry_rows.py --algo ego --complete \
+    .venv/bin/python experiments/flyingtrust/tools/carry_rows.py --algo ego --complete \
         --rows out/bench/ft-ego-first/report/trials.csv \
         --db out/bench/ft-ego/run.sqlite
 """

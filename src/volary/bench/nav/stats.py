@@ -84,8 +84,9 @@ def cluster_bootstrap_ci(
     bound is stratified: each type's Wilson distances from its rate, weighted by the type's
     share of trials, added in quadrature. The Wilson part keeps the interval from collapsing at
     0 % and 100 % and from the percentile bootstrap's under-coverage with few clusters
-    (coverage on protocol-shaped simulations: ``benchmarks/stats_coverage.py``). NaN outcomes
-    are left out; configurations with none are dropped. Every trial weighs the same in the mean.
+    (coverage on protocol-shaped simulations:
+    ``experiments/flyingtrust/interval-coverage/run.py``). NaN outcomes are left out;
+    configurations with none are dropped. Every trial weighs the same in the mean.
     """
     if isinstance(B, bool) or not isinstance(B, int | np.integer) or B < 1:
         raise ConfigError(f"B: expected an int >= 1, got {B!r}")

@@ -106,11 +106,11 @@ def make_report(
 ) -> Path:
     """Write the report of ``results`` into ``out_dir`` and return the path of ``index.html``.
 
-    ``suite``: the :class:`~volary.studies.flyingtrust.protocol.Suite` (or its name) that was run, shown in
-    the headline; ``weights``: composite-score weights (paper defaults); ``max_failures``: how
-    many sample failures get a top-down plot; ``run``: the run directory, named in each sample
-    failure's ``volary view`` command (default ``RUN_DIR``); ``hosts``: the machines that flew
-    the rows (``RunDB.hosts()``), shown in the headline.
+    ``suite``: the :class:`~volary.studies.flyingtrust.protocol.Suite` (or its name) that was run,
+    shown in the headline; ``weights``: composite-score weights (paper defaults);
+    ``max_failures``: how many sample failures get a top-down plot; ``run``: the run directory,
+    named in each sample failure's ``volary view`` command (default ``RUN_DIR``); ``hosts``: the
+    machines that flew the rows (``RunDB.hosts()``), shown in the headline.
     """
     rows = _check_rows(results)
     if not isinstance(title, str) or not title.strip():
@@ -928,8 +928,8 @@ def _power_section(rows: list[PowerRow]) -> str:
         "standard deviation of per-configuration differences; [min, max] over the pairs). "
         "α = 0.05 for one type alone; 0.05 / 7 is what the first claim of a pair's seven "
         "per-type tests must reach under Holm. Model: normal differences with that spread, "
-        "power simulated with scipy.stats.power (volary.studies.flyingtrust.power). 'none': that many "
-        "configurations cannot reach α."
+        "power simulated with scipy.stats.power (volary.studies.flyingtrust.power). 'none': "
+        "that many configurations cannot reach α."
     )
     return _table(head, body) + f"<p class=meta>{_e(note)}</p>"
 
@@ -1022,7 +1022,7 @@ def _methods(files: list[Path]) -> str:
         "the hull with a Wilson interval on the configuration-level rate (per type, combined "
         "in quadrature with the types' weights when a group spans several), so 0 % and 100 % "
         "are not zero-width. Per-platform intervals are stratified by type. Coverage on "
-        "protocol-shaped simulations: benchmarks/stats_coverage.py.",
+        "protocol-shaped simulations: experiments/flyingtrust/interval-coverage/run.py.",
         "Comparisons: paired sign-flip permutation tests over configurations; correlations with "
         "the platform indicators: Spearman's ρ with a permutation p-value over platforms. "
         "p (Holm): Holm's step-down adjustment within each family of claims (the pooled tests "
