@@ -26,6 +26,7 @@ LAYER = {
     "inputs": 0,
     "cpu": 0,
     "deprecation": 0,
+    "options": 0,  # --set and configure, for the core's and the studies' commands
     "dynamics": 1,
     "platforms": 2,
     "worlds": 2,

@@ -62,18 +62,18 @@ import torch
 from torch import Tensor
 
 from volary.errors import ConfigError, UnknownNameError
-from volary.learning.sousvide.generate import (
+from volary.math.quaternion import quat_from_euler, quat_mul, quat_to_euler
+from volary.sensors.splat import GaussianSplats
+from volary.sim import World, rollout
+from volary.sim.metrics import count_hits, path_distance, path_length, proximity, tracking_error
+from volary.studies.sousvide.generate import (
     desired_state,
     make_simulator,
     nominal_params,
     state_rows,
     to_uint8,
 )
-from volary.learning.sousvide.scene import LANDMARK_IDS, SousVideScene, make_scene
-from volary.math.quaternion import quat_from_euler, quat_mul, quat_to_euler
-from volary.sensors.splat import GaussianSplats
-from volary.sim import World, rollout
-from volary.sim.metrics import count_hits, path_distance, path_length, proximity, tracking_error
+from volary.studies.sousvide.scene import LANDMARK_IDS, SousVideScene, make_scene
 from volary.worlds.primitives import Scene, SceneSpec
 
 DISTURBANCES = ("baseline", "lighting", "dynamic", "static", "payload", "wind")

@@ -29,16 +29,16 @@ import torch
 from torch import Tensor
 
 from volary.errors import ConfigError, UnknownNameError
-from volary.learning.boundary.grid import TABLE_II
-from volary.learning.boundary.model import BoundaryPredictor
-from volary.learning.boundary.sampling import (
+from volary.planning import single_segment
+from volary.studies.boundary.grid import TABLE_II
+from volary.studies.boundary.model import BoundaryPredictor
+from volary.studies.boundary.sampling import (
     YAW_RATIO,
     SamplingConfig,
     gate_velocity,
     interpolated_yaw,
     simulator_compile,
 )
-from volary.planning import single_segment
 from volary.worlds import CollisionMonitor, GateTracker, Scene, SceneSpec
 from volary.worlds import boundary_predictor_course as _course
 from volary.worlds.gates import gate_planes
@@ -239,8 +239,8 @@ def fly_course(
     )
     if c.randomize:
         from volary.control import make_controller
-        from volary.learning.boundary.flight import table_i_randomization
         from volary.math import random as vrandom
+        from volary.studies.boundary.flight import table_i_randomization
 
         p, force = table_i_randomization(sim.params, vrandom.env_keys(seed, torch.arange(1)), s)
         sim.params, sim.controller = p, make_controller("mellinger", p)  # as in sampling

@@ -1,4 +1,10 @@
-"""``volary bp``: BoundaryPredictor sampling, training and deployment."""
+"""``volary bp``: BoundaryPredictor sampling, training and deployment (paper 002).
+
+A typer app that :mod:`volary.cli.main` mounts as ``volary bp`` (with the ``volary`` group class,
+which checks each command's options against :mod:`volary.cli.checks`' table and prints a bad
+input as one ``error:`` line, exit code 2), so the commands read as before the study moved. A
+bad input a command finds itself raises :class:`~volary.errors.ConfigError`.
+"""
 
 from __future__ import annotations
 
@@ -9,12 +15,10 @@ from typing import Annotated, NoReturn
 import typer
 from rich.console import Console
 
-from volary.cli.checks import VolaryGroup
-from volary.cli.overrides import SetOption, configure
 from volary.errors import ConfigError
+from volary.options import SetOption, configure
 
 bp_app = typer.Typer(
-    cls=VolaryGroup,
     no_args_is_help=True,
     help="BoundaryPredictor: sample the dataset, train, fly courses.",
 )
@@ -25,7 +29,7 @@ Seed = Annotated[int, typer.Option("--seed", help="Seed (grid subset, randomizat
 
 
 def _fail(msg: str) -> NoReturn:
-    """A bad input the option checks cannot see alone: one line, exit code 2 (VolaryGroup)."""
+    """A bad input the option checks cannot see alone: one line, exit code 2 (the volary group)."""
     raise ConfigError(msg)
 
 
@@ -73,8 +77,8 @@ def bp_sample(
 
     --set takes SamplingConfig fields, e.g. --set grace_s=0.5 --set randomize=false."""
     from volary.errors import VolaryError
-    from volary.learning.boundary.dataset import generate_dataset, load_dataset, summarize
-    from volary.learning.boundary.sampling import SamplingConfig
+    from volary.studies.boundary.dataset import generate_dataset, load_dataset, summarize
+    from volary.studies.boundary.sampling import SamplingConfig
 
     _check_device(device)
     if tail < 0:
@@ -129,7 +133,7 @@ def bp_train(
 
     --set takes (boundary) TrainConfig fields, e.g. --set lr=0.005 --set loss.w_unsafe=3."""
     from volary.errors import VolaryError
-    from volary.learning.boundary.train import TrainConfig, run_training
+    from volary.studies.boundary.train import TrainConfig, run_training
 
     try:
         flags = [
@@ -171,8 +175,8 @@ def bp_fly(
 
     --set takes DeployConfig fields, e.g. --set time_limit_s=60 --set stochastic=true."""
     from volary.errors import VolaryError
-    from volary.learning.boundary.deploy import DeployConfig, fly_courses
-    from volary.learning.boundary.model import load_checkpoint
+    from volary.studies.boundary.deploy import DeployConfig, fly_courses
+    from volary.studies.boundary.model import load_checkpoint
 
     try:
         cfg = configure(DeployConfig(), [("--randomize", "randomize", randomize or None)], set_)
@@ -185,3 +189,6 @@ def bp_fly(
     for r in results:
         status = "finished" if r.finished else ("collided" if r.collided else "incomplete")
         console.print(f"{r.course}: {r.gates_passed}/{r.gates} gates, {status}, time {r.time_s}")
+
+
+__all__ = ["bp_app", "bp_fly", "bp_sample", "bp_train"]

@@ -27,9 +27,9 @@ from torch import Tensor
 
 from volary.config import apply_overrides
 from volary.errors import ConfigError
-from volary.learning.boundary.dataset import BPDataset
-from volary.learning.boundary.grid import normalize_inputs
-from volary.learning.boundary.model import OUTPUT_SCALE, BoundaryPredictor
+from volary.studies.boundary.dataset import BPDataset
+from volary.studies.boundary.grid import normalize_inputs
+from volary.studies.boundary.model import OUTPUT_SCALE, BoundaryPredictor
 
 
 @dataclass(frozen=True)
@@ -259,8 +259,8 @@ def run_training(
     """Train on a dataset file; write ``model.pt`` (weights_only-loadable), ``train.json``
     (config, history, test-split percent-error summary) and ``errors.png`` (Fig. 2) to ``out``.
     ``config`` (default: Table IV) with ``fields`` over it (``seed=0, epochs=3, ...``)."""
-    from volary.learning.boundary.dataset import load_dataset
-    from volary.learning.boundary.model import save_checkpoint
+    from volary.studies.boundary.dataset import load_dataset
+    from volary.studies.boundary.model import save_checkpoint
 
     cfg = apply_overrides(config or TrainConfig(), fields)
     data = load_dataset(dataset)

@@ -37,11 +37,11 @@ import torch
 from torch import Tensor
 
 from volary.errors import ConfigError
-from volary.learning.sousvide import dataset as ds
-from volary.learning.sousvide.history import history_windows, observable
-from volary.learning.sousvide.scene import SousVideScene, make_scene
 from volary.math.quaternion import quat_from_euler, quat_mul, quat_normalize
 from volary.math.random import env_keys
+from volary.studies.sousvide import dataset as ds
+from volary.studies.sousvide.history import history_windows, observable
+from volary.studies.sousvide.scene import SousVideScene, make_scene
 
 Progress = Callable[[int, int], None]  # (units done, units total)
 

@@ -28,10 +28,10 @@ import torch
 from torch import Tensor
 
 from volary.errors import ConfigError
-from volary.learning.sousvide import dataset as sv_dataset
-from volary.learning.sousvide.dataset import SousVideArrays
-from volary.learning.sousvide.history import observable
-from volary.learning.sousvide.net import (
+from volary.studies.sousvide import dataset as sv_dataset
+from volary.studies.sousvide.dataset import SousVideArrays
+from volary.studies.sousvide.history import observable
+from volary.studies.sousvide.net import (
     ArchConfig,
     NetConfig,
     NormStats,

@@ -18,17 +18,17 @@ import torch
 from torch import Tensor, nn
 
 from volary.errors import ConfigError
-from volary.learning.boundary.grid import N_FIELDS, check_inputs, normalize_inputs
 from volary.learning.checkpoint import (
     CheckpointKind,
     read_checkpoint,
     state_on_cpu,
     write_checkpoint,
 )
+from volary.studies.boundary.grid import N_FIELDS, check_inputs, normalize_inputs
 
 OUTPUT_SCALE = (2.0, 2.0)  # m/s, s: output normalization (Sec. V-C)
 # version 1, "volary.bp.checkpoint/1", is the legacy layout: a string tag, meta as JSON text
-# (benchmarks/results/bp/model.pt is one)
+# (experiments/boundary/quarter-grid/results/model.pt is one)
 CHECKPOINT_KIND = CheckpointKind(
     name="bp.model",
     title="BoundaryPredictor checkpoint",

@@ -42,8 +42,8 @@ from volary.learning.checkpoint import (
     write_checkpoint,
 )
 from volary.learning.files import build_network
-from volary.learning.sousvide.history import ACTION_ENTRY, ENTRY_SIZE, OBS_SIZE
 from volary.registry import Registry
+from volary.studies.sousvide.history import ACTION_ENTRY, ENTRY_SIZE, OBS_SIZE
 
 OBJECTIVE_SIZE = 7  # first waypoint (3), last waypoint (3), total time (s)
 THETA_SIZE = 2  # [k_th (N), m (kg)]
@@ -135,7 +135,7 @@ class ArchConfig:
     stored but unused); ``"dataset"`` standardizes each RGB channel with the training set's
     mean and std (the ``image_mean`` / ``image_std`` buffers). A serialized arch without the
     key (a checkpoint from before the option) loads as ``"dataset"``, what it was trained with.
-    Chosen from ``benchmarks/results/sousvide/image-norm/`` (DESIGN.md)."""
+    Chosen from ``experiments/sousvide/ablation/results/image-norm/`` (DESIGN.md)."""
 
     cnn_width: float = 1.0
     image_features: int = 128  # channels of the 1x1 conv head before global average pooling

@@ -39,7 +39,7 @@ from volary.errors import ConfigError, FileFormatError
 from volary.inputs import Strict, Text
 from volary.learning.files import array, attributes, finite, open_h5, within_budget
 from volary.learning.files import read as read_array
-from volary.learning.sousvide.history import ENTRY_SIZE
+from volary.studies.sousvide.history import ENTRY_SIZE
 
 FORMAT = "volary.sousvide.dataset/1"
 Count = Annotated[int, Field(strict=True, ge=1)]

@@ -4,7 +4,7 @@
 "time": (N,) s, "objective": (N, 7)}`` and returns (N, 4) [f_th in [0, 1], W_x, W_y, W_z rad/s].
 Of the state it uses only p_z, v and q (``history.observable``): lateral position never reaches
 the network (Sec. VI). The time stamps only set the eq. 3 dt of the history window, which the
-policy keeps between calls in a :class:`~volary.learning.sousvide.history.HistoryBuffer`
+policy keeps between calls in a :class:`~volary.studies.sousvide.history.HistoryBuffer`
 (``reset`` starts it over for all or some envs). Satisfies ``volary.types.Policy``.
 """
 
@@ -18,8 +18,8 @@ from torch import Tensor
 
 from volary.device import resolve as resolve_device
 from volary.errors import ConfigError
-from volary.learning.sousvide.history import ActionWindow, HistoryBuffer, observable
-from volary.learning.sousvide.net import OBJECTIVE_SIZE, SVNet, load_checkpoint, save_checkpoint
+from volary.studies.sousvide.history import ActionWindow, HistoryBuffer, observable
+from volary.studies.sousvide.net import OBJECTIVE_SIZE, SVNet, load_checkpoint, save_checkpoint
 
 OBS_KEYS = ("image", "state", "time", "objective")
 

@@ -28,8 +28,8 @@ import torch
 from torch import Tensor
 
 from volary.errors import ConfigError
-from volary.learning.boundary.grid import check_inputs
 from volary.planning import single_segment
+from volary.studies.boundary.grid import check_inputs
 
 EPS = 1e-10  # Algorithm 1
 N_SPEEDS, N_TIMES = 10, 7  # Algorithm 1: 70 candidates per input

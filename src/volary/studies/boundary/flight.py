@@ -35,9 +35,9 @@ from torch import Tensor
 from volary.control import make_controller
 from volary.dynamics import VehicleParams
 from volary.errors import ConfigError
-from volary.learning.boundary.sampling import SamplingConfig, interpolated_yaw, simulator_compile
 from volary.math import random as vrandom
 from volary.sim import Episode, Simulator, World, rollout
+from volary.studies.boundary.sampling import SamplingConfig, interpolated_yaw, simulator_compile
 from volary.worlds import GateTracker
 
 

@@ -35,9 +35,10 @@ from torch import Tensor
 
 from volary.errors import ConfigError, FileFormatError
 from volary.inputs import Finite, Integer, Strict, Text, validated
-from volary.learning.boundary.flight import CandidateFlyer, FlightBatch, FlightOutcome
-from volary.learning.boundary.grid import N_FIELDS, TABLE_II, grid_inputs, subset_indices
-from volary.learning.boundary.sampling import (
+from volary.learning.files import array, attributes, finite, open_h5, read, within_budget
+from volary.studies.boundary.flight import CandidateFlyer, FlightBatch, FlightOutcome
+from volary.studies.boundary.grid import N_FIELDS, TABLE_II, grid_inputs, subset_indices
+from volary.studies.boundary.sampling import (
     N_CANDIDATES,
     W_CRASH,
     SamplingConfig,
@@ -49,7 +50,6 @@ from volary.learning.boundary.sampling import (
     trajectory_cost,
     window,
 )
-from volary.learning.files import array, attributes, finite, open_h5, read, within_budget
 
 FORMAT = "volary.bp.dataset/1"
 ROW_FIELDS = ("speed", "t0", "cost_min")
