@@ -445,8 +445,8 @@ class _Train:
 
 
 def _configs() -> list[Any]:
-    from volary.learning.boundary.sampling import SamplingConfig
     from volary.learning.rl.ppo import PPOConfig
+    from volary.studies.boundary.sampling import SamplingConfig
 
     return [_Train(), get_suite("quick"), PPOConfig(), SamplingConfig()]
 

@@ -320,7 +320,7 @@ def _recipe(name: str) -> Any:
 
 
 def _variant(name: str) -> Any:
-    from volary.learning.sousvide.net import VARIANTS
+    from volary.studies.sousvide.net import VARIANTS
 
     return VARIANTS.get(name)
 
