@@ -1,18 +1,18 @@
 """The one path from command-line options to a config dataclass (:mod:`volary.config`).
 
-A command builds its config with :func:`configure`: the options that name a config field
-(``--lr``, ``--size``, ...) first, then every ``--set FIELD=VALUE``. An error names the option
+A command builds its config with :func:`~volary.config.configure` (layer 0, so the studies'
+commands use it too): the options that name a config field (``--lr``, ``--size``, ...) first,
+then every ``--set FIELD=VALUE``. An error names the option
 that caused it (``--latent: latent: expected an integer >= 1, got 0``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Annotated, Any, TypeVar
+from typing import Annotated
 
 import typer
 
-C = TypeVar("C")
+from volary.config import configure
 
 SetOption = Annotated[
     list[str] | None,
@@ -24,34 +24,4 @@ SetOption = Annotated[
     ),
 ]
 
-
-def configure(
-    base: C, options: Iterable[tuple[str, str, Any]] = (), sets: Iterable[str] | None = None
-) -> C:
-    """``base`` with ``options`` ``(flag, field path, value)`` (a value of None: the flag was
-    not given) and then ``sets`` (``"FIELD=VALUE"``) applied; ConfigError names the flag."""
-    from volary.config import apply_overrides
-    from volary.errors import ConfigError, VolaryError
-
-    given = [(flag, path, value) for flag, path, value in options if value is not None]
-    try:
-        cfg = apply_overrides(base, {path: value for _, path, value in given})
-    except VolaryError as err:
-        raise ConfigError(f"{_culprit(base, given)}{err}") from err
-    try:
-        return apply_overrides(cfg, list(sets or ()))
-    except VolaryError as err:
-        raise ConfigError(f"--set: {err}") from err
-
-
-def _culprit(base: Any, given: list[tuple[str, str, Any]]) -> str:
-    """``"--flag: "`` of the first option that fails on its own ("" if only together)."""
-    from volary.config import apply_overrides
-    from volary.errors import VolaryError
-
-    for flag, path, value in given:
-        try:
-            apply_overrides(base, {path: value})
-        except VolaryError:
-            return f"{flag}: "
-    return ""
+__all__ = ["SetOption", "configure"]
