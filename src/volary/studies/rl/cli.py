@@ -1,5 +1,13 @@
-"""``volary rl train|eval|export|dce|rgb-encoder``: PPO on the ``volary.envs`` tasks; the depth
-encoder; the learned_rgb planner's RGB depth encoder."""
+"""``volary rl train|eval|export|dce|rgb-encoder``: the RL study's commands. PPO on the
+``volary.envs`` tasks with the study's recipes (:mod:`volary.studies.rl.recipes`), its
+evaluation, ONNX/C/npz export; the depth encoder; the learned_rgb planner's RGB depth encoder.
+
+A typer app (``rl_app``) that :mod:`volary.cli.main` mounts as ``volary rl`` with its command
+group class (option checks from :mod:`volary.cli.checks`' table, one-line errors), so every
+``volary rl ...`` command reads as before the study moved. A bad input raises
+:class:`~volary.errors.ConfigError`, which the ``volary`` command prints as one line with exit
+code 2.
+"""
 
 from __future__ import annotations
 
@@ -11,12 +19,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from volary.cli.checks import VolaryGroup
-from volary.cli.overrides import SetOption, configure
+from volary.config import configure
 from volary.errors import ConfigError
 
 rl_app = typer.Typer(
-    cls=VolaryGroup,
     no_args_is_help=True,
     help="Reinforcement learning: PPO train, eval and export.",
 )
@@ -27,11 +33,21 @@ Envs = Annotated[int, typer.Option("--envs", help="Parallel envs (the batch).")]
 Seed = Annotated[int, typer.Option("--seed", help="Seed of the env and every random draw.")]
 Device = Annotated[str, typer.Option("--device", help="cpu or cuda.")]
 Out = Annotated[Path, typer.Option("--out", help="Directory for the files this command writes.")]
+SetOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set",
+        metavar="FIELD=VALUE",
+        help="Override a field of the command's config (named in its help): FIELD=VALUE or "
+        "NESTED.FIELD=VALUE, repeatable, applied after the other options.",
+    ),
+]  # the --set of every volary command (volary.cli.overrides.SetOption)
 _COLUMNS = ("iter", "episodes", "return", "length", "pi loss", "v loss", "KL", "samples/s")
 
 
 def _fail(msg: str) -> NoReturn:
-    """A bad input the option checks cannot see alone: one line, exit code 2 (VolaryGroup)."""
+    """A bad input the option checks cannot see alone: one line, exit code 2 (the ``volary``
+    command's VolaryGroup)."""
     raise ConfigError(msg)
 
 
@@ -204,7 +220,7 @@ def rl_train(
         str | None,
         typer.Option(
             "--recipe",
-            help="A named recipe (volary.learning.rl.recipes, e.g. hover-fast): its task, envs, "
+            help="A named recipe (volary.studies.rl.recipes, e.g. hover-fast): its task, envs, "
             "iterations, --env and --set values; options given here override them.",
         ),
     ] = None,
@@ -244,7 +260,7 @@ def rl_train(
     --set takes PPOConfig fields, e.g. --set lr=1e-3 --set hidden=128,128."""
     from volary.errors import VolaryError
     from volary.learning.rl.ppo import PPOConfig, plot_learning_curve, save_policy, train_ppo
-    from volary.learning.rl.recipes import get_recipe
+    from volary.studies.rl.recipes import get_recipe
 
     try:
         rec = get_recipe(recipe) if recipe is not None else None
@@ -689,3 +705,17 @@ class EpisodeTracer:
         radius = float(self.env.world.sim.params.radius[0])
         track = Track("env 0", t, pos, np.array(self.quat), radius)
         return recording_from_spec(spec, [track], title)
+
+
+__all__ = [
+    "LEARNERS",
+    "PARITY_OBSERVATIONS",
+    "VALIDATION_SEED",
+    "EpisodeTracer",
+    "rl_app",
+    "rl_dce",
+    "rl_eval",
+    "rl_export",
+    "rl_rgb_encoder",
+    "rl_train",
+]

@@ -1,8 +1,10 @@
-"""Named training recipes: the task, env count, iterations, task options and PPO fields a
-published result was trained with, so one name reproduces it
+"""Named training recipes of the RL study: the task, env count, iterations, task options and
+PPO fields a published result was trained with, so one name reproduces it
 (``volary rl train --recipe NAME``; options given on the command line override the recipe's).
 
-A recipe is data only (this package never imports ``volary.envs``); the CLI builds the env.
+A recipe is data only (this module never imports ``volary.envs``); the study's CLI builds the
+env. Results: ``experiments/rl/`` (Aerial Gym, cross-airframe, navigate) and
+``benchmarks/results/rl/table.md`` (hover-fast).
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ class Recipe:
 # the learner (rsl_rl's PPO here, Sample Factory there), 400 Hz RK4 physics under the 100 Hz
 # control step, the reward (volary's position reward plus its precision term) and the airframes
 # (volary's presets; the paper flew a ModalAI Voxl 2 Mini quad).
-# benchmarks/rl_aerial_gym.py trains these and measures tracking error on setpoint sequences.
+# experiments/rl/position-tracking/run.py trains these and measures tracking error on setpoint
+# sequences.
 _AERIAL_GYM_ENV: dict[str, Any] = {
     "control": "rotor_thrusts",
     "observation": "aerial_gym",
@@ -74,7 +77,7 @@ def _aerial_gym(platform: str, what: str, **env: Any) -> Recipe:
         envs=1024,
         iterations=300,
         description=f"Aerial Gym's motor-thrust position-setpoint policy on the {what} "
-        "(32-24 net, 0.01 s step; benchmarks/rl_aerial_gym.py)",
+        "(32-24 net, 0.01 s step; experiments/rl/position-tracking)",
         env={**_AERIAL_GYM_ENV, "platform": platform, **env},
         learner="rsl_rl",
         ppo=dict(_AERIAL_GYM_PPO),
@@ -132,13 +135,13 @@ RECIPES: dict[str, Recipe] = {
     # Issue 22's "one policy across airframes" (RAPTOR's idea): every env flies its own random
     # quad (volary.platforms.randomize: mass, inertia, TWR, top rotor speed, motor tau, drag),
     # the policy is told each airframe's hover thrust fraction (1 / TWR, a spec-sheet figure);
-    # benchmarks/rl_cross_airframe.py evaluates it on the 36 FLYINGTRUST platforms.
+    # experiments/rl/cross-airframe/run.py evaluates it on the 36 FLYINGTRUST platforms.
     "cross-airframe": Recipe(
         task="hover",
         envs=1024,
         iterations=200,
         description="one ctbr hover policy for any quad: 1,024 random airframes, told each "
-        "one's hover thrust fraction (benchmarks/rl_cross_airframe.py)",
+        "one's hover thrust fraction (experiments/rl/cross-airframe)",
         env={
             "compile": "numba",
             "random_airframes": True,
