@@ -166,7 +166,7 @@ def test_string_annotations_of_real_configs_resolve():
 
 # ---- the CLI ------------------------------------------------------------------------------------
 def test_configure_names_the_flag_or_set_that_failed():
-    from volary.cli.overrides import configure
+    from volary.config import configure
 
     flags = [("--lr", "lr", 2e-4), ("--cap", "cap", None), ("--width", "inner.width", 2.0)]
     cfg = configure(Outer(), flags, ["steps=3", "lr=5e-4"])

@@ -314,7 +314,7 @@ def _task(name: str) -> None:
 
 
 def _recipe(name: str) -> Any:
-    from volary.learning.rl.recipes import get_recipe
+    from volary.studies.rl.recipes import get_recipe
 
     return get_recipe(name)
 
