@@ -285,6 +285,8 @@ def test_ending_a_trial_ends_the_nodes_a_launcher_started_in_sessions_of_their_o
     while not (pidfile.is_file() and pidfile.read_text().strip()) and time.monotonic() < end:
         time.sleep(0.02)
     node = int(pidfile.read_text())
+    while os.getsid(node) == os.getsid(proc.pid) and time.monotonic() < end:
+        time.sleep(0.02)  # $! is written before setsid(1) has run in the child: wait for it
     assert _alive(node) and os.getsid(node) != os.getsid(proc.pid)
     try:
         _kill_group(proc, grace=1.0)

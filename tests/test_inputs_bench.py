@@ -251,11 +251,9 @@ def test_many_generated_databases(good_db, tmp_path_factory, ops):
 
 # ---- `volary bench` on a bad database -----------------------------------------------------------
 def _bench_app() -> typer.Typer:
-    from volary.cli.nav import register
+    """The ``volary`` command itself (its group prints a ConfigError as one line, exit 2)."""
+    from volary.cli.main import app
 
-    app, bench = typer.Typer(), typer.Typer()
-    register(bench)
-    app.add_typer(bench, name="bench")
     return app
 
 
