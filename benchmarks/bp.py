@@ -3,7 +3,7 @@
 Run: ``.venv/bin/python benchmarks/bp.py --fraction 0.05`` (about three minutes on the 2-core dev
 machine). Writes ``benchmarks/results/bp-cpu.json`` (or ``--out``) and prints a table.
 
-What is timed: ``volary.learning.boundary.generate_dataset`` on a random ``--fraction`` of the
+What is timed: ``volary.studies.boundary.generate_dataset`` on a random ``--fraction`` of the
 129,600 Table II inputs (seed ``--seed``), from nothing to the finished HDF5 file: eq. 3 checks of
 all 70 candidates per input, the batched flights of the candidates that can still be the
 cheapest (exact pruning, ``dataset.label_inputs``), eq. 7 costs and the file writes. Numba's JIT
@@ -31,9 +31,9 @@ TARGET_S = 3600.0  # issue: the full dataset in under one hour on 2 cores
 
 
 def run(fraction: float, seed: int, device: str, tail: float | None, block: int) -> dict:
-    from volary.learning.boundary import dataset as ds
-    from volary.learning.boundary.grid import GRID_SIZE
-    from volary.learning.boundary.sampling import SamplingConfig
+    from volary.studies.boundary import dataset as ds
+    from volary.studies.boundary.grid import GRID_SIZE
+    from volary.studies.boundary.sampling import SamplingConfig
 
     cfg = SamplingConfig(tail_s=tail)
     with tempfile.TemporaryDirectory() as tmp:

@@ -75,13 +75,17 @@ from volary.platforms import get
 
 HERE = Path(__file__).resolve().parent
 OUT = HERE / "results" / "fc_policy.json"
-CHECKPOINTS = {
-    "hover-fast": "results/rl/hover-fast-body-rsl_rl/seed0/policy.pt",
-    "aerial-gym-quad": "results/rl/aerial-gym/aerial-gym-quad/seed0/policy.pt",
-    "aerial-gym-quad-ctbr": "results/rl/aerial-gym/aerial-gym-quad-ctbr/seed0/policy.pt",
-    "aerial-gym-quad-ctbr-bf": "results/rl/aerial-gym/aerial-gym-quad-ctbr-bf/seed0/policy.pt",
+CHECKPOINTS = {  # from the repository root
+    "hover-fast": "benchmarks/results/rl/hover-fast-body-rsl_rl/seed0/policy.pt",
+    "aerial-gym-quad": (  # the RL study's position-tracking run
+        "experiments/rl/position-tracking/results/seeds0-1/aerial-gym-quad/seed0/policy.pt"
+    ),
+    "aerial-gym-quad-ctbr": "benchmarks/results/rl/aerial-gym/aerial-gym-quad-ctbr/seed0/policy.pt",
+    "aerial-gym-quad-ctbr-bf": (
+        "benchmarks/results/rl/aerial-gym/aerial-gym-quad-ctbr-bf/seed0/policy.pt"
+    ),
     "aerial-gym-quad-ctbr-bf-thrust": (
-        "results/rl/aerial-gym/aerial-gym-quad-ctbr-bf-thrust/seed0/policy.pt"
+        "benchmarks/results/rl/aerial-gym/aerial-gym-quad-ctbr-bf-thrust/seed0/policy.pt"
     ),
 }
 BASE = "aerial-gym-quad"  # the rotor-thrust policy whose gap the ctbr variants try to close
@@ -320,7 +324,7 @@ def run_recipe(
     sweep: tuple[float, ...] = (),
     checkpoint: Path | None = None,
 ) -> dict[str, Any]:
-    path = checkpoint or HERE / CHECKPOINTS[recipe]
+    path = checkpoint or HERE.parent / CHECKPOINTS[recipe]
     policy, _, meta = load_policy(path)
     cfg = task_config(meta, seed)
     t0 = time.perf_counter()
@@ -336,7 +340,7 @@ def run_recipe(
                              "betaflight_minus_ideal": paired(ideal, other),
                              "per_episode": other}  # fmt: skip
     return {
-        "checkpoint": str(checkpoint) if checkpoint else f"benchmarks/{CHECKPOINTS[recipe]}",
+        "checkpoint": str(checkpoint) if checkpoint else CHECKPOINTS[recipe],
         "trained": {k: meta.get(k) for k in ("recipe", "seed", "iterations", "env_options")},
         "eval_seed": seed,
         "episodes": n,

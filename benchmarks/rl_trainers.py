@@ -45,7 +45,7 @@ TARGET = 0.95
 def _recipe() -> dict[str, Any]:
     """hover-fast's PPO fields, named once for every trainer (adapters below translate)."""
     from volary.learning.rl import PPOConfig
-    from volary.learning.rl.recipes import RECIPES
+    from volary.studies.rl.recipes import RECIPES
 
     rec = RECIPES["hover-fast"]
     cfg = PPOConfig(**rec.ppo)

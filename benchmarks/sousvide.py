@@ -1,4 +1,4 @@
-"""SOUS VIDE expert data generation rate (Algorithm 1, volary.learning.sousvide.generate).
+"""SOUS VIDE expert data generation rate (Algorithm 1, volary.studies.sousvide.generate).
 
 Run: ``.venv/bin/python benchmarks/sousvide.py`` (``--device cuda`` on a GPU; ``--quick`` for a
 smoke run). Writes ``benchmarks/results/sousvide-<device>.json`` (or ``--out``) and prints a table.
@@ -31,8 +31,8 @@ CASES = [(16, 20), (64, 20)]  # (envs, units) per case; steps per unit from --t-
 
 
 def run_case(envs: int, units: int, t_smp: float, size: int, device: str) -> dict:
-    from volary.learning.sousvide.generate import GenerateConfig, generate
-    from volary.learning.sousvide.scene import make_scene
+    from volary.studies.sousvide.generate import GenerateConfig, generate
+    from volary.studies.sousvide.scene import make_scene
 
     n_des = max(60, -(-units // 10))  # enough units for the case
     cfg = GenerateConfig(n_des=n_des, n_smp=10, t_smp=t_smp, envs=envs, width=size, height=size,

@@ -4,8 +4,8 @@ flown at fixed seeds on CPU, its outputs saved bit-exactly, and two such files c
 It calls only public entry points that the refactor keeps
 (``volary.studies.flyingtrust.episode.run_unit``, ``volary.studies.alphapilot.race.run_race``,
 ``volary.bench.tracking.track_figure_eight``, ``volary.envs.make_env``,
-``volary.learning.sousvide.generate.generate`` / ``evaluate.evaluate``,
-``volary.learning.boundary.dataset.label_inputs`` / ``deploy.fly_course``), so the same script
+``volary.studies.sousvide.generate.generate`` / ``evaluate.evaluate``,
+``volary.studies.boundary.dataset.label_inputs`` / ``deploy.fly_course``), so the same script
 runs unchanged against the old and the new tree::
 
     OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1 \\
@@ -270,9 +270,9 @@ SV_EVAL = (("baseline", 80), ("payload", 40), ("wind", 100))
 def section_sousvide() -> dict:
     import h5py
 
-    from volary.learning.sousvide.evaluate import EvalConfig, ExpertPolicy, evaluate
-    from volary.learning.sousvide.generate import GenerateConfig, generate
-    from volary.learning.sousvide.scene import make_scene
+    from volary.studies.sousvide.evaluate import EvalConfig, ExpertPolicy, evaluate
+    from volary.studies.sousvide.generate import GenerateConfig, generate
+    from volary.studies.sousvide.scene import make_scene
 
     scene = make_scene(width=32, height=32)
     items: dict[str, dict] = {}
@@ -314,7 +314,7 @@ def section_sousvide() -> dict:
 def _bp_net():
     """A BoundaryPredictor whose weights come from a seeded generator (no training, no global
     RNG): any fixed network exercises plan_course + the flight loop."""
-    from volary.learning.boundary.model import BoundaryPredictor
+    from volary.studies.boundary.model import BoundaryPredictor
 
     net = BoundaryPredictor(dropout=0.0)
     g = torch.Generator().manual_seed(7)
@@ -326,9 +326,9 @@ def _bp_net():
 
 
 def section_bp() -> dict:
-    from volary.learning.boundary import dataset as ds
-    from volary.learning.boundary import deploy, grid, sampling
-    from volary.learning.boundary.flight import CandidateFlyer
+    from volary.studies.boundary import dataset as ds
+    from volary.studies.boundary import deploy, grid, sampling
+    from volary.studies.boundary.flight import CandidateFlyer
 
     items: dict[str, dict] = {}
     cfg = sampling.SamplingConfig(tail_s=0.5)

@@ -1357,8 +1357,8 @@ def checkpoint_cases(rng: np.random.Generator) -> Case:
 
 
 # ---- learning datasets (HDF5): boundary.dataset.load_dataset, sousvide.dataset.read -------------
-BPDATA = "bp dataset: learning.boundary.dataset.load_dataset"
-SVDATA = "sousvide dataset: learning.sousvide.dataset.read"
+BPDATA = "bp dataset: studies.boundary.dataset.load_dataset"
+SVDATA = "sousvide dataset: studies.sousvide.dataset.read"
 HUGE_ROWS = 2**40  # declared rows of a dataset nobody wrote: terabytes if read
 
 
@@ -1384,9 +1384,9 @@ def h5_bytes(attrs: dict[str, Any], arrays: dict[str, Any], edit: Callable | Non
 
 def bp_parts(rng: np.random.Generator) -> tuple[dict, dict[str, np.ndarray], np.ndarray]:
     """A BoundaryPredictor dataset's attributes, arrays and done mask (K rows of Table II)."""
-    from volary.learning.boundary.dataset import FORMAT, _config_doc
-    from volary.learning.boundary.grid import TABLE_II, grid_inputs
-    from volary.learning.boundary.sampling import SamplingConfig
+    from volary.studies.boundary.dataset import FORMAT, _config_doc
+    from volary.studies.boundary.grid import TABLE_II, grid_inputs
+    from volary.studies.boundary.sampling import SamplingConfig
 
     k = int(rng.integers(1, 12))
     idx = np.sort(rng.choice(TABLE_II.size, k, replace=False)).astype(np.int64)
@@ -1533,7 +1533,7 @@ def bp_cases(rng: np.random.Generator) -> Case:
 
 def sv_parts(rng: np.random.Generator) -> tuple[dict, dict[str, np.ndarray]]:
     """A SOUS VIDE dataset's attributes and arrays (``dataset.create``'s layout)."""
-    from volary.learning.sousvide.dataset import FORMAT, ROW_FIELDS, _row_shape
+    from volary.studies.sousvide.dataset import FORMAT, ROW_FIELDS, _row_shape
 
     units, steps = int(rng.integers(1, 4)), int(rng.integers(1, 5))
     h, w, win = int(rng.integers(2, 6)), int(rng.integers(2, 6)), int(rng.integers(1, 4))
@@ -2065,8 +2065,8 @@ def obstacles_cases(rng: np.random.Generator) -> Case:
 
 # ---- the other checkpoints: dce.load_vae, sousvide.net.load_checkpoint, boundary.model ---------
 DCE = "checkpoint: learning.dce.load_vae"
-SVNET = "checkpoint: learning.sousvide.net.load_checkpoint"
-BPNET = "checkpoint: learning.boundary.model.load_checkpoint"
+SVNET = "checkpoint: studies.sousvide.net.load_checkpoint"
+BPNET = "checkpoint: studies.boundary.model.load_checkpoint"
 
 
 def net_doc(entry: str, rng: np.random.Generator) -> tuple[dict[str, Any], dict[str, Any], str]:
@@ -2086,7 +2086,7 @@ def net_doc(entry: str, rng: np.random.Generator) -> tuple[dict[str, Any], dict[
         fields = {"config": asdict(cfg), "info": {"shape": list(shape), "frames": 10}}
         kind, cfield = CHECKPOINT_KIND, "config"
     elif entry == SVNET:
-        from volary.learning.sousvide.net import CHECKPOINT_KIND, ArchConfig, NetConfig, SVNet
+        from volary.studies.sousvide.net import CHECKPOINT_KIND, ArchConfig, NetConfig, SVNet
 
         arch = ArchConfig(
             cnn_width=0.25,
@@ -2100,7 +2100,7 @@ def net_doc(entry: str, rng: np.random.Generator) -> tuple[dict[str, Any], dict[
         net = SVNet(cfg)
         fields, kind, cfield = {"net_config": cfg.to_dict()}, CHECKPOINT_KIND, "net_config"
     else:
-        from volary.learning.boundary.model import CHECKPOINT_KIND, BoundaryPredictor
+        from volary.studies.boundary.model import CHECKPOINT_KIND, BoundaryPredictor
 
         drop = float(round(rng.uniform(0, 0.5), 2))
         net = BoundaryPredictor(drop)
@@ -2733,7 +2733,7 @@ def check(entry: str, path: str, expect: dict[str, Any]) -> str:
 def check_more(entry: str, path: str, expect: dict[str, Any]) -> str:
     """:func:`check` for the datasets, recordings, bags, obstacles and other checkpoints."""
     if entry == BPDATA:
-        from volary.learning.boundary.dataset import load_dataset
+        from volary.studies.boundary.dataset import load_dataset
 
         d = load_dataset(path)
         if not expect:
@@ -2743,7 +2743,7 @@ def check_more(entry: str, path: str, expect: dict[str, Any]) -> str:
         same = np.array_equal(d.t0, np.asarray(expect["t0"], float), equal_nan=True)
         return "valid" if same else "wrong: labels differ"
     if entry == SVDATA:
-        from volary.learning.sousvide.dataset import read
+        from volary.studies.sousvide.dataset import read
 
         d = read(path)
         if not expect:
@@ -2797,9 +2797,9 @@ def check_more(entry: str, path: str, expect: dict[str, Any]) -> str:
         if entry == DCE:
             from volary.learning.dce import load_vae as load
         elif entry == SVNET:
-            from volary.learning.sousvide.net import load_checkpoint as load
+            from volary.studies.sousvide.net import load_checkpoint as load
         else:
-            from volary.learning.boundary.model import load_checkpoint as load
+            from volary.studies.boundary.model import load_checkpoint as load
         net = load(path)[0]
         if not expect:
             return f"accepted: {sum(p.numel() for p in net.state_dict().values())} weights"
@@ -2826,13 +2826,13 @@ def _worker(conn: Any) -> None:
     import torch  # noqa: F401 - imported before the first deadline starts
 
     import volary.bench.nav.db
-    import volary.learning.boundary.dataset
     import volary.learning.dce
     import volary.learning.rl.ppo
-    import volary.learning.sousvide.net
     import volary.platforms
     import volary.sensors.splat
     import volary.serve.recording
+    import volary.studies.boundary.dataset
+    import volary.studies.sousvide.net
     import volary.view.recording
     import volary.worlds.io  # noqa: F401
     from volary.errors import VolaryError

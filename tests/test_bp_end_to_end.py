@@ -13,9 +13,9 @@ import pytest
 import torch
 
 from volary.errors import ConfigError
-from volary.learning.boundary import dataset as ds
-from volary.learning.boundary import deploy, grid, model, sampling, train
-from volary.learning.boundary.flight import CandidateFlyer, FlightBatch
+from volary.studies.boundary import dataset as ds
+from volary.studies.boundary import deploy, grid, model, sampling, train
+from volary.studies.boundary.flight import CandidateFlyer, FlightBatch
 from volary.worlds import boundary_predictor_course
 
 TINY = sampling.SamplingConfig(tail_s=0.5)  # score 0.5 s past gate i: short flights

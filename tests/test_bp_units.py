@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from volary.errors import ConfigError, FileFormatError, UnknownNameError
-from volary.learning.boundary import deploy, flight, grid, model, sampling, train
+from volary.studies.boundary import deploy, flight, grid, model, sampling, train
 from volary.worlds import boundary_predictor_course
 from volary.worlds.sdf import sdf_box
 

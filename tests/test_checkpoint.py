@@ -20,13 +20,15 @@ from torch import nn
 
 from volary.errors import ConfigError, FileFormatError
 from volary.learning import checkpoint
-from volary.learning.boundary import grid
-from volary.learning.boundary import model as bp
 from volary.learning.checkpoint import CheckpointKind, read_checkpoint, write_checkpoint
 from volary.learning.rl import ppo
-from volary.learning.sousvide import net as sv
+from volary.studies.boundary import grid
+from volary.studies.boundary import model as bp
+from volary.studies.sousvide import net as sv
 
-BP_RESULT = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "bp" / "model.pt"
+BP_RESULT = (
+    Path(__file__).resolve().parents[1] / "experiments/boundary/quarter-grid/results/model.pt"
+)
 TOY = CheckpointKind("test.toy", "toy checkpoint", ("width", "state_dict"), 2, "volary.toy/1")
 PPO_CFG = ppo.PPOConfig(hidden=(8,), seed=3)
 SV_ARCH = sv.ArchConfig(

@@ -11,8 +11,8 @@ import torch
 from typer.testing import CliRunner
 
 from volary.cli.main import app
-from volary.learning.boundary.grid import GRID_SIZE
-from volary.learning.boundary.model import BoundaryPredictor, save_checkpoint
+from volary.studies.boundary.grid import GRID_SIZE
+from volary.studies.boundary.model import BoundaryPredictor, save_checkpoint
 
 runner = CliRunner()
 TINY = str(6 / GRID_SIZE)  # six Table II inputs

@@ -8,8 +8,8 @@ import pytest
 from typer.testing import CliRunner
 
 from volary.cli.main import app
-from volary.learning.sousvide import dataset as ds
-from volary.learning.sousvide.net import load_checkpoint
+from volary.studies.sousvide import dataset as ds
+from volary.studies.sousvide.net import load_checkpoint
 
 runner = CliRunner()
 TINY = ["--n-des", "2", "--n-smp", "2", "--t-smp", "0.3", "--envs", "2", "--size", "32"]

@@ -155,7 +155,7 @@ def test_string_annotations_of_real_configs_resolve():
     """volary's configs are written with ``from __future__ import annotations``."""
     from volary.envs.position import PositionTaskConfig
     from volary.learning.rl.ppo import PPOConfig
-    from volary.learning.sousvide.train import TrainConfig
+    from volary.studies.sousvide.train import TrainConfig
 
     assert apply_overrides(PPOConfig(), ["hidden=8,8"]).hidden == (8, 8)
     cfg = apply_overrides(TrainConfig(), ["arch.cnn_width=0.5", "latent=none"])
@@ -166,7 +166,7 @@ def test_string_annotations_of_real_configs_resolve():
 
 # ---- the CLI ------------------------------------------------------------------------------------
 def test_configure_names_the_flag_or_set_that_failed():
-    from volary.cli.overrides import configure
+    from volary.config import configure
 
     flags = [("--lr", "lr", 2e-4), ("--cap", "cap", None), ("--width", "inner.width", 2.0)]
     cfg = configure(Outer(), flags, ["steps=3", "lr=5e-4"])

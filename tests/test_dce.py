@@ -9,7 +9,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from volary.cli.rl import rl_app
+from volary.cli.main import app
 from volary.envs import make_env
 from volary.errors import ConfigError, FileFormatError
 from volary.learning.dce import (
@@ -134,19 +134,19 @@ def test_cli_trains_an_encoder_and_a_policy_on_its_latent(tmp_path):
     enc_dir, run = tmp_path / "dce", tmp_path / "run"
     args = ["--frames", "512", "--scenes", "2", "--envs", "64", "--set", "epochs=1",
             "--set", "width=8"]  # fmt: skip
-    r = runner.invoke(rl_app, ["dce", *args, "--out", str(enc_dir)])
+    r = runner.invoke(app, ["rl", "dce", *args, "--out", str(enc_dir)])
     assert r.exit_code == 0, r.output
     assert {p.name for p in enc_dir.iterdir()} == {"encoder.pt", "report.json", "dce.png"}
     assert json.loads((enc_dir / "report.json").read_text())["frames"] == 512
     enc = str(enc_dir / "encoder.pt")
     args = ["--task", "navigate", "--envs", "4", "--iterations", "1", "--set", "rollout_steps=4",
             "--env", f"depth_encoder={enc}", "--env", "episode_s=1"]  # fmt: skip
-    r = runner.invoke(rl_app, ["train", *args, "--out", str(run)])
+    r = runner.invoke(app, ["rl", "train", *args, "--out", str(run)])
     assert r.exit_code == 0, r.output
-    r = runner.invoke(rl_app, ["eval", "--policy", str(run / "policy.pt"), "--task", "navigate",
+    r = runner.invoke(app, ["rl", "eval", "--policy", str(run / "policy.pt"), "--task", "navigate",
                                "--envs", "2", "--episodes", "2", "--out", str(run)])  # fmt: skip
     assert r.exit_code == 0, r.output
     assert json.loads((run / "eval.json").read_text())["env_options"]["depth_encoder"] == enc
-    r = runner.invoke(rl_app, ["eval", "--policy", str(run / "policy.pt"), "--task", "navigate",
+    r = runner.invoke(app, ["rl", "eval", "--policy", str(run / "policy.pt"), "--task", "navigate",
                                "--env", "depth_encoder=missing.pt", "--out", str(run)])  # fmt: skip
     assert r.exit_code == 2 and "depth_encoder" in r.output and "missing.pt" in r.output

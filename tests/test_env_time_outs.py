@@ -45,8 +45,8 @@ def test_every_built_in_term_declares_whether_it_is_a_time_out() -> None:
 
 def test_the_crash_rules_of_the_race_and_the_learned_flights_are_not_time_outs() -> None:
     from volary.bench.gate_race import crashed_out
-    from volary.learning.boundary.deploy import _Crash as DeployCrash
-    from volary.learning.sousvide.evaluate import _Crash as SousVideCrash
+    from volary.studies.boundary.deploy import _Crash as DeployCrash
+    from volary.studies.sousvide.evaluate import _Crash as SousVideCrash
 
     for term in (crashed_out, DeployCrash, SousVideCrash):
         assert term.time_out is False and not terms.is_time_out(term)

@@ -330,11 +330,11 @@ def test_grouped_evaluation_splits_episodes_by_label() -> None:
 
 
 @pytest.mark.parametrize(
-    "name", sorted(__import__("volary.learning.rl.recipes", fromlist=["RECIPES"]).RECIPES)
+    "name", sorted(__import__("volary.studies.rl.recipes", fromlist=["RECIPES"]).RECIPES)
 )
 def test_every_recipe_builds_its_env_and_policy_and_takes_a_step(name) -> None:
     from volary.learning.rl.ppo import ActorCritic, PPOConfig
-    from volary.learning.rl.recipes import get_recipe
+    from volary.studies.rl.recipes import get_recipe
 
     rec = get_recipe(name)
     assert rec.learner in ("volary", "rsl_rl") and rec.envs >= 1 and rec.iterations >= 1

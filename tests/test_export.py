@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from typer.testing import CliRunner
 
-from volary.cli.rl import rl_app
+from volary.cli.main import app
 from volary.errors import ConfigError, MissingDependencyError
 from volary.learning.export import (
     c_header,
@@ -232,7 +232,7 @@ def test_cli_export_writes_onnx_and_header(tmp_path):
     ck = save_policy(tmp_path / "policy.pt", _policy(), PPOConfig(hidden=(64, 64)))
     onnx, header = tmp_path / "p.onnx", tmp_path / "p.h"
     r = CliRunner().invoke(
-        rl_app, ["export", str(ck), "--onnx", str(onnx), "--header", str(header)]
+        app, ["rl", "export", str(ck), "--onnx", str(onnx), "--header", str(header)]
     )
     assert r.exit_code == 0, r.output
     found = re.search(r"on 1000 observations: (\S+)", r.output)
@@ -249,7 +249,7 @@ def test_cli_export_npz_carries_the_navigate_layout(tmp_path):
     pol = _policy()
     meta = {"task": "navigate", "env_options": {"action_repeat": 6, "max_speed": 3.0}}
     ck = save_policy(tmp_path / "policy.pt", pol, PPOConfig(hidden=(64, 64)), meta)
-    r = CliRunner().invoke(rl_app, ["export", str(ck), "--npz", str(tmp_path / "p.npz")])
+    r = CliRunner().invoke(app, ["rl", "export", str(ck), "--npz", str(tmp_path / "p.npz")])
     assert r.exit_code == 0, r.output
     net = NumpyMLP(tmp_path / "p.npz")
     assert net.meta["decision_hz"] == 10.0 and net.meta["max_speed"] == 3.0
@@ -269,5 +269,5 @@ def test_cli_export_errors_exit_2(tmp_path, args, message):
     ck = tmp_path / "none.pt"
     if not args:  # the checkpoint is checked (a regular file) before the outputs are asked for
         ck.touch()
-    r = CliRunner().invoke(rl_app, ["export", str(ck), *args])
+    r = CliRunner().invoke(app, ["rl", "export", str(ck), *args])
     assert r.exit_code == 2 and message in r.output, r.output

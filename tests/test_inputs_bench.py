@@ -251,12 +251,9 @@ def test_many_generated_databases(good_db, tmp_path_factory, ops):
 
 # ---- `volary bench` on a bad database -----------------------------------------------------------
 def _bench_app() -> typer.Typer:
-    from volary.cli.checks import VolaryGroup
-    from volary.cli.nav import register
+    """The ``volary`` command itself (its group prints a ConfigError as one line, exit 2)."""
+    from volary.cli.main import app
 
-    app, bench = typer.Typer(cls=VolaryGroup), typer.Typer()  # as `volary`: errors as one line
-    register(bench)
-    app.add_typer(bench, name="bench")
     return app
 
 
@@ -446,8 +443,8 @@ class _Train:
 
 
 def _configs() -> list[Any]:
-    from volary.learning.boundary.sampling import SamplingConfig
     from volary.learning.rl.ppo import PPOConfig
+    from volary.studies.boundary.sampling import SamplingConfig
 
     return [_Train(), get_suite("quick"), PPOConfig(), SamplingConfig()]
 

@@ -327,8 +327,8 @@ def test_a_checkpoint_that_does_not_fit_is_one_line_naming_the_file(tmp_path):
     import torch
 
     from volary.errors import FileFormatError
-    from volary.learning.boundary.model import CHECKPOINT_KIND, load_checkpoint
     from volary.learning.checkpoint import write_checkpoint
+    from volary.studies.boundary.model import CHECKPOINT_KIND, load_checkpoint
 
     path = tmp_path / "model.pt"
     state = {"w.weight": torch.zeros(3, 3), "other.bias": torch.zeros(2)}

@@ -32,10 +32,10 @@ from _inputs_corpus import (
     sv_parts,
 )
 from volary.errors import ConfigError, FileFormatError
-from volary.learning.boundary.dataset import load_dataset, read_config
 from volary.learning.dce import load_vae
-from volary.learning.sousvide import dataset as sv
-from volary.learning.sousvide.net import NetConfig
+from volary.studies.boundary.dataset import load_dataset, read_config
+from volary.studies.sousvide import dataset as sv
+from volary.studies.sousvide.net import NetConfig
 from volary.view.recording import load_recording
 
 SEEDS = st.integers(0, 2**32 - 1)

@@ -13,8 +13,8 @@ import torch
 
 from volary.envs.position import PositionTask, PositionTaskConfig
 from volary.errors import ConfigError
-from volary.learning.rl.recipes import get_recipe
 from volary.math.quaternion import quat_conj, quat_mul
+from volary.studies.rl.recipes import get_recipe
 
 HZ = 100.0
 
@@ -94,7 +94,7 @@ def test_bad_rate_response_options_are_one_line_errors(kw: dict, field: str) -> 
 
 
 def test_the_recipes_lags_are_the_fit_of_the_committed_betaflight_steps() -> None:
-    from volary.learning.rl.recipes import BETAFLIGHT_RATE_DELAY, BETAFLIGHT_RATE_LAG
+    from volary.studies.rl.recipes import BETAFLIGHT_RATE_DELAY, BETAFLIGHT_RATE_LAG
 
     path = Path(__file__).resolve().parents[1] / "benchmarks" / "fc_policy.py"
     spec = importlib.util.spec_from_file_location("fc_policy_bench", path)

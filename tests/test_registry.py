@@ -119,7 +119,6 @@ def test_resolve_takes_an_instance_as_is_or_a_name():
 def _registries() -> list[tuple[Registry, str]]:
     """Every Registry volary defines, with the kind its errors name."""
     from volary.envs import _REGISTRY as envs
-    from volary.learning.sousvide.net import VARIANTS
     from volary.platforms import LAYOUTS
     from volary.platforms.catalogue import _entries
     from volary.sensors import (
@@ -132,6 +131,7 @@ def _registries() -> list[tuple[Registry, str]]:
     from volary.sensors.raycast import BACKENDS
     from volary.studies.flyingtrust import protocol
     from volary.studies.flyingtrust.planners import _REGISTRY as planners
+    from volary.studies.sousvide.net import VARIANTS
     from volary.worlds import SCENARIOS
     from volary.worlds.tracks import BP_COURSES
 
@@ -168,11 +168,11 @@ def test_every_volary_registry_lists_its_names_in_errors(index):
 def test_public_lookups_raise_the_registry_error():
     from volary.control import make_controller
     from volary.envs import make_env
-    from volary.learning.sousvide.net import get_variant
     from volary.math.integrators import integrate
     from volary.platforms import get, layout
     from volary.sensors import imu_config, lidar_config
     from volary.studies.flyingtrust.planners import get_planner
+    from volary.studies.sousvide.net import get_variant
     from volary.worlds import make_scenario
 
     cases = [

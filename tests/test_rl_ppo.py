@@ -15,7 +15,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from volary.cli.rl import rl_app
+from volary.cli.main import app
 from volary.device import resolve
 from volary.errors import ConfigError, FileFormatError
 from volary.learning.rl import (
@@ -433,18 +433,18 @@ runner = CliRunner()
     ],
 )
 def test_cli_bad_options_exit_2_with_one_line(args, message, tmp_path):
-    r = runner.invoke(rl_app, [*args, "--out", str(tmp_path)])
+    r = runner.invoke(app, ["rl", *args, "--out", str(tmp_path)])
     assert r.exit_code == 2, r.output
     assert message in r.output and len(r.output.strip().splitlines()) == 1, r.output
 
 
 def test_cli_unknown_option_exits_2():
-    r = runner.invoke(rl_app, ["train", "--task", "hover", "--bogus", "1"])
+    r = runner.invoke(app, ["rl", "train", "--task", "hover", "--bogus", "1"])
     assert r.exit_code == 2 and "bogus" in r.output
 
 
 def test_cli_recipe_sets_what_is_not_given(tmp_path, monkeypatch):
-    from volary.learning.rl.recipes import RECIPES
+    from volary.studies.rl.recipes import RECIPES
 
     calls = []
 
@@ -452,12 +452,12 @@ def test_cli_recipe_sets_what_is_not_given(tmp_path, monkeypatch):
         calls.append((name, n_envs, options))
         return PointMass(n_envs)
 
-    monkeypatch.setattr("volary.cli.rl._make_env", lambda task, envs, seed, device, options:
+    monkeypatch.setattr("volary.studies.rl.cli._make_env", lambda task, envs, seed, device, options:
                         make_env(task, envs, seed=seed, device=device, **options))  # fmt: skip
     out = tmp_path / "run"
     args = ["--recipe", "hover-fast", "--learner", "volary", "--iterations", "2", "--envs", "8",
             "--set", "hidden=8,8", "--stop-at", "0"]  # fmt: skip
-    r = runner.invoke(rl_app, ["train", *args, "--env", "compile=false", "--out", str(out)])
+    r = runner.invoke(app, ["rl", "train", *args, "--env", "compile=false", "--out", str(out)])
     assert r.exit_code == 0, r.output
     rec = RECIPES["hover-fast"]
     ((name, n, options),) = calls
@@ -480,7 +480,7 @@ def test_cli_recipe_sets_what_is_not_given(tmp_path, monkeypatch):
     args = ["--recipe", "hover-fast", "--learner", "volary", "--iterations", "3", "--envs", "8",
             "--set", "hidden=8,8", "--seed", "4", "--val-every", "1",
             "--val-first", "2"]  # fmt: skip
-    r = runner.invoke(rl_app, ["train", *args, "--out", str(out)])
+    r = runner.invoke(app, ["rl", "train", *args, "--out", str(out)])
     assert r.exit_code == 0, r.output
     assert [(c[0], c[1], c[2]["seed"]) for c in calls] == [
         ("hover", 8, 4), ("hover", rec.val_episodes, 1_000_003 + 4)]  # fmt: skip
@@ -502,7 +502,7 @@ def test_cli_train_and_eval_end_to_end(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "volary.envs", fake)
     out = tmp_path / "run"
     args = ["--task", "pm", "--envs", "8", "--iterations", "3", "--seed", "2", "--out", str(out)]
-    r = runner.invoke(rl_app, ["train", *args, "--set", "hidden=8,8", "--log-every", "2"])
+    r = runner.invoke(app, ["rl", "train", *args, "--set", "hidden=8,8", "--log-every", "2"])
     assert r.exit_code == 0, r.output
     assert calls == [("pm", 8, 2, "cpu")] and "samples/s" in r.output
     report = json.loads((out / "report.json").read_text())
@@ -510,8 +510,8 @@ def test_cli_train_and_eval_end_to_end(tmp_path, monkeypatch):
     assert (out / "learning_curve.png").read_bytes()[:4] == b"\x89PNG"
     ev = tmp_path / "ev"
     r = runner.invoke(
-        rl_app,
-        ["eval", "--policy", str(out / "policy.pt"), "--task", "pm", "--episodes", "5",
+        app,
+        ["rl", "eval", "--policy", str(out / "policy.pt"), "--task", "pm", "--episodes", "5",
          "--out", str(ev)],
     )  # fmt: skip
     assert r.exit_code == 0, r.output

@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from volary.errors import ConfigError, FileFormatError
-from volary.learning.sousvide import dataset as ds
-from volary.learning.sousvide.history import (
+from volary.math.quaternion import quat_mul
+from volary.studies.sousvide import dataset as ds
+from volary.studies.sousvide.history import (
     ActionWindow,
     HistoryBuffer,
     action_windows,
@@ -16,7 +17,6 @@ from volary.learning.sousvide.history import (
     history_windows,
     observable,
 )
-from volary.math.quaternion import quat_mul
 
 
 def _rollout(k: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:

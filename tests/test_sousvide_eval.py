@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from volary.errors import ConfigError, UnknownNameError
-from volary.learning.sousvide.evaluate import (
+from volary.studies.sousvide.evaluate import (
     PAPER_TABLE_II,
     EvalConfig,
     ExpertPolicy,
@@ -24,7 +24,7 @@ from volary.learning.sousvide.evaluate import (
     tracking_error,
     without_objects,
 )
-from volary.learning.sousvide.scene import LANDMARK_IDS, make_scene
+from volary.studies.sousvide.scene import LANDMARK_IDS, make_scene
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +125,7 @@ def test_each_disturbance_changes_what_it_should(scene) -> None:
 
 
 def test_static_removes_the_landmarks_from_splat_and_collision(scene) -> None:
-    from volary.learning.sousvide.evaluate import spec_without
+    from volary.studies.sousvide.evaluate import spec_without
 
     kept = without_objects(scene.splats, LANDMARK_IDS)
     assert 0 < kept.count < scene.splats.count

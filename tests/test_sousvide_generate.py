@@ -9,8 +9,8 @@ import torch
 
 from volary.control.mpc import MpcConfig
 from volary.errors import ConfigError
-from volary.learning.sousvide import dataset as ds
-from volary.learning.sousvide.generate import (
+from volary.studies.sousvide import dataset as ds
+from volary.studies.sousvide.generate import (
     GenerateConfig,
     desired_state,
     draw_units,
@@ -18,8 +18,8 @@ from volary.learning.sousvide.generate import (
     nominal_params,
     unit_generator,
 )
-from volary.learning.sousvide.history import history_windows, observable
-from volary.learning.sousvide.scene import make_scene
+from volary.studies.sousvide.history import history_windows, observable
+from volary.studies.sousvide.scene import make_scene
 
 TINY = dict(n_des=3, n_smp=2, t_smp=0.5, width=32, height=32, window=4, envs=2)
 

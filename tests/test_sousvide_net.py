@@ -10,8 +10,8 @@ import torch
 from torch import nn
 
 from volary.errors import ConfigError, FileFormatError, UnknownNameError
-from volary.learning.sousvide.history import action_windows, history_windows, observable
-from volary.learning.sousvide.net import (
+from volary.studies.sousvide.history import action_windows, history_windows, observable
+from volary.studies.sousvide.net import (
     IMAGE_NORMS,
     VARIANTS,
     ArchConfig,
@@ -25,7 +25,7 @@ from volary.learning.sousvide.net import (
     parameter_count,
     save_checkpoint,
 )
-from volary.learning.sousvide.policy import SVPolicy
+from volary.studies.sousvide.policy import SVPolicy
 from volary.types import Policy
 
 SMALL = ArchConfig(

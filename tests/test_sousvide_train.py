@@ -18,11 +18,11 @@ import pytest
 import torch
 
 from volary.errors import ConfigError, UnknownNameError
-from volary.learning.sousvide import dataset as ds
-from volary.learning.sousvide.history import history_windows, observable
-from volary.learning.sousvide.net import ArchConfig, NetConfig, SVNet, load_checkpoint
-from volary.learning.sousvide.policy import SVPolicy
-from volary.learning.sousvide.train import (
+from volary.studies.sousvide import dataset as ds
+from volary.studies.sousvide.history import history_windows, observable
+from volary.studies.sousvide.net import ArchConfig, NetConfig, SVNet, load_checkpoint
+from volary.studies.sousvide.policy import SVPolicy
+from volary.studies.sousvide.train import (
     SVData,
     TrainConfig,
     augment_images,
@@ -249,8 +249,8 @@ def test_train_policy_writes_a_loadable_checkpoint_and_the_loss_drops(data_path,
 
 
 def test_command_history_pairs_each_entry_with_its_rollouts_command(data_path, tmp_path) -> None:
-    from volary.learning.sousvide.history import action_windows
-    from volary.learning.sousvide.train import with_commands
+    from volary.studies.sousvide.history import action_windows
+    from volary.studies.sousvide.train import with_commands
 
     a = ds.read(data_path)
     h = with_commands(a)

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import torch
 
-from volary.learning.sousvide import dataset as ds
-from volary.learning.sousvide.generate import GenerateConfig, generate
-from volary.learning.sousvide.scene import make_scene
 from volary.math.quaternion import quat_from_euler, quat_to_rotmat
 from volary.sensors.splat import GaussianSplats, render
 from volary.sensors.splat.render import resolve_backend
+from volary.studies.sousvide import dataset as ds
+from volary.studies.sousvide.generate import GenerateConfig, generate
+from volary.studies.sousvide.scene import make_scene
 
 pytestmark = [
     pytest.mark.gpu,
@@ -114,7 +114,7 @@ def test_sousvide_generation_on_cuda_gives_the_cpu_dataset(tmp_path) -> None:
 
 @pytest.mark.parametrize("disturbance", ["baseline", "dynamic"])
 def test_sousvide_evaluation_on_cuda_flies_like_the_cpu(disturbance) -> None:
-    from volary.learning.sousvide.evaluate import EvalConfig, ExpertPolicy, evaluate
+    from volary.studies.sousvide.evaluate import EvalConfig, ExpertPolicy, evaluate
 
     scene = make_scene(width=32, height=32)
     out = {}

@@ -320,8 +320,8 @@ def test_live_view_follows_a_world_as_it_steps():
 
 def test_rl_eval_tracer_records_env_0s_first_episode(tmp_path):
     """`volary rl eval --record`: env 0's first episode as a viewer recording."""
-    from volary.cli.rl import EpisodeTracer
     from volary.envs import make_env
+    from volary.studies.rl.cli import EpisodeTracer
 
     env = make_env("hover", n_envs=2, seed=0)
     tracer = EpisodeTracer(env)

@@ -13,8 +13,9 @@ nested dataclasses. Annotations written as strings are resolved with
 :func:`typing.get_type_hints`. The caller's config is never mutated: a new one is built with
 :func:`dataclasses.replace`, so its ``__post_init__`` checks run. Errors are
 :class:`~volary.errors.ConfigError` naming the field path, the expected type and the value
-given; an unknown field lists the valid ones. Imports only the standard library and
-:mod:`volary.errors`.
+given; an unknown field lists the valid ones. :func:`configure` is how a command builds its
+config from its named options and its ``--set`` items (an error names the option). Imports
+only the standard library and :mod:`volary.errors`.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import typing
 from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
-from volary.errors import ConfigError
+from volary.errors import ConfigError, VolaryError
 
 C = TypeVar("C")
 
@@ -351,4 +352,39 @@ def _rank(ann: Any) -> int:
     return 9 if ann is str else 5
 
 
-__all__ = ["apply_overrides", "convert", "describe", "parse_overrides", "split_override"]
+def configure(
+    base: C, options: Iterable[tuple[str, str, Any]] = (), sets: Iterable[str] | None = None
+) -> C:
+    """``base`` with ``options`` ``(flag, field path, value)`` (a value of None: the flag was
+    not given) and then ``sets`` (``"FIELD=VALUE"``, a command's ``--set``) applied: how every
+    command builds its config from its options. ConfigError names the flag that caused it
+    (``--latent: latent: expected an integer >= 1, got 0``; ``--set: ...``)."""
+    given = [(flag, path, value) for flag, path, value in options if value is not None]
+    try:
+        cfg = apply_overrides(base, {path: value for _, path, value in given})
+    except VolaryError as err:
+        raise ConfigError(f"{_culprit(base, given)}{err}") from err
+    try:
+        return apply_overrides(cfg, list(sets or ()))
+    except VolaryError as err:
+        raise ConfigError(f"--set: {err}") from err
+
+
+def _culprit(base: Any, given: list[tuple[str, str, Any]]) -> str:
+    """``"--flag: "`` of the first option that fails on its own ("" if only together)."""
+    for flag, path, value in given:
+        try:
+            apply_overrides(base, {path: value})
+        except VolaryError:
+            return f"{flag}: "
+    return ""
+
+
+__all__ = [
+    "apply_overrides",
+    "configure",
+    "convert",
+    "describe",
+    "parse_overrides",
+    "split_override",
+]

@@ -314,13 +314,13 @@ def _task(name: str) -> None:
 
 
 def _recipe(name: str) -> Any:
-    from volary.learning.rl.recipes import get_recipe
+    from volary.studies.rl.recipes import get_recipe
 
     return get_recipe(name)
 
 
 def _variant(name: str) -> Any:
-    from volary.learning.sousvide.net import VARIANTS
+    from volary.studies.sousvide.net import VARIANTS
 
     return VARIANTS.get(name)
 

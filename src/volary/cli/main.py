@@ -495,19 +495,20 @@ def demo(
 
 
 def _register_subcommands() -> None:
-    from volary.cli.bp import bp_app
     from volary.cli.fc import app as fc_app
     from volary.cli.nav import register
-    from volary.cli.rl import rl_app
     from volary.cli.ros2 import ros2_app
-    from volary.cli.splat import sousvide_app, splat_app
+    from volary.cli.splat import splat_app
     from volary.ros1.cli import ros1_app
+    from volary.studies.boundary.cli import bp_app
+    from volary.studies.rl.cli import rl_app
+    from volary.studies.sousvide.cli import sousvide_app
 
     register(bench_app)
-    app.add_typer(bp_app, name="bp")
+    app.add_typer(bp_app, name="bp", cls=VolaryGroup)  # the studies' commands
     app.add_typer(splat_app, name="splat")
-    app.add_typer(sousvide_app, name="sousvide")
-    app.add_typer(rl_app, name="rl")
+    app.add_typer(sousvide_app, name="sousvide", cls=VolaryGroup)
+    app.add_typer(rl_app, name="rl", cls=VolaryGroup)
     app.add_typer(ros2_app, name="ros2")
     app.add_typer(ros1_app, name="ros1")
     app.add_typer(fc_app, name="fc")

@@ -1,6 +1,7 @@
-"""Layer 5 learning: datasets, expert data generation, networks and trainers.
+"""Layer 5 learning: what the studies share: checkpoints, checked HDF5 reading, network layers,
+the deep collision encoder, trainers, export.
 
-``volary.learning.boundary``: BoundaryPredictor (paper 002): the Table II grid, the
-cost-minimizing sampling procedure, the dataset, the network, its training and deployment.
-See ``DESIGN.md`` beside this file.
+SOUS VIDE and BoundaryPredictor are studies: ``volary.studies.sousvide`` and
+``volary.studies.boundary`` (``volary.learning.sousvide`` and ``volary.learning.boundary`` are
+their deprecated old paths). See ``DESIGN.md`` beside this file.
 """

@@ -1,6 +1,10 @@
-"""SOUS VIDE (paper 000): expert data from the MPC flying through a splat scene (Algorithm 1),
-SV-Net with rapid motor adaptation (Sec. V), its training and its evaluation (Sec. VI).
+"""Deprecated import path: the SOUS VIDE study (paper 000) moved to :mod:`volary.studies.sousvide`
+(its modules keep shims here). Its names are re-exported here for one release, each with a
+DeprecationWarning naming the new path."""
 
-``history`` (eq. 3) and ``dataset`` (the HDF5 layout) are the contract between the data
-generator, the trainer and the deployed policy. See ``DESIGN.md`` beside this file.
-"""
+from volary.deprecation import forward, public_names
+from volary.studies import sousvide as _new
+
+MOVED_TO = "volary.studies.sousvide"
+__getattr__, __dir__ = forward(__name__, _new)
+__all__ = public_names(_new)

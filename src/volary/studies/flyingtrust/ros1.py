@@ -342,8 +342,14 @@ class Ros1Planner:
         return self._remote.plan(obs)
 
     def close(self) -> None:
-        """End the trial: the relay stops the planner's processes; the relay is free again."""
+        """End the trial and wait for the relay to have stopped the planner's processes and
+        written the trial's timing line (``trial_end``; a pool worker may exit right after its
+        last unit, and its relays with it); the relay is free again."""
         if self._remote is not None:
+            try:
+                self._remote._call({"op": TRIAL_END}, "trial_ended")
+            except Exception:  # noqa: BLE001 - a dead or hung relay: the close below suffices
+                pass
             self._remote.close()
             self._remote = None
         if self._relay is not None:
@@ -529,6 +535,9 @@ def _trial_host_base() -> Any:
     return PlannerHost
 
 
+TRIAL_END = "trial_end"  # the relay's own operation: end a trial, answer once it has ended
+
+
 class _TrialHost(_trial_host_base()):  # type: ignore[misc]
     """A PlannerHost that runs one trial at a time and ends its processes at ``planner_close``
     or at the next ``planner_reset``."""
@@ -546,6 +555,10 @@ class _TrialHost(_trial_host_base()):  # type: ignore[misc]
 
     def _dispatch(self, msg: dict[str, Any]) -> dict[str, Any] | None:
         op, trial = msg.get("op"), msg.get("trial")
+        if op == TRIAL_END:  # Ros1Planner.close: end the trial now and say when it has ended
+            if trial in self.planners:
+                self.planners.pop(trial).close()
+            return {"op": "trial_ended"}
         if op == "planner_reset":
             self.end_trial()
         elif op == "planner_close" and trial in self.planners:  # only its own trial: a late

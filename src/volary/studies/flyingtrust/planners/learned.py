@@ -4,7 +4,7 @@ Learning Safe Flight in Dynamic Environments", RA-L 2025; written from its descr
 paper is not among ``shared/papers``).
 
 **The policy** is trained in ``volary.envs``' ``navigate`` task (one command:
-``volary rl train --recipe learned-planner``, see :mod:`volary.learning.rl.recipes`) and ships
+``volary rl train --recipe learned-planner``, see :mod:`volary.studies.rl.recipes`) and ships
 as plain arrays (``data/learned_planner.npz``, written by :func:`volary.learning.export.mlp_npz`,
 read here without pickle by :class:`NumpyMLP`; 18 k parameters). Its observation is rebuilt
 from the benchmark's :class:`~volary.planning.navigation.NavObservation` exactly as ``navigate``

@@ -5,11 +5,13 @@ A policy trained on one scene (``scenes=1``) can learn that forest's route inste
 this flies each policy, and the goal-vector baseline, on each scene seed (alone: all envs of
 the case on that scene) with ``evaluate_policy`` (every env's first episode, 256 per case).
 
-    .venv/bin/python benchmarks/rl_navigate.py \
+    .venv/bin/python experiments/rl/depth-navigation/scenes.py \
         --policy "1 scene=out/rl/navigate-ppo-s0/policy.pt" \
         --policy "64 scenes=out/rl/navigate-64scenes-s0/policy.pt"
 
-Writes ``benchmarks/results/rl/navigate-scenes.json`` (or ``--out``) and prints a table.
+(the two policies: README.md beside this script). Writes ``--out`` (default
+``results/scenes-1-vs-64-forests.json`` beside this script) and prints a table.
+``GoalFollower`` is shared with ``latent.py`` and ``learners.py``.
 """
 
 from __future__ import annotations
@@ -53,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--envs", type=int, default=256)
     ap.add_argument("--episodes", type=int, default=256)
     ap.add_argument("--seed", type=int, default=7, help="evaluation seed (starts, noise)")
-    ap.add_argument("--out", type=Path, default=HERE / "results" / "rl" / "navigate-scenes.json")
+    ap.add_argument("--out", type=Path, default=HERE / "results" / "scenes-1-vs-64-forests.json")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     policies, trained = {}, {}

@@ -16,10 +16,10 @@ reported per policy with a cluster-bootstrap 95 % CI over forests (``bench.nav.s
 latent-vs-min-pooled claim uses the paired per-forest differences (Wilcoxon signed-rank,
 two-sided). One training seed per policy unless ``--seeds`` names more.
 
-    .venv/bin/python benchmarks/rl_navigate_latent.py --seeds 0
+    .venv/bin/python experiments/rl/depth-navigation/latent.py --seeds 0
 
-Writes ``benchmarks/results/rl/navigate-latent.{json,png}`` (or ``--out``), the encoder's and
-the policies' reports under ``benchmarks/results/rl/navigate-latent/``, and prints a table.
+Writes ``--out`` (default ``results/latent-s0.{json,png}`` beside this script), the encoder's and
+the policies' reports under ``--work`` (default ``results/latent/``), and prints a table.
 """
 
 from __future__ import annotations
@@ -28,10 +28,12 @@ import argparse
 import json
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
-from _cli import threads_env, volary_command
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))  # for _cli
+from _cli import threads_env, volary_command  # noqa: E402  (shared with benchmarks/rl_hover.py)
 
 HERE = Path(__file__).resolve().parent
 TRAIN = ["--task", "navigate", "--envs", "256", "--env", "compile=numba", "--env", "scenes=64",
@@ -84,7 +86,7 @@ def train_pair(work: Path, seed: int, encoder: Path, iterations: int) -> dict[st
 def evaluate(policies: dict[str, Path], forests: int, per_forest: int) -> dict[str, list]:
     """Per-forest success of each policy (and the goal follower) on unseen forests."""
     import torch
-    from rl_navigate import GoalFollower
+    from scenes import GoalFollower
 
     from volary.envs import make_env
     from volary.learning.dce import resolve_env_options
@@ -186,8 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     add_eval_args(ap)
     ap.add_argument("--frames", type=int, default=32768, help="depth images for the encoder")
     ap.add_argument("--iterations", type=int, default=400, help="PPO iterations per policy")
-    ap.add_argument("--work", type=Path, default=HERE / "results" / "rl" / "navigate-latent")
-    ap.add_argument("--out", type=Path, default=HERE / "results" / "rl" / "navigate-latent.json")
+    ap.add_argument("--work", type=Path, default=HERE / "results" / "latent")
+    ap.add_argument("--out", type=Path, default=HERE / "results" / "latent-s0.json")
     args = ap.parse_args(argv)
     runs = []
     for seed in (int(s) for s in args.seeds.split(",")):

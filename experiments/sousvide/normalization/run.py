@@ -10,12 +10,12 @@ people, and at 40 % lighting, and measure for several normalizations how far the
 the *background* pixels and how far the lighting moves all pixels, in units of the normalized
 clean image's own spread (mean absolute deviation from its channel means).
 
-    .venv/bin/python benchmarks/sousvide_norm_diagnostics.py oracle \\
+    .venv/bin/python experiments/sousvide/normalization/run.py oracle \\
         --ckpt s0=out/sv/ablation-imgnorm/per_image/svnet.pt \\
         --ckpt s1=out/sv/ablation-imgnorm/per_image-seed1/svnet.pt
-    .venv/bin/python benchmarks/sousvide_norm_diagnostics.py screen
+    .venv/bin/python experiments/sousvide/normalization/run.py screen
 
-Both write JSON under ``--out`` (default ``benchmarks/results/sousvide/occlusion/``). The
+Both write JSON under ``--out`` (default ``experiments/sousvide/normalization/results/``). The
 oracle patches the evaluator's renderer and the net's ``preprocess_image`` inside this process
 only (diagnostic, not a library feature).
 """
@@ -31,7 +31,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
-OUT = Path(__file__).resolve().parent / "results" / "sousvide" / "occlusion"
+OUT = Path(__file__).resolve().parent / "results"
 
 
 def _u8(rgb: Tensor) -> Tensor:
@@ -40,7 +40,7 @@ def _u8(rgb: Tensor) -> Tensor:
 
 def _std_norm(x: Tensor, stats_from: Tensor) -> Tensor:
     """(x - mean) / std with the channel statistics of ``stats_from`` (as net.py's per_image)."""
-    from volary.learning.sousvide.net import IMAGE_NORM_EPS
+    from volary.studies.sousvide.net import IMAGE_NORM_EPS
 
     mean = stats_from.mean(dim=(-2, -1), keepdim=True)
     std = stats_from.std(dim=(-2, -1), keepdim=True, unbiased=False).clamp_min(IMAGE_NORM_EPS)
@@ -48,9 +48,9 @@ def _std_norm(x: Tensor, stats_from: Tensor) -> Tensor:
 
 
 def oracle(ckpts: list[str], trials: int, out: Path) -> dict:
-    from volary.learning.sousvide import evaluate as ev
-    from volary.learning.sousvide.policy import SVPolicy
-    from volary.learning.sousvide.scene import SousVideScene, make_scene
+    from volary.studies.sousvide import evaluate as ev
+    from volary.studies.sousvide.policy import SVPolicy
+    from volary.studies.sousvide.scene import SousVideScene, make_scene
 
     stash: dict[str, object] = {}
     scene_at, render = ev.MovingPeople.scene_at, SousVideScene.render
@@ -100,10 +100,10 @@ def oracle(ckpts: list[str], trials: int, out: Path) -> dict:
 
 def _frames() -> tuple[Tensor, Tensor, Tensor]:
     """(F, 3, H, W) float frames along the reference: clean, with people, at 40 % lighting."""
-    from volary.learning.sousvide.evaluate import MovingPeople
-    from volary.learning.sousvide.scene import make_scene
     from volary.math.quaternion import quat_from_euler
     from volary.sensors.effects import brightness
+    from volary.studies.sousvide.evaluate import MovingPeople
+    from volary.studies.sousvide.scene import make_scene
 
     sc, people = make_scene(), MovingPeople()
     ts = torch.arange(0, sc.duration, 0.05, dtype=torch.float64)

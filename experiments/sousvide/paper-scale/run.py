@@ -1,9 +1,10 @@
 """SOUS VIDE at the paper's data scale on one GPU: Algorithm 1 data, Table I variants trained in
 parallel processes, each flown at baseline / -30 % / +30 % mass (SV-Net also under Table II).
 
-    python benchmarks/sousvide_scale.py all --out OUT            # generate, train, evaluate
-    python benchmarks/sousvide_scale.py all --out OUT --seed 1 --runs u8-svnet,no_rma,u-no_latent
-    python benchmarks/sousvide_scale.py tables --out benchmarks/results/sousvide/gpu-100k
+    P=experiments/sousvide/paper-scale
+    python $P/run.py all --out OUT            # generate, train, evaluate
+    python $P/run.py all --out OUT --seed 1 --runs u8-svnet,no_rma,u-no_latent
+    python $P/run.py tables --out $P/results
 
 ``all`` generates a 2,500-rollout x 40-step dataset (100,000 rows, 64 x 64, seed 0, the default
 randomization of ``GenerateConfig``) into ROOT unless it exists, then trains every run of
@@ -50,8 +51,8 @@ TABLE_II = ("lighting", "dynamic", "static", "wind")
 
 
 def generate(args: argparse.Namespace) -> None:
-    from volary.learning.sousvide.generate import GenerateConfig
-    from volary.learning.sousvide.generate import generate as gen
+    from volary.studies.sousvide.generate import GenerateConfig
+    from volary.studies.sousvide.generate import generate as gen
 
     cfg = GenerateConfig(n_des=args.units // 10, n_smp=10, envs=min(1024, args.units),
                          device=args.device)  # fmt: skip
@@ -67,11 +68,11 @@ def generate(args: argparse.Namespace) -> None:
 
 
 def run(tag: str, args: argparse.Namespace) -> None:
-    from volary.learning.sousvide.evaluate import EvalConfig, evaluate, result_json
-    from volary.learning.sousvide.net import ArchConfig
-    from volary.learning.sousvide.policy import SVPolicy
-    from volary.learning.sousvide.scene import make_scene
-    from volary.learning.sousvide.train import TrainConfig, train_policy
+    from volary.studies.sousvide.evaluate import EvalConfig, evaluate, result_json
+    from volary.studies.sousvide.net import ArchConfig
+    from volary.studies.sousvide.policy import SVPolicy
+    from volary.studies.sousvide.scene import make_scene
+    from volary.studies.sousvide.train import TrainConfig, train_policy
 
     variant, hist_u, latent = RUNS[tag]
     out = args.root / tag

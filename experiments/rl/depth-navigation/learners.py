@@ -17,11 +17,11 @@ seeds (same test) and how many seeds each learner won. Three seeds cannot make a
 sign test significant (its smallest two-sided p is 0.25), so the seed count is reported, not
 tested.
 
-    .venv/bin/python benchmarks/rl_navigate_learners.py --seeds 0,1,2
+    .venv/bin/python experiments/rl/depth-navigation/learners.py --seeds 0,1,2
 
 ``--reuse`` keeps a run whose ``policy.pt`` and ``report.json`` are already in the work folder
-(``--work``, default ``benchmarks/results/rl/navigate-learners/``). Writes
-``benchmarks/results/rl/navigate-learners.{json,png}`` (or ``--out``) and prints a table.
+(``--work``, default ``results/learners/`` beside this script). Writes ``--out`` (default
+``results/learners-s0-2.{json,png}``) and prints a table.
 """
 
 from __future__ import annotations
@@ -29,10 +29,12 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import sys
 from pathlib import Path
 
-from _cli import volary_command
-from rl_navigate_latent import (
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))  # for _cli
+from _cli import volary_command  # noqa: E402  (shared with benchmarks/rl_hover.py)
+from latent import (  # noqa: E402
     add_eval_args,
     evaluate,
     paired_by_forest,
@@ -120,8 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     add_eval_args(ap)
     ap.add_argument("--recipe", default="learned-planner", help="a navigate recipe")
     ap.add_argument("--reuse", action="store_true", help="keep runs already in --work")
-    ap.add_argument("--work", type=Path, default=HERE / "results" / "rl" / "navigate-learners")
-    ap.add_argument("--out", type=Path, default=HERE / "results" / "rl" / "navigate-learners.json")
+    ap.add_argument("--work", type=Path, default=HERE / "results" / "learners")
+    ap.add_argument("--out", type=Path, default=HERE / "results" / "learners-s0-2.json")
     args = ap.parse_args(argv)
     runs = []
     for seed in (int(s) for s in args.seeds.split(",")):

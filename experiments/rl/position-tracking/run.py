@@ -12,11 +12,11 @@ flown to its end: ``mean_error`` (mean |e| over every step, transients included)
 terminate early (crash, too far, flipped) have no tracking error and are counted apart.
 Unit of replication: the training seed. Runs interleave the platforms seed by seed.
 
-    .venv/bin/python benchmarks/rl_aerial_gym.py --seeds 0,1,2,3,4
+    .venv/bin/python experiments/rl/position-tracking/run.py --seeds 0,1,2,3,4
 
-Writes ``benchmarks/results/rl/aerial-gym.json`` (or ``--out``), each run's report, learning
-curve and eval under ``benchmarks/results/rl/aerial-gym/``, a plot of |e| over time
-(``aerial-gym.png``), and prints a table.
+Writes ``--out`` (default ``results/seeds0-4.json`` beside this script), each run's report,
+learning curve and eval under the folder of the same name (``results/seeds0-4/``), a plot of |e|
+over time (``seeds0-4.png``), and prints a table.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ import sys
 import time
 from pathlib import Path
 
-from _cli import threads_env, volary_command
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))  # for _cli
+from _cli import threads_env, volary_command  # noqa: E402  (shared with benchmarks/rl_hover.py)
 
 HERE = Path(__file__).resolve().parent
 RECIPES = ("aerial-gym-quad", "aerial-gym-tilted-hexa")
@@ -135,9 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", default="0,1,2,3,4")
     ap.add_argument("--episodes", type=int, default=256)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--out", type=Path, default=HERE / "results" / "rl" / "aerial-gym.json")
+    ap.add_argument("--out", type=Path, default=HERE / "results" / "seeds0-4.json")
     args = ap.parse_args(argv)
-    from _timing import cpu_model
+    from volary.bench.threads import cpu_model
 
     recipes = args.recipes.split(",")
     work = args.out.with_suffix("")

@@ -14,11 +14,11 @@ Evaluation: the hover task as trained (10 s, success = within 0.2 m and 0.5 m/s 
 platforms in one batch. Unit of replication: the training seed; variants are interleaved seed
 by seed.
 
-    .venv/bin/python benchmarks/rl_cross_airframe.py --seeds 0,1,2
+    .venv/bin/python experiments/rl/cross-airframe/run.py --seeds 0,1,2
 
-Writes ``benchmarks/results/rl/cross-airframe.json`` (or ``--out``), each run's report and
-learning curve under ``benchmarks/results/rl/cross-airframe/``, a per-platform plot
-(``cross-airframe.png``), and prints a table.
+Writes ``--out`` (default ``results/seeds0-2.json`` beside this script), each run's report and
+learning curve under the folder of the same name (``results/seeds0-2/<variant>/``), a
+per-platform plot (``seeds0-2.png``), and prints a table.
 """
 
 from __future__ import annotations
@@ -33,7 +33,8 @@ import sys
 import time
 from pathlib import Path
 
-from _cli import threads_env, volary_command
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))  # for _cli
+from _cli import threads_env, volary_command  # noqa: E402  (shared with benchmarks/rl_hover.py)
 
 HERE = Path(__file__).resolve().parent
 RECIPE = "cross-airframe"
@@ -133,9 +134,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--per-platform", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--out", type=Path, default=HERE / "results" / "rl" / "cross-airframe.json")
+    ap.add_argument("--out", type=Path, default=HERE / "results" / "seeds0-2.json")
     args = ap.parse_args(argv)
-    from _timing import cpu_model
+    from volary.bench.threads import cpu_model
 
     work = args.out.with_suffix("")
     variants = args.variants.split(",")

@@ -1,21 +1,21 @@
 """SOUS VIDE Table I / II in simulation: train the four SV-Net variants on one expert dataset,
 then fly them in the synthesized room under mass variation and the Table II disturbances.
 
-    .venv/bin/python benchmarks/sousvide_ablation.py train --data out/sv/data.h5 \\
+    .venv/bin/python experiments/sousvide/ablation/run.py train --data out/sv/data.h5 \\
         --out out/sv/ablation --variant svnet          # one variant per process (1 thread)
-    .venv/bin/python benchmarks/sousvide_ablation.py eval --out out/sv/ablation
+    .venv/bin/python experiments/sousvide/ablation/run.py eval --out out/sv/ablation
 
-``train`` calls ``volary.learning.sousvide.train.train_policy`` with the reduced budget below
+``train`` calls ``volary.studies.sousvide.train.train_policy`` with the reduced budget below
 (a CPU stand-in for the paper's 12 GPU hours); ``eval`` flies every checkpoint found in OUT with
-``volary.learning.sousvide.evaluate`` and writes ``results.json`` and ``table.md`` beside them
-(copied to ``benchmarks/results/sousvide/`` for the record). ``train --history-actions``
+``volary.studies.sousvide.evaluate`` and writes ``results.json`` and ``table.md`` beside them
+(copied to ``experiments/sousvide/ablation/results/`` for the record). ``train --history-actions``
 adds the command u^(k-1) to each history entry, ``train --latent N`` sets the RMA latent width
 (default 64), ``train --image-norm per_image`` standardizes each image by its own channel
 statistics, ``train --augment`` jitters brightness and contrast in stage 2, ``train
 --occlusion F`` pastes random rectangles into a share F of the stage-2 images;
 ``compare --row LABEL=RESULTS.json:VARIANT ...`` puts rows of several ``eval`` runs side by side,
 ``probe --row LABEL=CKPT ...`` measures what a history net's latent carries
-(``benchmarks/results/sousvide/latent-width/``).
+(``experiments/sousvide/ablation/results/latent-width/``).
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ VARIANTS = ("svnet", "no_rma", "no_pretrain", "no_latent")
 
 
 def train(data: Path, out: Path, variant: str, args: argparse.Namespace) -> None:
-    from volary.learning.sousvide.net import ArchConfig
-    from volary.learning.sousvide.train import TrainConfig, train_policy
+    from volary.studies.sousvide.net import ArchConfig
+    from volary.studies.sousvide.train import TrainConfig, train_policy
 
     cfg = TrainConfig(
         variant=variant,
@@ -52,9 +52,9 @@ def train(data: Path, out: Path, variant: str, args: argparse.Namespace) -> None
 
 
 def evaluate_all(out: Path, args: argparse.Namespace) -> None:
-    from volary.learning.sousvide.evaluate import EvalConfig, evaluate, result_json
-    from volary.learning.sousvide.policy import SVPolicy
-    from volary.learning.sousvide.scene import make_scene
+    from volary.studies.sousvide.evaluate import EvalConfig, evaluate, result_json
+    from volary.studies.sousvide.policy import SVPolicy
+    from volary.studies.sousvide.scene import make_scene
 
     scene = make_scene()
     results: dict[str, dict[str, object]] = {}
@@ -91,7 +91,7 @@ def merge(out: Path) -> dict[str, dict]:
 
 def tables(results: dict[str, dict[str, dict]]) -> str:
     """Markdown: Table I per mass case (each variant beside the paper's row), Table II."""
-    from volary.learning.sousvide.evaluate import PAPER_TABLE_I, PAPER_TABLE_II, format_table
+    from volary.studies.sousvide.evaluate import PAPER_TABLE_I, PAPER_TABLE_II, format_table
 
     paper_names = {
         "svnet": "SV-Net",
@@ -133,7 +133,7 @@ def compare(specs: list[str], out: Path) -> None:
     """Rows from several eval runs side by side: each spec is ``LABEL=RESULTS.json:VARIANT``
     (a ``results.json`` written by ``eval``); writes ``results.json`` (label -> case -> row)
     and ``table.md`` (one table per mass case, then each row's disturbances) into OUT."""
-    from volary.learning.sousvide.evaluate import format_table
+    from volary.studies.sousvide.evaluate import format_table
 
     picked: dict[str, dict] = {}
     for spec in specs:
@@ -166,9 +166,9 @@ def probe(specs: list[str], data: Path, out: Path) -> None:
     ``LABEL=CHECKPOINT.pt`` of a net with the command history; writes ``probe.json`` into OUT."""
     import numpy as np
 
-    from volary.learning.sousvide import dataset as sv_dataset
-    from volary.learning.sousvide.net import load_checkpoint
-    from volary.learning.sousvide.train import split_units, with_commands
+    from volary.studies.sousvide import dataset as sv_dataset
+    from volary.studies.sousvide.net import load_checkpoint
+    from volary.studies.sousvide.train import split_units, with_commands
 
     a = sv_dataset.read(data, images=False)
     hist = torch.as_tensor(with_commands(a))
