@@ -7,8 +7,8 @@ values by the option's type (float, int, text, path) and by what its declared ch
 takes (``volary.cli.checks.OPTIONS``: a name, an input file, an output path, free text).
 Documented exceptions (nothing is skipped silently):
 
-- ``bench run|resume|report|list`` (``volary.cli.nav``) are checked by their own module, owned
-  by another change of issue 55: :data:`ELSEWHERE`.
+- ``bench run|resume|report|list`` (``volary.studies.flyingtrust.cli``) are checked by their own
+  module, owned by another change of issue 55: :data:`ELSEWHERE`.
 - Free text (``--token``, ``--trial``, ``--host``, ``--name``, ``--namespace``: kind ``text``)
   legitimately takes any word of its syntax: only the empty string and NUL are drawn for them.
 - Output paths (kind ``out_dir`` / ``out_file``) may name anything that does not exist yet: the

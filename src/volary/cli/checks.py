@@ -8,7 +8,7 @@ and exit code 2, before anything is printed, allocated or started. A check's ``k
 the option takes (a number, a name, an input file, an output path, free text): the property
 tests (``tests/test_inputs_cli.py``) draw their bad values from it. Checks that need a registry
 import it on use. A command missing here is not checked (``bench run|resume|report|list`` check
-their own options in :mod:`volary.cli.nav`).
+their own options in :mod:`volary.studies.flyingtrust.cli`).
 """
 
 from __future__ import annotations

@@ -496,11 +496,11 @@ def demo(
 
 def _register_subcommands() -> None:
     from volary.cli.fc import app as fc_app
-    from volary.cli.nav import register
     from volary.cli.ros2 import ros2_app
     from volary.cli.splat import splat_app
     from volary.ros1.cli import ros1_app
     from volary.studies.boundary.cli import bp_app
+    from volary.studies.flyingtrust.cli import register
     from volary.studies.rl.cli import rl_app
     from volary.studies.sousvide.cli import sousvide_app
 
