@@ -5,6 +5,7 @@ the same trials (their committed full-protocol rows, nav-flyingtrust-slate/*/tri
         ros1:ego=benchmarks/results/ros1_planners/ego \
         ros1:fast_planner=benchmarks/results/ros1_planners/fast_planner \
         ros1:ego_volume=benchmarks/results/ros1_planners/ego-volume \
+        ros1:fast_planner_volume=benchmarks/results/ros1_planners/fast_planner-volume \
         > benchmarks/results/ros1_planners/summary.json
 
 The full protocol's six-platform part (420 trials a planner):
@@ -19,8 +20,7 @@ The full protocol's six-platform part (420 trials a planner):
 
 The ``*_volume`` runs are the second setting (examples/ros1_planners.toml): the same planners
 given the trial's flight volume (map floor and virtual ceiling) instead of upstream's fixed one.
-Only complete runs belong here (pairs are over the trials every run has): add
-``ros1:fast_planner_volume=.../fast_planner-volume`` once its run has all 84 trials.
+Only complete runs belong here (pairs are over the trials every run has).
 
 Each DIR holds the run's ``run.sqlite``, the relay's ``timing.jsonl`` and ``run.json`` (the
 run's wall and trial count, from ``volary bench run``'s last line). Pairing key: (scenario,
