@@ -1,26 +1,22 @@
 """summary.json of the ros1:* quick-suite runs beside volary's ``ego`` and ``kinodynamic`` on
 the same trials (their committed full-protocol rows, ../table-ii/results/slate/*/trials.csv).
 
+    R=experiments/flyingtrust/published-planners/results
     .venv/bin/python experiments/flyingtrust/published-planners/run.py \
-        ros1:ego=experiments/flyingtrust/published-planners/results/ego \
-        ros1:fast_planner=experiments/flyingtrust/published-planners/results/fast_planner \
-        ros1:ego_volume=experiments/flyingtrust/published-planners/results/ego-volume \
-        > experiments/flyingtrust/published-planners/results/summary.json
+        ros1:ego=$R/ego ros1:fast_planner=$R/fast_planner ros1:ego_volume=$R/ego-volume \
+        ros1:fast_planner_volume=$R/fast_planner-volume > $R/summary.json
 
 The full protocol's six-platform part (420 trials a planner):
 
     .venv/bin/python experiments/flyingtrust/published-planners/run.py \
-        ros1:ego=experiments/flyingtrust/published-planners/results/ego-full6 \
-        ros1:fast_planner=experiments/flyingtrust/published-planners/results/fast_planner-full6 \
-        --report=experiments/flyingtrust/published-planners/results/full6-report \
-        > experiments/flyingtrust/published-planners/results/full6-summary.json
+        ros1:ego=$R/ego-full6 ros1:fast_planner=$R/fast_planner-full6 \
+        --report=$R/full6-report > $R/full6-summary.json
 
 ``--report=DIR`` also writes volary's HTML report of the rows (``DIR/index.html``, CSV exports).
 
 The ``*_volume`` runs are the second setting (examples/ros1_planners.toml): the same planners
 given the trial's flight volume (map floor and virtual ceiling) instead of upstream's fixed one.
-Only complete runs belong here (pairs are over the trials every run has): add
-``ros1:fast_planner_volume=.../fast_planner-volume`` once its run has all 84 trials.
+Only complete runs belong here (pairs are over the trials every run has).
 
 Each DIR holds the run's ``run.sqlite``, the relay's ``timing.jsonl`` and ``run.json`` (the
 run's wall and trial count, from ``volary bench run``'s last line). Pairing key: (scenario,

@@ -12,25 +12,17 @@ exit code 2.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from volary.errors import ConfigError
+from volary.options import console, fail
 
 race_app = typer.Typer(help="The AlphaPilot 2019 race (paper 001 Sec. V-C).")
-console = Console(soft_wrap=True)  # paths and messages are not broken at 80 columns
 
 Out = Annotated[Path, typer.Option("--out", help="Directory for the files this command writes.")]
 Device = Annotated[str, typer.Option("--device", help="cpu or cuda.")]
-
-
-def _fail(msg: str) -> NoReturn:
-    """A bad input the option checks cannot see alone: raised as ConfigError, printed by the
-    ``volary`` command as one line, exit code 2."""
-    raise ConfigError(msg)
 
 
 #: The options only one mode of ``volary race`` uses (the other refuses them).
@@ -106,7 +98,7 @@ def race(
     plots (an upper bound)."""
     _refuse_other_modes(ctx, mode, RACE_MODE_OPTIONS)
     if mode == "challenge" and courses < 1:
-        _fail(f"--courses: expected >= 1 in challenge mode, got {courses}")
+        fail(f"--courses: expected >= 1 in challenge mode, got {courses}")
     if mode == "challenge":
         _race_challenge(seed, courses, out, device, contestant, sensors, faults,
                         noise_seeds, first_noise_seed, courses_from, workers)  # fmt: skip
@@ -121,7 +113,7 @@ def _refuse_other_modes(ctx: Any, mode: str, by_mode: dict[str, tuple[str, ...]]
             source = ctx.get_parameter_source(name)
             if source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"):
                 option = "--" + name.replace("_", "-")
-                _fail(f"{option}: used by --mode {other} only, not by --mode {mode}")
+                fail(f"{option}: used by --mode {other} only, not by --mode {mode}")
 
 
 def _race_challenge(

@@ -10,36 +10,28 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated
 
 import typer
-from rich.console import Console
 
-from volary.errors import ConfigError
-from volary.options import SetOption, configure
+from volary.options import SetOption, configure, console, fail
 
 bp_app = typer.Typer(
     no_args_is_help=True,
     help="BoundaryPredictor: sample the dataset, train, fly courses.",
 )
-console = Console(soft_wrap=True)  # paths and messages are not broken at 80 columns
 
 Out = Annotated[Path, typer.Option("--out", help="Output directory.")]
 Seed = Annotated[int, typer.Option("--seed", help="Seed (grid subset, randomization, split).")]
-
-
-def _fail(msg: str) -> NoReturn:
-    """A bad input the option checks cannot see alone: one line, exit code 2 (the volary group)."""
-    raise ConfigError(msg)
 
 
 def _check_device(device: str) -> None:
     import torch
 
     if device != "cpu" and device != "cuda" and not device.startswith("cuda:"):
-        _fail(f"--device: expected cpu, cuda or cuda:N, got {device!r}")
+        fail(f"--device: expected cpu, cuda or cuda:N, got {device!r}")
     if device.startswith("cuda") and not torch.cuda.is_available():
-        _fail(f"--device {device}: no CUDA device is available")
+        fail(f"--device {device}: no CUDA device is available")
 
 
 @bp_app.command("sample")
@@ -82,7 +74,7 @@ def bp_sample(
 
     _check_device(device)
     if tail < 0:
-        _fail(f"--tail: expected seconds >= 0, got {tail}")
+        fail(f"--tail: expected seconds >= 0, got {tail}")
     try:
         flags = [
             ("--chunk", "chunk", chunk),
@@ -102,7 +94,7 @@ def bp_sample(
             progress=lambda d, n, r: console.print(f"{d}/{n} inputs, {r:.0f} candidates/s"),
         )
     except VolaryError as e:
-        _fail(str(e))
+        fail(str(e))
     summary = summarize(load_dataset(path))
     (out / "dataset-summary.json").write_text(json.dumps(summary, indent=2))
     console.print(
@@ -145,7 +137,7 @@ def bp_train(
         cfg = configure(TrainConfig(), flags, set_)
         summary = run_training(dataset or out / "dataset.h5", out, cfg, log=_log_epoch)
     except VolaryError as e:
-        _fail(str(e))
+        fail(str(e))
     console.print(json.dumps(summary["test_errors"], indent=2))
     console.print(f"model: {out / 'model.pt'}", markup=False)
 
@@ -184,7 +176,7 @@ def bp_fly(
         kinds = [c.strip() for c in courses.split(",") if c.strip()]
         results = fly_courses(net, kinds, out=out, cfg=cfg, seed=seed, n_gates=n_gates)
     except VolaryError as e:
-        _fail(str(e))
+        fail(str(e))
     console.print(f"wrote {out / 'fly.json'} and {out / 'fly.png'}", markup=False)
     for r in results:
         status = "finished" if r.finished else ("collided" if r.collided else "incomplete")

@@ -7,24 +7,13 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from volary.errors import ConfigError
-from volary.options import SetOption, configure
-
-console = Console(soft_wrap=True)  # paths and messages are not broken at 80 columns
-
-
-def fail(msg: str) -> NoReturn:
-    """A bad input the option checks cannot see alone: raised as ConfigError, printed by the
-    ``volary`` group as one line, exit code 2."""
-    raise ConfigError(msg)
-
+from volary.options import SetOption, configure, console, fail
 
 RUNS_DIR = Path("out/bench")
 DB_NAME = "run.sqlite"

@@ -14,14 +14,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from volary.errors import ConfigError
-from volary.options import SetOption, configure
+from volary.options import SetOption, configure, console, fail
 
 rl_app = typer.Typer(
     name="rl",
@@ -35,13 +33,6 @@ Seed = Annotated[int, typer.Option("--seed", help="Seed of the env and every ran
 Device = Annotated[str, typer.Option("--device", help="cpu or cuda.")]
 Out = Annotated[Path, typer.Option("--out", help="Directory for the files this command writes.")]
 _COLUMNS = ("iter", "episodes", "return", "length", "pi loss", "v loss", "KL", "samples/s")
-console = Console(soft_wrap=True)  # paths and messages are not broken at 80 columns
-
-
-def fail(msg: str) -> NoReturn:
-    """A bad input the option checks cannot see alone: one line, exit code 2 (the ``volary``
-    command's VolaryGroup)."""
-    raise ConfigError(msg)
 
 
 def _check_positive(value: int, option: str) -> None:

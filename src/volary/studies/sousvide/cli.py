@@ -9,33 +9,25 @@ bad input a command finds itself raises :class:`~volary.errors.ConfigError`.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 
-from volary.errors import ConfigError
-from volary.options import SetOption, configure
+from volary.options import SetOption, configure, console, fail
 
 sousvide_app = typer.Typer(
     no_args_is_help=True,
     help="SOUS VIDE: expert data, SV-Net training, evaluation.",
 )
-console = Console(soft_wrap=True)  # paths and messages are not broken at 80 columns
-
-
-def _fail(msg: str) -> NoReturn:
-    """A bad input the option checks cannot see alone: one line, exit code 2 (the volary group)."""
-    raise ConfigError(msg)
 
 
 def _sv_device(device: str) -> None:
     import torch
 
     if device != "cpu" and device != "cuda" and not device.startswith("cuda:"):
-        _fail(f"--device: expected cpu, cuda or cuda:N, got {device!r}")
+        fail(f"--device: expected cpu, cuda or cuda:N, got {device!r}")
     if device.startswith("cuda") and not torch.cuda.is_available():
-        _fail(f"--device {device}: no CUDA device is available")
+        fail(f"--device {device}: no CUDA device is available")
 
 
 @sousvide_app.command("generate")
@@ -65,7 +57,7 @@ def sousvide_generate(
 
     _sv_device(device)
     if out.exists() and out.is_dir():
-        _fail(f"--out: {out} is a directory; give a dataset file path (e.g. {out}/data.h5)")
+        fail(f"--out: {out} is a directory; give a dataset file path (e.g. {out}/data.h5)")
     try:
         cfg = configure(
             GenerateConfig(),
@@ -83,7 +75,7 @@ def sousvide_generate(
 
         summary = generate(out, cfg, progress=progress, max_units=max_units)
     except VolaryError as e:
-        _fail(str(e))
+        fail(str(e))
     for line in summary.lines():
         console.print(line, highlight=False)
 
@@ -164,10 +156,10 @@ def sousvide_train(
             set_,
         )  # fmt: skip
         if not data.is_file():
-            _fail(f"--data: no such dataset file {str(data)!r}")
+            fail(f"--data: no such dataset file {str(data)!r}")
         ckpt = train_policy(data, out, config=cfg)
     except VolaryError as e:
-        _fail(str(e))
+        fail(str(e))
     console.print(f"wrote {ckpt}", highlight=False, markup=False)
 
 
@@ -218,7 +210,7 @@ def sousvide_eval(
     names = [d.strip() for d in disturbance.split(",") if d.strip()]
     bad = [d for d in names if d not in DISTURBANCES]
     if not names or bad:
-        _fail(f"--disturbance: unknown {bad or disturbance!r}; valid: {', '.join(DISTURBANCES)}")
+        fail(f"--disturbance: unknown {bad or disturbance!r}; valid: {', '.join(DISTURBANCES)}")
     try:
         base = configure(
             EvalConfig(),
@@ -231,7 +223,7 @@ def sousvide_eval(
             pol: Any = ExpertPolicy(scene, device=device)
         else:
             if not Path(policy).is_file():
-                _fail(f"--policy: expected a checkpoint file or 'expert', got {policy!r}")
+                fail(f"--policy: expected a checkpoint file or 'expert', got {policy!r}")
             from volary.studies.sousvide.policy import SVPolicy
 
             pol = SVPolicy.load(policy, device=device)
@@ -245,7 +237,7 @@ def sousvide_eval(
             records.append(result_json(r))
             console.print(f"{name}: {r.outcome}", highlight=False, markup=False)
     except VolaryError as e:
-        _fail(str(e))
+        fail(str(e))
     table = format_table(rows, PAPER_TABLE_II)
     out.mkdir(parents=True, exist_ok=True)
     (out / "eval.json").write_text(json.dumps({"policy": policy, "runs": records}, indent=2))
