@@ -16,8 +16,8 @@ import torch
 from volary.dynamics import MultirotorState
 from volary.dynamics.compiled import pack_state
 from volary.envs import fused_position, make_env
-from volary.envs.fused_position import _end_terms, _reward_terms, task_constants
-from volary.envs.position import REWARD_TERMS
+from volary.envs.fused_position import _end_terms, _reward_terms
+from volary.envs.position import REWARD_TERMS, task_constants
 
 N = 512
 END_TERMS = ("diverged", "crashed", "too_far", "below", "tilted")

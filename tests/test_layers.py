@@ -326,13 +326,6 @@ def import_graph() -> nx.DiGraph:
     return graph
 
 
-# Import circles closed only by ``if TYPE_CHECKING:`` imports that are known and waiting: the
-# numba evaluation of PositionTask types its argument as PositionTask, while PositionTask calls
-# it. The fix (a protocol in fused_position, or the glue moved into PositionTask) rewrites
-# files that other work is changing at the same time, so it follows once that work has landed.
-TYPE_ONLY_PENDING = [{"volary.envs.fused_position", "volary.envs.position"}]
-
-
 def test_no_import_circle():
     """Issue "A core and its studies": no import circle among volary's modules, counting
     imports inside functions and ``if TYPE_CHECKING:`` imports (a circle of annotations is a
@@ -340,13 +333,7 @@ def test_no_import_circle():
     instead, as ``volary.sim.fused.LoopHost``). The failure lists each circle's modules."""
     graph = import_graph()
     circles = [set(c) for c in nx.strongly_connected_components(graph) if len(c) > 1]
-    found = sorted(sorted(c) for c in circles if c not in TYPE_ONLY_PENDING)
+    found = sorted(sorted(c) for c in circles)
     assert found == [], f"{len(found)} import circle(s):\n" + "\n".join(
         " <-> ".join(c) for c in found
     )
-    for c in TYPE_ONLY_PENDING:  # a pending circle stays type-only: nothing goes round at runtime
-        assert c in circles, f"no longer a circle, remove it from TYPE_ONLY_PENDING: {sorted(c)}"
-        runtime = nx.DiGraph(
-            (a, b) for a, b, d in graph.subgraph(c).edges(data=True) if not d["type_only"]
-        )
-        assert nx.is_directed_acyclic_graph(runtime), f"{sorted(c)}: a runtime import circle"

@@ -20,6 +20,10 @@ torch path holds float32, so the two agree to float32 rounding, not bit for bit 
 matrix products sum in another order); a trajectory that grazes a threshold (the success
 radius, a termination) may fall on the other side of it.
 
+This module holds the kernels and sees arrays only; :mod:`volary.envs.position` packs a task
+into them (``first_episodes``, ``task_constants``), so the task imports the kernels and not
+the other way round.
+
 What it covers: the ``hover`` and ``reach`` tasks with every observation layout and action
 mode, one goal per episode (``goal_hold_s`` 0), on the numba backend (``compile="numba"``,
 the CPU default of the recipes); a policy that is an MLP with tanh between its layers and an
@@ -30,121 +34,22 @@ caller steps the env.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
 
 import numba
 import numpy as np
-import torch
 
 from volary.control.numba_laws import rotmat
-from volary.cpu import step_threads
 from volary.dynamics.numba_kernels import jit
-from volary.envs.policy import MlpPolicy
-from volary.errors import ConfigError
 from volary.sim.fused_kernels import _scratch, env_step
 
-if TYPE_CHECKING:
-    from volary.envs.position import PositionTask
-
-_LAYOUT_CODES = {"volary": 0, "aerial_gym": 1, "volary_twr": 2, "body": 3}
+LAYOUT_CODES = {"volary": 0, "aerial_gym": 1, "volary_twr": 2, "body": 3}
 # PositionTask's, in order (the env's step limit last)
-_TERMS = ("diverged", "crashed", "too_far", "below", "tilted", "step_limit")
+END_TERMS = ("diverged", "crashed", "too_far", "below", "tilted", "step_limit")
 # the reward terms the kernel writes, in envs.position.REWARD_TERMS's order (a test checks it;
-# importing it would make position <-> fused_position an import circle)
+# the task imports this module, not the other way round)
 REWARD_TERMS = ("close", "close_and_slow", "body_rates", "action_change", "precision", "crash")
 PARALLEL_MIN = 64  # envs; from here the kernel splits envs over numba's threads
 BLOCK = 8  # envs per parallel work item (a whole episode each: small blocks balance the load)
-
-
-def unsupported(env: PositionTask, policy: MlpPolicy) -> str | None:
-    """Why ``env`` cannot evaluate ``policy`` in the kernel (None: it can)."""
-    cfg = env.config
-    if env.sim.fused_loop is None:
-        return "the env does not step on the numba closed loop (compile='numba' on the CPU)"
-    if env.term_names != _TERMS or env.action_repeat != 1:
-        return "end conditions or an action repeat other than PositionTask's"
-    if cfg.goal_hold_s > 0:
-        return "setpoint sequences (goal_hold_s > 0) draw goals during the episode"
-    if env.world.scene is not None or env.sim.imu is not None:
-        return "a scene or an IMU"
-    obs_dim = int(env.observation_space.shape[-1])  # type: ignore[index]
-    if policy.obs_dim != obs_dim or policy.act_dim != env.act_dim:
-        return "the policy's sizes do not match the env's"
-    if env.sim.controller.setpoint_size != env.act_dim:
-        return "the action mode's setpoint is not one value per action"
-    return None
-
-
-def first_episodes(env: PositionTask, policy: MlpPolicy, seed: int) -> dict[str, np.ndarray]:
-    """Reset ``env`` with ``seed`` and fly every env's first episode under ``policy`` in one
-    kernel call; per env: ``episode_return`` (float32, summed in float32 as the env does),
-    ``episode_length``, ``success`` and the task's ``episode_metrics`` (NaN where the env
-    reports NaN). The env must be reset before it is stepped again. Raises ``ConfigError``
-    when :func:`unsupported` names a reason."""
-    why = unsupported(env, policy)
-    if why is not None:
-        raise ConfigError(f"first_episodes: the kernel cannot evaluate this: {why}")
-    env.reset(seed=seed)
-    cfg, n, loop = env.config, env.num_envs, env.sim.fused_loop
-    b = loop.buffers()
-    sizes, flat, norm, clip = policy.packed()
-    scale, offset = _action_map(env)
-    task = task_constants(env)
-    ints = np.array([_LAYOUT_CODES[cfg.observation], env.max_steps, env._settle_steps,
-                     env.sim.params.n_rotors], np.int64)  # fmt: skip
-    goal = env.goal.numpy().astype(np.float64)
-    hover = env._hover_fraction[:, 0].numpy().astype(np.float64)
-    out_f = np.zeros((4, n), np.float64)
-    out_i = np.zeros((2, n), np.int64)
-    threads = torch.get_num_threads()
-    kernel = _episodes
-    if n >= PARALLEL_MIN and threads > 1:
-        top = int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
-        threads = step_threads(min(threads, top))  # less the cores others are busy on
-    if n >= PARALLEL_MIN and threads > 1:
-        numba.set_num_threads(threads)
-        kernel = _episodes_parallel
-    kernel(b.p, b.pc, b.c, b.d, b.x, b.tick, b.flags, b.keys, b.rate, b.imu, b.mode, b.cdt, b.phys,
-           b.iphys, sizes, flat, norm, clip, scale, offset, goal, hover, task, ints, out_f,
-           out_i)  # fmt: skip
-    loop.publish(b)
-    env._started = False  # the task's episode counters no longer match the World: reset first
-    return {
-        "episode_return": out_f[0].astype(np.float32),
-        "episode_length": out_i[0],
-        "success": out_i[1].astype(bool),
-        "final_distance": out_f[1],
-        "mean_error": out_f[2],
-        "settled_error": out_f[3],
-    }
-
-
-def task_constants(env: PositionTask) -> np.ndarray:
-    """The task's constants as the kernel reads them: [max_distance, min_height,
-    cos(max_tilt), crash_penalty, precision_weight, precision_scale, success_radius]."""
-    cfg = env.config
-    return np.array([cfg.max_distance, cfg.min_height, math.cos(cfg.max_tilt), cfg.crash_penalty,
-                     cfg.precision_weight, cfg.precision_scale, cfg.success_radius],
-                    np.float64)  # fmt: skip
-
-
-def _action_map(env: PositionTask) -> tuple[np.ndarray, np.ndarray]:
-    """setpoint_j = (a_j + offset_j) * scale[n, j] (:meth:`PositionTask._setpoint`)."""
-    cfg, n, a = env.config, env.num_envs, env.act_dim
-    scale = np.zeros((n, a), np.float64)
-    offset = np.zeros(a, np.float64)
-    if cfg.control == "ctbr":
-        scale[:, 0] = 0.5 * env._max_thrust.numpy()
-        scale[:, 1:] = env._rates.numpy()[None, :]
-        offset[0] = 1.0
-    elif cfg.control == "rotor_thrusts":
-        scale[:] = 0.5 * env._rotor_max.numpy()
-        offset[:] = 1.0
-    else:  # velocity, acceleration
-        lim = cfg.max_speed if cfg.control == "velocity" else cfg.max_acc
-        scale[:, :3] = lim
-        scale[:, 3:] = math.pi
-    return scale, offset
 
 
 @jit
@@ -203,7 +108,7 @@ def _observe(x, n, goal, prev, hover, layout, obs):
 
 @jit
 def _layout(x, n, goal, prev, hover, layout, obs):
-    """Env ``n``'s observation in ``layout``'s order (:data:`_LAYOUT_CODES`) into ``obs``;
+    """Env ``n``'s observation in ``layout``'s order (:data:`LAYOUT_CODES`) into ``obs``;
     how many values it wrote."""
     rm = rotmat(x[6, n], x[7, n], x[8, n], x[9, n])  # body to world, row-major
     e0, e1, e2 = goal[n, 0] - x[0, n], goal[n, 1] - x[1, n], goal[n, 2] - x[2, n]
@@ -359,7 +264,7 @@ def _reward_terms(x, n, goal, act, prev, terminated, task, out):
 
 
 @jit
-def _episodes(p, pc, c, d, x, tick, flags, keys, rate, imu, mode, cdt, phys, iphys, sizes, flat,
+def episodes(p, pc, c, d, x, tick, flags, keys, rate, imu, mode, cdt, phys, iphys, sizes, flat,
               norm, clip, scale, offset, goal, hover, task, ints, out_f, out_i):  # fmt: skip
     """Every env's first episode, one env after another (envs never interact)."""
     r = ints[3]
@@ -373,10 +278,10 @@ def _episodes(p, pc, c, d, x, tick, flags, keys, rate, imu, mode, cdt, phys, iph
 
 
 @numba.njit(cache=True, nogil=True, fastmath=False, error_model="numpy", parallel=True)
-def _episodes_parallel(p, pc, c, d, x, tick, flags, keys, rate, imu, mode, cdt, phys, iphys, sizes,
+def episodes_parallel(p, pc, c, d, x, tick, flags, keys, rate, imu, mode, cdt, phys, iphys, sizes,
                        flat, norm, clip, scale, offset, goal, hover, task, ints, out_f,
                        out_i):  # fmt: skip
-    """:func:`_episodes` with the envs split over numba's threads (results do not depend on
+    """:func:`episodes` with the envs split over numba's threads (results do not depend on
     the thread count: every env's episode is its own)."""
     r = ints[3]
     n_env = x.shape[1]
@@ -391,4 +296,12 @@ def _episodes_parallel(p, pc, c, d, x, tick, flags, keys, rate, imu, mode, cdt, 
                      out_i, s, cmds, sp)  # fmt: skip
 
 
-__all__ = ["MlpPolicy", "first_episodes", "unsupported"]
+__all__ = [
+    "BLOCK",
+    "END_TERMS",
+    "LAYOUT_CODES",
+    "PARALLEL_MIN",
+    "REWARD_TERMS",
+    "episodes",
+    "episodes_parallel",
+]

@@ -54,8 +54,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -65,6 +66,9 @@ from volary.errors import ConfigError
 from volary.math.quaternion import quat_from_euler, quat_to_rotmat
 from volary.platforms.randomize import random_quads
 from volary.sim import World, terms
+
+if TYPE_CHECKING:
+    from volary.envs.policy import MlpPolicy
 
 OBS_LAYOUTS = {
     "volary": (("goal_error", 3), ("vel", 3), ("rotmat", 9), ("omega", 3), ("prev_action", -1)),
@@ -253,15 +257,13 @@ class PositionTask(TorchVectorEnv):
     def evaluate_mlp(self, policy: Any, seed: int) -> dict[str, Any] | None:
         """Reset with ``seed`` and fly every env's first episode under the deterministic MLP
         ``policy`` (:class:`volary.envs.policy.MlpPolicy`) in one numba call; per-env arrays
-        of the end-of-episode info (:func:`volary.envs.fused_position.first_episodes`), or
+        of the end-of-episode info (:func:`first_episodes`), or
         None where that kernel does not apply (then step the env). Reset before stepping."""
         if self.sim.fused_loop is None or self._lag is not None or self.config.thrust_spread > 0:
             return None  # the kernel flies neither the lag nor the thrust draw
-        import volary.envs.fused_position as fused_position
-
-        if fused_position.unsupported(self, policy) is not None:
+        if fused_unsupported(self, policy) is not None:
             return None
-        return fused_position.first_episodes(self, policy, seed)
+        return first_episodes(self, policy, seed)
 
     def _goal(self, world: World) -> Tensor:
         return self.goal
@@ -436,3 +438,105 @@ class RateLag:
         tau = self.tau.clamp_min(1e-9)
         decay = torch.exp(-h / tau)
         return u * h + (y0 - u) * tau * (1.0 - decay), u + (y0 - u) * decay
+
+
+# ---- the one-call evaluation: this task packed into volary.envs.fused_position's kernels ----
+
+
+def fused_unsupported(env: PositionTask, policy: MlpPolicy) -> str | None:
+    """Why ``env`` cannot evaluate ``policy`` in the kernel (None: it can)."""
+    from volary.envs.fused_position import END_TERMS
+
+    cfg = env.config
+    if env.sim.fused_loop is None:
+        return "the env does not step on the numba closed loop (compile='numba' on the CPU)"
+    if env.term_names != END_TERMS or env.action_repeat != 1:
+        return "end conditions or an action repeat other than PositionTask's"
+    if cfg.goal_hold_s > 0:
+        return "setpoint sequences (goal_hold_s > 0) draw goals during the episode"
+    if env.world.scene is not None or env.sim.imu is not None:
+        return "a scene or an IMU"
+    obs_dim = int(env.observation_space.shape[-1])  # type: ignore[index]
+    if policy.obs_dim != obs_dim or policy.act_dim != env.act_dim:
+        return "the policy's sizes do not match the env's"
+    if env.sim.controller.setpoint_size != env.act_dim:
+        return "the action mode's setpoint is not one value per action"
+    return None
+
+
+def first_episodes(env: PositionTask, policy: MlpPolicy, seed: int) -> dict[str, np.ndarray]:
+    """The one-call evaluation (:mod:`volary.envs.fused_position`): reset ``env`` with ``seed``
+    and fly every env's first episode under ``policy`` in one kernel call; per env:
+    ``episode_return`` (float32, summed in float32 as the env does), ``episode_length``,
+    ``success`` and the task's ``episode_metrics`` (NaN where the env reports NaN). The env
+    must be reset before it is stepped again. Raises ``ConfigError`` when
+    :func:`fused_unsupported` names a reason."""
+    import numba
+
+    import volary.envs.fused_position as kernels
+    from volary.cpu import step_threads
+
+    why = fused_unsupported(env, policy)
+    if why is not None:
+        raise ConfigError(f"first_episodes: the kernel cannot evaluate this: {why}")
+    env.reset(seed=seed)
+    cfg, n, loop = env.config, env.num_envs, env.sim.fused_loop
+    b = loop.buffers()
+    sizes, flat, norm, clip = policy.packed()
+    scale, offset = _action_map(env)
+    task = task_constants(env)
+    ints = np.array([kernels.LAYOUT_CODES[cfg.observation], env.max_steps, env._settle_steps,
+                     env.sim.params.n_rotors], np.int64)  # fmt: skip
+    goal = env.goal.numpy().astype(np.float64)
+    hover = env._hover_fraction[:, 0].numpy().astype(np.float64)
+    out_f = np.zeros((4, n), np.float64)
+    out_i = np.zeros((2, n), np.int64)
+    threads = torch.get_num_threads()
+    kernel = kernels.episodes
+    if n >= kernels.PARALLEL_MIN and threads > 1:
+        top = int(numba.config.NUMBA_NUM_THREADS)  # type: ignore[attr-defined]
+        threads = step_threads(min(threads, top))  # less the cores others are busy on
+    if n >= kernels.PARALLEL_MIN and threads > 1:
+        numba.set_num_threads(threads)
+        kernel = kernels.episodes_parallel
+    kernel(b.p, b.pc, b.c, b.d, b.x, b.tick, b.flags, b.keys, b.rate, b.imu, b.mode, b.cdt, b.phys,
+           b.iphys, sizes, flat, norm, clip, scale, offset, goal, hover, task, ints, out_f,
+           out_i)  # fmt: skip
+    loop.publish(b)
+    env._started = False  # the task's episode counters no longer match the World: reset first
+    return {
+        "episode_return": out_f[0].astype(np.float32),
+        "episode_length": out_i[0],
+        "success": out_i[1].astype(bool),
+        "final_distance": out_f[1],
+        "mean_error": out_f[2],
+        "settled_error": out_f[3],
+    }
+
+
+def task_constants(env: PositionTask) -> np.ndarray:
+    """The task's constants as the kernel reads them: [max_distance, min_height,
+    cos(max_tilt), crash_penalty, precision_weight, precision_scale, success_radius]."""
+    cfg = env.config
+    return np.array([cfg.max_distance, cfg.min_height, math.cos(cfg.max_tilt), cfg.crash_penalty,
+                     cfg.precision_weight, cfg.precision_scale, cfg.success_radius],
+                    np.float64)  # fmt: skip
+
+
+def _action_map(env: PositionTask) -> tuple[np.ndarray, np.ndarray]:
+    """setpoint_j = (a_j + offset_j) * scale[n, j] (:meth:`PositionTask._setpoint`)."""
+    cfg, n, a = env.config, env.num_envs, env.act_dim
+    scale = np.zeros((n, a), np.float64)
+    offset = np.zeros(a, np.float64)
+    if cfg.control == "ctbr":
+        scale[:, 0] = 0.5 * env._max_thrust.numpy()
+        scale[:, 1:] = env._rates.numpy()[None, :]
+        offset[0] = 1.0
+    elif cfg.control == "rotor_thrusts":
+        scale[:] = 0.5 * env._rotor_max.numpy()
+        offset[:] = 1.0
+    else:  # velocity, acceleration
+        lim = cfg.max_speed if cfg.control == "velocity" else cfg.max_acc
+        scale[:, :3] = lim
+        scale[:, 3:] = math.pi
+    return scale, offset

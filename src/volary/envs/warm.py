@@ -13,8 +13,9 @@ import numpy as np
 
 from volary.device import torch_threads
 from volary.envs import make_env
-from volary.envs.fused_position import PARALLEL_MIN, first_episodes
+from volary.envs.fused_position import PARALLEL_MIN
 from volary.envs.policy import MlpPolicy
+from volary.envs.position import first_episodes
 from volary.sim.fused import PARALLEL_MIN as PADDED_FROM
 
 if TYPE_CHECKING:
