@@ -96,7 +96,7 @@ def test_bad_rate_response_options_are_one_line_errors(kw: dict, field: str) -> 
 def test_the_recipes_lags_are_the_fit_of_the_committed_betaflight_steps() -> None:
     from volary.studies.rl.recipes import BETAFLIGHT_RATE_DELAY, BETAFLIGHT_RATE_LAG
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "fc_policy.py"
+    path = Path(__file__).resolve().parents[1] / "experiments/rl/betaflight-transfer/policy.py"
     spec = importlib.util.spec_from_file_location("fc_policy_bench", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

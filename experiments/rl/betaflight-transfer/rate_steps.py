@@ -19,10 +19,10 @@ rate on the other two axes (coupling); and a first-order + delay fit
 also record the height change and vertical speed at the end of the 0.5 s hover (the thrust
 -> throttle map's check).
 
-    .venv/bin/python benchmarks/fc_rate_steps.py            # ~5 min on 2 cores
+    .venv/bin/python experiments/rl/betaflight-transfer/rate_steps.py            # ~5 min on 2 cores
 
-Writes benchmarks/results/fc_rate_steps.json and .png, prints a table. Unit of replication:
-platform x axis x step size; all are reported.
+Writes results/rate-steps.json and .png here, prints a table. Unit of replication: platform
+x axis x step size; all are reported.
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ from volary.platforms import get
 from volary.sim import SimConfig, Simulator
 
 HERE = Path(__file__).resolve().parent
-OUT = HERE / "results" / "fc_rate_steps.json"
+SCRIPT = "experiments/rl/betaflight-transfer/rate_steps.py"  # as stored in results, from root
+OUT = HERE / "results" / "rate-steps.json"
 PLATFORMS = ("fpv_racer_250", "research_quad_1kg", "crazyflie")
 AXES = ("roll", "pitch", "yaw")
 SIZES = (100.0, 200.0, 400.0)  # deg/s
@@ -241,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
                 for n in args.platforms.split(",")}  # fmt: skip
     result = {
         "what": "rate steps through Betaflight 4.6.0 SITL (acro) and volary's ideal ctbr loop",
-        "command": " ".join(["benchmarks/fc_rate_steps.py", *(argv or sys.argv[1:])]),
+        "command": " ".join([SCRIPT, *(argv or sys.argv[1:])]),
         "setup": {"rate_hz": RATE_HZ, "physics_hz": PHYSICS_HZ, "hover_s": HOVER_S,
                   "step_s": STEP_S, "start": START, "sizes_dps": SIZES, "seed": args.seed,
                   "imu_betaflight": "bmi085", "measured": "true body rate (FLU), deg/s"},

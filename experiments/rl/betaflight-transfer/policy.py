@@ -24,7 +24,7 @@ actions mapped to sticks:
   aerial-gym-quad task retrained with ctbr actions, flown as ``hover-fast``; ``-bf`` was trained
   against Betaflight's measured rate response instead of the ideal loop's (``PositionTask``'s
   ``rate_model="lag"``: per axis the dead time + first-order lag ``--fit`` prints, fitted to
-  fc_rate_steps.json, x U(1 +- 0.3) per episode), ``-bf-thrust`` also with the delivered
+  rate-steps.json, x U(1 +- 0.3) per episode), ``-bf-thrust`` also with the delivered
   thrust x U(1 +- 0.1) (``thrust_spread``); their "ideal" row is that env as trained.
   The three aerial-gym variants share the task and the seed, so they start from the same 20
   states: each new one's flights are also paired with aerial-gym-quad's
@@ -38,18 +38,19 @@ distance from 2 s on (settled error; episodes that ended early have none). Boots
 (scipy.stats.bootstrap, percentile, 10,000 resamples; unit of replication: the episode's
 initial state), paired where both loops flew the same state.
 
-    .venv/bin/python benchmarks/fc_policy.py --episodes 20 --sweep 0.015,0.06   # ~10 min
-    .venv/bin/python benchmarks/fc_policy.py --recipes aerial-gym-quad-ctbr,aerial-gym-quad-ctbr-bf
-    .venv/bin/python benchmarks/fc_policy.py --recipes aerial-gym-quad-ctbr-bf-thrust
-    .venv/bin/python benchmarks/fc_policy.py --fit      # the lag + delay fit, nothing flown
-    .venv/bin/python benchmarks/fc_policy.py --thrust-sweep   # StickMap's thrust vs delivered
+    P=experiments/rl/betaflight-transfer
+    .venv/bin/python $P/policy.py --episodes 20 --sweep 0.015,0.06   # ~10 min
+    .venv/bin/python $P/policy.py --recipes aerial-gym-quad-ctbr,aerial-gym-quad-ctbr-bf
+    .venv/bin/python $P/policy.py --recipes aerial-gym-quad-ctbr-bf-thrust
+    .venv/bin/python $P/policy.py --fit      # the lag + delay fit, nothing flown
+    .venv/bin/python $P/policy.py --thrust-sweep   # StickMap's thrust vs delivered
 
 ``--thrust-sweep`` (issue 58) flies no policy: for each study platform, 0.3-1.5 x hover, the
 collective thrust Betaflight delivers against StickMap's command (``volary.fc.ctbr
 .measure_thrust``: held at rest, and flying a +-1 rad/s yaw square wave), with the platform's
 profile and with Betaflight's default ``pidsum_limit_yaw`` 400; stored under ``thrust_map``.
 
-Writes benchmarks/results/fc_policy.json (merging recipes run separately), prints a table.
+Writes results/policies.json here (merging recipes run separately), prints a table.
 """
 
 from __future__ import annotations
@@ -74,7 +75,8 @@ from volary.math.quaternion import quat_to_rotmat
 from volary.platforms import get
 
 HERE = Path(__file__).resolve().parent
-OUT = HERE / "results" / "fc_policy.json"
+SCRIPT = "experiments/rl/betaflight-transfer/policy.py"  # commands are stored from the repo root
+OUT = HERE / "results" / "policies.json"
 CHECKPOINTS = {  # from the repository root
     "hover-fast": "benchmarks/results/rl/hover-fast-body-rsl_rl/seed0/policy.pt",
     "aerial-gym-quad": (  # the RL study's position-tracking run
@@ -91,7 +93,7 @@ CHECKPOINTS = {  # from the repository root
 BASE = "aerial-gym-quad"  # the rotor-thrust policy whose gap the ctbr variants try to close
 # The -bf recipes were trained on the fit of the steps measured before the profiles' yaw PID-sum
 # cap (pidsum_limit_yaw 400): those steps, kept as they were, are what --fit reproduces.
-TRAINED_STEPS = HERE / "results" / "fc_rate_steps_yawlimit400.json"
+TRAINED_STEPS = HERE / "results" / "rate-steps-yawlimit400.json"
 EVAL_SEED = 2026
 BOOT_S, ARM_S = 3.0, 0.5
 
@@ -263,7 +265,7 @@ def fit_rate_response(platform: str = "research_quad_1kg", path: Path = TRAINED_
                      "tau_s": round(float(taus[j]), 3),
                      "rms_of_step": round(math.sqrt(float(err[i, j])), 3),
                      "sizes_dps": [r["size_dps"] for r in mine]}  # fmt: skip
-    return {"platform": platform, "source": f"benchmarks/results/{path.name}", **out}
+    return {"platform": platform, "source": str(Path(SCRIPT).parent / "results" / path.name), **out}
 
 
 # ---- statistics ---------------------------------------------------------------------------------
@@ -324,7 +326,7 @@ def run_recipe(
     sweep: tuple[float, ...] = (),
     checkpoint: Path | None = None,
 ) -> dict[str, Any]:
-    path = checkpoint or HERE.parent / CHECKPOINTS[recipe]
+    path = checkpoint or HERE.parents[2] / CHECKPOINTS[recipe]  # paths from the repository root
     policy, _, meta = load_policy(path)
     cfg = task_config(meta, seed)
     t0 = time.perf_counter()
@@ -420,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
         build()
         torch.set_num_threads(1)
         data = json.loads(args.out.read_text()) if args.out.is_file() else {}
-        data["thrust_map"] = {"command": "benchmarks/fc_policy.py --thrust-sweep",
+        data["thrust_map"] = {"command": f"{SCRIPT} --thrust-sweep",
                               **thrust_sweep()}  # fmt: skip
         args.out.write_text(json.dumps(data, indent=1) + "\n")
         print(f"wrote {args.out}")
@@ -437,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
     for recipe in args.recipes.split(","):
         sweep = tuple(float(h) for h in args.sweep.split(",") if h)
         r = run_recipe(recipe, args.episodes, args.seed, args.horizon, sweep, args.checkpoint)
-        r["command"] = " ".join(["benchmarks/fc_policy.py", *(argv or sys.argv[1:])])
+        r["command"] = " ".join([SCRIPT, *(argv or sys.argv[1:])])
         name = f"{recipe} ({args.tag})" if args.tag else recipe
         data["recipes"][name] = r
         if r["trained"]["env_options"].get("rate_model") == "lag":
