@@ -10,7 +10,7 @@ them; what a trial is (take-off, the 4 m/s cap, 90 s, 2 m goal radius) is this s
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,61 +23,30 @@ from volary.errors import UnknownNameError
 def run_suite(
     suite: Any,
     algos: str | Sequence[str],
-    db_path: str | Path,
-    workers: int | None = None,
-    cluster: str | None = None,
-    algo_options: Mapping[str, Mapping[str, Any]] | None = None,
-    seed: int = 0,
-    progress: bool = True,
-    *,
+    *args: Any,
     unit_fn: UnitFn | None = None,
-    unit_timeout: float | None = None,
+    **options: Any,
 ) -> RunSummary:
-    """Fly every trial of ``suite`` for ``algos`` and store them in ``db_path`` (new, or resumed
-    when made with the same settings; ConfigError otherwise). ``unit_fn`` replaces
-    ``episode.run_unit`` (then the names are not checked against the slate); the other
-    arguments are :func:`volary.bench.nav.runner.run_suite`'s."""
+    """Fly every trial of ``suite`` for ``algos`` and store them in a run database: the core
+    :func:`~volary.bench.nav.runner.run_suite` (its arguments: ``db_path``, ``workers``,
+    ``cluster``, ``algo_options``, ``seed``, ``progress``, ``unit_timeout``) with this study's
+    episode. ``unit_fn`` replaces ``episode.run_unit`` (then the names are not checked against
+    the slate)."""
     if unit_fn is None:
         check_algo_names(algos)
-    return _core.run_suite(
-        suite, algos, db_path, workers, cluster, algo_options, seed, progress,
-        unit_fn=unit_fn or _episode_unit_fn(), unit_timeout=unit_timeout,
-    )  # fmt: skip
+    return _core.run_suite(suite, algos, *args, unit_fn=unit_fn or _episode_unit_fn(), **options)
 
 
-def resume(
-    db_path: str | Path,
-    workers: int | None = None,
-    cluster: str | None = None,
-    progress: bool = True,
-    *,
-    unit_fn: UnitFn | None = None,
-    unit_timeout: float | None = None,
-) -> RunSummary:
-    """Fly the trials of an existing run that are not stored yet (suite, algorithms, options
-    and seed come from the database) with this study's episode unless ``unit_fn``."""
-    return _core.resume(
-        db_path, workers, cluster, progress,
-        unit_fn=unit_fn or _episode_unit_fn(), unit_timeout=unit_timeout,
-    )  # fmt: skip
+def resume(*args: Any, unit_fn: UnitFn | None = None, **options: Any) -> RunSummary:
+    """The core :func:`~volary.bench.nav.runner.resume` (same arguments) with this study's
+    episode unless ``unit_fn``: fly the trials of an existing run not stored yet."""
+    return _core.resume(*args, unit_fn=unit_fn or _episode_unit_fn(), **options)
 
 
-def run_units(
-    db_path: str | Path,
-    workers: int | None = None,
-    cluster: str | None = None,
-    progress: bool = True,
-    *,
-    unit_fn: UnitFn | None = None,
-    unit_timeout: float | None = None,
-    only: Sequence[int] | None = None,
-) -> RunSummary:
-    """Fly the unfinished units of an existing run database (``only``: unit indices) with this
-    study's episode unless ``unit_fn``."""
-    return _core.run_units(
-        db_path, workers, cluster, progress,
-        unit_fn=unit_fn or _episode_unit_fn(), unit_timeout=unit_timeout, only=only,
-    )  # fmt: skip
+def run_units(*args: Any, unit_fn: UnitFn | None = None, **options: Any) -> RunSummary:
+    """The core :func:`~volary.bench.nav.runner.run_units` (same arguments, ``only``: unit
+    indices) with this study's episode unless ``unit_fn``."""
+    return _core.run_units(*args, unit_fn=unit_fn or _episode_unit_fn(), **options)
 
 
 def _episode_unit_fn() -> UnitFn:
