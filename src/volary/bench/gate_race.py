@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor
 
+from volary.sim.terms import end_term
 from volary.worlds import GateTracker, SceneSpec
 
 POINTS_PER_GATE = 10.0  # 001 Sec. V-C1
@@ -90,14 +91,12 @@ class RaceResult:
         }
 
 
+@end_term(time_out=False)
 def crashed_out(world: World) -> Tensor:
     """The race's collision rule: the vehicle's sphere touches a gate frame (any gate of the
     arena) or the ceiling, its centre leaves the arena volume, it hits the ground, or its
     simulation diverged and was reset."""
     return world.collision_events().any | world.state.crashed | world.sim.last_reset
-
-
-crashed_out.time_out = False  # type: ignore[attr-defined]  # not a time limit (sim.terms)
 
 
 RACE_RECORDS = {  # sampled before the first step and after every step (rollout record_initial)

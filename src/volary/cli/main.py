@@ -12,10 +12,9 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from volary.cli._common import console, fail
 from volary.cli.checks import VolaryGroup, set_root
-from volary.cli.overrides import SetOption
 from volary.cli.ros2 import SceneParams
+from volary.options import SetOption, console, fail
 from volary.studies.alphapilot.cli import race_app
 
 app = typer.Typer(

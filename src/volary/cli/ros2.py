@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
-from volary.cli._common import console, fail
 from volary.cli.checks import VolaryGroup
+from volary.options import console, fail
 
 SceneParams = Annotated[
     list[str] | None,

@@ -9,9 +9,8 @@ from typing import Annotated, Any
 
 import typer
 
-from volary.cli._common import console, fail
 from volary.cli.checks import VolaryGroup
-from volary.cli.overrides import SetOption, configure
+from volary.options import SetOption, configure, console, fail
 
 splat_app = typer.Typer(
     name="splat",

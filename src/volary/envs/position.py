@@ -26,11 +26,12 @@ Action in [-1, 1]^A, mapped to the simulator's control level (``PositionTask._se
 Rate response (``rate_model``, ctbr only): ``"loop"`` (default) flies the commanded body rates
 through the simulator's FlightGoggles rate loop on the rigid body (a ~0.1 s response);
 ``"lag"`` replaces it with a measured one, e.g. a flight controller's (issue 58, Betaflight's
-fitted in experiments/rl/betaflight-transfer/policy.py): each body axis (FLU) follows its commanded rate after a
-dead time ``rate_delay`` through a first-order lag ``rate_lag`` (per axis, s), on the
-thrust-rate model (collective thrust applied directly, body rates set each control step to the
-lag's exact mean over the step, so attitude integrates as under the continuous response; the
-observation's body rates are the lag's value at the step's end, as a gyro reads them).
+fitted in experiments/rl/betaflight-transfer/policy.py): each body axis (FLU) follows its
+commanded rate after a dead time ``rate_delay`` through a first-order lag ``rate_lag`` (per
+axis, s), on the thrust-rate model (collective thrust applied directly, body rates set each
+control step to the lag's exact mean over the step, so attitude integrates as under the
+continuous response; the observation's body rates are the lag's value at the step's end, as a
+gyro reads them).
 ``rate_lag_spread`` > 0 draws each episode's lags and delays x U(1 +- spread) (domain
 randomization around the fit); the other draws of an episode stay those without it.
 ``thrust_spread`` > 0 (ctbr) delivers each episode's collective thrust x U(1 +- spread): an

@@ -31,8 +31,9 @@ no rate demand; the throttle stick is linear (``thr_mid`` 50, ``thr_expo`` 0) fr
 what idle and full motor output give are clipped to them. The steady rotor speed lags the
 command by the motor's time constant, as in volary's ideal loop.
 
-Measured (:func:`measure_thrust`, ``experiments/rl/betaflight-transfer/policy.py --thrust-sweep``): with the vehicle
-held level at rest (its state reset every exchange, so the rate loop has nothing to do), the
+Measured (:func:`measure_thrust`,
+``experiments/rl/betaflight-transfer/policy.py --thrust-sweep``): with the vehicle held level
+at rest (its state reset every exchange, so the rate loop has nothing to do), the
 delivered thrust is 0.990-1.000 of the command from 0.3 to 1.5 x hover on all three study
 platforms; the 0-1 % shortfall is the firmware's integer microseconds (``rc.c``
 ``updateRcCommands``' throttle scaling and the SITL's ``int16_t`` motor pulses). What the map

@@ -78,9 +78,10 @@ def make_firmware_env(
     """The registered position env ``name`` (``"hover"`` or ``"reach"``) with ``n_envs`` envs,
     each flown by its own ``firmware`` process; ``options`` are the task config's fields, as for
     :func:`volary.envs.make_env` (``physics_hz`` defaults to twice ``exchange_hz`` here, 1920
-    Hz, the rate ``experiments/rl/betaflight-transfer/policy.py`` flew). Every option is checked before a firmware
-    starts; a bad one raises a one-line :class:`ConfigError` naming it. Close the env (or use
-    it as a context manager) to stop the processes; they start at the first ``reset``.
+    Hz, the rate ``experiments/rl/betaflight-transfer/policy.py`` flew). Every option is checked
+    before a firmware starts; a bad one raises a one-line :class:`ConfigError` naming it. Close
+    the env (or use it as a context manager) to stop the processes; they start at the first
+    ``reset``.
     Without the SITL build, :class:`volary.fc.betaflight.FirmwareError` says how to build it."""
     if name not in FIRMWARE_ENVS:
         known = "a registered env" if name in ENVS else "an env name"

@@ -126,7 +126,8 @@ class RateProfile:
         )
 
 
-# Measured with these profiles (experiments/rl/betaflight-transfer/rate_steps.py, docs/firmware-betaflight-study.md):
+# Measured with these profiles (experiments/rl/betaflight-transfer/rate_steps.py,
+# docs/firmware-betaflight-study.md):
 # roll and pitch settle on all three (10-90 % rise 22-41 ms, overshoot 2-7 % on the racer,
 # 10-27 % on the others); yaw overshoots 20-133 % and is not settled after 0.5 s on any of
 # them. The defaults are kept so the study shows what they do; a yaw tune is future work.

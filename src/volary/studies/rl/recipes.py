@@ -87,10 +87,12 @@ def _aerial_gym(platform: str, what: str, **env: Any) -> Recipe:
 def _aerial_gym_ctbr(what: str, **env: Any) -> Recipe:
     """``aerial-gym-quad`` with ctbr actions (collective thrust + body rates, the task's
     ``max_rates``): what a flight controller's rate loop takes (issue 58,
-    experiments/rl/betaflight-transfer/policy.py). Same task, reward, episode, platform, net and budget."""
+    experiments/rl/betaflight-transfer/policy.py). Same task, reward, episode, platform, net and
+    budget."""
     base = _aerial_gym("research_quad_1kg", "1 kg research quad", control="ctbr", **env)
     return replace(base, description=f"aerial-gym-quad with ctbr actions{what} "
-                   "(issue 58: flown through Betaflight by experiments/rl/betaflight-transfer/policy.py)")  # fmt: skip
+                   "(issue 58: flown through Betaflight by "
+                   "experiments/rl/betaflight-transfer/policy.py)")  # fmt: skip
 
 
 RECIPES: dict[str, Recipe] = {
@@ -187,11 +189,11 @@ RECIPES: dict[str, Recipe] = {
     "aerial-gym-quad-ctbr": _aerial_gym_ctbr(" on volary's ideal rate loop"),
     # The same against Betaflight 4.6.0's measured rate response instead of the ideal loop's
     # (~7x slower in roll and pitch): per FLU axis a dead time and first-order lag fitted to
-    # experiments/rl/betaflight-transfer/results/rate-steps-yawlimit400.json (research_quad_1kg, the 100/200/400
-    # deg/s steps jointly, measured with Betaflight's default pidsum_limit_yaw 400 before the
-    # profile capped it at 100; experiments/rl/betaflight-transfer/policy.py --fit prints it), x U(1 +- 0.3) per
-    # episode. Yaw's fit is poor (Betaflight's yaw overshot 20-80 % then). The thrust-rate
-    # model has no numba kernel.
+    # experiments/rl/betaflight-transfer/results/rate-steps-yawlimit400.json (research_quad_1kg,
+    # the 100/200/400 deg/s steps jointly, measured with Betaflight's default pidsum_limit_yaw
+    # 400 before the profile capped it at 100; experiments/rl/betaflight-transfer/policy.py --fit
+    # prints it), x U(1 +- 0.3) per episode. Yaw's fit is poor (Betaflight's yaw overshot
+    # 20-80 % then). The thrust-rate model has no numba kernel.
     "aerial-gym-quad-ctbr-bf": _aerial_gym_ctbr(
         " against Betaflight's measured rate response (lag + delay fit, +-30 %)",
         rate_model="lag",
