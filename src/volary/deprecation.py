@@ -8,8 +8,9 @@ on through :func:`forward`; each name read from the old path warns with a
 
 from __future__ import annotations
 
+import importlib
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
 
@@ -28,12 +29,7 @@ def forward(old: str, new: ModuleType) -> tuple[Callable[[str], Any], Callable[[
     def __getattr__(name: str) -> Any:
         if name.startswith("_") or not hasattr(new, name):
             raise AttributeError(f"module {old!r} has no attribute {name!r}")
-        warnings.warn(
-            f"{old}.{name} moved to {new.__name__}.{name}; import it from {new.__name__} "
-            f"(the old path goes away in the next release)",
-            DeprecationWarning,
-            stacklevel=2,
-        )
+        _warn(old, new.__name__, name)
         return getattr(new, name)
 
     def __dir__() -> list[str]:
@@ -42,4 +38,27 @@ def forward(old: str, new: ModuleType) -> tuple[Callable[[str], Any], Callable[[
     return __getattr__, __dir__
 
 
-__all__ = ["forward", "public_names"]
+def forward_names(old: str, moved: Mapping[str, str]) -> Callable[[str], Any]:
+    """``__getattr__`` for a module at ``old`` that keeps living but lost some names: each name
+    of ``moved`` (name -> the module it moved to) is imported from there on first use, with a
+    ``DeprecationWarning``; any other name raises AttributeError as a missing one would."""
+
+    def __getattr__(name: str) -> Any:
+        if name not in moved:
+            raise AttributeError(f"module {old!r} has no attribute {name!r}")
+        _warn(old, moved[name], name)
+        return getattr(importlib.import_module(moved[name]), name)
+
+    return __getattr__
+
+
+def _warn(old: str, new: str, name: str) -> None:
+    warnings.warn(
+        f"{old}.{name} moved to {new}.{name}; import it from {new} "
+        f"(the old path goes away in the next release)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+
+
+__all__ = ["forward", "forward_names", "public_names"]

@@ -16,11 +16,9 @@ driver) with one native thread each; the pool is stopped only through loky's pub
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import time
-import warnings
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
@@ -32,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from volary.bench.nav.db import RunDB, load_results, unit_to_json
 from volary.bench.nav.schema import WorkUnit
 from volary.bench.nav.units import Event, UnitFn, call_unit, error_rows, unit_rows
+from volary.deprecation import forward_names
 from volary.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -61,18 +60,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    """A name of :data:`MOVED_NAMES`, read from the study with a DeprecationWarning."""
-    if name not in MOVED_NAMES:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    new = MOVED_NAMES[name]
-    warnings.warn(
-        f"{__name__}.{name} moved to {new}.{name}; import it from {new} "
-        f"(the old path goes away in the next release)",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(importlib.import_module(new), name)
+__getattr__ = forward_names(__name__, MOVED_NAMES)
 
 
 @dataclass(frozen=True)
