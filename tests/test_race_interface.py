@@ -116,15 +116,31 @@ def test_every_row_names_its_source_and_the_issue_57_fields_are_flagged():
         assert "2019" in cells[2] or "volary extra" in cells[2], f"{path}: {cells[2]!r}"
     flagged = {p for p, line in rows.items() if "**not 2019**" in line}
     assert {
-        "briefing.imu.accel_bias_init",
-        "briefing.imu.gyro_bias_init",
-        "briefing.imu.accel_bias_random_walk",
-        "briefing.imu.gyro_bias_random_walk",
         f"briefing.course.meta.perturbation.{GATE}",
         f"briefing.bounds.{GATE}",
         "obs.beacons.gate_id",
         "obs.beacons.corner",
     } <= flagged
+
+
+NOT_2019 = {
+    "briefing.imu.accel_bias_init",
+    "briefing.imu.gyro_bias_init",
+    "briefing.imu.accel_bias_random_walk",
+    "briefing.imu.gyro_bias_random_walk",
+    "briefing.imu.source",
+    "briefing.beacon_pixel_std",
+    "briefing.course.meta.source",
+}
+
+
+def test_what_a_2019_team_did_not_have_is_not_handed_over(every_field):
+    """The IMU's bias model, the simulated detector noise and the course file's path were not
+    published in 2019: neither the briefing nor the table has them."""
+    assert not NOT_2019 & every_field, sorted(NOT_2019 & every_field)
+    assert not NOT_2019 & set(table())
+    assert {"briefing.imu.accel_noise_density", "briefing.imu.gyro_noise_density",
+            "briefing.imu.rate_hz"} <= every_field  # fmt: skip
 
 
 def test_courses_of_every_generator_hand_over_the_same_fields():

@@ -68,6 +68,7 @@ from volary.studies.alphapilot.interface import (
     ChallengeObservation,
     Contestant,
     DepthReport,
+    PublishedImu,
     RangeReport,
     make_contestant,
 )
@@ -318,6 +319,16 @@ def _nominal(specs: Sequence[SceneSpec]) -> SceneSpec:
     return base
 
 
+NOT_BRIEFED = ("source",)  # course meta a 2019 team did not get (the course file's path)
+
+
+def _briefed(nominal: SceneSpec) -> SceneSpec:
+    """The nominal course as a contestant is told it: the course meta without volary's own
+    entries (:data:`NOT_BRIEFED`)."""
+    meta = {k: v for k, v in nominal.meta.items() if k not in NOT_BRIEFED}
+    return replace(nominal, meta=meta)
+
+
 def _run(
     pairs: list[tuple[SceneSpec, int]],
     racer: Contestant,
@@ -375,14 +386,13 @@ def _run(
     quat = [yaw_quat(s.start_yaw) for s in specs]
     world.reset(pos=torch.tensor([s.start for s in specs]), quat=torch.tensor(quat))
     brief = Briefing(
-        course=nominal,
+        course=_briefed(nominal),
         n_envs=world.b,
         vehicle=world.params.to(dtype=torch.float64),
         dt=world.dt,
-        imu=imu_config(cfg.imu),  # the published IMU: a contestant is not told of a fault
+        imu=PublishedImu.of(imu_config(cfg.imu)),  # as published: no bias model, no fault
         camera=cam if cfg.beacons else None,
         beacon_rate_hz=cfg.beacon_rate_hz if cfg.beacons else None,
-        beacon_pixel_std=cfg.pixel_std,
         rangefinder=ranger if cfg.rangefinder else None,
         range_rate_hz=cfg.range_rate_hz if cfg.rangefinder else None,
         start_pos=tuple(float(v) for v in nominal.start),  # type: ignore[arg-type]

@@ -9,7 +9,9 @@ streams and sent collective thrust + body rates to the acro loop. So here:
 
 - :class:`Briefing` (before the start): the nominal course (all gates, their ids, the course
   order, the start pose), the perturbation bounds, the vehicle's published parameters, the
-  control period and each sensor's configuration, mount and rate;
+  control period and each sensor's configuration, mount and rate. Only what the 2019 teams
+  were given: the IMU as :class:`PublishedImu` (noise densities and rate, no bias model), no
+  detector noise, no course file path (docs/race-interface.md lists every field's source);
 - :class:`ChallengeObservation` (every control step): the clock, the IMU sample and, when a
   sensor read at this step, its reading: IR beacons (pixels, gate id and corner index of each
   visible corner), the downward range and the stereo camera's depth image (depth and validity
@@ -38,6 +40,23 @@ from volary.worlds import SceneSpec
 
 
 @dataclass(frozen=True)
+class PublishedImu:
+    """The IMU as the 2019 challenge published it: the white noise of each sample (FlightGoggles'
+    ``accelerometer_variance`` / ``gyroscope_variance`` per sample, as densities) and the sample
+    rate. No turn-on bias or bias walk: those were not published in 2019, a contestant assumes
+    its own."""
+
+    accel_noise_density: float  # m/s^2/sqrt(Hz)
+    gyro_noise_density: float  # rad/s/sqrt(Hz)
+    rate_hz: float  # Hz, the rate the densities refer to
+
+    @classmethod
+    def of(cls, imu: ImuConfig) -> PublishedImu:
+        """What a contestant is told of the simulated ``imu``."""
+        return cls(imu.accel_noise_density, imu.gyro_noise_density, imu.rate_hz)
+
+
+@dataclass(frozen=True)
 class Briefing:
     """Everything a contestant knows before the start (module docstring)."""
 
@@ -45,10 +64,9 @@ class Briefing:
     n_envs: int  # courses flown at once, one vehicle each
     vehicle: VehicleParams  # published vehicle parameters, one row per env, float64
     dt: float  # s, control period: act() is called once per period
-    imu: ImuConfig  # published noise and bias parameters
+    imu: PublishedImu  # published noise densities and rate (no bias parameters)
     camera: CameraConfig | None  # the beacon camera (intrinsics and mount); None: no beacons
     beacon_rate_hz: float | None
-    beacon_pixel_std: float  # px, published detector noise
     rangefinder: RangefinderConfig | None  # downward range sensor; None: not carried
     range_rate_hz: float | None
     start_pos: tuple[float, float, float]
@@ -144,6 +162,7 @@ __all__ = [
     "Contestant",
     "DEFAULT_CONTESTANT",
     "DepthReport",
+    "PublishedImu",
     "RangeReport",
     "make_contestant",
 ]

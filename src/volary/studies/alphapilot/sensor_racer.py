@@ -90,7 +90,7 @@ class SensorRacer:
     replan_tol: float = 0.05  # m (and 0.05 rad of normal) of estimate change that replans
     freeze_s: float = 0.25  # s before the next gate without replanning
     use_range: bool = True
-    pixel_std: float | None = None  # px the filter assumes; None: the briefing's
+    pixel_std: float = 1.0  # px of a beacon the filter assumes (assumed, not briefed)
     camera_pixel_std: float = 1.5  # px of a gate corner fitted in a stereo depth image
     commit_next_gate: bool | None = None  # None: only with the camera as the gate sensor
     camera_tilt: float = math.radians(30.0)  # rad, the planning tilt cap when the stereo
@@ -172,8 +172,7 @@ class SensorRacer:
             intrinsics=intr,
             camera_rotation=rot,
             camera_translation=trans,
-            pixel_std=max(self.pixel_std if self.pixel_std is not None else b.beacon_pixel_std,
-                          0.5),
+            pixel_std=max(self.pixel_std, 0.5),
             range_std=0.05 if b.rangefinder is None else max(b.rangefinder.noise_std, 0.01),
             floor_z=b.floor_z,
         )  # fmt: skip
