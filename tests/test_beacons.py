@@ -123,3 +123,47 @@ def test_scene_tensors_and_bad_inputs():
         IrBeacons(CAM, TinyCaster(s, 1), s, pixel_noise_std=-1.0)
     with pytest.raises(ConfigError, match="pos"):
         IrBeacons(CAM, TinyCaster(s, 1), s)(torch.zeros(2, 3), torch.zeros(2, 4))
+
+
+def _three_gates() -> SceneSpec:
+    gates = tuple(
+        Gate(tuple((x, y + dy, z) for x, y, z in CORNERS), f"g{i}", border=0.1, depth=0.1,
+             object_id=10 + i)
+        for i, dy in enumerate((-2.0, 0.0, 2.0))
+    )  # fmt: skip
+    return scene(gates=gates)
+
+
+def test_mislabelled_reports_keep_their_pixel_at_the_set_rate():
+    """Each report is mislabelled with probability mislabel_rate: another corner of its gate or,
+    half of the time, another gate's id; its pixel and visibility are what the fault-free
+    sensor reports; rate 0 reports the true labels."""
+    s, n, frames, rate = _three_gates(), 16, 40, 0.2
+
+    def read(**kw):
+        b = IrBeacons(CAM, TinyCaster(s, n, dtype=F32), s, seed=3, pixel_noise_std=1.0, **kw)
+        return [b(*pose(n)) for _ in range(frames)]
+
+    clean, faulty = read(), read(mislabel_rate=rate)
+    wrong = other_gate = reports = 0
+    for c, f in zip(clean, faulty, strict=True):
+        assert c.mislabelled is None and c.visible.all()  # all 12 corners in view
+        assert torch.equal(c.pixels, f.pixels) and torch.equal(c.visible, f.visible)
+        assert torch.equal(c.object_id, 10 + c.gate_index)  # rate 0: the true labels
+        changed = (f.corner != c.corner) | (f.object_id != c.object_id)
+        assert torch.equal(changed, f.mislabelled)
+        assert torch.equal(f.object_id, 10 + f.gate_index)  # a label names a real gate
+        moved = f.gate_index != c.gate_index
+        assert torch.equal(f.corner[moved], c.corner[moved])  # another gate: same corner
+        reports += int(f.visible.sum())
+        wrong += int(f.mislabelled.sum())
+        other_gate += int(moved.sum())
+    sd = math.sqrt(reports * rate * (1 - rate))
+    assert abs(wrong - rate * reports) < 4 * sd, (wrong, reports)
+    assert abs(other_gate - wrong / 2) < 4 * math.sqrt(wrong / 4), (other_gate, wrong)
+    one = IrBeacons(CAM, TinyCaster(s, 1, dtype=F32), s, seed=3, pixel_noise_std=1.0,
+                    mislabel_rate=rate)(*pose(1))  # fmt: skip
+    assert torch.equal(one.object_id, faulty[0].object_id[:1])  # keyed per env, not per batch
+    assert torch.equal(one.corner, faulty[0].corner[:1])
+    with pytest.raises(ConfigError, match="mislabel_rate"):
+        IrBeacons(CAM, TinyCaster(s, 1), s, mislabel_rate=1.0)

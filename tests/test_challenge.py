@@ -135,6 +135,28 @@ def test_observations_are_copies_a_contestant_cannot_change_the_world():
     assert torch.equal(a.race.path, b.race.path)
 
 
+def test_mislabelled_beacons_reach_the_contestant_with_their_true_pixels():
+    """The mislabel fault changes labels only: the same course and seed give the same pixels,
+    and about the set share of the reports carries another gate's id or corner index."""
+    course = alphapilot_2019_courses(1, 0)
+    seen = []
+    for rate in (0.0, 0.3):
+        spy = Hover()
+        run_challenge(course, spy, seed=0, sensors=ChallengeSensors(mislabel_rate=rate),
+                      time_limit_s=0.5)  # fmt: skip
+        seen.append([o.beacons for o in spy.seen if o.beacons is not None])
+    changed = total = 0
+    for a, b in zip(*seen, strict=True):
+        assert torch.equal(a.pixels.nan_to_num(), b.pixels.nan_to_num())
+        assert torch.equal(a.visible, b.visible)
+        diff = (a.gate_id != b.gate_id) | (a.corner != b.corner)
+        changed += int((diff & a.visible).sum())
+        total += int(a.visible.sum())
+    assert total > 200 and abs(changed / total - 0.3) < 4 * math.sqrt(0.21 / total)
+    with pytest.raises(ConfigError, match="mislabel_rate"):
+        ChallengeSensors(mislabel_rate=1.5)
+
+
 def test_ekf_jacobians_match_finite_differences():
     spec = alphapilot_2019()
     order = spec.meta["order_index"]
@@ -232,7 +254,7 @@ def test_ekf_predict_integrates_a_turning_climb():
 
 
 def test_faults_and_sensor_sets_are_what_the_cli_offers():
-    assert set(FAULTS) == {"none", "dropout30", "false10", "bias3x"}
+    assert set(FAULTS) == {"none", "dropout30", "false10", "mislabel10", "bias3x"}
     assert SENSOR_SETS["imu+ir"].label == "IMU + IR"
     assert SENSOR_SETS["imu+ir+ranger"].label == "IMU + IR + Ranger"
     assert set(TABLE_IV) >= {"IMU + IR", "IMU + IR + Ranger"}

@@ -61,6 +61,17 @@ def test_a_pair_flies_the_same_alone_and_beside_other_noise_seeds():
     assert noise_key(c[1], 3) != noise_key(c[1], 2) != noise_key(c[0], 2)
 
 
+def test_a_pair_flies_the_same_alone_and_in_a_batch_with_mislabelled_beacons():
+    """The mislabel fault is keyed by the pair like every other noise stream."""
+    c = alphapilot_2019_courses(2, 0)
+    faulty = ChallengeSensors(mislabel_rate=0.2)
+    alone = run_challenge([c[1]], SensorRacer(**QUICK), seed=3, sensors=faulty, time_limit_s=0.5)
+    pairs = run_challenge_seeds(c, SensorRacer(**QUICK), [2, 3], sensors=faulty,
+                                time_limit_s=0.5)  # fmt: skip
+    assert torch.equal(alone.race.path[:, 0], pairs.race.path[:, 3])
+    assert torch.equal(alone.pos_err[:, 0].nan_to_num(), pairs.pos_err[:, 3].nan_to_num())
+
+
 @pytest.mark.slow
 def test_workers_change_the_wall_time_only():
     c = alphapilot_2019_courses(2, 0)

@@ -14,7 +14,11 @@ Faults (a detector's failures; none by default): each kept corner is dropped wit
 ``dropout``; each report that remains is, with probability ``false_rate``, a false detection:
 its pixel is uniform over the image, unrelated to the corner its id names (a reflection or
 another light read as that beacon). Both come from a second per-env stream, so a reading
-without faults is the same as before they existed.
+without faults is the same as before they existed. Each report (a false one included) is, with
+probability ``mislabel_rate``, mislabelled: its pixel is the one it would have, its label is
+wrong: half of the time another corner index of the same gate (uniform over the other three),
+otherwise another valid gate of the scene (uniform over the others; the corner index kept).
+The mislabels come from a third per-env stream, drawn only when ``mislabel_rate`` > 0.
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ class BeaconReading:
     object_id: Tensor  # (N, K) int64 the gate's object id (-1 when unknown)
     depth: Tensor  # (N, K) m, z of the corner in the camera frame (noise-free)
     false: Tensor | None = None  # (N, K) bool: the report is a false detection (faults)
+    mislabelled: Tensor | None = None  # (N, K) bool: the report's label is wrong (faults)
 
 
 def project_pinhole(points_c: Tensor, intrinsics: Tensor) -> Tensor:
@@ -102,6 +107,7 @@ class IrBeacons:
         eps: float = 1e-3,
         dropout: float = 0.0,
         false_rate: float = 0.0,
+        mislabel_rate: float = 0.0,
         env_ids: Sequence[int] | None = None,
     ) -> None:
         self.config = camera_config(camera)
@@ -109,10 +115,12 @@ class IrBeacons:
             self.config = replace(self.config, mount=as_mount(mount))
         check_nonneg("beacons", pixel_noise_std=pixel_noise_std, frame_margin=frame_margin, eps=eps)
         self.pixel_noise_std, self.frame_margin, self.eps = pixel_noise_std, frame_margin, eps
-        for name, v in (("dropout", dropout), ("false_rate", false_rate)):
+        rates = (("dropout", dropout), ("false_rate", false_rate), ("mislabel_rate", mislabel_rate))
+        for name, v in rates:
             if not (isinstance(v, int | float) and 0.0 <= v < 1.0):
                 raise ConfigError(f"beacons.{name}: expected a probability in [0, 1), got {v!r}")
         self.dropout, self.false_rate = float(dropout), float(false_rate)
+        self.mislabel_rate = float(mislabel_rate)
         self.caster = caster
         self.device, self.dtype, self.n_envs = check_caster(caster)
         corners, self.gate_valid, ids = _gates(scene, self.n_envs, self.device, self.dtype)
@@ -129,6 +137,7 @@ class IrBeacons:
         )
         self.noise = NoiseStream(seed, 0xBEAC0, self.n_envs, self.device, env_ids)
         self.faults = NoiseStream(seed, 0xBEAC1, self.n_envs, self.device, env_ids)
+        self.labels = NoiseStream(seed, 0xBEAC2, self.n_envs, self.device, env_ids)
 
     def __call__(self, pos: Any, quat: Tensor | None = None) -> BeaconReading:
         """Visible corners and their pixels for body poses (or a state)."""
@@ -153,9 +162,11 @@ class IrBeacons:
         if self.dropout > 0 or self.false_rate > 0:
             keep, uv, false = self._faults(keep, uv)
         uv = torch.where(keep[..., None], uv, torch.full_like(uv, math.nan))
-        return BeaconReading(
-            uv, keep, self.gate_index, self.corner, self.object_id, pc[..., 2], false
-        )
+        gate, corner, ids, wrong = self.gate_index, self.corner, self.object_id, None
+        if self.mislabel_rate > 0:
+            gate, corner, wrong = self._mislabels(keep)
+            ids = torch.gather(self.object_id[:, ::4], 1, gate)
+        return BeaconReading(uv, keep, gate, corner, ids, pc[..., 2], false, wrong)
 
     def _faults(self, keep: Tensor, uv: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Dropped reports and false detections (module docstring)."""
@@ -168,6 +179,28 @@ class IrBeacons:
                             device=uv.device)  # fmt: skip
         uv = torch.where(false[..., None], u_px * size, uv)
         return keep, uv, false
+
+    def _mislabels(self, keep: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """(gate index, corner, mislabelled) per slot: the reported labels with the mislabel
+        fault (module docstring); a gate with no other valid gate keeps its gate label."""
+        k = keep.shape[1]
+        _, u = self.labels.draw(3 * k, self.dtype)
+        u_wrong, u_kind, u_pick = u[:, :k], u[:, k : 2 * k], u[:, 2 * k :]
+        wrong = keep & (u_wrong < self.mislabel_rate)
+        valid = self.gate_valid  # (N, G)
+        n_other = valid.sum(1, keepdim=True) - 1  # (N, 1) other valid gates
+        other_gate = wrong & (u_kind < 0.5) & (n_other > 0)
+        shift = 1 + (u_pick * 3).long().clamp(max=2)  # 1..3: another corner of the gate
+        corner = torch.where(wrong & ~other_gate, (self.corner + shift) % 4, self.corner)
+        # the r-th valid gate other than the true one, r uniform in 0..n_other-1
+        r = (u_pick * n_other.clamp_min(1)).long().clamp(max=n_other.clamp_min(1) - 1)
+        rank = valid.long().cumsum(1) - 1  # (N, G) rank of each valid gate
+        true_rank = torch.gather(rank, 1, self.gate_index)
+        want = torch.where(r >= true_rank, r + 1, r)  # skip the true gate's rank
+        hit = valid[:, None, :] & (rank[:, None, :] == want[..., None])  # (N, K, G)
+        picked = hit.long().argmax(-1)
+        gate = torch.where(other_gate, picked, self.gate_index)
+        return gate, corner, wrong
 
     def _occluded(self, origin: Tensor, rel: Tensor) -> Tensor:
         """(N, K) True where the segment camera -> corner is blocked (see module docstring)."""

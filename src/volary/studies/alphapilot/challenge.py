@@ -20,7 +20,9 @@ reports (our assumption: the paper gives no detector noise); the downward single
 (LightWare SF11/B noise, 20 Hz); optionally the stereo camera as the depth image its matcher gives
 (``flightgoggles_stereo``: 320 x 240 at 15 Hz, noise growing with the square of the depth; no
 object ids: the contestant finds the gates itself). Faults for robustness runs: ``dropout``,
-``false_rate`` (a report at a random pixel under a real corner's id), ``imu_bias_scale``.
+``false_rate`` (a report at a random pixel under a real corner's id), ``mislabel_rate`` (a
+report at its true pixel under a wrong label: another corner of the gate or another gate's id),
+``imu_bias_scale``.
 
 Scoring exactly as the challenge (:func:`challenge_summary`): 10 n - t per course, 0 on collision
 or no finish; the leaderboard is the mean of the best 5 of the 25 courses; completion rate and the
@@ -99,6 +101,7 @@ class ChallengeSensors:
     pixel_std: float = 1.0  # px
     dropout: float = 0.05
     false_rate: float = 0.0
+    mislabel_rate: float = 0.0  # a report's label wrong (its pixel true)
     imu: str = "flightgoggles"
     imu_bias_scale: float = 1.0
 
@@ -107,6 +110,10 @@ class ChallengeSensors:
             v = getattr(self, name)
             if not (isinstance(v, int | float) and math.isfinite(v) and v > 0):
                 raise ConfigError(f"sensors.{name}: expected a value > 0, got {v!r}")
+        for name in ("dropout", "false_rate", "mislabel_rate"):
+            v = getattr(self, name)
+            if not (isinstance(v, int | float) and 0.0 <= v < 1.0):
+                raise ConfigError(f"sensors.{name}: expected a probability in [0, 1), got {v!r}")
         if not (math.isfinite(self.pixel_std) and self.pixel_std >= 0):
             raise ConfigError(f"sensors.pixel_std: expected px >= 0, got {self.pixel_std!r}")
 
@@ -137,6 +144,7 @@ FAULTS: dict[str, dict[str, Any]] = {
     "none": {},
     "dropout30": {"dropout": 0.3},
     "false10": {"false_rate": 0.1},
+    "mislabel10": {"mislabel_rate": 0.1},
     "bias3x": {"imu_bias_scale": 3.0},
 }
 
@@ -353,7 +361,8 @@ def _run(
         rig["beacons"] = Sensing(
             OnCaster(lambda caster: IrBeacons(
                 cam, caster, specs, seed=seed, pixel_noise_std=cfg.pixel_std,
-                dropout=cfg.dropout, false_rate=cfg.false_rate, env_ids=ids,
+                dropout=cfg.dropout, false_rate=cfg.false_rate,
+                mislabel_rate=cfg.mislabel_rate, env_ids=ids,
             )),
             rate_hz=cfg.beacon_rate_hz,
         )  # fmt: skip

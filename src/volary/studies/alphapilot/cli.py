@@ -82,7 +82,12 @@ def race(
         ),
     ] = "imu+ir+ranger",
     faults: Annotated[
-        str, typer.Option(help="challenge: none, dropout30, false10 or bias3x.")
+        str,
+        typer.Option(
+            help="challenge: none, dropout30 (30 % of the beacon reports dropped), false10 (10 % "
+            "at a random pixel), mislabel10 (10 % under a wrong gate or corner label) or "
+            "bias3x (3x the IMU turn-on bias)."
+        ),
     ] = "none",
     racer: Annotated[
         str,
