@@ -72,7 +72,7 @@ def leaves(paths: set[str]) -> set[str]:
 
 def handed_over(sensors: ChallengeSensors, generator: str = "volary") -> set[str]:
     spy = Spy()
-    courses = alphapilot_2019_courses(1, 0, generator)
+    courses = alphapilot_2019_courses(1, 0, generator, arena="factory")  # the challenge default
     run_challenge(courses, spy, seed=0, sensors=sensors, time_limit_s=0.2)
     gates = {g.name for g in spy.briefing.course.gates}
     out: set[str] = set()

@@ -237,6 +237,8 @@ def test_an_unknown_setting_is_refused_with_the_valid_names():
         (["--workers", "0"], "--workers"),
         (["--mode", "oracle", "--noise-seeds", "3"], "--noise-seeds"),
         (["--mode", "oracle", "--workers", "2"], "--workers"),
+        (["--arena", "warehouse"], "--arena"),
+        (["--mode", "oracle", "--arena", "factory"], "--arena"),
     ],
 )
 def test_race_refuses_bad_seed_and_generator_options_before_flying(tmp_path, args, option):

@@ -269,13 +269,32 @@ def _start_yaw(q) -> float:
     return math.atan2(2 * (w * z + x * y), 1 - 2 * (y * y + z * z))
 
 
-def alphapilot_2019(path: str | Path | None = None) -> SceneSpec:
+ARENAS = ("empty", "factory")  # the arena around the AlphaPilot gates (:func:`alphapilot_2019`)
+OVERSHOOT_M = 5.0  # m the racing line runs on past the final gate (the racers fly 3 m past it)
+LINE_SAMPLE_M = 0.25  # m between the samples of the keep-out around the racing line
+
+
+def alphapilot_2019(path: str | Path | None = None, arena: str = "empty") -> SceneSpec:
     """The AlphaPilot 2019 qualifier arena: all 23 gates (object id = gate number), the 11-gate
     course order, start pose and the official passage/score settings in ``meta``. ``path``
     reads another course in the same format (checked by :func:`read_course`).
 
     Bounds are the gates' extent plus ``ARENA_MARGIN`` (the arena walls are not published), or
-    more where a gate's perturbation could carry it farther."""
+    more where a gate's perturbation could carry it farther. ``arena``: ``"empty"`` (gates,
+    floor and the bounds) or ``"factory"`` (the hall of :mod:`volary.worlds.factory` around the
+    course: walls, roof, pillars, machines, clear of every course the generators draw)."""
+    if arena not in ARENAS:
+        raise ConfigError(f"arena: expected one of {', '.join(ARENAS)}, got {arena!r}")
+    spec = _alphapilot_gates(path)
+    if arena == "empty":
+        return spec
+    from volary.worlds.factory import factory_obstacles
+
+    obstacles = factory_obstacles(spec.bounds_min, spec.bounds_max, keep_out(spec))
+    return replace(spec, obstacles=obstacles, meta={**spec.meta, "arena": arena})
+
+
+def _alphapilot_gates(path: str | Path | None) -> SceneSpec:
     file, src = read_course(path)
     course, table = file.course, file.gates
     names = sorted(table, key=_gate_number)
@@ -375,15 +394,19 @@ def unperturbed(spec: SceneSpec) -> SceneSpec:
 
 
 def alphapilot_2019_courses(
-    n: int = 25, rng: np.random.Generator | int = 0, generator: str = "volary"
+    n: int = 25,
+    rng: np.random.Generator | int = 0,
+    generator: str = "volary",
+    arena: str = "empty",
 ) -> list[SceneSpec]:
     """``n`` perturbed AlphaPilot courses (the qualifier used 25), deterministic in ``rng``,
     drawn by the named :data:`COURSE_GENERATORS` setting (default ``volary``: each gate's
-    rigid shift + yaw within its published bounds, :func:`perturb_course`)."""
+    rigid shift + yaw within its published bounds, :func:`perturb_course`) in the ``arena``
+    of :func:`alphapilot_2019` (the gates' draws do not depend on it)."""
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise ConfigError(f"n: expected a course count >= 1, got {n!r}")
     gen = COURSE_GENERATORS.get(generator)
-    base, g = alphapilot_2019(), _rng(rng)
+    base, g = alphapilot_2019(arena=arena), _rng(rng)
     return [replace(gen.draw(base, g), name=f"alphapilot_2019_{i}") for i in range(n)]
 
 
@@ -474,6 +497,55 @@ COURSE_GENERATORS: Registry[CourseGenerator] = Registry(
         ),
     },
 )  # fmt: skip
+
+
+def gate_reach(spec: SceneSpec) -> np.ndarray:
+    """(G,) m: how far each gate's centre can move from its nominal place under any
+    :data:`COURSE_GENERATORS` setting (horizontal shift and height change together)."""
+    bounds = spec.meta.get("perturbation", {})
+    course = set(spec.meta.get("order_index", ()))
+    out = np.zeros(len(spec.gates))
+    for i, gt in enumerate(spec.gates):
+        bx, by, _ = bounds.get(gt.name, (0.0, 0.0, 0.0))
+        for gen in COURSE_GENERATORS.values():
+            s, e = (gen.shift_scale, gen.extra_shift_m) if i in course else (1.0, 0.0)
+            dz = max(abs(v) for v in gen.dz_m) if i in course else 0.0
+            out[i] = max(out[i], float(np.hypot(np.hypot(s * bx + e, s * by + e), dz)))
+    return out
+
+
+def racing_line(spec: SceneSpec) -> tuple[np.ndarray, np.ndarray]:
+    """The nominal racing line: points (L + 2, 3) m (the start, the course gates' centres in
+    ``order_index``, and :data:`OVERSHOOT_M` past the final gate) and how far each point can
+    move under the course generators (:func:`gate_reach`; 0 at the start)."""
+    order = spec.meta["order_index"]
+    reach = gate_reach(spec)
+    pts = [np.asarray(spec.start, dtype=float)] + [np.asarray(spec.gates[i].center) for i in order]
+    last = pts[-1] - pts[-2]
+    pts.append(pts[-1] + OVERSHOOT_M * last / max(float(np.linalg.norm(last)), 1e-9))
+    widen = np.array([0.0, *(reach[i] for i in order), reach[order[-1]]])
+    return np.stack(pts), widen
+
+
+def keep_out(spec: SceneSpec) -> tuple[np.ndarray, np.ndarray]:
+    """Spheres (centres (K, 3) m, radii (K,) m) that arena structure must stay out of: the
+    racing line (:func:`racing_line`) sampled every :data:`LINE_SAMPLE_M`, each sample's radius
+    ``LINE_CLEARANCE_M`` plus the line's reach there (linear between its points: a point of a
+    drawn course's line lies within that of the nominal one) plus half a sample step; and every
+    gate, its radius the largest a generator can make a gate (1.2 x the largest bounding
+    radius plus a 0.3 m bar) plus its reach plus ``GATE_CLEARANCE_M``."""
+    from volary.worlds.factory import GATE_CLEARANCE_M, LINE_CLEARANCE_M
+
+    pts, widen = racing_line(spec)
+    ctr, rad = [], []
+    for a, b, wa, wb in zip(pts[:-1], pts[1:], widen[:-1], widen[1:], strict=True):
+        k = max(1, int(np.ceil(np.linalg.norm(b - a) / LINE_SAMPLE_M)))
+        t = np.linspace(0.0, 1.0, k + 1)
+        ctr.append(a + t[:, None] * (b - a))
+        rad.append(LINE_CLEARANCE_M + wa + t * (wb - wa) + LINE_SAMPLE_M / 2)
+    centres, r = _spheres(spec)
+    gate_r = 1.2 * float(r.max()) + 0.3 + gate_reach(spec) + GATE_CLEARANCE_M
+    return np.concatenate([*ctr, centres]), np.concatenate([*rad, gate_r])
 
 
 def _rot(axis: np.ndarray, angle: float) -> np.ndarray:

@@ -140,6 +140,7 @@ SENSOR_SETS: dict[str, ChallengeSensors] = {
     "imu+ir": ChallengeSensors(rangefinder=False),
     "imu+camera+ranger": ChallengeSensors(beacons=False, stereo=True),
 }
+DEFAULT_ARENA = "factory"  # the challenge's arena (``volary race --arena``; tracks.ARENAS)
 FAULTS: dict[str, dict[str, Any]] = {
     "none": {},
     "dropout30": {"dropout": 0.3},
@@ -177,12 +178,13 @@ def run_challenge(
     control_hz: float = 240.0,
     time_limit_s: float = 60.0,
 ) -> ChallengeResult:
-    """Fly ``contestant`` on ``courses`` (default: the nominal course), one env per course.
+    """Fly ``contestant`` on ``courses`` (default: the nominal course in the factory arena),
+    one env per course.
 
     ``seed`` seeds the vehicle's process noise and every sensor's noise; the courses carry
     their own perturbations. Runs with one torch/BLAS/OpenMP thread (:mod:`volary.bench.threads`).
     """
-    specs = [alphapilot_2019()] if courses is None else list(courses)
+    specs = [alphapilot_2019(arena=DEFAULT_ARENA)] if courses is None else list(courses)
     if not specs:
         raise ConfigError("courses: expected at least one course")
     if len({s.name for s in specs}) != len(specs):
@@ -327,14 +329,15 @@ def _nominal(specs: Sequence[SceneSpec]) -> SceneSpec:
     return base
 
 
-NOT_BRIEFED = ("source",)  # course meta a 2019 team did not get (the course file's path)
+NOT_BRIEFED = ("source", "arena")  # course meta a 2019 team did not get (the file's path)
 
 
 def _briefed(nominal: SceneSpec) -> SceneSpec:
-    """The nominal course as a contestant is told it: the course meta without volary's own
-    entries (:data:`NOT_BRIEFED`)."""
+    """The nominal course as a contestant is told it: the gates, start and rules, without
+    volary's own meta entries (:data:`NOT_BRIEFED`) and without the arena's structure (the
+    factory's geometry was not published: a contestant sees it in its sensors only)."""
     meta = {k: v for k, v in nominal.meta.items() if k not in NOT_BRIEFED}
-    return replace(nominal, meta=meta)
+    return replace(nominal, obstacles=(), meta=meta)
 
 
 def _run(
@@ -757,6 +760,7 @@ def plot_estimation(res: ChallengeResult, path: Any, env: int | None = None) -> 
 
 
 __all__ = [
+    "DEFAULT_ARENA",
     "FAULTS",
     "SENSOR_SETS",
     "TABLE_IV",

@@ -27,7 +27,15 @@ Device = Annotated[str, typer.Option("--device", help="cpu or cuda.")]
 
 #: The options only one mode of ``volary race`` uses (the other refuses them).
 RACE_MODE_OPTIONS = {
-    "challenge": ("contestant", "sensors", "faults", "noise_seeds", "first_noise_seed", "workers"),
+    "challenge": (
+        "contestant",
+        "sensors",
+        "faults",
+        "noise_seeds",
+        "first_noise_seed",
+        "workers",
+        "arena",
+    ),  # fmt: skip
     "oracle": ("racer",),
 }
 
@@ -89,6 +97,13 @@ def race(
             "bias3x (3x the IMU turn-on bias)."
         ),
     ] = "none",
+    arena: Annotated[
+        str,
+        typer.Option(
+            help="challenge: factory (walls, roof, pillars and machines around the course, "
+            "clear of the racing line; default) or empty (gates and floor only)."
+        ),
+    ] = "factory",
     racer: Annotated[
         str,
         typer.Option(
@@ -104,9 +119,13 @@ def race(
     _refuse_other_modes(ctx, mode, RACE_MODE_OPTIONS)
     if mode == "challenge" and courses < 1:
         fail(f"--courses: expected >= 1 in challenge mode, got {courses}")
+    from volary.worlds.tracks import ARENAS  # imported on use, as the race itself
+
+    if mode == "challenge" and arena not in ARENAS:
+        fail(f"--arena: expected one of {', '.join(ARENAS)}, got {arena!r}")
     if mode == "challenge":
         _race_challenge(seed, courses, out, device, contestant, sensors, faults,
-                        noise_seeds, first_noise_seed, courses_from, workers)  # fmt: skip
+                        noise_seeds, first_noise_seed, courses_from, workers, arena)  # fmt: skip
     else:
         _race_oracle(seed, courses, out, device, racer, courses_from)
 
@@ -133,6 +152,7 @@ def _race_challenge(
     first_noise_seed: int,
     courses_from: str,
     workers: int,
+    arena: str,
 ) -> None:
     import json as _json
 
@@ -145,7 +165,8 @@ def _race_challenge(
         path = challenge_cli(out, seed=seed, courses=courses, device=device,
                              contestant=contestant, sensors=sensors, faults=faults,
                              noise_seeds=noise_seeds, first_noise_seed=first_noise_seed,
-                             courses_from=courses_from, workers=workers)  # fmt: skip
+                             courses_from=courses_from, workers=workers,
+                             arena=arena)  # fmt: skip
     doc = _json.loads(path.read_text())
     title = f"{doc['courses']} {courses_from} courses (seed {seed}) per noise seed"
     t = Table("noise seed", f"leaderboard (best {doc['best_of']})", "completed [%]",
@@ -167,7 +188,7 @@ def _race_challenge(
     lb, done = doc["leaderboard"], doc["completed_pct"]
     console.print(
         f"{doc['contestant']} ({doc['sensors']}, faults {doc['faults']}, {courses_from} "
-        f"courses): leaderboard (mean of the best {doc['best_of']}) over "
+        f"courses, {doc['arena']} arena): leaderboard (mean of the best {doc['best_of']}) over "
         f"{len(doc['noise_seeds'])} noise seeds: median {lb['median']:.2f} "
         f"{_interval(lb)}, seeds {lb['min']:.2f}-{lb['max']:.2f} (top 2019 team: "
         f"{doc['top_2019_score']}); completed {done['median']:.1f} % {_interval(done)}; "

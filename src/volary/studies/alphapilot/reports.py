@@ -145,9 +145,11 @@ def challenge_cli(
     first_noise_seed: int = 0,
     courses_from: str = "volary",
     workers: int = 1,
+    arena: str = "factory",
 ) -> Path:
     """``volary race --mode challenge``: ``courses`` perturbed courses (seed ``seed``, drawn by
-    the ``courses_from`` generator setting), each raced by ``contestant`` from the sensor set
+    the ``courses_from`` generator setting, in the ``arena`` of
+    :func:`volary.worlds.tracks.alphapilot_2019`), each raced by ``contestant`` from the sensor set
     ``sensors`` with ``faults`` under ``noise_seeds`` IMU/sensor/process noise seeds
     (``first_noise_seed`` onwards; :func:`volary.studies.alphapilot.challenge.run_challenge_seeds`,
     in ``workers`` processes); writes ``challenge.json`` (the figures over the course x
@@ -178,7 +180,7 @@ def challenge_cli(
         raise ConfigError(f"faults: expected one of {sorted(FAULTS)}, got {faults!r}")
     generator = COURSE_GENERATORS.get(courses_from)
     cfg = replace(SENSOR_SETS[sensors], **FAULTS[faults])
-    specs = alphapilot_2019_courses(courses, seed, courses_from)
+    specs = alphapilot_2019_courses(courses, seed, courses_from, arena)
     seeds = list(range(first_noise_seed, first_noise_seed + noise_seeds))
     res = run_challenge_seeds(specs, contestant, seeds, sensors=cfg, workers=workers,
                               device=device)  # fmt: skip
@@ -192,6 +194,7 @@ def challenge_cli(
         "seed": seed,
         "courses_from": courses_from,
         "courses_from_summary": generator.summary,
+        "arena": arena,
         "platform": RACE_PLATFORM,
         "faults": faults,
         "workers": workers,
