@@ -21,7 +21,7 @@ from volary.studies.alphapilot.challenge import (
     challenge_summary,
     run_challenge,
 )
-from volary.studies.alphapilot.estimation import VEHICLE, GateEkf, GateMap
+from volary.studies.alphapilot.estimation import GATE_PARAMS, VEHICLE, GateEkf, GateMap
 from volary.studies.alphapilot.interface import (
     CONTESTANTS,
     BeaconReport,
@@ -164,7 +164,7 @@ def test_ekf_jacobians_match_finite_differences():
     ids = torch.tensor([g.object_id for g in spec.gates])
     state_of = torch.full((len(spec.gates),), -1, dtype=torch.int64)
     state_of[torch.tensor(order)] = torch.arange(len(order))
-    std = torch.full((len(order), 3), 0.5, dtype=torch.float64)
+    std = torch.full((len(order), GATE_PARAMS), 0.5, dtype=torch.float64)
     from volary.sensors import camera_config
 
     cam = camera_config("flightgoggles")
@@ -173,13 +173,13 @@ def test_ekf_jacobians_match_finite_differences():
                   imu_config("flightgoggles"), intrinsics=cam.intrinsics,
                   camera_rotation=cam.mount.matrix(),
                   camera_translation=torch.tensor(cam.mount.translation))  # fmt: skip
-    ekf.offsets = torch.randn(1, len(order), 3, dtype=torch.float64) * 0.3
+    ekf.offsets = torch.randn(1, len(order), GATE_PARAMS, dtype=torch.float64) * 0.2
     g = torch.tensor([[order[0], order[0], order[1], 2]])  # gate indices (first two course gates)
     k = torch.tensor([[0, 2, 1, 3]])
     pred, H, depth, Hz = ekf._project(g, k)
     assert (depth > 0).all()
     eps = 1e-6
-    for j in [*range(0, 3), *range(6, 9), VEHICLE, VEHICLE + 1, VEHICLE + 2, VEHICLE + 5]:
+    for j in [*range(0, 3), *range(6, 9), *range(VEHICLE, VEHICLE + 2 * GATE_PARAMS)]:
         dx = torch.zeros(1, ekf.dim, dtype=torch.float64)
         dx[0, j] = eps
         saved = (ekf.pos.clone(), ekf.quat.clone(), ekf.offsets.clone())
@@ -187,13 +187,14 @@ def test_ekf_jacobians_match_finite_differences():
         moved, _, moved_depth, _ = ekf._project(g, k)
         ekf.pos, ekf.quat, ekf.offsets = saved
         num = (moved - pred) / eps
-        torch.testing.assert_close(H[..., j], num, rtol=1e-4, atol=1e-3)
+        torch.testing.assert_close(H[..., j], num, rtol=1e-4, atol=1e-3, msg=f"column {j}")
         torch.testing.assert_close(Hz[..., j], (moved_depth - depth) / eps, rtol=1e-4, atol=1e-4)
 
 
-def test_ekf_converges_on_gate_offsets_from_beacons_of_a_vehicle_at_rest():
-    """Synthetic frames from the filter's own camera model at the true offsets: the estimate
-    of every gate in view goes to the truth, the fixed gates anchor the vehicle."""
+def test_ekf_converges_on_a_gate_moved_turned_tilted_and_resized():
+    """Synthetic frames from the filter's own camera model at the true offsets, seen from a
+    vehicle flying past at constant velocity: every offset of the gate in view (shift, height,
+    yaw, pitch, roll, opening size) goes to the truth; the fixed gates anchor the vehicle."""
     spec = alphapilot_2019()
     order = spec.meta["order_index"]
     from volary.sensors import camera_config
@@ -204,31 +205,39 @@ def test_ekf_converges_on_gate_offsets_from_beacons_of_a_vehicle_at_rest():
     ids = torch.tensor([gt.object_id for gt in spec.gates])
     state_of = torch.full((len(spec.gates),), -1, dtype=torch.int64)
     state_of[torch.tensor(order)] = torch.arange(len(order))
-    std = torch.full((len(order), 3), 1.0, dtype=torch.float64)
-    std[:, 2] = 0.05
+    std = torch.tensor([1.0, 1.0, 0.5, 0.1, 0.1, 0.05, 0.2, 0.2], dtype=torch.float64)
+    std = std.expand(len(order), GATE_PARAMS)
     start = torch.tensor([[18.0, -23.0, 5.3]], dtype=torch.float64)
+    vel = torch.tensor([[1.0, 8.0, 0.3]], dtype=torch.float64)  # 16 m of the 27 m to the gate
     q = quat_from_euler(*(torch.tensor([v], dtype=torch.float64) for v in (0.0, 0.0, math.pi / 2)))
     kw = dict(intrinsics=cam.intrinsics, camera_rotation=cam.mount.matrix(),
               camera_translation=torch.tensor(cam.mount.translation))  # fmt: skip
     truth = GateEkf(GateMap(corners, ids, state_of, std), start, q, imu_config("ideal"), **kw)
-    truth.offsets = torch.zeros(1, len(order), 3, dtype=torch.float64)
-    truth.offsets[0, 0] = torch.tensor([0.8, -0.6, 0.04], dtype=torch.float64)
+    truth.offsets = torch.zeros(1, len(order), GATE_PARAMS, dtype=torch.float64)
+    true_offset = torch.tensor([0.8, -0.6, 0.4, 0.12, -0.08, 0.04, 0.15, -0.1], dtype=torch.float64)
+    truth.offsets[0, 0] = true_offset
     est = GateEkf(GateMap(corners, ids, state_of, std), start, q, imu_config("ideal"), **kw)
+    est.vel = vel.clone()
     c = truth.gate_corners()[0].reshape(-1, 3)  # (4 G, 3)
-    pc = (c - start) @ quat_to_rotmat(q)[0] @ cam.mount.matrix().double()
-    uv = project_pinhole(pc, cam.intrinsics)
-    vis = (
-        (pc[:, 2] > 0.5) & (uv[:, 0] >= 0) & (uv[:, 0] < 1024) & (uv[:, 1] >= 0) & (uv[:, 1] < 768)
-    )
     gid = ids.repeat_interleave(4)[None]
     corner = torch.arange(4).repeat(len(spec.gates))[None]
     f = torch.tensor([0.0, 0.0, 9.81], dtype=torch.float64)[None]
-    for _ in range(40):
+    seen = torch.zeros(len(spec.gates), 4, dtype=torch.bool)
+    for i in range(120):
         est.predict(f, torch.zeros(1, 3, dtype=torch.float64), 1 / 60)
+        pos = start + vel * (i + 1) / 60
+        pc = (c - pos) @ quat_to_rotmat(q)[0] @ cam.mount.matrix().double()
+        uv = project_pinhole(pc, cam.intrinsics)
+        vis = (pc[:, 2] > 0.5) & (uv[:, 0] >= 0) & (uv[:, 0] < 1024)
+        vis = vis & (uv[:, 1] >= 0) & (uv[:, 1] < 768)
+        seen |= vis.view(len(spec.gates), 4)
         est.update_beacons(uv[None], vis[None], gid, corner)
-    assert vis.view(len(spec.gates), 4)[order[0]].all()  # the first course gate is in view
-    torch.testing.assert_close(est.offsets[0, 0], truth.offsets[0, 0], atol=0.05, rtol=0)
-    assert float((est.pos - start).norm()) < 0.05
+    assert seen[order[0]].all()  # the first course gate is in view
+    err = (est.offsets[0, 0] - true_offset).abs()
+    assert float(err[:3].max()) < 0.05, err  # m
+    assert float(err[3:6].max()) < 0.02, err  # rad
+    assert float(err[6:].max()) < 0.02, err  # relative size
+    assert float((est.pos - pos).norm()) < 0.05
 
 
 def test_ekf_predict_integrates_a_turning_climb():
@@ -292,7 +301,8 @@ def test_reference_racer_estimates_and_tracks_the_first_seconds():
     courses = alphapilot_2019_courses(2, 0)
     res = run_challenge(courses, SensorRacer(**QUICK), seed=0, time_limit_s=2.5)
     assert not bool(res.race.collided.any())
-    assert float(res.pos_err.nan_to_num(0).max()) < 0.5  # a transient while pitched down
+    assert float(res.pos_err.nan_to_num(0).max()) < 0.75  # a transient while pitched down with
+    # the first gate leaving the view (the gates' full offsets are states: 0.50 m here)
     assert float(res.att_err.nan_to_num(0).max()) < math.radians(3.0)
     s = challenge_summary(res)
     assert s["estimation"]["position_m"]["median"] < 0.1

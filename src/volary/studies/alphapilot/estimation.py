@@ -3,13 +3,18 @@
 The filter a sensors-only AlphaPilot contestant needs (paper 001 Sec. V-C: IMU + IR beacons,
 optionally the downward time-of-flight ranger), batched over N envs in float64. The unknown
 gate perturbations are part of the state, so it is a small SLAM whose landmarks are the gates:
-the gates off the course stand where the nominal map says (known landmarks), the course gates
-move by an unknown (dx, dy, dyaw) within published bounds.
+the gates off the course stand where the nominal map says (known landmarks), each course gate
+may differ from its nominal pose and size by an unknown offset of :data:`GATE_PARAMS` values:
+a translation, a rotation about its centre and a scale of its opening along its two in-plane
+axes (the published bounds give the prior of the horizontal shift and the yaw; the rest have
+the racer's own priors: a gate on a real course is not only the nominal one moved rigidly).
 
 State (nominal + error, Sola, "Quaternion kinematics for the error-state Kalman filter", 2017,
 Sec. 5-7, local attitude error): p, v (world), q (body -> world), accelerometer bias b_a, gyro
-bias b_g; then per course gate l its offset o_l = (dx, dy, dyaw). Error vector
-[dp, dv, dtheta, db_a, db_g, do_1 .. do_L], 15 + 3 L.
+bias b_g; then per course gate l its offset o_l = (t, phi, s_u, s_w): translation t (m),
+rotation vector phi (rad, world axes, about the gate's nominal centre) and the relative scales of
+its opening along its horizontal in-plane axis u and the axis w = n x u. Error vector
+[dp, dv, dtheta, db_a, db_g, do_1 .. do_L], 15 + 8 L.
 
 Propagation with the IMU sample (a_m, w_m) over dt (Sola eq. 260, 268-270):
     a = R (a_m - b_a) + g,  p += v dt + a dt^2 / 2,  v += a dt,  q = q (x) Exp((w_m - b_g) dt)
@@ -17,13 +22,14 @@ Propagation with the IMU sample (a_m, w_m) over dt (Sola eq. 260, 268-270):
     dtheta/db_g = -I; Phi = I + F dt; Q from the IMU's per-sample noise (briefed) and the bias
     walks the filter assumes (typical MEMS values, :data:`ACCEL_BIAS_STD` ...: not briefed).
 Only the 15 x 15 vehicle block and its cross terms change in a prediction (the gates are
-static), so it costs O(15^2 (15 + 3 L)) per env, not O((15 + 3 L)^3).
+static), so it costs O(15^2 (15 + 8 L)) per env, not O((15 + 8 L)^3).
 
-Beacon corner k of gate g (nominal corners c0_k, centre c_g; course gates offset by o):
-    c_k = c_g + Rz(dyaw) (c0_k - c_g) + (dx, dy, 0)
+Beacon corner k of gate g (nominal corners c0_k = c_g + a_k u + b_k w; course gates offset by o):
+    r_k = (1 + s_u) a_k u + (1 + s_w) b_k w,   c_k = c_g + t + Exp(phi) r_k
     x_c = R_BC^T (R^T (c_k - p) - t_BC),   u = fx x/z + cx,  v = fy y/z + cy   (pinhole)
     d x_c / d dp = -R_BC^T R^T,  d x_c / d dtheta = R_BC^T [R^T (c_k - p)]x,
-    d x_c / d (dx, dy) = R_BC^T R^T [e_x e_y],  d x_c / d dyaw = R_BC^T R^T (e_z x (c_k - c_g)).
+    d c_k / d t = I,  d c_k / d phi = -[Exp(phi) r_k]x J_l(phi) (J_l: SO(3)'s left Jacobian),
+    d c_k / d s_u = a_k Exp(phi) u,  d c_k / d s_w = b_k Exp(phi) w,  d x_c / d c_k = R_BC^T R^T.
 A frame fuses the ``MAX_CORNERS`` nearest reported corners (predicted depth), a fixed count so
 that an env's update does not depend on the rest of the batch. Each corner's 2-D innovation is
 gated by its Mahalanobis distance (chi-square, 2 dof) before the joint update, which rejects
@@ -49,6 +55,7 @@ CHI2_2DOF = 13.82  # 99.9 % gate for a 2-D innovation
 CHI2_1DOF = 10.83  # 99.9 % gate for a scalar innovation
 CHI2_3DOF = 16.27  # 99.9 % gate for a 3-D innovation (pixel and depth)
 VEHICLE = 15  # error-state size of the vehicle block
+GATE_PARAMS = 8  # offset values per course gate: translation 3, rotation 3, scale 2
 MAX_CORNERS = 16  # beacon corners fused per frame (the nearest; a fixed size per env)
 # IMU bias model: assumed (typical MEMS IMU), not briefed (the 2019 challenge published the IMU's
 # white noise only). Consumer MEMS parts (InvenSense MPU-6000 class datasheets: zero-g offset
@@ -78,12 +85,12 @@ class Camera:
 class GateMap:
     """The nominal gates a filter knows: corners (G, 4, 3) m, ids (G,) (beacon object ids),
     and for each gate the index of its offset state (-1: a fixed gate) with the offset's prior
-    std (L, 3) (m, m, rad)."""
+    std (L, GATE_PARAMS) (m, rad, relative scale; module docstring)."""
 
     corners: Tensor
     ids: Tensor
     state_of: Tensor  # (G,) int64, offset-state index l or -1
-    offset_std: Tensor  # (L, 3)
+    offset_std: Tensor  # (L, GATE_PARAMS)
 
     @property
     def n_offsets(self) -> int:
@@ -119,11 +126,11 @@ class GateEkf:
             gates.corners.to(f64), gates.ids.long(), gates.state_of.long(),
             gates.offset_std.to(f64),
         )  # fmt: skip
-        self.dim = VEHICLE + 3 * self.map.n_offsets
+        self.dim = VEHICLE + GATE_PARAMS * self.map.n_offsets
         self.pos, self.vel = pos.to(f64).clone(), torch.zeros(self.n, 3, dtype=f64)
         self.quat = quat.to(f64).clone()
         self.ba, self.bg = torch.zeros(self.n, 3, dtype=f64), torch.zeros(self.n, 3, dtype=f64)
-        self.offsets = torch.zeros(self.n, self.map.n_offsets, 3, dtype=f64)
+        self.offsets = torch.zeros(self.n, self.map.n_offsets, GATE_PARAMS, dtype=f64)
         std = torch.cat((
             torch.full((6,), 1e-3, dtype=f64),  # position and velocity known at the start
             torch.full((3,), math.radians(1.0), dtype=f64),  # resting on the start pose
@@ -139,13 +146,14 @@ class GateEkf:
         self.min_depth = min_depth
         self.g = torch.tensor(GRAVITY_W, dtype=f64)
         self.centres = self.map.corners.mean(1)  # (G, 3)
-        # one-hot placement of each gate's offset columns in the error state (G, 3, dim)
+        self.axes, self.ab = _gate_axes(self.map.corners, self.centres)  # (G, 2, 3), (G, 4, 2)
+        # one-hot placement of each gate's offset columns in the error state (G, P, dim)
         g = self.map.corners.shape[0]
-        place = torch.zeros(g, 3, self.dim, dtype=f64)
+        place = torch.zeros(g, GATE_PARAMS, self.dim, dtype=f64)
         for i, l in enumerate(self.map.state_of.tolist()):
             if l >= 0:
-                for j in range(3):
-                    place[i, j, VEHICLE + 3 * l + j] = 1.0
+                for j in range(GATE_PARAMS):
+                    place[i, j, VEHICLE + GATE_PARAMS * l + j] = 1.0
         self._place = place
         self.rejected = torch.zeros(self.n, dtype=torch.int64)  # gated-out corners, running
 
@@ -156,21 +164,29 @@ class GateEkf:
 
     def gate_corners(self, offsets: Tensor | None = None) -> Tensor:
         """(N, G, 4, 3) m: every gate's corners as the filter estimates them now (or for the
-        per-gate ``offsets`` (N, G, 3) of :meth:`_gate_offsets`)."""
-        c0, cg = self.map.corners, self.centres
+        per-gate ``offsets`` (N, G, P) of :meth:`_gate_offsets`)."""
         o = self._gate_offsets() if offsets is None else offsets
-        cy, sy = torch.cos(o[..., 2]), torch.sin(o[..., 2])
-        rel = (c0 - cg[:, None, :])[None]  # (1, G, 4, 3)
-        x = cy[..., None] * rel[..., 0] - sy[..., None] * rel[..., 1]
-        y = sy[..., None] * rel[..., 0] + cy[..., None] * rel[..., 1]
-        shifted = torch.stack((x, y, rel[..., 2].expand_as(x)), -1)
-        shift = torch.cat((o[..., :2], torch.zeros_like(o[..., :1])), -1)
-        return cg[None, :, None, :] + shifted + shift[:, :, None, :]
+        rot, rel = self._rotated(o)
+        return self.centres[None, :, None, :] + o[..., None, 0:3] + rel
+
+    def _rotated(self, o: Tensor) -> tuple[Tensor, Tensor]:
+        """(Exp(phi) (N, G, 3, 3), the corners' rotated and scaled offsets from the nominal
+        centre Exp(phi) r_k (N, G, 4, 3)) for offsets ``o`` (N, G, P) (module docstring)."""
+        n, g = o.shape[:2]
+        ident = torch.zeros(n * g, 4, dtype=o.dtype)
+        ident[:, 0] = 1.0
+        rot = quat_to_rotmat(quat_integrate(ident, o[..., 3:6].reshape(-1, 3), 1.0))
+        rot = rot.reshape(n, g, 3, 3)
+        a, b = self.ab[None, ..., 0], self.ab[None, ..., 1]  # (1, G, 4)
+        u, w = self.axes[None, :, None, 0], self.axes[None, :, None, 1]  # (1, G, 1, 3)
+        r = ((1 + o[..., 6:7]) * a)[..., None] * u + ((1 + o[..., 7:8]) * b)[..., None] * w
+        return rot, torch.einsum("ngij,ngkj->ngki", rot, r)
 
     def _gate_offsets(self) -> Tensor:
-        """(N, G, 3) offsets per gate (zeros for the fixed ones)."""
+        """(N, G, P) offsets per gate (zeros for the fixed ones)."""
         l = self.map.state_of
-        padded = torch.cat((self.offsets, torch.zeros(self.n, 1, 3, dtype=self.offsets.dtype)), 1)
+        zero = torch.zeros(self.n, 1, GATE_PARAMS, dtype=self.offsets.dtype)
+        padded = torch.cat((self.offsets, zero), 1)
         return padded[:, torch.where(l >= 0, l, self.map.n_offsets)]
 
     # ---- propagation --------------------------------------------------------------------------
@@ -249,7 +265,7 @@ class GateEkf:
         if not bool(use.any()):
             return use
         g_all = slot_gate.clamp_min(0)
-        offsets = self._gate_offsets()  # (N, G, 3), once for this frame
+        offsets = self._gate_offsets()  # (N, G, P), once for this frame
         corners = self.gate_corners(offsets)
         depth_all = self._depths(corners, g_all, corner.long(), cam)  # (N, K) camera z
         use = use & (depth_all > self.min_depth)
@@ -331,7 +347,8 @@ class GateEkf:
         self.ba = torch.where(k1, self.ba + dx[:, 9:12], self.ba)
         self.bg = torch.where(k1, self.bg + dx[:, 12:15], self.bg)
         self.offsets = torch.where(keep[:, None, None],
-                                   self.offsets + dx[:, VEHICLE:].reshape(self.n, -1, 3),
+                                   self.offsets + dx[:, VEHICLE:].reshape(self.n, -1,
+                                                                          GATE_PARAMS),
                                    self.offsets)  # fmt: skip
 
     def _gate_index(self, gate_ids: Tensor) -> Tensor:
@@ -386,22 +403,49 @@ class GateEkf:
         Hx = torch.zeros(n, g.shape[1], 3, self.dim, dtype=R.dtype)  # d x_c / d error state
         Hx[..., 0:3] = -A[:, None]
         Hx[..., 6:9] = rbt @ hat(x_b)
-        ez = torch.tensor([0.0, 0.0, 1.0], dtype=R.dtype)
-        o = offsets.gather(1, g[..., None].expand(-1, -1, 3))  # (N, k, 3) each slot's gate
-        shift = torch.cat((o[..., :2], torch.zeros_like(o[..., :1])), -1)  # yaw turns about
-        dyaw = torch.linalg.cross(ez.expand_as(c), c - cg - shift, dim=-1)  # the moved centre
-        dcdo = torch.stack(
-            (
-                torch.tensor([1.0, 0.0, 0.0], dtype=R.dtype).expand_as(c),
-                torch.tensor([0.0, 1.0, 0.0], dtype=R.dtype).expand_as(c),
-                dyaw,
-            ),
-            -1,
-        )  # (N, k, 3 world, 3 offsets) fmt: skip
+        rot, rel = self._rotated(offsets)  # (N, G, 3, 3), (N, G, 4, 3)
+        ar = torch.arange(n)[:, None]
+        r_k = rel[ar, g, k]  # (N, k, 3) Exp(phi) r_k
+        rot_k = rot[ar, g]  # (N, k, 3, 3)
+        ab = self.ab[g, k]  # (N, k, 2)
+        axes = torch.einsum("nkij,nkaj->nkai", rot_k, self.axes[g])  # (N, k, 2, 3) rotated u, w
+        eye = torch.eye(3, dtype=R.dtype).expand(*g.shape, 3, 3)
+        phi = offsets.gather(1, g[..., None].expand(-1, -1, GATE_PARAMS))[..., 3:6]
+        dcdo = torch.cat(
+            (eye, -hat(r_k) @ _left_jacobian(phi), (ab[..., None] * axes).transpose(-1, -2)), -1
+        )  # (N, k, 3 world, P offsets) fmt: skip
         Hx = Hx + torch.einsum("nkio,nkod->nkid", A[:, None] @ dcdo, self._place[g])
         return pred, J @ Hx, zc, Hx[..., 2, :]
 
 
+def _left_jacobian(phi: Tensor) -> Tensor:
+    """SO(3)'s left Jacobian (..., 3, 3) of rotation vectors ``phi`` (..., 3): d Exp(phi) r /
+    d phi = -[Exp(phi) r]x J_l(phi) (Sola et al., "A micro Lie theory", 2018, eq. 145)."""
+    th2 = (phi * phi).sum(-1)[..., None, None]
+    th = th2.sqrt()
+    small = th < 1e-6
+    ths = torch.where(small, torch.ones_like(th), th)
+    a = torch.where(small, 0.5 - th2 / 24, (1 - torch.cos(ths)) / (ths * ths))
+    b = torch.where(small, 1 / 6 - th2 / 120, (ths - torch.sin(ths)) / (ths**3))
+    K = hat(phi)
+    return torch.eye(3, dtype=phi.dtype) + a * K + b * (K @ K)
+
+
+def _gate_axes(corners: Tensor, centres: Tensor) -> tuple[Tensor, Tensor]:
+    """Each gate's in-plane axes (G, 2, 3): u horizontal, w = n x u (n the plane normal), and
+    its corners' coordinates along them (G, 4, 2): c0_k = c_g + a_k u + b_k w."""
+    rel = corners - centres[:, None]
+    n = torch.linalg.cross(rel[:, 2] - rel[:, 0], rel[:, 3] - rel[:, 1], dim=-1)
+    n = n / n.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+    ez = torch.tensor([0.0, 0.0, 1.0], dtype=corners.dtype).expand_as(n)
+    u = torch.linalg.cross(n, ez, dim=-1)
+    u = u / u.norm(dim=-1, keepdim=True).clamp_min(1e-12)  # gates stand upright: n is not e_z
+    w = torch.linalg.cross(n, u, dim=-1)
+    axes = torch.stack((u, w), 1)
+    return axes, torch.einsum("gkj,gaj->gka", rel, axes)
+
+
 __all__ = [
-    "CHI2_1DOF", "CHI2_2DOF", "CHI2_3DOF", "MAX_CORNERS", "VEHICLE", "Camera", "GateEkf", "GateMap",
+    "CHI2_1DOF", "CHI2_2DOF", "CHI2_3DOF", "GATE_PARAMS", "MAX_CORNERS", "VEHICLE", "Camera",
+    "GateEkf", "GateMap",
 ]  # fmt: skip

@@ -59,7 +59,7 @@ from volary.planning.flatness import Limits
 from volary.planning.minsnap import min_snap
 from volary.planning.mintime import min_time
 from volary.sensors.rays import pinhole_rays
-from volary.studies.alphapilot.estimation import VEHICLE, Camera, GateEkf, GateMap
+from volary.studies.alphapilot.estimation import GATE_PARAMS, VEHICLE, Camera, GateEkf, GateMap
 from volary.studies.alphapilot.gate_detector import GateDetector, rotate
 from volary.studies.alphapilot.interface import Briefing, ChallengeObservation, DepthReport
 from volary.studies.alphapilot.racers import (
@@ -102,7 +102,22 @@ class SensorRacer:
     slow_gates: bool = True  # a stretched segment's gates are passed slower
     scale_by_length: bool = True  # later segment times follow the estimated gate distances
     resync_m: float = 0.0  # m off the reference that replans from the estimate (0: off)
-    limits: Limits = field(default_factory=_default_limits)
+    rate_lead: float = 0.03  # s, feed-forward of the reference's angular acceleration
+    thrust_lead: float = 0.02  # s, feed-forward of the reference's thrust rate (the published
+    # motor time constant)
+    z_gain: float = 1.0  # vertical position-loop bandwidth over the lateral one
+    integral_s: tuple[float, float, float] = (0.0, 0.0, 1.0)  # s, integral time per axis (0: off)
+    integral_max: float = 3.0  # N, bound on the integral force per axis
+    # priors of what the briefing does not bound (a real course's gate is not only the nominal
+    # one shifted and turned within the published bounds): assumed, wide
+    gate_shift_floor: float = 0.3  # m, least std of a course gate's horizontal shift
+    gate_height_std: float = 0.3  # m, of its height
+    gate_tilt_std: float = math.radians(5.0)  # rad, of its pitch and roll
+    gate_yaw_floor: float = math.radians(3.0)  # rad, least std of its yaw
+    gate_scale_std: float = 0.1  # of the relative size of its opening (each in-plane axis)
+    level_normals: bool = True  # plans cross every gate horizontally (see _gates_now)
+    max_load: float = 1.5  # a replan still past this load after retiming is dropped
+    limits: Limits = field(default_factory=lambda: replace(_default_limits(), thrust_margin=0.85))
 
     def __post_init__(self) -> None:
         for name in ("iters", "samples", "replan_every"):
@@ -126,6 +141,9 @@ class SensorRacer:
                                                                  self.camera_tilt))  # fmt: skip
         self.commit = camera_only if self.commit_next_gate is None else self.commit_next_gate
         self.gains = Gains.default(self.params).override(max_tilt=self.max_tilt)
+        if self.z_gain != 1.0:
+            self.gains.k_x[:, 2] *= self.z_gain**2
+            self.gains.k_v[:, 2] *= self.z_gain
         self.order = list(b.course.meta["order_index"])
         self.ekf = self._filter(b)
         self.detector = None if b.stereo is None else self._detector(b)
@@ -156,7 +174,10 @@ class SensorRacer:
         for l, gi in enumerate(self.order):
             state_of[gi] = l
             bx, by, byaw = bounds.get(spec.gates[gi].name, (0.0, 0.0, 0.0))
-            std.append([bx / math.sqrt(3), by / math.sqrt(3), math.radians(byaw) / math.sqrt(3)])
+            sx, sy = (max(v / math.sqrt(3), self.gate_shift_floor) for v in (bx, by))
+            syaw = max(math.radians(byaw) / math.sqrt(3), self.gate_yaw_floor)
+            tilt, scale = self.gate_tilt_std, self.gate_scale_std
+            std.append([sx, sy, self.gate_height_std, tilt, tilt, syaw, scale, scale])
         cam = b.camera
         if cam is None:
             intr, rot, trans = torch.tensor([1.0, 1.0, 0.0, 0.0]), torch.eye(3), torch.zeros(3)
@@ -313,7 +334,7 @@ class SensorRacer:
         P = e.P
         pos_var = torch.maximum(P[:, 0, 0], P[:, 1, 1])  # (N,)
         l = e.map.state_of
-        idx = torch.arange(e.map.n_offsets) * 3 + VEHICLE
+        idx = torch.arange(e.map.n_offsets) * GATE_PARAMS + VEHICLE
         off_var = torch.maximum(P[:, idx, idx], P[:, idx + 1, idx + 1])  # (N, L)
         padded = torch.cat((off_var, torch.zeros(self.n, 1, dtype=P.dtype)), 1)
         per_gate = padded[:, torch.where(l >= 0, l, e.map.n_offsets)]
@@ -323,7 +344,12 @@ class SensorRacer:
         """(N, L, 2, 3) estimated centre and travel-direction normal of every course gate."""
         corners = self.ekf.gate_corners()[:, self.order]  # (N, L, 4, 3)
         start = torch.tensor(self.brief.start_pos, dtype=corners.dtype).expand(self.n, 3)
-        return torch.stack(travel_planes(corners, start), 2)
+        centres, normals = travel_planes(corners, start)
+        if self.level_normals:  # cross every gate level: a far gate's pitch is barely
+            normals = normals.clone()  # observable, and a tilted crossing direction turns the
+            normals[..., 2] = 0.0  # plan into a climb or a dive; a gate tilted by t is
+            normals = normals / normals.norm(dim=-1, keepdim=True).clamp_min(1e-9)  # crossed
+        return torch.stack((centres, normals), 2)  # level with its opening shrunk by cos t
 
     def _next_waypoint(self, t: float) -> Tensor:
         """(N,) index of each env's next waypoint at time t (the first knot after t)."""
@@ -415,6 +441,15 @@ class SensorRacer:
                 sp = sp / g
                 der = gate_velocities(sp)
             traj = min_snap(wp, dur, yaw=yaw, derivatives=der)
+        if k > 0 and self.max_load > 0:  # a plan the vehicle cannot fly is worse than the old
+            keep = segment_load(traj, vehicle, self.plan_limits).amax(1) <= self.max_load
+            if not bool(keep.all()):
+                if not bool(keep.any()):
+                    return
+                idx = torch.nonzero(keep)[:, 0]
+                envs, dur, gates = envs[idx], dur[idx], gates[idx]
+                traj = traj.index(idx)
+                vehicle = vehicle.index(idx.tolist())
         self._tabulate(envs, k, TrajectoryPlan(traj, vehicle, traj.duration))
         knots = t + torch.cumsum(dur, 1)
         self.knots[envs, s:] = knots
@@ -456,6 +491,16 @@ class SensorRacer:
         e, g, p = self.ekf, self.gains, self.params
         F = geo.desired_force(p.mass, e.pos - sp[:, 0:3], e.vel - sp[:, 3:6], sp[:, 6:9],
                               g.k_x, g.k_v)  # fmt: skip
+        ti = torch.tensor(self.integral_s, dtype=torch.float64)
+        if bool((ti > 0).any()):
+            acc = getattr(self, "_integral", None)
+            if acc is None:
+                acc = torch.zeros(self.n, 3, dtype=torch.float64)
+            rate = torch.where(ti > 0, g.k_x / ti.clamp_min(1e-9), 0.0)
+            acc = (acc - rate * (e.pos - sp[:, 0:3]) * self.dt).clamp(-self.integral_max,
+                                                                        self.integral_max)
+            self._integral = acc
+            F = F + acc
         F = geo.limit_force(F, p.mass, p.max_thrust, g.max_tilt)
         R = quat_to_rotmat(e.quat)
         R_d = geo.rotation_from_thrust_yaw(F, sp[:, 12])
@@ -463,7 +508,24 @@ class SensorRacer:
         w_d = geo.flat_body_rates(R_d, F.norm(dim=-1), p.mass, sp[:, 9:12], sp[:, 13])
         e_R = geo.attitude_error(R, R_d)
         rates = geo._bmv(geo.mtm(R, R_d), w_d) - self.k_att * e_R
+        if self.rate_lead > 0 or self.thrust_lead > 0:
+            w_ff, f_ff = self._feedforward(sp)
+            prev = getattr(self, "_ff_prev", None)
+            if prev is not None:
+                rates = rates + self.rate_lead * (w_ff - prev[0]) / self.dt
+                thrust = (thrust + self.thrust_lead * (f_ff - prev[1]) / self.dt).clamp(0.0)
+                thrust = thrust.minimum(p.max_thrust)
+            self._ff_prev = (w_ff, f_ff)
         return torch.cat((thrust[:, None], rates), -1)
+
+    def _feedforward(self, sp: Tensor) -> tuple[Tensor, Tensor]:
+        """(body rates (N, 3), thrust (N,)) of the setpoint alone (no feedback terms)."""
+        p = self.params
+        F = geo.desired_force(p.mass, torch.zeros_like(sp[:, 0:3]), torch.zeros_like(sp[:, 0:3]),
+                              sp[:, 6:9], 0.0, 0.0)  # fmt: skip
+        R_d = geo.rotation_from_thrust_yaw(F, sp[:, 12])
+        f = F.norm(dim=-1)
+        return geo.flat_body_rates(R_d, f, p.mass, sp[:, 9:12], sp[:, 13]), f
 
 
 def _extend(table: Tensor, rows: int) -> Tensor:
