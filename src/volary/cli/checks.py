@@ -682,6 +682,8 @@ OPTIONS: dict[str, dict[str, Check]] = {
         "--log-dir": OUT,
         "--firmware": one_of(("ideal", "betaflight")),
         "--platform": PLATFORM,
+        "--course-seed": SEED,
+        "--course-index": count(0, 999, "perturbed course index"),
     },
     "ros1 msgs": {"--msg-cache": OUT},
     "ros1 build": {

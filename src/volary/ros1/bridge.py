@@ -90,7 +90,10 @@ class Ros1Options:
     flies the RateThrust commands, ``"ideal"`` (FlightGoggles' own, volary's ``ctbr``
     controller) or ``"betaflight"`` (module docstring); ``platform``: the vehicle (None:
     FlightGoggles' own, ``flightgoggles``, with the ideal loop; :data:`FIRMWARE_PLATFORM` with
-    Betaflight, which flies only the platforms it has a rate profile for)."""
+    Betaflight, which flies only the platforms it has a rate profile for); ``course_seed``:
+    serve the perturbed course ``course_index`` of ``alphapilot_2019_courses(course_index + 1,
+    course_seed)`` (its gates moved within their bounds; the parameters' ``nominal_location``
+    stays the nominal course's, as in 2019), None: the nominal course."""
 
     course: str = "alphapilot_2019"
     control_hz: float = 120.0
@@ -107,10 +110,18 @@ class Ros1Options:
     node_name: str = "volary_flightgoggles"
     firmware: str = "ideal"
     platform: str | None = None
+    course_seed: int | None = None
+    course_index: int = 0
 
     def __post_init__(self) -> None:
         if self.course not in COURSES:
             raise ConfigError(f"course: expected one of {COURSES}, got {self.course!r}")
+        for name in ("course_seed", "course_index"):
+            v = getattr(self, name)
+            if v is None and name == "course_seed":
+                continue
+            if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 2**32:
+                raise ConfigError(f"{name}: expected an int in [0, 2**32), got {v!r}")
         if float(self.control_hz) not in CONTROL_RATES:
             raise ConfigError(
                 f"control_hz: expected one of {CONTROL_RATES}, got {self.control_hz!r}"
@@ -158,6 +169,11 @@ def serve_config(options: Ros1Options) -> ServeConfig:
         },
         sim_seed=options.seed,
         firmware=options.firmware,
+        scene_params=(
+            {}
+            if options.course_seed is None
+            else {"course_seed": options.course_seed, "course": options.course_index}
+        ),
     )
 
 

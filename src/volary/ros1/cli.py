@@ -65,6 +65,16 @@ def serve(
     ] = False,
     imu: Annotated[str, typer.Option(help="IMU preset.")] = "flightgoggles",
     seed: Annotated[int, typer.Option(help="Seed of the World's noise.")] = 0,
+    course_seed: Annotated[
+        int | None,
+        typer.Option(
+            help="Serve a perturbed course of this seed (gates moved within their published "
+            "bounds; as volary race --seed); default: the nominal course."
+        ),
+    ] = None,
+    course_index: Annotated[
+        int, typer.Option(help="Which perturbed course of --course-seed (0: the first).")
+    ] = 0,
     kinetic_frames: Annotated[
         bool, typer.Option(help="Frame ids with FlightGoggles 2019's leading slash.")
     ] = False,
@@ -99,7 +109,8 @@ def serve(
                               results=str(results), exit_on_result=exit_on_result,
                               ignore_collisions=ignore_collisions, imu=imu, seed=seed,
                               kinetic_frames=kinetic_frames, firmware=firmware,
-                              platform=platform)  # fmt: skip
+                              platform=platform, course_seed=course_seed,
+                              course_index=course_index)  # fmt: skip
         svc = start(options, master_port=master_port, msg_cache=msg_cache, log_dir=log_dir)
     except VolaryError as e:
         _fail(str(e))

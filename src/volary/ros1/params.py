@@ -33,8 +33,12 @@ def init_pose(spec: Any) -> list[float]:
 
 
 def gate_params(spec: Any) -> dict[str, Any]:
-    """Every gate's ``nominal_location``, ``perturbation_bound`` and (the reporter's ground
-    truth, which stacks were not allowed to read) ``location``; the course."""
+    """Every gate's ``nominal_location`` (the course ``spec`` was perturbed from, or ``spec``),
+    ``perturbation_bound`` and (the reporter's ground truth, which stacks were not allowed to
+    read) ``location``, where ``spec`` has the gate; the course."""
+    from volary.worlds import unperturbed
+
+    nominal = unperturbed(spec)
     out: dict[str, Any] = {
         "/uav/gate_names": list(spec.meta["order"]),
         "/uav/challenge_name": CHALLENGE_NAME,
@@ -43,10 +47,11 @@ def gate_params(spec: Any) -> dict[str, Any]:
         "/uav/inflation": float(spec.meta["inflation"]),
     }
     pert = spec.meta.get("perturbation", {})
-    for gate in spec.gates:
-        corners = [[float(v) for v in c] for c in gate.corners]
-        out[f"/uav/{gate.name}/nominal_location"] = corners
-        out[f"/uav/{gate.name}/location"] = corners
+    for gate, nominal_gate in zip(spec.gates, nominal.gates, strict=True):
+        out[f"/uav/{gate.name}/nominal_location"] = [
+            [float(v) for v in c] for c in nominal_gate.corners
+        ]
+        out[f"/uav/{gate.name}/location"] = [[float(v) for v in c] for c in gate.corners]
         bound = pert.get(gate.name, (0.0, 0.0, 0.0))
         out[f"/uav/{gate.name}/perturbation_bound"] = [float(v) for v in bound]
     return out

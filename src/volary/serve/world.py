@@ -94,8 +94,9 @@ class ServeConfig:
 
     ``scene``: a scenario type of :func:`volary.worlds.make_scenario` (with ``seed`` and the
     type's parameter overrides ``scene_params``, e.g. ``{"length": 20.0}`` for a shorter
-    forest), a race track of :data:`TRACKS` (gates, IR beacons, gate passages), or None (open
-    space).
+    forest), a race track of :data:`TRACKS` (gates, IR beacons, gate passages; ``scene_params``
+    ``{"course_seed": s, "course": i}`` serves the perturbed course ``i`` of
+    ``alphapilot_2019_courses(i + 1, s)`` instead of the nominal one), or None (open space).
 
     ``firmware``: whose rate loop flies the simulated vehicles' commands: ``"ideal"``
     (volary's, the default) or ``"betaflight"`` (one Betaflight 4.6.0 SITL process per vehicle
@@ -139,8 +140,10 @@ class ServeConfig:
                 raise ConfigError("sensors: 'imu' is the IMU's name; set ServeConfig.imu")
         if not (isinstance(self.seed, int) and self.seed >= 0):
             raise ConfigError(f"seed: expected an int >= 0, got {self.seed!r}")
-        if self.scene_params and (self.scene is None or self.scene in TRACKS):
-            raise ConfigError("scene_params: only a scenario type takes parameters")
+        if self.scene_params and self.scene is None:
+            raise ConfigError("scene_params: only a scenario type or a race track takes parameters")
+        if self.scene in TRACKS:
+            _check_track_params(self.scene_params)
         if self.actors and self.scene is None:
             raise ConfigError("actors: need a scene (a scenario type or a race track)")
         if self.firmware not in FIRMWARES:
@@ -186,14 +189,36 @@ class ServeConfig:
 
 
 def scene_spec(config: ServeConfig) -> Any:
-    """The SceneSpec of ``config.scene`` (None for open space)."""
+    """The SceneSpec of ``config.scene`` (None for open space; a track's perturbed course when
+    its ``scene_params`` name one, :data:`TRACK_PARAMS`)."""
     from volary.worlds import alphapilot_2019, make_scenario
 
     if config.scene is None:
         return None
     if config.scene == "alphapilot_2019":
-        return alphapilot_2019()
+        params = dict(config.scene_params)
+        if "course_seed" not in params:
+            return alphapilot_2019()
+        from volary.worlds import alphapilot_2019_courses
+
+        index = int(params.get("course", 0))
+        return alphapilot_2019_courses(index + 1, int(params["course_seed"]))[index]
     return make_scenario(config.scene, config.seed, **dict(config.scene_params))
+
+
+TRACK_PARAMS = ("course_seed", "course")  # a race track's perturbed course (scene_spec)
+
+
+def _check_track_params(params: Mapping[str, Any]) -> None:
+    """A race track takes ``course_seed`` (ints >= 0; without it, the nominal course) and
+    ``course`` (which course of ``alphapilot_2019_courses(course + 1, course_seed)``)."""
+    for k, v in params.items():
+        if k not in TRACK_PARAMS:
+            raise ConfigError(f"scene_params: a race track takes {TRACK_PARAMS}, got {k!r}")
+        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 2**32:
+            raise ConfigError(f"scene_params[{k!r}]: expected an int in [0, 2**32), got {v!r}")
+    if "course" in params and "course_seed" not in params:
+        raise ConfigError("scene_params: 'course' needs 'course_seed' (which draw of courses)")
 
 
 def build_world(config: ServeConfig) -> Any:
