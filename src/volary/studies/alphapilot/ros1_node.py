@@ -14,11 +14,9 @@ per-sample variances, the laser's variance and range, the collider radius, the t
 the left camera's ``camera_info`` (size and intrinsics) and ``/tf_static`` (the camera's
 mount). What FlightGoggles fixed in its configuration rather than published is taken from
 volary's documented copies of it: the quad-X rotor layout and spin directions, no minimum rotor
-speed, no linear drag (platform ``flightgoggles``), the IMU rate (960 Hz) and its turn-on biases
-and bias walks (IMU preset ``flightgoggles``), the 60 Hz render rate of the beacons and the
-laser, the gates' frame border and depth and the arena's bounds (``alphapilot_2019``), the
-floor at z = 0. FlightGoggles' beacons are exact projections: the briefed pixel noise is 0
-unless ``--pixel-std`` says otherwise.
+speed, no linear drag (platform ``flightgoggles``), the IMU rate (960 Hz; its bias model was not
+published in 2019 and is not briefed), the 60 Hz render rate of the beacons and the laser, the
+gates' frame border and depth and the arena's bounds (``alphapilot_2019``), the floor at z = 0.
 
 **Observations**: every IMU message is one control step. FlightGoggles' frames are REP 103's
 (``uav/imu`` is FLU, the world ENU), which are volary's body and world frames, so vectors pass
@@ -61,12 +59,12 @@ from volary.studies.alphapilot.interface import (
     Briefing,
     ChallengeObservation,
     Contestant,
+    PublishedImu,
     RangeReport,
     make_contestant,
 )
 
 PLATFORM = "flightgoggles"  # the catalogue's copy of FlightGoggles' vehicle configuration
-IMU_PRESET = "flightgoggles"
 CAMERA_PRESET = RANGER_PRESET = "flightgoggles"
 IMU_RATE_HZ = 960.0  # FlightGoggles' IMU samples at its 960 Hz dynamics step (configuration)
 RENDER_HZ = 60.0  # FlightGoggles' render rate: IR beacons and the laser (configuration)
@@ -94,8 +92,6 @@ def briefing_from_ros(
     uav: Mapping[str, Any],
     camera: CameraInfo,
     control_hz: float,
-    *,
-    pixel_std: float = 0.0,
 ) -> Briefing:
     """The contestant's :class:`Briefing` from the ``/uav`` parameter tree (as
     ``rospy.get_param("/uav")`` returns it), the camera and the control rate (module
@@ -111,7 +107,6 @@ def briefing_from_ros(
         imu=imu_from_params(uav),
         camera=camera_from_ros(camera),
         beacon_rate_hz=RENDER_HZ,
-        beacon_pixel_std=float(pixel_std),
         rangefinder=rangefinder_from_params(uav),
         range_rate_hz=RENDER_HZ,
         start_pos=tuple(float(v) for v in course.start),  # type: ignore[arg-type]
@@ -231,18 +226,15 @@ def vehicle_from_params(uav: Mapping[str, Any]) -> Any:
     return VehicleParams.from_airframes(af, 1, dtype=DTYPE).to(dtype=torch.float64)
 
 
-def imu_from_params(uav: Mapping[str, Any]) -> Any:
-    """The IMU: the published per-sample variances as noise densities at FlightGoggles' 960 Hz;
-    turn-on biases and bias walks from its configuration (preset ``flightgoggles``)."""
-    from volary.sensors.imu import imu_config
-
+def imu_from_params(uav: Mapping[str, Any]) -> PublishedImu:
+    """The IMU as 2019 published it: the per-sample variances as noise densities at
+    FlightGoggles' 960 Hz (no bias model: a contestant assumes its own)."""
     where = "flightgoggles_imu"
     sec = _section(uav, where)
     var_a = _number(sec, where, "accelerometer_variance")
     var_g = _number(sec, where, "gyroscope_variance")
-    return replace(imu_config(IMU_PRESET), accel_noise_density=math.sqrt(var_a / IMU_RATE_HZ),
-                   gyro_noise_density=math.sqrt(var_g / IMU_RATE_HZ), rate_hz=IMU_RATE_HZ,
-                   source="FlightGoggles parameters /uav/flightgoggles_imu")  # fmt: skip
+    return PublishedImu(math.sqrt(var_a / IMU_RATE_HZ), math.sqrt(var_g / IMU_RATE_HZ),
+                        IMU_RATE_HZ)  # fmt: skip
 
 
 def rangefinder_from_params(uav: Mapping[str, Any]) -> Any:
@@ -360,7 +352,6 @@ class NodeOptions:
 
     contestant: str = DEFAULT_CONTESTANT
     control_hz: float = 240.0
-    pixel_std: float = 0.0
     time_limit_s: float = 60.0
     setup_timeout_s: float = 120.0
     out: str | None = None
@@ -371,8 +362,6 @@ class NodeOptions:
             v = getattr(self, name)
             if not (isinstance(v, int | float) and math.isfinite(v) and v > 0):
                 raise ConfigError(f"{name}: expected a value > 0, got {v!r}")
-        if not (math.isfinite(self.pixel_std) and self.pixel_std >= 0):
-            raise ConfigError(f"pixel_std: expected px >= 0, got {self.pixel_std!r}")
 
 
 class _Frames:
@@ -469,8 +458,7 @@ class ContestantNode:
         uav = self.rospy.get_param("/uav")
         cam = CameraInfo(w, h, k, trans, rot)
         self.uav = uav
-        return briefing_from_ros(uav, cam, self.options.control_hz,
-                                 pixel_std=self.options.pixel_std)  # fmt: skip
+        return briefing_from_ros(uav, cam, self.options.control_hz)
 
     def start(self) -> float:
         """Brief and reset the contestant, take its step-0 answer (at the held start pose, with
@@ -718,19 +706,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=240.0,
         help="the simulator's tick (volary ros1 serve --control-hz)",
     )
-    ap.add_argument(
-        "--pixel-std",
-        type=float,
-        default=0.0,
-        help="px of beacon noise briefed (FlightGoggles' beacons are exact)",
-    )
     ap.add_argument("--time-limit", type=float, default=60.0, help="sim s after arming")
     ap.add_argument("--setup-timeout", type=float, default=120.0, help="wall s")
     ap.add_argument("--out", help="write the lap summary (JSON) here")
     ap.add_argument("--msg-cache", help="where generated ROS 1 messages go")
     a = ap.parse_args(argv)
     try:
-        run_node(NodeOptions(a.contestant, a.control_hz, a.pixel_std, a.time_limit,
+        run_node(NodeOptions(a.contestant, a.control_hz, a.time_limit,
                              a.setup_timeout, a.out, a.msg_cache))  # fmt: skip
     except VolaryError as e:
         print(f"error: {e}", file=sys.stderr)
