@@ -454,7 +454,7 @@ def mlp_npz(
     per stage its kind, parameters and array names), the arrays ``"{k}_{name}"`` (float32) and
     ``meta`` (a JSON string, e.g. the observation layout a deployment must rebuild). The stages
     are the C header's (norm, linear, tanh, relu, elu, clamp) and, for small convolutional nets
-    such as the RGB depth encoder (:mod:`volary.learning.rgb_depth`), conv, coords and sigmoid;
+    such as the RGB depth encoder (:mod:`volary.studies.rl.rgb_depth`), conv, coords and sigmoid;
     the numpy runtime that reads them is
     :class:`volary.studies.flyingtrust.planners.learned.NumpyMLP`."""
     import json

@@ -403,7 +403,7 @@ class LearnedPlanner:
 
 class LearnedRgbPlanner(LearnedPlanner):
     """``learned_rgb``: the learned planner flown from RGB alone (issue 21). A small CNN (the
-    RGB depth encoder, :mod:`volary.learning.rgb_depth`, shipped as
+    RGB depth encoder, :mod:`volary.studies.rl.rgb_depth`, shipped as
     ``data/learned_rgb_encoder.npz``) predicts the policy's min-pooled depth grid from the
     forward RGB frame; the policy, the arrival law and the volume clamp are the ``learned``
     planner's, and the shield back-projects the predicted grid (each cell's depth over its
