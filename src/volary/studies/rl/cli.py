@@ -648,7 +648,7 @@ PARITY_OBSERVATIONS = 1000  # observations of the ONNX parity check printed by r
 def _write_npz(policy: Any, path: Path, task: str, env_options: dict[str, Any]) -> None:
     """policy.npz: the deterministic policy as plain arrays; for navigate with the task's
     deployment layout (what the learned planner needs to rebuild its observation)."""
-    from volary.learning.export import mlp_npz
+    from volary.studies.rl.export import mlp_npz
 
     meta: dict[str, Any] = {"task": task}
     if task == "navigate":
@@ -683,8 +683,8 @@ def rl_export(
     difference between torch and onnxruntime on 1,000 observations drawn from the policy's
     observation statistics. ONNX needs the export extra (onnx, onnxruntime, onnxscript)."""
     from volary.errors import VolaryError
-    from volary.learning.export import c_header, export_onnx, onnx_parity, parity_observations
     from volary.learning.rl.ppo import load_policy
+    from volary.studies.rl.export import c_header, export_onnx, onnx_parity, parity_observations
 
     if onnx is None and header is None and npz is None:
         fail("expected --onnx PATH, --header PATH and/or --npz PATH")

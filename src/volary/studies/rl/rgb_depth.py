@@ -24,7 +24,7 @@ the grid, a dilated convolution for context, a 1 x 1 convolution and a sigmoid. 
 ``over_weight`` times the weight where the prediction is farther than the truth (seeing an
 obstacle too far is the unsafe error).
 
-**Export**: ``volary.learning.export.mlp_npz`` (the same plain-array format as the policy; conv,
+**Export**: ``volary.studies.rl.export.mlp_npz`` (the same plain-array format as the policy; conv,
 coords and sigmoid stages), read by :class:`volary.studies.flyingtrust.planners.learned.NumpyMLP`.
 
     >>> rgb, target, info = collect(RgbDepthConfig())
@@ -317,7 +317,7 @@ def export(net: DepthNet, path: str | Path, info: dict[str, Any],
            report: dict[str, Any] | None = None) -> Path:  # fmt: skip
     """The encoder as plain arrays (``mlp_npz``) with the camera it was trained for in
     ``meta``, which the ``learned_rgb`` planner checks against the task's camera."""
-    from volary.learning.export import mlp_npz
+    from volary.studies.rl.export import mlp_npz
 
     keys = ("width", "height", "hfov", "depth_range", "grid", "scenarios", "scenes",
             "scene_seed", "frames", "sky")  # fmt: skip

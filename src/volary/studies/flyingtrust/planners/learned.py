@@ -5,7 +5,7 @@ paper is not among ``shared/papers``).
 
 **The policy** is trained in ``volary.envs``' ``navigate`` task (one command:
 ``volary rl train --recipe learned-planner``, see :mod:`volary.studies.rl.recipes`) and ships
-as plain arrays (``data/learned_planner.npz``, written by :func:`volary.learning.export.mlp_npz`,
+as plain arrays (``data/learned_planner.npz``, written by :func:`volary.studies.rl.export.mlp_npz`,
 read here without pickle by :class:`NumpyMLP`; 18 k parameters). Its observation is rebuilt
 from the benchmark's :class:`~volary.planning.navigation.NavObservation` exactly as ``navigate``
 builds it (:func:`observation`; a test checks the two against each other): in the yaw-aligned
@@ -67,7 +67,7 @@ STATS = ("calls", "shielded", "stopped", "arriving", "volume")  # LearnedPlanner
 
 # ---------------------------------------------------------------------------- the network
 class NumpyMLP:
-    """The deterministic policy of an MLP exported by ``volary.learning.export.mlp_npz``:
+    """The deterministic policy of an MLP exported by ``volary.studies.rl.export.mlp_npz``:
     numpy float32, no pickle. ``meta`` holds what the exporter was told (observation layout).
     Small convolutional nets (the RGB depth encoder) also run: their input is (N, C, H, W)."""
 
