@@ -2078,7 +2078,7 @@ def net_doc(entry: str, rng: np.random.Generator) -> tuple[dict[str, Any], dict[
     if entry == DCE:
         from dataclasses import asdict
 
-        from volary.learning.dce import CHECKPOINT_KIND, DCEConfig, DepthVAE
+        from volary.studies.rl.dce import CHECKPOINT_KIND, DCEConfig, DepthVAE
 
         cfg = DCEConfig(latent=int(rng.integers(2, 9)), width=int(rng.integers(2, 5)))
         shape = (8 * int(rng.integers(1, 4)), 8 * int(rng.integers(1, 5)))
@@ -2795,7 +2795,7 @@ def check_more(entry: str, path: str, expect: dict[str, Any]) -> str:
         import torch
 
         if entry == DCE:
-            from volary.learning.dce import load_vae as load
+            from volary.studies.rl.dce import load_vae as load
         elif entry == SVNET:
             from volary.studies.sousvide.net import load_checkpoint as load
         else:
@@ -2826,12 +2826,12 @@ def _worker(conn: Any) -> None:
     import torch  # noqa: F401 - imported before the first deadline starts
 
     import volary.bench.nav.db
-    import volary.learning.dce
     import volary.learning.rl.ppo
     import volary.platforms
     import volary.sensors.splat
     import volary.serve.recording
     import volary.studies.boundary.dataset
+    import volary.studies.rl.dce
     import volary.studies.sousvide.net
     import volary.view.recording
     import volary.worlds.io  # noqa: F401

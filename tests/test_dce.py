@@ -1,4 +1,4 @@
-"""The deep collision encoder (volary.learning.dce) and the navigate task's latent observation."""
+"""The deep collision encoder (volary.studies.rl.dce) and the navigate task's latent observation."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from volary.cli.main import app
 from volary.envs import make_env
 from volary.errors import ConfigError, FileFormatError
-from volary.learning.dce import (
+from volary.studies.rl.dce import (
     DCEConfig,
     DepthVAE,
     LatentEncoder,

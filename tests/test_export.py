@@ -1,4 +1,4 @@
-"""Export (``volary.learning.export``): ONNX parity with torch through onnxruntime, the C header
+"""Export (``volary.studies.rl.export``): ONNX parity with torch through onnxruntime, the C header
 compiled with gcc and compared with torch, the errors, and ``volary rl export``."""
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from typer.testing import CliRunner
 
 from volary.cli.main import app
 from volary.errors import ConfigError, MissingDependencyError
-from volary.learning.export import (
+from volary.learning.rl import ActorCritic, PPOConfig, save_policy
+from volary.studies.rl.export import (
     c_header,
     deterministic_actor,
     export_onnx,
@@ -26,7 +27,6 @@ from volary.learning.export import (
     onnx_session,
     parity_observations,
 )
-from volary.learning.rl import ActorCritic, PPOConfig, save_policy
 
 OBS_DIM, ACT_DIM = 7, 3
 TOL = 1e-5  # the issue's acceptance: ONNX parity < 1e-5 on 1,000 observations
@@ -243,8 +243,8 @@ def test_cli_export_writes_onnx_and_header(tmp_path):
 def test_cli_export_npz_carries_the_navigate_layout(tmp_path):
     """--npz: plain arrays the numpy runtime evaluates as torch does, with the layout of the
     checkpoint's navigate task (what the learned planner rebuilds its observation from)."""
-    from volary.learning.export import deterministic_actor
     from volary.studies.flyingtrust.planners.learned import NumpyMLP
+    from volary.studies.rl.export import deterministic_actor
 
     pol = _policy()
     meta = {"task": "navigate", "env_options": {"action_repeat": 6, "max_speed": 3.0}}

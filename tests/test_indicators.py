@@ -13,10 +13,10 @@ import pytest
 import torch
 
 from volary.dynamics import Airframe
-from volary.platforms import flyingtrust as ft
 from volary.platforms import indicators, layout, names, table1
 from volary.platforms.catalogue import get
 from volary.platforms.indicators import max_angular_acceleration, rotor_thrust_limits
+from volary.studies.flyingtrust import platforms as ft
 
 torch.set_num_threads(1)
 
@@ -129,7 +129,7 @@ def test_embedded_table1_equals_shared_csv():
 
 def test_generated_data_file_is_up_to_date():
     assert ft.DATA_FILE.read_text(encoding="utf-8") == ft.render(), (
-        "run `python -m volary.platforms.flyingtrust --write`"
+        "run `python -m volary.studies.flyingtrust.platforms --write`"
     )
 
 

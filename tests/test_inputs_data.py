@@ -32,8 +32,8 @@ from _inputs_corpus import (
     sv_parts,
 )
 from volary.errors import ConfigError, FileFormatError
-from volary.learning.dce import load_vae
 from volary.studies.boundary.dataset import load_dataset, read_config
+from volary.studies.rl.dce import load_vae
 from volary.studies.sousvide import dataset as sv
 from volary.studies.sousvide.net import NetConfig
 from volary.view.recording import load_recording

@@ -12,7 +12,6 @@ from torch import nn
 
 from test_nav_planners import _depth_wall, _obs, _task
 from volary.errors import ConfigError
-from volary.learning.export import deterministic_actor, mlp_npz, parity_observations
 from volary.learning.rl.ppo import ActorCritic, PPOConfig
 from volary.planning.navigation import NavObservation
 from volary.studies.flyingtrust.planners import get_planner
@@ -26,6 +25,7 @@ from volary.studies.flyingtrust.planners.learned import (
     unsafe_reference,
     volume_clamp,
 )
+from volary.studies.rl.export import deterministic_actor, mlp_npz, parity_observations
 
 
 # ---------------------------------------------------------------------------- the network

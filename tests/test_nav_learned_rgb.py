@@ -14,7 +14,9 @@ import torch.nn.functional as F
 
 from test_nav_planners import _obs, _rgb_open, _task
 from volary.errors import ConfigError
-from volary.learning.rgb_depth import (
+from volary.studies.flyingtrust.planners import get_planner
+from volary.studies.flyingtrust.planners.learned import NumpyMLP, conv2d, pooled_depth, with_coords
+from volary.studies.rl.rgb_depth import (
     RgbDepthConfig,
     as_input,
     collect,
@@ -23,8 +25,6 @@ from volary.learning.rgb_depth import (
     sample_poses,
     train,
 )
-from volary.studies.flyingtrust.planners import get_planner
-from volary.studies.flyingtrust.planners.learned import NumpyMLP, conv2d, pooled_depth, with_coords
 
 TINY = RgbDepthConfig(scenes=1, frames_per_scene=100, epochs=6, batch=32, scene_seed=2000)
 
@@ -40,7 +40,7 @@ def test_numpy_conv2d_is_torchs(stride, padding, dilation):
 
 
 def test_coordinate_channels_match_the_torch_module():
-    from volary.learning.rgb_depth import Coords
+    from volary.studies.rl.rgb_depth import Coords
 
     x = torch.rand(2, 3, 4, 6)
     np.testing.assert_allclose(with_coords(x.numpy()), Coords()(x).numpy(), atol=1e-7)
@@ -69,7 +69,7 @@ def tiny_data():
 def test_collected_targets_are_the_policys_depth_grid(tiny_data):
     """The target of a frame is what the learned planner computes from the depth camera at that
     pose; the RGB frame is the benchmark's camera (sky where no splat is hit)."""
-    from volary.learning.rgb_depth import camera_pair
+    from volary.studies.rl.rgb_depth import camera_pair
 
     rgb, target, info = tiny_data
     assert rgb.shape == (200, 48, 64, 3) and rgb.dtype == torch.uint8
@@ -84,7 +84,7 @@ def test_collected_targets_are_the_policys_depth_grid(tiny_data):
     world.reset(pos=pos, quat=quat)
     d = world.read("depth")
     depth = torch.where(d.valid, d.depth, torch.full_like(d.depth, math.inf)).numpy()
-    from volary.learning.rgb_depth import pooled_target
+    from volary.studies.rl.rgb_depth import pooled_target
 
     got = pooled_target(d.depth, d.valid, TINY).numpy()
     for i in range(4):

@@ -17,12 +17,12 @@ import pytest
 
 from _nav_fakes import crashy_unit, fake_unit, hold_memory, wrong_rows_unit
 from volary.bench.nav.db import RunDB, load_results
-from volary.bench.nav.runner import _kill_pool, _new_pool
 from volary.bench.nav.schema import ROW_FIELDS, TrialResult
 from volary.bench.threads import cpu_model
 from volary.errors import ConfigError
 from volary.studies.flyingtrust.protocol import QUICK_PLATFORMS, SCENARIO_TYPES, Suite
 from volary.studies.flyingtrust.run import resume, run_suite
+from volary.studies.flyingtrust.runner import _kill_pool, _new_pool
 
 TESTS = Path(__file__).resolve().parent
 SUITE = Suite("t", QUICK_PLATFORMS[:3], SCENARIO_TYPES, (0, 1), 1)
@@ -271,11 +271,11 @@ def test_real_episode_faulty_planners_are_failures_and_the_run_completes(tmp_pat
     assert mine == _table(load_results(ref))
 
 
-def test_the_core_runner_flies_only_the_unit_function_it_is_given(tmp_path):
-    """The core runner names no study: without ``unit_fn`` it refuses in one line (FLYINGTRUST's
+def test_the_runner_flies_only_the_unit_function_it_is_given(tmp_path):
+    """The runner names no episode: without ``unit_fn`` it refuses in one line (FLYINGTRUST's
     episode is passed by volary.studies.flyingtrust.run)."""
-    from volary.bench.nav import runner as core
     from volary.errors import ConfigError
+    from volary.studies.flyingtrust import runner as core
 
     with pytest.raises(ConfigError, match="unit_fn: expected the module-level function"):
         core.run_units(tmp_path / "run.sqlite")

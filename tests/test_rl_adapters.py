@@ -135,7 +135,7 @@ def test_rsl_rl_learner_returns_the_policy_it_trained() -> None:
 
     from volary.envs.adapters import to_rsl_rl
     from volary.learning.rl import PPOConfig
-    from volary.learning.rl.rsl import make_runner, rsl_rl_config, to_actor_critic, train_rsl_rl
+    from volary.studies.rl.rsl import make_runner, rsl_rl_config, to_actor_critic, train_rsl_rl
 
     cfg = PPOConfig(rollout_steps=8, epochs=2, minibatches=2, hidden=(16, 16), lr=1e-3,
                     normalize_obs=False, normalize_rewards=True,

@@ -6,7 +6,7 @@ For every trial of a ``learned_rgb`` run, poses are taken from its recorded trac
 positions; the camera heading along the motion, level, as the policy flies): every
 ``--stride``-th point of the flight, and the last second before the trial ended. At each, the
 forward RGB and depth cameras render exactly as for the encoder's training data
-(:func:`volary.learning.rgb_depth.camera_pair`, the configuration's splat seed) and the shipped
+(:func:`volary.studies.rl.rgb_depth.camera_pair`, the configuration's splat seed) and the shipped
 encoder (the planner's own NumpyMLP) predicts the policy's depth grid. Per configuration the
 error is set beside the flown success of ``learned_rgb`` and of its depth twin ``learned`` (the
 twin's rows from the same databases when they hold them, else the committed protocol run), to
@@ -70,9 +70,9 @@ def errors(planner, world, cfg, pos: np.ndarray, yaw: np.ndarray) -> tuple[np.nd
     true depth (m; the range where nothing is in it)."""
     import torch
 
-    from volary.learning.rgb_depth import pooled_target
     from volary.math.quaternion import quat_from_euler
     from volary.sensors.splat import to_uint8
+    from volary.studies.rl.rgb_depth import pooled_target
 
     out, true = [], []
     n = world.b  # vehicles (one per env)
@@ -129,8 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     from scipy.stats import spearmanr
 
-    from volary.learning.rgb_depth import RgbDepthConfig, camera_pair
     from volary.studies.flyingtrust.planners import get_planner
+    from volary.studies.rl.rgb_depth import RgbDepthConfig, camera_pair
     from volary.worlds import make_scenario
 
     flown = load_trials(args.db)

@@ -89,8 +89,8 @@ def evaluate(policies: dict[str, Path], forests: int, per_forest: int) -> dict[s
     from scenes import GoalFollower
 
     from volary.envs import make_env
-    from volary.learning.dce import resolve_env_options
     from volary.learning.rl import evaluate_policy, load_policy
+    from volary.studies.rl.dce import resolve_env_options
 
     torch.set_num_threads(2)
     n = forests * per_forest

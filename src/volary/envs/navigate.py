@@ -15,7 +15,7 @@ rotation matrix (9); body rates (3, rad/s); the previous action (4); and the dep
 (``depth_obs`` = (h, w), default 12 x 16): the camera's z-depth (``camera`` = (H, W) px, 90 deg
 hFOV, 10 m range, invalid pixels = range) min-pooled to (h, w) and divided by the range.
 With ``depth_encoder`` (a frozen module, e.g. a deep collision encoder from
-:func:`volary.learning.dce.load_encoder`), the last part is instead its ``out_dim`` features of
+:func:`volary.studies.rl.dce.load_encoder`), the last part is instead its ``out_dim`` features of
 the whole (H, W) image divided by the range (22 + out_dim values; Aerial Gym's DCE navigation).
 
 Action in [-1, 1]^4: velocity in the yaw-aligned frame a0..2 x ``max_speed`` (a0 forward), and
@@ -110,7 +110,7 @@ class NavigateTaskConfig:
             if not callable(enc) or isinstance(k, bool) or not isinstance(k, int) or k < 1:
                 raise ConfigError(
                     "depth_encoder: expected None or a module with an int out_dim >= 1 (load "
-                    f"one with volary.learning.dce.load_encoder), got {type(enc).__name__}"
+                    f"one with volary.studies.rl.dce.load_encoder), got {type(enc).__name__}"
                 )
 
     def replace(self, **kw: Any) -> NavigateTaskConfig:

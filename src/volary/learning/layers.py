@@ -1,7 +1,7 @@
 """Small network layers shared by volary's models and their exporters.
 
 ``Coords`` lives here, not beside the RGB depth encoder that uses it, so that the plain-array
-exporter (:func:`volary.learning.export.mlp_npz`) can know it without importing the encoder.
+exporter (:func:`volary.studies.rl.export.mlp_npz`) can know it without importing the encoder.
 """
 
 from __future__ import annotations

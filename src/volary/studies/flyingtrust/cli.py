@@ -39,8 +39,8 @@ UnitTimeout = Annotated[
 
 def _check_pool(workers: int | None, cluster: str | None, unit_timeout: float | None) -> None:
     """The pool options, checked before the command prints its first line."""
-    from volary.bench.nav.cluster import parse_address
     from volary.errors import VolaryError
+    from volary.studies.flyingtrust.cluster import parse_address
 
     if workers is not None and workers < 0:
         fail(f"--workers: expected an integer >= 0 (0: inline), got {workers}")

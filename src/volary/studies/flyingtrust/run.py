@@ -1,11 +1,13 @@
-"""FLYINGTRUST runs: the core runner (:mod:`volary.bench.nav.runner`) with this study's episode.
+"""FLYINGTRUST runs: the process-pool runner (:mod:`volary.studies.flyingtrust.runner`) with this
+study's episode.
 
-``run_suite``, ``resume`` and ``run_units`` are the core runner's, flying every work unit with
+``run_suite``, ``resume`` and ``run_units`` are the runner's, flying every work unit with
 :func:`volary.studies.flyingtrust.episode.run_unit` unless ``unit_fn`` replaces it;
 ``run_suite`` first checks the algorithm names against the planner slate (and a ``ros1:NAME``'s
 launch description). ``stored_suite`` rebuilds a run's protocol :class:`Suite` from its
-database. The runner, the database and the statistics are core because other studies share
-them; what a trial is (take-off, the 4 m/s cap, 90 s, 2 m goal radius) is this study's.
+database. The runner takes the unit function as an argument and names no episode; the
+database and the statistics are core (the viewer and ``volary demo`` read them); what a trial is
+(take-off, the 4 m/s cap, 90 s, 2 m goal radius) is this study's.
 """
 
 from __future__ import annotations
@@ -14,10 +16,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from volary.bench.nav import runner as _core
 from volary.bench.nav.db import RunDB, load_results
-from volary.bench.nav.runner import RunSummary, UnitFn, create_run
 from volary.errors import UnknownNameError
+from volary.studies.flyingtrust import runner as _runner
+from volary.studies.flyingtrust.runner import RunSummary, UnitFn, create_run
 
 
 def run_suite(
@@ -27,26 +29,26 @@ def run_suite(
     unit_fn: UnitFn | None = None,
     **options: Any,
 ) -> RunSummary:
-    """Fly every trial of ``suite`` for ``algos`` and store them in a run database: the core
-    :func:`~volary.bench.nav.runner.run_suite` (its arguments: ``db_path``, ``workers``,
+    """Fly every trial of ``suite`` for ``algos`` and store them in a run database:
+    :func:`.runner.run_suite` (its arguments: ``db_path``, ``workers``,
     ``cluster``, ``algo_options``, ``seed``, ``progress``, ``unit_timeout``) with this study's
     episode. ``unit_fn`` replaces ``episode.run_unit`` (then the names are not checked against
     the slate)."""
     if unit_fn is None:
         check_algo_names(algos)
-    return _core.run_suite(suite, algos, *args, unit_fn=unit_fn or _episode_unit_fn(), **options)
+    return _runner.run_suite(suite, algos, *args, unit_fn=unit_fn or _episode_unit_fn(), **options)
 
 
 def resume(*args: Any, unit_fn: UnitFn | None = None, **options: Any) -> RunSummary:
-    """The core :func:`~volary.bench.nav.runner.resume` (same arguments) with this study's
+    """:func:`.runner.resume` (same arguments) with this study's
     episode unless ``unit_fn``: fly the trials of an existing run not stored yet."""
-    return _core.resume(*args, unit_fn=unit_fn or _episode_unit_fn(), **options)
+    return _runner.resume(*args, unit_fn=unit_fn or _episode_unit_fn(), **options)
 
 
 def run_units(*args: Any, unit_fn: UnitFn | None = None, **options: Any) -> RunSummary:
-    """The core :func:`~volary.bench.nav.runner.run_units` (same arguments, ``only``: unit
+    """:func:`.runner.run_units` (same arguments, ``only``: unit
     indices) with this study's episode unless ``unit_fn``."""
-    return _core.run_units(*args, unit_fn=unit_fn or _episode_unit_fn(), **options)
+    return _runner.run_units(*args, unit_fn=unit_fn or _episode_unit_fn(), **options)
 
 
 def _episode_unit_fn() -> UnitFn:

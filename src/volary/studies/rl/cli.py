@@ -88,7 +88,7 @@ def _resolved(options: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(options.get("depth_encoder"), str):
         return options
     from volary.errors import VolaryError
-    from volary.learning.dce import resolve_env_options
+    from volary.studies.rl.dce import resolve_env_options
 
     try:
         return resolve_env_options(options)
@@ -139,7 +139,7 @@ LEARNERS = ("volary", "rsl_rl")
 def _train_rsl_rl(env: Any, cfg: Any, iterations: int, printer: Any, stop: Any) -> tuple[Any, dict]:
     """(A missing rsl-rl-lib raises to_rsl_rl's MissingDependencyError: the caller's one line.)"""
     from volary.envs.adapters import to_rsl_rl
-    from volary.learning.rl.rsl import train_rsl_rl
+    from volary.studies.rl.rsl import train_rsl_rl
 
     return train_rsl_rl(to_rsl_rl(env), cfg, iterations, progress=printer, stop=stop)
 
@@ -464,7 +464,7 @@ def rl_dce(
     env_opt: EnvOpts = None,
     set_: SetOption = None,
 ) -> None:
-    """Train a deep collision encoder (volary.learning.dce) on navigate's depth camera.
+    """Train a deep collision encoder (volary.studies.rl.dce) on navigate's depth camera.
 
     Flies --envs navigate envs along the goal vector with noise in --scenes forests from
     --scene-seed, collects --frames depth images, trains a VAE whose latent reconstructs
@@ -474,7 +474,7 @@ def rl_dce(
     import torch
 
     from volary.errors import VolaryError
-    from volary.learning.dce import DCEConfig, collect_depth, save_encoder, train_dce
+    from volary.studies.rl.dce import DCEConfig, collect_depth, save_encoder, train_dce
 
     for value, option in ((frames, "--frames"), (scenes, "--scenes"), (envs, "--envs")):
         _check_positive(value, option)
@@ -541,7 +541,7 @@ def _plot_dce(vae: Any, depth: Any, info: dict, cfg: Any, report: dict, path: Pa
     """Depth, collision target and reconstruction of six images; the loss curves."""
     import torch
 
-    from volary.learning.dce import collision_targets
+    from volary.studies.rl.dce import collision_targets
 
     idx = torch.linspace(0, depth.shape[0] - 1, 6).long()
     with torch.no_grad():
@@ -565,7 +565,7 @@ def rl_rgb_encoder(
     seed: Seed = 0,
     set_: SetOption = None,
 ) -> None:
-    """Train the learned_rgb planner's RGB depth encoder (volary.learning.rgb_depth).
+    """Train the learned_rgb planner's RGB depth encoder (volary.studies.rl.rgb_depth).
 
     Renders RGB and depth at random free poses in the training scenes (forest and urban,
     generator seeds 1000 and up: not the benchmark's configurations), trains a small CNN to
@@ -579,7 +579,7 @@ def rl_rgb_encoder(
     import torch
 
     from volary.errors import VolaryError
-    from volary.learning.rgb_depth import RgbDepthConfig, collect, export, train
+    from volary.studies.rl.rgb_depth import RgbDepthConfig, collect, export, train
 
     try:
         cfg = configure(RgbDepthConfig(), [("--seed", "seed", seed)], set_)
@@ -623,7 +623,7 @@ def _plot_rgb_encoder(net: Any, rgb: Any, target: Any, ids: Any, report: dict, p
     """Six validation frames: RGB, the true pooled depth, the prediction; the learning curve."""
     import torch
 
-    from volary.learning.rgb_depth import as_input
+    from volary.studies.rl.rgb_depth import as_input
 
     grid = tuple(report["config"]["grid"])
     val = torch.nonzero(torch.isin(ids, ids.unique()[-1:])).flatten()  # any one scene's frames
@@ -648,7 +648,7 @@ PARITY_OBSERVATIONS = 1000  # observations of the ONNX parity check printed by r
 def _write_npz(policy: Any, path: Path, task: str, env_options: dict[str, Any]) -> None:
     """policy.npz: the deterministic policy as plain arrays; for navigate with the task's
     deployment layout (what the learned planner needs to rebuild its observation)."""
-    from volary.learning.export import mlp_npz
+    from volary.studies.rl.export import mlp_npz
 
     meta: dict[str, Any] = {"task": task}
     if task == "navigate":
@@ -683,8 +683,8 @@ def rl_export(
     difference between torch and onnxruntime on 1,000 observations drawn from the policy's
     observation statistics. ONNX needs the export extra (onnx, onnxruntime, onnxscript)."""
     from volary.errors import VolaryError
-    from volary.learning.export import c_header, export_onnx, onnx_parity, parity_observations
     from volary.learning.rl.ppo import load_policy
+    from volary.studies.rl.export import c_header, export_onnx, onnx_parity, parity_observations
 
     if onnx is None and header is None and npz is None:
         fail("expected --onnx PATH, --header PATH and/or --npz PATH")

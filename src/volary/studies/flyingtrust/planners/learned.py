@@ -5,7 +5,7 @@ paper is not among ``shared/papers``).
 
 **The policy** is trained in ``volary.envs``' ``navigate`` task (one command:
 ``volary rl train --recipe learned-planner``, see :mod:`volary.studies.rl.recipes`) and ships
-as plain arrays (``data/learned_planner.npz``, written by :func:`volary.learning.export.mlp_npz`,
+as plain arrays (``data/learned_planner.npz``, written by :func:`volary.studies.rl.export.mlp_npz`,
 read here without pickle by :class:`NumpyMLP`; 18 k parameters). Its observation is rebuilt
 from the benchmark's :class:`~volary.planning.navigation.NavObservation` exactly as ``navigate``
 builds it (:func:`observation`; a test checks the two against each other): in the yaw-aligned
@@ -67,7 +67,7 @@ STATS = ("calls", "shielded", "stopped", "arriving", "volume")  # LearnedPlanner
 
 # ---------------------------------------------------------------------------- the network
 class NumpyMLP:
-    """The deterministic policy of an MLP exported by ``volary.learning.export.mlp_npz``:
+    """The deterministic policy of an MLP exported by ``volary.studies.rl.export.mlp_npz``:
     numpy float32, no pickle. ``meta`` holds what the exporter was told (observation layout).
     Small convolutional nets (the RGB depth encoder) also run: their input is (N, C, H, W)."""
 
@@ -403,7 +403,7 @@ class LearnedPlanner:
 
 class LearnedRgbPlanner(LearnedPlanner):
     """``learned_rgb``: the learned planner flown from RGB alone (issue 21). A small CNN (the
-    RGB depth encoder, :mod:`volary.learning.rgb_depth`, shipped as
+    RGB depth encoder, :mod:`volary.studies.rl.rgb_depth`, shipped as
     ``data/learned_rgb_encoder.npz``) predicts the policy's min-pooled depth grid from the
     forward RGB frame; the policy, the arrival law and the volume clamp are the ``learned``
     planner's, and the shield back-projects the predicted grid (each cell's depth over its
