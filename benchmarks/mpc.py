@@ -1,5 +1,4 @@
-"""MPC solve time per vehicle (single and batched) and figure-eight tracking of the SOUS VIDE
-study's MPC expert (volary.studies.sousvide.mpc).
+"""MPC solve time per vehicle (single and batched) and figure-eight tracking of volary.control.mpc.
 
 Run: ``.venv/bin/python benchmarks/mpc.py`` (``--device cuda`` for the batched iLQR on a GPU;
 ``--quick`` for a short smoke run). Writes ``benchmarks/results/mpc-<device>.json`` (or
@@ -43,10 +42,10 @@ CASES = [("nmpc", 1), ("nmpc", 16), ("ilqr", 1), ("ilqr", 16), ("ilqr", 256), ("
 
 
 def make(kind: str, n: int, device: str):
+    from volary.control.mpc import BatchedMpcController, MpcConfig, NmpcController
     from volary.control.references import figure_eight
     from volary.planning import flat_to_state
     from volary.sim import Simulator
-    from volary.studies.sousvide.mpc import BatchedMpcController, MpcConfig, NmpcController
 
     ref = figure_eight(3.0, 2.0)
     sim = Simulator(

@@ -14,14 +14,7 @@ import pytest
 import torch
 
 from volary.control import make_controller
-from volary.control.references import FigureEight, figure_eight
-from volary.dynamics import DynamicsConfig, MultirotorState, VehicleParams
-from volary.dynamics.step import Disturbance, physics_step
-from volary.errors import ConfigError, MissingDependencyError
-from volary.math import random as vrandom
-from volary.planning import flat_to_state, min_snap
-from volary.sim import Simulator
-from volary.studies.sousvide.mpc import (
+from volary.control.mpc import (
     BatchedMpcController,
     GaussNewtonSqp,
     MpcConfig,
@@ -31,6 +24,13 @@ from volary.studies.sousvide.mpc import (
     model_step,
     state_vector,
 )
+from volary.control.references import FigureEight, figure_eight
+from volary.dynamics import DynamicsConfig, MultirotorState, VehicleParams
+from volary.dynamics.step import Disturbance, physics_step
+from volary.errors import ConfigError, MissingDependencyError
+from volary.math import random as vrandom
+from volary.planning import flat_to_state, min_snap
+from volary.sim import Simulator
 from volary.types import Controller
 
 PLATFORMS = ["crazyflie", "hexa", "fpv_racer_250", "sous_vide"]
@@ -145,8 +145,8 @@ def test_torch_model_matches_simulator_thrust_rate_physics():
 
 
 def test_analytic_step_jacobians_match_finite_differences():
-    from volary.studies.sousvide import ilqr
-    from volary.studies.sousvide.mpc import model_step_jacobians
+    from volary.control import ilqr
+    from volary.control.mpc import model_step_jacobians
 
     plant = MpcPlant.from_params(_params(PLATFORMS))
     x, u = _random_xu(4, torch.Generator().manual_seed(2))

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from volary.control.mpc import MpcConfig
 from volary.errors import ConfigError
 from volary.studies.sousvide import dataset as ds
 from volary.studies.sousvide.generate import (
@@ -18,7 +19,6 @@ from volary.studies.sousvide.generate import (
     unit_generator,
 )
 from volary.studies.sousvide.history import history_windows, observable
-from volary.studies.sousvide.mpc import MpcConfig
 from volary.studies.sousvide.scene import make_scene
 
 TINY = dict(n_des=3, n_smp=2, t_smp=0.5, width=32, height=32, window=4, envs=2)

@@ -271,7 +271,7 @@ class ExpertPolicy:
         self._mpc: Any = None
 
     def reset(self, n_envs: int) -> None:
-        from volary.studies.sousvide.mpc import BatchedMpcController, MpcConfig
+        from volary.control.mpc import BatchedMpcController, MpcConfig
 
         if isinstance(n_envs, bool) or not isinstance(n_envs, int) or n_envs < 1:
             raise ConfigError(f"n_envs: expected an integer >= 1, got {n_envs!r}")

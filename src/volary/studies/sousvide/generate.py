@@ -8,9 +8,9 @@ u = i * n_smp + j:
   velocity, roll/pitch/yaw), from a ``torch.Generator`` seeded by (seed, u) only;
 - line 6: GenerateDynamics -- the thrust-rate model (eq. 1 + body drag) with mass m and max
   thrust k_th set per env in the Simulator's ``VehicleParams``;
-- line 7: TMPC -- :class:`volary.studies.sousvide.mpc.BatchedMpcController` built on the same
-  sampled params (the expert knows theta: privileged information) tracks the desired trajectory
-  from reference time t_i for t_smp seconds at the control rate (20 Hz, the MPC stage length);
+- line 7: TMPC -- :class:`volary.control.mpc.BatchedMpcController` built on the same sampled
+  params (the expert knows theta: privileged information) tracks the desired trajectory from
+  reference time t_i for t_smp seconds at the control rate (20 Hz, the MPC stage length);
 - line 8: GenerateImage -- at every control step the onboard camera (T_BC of the scene) is
   rendered from the scene's splat, one batched render for all envs;
 - line 9: the rollout (images, state, reference time, expert action, theta, objective, eq. 3
@@ -306,8 +306,8 @@ def fly_expert(
     cfg: GenerateConfig, scene: SousVideScene, units: np.ndarray, timings: Timings | None = None
 ) -> Rollouts:
     """Algorithm 1 lines 5-8 for a batch of units: sample, fly the MPC expert, render."""
+    from volary.control.mpc import BatchedMpcController, MpcConfig
     from volary.sim import World, rollout
-    from volary.studies.sousvide.mpc import BatchedMpcController, MpcConfig
 
     tm = Timings() if timings is None else timings
     b, dev, dt = len(units), cfg.device, cfg.dt
