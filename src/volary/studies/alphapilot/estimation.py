@@ -381,7 +381,6 @@ class GateEkf:
         corners = self.gate_corners(offsets) if corners is None else corners  # (N, G, 4, 3)
         n = self.n
         c = corners[torch.arange(n)[:, None], g, k]  # (N, k, 3)
-        cg = self.centres[g]  # (N, k, 3)
         R = self.rotation
         rel = c - self.pos[:, None, :]
         x_b = torch.einsum("nji,nkj->nki", R, rel)  # R^T (c - p)
