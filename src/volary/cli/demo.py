@@ -76,7 +76,7 @@ def _img(path: Path) -> str:
 
 
 def _top_view(traj, names: list[str], path: Path) -> Path:
-    from volary.sim.plots import _pyplot
+    from volary.sensors.plots import _pyplot
 
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 5.5))

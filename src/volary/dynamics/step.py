@@ -64,11 +64,6 @@ class DynamicsConfig:
         if not self.crash_speed > 0:
             raise ConfigError(f"crash_speed: expected > 0 m/s, got {self.crash_speed}")
 
-    @property
-    def command_size(self) -> int | None:
-        """Width of the command: 4 for the thrust-rate model, None (= rotor count) otherwise."""
-        return 4 if self.model == Model.THRUST_RATE else None
-
 
 @dataclass(frozen=True)
 class Disturbance:

@@ -206,7 +206,7 @@ class Publishers:
         self.diag = node.create_publisher(self.T["diagnostic_msgs/DiagnosticArray"],
                                           "/diagnostics", rel)  # fmt: skip
         self.scale = node.create_publisher(self.T["std_msgs/Float64"], "/volary/time_scale", rel)
-        self.sensors = {n: _config(s) for n, s in bridge.config.sensors.items()}
+        self.sensors = {n: s.ray_config() for n, s in bridge.config.sensors.items()}
         for n, s in bridge.config.sensors.items():
             if s.kind == "splat":
                 self.sensors[n] = _Pinhole.of_splat(bridge.world.rig[n].sensor)
@@ -462,11 +462,3 @@ class _Pinhole:
         from volary.sensors.rays import FORWARD_CAMERA
 
         return _Pinhole(cam.width, cam.height, cam.intrinsics, cam.mount or FORWARD_CAMERA)
-
-
-def _config(spec: Any) -> Any:
-    from volary.sensors import camera_config, lidar_config, rangefinder_config, tof_config
-
-    make = {"depth": camera_config, "lidar": lidar_config, "tof": tof_config,
-            "rangefinder": rangefinder_config}  # fmt: skip
-    return make[spec.kind](spec.preset) if spec.kind in make else None

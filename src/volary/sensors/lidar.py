@@ -25,6 +25,7 @@ from volary.registry import Registry
 from volary.sensors.rays import (
     Mount,
     NoiseStream,
+    RangePoints,
     RayBundle,
     RaySensor,
     cast_bundle,
@@ -36,7 +37,6 @@ from volary.sensors.rays import (
     pose_args,
     preset_config,
     spherical_rays,
-    to_points,
 )
 
 _DEG = math.pi / 180.0
@@ -133,8 +133,8 @@ def lidar_config(spec: str | LidarConfig, **overrides: Any) -> LidarConfig:
 
 
 @dataclass(frozen=True)
-class LidarReading:
-    """One batched scan (N envs, C channels, A columns)."""
+class LidarReading(RangePoints):
+    """One batched scan (N envs, C channels, A columns); ``points``: (N, C*A, 3)."""
 
     range: Tensor  # (N, C, A) m along each beam; invalid_value where invalid
     valid: Tensor  # (N, C, A) bool
@@ -142,17 +142,6 @@ class LidarReading:
     origin: Tensor  # (N, 3) m, sensor origin in the world
     rotation: Tensor  # (N, 3, 3) R_WS
     rays: Tensor  # (C*A, 3) unit beams in the sensor frame
-
-    def points(self, frame: str = "sensor") -> Tensor:
-        """Point cloud (N, C*A, 3) in the sensor or world frame; NaN where invalid."""
-        return to_points(
-            self.range.flatten(1),
-            self.valid.flatten(1),
-            self.rays,
-            self.origin,
-            self.rotation,
-            frame,
-        )
 
     def save(self, path: str | Path, env: int = 0) -> Path:
         """Env ``env``'s scan: ``x.png`` a top view of its world-frame points coloured by

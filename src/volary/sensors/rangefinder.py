@@ -30,6 +30,7 @@ from volary.sensors.rays import (
     FORWARD_CAMERA,
     Mount,
     NoiseStream,
+    RangePoints,
     RayBundle,
     RaySensor,
     cast_bundle,
@@ -41,7 +42,6 @@ from volary.sensors.rays import (
     pinhole_rays,
     pose_args,
     preset_config,
-    to_points,
 )
 
 _DEG = math.pi / 180.0
@@ -150,8 +150,9 @@ def rangefinder_config(spec: str | RangefinderConfig, **overrides: Any) -> Range
 
 
 @dataclass(frozen=True)
-class TofReading:
-    """One batched multi-zone frame (N envs, zones_y x zones_x)."""
+class TofReading(RangePoints):
+    """One batched multi-zone frame (N envs, zones_y x zones_x); ``points``: one per zone along
+    its centre ray, (N, Zy*Zx, 3)."""
 
     range: Tensor  # (N, Zy, Zx) m; invalid_value where no sub-ray returns
     valid: Tensor  # (N, Zy, Zx) bool
@@ -159,33 +160,16 @@ class TofReading:
     rotation: Tensor  # (N, 3, 3) R_WS
     rays: Tensor  # (Zy*Zx, 3) unit zone-centre rays, sensor frame
 
-    def points(self, frame: str = "sensor") -> Tensor:
-        """One point per zone along its centre ray (N, Zy*Zx, 3); NaN where invalid."""
-        return to_points(
-            self.range.flatten(1),
-            self.valid.flatten(1),
-            self.rays,
-            self.origin,
-            self.rotation,
-            frame,
-        )
-
 
 @dataclass(frozen=True)
-class RangeReading:
-    """One batched single-point reading."""
+class RangeReading(RangePoints):
+    """One batched single-point reading; ``points``: the return point, (N, 1, 3)."""
 
     range: Tensor  # (N,) m; invalid_value where invalid
     valid: Tensor  # (N,) bool
     origin: Tensor  # (N, 3) m
     rotation: Tensor  # (N, 3, 3) R_WS
     rays: Tensor  # (1, 3) the beam in the sensor frame, (0, 0, -1)
-
-    def points(self, frame: str = "sensor") -> Tensor:
-        """The return point (N, 1, 3); NaN where invalid."""
-        return to_points(
-            self.range[:, None], self.valid[:, None], self.rays, self.origin, self.rotation, frame
-        )
 
 
 class MultiZoneTof(RaySensor):

@@ -241,10 +241,6 @@ class RayBundle:
         # rays in the body frame, transposed for row-vector products: d_W = d_B @ R_WB^T
         self.dirs_b = (dirs_s.double() @ r_bs.T).to(device=self.device, dtype=dtype)
 
-    @property
-    def n_rays(self) -> int:
-        return int(self.dirs_s.shape[0])
-
     def world(self, pos: Tensor, quat: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """(origin (N, 3), directions (N, R, 3), R_WS (N, 3, 3)) for body poses."""
         r_wb = quat_to_rotmat(quat_normalize(quat))
@@ -423,3 +419,25 @@ def to_points(
     elif frame != "sensor":
         raise ConfigError(f"frame: expected 'sensor' or 'world', got {frame!r}")
     return torch.where(valid[..., None], p, torch.full_like(p, math.nan))
+
+
+class RangePoints:
+    """``points(frame)`` of a range reading: one point per ray (a LiDAR beam, a ToF zone's
+    centre ray, the rangefinder's beam) from its ``range`` and ``valid`` (N, ...) along
+    ``rays`` (R, 3), in the sensor or world frame."""
+
+    range: Tensor
+    valid: Tensor
+    origin: Tensor
+    rotation: Tensor
+    rays: Tensor
+
+    def points(self, frame: str = "sensor") -> Tensor:
+        """Points (N, R, 3) in the sensor or world frame; NaN where invalid."""
+
+        def rows(x: Tensor) -> Tensor:
+            return x.flatten(1) if x.dim() > 1 else x[:, None]
+
+        return to_points(
+            rows(self.range), rows(self.valid), self.rays, self.origin, self.rotation, frame
+        )

@@ -78,20 +78,6 @@ def config_to_json(config: Any) -> str:
     return json.dumps(dataclasses.asdict(config), sort_keys=True)
 
 
-def config_from_json(text: str) -> Any:
-    from volary.serve.world import ActorSpec, SensorSpec, ServeConfig, SlotSpec
-
-    d = json.loads(text)
-    return ServeConfig(
-        slots=tuple(SlotSpec(s["role"], s["platform"], tuple(s["sensors"])) for s in d["slots"]),
-        sensors={k: SensorSpec(**v) for k, v in d["sensors"].items()},
-        actors=tuple(
-            ActorSpec(a["shape"], tuple(a["size"]), a["mesh"]) for a in d.get("actors", ())
-        ),
-        **{k: v for k, v in d.items() if k not in ("slots", "sensors", "actors")},
-    )
-
-
 class BagRecorder:
     """Writes a served run to ``path`` (a new rosbag2 directory; module docstring)."""
 
@@ -102,7 +88,7 @@ class BagRecorder:
             raise ConfigError(f"record: {self.path} exists; give a new directory")
         self.config, self.world = config, world
         self.dt_ns = round(world.dt * 1e9)
-        self.sensors = {n: _sensor_config(s) for n, s in config.sensors.items()}
+        self.sensors = {n: s.ray_config() for n, s in config.sensors.items()}
         self.writer = writer_cls(self.path, version=9, storage_plugin=plugin.MCAP)
         self.writer.open()
         self.conns: dict[str, Any] = {}
@@ -354,16 +340,6 @@ class BagRecorder:
 
 def _ns(slot: int) -> str:
     return f"vehicle{slot}"
-
-
-def _sensor_config(spec: Any) -> Any:
-    """The sensor config (mount, intrinsics) the World builds from a ``SensorSpec``'s preset;
-    None for kinds without one (beacons, splat)."""
-    from volary.sensors import camera_config, lidar_config, rangefinder_config, tof_config
-
-    make = {"depth": camera_config, "lidar": lidar_config, "tof": tof_config,
-            "rangefinder": rangefinder_config}  # fmt: skip
-    return make[spec.kind](spec.preset) if spec.kind in make else None
 
 
 # ---- reading back --------------------------------------------------------------------------

@@ -76,12 +76,6 @@ def setpoint(values: Sequence[float] | np.ndarray, size: int, what: str) -> np.n
     return a
 
 
-def optical_from_flu() -> np.ndarray:
-    """R (3, 3) that takes optical-frame vectors (x right, y down, z forward) to FLU ones:
-    the rotation between a REP 103 camera link and its ``_optical_frame``."""
-    return np.array([[0.0, 0.0, 1.0], [-1.0, 0.0, 0.0], [0.0, -1.0, 0.0]])
-
-
 def body_velocity(q_wxyz: Vec, v_world: Vec) -> np.ndarray:
     """R^T v: a world-frame velocity in the body frame of the [w, x, y, z] attitude (float64;
     odometry's twist is in its child frame, REP 105)."""

@@ -37,6 +37,15 @@ class SensorSpec:
     preset: str
     rate_hz: float | None = None
 
+    def ray_config(self) -> Any:
+        """The preset's config (mount, intrinsics, ...) for the ray-cast kinds (depth, lidar,
+        tof, rangefinder): what the World builds the sensor from; None for beacons and splat."""
+        from volary.sensors import camera_config, lidar_config, rangefinder_config, tof_config
+
+        make = {"depth": camera_config, "lidar": lidar_config, "tof": tof_config,
+                "rangefinder": rangefinder_config}  # fmt: skip
+        return make[self.kind](self.preset) if self.kind in make else None
+
 
 @dataclass(frozen=True)
 class SlotSpec:
@@ -287,16 +296,9 @@ def start_poses(config: ServeConfig, spec: Any) -> tuple[torch.Tensor, torch.Ten
 
 
 def _sensor(s: SensorSpec, spec: Any, seed: int) -> Any:
-    from volary.sensors import camera_config, lidar_config, rangefinder_config, tof_config
-
-    make = {
-        "depth": camera_config,
-        "lidar": lidar_config,
-        "tof": tof_config,
-        "rangefinder": rangefinder_config,
-    }
-    if s.kind in make:
-        return make[s.kind](s.preset)
+    config = s.ray_config()
+    if config is not None:
+        return config
     if s.kind == "splat":
         return _splat_camera(s.preset, spec, seed)
     if spec is None or spec.meta.get("order_index") is None:

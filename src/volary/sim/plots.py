@@ -7,15 +7,6 @@ from pathlib import Path
 from volary.sim.recording import Trajectory
 
 
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def plot_trajectory(
     traj: Trajectory,
     path: str | Path,

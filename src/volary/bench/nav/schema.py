@@ -139,11 +139,6 @@ class TrialResult:
     def to_row(self) -> dict[str, Any]:
         return asdict(self)
 
-    @classmethod
-    def from_row(cls, row: dict[str, Any]) -> TrialResult:
-        names = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in row.items() if k in names})
-
 
 ROW_FIELDS = tuple(f.name for f in fields(TrialResult))
 

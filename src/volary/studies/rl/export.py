@@ -37,8 +37,8 @@ import torch
 from torch import Tensor, nn
 
 from volary.errors import ConfigError, MissingDependencyError
-from volary.learning.layers import Coords
 from volary.learning.rl.ppo import ActorCritic, RunningNorm
+from volary.studies.rl.layers import Coords
 
 EXTRA = "export"  # pip install volary[export]
 _C_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

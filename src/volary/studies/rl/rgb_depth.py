@@ -47,8 +47,8 @@ from torch import Tensor, nn
 
 from volary.device import torch_threads
 from volary.errors import ConfigError
-from volary.learning.layers import Coords
 from volary.sensors.splat.camera import SKY
+from volary.studies.rl.layers import Coords
 
 
 @dataclass(frozen=True)
