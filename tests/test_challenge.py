@@ -357,3 +357,33 @@ def test_a_whole_race_flies_the_same_alone_and_in_a_batch():
     k = alone.race.path.shape[0]
     assert torch.equal(alone.race.path[:, 0], batch.race.path[:k, 2])
     assert int(alone.race.gates_passed[0]) == int(batch.race.gates_passed[2])
+
+
+def test_reference_clock_holds_only_while_the_vehicle_lags():
+    """``hold_m``: each env's reference clock stops while the estimated vehicle is more than
+    hold_m behind the reference along its velocity, and runs with the control steps otherwise
+    (hold_m = 0: always)."""
+
+    class Logged(SensorRacer):
+        def _advance(self) -> None:
+            before = self.clock.clone()
+            ref = self._reference()
+            speed = ref[:, 1].norm(dim=-1)
+            lag = ((ref[:, 0] - self.ekf.pos) * ref[:, 1]).sum(-1) / speed.clamp_min(1e-6)
+            super()._advance()
+            self.log.append((self.clock - before, lag, speed))
+
+    courses = alphapilot_2019_courses(2, 0)
+    for hold in (0.0, 0.05):
+        racer = Logged(hold_m=hold, **QUICK)
+        racer.log = []
+        run_challenge(courses, racer, seed=0, time_limit_s=2.0)
+        step = torch.stack([d for d, _, _ in racer.log])
+        lag = torch.stack([g for _, g, _ in racer.log])
+        speed = torch.stack([s for _, _, s in racer.log])
+        if hold == 0.0:
+            assert bool((step == 1).all())
+            continue
+        held = (lag > hold) & (speed > 1.0)
+        assert torch.equal(step == 0, held)
+        assert bool(held.any()) and bool((~held).any())  # both happen in these 2 s

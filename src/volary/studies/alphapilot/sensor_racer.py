@@ -129,6 +129,7 @@ class SensorRacer:
     gate_scale_std: float = 0.1  # of the relative size of its opening (each in-plane axis)
     level_normals: bool = True  # plans cross every gate horizontally (see _gates_now)
     max_load: float = 1.5  # a replan still past this load after retiming is dropped
+    hold_m: float = 0.0  # m behind the reference (along its velocity) that holds its clock
     limits: Limits = field(default_factory=lambda: replace(_default_limits(), thrust_margin=0.85))
 
     def __post_init__(self) -> None:
@@ -181,7 +182,8 @@ class SensorRacer:
         self.plan_gates = torch.zeros(self.n, centres.shape[0], 2, 3, dtype=torch.float64)
         first = torch.ones(self.n, dtype=torch.int64)  # every env heads for waypoint 1
         everyone = torch.ones(self.n, dtype=torch.bool)
-        self._replan(everyone, 0, self._rest_reference(start), self._gates_now(), first)
+        self.clock = torch.zeros(self.n, dtype=torch.int64)  # each env's reference step
+        self._replan(everyone, True, self._rest_reference(start), self._gates_now(), first)
 
     def _filter(self, b: Briefing) -> GateEkf:
         spec = b.course
@@ -280,7 +282,7 @@ class SensorRacer:
         return yaw[:n]
 
     def _rest_reference(self, pos: Tensor) -> Tensor:
-        """(N, 5, 3) a reference at rest at ``pos`` facing the start yaw (see _reference_at)."""
+        """(N, 5, 3) a reference at rest at ``pos`` facing the start yaw (see _reference)."""
         ref = torch.zeros(self.n, 5, 3, dtype=torch.float64)
         ref[:, 0] = pos
         ref[:, 4, 0] = self.yaw
@@ -290,10 +292,24 @@ class SensorRacer:
     def act(self, obs: ChallengeObservation) -> Tensor:
         k = obs.step
         self._estimate(obs)
+        if k > 0:
+            self._advance()
         if k > 0 and k % self.replan_every == 0:
-            self._maybe_replan(k)
-        sp = self.table[:, min(k, self.table.shape[1] - 1)]
+            self._maybe_replan()
+        sp = self.table[torch.arange(self.n), self.clock.clamp_max(self.table.shape[1] - 1)]
         return self._ctbr(sp)
+
+    def _advance(self) -> None:
+        """Advance each env's reference clock one step, or hold it where the vehicle (as
+        estimated) is more than ``hold_m`` behind the reference along its velocity: a
+        reference that runs away from a lagging vehicle makes it cut the next corner."""
+        if self.hold_m <= 0:
+            self.clock += 1
+            return
+        ref = self._reference()
+        speed = ref[:, 1].norm(dim=-1)
+        lag = ((ref[:, 0] - self.ekf.pos) * ref[:, 1]).sum(-1) / speed.clamp_min(1e-6)
+        self.clock += ~((lag > self.hold_m) & (speed > 1.0))
 
     def estimate(self) -> dict[str, Tensor]:
         """The racer's belief now: position, velocity, attitude, course gate corners (L, 4, 3)."""
@@ -370,12 +386,13 @@ class SensorRacer:
             normals = normals / normals.norm(dim=-1, keepdim=True).clamp_min(1e-9)  # crossed
         return torch.stack((centres, normals), 2)  # level with its opening shrunk by cos t
 
-    def _next_waypoint(self, t: float) -> Tensor:
-        """(N,) index of each env's next waypoint at time t (the first knot after t)."""
-        return (self.knots > t + 1e-9).to(torch.int8).argmax(1)
+    def _next_waypoint(self, t: Tensor) -> Tensor:
+        """(N,) index of each env's next waypoint at its reference time t (N,) s (the first
+        knot after it)."""
+        return (self.knots > t[:, None] + 1e-9).to(torch.int8).argmax(1)
 
-    def _maybe_replan(self, k: int) -> None:
-        t = k * self.dt
+    def _maybe_replan(self) -> None:
+        t = self.clock.to(torch.float64) * self.dt  # (N,) each env's reference time
         gates = self._gates_now()
         nxt = self._next_waypoint(t)
         live = (self.knots[:, -1] > t) & (nxt >= 1) & (nxt <= gates.shape[1])
@@ -383,7 +400,7 @@ class SensorRacer:
         moved = (gates - self.plan_gates).norm(dim=-1).amax(-1)  # (N, L)
         ahead = torch.arange(gates.shape[1])[None] >= (nxt[:, None] - 1)
         moved = torch.where(ahead, moved, 0.0).amax(-1) > self.replan_tol
-        ref = self._reference_at(k)
+        ref = self._reference()
         e = self.ekf
         lag = (e.pos - ref[:, 0]).norm(dim=-1) > self.resync_m  # fell off the reference
         lag = lag & (self.resync_m > 0)
@@ -393,23 +410,29 @@ class SensorRacer:
             ref[:, 1] = torch.where(lag[:, None], e.vel, ref[:, 1])
         want = live & ~close & (moved | lag)
         if bool(want.any()):
-            self._replan(want, k, ref, gates, nxt)
+            self._replan(want, False, ref, gates, nxt)
 
-    def _reference_at(self, k: int) -> Tensor:
-        """(N, 5, 3) the reference trajectory at step k: position, velocity, acceleration, jerk
-        and (yaw, yaw rate, yaw acceleration): the flat outputs, not the setpoint's
-        drag-compensated feed-forward."""
-        return self.flat[:, min(k, self.flat.shape[1] - 1)].reshape(self.n, 5, 3)
+    def _reference(self) -> Tensor:
+        """(N, 5, 3) the reference trajectory at each env's clock: position, velocity,
+        acceleration, jerk and (yaw, yaw rate, yaw acceleration): the flat outputs, not the
+        setpoint's drag-compensated feed-forward."""
+        j = self.clock.clamp_max(self.flat.shape[1] - 1)
+        return self.flat[torch.arange(self.n), j].reshape(self.n, 5, 3)
 
-    def _replan(self, mask: Tensor, k: int, ref: Tensor, gates: Tensor, nxt: Tensor) -> None:
-        """Replan the masked envs from reference ``ref`` at step k through ``gates`` (N, L, 2, 3),
-        ``nxt`` (N,) their next waypoints (module docstring); one batch per next waypoint."""
+    def _replan(
+        self, mask: Tensor, initial: bool, ref: Tensor, gates: Tensor, nxt: Tensor
+    ) -> None:
+        """Replan the masked envs from reference ``ref`` at their clocks through ``gates``
+        (N, L, 2, 3), ``nxt`` (N,) their next waypoints (module docstring); one batch per next
+        waypoint; ``initial``: the plan before the start."""
         for s in sorted(set(nxt[mask].tolist())):
             envs = torch.nonzero(mask & (nxt == s))[:, 0]
-            self._replan_group(envs, int(s), k, ref[envs], gates[envs])
+            self._replan_group(envs, int(s), initial, ref[envs], gates[envs])
 
-    def _replan_group(self, envs: Tensor, s: int, k: int, ref: Tensor, gates: Tensor) -> None:
-        t = k * self.dt
+    def _replan_group(
+        self, envs: Tensor, s: int, initial: bool, ref: Tensor, gates: Tensor
+    ) -> None:
+        t = self.clock[envs].to(torch.float64) * self.dt  # (n,) reference times
         n = len(envs)
         start = torch.tensor(self.brief.start_pos, dtype=torch.float64).expand(n, 3)
         wp_all, dirs_all = self._waypoints(start, gates[:, :, 0], gates[:, :, 1])
@@ -417,7 +440,7 @@ class SensorRacer:
         dirs = torch.cat((torch.full_like(ref[:, 0:1], math.nan), dirs_all[:, s:]), 1)
         free = torch.full((n, 1), math.nan, dtype=torch.float64)  # speed free: reference, end
         sp = torch.cat((free, self.speeds[envs, s - 1 :], free), 1)  # gates s-1.. ahead
-        first = (self.knots[envs, s] - t) if k > 0 else self.durations[envs, 0]
+        first = self.durations[envs, 0] if initial else self.knots[envs, s] - t
         later = self.durations[envs, s:]  # nominal times, restarted at every replan
         if self.scale_by_length:  # first-order re-allocation: time in proportion to length
             chord = (wp_all[:, s + 1 :] - wp_all[:, s:-1]).norm(dim=-1)
@@ -460,29 +483,29 @@ class SensorRacer:
                 sp = sp / g
                 der = gate_velocities(sp)
             traj = min_snap(wp, dur, yaw=yaw, derivatives=der)
-        if k > 0 and self.max_load > 0:  # a plan the vehicle cannot fly is worse than the old
+        if not initial and self.max_load > 0:  # a plan the vehicle cannot fly is worse than
             keep = segment_load(traj, vehicle, self.plan_limits).amax(1) <= self.max_load
             if not bool(keep.all()):
                 if not bool(keep.any()):
                     return
                 idx = torch.nonzero(keep)[:, 0]
-                envs, dur, gates = envs[idx], dur[idx], gates[idx]
+                envs, dur, gates, t = envs[idx], dur[idx], gates[idx], t[idx]  # the old one
                 traj = traj.index(idx)
                 vehicle = vehicle.index(idx.tolist())
-        self._tabulate(envs, k, TrajectoryPlan(traj, vehicle, traj.duration))
-        knots = t + torch.cumsum(dur, 1)
-        self.knots[envs, s:] = knots
-        if k == 0:
+        self._tabulate(envs, TrajectoryPlan(traj, vehicle, traj.duration))
+        self.knots[envs, s:] = t[:, None] + torch.cumsum(dur, 1)
+        if initial:
             self.knots[envs, 0] = 0.0
         self.plan_gates[envs] = gates
 
-    def _tabulate(self, envs: Tensor, k: int, plan: TrajectoryPlan) -> None:
-        """Write the plan's setpoints from step k on into the env rows of the table, then hover
-        at its end for HOLD_S."""
+    def _tabulate(self, envs: Tensor, plan: TrajectoryPlan) -> None:
+        """Write the plan's setpoints from each env's clock on into its row of the table, then
+        hover at its end for HOLD_S."""
         longest = min(float(plan.duration.max()), MAX_PLAN_S)  # a runaway plan cannot eat RAM
         steps = int(math.ceil(longest / self.dt)) + 1
         hold = int(HOLD_S / self.dt)
-        need = k + steps + hold
+        j = self.clock[envs]
+        need = int(j.max()) + steps + hold
         have = self.table.shape[1]
         if need > have:
             self.table = _extend(self.table, need)
@@ -499,10 +522,14 @@ class SensorRacer:
         end_flat = flat[:, -1].clone()
         end_flat[:, 3:12] = 0.0
         end_flat[:, 13:] = 0.0
-        self.table[envs, k : k + steps] = rows
-        self.table[envs, k + steps :] = end[:, None]
-        self.flat[envs, k : k + steps] = flat
-        self.flat[envs, k + steps :] = end_flat[:, None]
+        cols = j[:, None] + torch.arange(steps)[None]  # (n, steps)
+        at = envs[:, None].expand_as(cols)
+        self.table[at, cols] = rows
+        self.flat[at, cols] = flat
+        lo = int(j.min()) + steps  # every env's hover from its own plan's end on
+        tail = (torch.arange(lo, self.table.shape[1])[None] >= (j + steps)[:, None])[..., None]
+        self.table[envs, lo:] = torch.where(tail, end[:, None], self.table[envs, lo:])
+        self.flat[envs, lo:] = torch.where(tail, end_flat[:, None], self.flat[envs, lo:])
 
     def _ctbr(self, sp: Tensor) -> Tensor:
         """Collective thrust + body rates from setpoint ``sp`` (N, 14) and the estimated state
