@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 from typing import Any
 
+from volary.ros1.env import stop_processes
+
 
 class Procs:
     """``start`` them during the test, ``stop`` them in its ``finally``."""
@@ -18,11 +20,4 @@ class Procs:
         return proc
 
     def stop(self) -> None:
-        for proc in reversed(self.procs):
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(5)
+        stop_processes(self.procs)

@@ -189,6 +189,25 @@ def test_realtime_wait_survives_the_clock_passing_the_deadline(monkeypatch: Any)
         assert clock.monotonic() >= start + deadline
 
 
+def test_stop_processes_ends_a_node_that_ignores_terminate() -> None:
+    """The bridge, the racer node and the relay stop their children with one helper: SIGTERM,
+    then SIGKILL after the grace period, last started first."""
+    from volary.ros1.env import stop_processes
+
+    stubborn = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "print('ready', flush=True); time.sleep(60)"
+    )
+    quiet = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    procs = [quiet, subprocess.Popen([sys.executable, "-c", stubborn], stdout=subprocess.PIPE)]
+    assert procs[1].stdout is not None and procs[1].stdout.readline().strip() == b"ready"
+    t0 = time.monotonic()
+    stop_processes(procs, grace_s=0.5)
+    assert all(p.poll() is not None for p in procs)
+    assert procs[1].returncode == -9 and procs[0].returncode == -15
+    assert time.monotonic() - t0 < 5.0
+
+
 def test_nothing_leaves_loopback() -> None:
     check_loopback("http://127.0.0.1:11311")
     with pytest.raises(Ros1Error, match="loopback"):

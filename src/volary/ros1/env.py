@@ -212,6 +212,19 @@ def start_master(port: int, log_dir: str | Path | None = None, timeout: float = 
     raise Ros1Error(f"rosmaster on port {port} did not answer within {timeout} s")
 
 
+def stop_processes(procs: Any, grace_s: float = 10.0) -> None:
+    """Stop the processes still running, last started first: SIGTERM, then SIGKILL after
+    ``grace_s`` s (a node that ignores the terminate must not outlive its run)."""
+    for proc in reversed(list(procs)):
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(grace_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(5)
+
+
 def _die_with_parent() -> None:
     """In the child before exec: SIGTERM it when the process that started it dies (Linux's
     PR_SET_PDEATHSIG), so a killed bridge leaves no master behind."""

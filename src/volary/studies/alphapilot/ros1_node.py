@@ -631,7 +631,7 @@ def race_over_ros1(
     the node wrote none within ``timeout_s`` wall seconds."""
     import subprocess
 
-    from volary.ros1.env import free_port, master_uri, ros_env, start_master
+    from volary.ros1.env import free_port, master_uri, ros_env, start_master, stop_processes
 
     work = Path(workdir)
     work.mkdir(parents=True, exist_ok=True)
@@ -660,14 +660,7 @@ def race_over_ros1(
             except subprocess.TimeoutExpired:
                 pass
     finally:
-        for proc in reversed(procs):
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(5)
+        stop_processes(procs)
     if not out.is_file():
         tail = (work / "node.log").read_text()[-1500:] + (work / "bridge.log").read_text()[-1500:]
         raise ConfigError(f"the ROS 1 flight in {work} ended without a lap summary:\n{tail}")

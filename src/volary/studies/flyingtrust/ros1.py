@@ -399,14 +399,9 @@ class _Relay:
         return self.proc.poll() is None and self.master.poll() is None
 
     def stop(self) -> None:
-        for p in (self.proc, self.master):
-            if p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(5)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait(5)
+        from volary.ros1.env import stop_processes
+
+        stop_processes((self.master, self.proc), grace_s=5.0)
 
 
 def _drain(stream: Any) -> None:
