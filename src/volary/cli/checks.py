@@ -284,6 +284,12 @@ def _course_generator(name: str) -> Any:
     return COURSE_GENERATORS.get(name)
 
 
+def _arenas() -> tuple[str, ...]:
+    from volary.worlds.tracks import ARENAS
+
+    return tuple(ARENAS)
+
+
 def _contestant(name: str) -> None:
     from volary.studies.alphapilot.interface import CONTESTANTS
 
@@ -446,6 +452,7 @@ OPTIONS: dict[str, dict[str, Check]] = {
         "--contestant": looked_up(_contestant),
         "--sensors": one_of(lambda: _challenge().SENSOR_SETS),
         "--faults": one_of(lambda: _challenge().FAULTS),
+        "--arena": one_of(_arenas),
         "--racer": looked_up(_racer),
     },
     "serve": {
