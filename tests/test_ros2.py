@@ -486,3 +486,27 @@ def test_a_scene_file_from_the_command_line_is_the_world_on_ros2(tmp_path):
         assert abs(float(depth[32, 32]) - 4.5) < 1e-3, "the box's face, 4.5 m ahead"
     finally:
         bridge.close()
+
+
+def test_a_node_still_commanding_is_not_freed_when_a_graph_query_misses_it():
+    """DDS discovery lags on a loaded host: a graph query without the owner frees its vehicle
+    only after GRAPH_GRACE_S *and* no command from it since it went missing (a clean run froze
+    a live node's vehicle at tick 62 this way)."""
+    from types import SimpleNamespace
+
+    from volary.ros2 import bridge as B
+    from volary.ros2.topics import Vehicle
+
+    freed: list[str] = []
+    v = Vehicle(index=0, ns="vehicle0", topic="/vehicle0/cmd", owner="/vehicle0/pilot")
+    fake = SimpleNamespace(vehicles=[v], _publishers=lambda topic: [],
+                           _free=lambda veh, why: freed.append(why))  # fmt: skip
+    B.Ros2Bridge._check_graph(fake)  # type: ignore[arg-type]
+    assert v.absent_since is not None and not freed  # one missing query is not a departure
+    v.absent_since -= 2 * B.GRAPH_GRACE_S
+    v.heard = time.monotonic()  # but it commanded since
+    B.Ros2Bridge._check_graph(fake)  # type: ignore[arg-type]
+    assert not freed
+    v.heard = v.absent_since - 1.0  # silent since it went missing
+    B.Ros2Bridge._check_graph(fake)  # type: ignore[arg-type]
+    assert freed == ["its node left the ROS graph"]

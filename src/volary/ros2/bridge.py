@@ -184,7 +184,7 @@ class Ros2Bridge(WorldHost):
                 v.owner = self._publisher_of(v, topic)
                 v.yaw = R.yaw_of(self._obs[v.index]["state"]["quat"])
                 self._status(v, 0, f"flown by {v.owner}")
-            v.pending = sp
+            v.pending, v.heard = sp, time.monotonic()
             v.rate_form = topic != RAW_TOPIC and self.config.control in YAW_RATE_LEVELS
 
         return callback
@@ -286,8 +286,8 @@ class Ros2Bridge(WorldHost):
             if v.owner not in nodes and v.owner != UNKNOWN:
                 now = time.monotonic()  # one graph query without it is not yet a departure:
                 v.absent_since = v.absent_since or now  # DDS discovery lags on a loaded host
-                if now - v.absent_since >= GRAPH_GRACE_S:
-                    self._free(v, "its node left the ROS graph")
+                if now - v.absent_since >= GRAPH_GRACE_S and v.heard < v.absent_since:
+                    self._free(v, "its node left the ROS graph")  # and has sent nothing since
                 continue
             v.absent_since = None
             others = sorted(set(nodes) - {v.owner})

@@ -41,6 +41,7 @@ class Vehicle:
     held: bool = True  # held in place this tick (free, dropped or contested)
     flown: int = 0  # ticks flown with its node's command
     absent_since: float | None = None  # monotonic time its owner was first missing from the graph
+    heard: float = 0.0  # monotonic time of its last accepted command
 
 
 class Bridge(Protocol):
