@@ -171,7 +171,11 @@ class GateEkf:
 
     def _rotated(self, o: Tensor) -> tuple[Tensor, Tensor]:
         """(Exp(phi) (N, G, 3, 3), the corners' rotated and scaled offsets from the nominal
-        centre Exp(phi) r_k (N, G, 4, 3)) for offsets ``o`` (N, G, P) (module docstring)."""
+        centre Exp(phi) r_k (N, G, 4, 3)) for offsets ``o`` (N, G, P) (module docstring); a beacon
+        frame asks twice for the same offsets (its corners, then their Jacobians): computed once."""
+        cached = getattr(self, "_rotated_of", None)
+        if cached is not None and cached[0] is o:
+            return cached[1]
         n, g = o.shape[:2]
         ident = torch.zeros(n * g, 4, dtype=o.dtype)
         ident[:, 0] = 1.0
@@ -180,7 +184,9 @@ class GateEkf:
         a, b = self.ab[None, ..., 0], self.ab[None, ..., 1]  # (1, G, 4)
         u, w = self.axes[None, :, None, 0], self.axes[None, :, None, 1]  # (1, G, 1, 3)
         r = ((1 + o[..., 6:7]) * a)[..., None] * u + ((1 + o[..., 7:8]) * b)[..., None] * w
-        return rot, torch.einsum("ngij,ngkj->ngki", rot, r)
+        out = rot, torch.einsum("ngij,ngkj->ngki", rot, r)
+        self._rotated_of = (o, out)
+        return out
 
     def _gate_offsets(self) -> Tensor:
         """(N, G, P) offsets per gate (zeros for the fixed ones)."""

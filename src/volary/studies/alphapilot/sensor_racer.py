@@ -163,6 +163,9 @@ class SensorRacer:
         self.commit = camera_only if self.commit_next_gate is None else self.commit_next_gate
         self.gains = Gains.default(self.params).override(max_tilt=self.max_tilt)
         self._integral = torch.zeros(self.n, 3, dtype=torch.float64)  # N, see _integral_force
+        ti = torch.tensor(self.integral_s, dtype=torch.float64)  # k_x / T_i per axis, or None
+        self._integral_rate = (torch.where(ti > 0, self.gains.k_x / ti.clamp_min(1e-9), 0.0)
+                               if bool((ti > 0).any()) else None)  # fmt: skip
         self._ff_prev: tuple[Tensor, Tensor] | None = None  # last step's feed-forward (_lead)
         self.order = list(b.course.meta["order_index"])
         self.ekf = self._filter(b)
@@ -419,9 +422,7 @@ class SensorRacer:
         j = self.clock.clamp_max(self.flat.shape[1] - 1)
         return self.flat[torch.arange(self.n), j].reshape(self.n, 5, 3)
 
-    def _replan(
-        self, mask: Tensor, initial: bool, ref: Tensor, gates: Tensor, nxt: Tensor
-    ) -> None:
+    def _replan(self, mask: Tensor, initial: bool, ref: Tensor, gates: Tensor, nxt: Tensor) -> None:
         """Replan the masked envs from reference ``ref`` at their clocks through ``gates``
         (N, L, 2, 3), ``nxt`` (N,) their next waypoints (module docstring); one batch per next
         waypoint; ``initial``: the plan before the start."""
@@ -552,11 +553,9 @@ class SensorRacer:
     def _integral_force(self, e_x: Tensor) -> Tensor:
         """(N, 3) N: the bounded integral of the position error ``e_x`` (N, 3) m over the axes
         with an integral time (``integral_s``; I = -k_x / T_i \\int e_x dt, per axis)."""
-        ti = torch.tensor(self.integral_s, dtype=torch.float64)
-        if not bool((ti > 0).any()):
+        if self._integral_rate is None:
             return torch.zeros_like(e_x)
-        rate = torch.where(ti > 0, self.gains.k_x / ti.clamp_min(1e-9), 0.0)
-        acc = self._integral - rate * e_x * self.dt
+        acc = self._integral - self._integral_rate * e_x * self.dt
         self._integral = acc.clamp(-self.integral_max, self.integral_max)
         return self._integral
 
