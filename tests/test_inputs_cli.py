@@ -296,6 +296,27 @@ def test_race_refuses_an_option_its_mode_does_not_use(tmp_path):
                     "--faults")  # fmt: skip
 
 
+def test_each_study_declares_its_commands_checks_and_the_table_holds_them():
+    """A study's commands are checked from its own ``cli.OPTIONS`` (issue 60), added once to the
+    one table when ``volary.cli.main`` mounts the study; declaring a command again with other
+    checks is refused instead of replacing them silently."""
+    from volary.checks import SEED, text
+    from volary.cli.checks import add_options
+    from volary.studies.alphapilot import cli as race
+    from volary.studies.boundary import cli as bp
+    from volary.studies.rl import cli as rl
+    from volary.studies.sousvide import cli as sousvide
+
+    studies = (race, bp, sousvide, rl)
+    for study in studies:
+        assert study.OPTIONS and all(OPTIONS[c] == opts for c, opts in study.OPTIONS.items())
+    assert {c.split()[0] for s in studies for c in s.OPTIONS} == {"race", "bp", "sousvide", "rl"}
+    add_options(bp.OPTIONS)  # the same declarations again (a second import): nothing changes
+    with pytest.raises(ValueError, match="declared twice: race"):
+        add_options({"race": {"--seed": text()}})
+    assert OPTIONS["race"]["--seed"] is SEED
+
+
 def test_a_failure_while_running_exits_1_with_one_line(tmp_path, monkeypatch):
     """Disk full while writing the log: not the user's input, so exit code 1, one line."""
     import errno

@@ -29,6 +29,7 @@ LAYER = {
     "cpu": 0,
     "deprecation": 0,
     "options": 0,  # --set and configure, for the core's and the studies' commands
+    "checks": 0,  # the option-check vocabulary of the core's and the studies' command tables
     "dynamics": 1,
     "platforms": 2,
     "worlds": 2,

@@ -1,4 +1,4 @@
-"""Every ``volary`` option's declared check, run before the command starts (layer 6).
+"""Every ``volary`` option's declared check, run before the command starts (layer 7).
 
 :data:`OPTIONS` maps each command (``"fly"``, ``"bench physics"``, ...) to a check per option or
 argument that takes a value. :class:`~volary.cli.main.VolaryGroup` runs them on the parsed
@@ -6,27 +6,49 @@ values before it calls the command, so a bad value ends the command with one lin
 option (``--to: expected a finite number in [-100000, 100000] m (world coordinate), got nan``)
 and exit code 2, before anything is printed, allocated or started. A check's ``kind`` says what
 the option takes (a number, a name, an input file, an output path, free text): the property
-tests (``tests/test_inputs_cli.py``) draw their bad values from it. Checks that need a registry
-import it on use. A command missing here is not checked (``bench run|resume|report|list`` check
-their own options in :mod:`volary.studies.flyingtrust.cli`).
+tests (``tests/test_inputs_cli.py``) draw their bad values from it. The checks are written in
+:mod:`volary.checks`' vocabulary; the core's commands are declared here, each study's in its
+own ``cli.OPTIONS`` (``race``, ``bp *``, ``sousvide *``, ``rl *``), which
+:mod:`volary.cli.main` adds with :func:`add_options` when it mounts the study. Checks that need
+a registry import it on use. A command missing here is not checked
+(``bench run|resume|report|list`` check their own options in
+:mod:`volary.studies.flyingtrust.cli`).
 """
 
 from __future__ import annotations
 
 import math
-import os
 import re
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from concurrent.futures import BrokenExecutor
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import typer
 from typer.core import TyperGroup
 
-from volary.errors import ConfigError, FileFormatError, VolaryError
-from volary.inputs import LIMITS, Limit, regular_file, within
+from volary.checks import (
+    DEVICE,
+    OUT,
+    SEED,
+    SET,
+    Check,
+    as_path,
+    count,
+    counts,
+    in_dir,
+    in_file,
+    in_path,
+    looked_up,
+    number,
+    one_of,
+    out_file,
+    out_new_dir,
+    parsed,
+    real,
+    text,
+)
+from volary.errors import ConfigError, VolaryError
+from volary.inputs import LIMITS, regular_file
 
 try:  # typer >= 0.20 vendors click
     from typer._click import exceptions as _cx
@@ -34,208 +56,7 @@ except ImportError:  # pragma: no cover - older typer on click
     import click.exceptions as _cx  # type: ignore[no-redef]
 
 
-@dataclass(frozen=True)
-class Check:
-    """One option's check: ``fn(value, option)`` raises a one-line VolaryError; ``kind`` is
-    ``number``, ``name``, ``text``, ``in_file``, ``in_dir``, ``in_path``, ``out_dir`` or
-    ``out_file``."""
-
-    kind: str
-    fn: Callable[[Any, str], None]
-
-    def __call__(self, value: Any, option: str) -> None:
-        if value is None:  # an optional option left out
-            return
-        if isinstance(value, list | tuple):
-            for v in value:
-                self._one(v, option)
-        else:
-            self._one(value, option)
-
-    def _one(self, value: Any, option: str) -> None:
-        if isinstance(value, str) and "\x00" in value:
-            raise ConfigError(f"{option}: expected text without NUL bytes, got {value!r}")
-        try:
-            self.fn(value, option)
-        except VolaryError as e:
-            msg = str(e)
-            if msg.startswith(option):
-                raise
-            cls = type(e) if type(e) in (ConfigError, FileFormatError) else ConfigError
-            raise cls(f"{option}: {msg}") from None
-
-
-# ----------------------------------------------------------------------------- vocabulary
-def number(limit: str | Limit) -> Check:
-    """A number within a declared limit (``LIMITS`` name or a :class:`Limit`)."""
-    return Check("number", lambda v, opt: within(v, limit, opt) and None)
-
-
-def count(lo: int, hi: int, quantity: str, unit: str = "1") -> Check:
-    """An integer in [lo, hi] (the bounds written out in full: a seed's is 4294967295)."""
-    unit_s = "" if unit == "1" else f" {unit}"
-
-    def fn(v: Any, opt: str) -> None:
-        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-            raise ConfigError(f"{opt}: expected an integer in [{lo}, {hi}]{unit_s} ({quantity}), "
-                              f"got {v!r}")  # fmt: skip
-
-    return Check("number", fn)
-
-
-def real(lo: float, hi: float, quantity: str, unit: str, *, above: bool = False) -> Check:
-    """A finite number in [lo, hi] (``above``: strictly above ``lo``)."""
-    lim = Limit(quantity, unit, lo, hi)
-
-    def fn(v: Any, opt: str) -> None:
-        within(v, lim, opt)
-        if above and v <= lo:
-            unit_s = "" if unit == "1" else f" {unit}"
-            raise ConfigError(f"{opt}: expected a number > {lo:g}{unit_s} ({quantity}), got {v!r}")
-
-    return Check("number", fn)
-
-
-def one_of(names: Collection[str] | Callable[[], Collection[str]]) -> Check:
-    """One of a fixed set of names (or a callable giving them, imported on use)."""
-
-    def fn(v: Any, opt: str) -> None:
-        valid = names() if callable(names) else names
-        if v not in valid:
-            raise ConfigError(f"{opt}: expected one of {', '.join(sorted(valid))}, got {v!r}")
-
-    return Check("name", fn)
-
-
-def listed(names: Collection[str] | Callable[[], Collection[str]]) -> Check:
-    """A comma-separated list of names from a fixed set (at least one)."""
-    inner = one_of(names)
-
-    def fn(v: Any, opt: str) -> None:
-        items = [s.strip() for s in str(v).split(",") if s.strip()]
-        if not items:
-            raise ConfigError(f"{opt}: expected at least one comma-separated name, got {v!r}")
-        for item in items:
-            inner.fn(item, opt)
-
-    return Check("name", fn)
-
-
-def looked_up(get: Callable[[str], Any]) -> Check:
-    """A name a registry knows (``get`` raises UnknownNameError listing the valid ones)."""
-    return Check("name", lambda v, opt: _nonempty(v, opt) or get(v) and None)
-
-
-def parsed(parse: Callable[[str], Any], kind: str = "name") -> Check:
-    """A value of a small syntax (``NAME=KIND:PRESET``, ``x,y,z``, ...): ``parse`` raises."""
-    return Check(kind, lambda v, opt: _nonempty(v, opt) or parse(v) and None)
-
-
-def text(pattern: str | None = None, what: str = "text") -> Check:
-    """Free text (a token, a name the user picks); ``pattern``: what it must match."""
-    rx = None if pattern is None else re.compile(pattern)
-
-    def fn(v: Any, opt: str) -> None:
-        if rx is not None and not rx.fullmatch(v):
-            raise ConfigError(f"{opt}: expected {what}, got {v!r}")
-
-    return Check("text", fn)
-
-
-def _nonempty(v: Any, opt: str) -> None:
-    if not str(v).strip():
-        raise ConfigError(f"{opt}: expected a name, got an empty string")
-
-
-def _path(v: Any, opt: str) -> Path:
-    s = os.fspath(v)
-    if not s:
-        raise ConfigError(f"{opt}: expected a path, got an empty string")
-    return Path(s)
-
-
-def in_file(what: str) -> Check:
-    """An existing regular file (not a FIFO, a directory or a device)."""
-    return Check("in_file", lambda v, opt: regular_file(_path(v, opt), what) and None)
-
-
-def in_dir(what: str) -> Check:
-    """An existing directory."""
-
-    def fn(v: Any, opt: str) -> None:
-        p = _path(v, opt)
-        if not p.is_dir():
-            raise ConfigError(f"{opt}: expected an existing directory ({what}), got {str(p)!r}")
-
-    return Check("in_dir", fn)
-
-
-def in_path(what: str) -> Check:
-    """An existing directory or regular file."""
-
-    def fn(v: Any, opt: str) -> None:
-        p = _path(v, opt)
-        if not p.is_dir():
-            regular_file(p, what)
-
-    return Check("in_path", fn)
-
-
-def _no_file_above(p: Path, opt: str) -> None:
-    for parent in p.absolute().parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise ConfigError(f"{opt}: {str(parent)!r} is not a directory")
-            return
-
-
-def out_dir() -> Check:
-    """A directory to write into: absent (created) or a directory, under a directory."""
-
-    def fn(v: Any, opt: str) -> None:
-        p = _path(v, opt)
-        if p.exists() and not p.is_dir():
-            raise ConfigError(f"{opt}: expected a directory to write into, got {str(p)!r}")
-        _no_file_above(p, opt)
-
-    return Check("out_dir", fn)
-
-
-def out_file() -> Check:
-    """A file to write: not a directory nor a FIFO or device, under a directory."""
-
-    def fn(v: Any, opt: str) -> None:
-        p = _path(v, opt)
-        if p.exists() and not p.is_file():
-            raise ConfigError(f"{opt}: expected a file path to write, got {str(p)!r}")
-        _no_file_above(p, opt)
-
-    return Check("out_file", fn)
-
-
-def out_new_dir() -> Check:
-    """A directory this command creates: it must not exist yet."""
-
-    def fn(v: Any, opt: str) -> None:
-        p = _path(v, opt)
-        if p.exists():
-            raise ConfigError(f"{opt}: expected a new directory, {str(p)!r} exists")
-        _no_file_above(p, opt)
-
-    return Check("out_dir", fn)
-
-
 # ----------------------------------------------------------------------------- registries
-def _device(v: Any, opt: str) -> None:
-    if v not in ("cpu", "cuda") and not re.fullmatch(r"cuda:\d{1,2}", v):
-        raise ConfigError(f"{opt}: expected cpu, cuda or cuda:N, got {v!r}")
-    if v.startswith("cuda"):
-        import torch
-
-        if not torch.cuda.is_available():
-            raise ConfigError(f"{opt} {v}: no CUDA device is available")
-
-
 def _platform(name: str) -> Any:
     from volary.platforms import get
 
@@ -278,25 +99,6 @@ def _racer(name: str) -> Any:
     return RACERS.get(name)
 
 
-def _course_generator(name: str) -> Any:
-    from volary.worlds.tracks import COURSE_GENERATORS
-
-    return COURSE_GENERATORS.get(name)
-
-
-def _arenas() -> tuple[str, ...]:
-    from volary.worlds.tracks import ARENAS
-
-    return tuple(ARENAS)
-
-
-def _contestant(name: str) -> None:
-    from volary.studies.alphapilot.interface import CONTESTANTS
-
-    if ":" not in name:  # module:Class is imported when the race starts
-        CONTESTANTS.get(name)
-
-
 def _planner(name: str) -> None:
     from volary.studies.flyingtrust.planners import available_planners
 
@@ -306,35 +108,10 @@ def _planner(name: str) -> None:
 
 
 def _bag(v: Any, opt: str) -> None:
-    p = _path(v, opt)
+    p = as_path(v, opt)
     if not (p / "metadata.yaml").is_file():
         raise ConfigError(f"{opt}: expected a recording directory of volary serve --record "
                           f"(with a metadata.yaml), got {str(p)!r}")  # fmt: skip
-
-
-def _task(name: str) -> None:
-    from volary.envs import ENVS
-
-    if name not in ENVS:
-        raise ConfigError(f"expected one of {', '.join(ENVS)}, got {name!r}")
-
-
-def _recipe(name: str) -> Any:
-    from volary.studies.rl.recipes import get_recipe
-
-    return get_recipe(name)
-
-
-def _variant(name: str) -> Any:
-    from volary.studies.sousvide.net import VARIANTS
-
-    return VARIANTS.get(name)
-
-
-def _keyval(v: str) -> None:
-    key, eq, _ = v.partition("=")
-    if not eq or not re.fullmatch(r"[A-Za-z_][\w.]*", key.strip()):
-        raise ConfigError(f"expected FIELD=VALUE such as lr=0.001, got {v!r}")
 
 
 def _floats(n: int) -> Callable[[str], None]:
@@ -354,11 +131,6 @@ def _splat_scene(v: str) -> None:
         regular_file(v, "splat PLY")
     else:
         _scenario(v)
-
-
-def _policy(v: str) -> None:
-    if v != "expert":
-        regular_file(v, "policy checkpoint")
 
 
 def _endpoint(v: str) -> None:
@@ -395,18 +167,9 @@ def _fc_common(port: str) -> dict[str, Check]:
 
 
 # ----------------------------------------------------------------------------- declarations
-SEED = count(0, 2**32 - 1, "seed")
-DEVICE = Check("name", _device)
-OUT = out_dir()
-SET = parsed(_keyval)
-ENV = parsed(_keyval)
 PLATFORM = looked_up(_platform)
 HOST_NAME = r"[A-Za-z0-9.:\[\]-]{1,253}"
 TOKEN = text(r"[\x21-\x7e]{1,256}", "1 to 256 printable ASCII characters")
-
-
-def _counts(hi: int, quantity: str, lo: int = 1) -> Check:
-    return count(lo, hi, quantity)
 
 
 def _serve_common() -> dict[str, Check]:
@@ -414,7 +177,7 @@ def _serve_common() -> dict[str, Check]:
         "--scene": looked_up(_scene),
         "--seed": SEED,
         "--scene-param": parsed(_serve_parse("scene")),
-        "--vehicles": _counts(1024, "simulated vehicles", 0),
+        "--vehicles": counts(1024, "simulated vehicles", 0),
         "--platform": PLATFORM,
         "--control": one_of(_serve_controls),
         "--control-hz": real(1, 10_000, "control rate", "Hz"),
@@ -422,7 +185,7 @@ def _serve_common() -> dict[str, Check]:
         "--sensor": parsed(_serve_parse("sensor")),
         "--timeout": real(0, 3600, "input timeout", "s", above=True),
         "--speed": real(0, 1000, "real-time factor", "1", above=True),
-        "--ticks": _counts(10**12, "control periods", 0),
+        "--ticks": counts(10**12, "control periods", 0),
         "--record": out_new_dir(),
         "--firmware": one_of(("ideal", "betaflight")),
     }
@@ -439,25 +202,9 @@ OPTIONS: dict[str, dict[str, Check]] = {
         "--seed": SEED,
         "--device": DEVICE,
     },
-    "race": {
-        "--seed": SEED,
-        "--courses": _counts(1000, "perturbed courses", 0),
-        "--courses-from": looked_up(_course_generator),
-        "--noise-seeds": _counts(1000, "noise seeds per course"),
-        "--first-noise-seed": count(0, 2**31 - 1001, "first noise seed"),
-        "--workers": count(1, 64, "worker processes"),
-        "--out": OUT,
-        "--device": DEVICE,
-        "--mode": one_of(("challenge", "oracle")),
-        "--contestant": looked_up(_contestant),
-        "--sensors": one_of(lambda: _challenge().SENSOR_SETS),
-        "--faults": one_of(lambda: _challenge().FAULTS),
-        "--arena": one_of(_arenas),
-        "--racer": looked_up(_racer),
-    },
     "serve": {
         **_serve_common(),
-        "--in-loop": _counts(1024, "vehicle-in-the-loop slots", 0),
+        "--in-loop": counts(1024, "vehicle-in-the-loop slots", 0),
         "--actor": parsed(_serve_parse("actor")),
         "--bind": parsed(_endpoint),
         "--token": TOKEN,
@@ -483,10 +230,10 @@ OPTIONS: dict[str, dict[str, Check]] = {
     "platforms list": {"--category": parsed(lambda v: _platform_category(v))},
     "platforms show": {"NAME": PLATFORM},
     "bench physics": {
-        "--n": _counts(1_000_000, "batch size"),
+        "--n": counts(1_000_000, "batch size"),
         "--backend": one_of(("eager", "inductor", "numba")),
-        "--substeps": _counts(1024, "physics steps per call"),
-        "--threads": _counts(1024, "torch CPU threads"),
+        "--substeps": counts(1024, "physics steps per call"),
+        "--threads": counts(1024, "torch CPU threads"),
         "--out": OUT,
         "--device": DEVICE,
     },
@@ -504,154 +251,39 @@ OPTIONS: dict[str, dict[str, Check]] = {
         "--out": OUT,
         "--set": SET,
     },
-    "bp sample": {
-        "--out": OUT,
-        "--seed": SEED,
-        "--fraction": real(0, 1, "fraction of the grid", "1", above=True),
-        "--device": DEVICE,
-        "--chunk": _counts(10_000_000, "inputs flown at once"),
-        "--block": _counts(10_000_000, "inputs per block"),
-        "--compile": one_of(("auto", "numba", "inductor", "eager")),
-        "--tail": real(0, 60, "scored tail", "s"),
-        "--set": SET,
-    },
-    "bp train": {
-        "--out": OUT,
-        "--seed": SEED,
-        "--dataset": in_file("dataset"),
-        "--epochs": _counts(10**6, "epochs"),
-        "--patience": _counts(10**6, "epochs without improvement"),
-        "--batch-size": _counts(10_000_000, "batch size"),
-        "--set": SET,
-    },
-    "bp fly": {
-        "--out": OUT,
-        "--seed": SEED,
-        "--model": in_file("checkpoint"),
-        "--courses": listed(("circular", "straight", "snaked")),
-        "--gates": _counts(LIMITS["gates"].hi, "gates per course"),
-        "--set": SET,
-    },
     "splat synth": {
         "SCENARIO": looked_up(_scenario),
         "--out": out_file(),
         "--seed": SEED,
-        "--max-gaussians": _counts(10**8, "Gaussians"),
-        "--sh-degree": _counts(3, "SH degree", 0),
+        "--max-gaussians": counts(10**8, "Gaussians"),
+        "--sh-degree": counts(3, "SH degree", 0),
         "--set": SET,
     },
     "splat convert": {
         "SRC": in_file("splat PLY"),
         "DST": out_file(),
         "--align": parsed(_floats(16)),
-        "--sh-degree": _counts(3, "SH degree", 0),
+        "--sh-degree": counts(3, "SH degree", 0),
     },
     "splat render": {
         "SCENE": parsed(_splat_scene),
         "--out": out_file(),
         "--depth": out_file(),
         "--look-at": parsed(_floats(6)),
-        "--width": _counts(8192, "image width", 1),
-        "--height": _counts(8192, "image height", 1),
+        "--width": counts(8192, "image width", 1),
+        "--height": counts(8192, "image height", 1),
         "--hfov": real(1, 179.9, "horizontal field of view", "deg"),
         "--backend": one_of(("auto", "fast", "reference", "gsplat")),
         "--device": DEVICE,
         "--brightness": real(0, 100, "lighting factor", "1"),
         "--align": parsed(_floats(16)),
         "--seed": SEED,
-        "--max-gaussians": _counts(10**8, "Gaussians"),
-    },
-    "sousvide generate": {
-        "--out": out_file(),
-        "--n-des": _counts(10**6, "desired points"),
-        "--n-smp": _counts(10**6, "rollouts per point"),
-        "--t-smp": real(0, 3600, "seconds per rollout", "s", above=True),
-        "--seed": SEED,
-        "--envs": _counts(1_000_000, "rollouts at once"),
-        "--size": _counts(1024, "image size", 8),
-        "--device": DEVICE,
-        "--max-units": _counts(10**12, "rollouts"),
-        "--set": SET,
-    },
-    "sousvide train": {
-        "--data": in_file("dataset"),
-        "--out": OUT,
-        "--variant": looked_up(_variant),
-        "--steps": _counts(10**9, "optimizer steps"),
-        "--pretrain-steps": _counts(10**9, "optimizer steps", 0),
-        "--epochs": _counts(10**6, "epochs"),
-        "--batch": _counts(1_000_000, "batch size"),
-        "--seed": SEED,
-        "--device": DEVICE,
-        "--lr": real(0, 1, "learning rate", "1", above=True),
-        "--width": real(0, 16, "channel multiplier", "1", above=True),
-        "--latent": _counts(4096, "latent width"),
-        "--image-norm": one_of(("dataset", "per_image")),
-        "--occlusion": real(0, 1, "share of occluded images", "1"),
-        "--set": SET,
-    },
-    "sousvide eval": {
-        "--policy": parsed(_policy),
-        "--out": OUT,
-        "--disturbance": listed(("baseline", "lighting", "dynamic", "static", "payload", "wind")),
-        "--trials": _counts(10**6, "flights per disturbance"),
-        "--seed": SEED,
-        "--size": _counts(1024, "image size", 8),
-        "--steps": _counts(10**9, "control steps"),
-        "--device": DEVICE,
-        "--set": SET,
-    },
-    "rl train": {
-        "--task": parsed(_task),
-        "--envs": _counts(1_000_000, "parallel envs"),
-        "--iterations": _counts(10**9, "PPO iterations"),
-        "--seed": SEED,
-        "--device": DEVICE,
-        "--out": OUT,
-        "--set": SET,
-        "--log-every": _counts(10**9, "iterations between prints"),
-        "--env": ENV,
-        "--learner": one_of(("volary", "rsl_rl")),
-        "--recipe": looked_up(_recipe),
-        "--stop-at": real(0, 1, "success fraction; 0: no early stop", "1"),
-        "--val-episodes": _counts(1_000_000, "validation episodes"),
-        "--val-every": _counts(10**9, "iterations between validations"),
-        "--val-first": _counts(10**9, "iterations before the first validation", 0),
-    },
-    "rl eval": {
-        "--policy": in_file("policy checkpoint"),
-        "--task": parsed(_task),
-        "--episodes": _counts(10**7, "episodes"),
-        "--envs": _counts(1_000_000, "parallel envs"),
-        "--seed": SEED,
-        "--device": DEVICE,
-        "--out": OUT,
-        "--env": ENV,
-        "--record": out_file(),
-    },
-    "rl dce": {
-        "--frames": _counts(100_000_000, "depth images"),
-        "--scenes": _counts(10**6, "training forests"),
-        "--scene-seed": SEED,
-        "--envs": _counts(1_000_000, "parallel envs"),
-        "--seed": SEED,
-        "--out": OUT,
-        "--env": ENV,
-        "--set": SET,
-    },
-    "rl rgb-encoder": {"--out": OUT, "--seed": SEED, "--set": SET},
-    "rl export": {
-        "CHECKPOINT": in_file("policy checkpoint"),
-        "--onnx": out_file(),
-        "--header": out_file(),
-        "--npz": out_file(),
-        "--name": text(r"[A-Za-z_]\w{0,63}", "a C identifier"),
-        "--seed": SEED,
+        "--max-gaussians": counts(10**8, "Gaussians"),
     },
     "ros2 serve": {
         **_serve_common(),
         "--namespace": text(r"[A-Za-z][\w/]{0,127}", "a ROS 2 namespace such as vehicle0"),
-        "--start-with": _counts(1024, "vehicles before the first tick", 0),
+        "--start-with": counts(1024, "vehicles before the first tick", 0),
     },
     "fc px4": {
         **_fc_common("TCP port"),
@@ -680,7 +312,7 @@ OPTIONS: dict[str, dict[str, Check]] = {
         "--master-port": count(0, 65535, "TCP port"),
         "--speed": real(0, 1000, "real-time factor", "1", above=True),
         "--control-hz": real(1, 10_000, "control rate", "Hz"),
-        "--ticks": _counts(10**12, "ticks", 0),
+        "--ticks": counts(10**12, "ticks", 0),
         "--input-timeout": real(0, 3600, "input timeout", "s"),
         "--results": out_file(),
         "--imu": looked_up(_imu),
@@ -699,12 +331,6 @@ OPTIONS: dict[str, dict[str, Check]] = {
         "--jobs": count(1, 64, "parallel compile jobs"),
     },
 }
-
-
-def _challenge() -> Any:
-    import volary.studies.alphapilot.challenge as challenge
-
-    return challenge
 
 
 def _suite(v: str) -> None:
@@ -727,6 +353,17 @@ def _raycast_backend(v: str) -> None:
 
     if v != "auto":
         BACKENDS.get(v)
+
+
+def add_options(table: Mapping[str, Mapping[str, Check]]) -> None:
+    """Add a study's declared checks (its ``cli.OPTIONS``, command path -> option -> check) to
+    :data:`OPTIONS`; :mod:`volary.cli.main` calls it where it mounts the study. Adding the same
+    declarations again changes nothing; a command that already has other checks is a bug
+    (ValueError)."""
+    clash = sorted(c for c, opts in table.items() if OPTIONS.get(c, opts) != opts)
+    if clash:
+        raise ValueError(f"option checks declared twice: {', '.join(clash)}")
+    OPTIONS.update({c: dict(opts) for c, opts in table.items()})
 
 
 def check_options(command: str, values: Iterable[tuple[str, Any]]) -> None:

@@ -12,9 +12,10 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from volary.cli.checks import VolaryGroup, set_root
+from volary.cli.checks import VolaryGroup, add_options, set_root
 from volary.cli.ros2 import SceneParams
 from volary.options import SetOption, console, fail
+from volary.studies.alphapilot.cli import OPTIONS as RACE_OPTIONS
 from volary.studies.alphapilot.cli import race_app
 
 app = typer.Typer(
@@ -333,6 +334,7 @@ def bench_physics(
 
 
 app.registered_commands.extend(race_app.registered_commands)  # `volary race`, the study's
+add_options(RACE_OPTIONS)
 
 
 @app.command()
@@ -498,16 +500,18 @@ def _register_subcommands() -> None:
     from volary.cli.ros2 import ros2_app
     from volary.cli.splat import splat_app
     from volary.ros1.cli import ros1_app
-    from volary.studies.boundary.cli import bp_app
+    from volary.studies.boundary import cli as bp
     from volary.studies.flyingtrust.cli import register
-    from volary.studies.rl.cli import rl_app
-    from volary.studies.sousvide.cli import sousvide_app
+    from volary.studies.rl import cli as rl
+    from volary.studies.sousvide import cli as sousvide
 
     register(bench_app)
-    app.add_typer(bp_app, name="bp", cls=VolaryGroup)  # the studies' commands
+    for study in (bp, sousvide, rl):  # the studies' commands and their declared option checks
+        add_options(study.OPTIONS)
+    app.add_typer(bp.bp_app, name="bp", cls=VolaryGroup)
     app.add_typer(splat_app, name="splat")
-    app.add_typer(sousvide_app, name="sousvide", cls=VolaryGroup)
-    app.add_typer(rl_app, name="rl", cls=VolaryGroup)
+    app.add_typer(sousvide.sousvide_app, name="sousvide", cls=VolaryGroup)
+    app.add_typer(rl.rl_app, name="rl", cls=VolaryGroup)
     app.add_typer(ros2_app, name="ros2")
     app.add_typer(ros1_app, name="ros1")
     app.add_typer(fc_app, name="fc")

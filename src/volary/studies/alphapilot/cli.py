@@ -17,6 +17,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from volary.checks import DEVICE, OUT, SEED, Check, count, counts, looked_up, one_of
 from volary.options import console, fail
 
 race_app = typer.Typer(help="The AlphaPilot 2019 race (paper 001 Sec. V-C).")
@@ -37,6 +38,59 @@ RACE_MODE_OPTIONS = {
         "arena",
     ),  # fmt: skip
     "oracle": ("racer",),
+}
+
+
+def _challenge() -> Any:
+    import volary.studies.alphapilot.challenge as challenge
+
+    return challenge
+
+
+def _racer(name: str) -> Any:
+    from volary.studies.alphapilot.racers import RACERS
+
+    return RACERS.get(name)
+
+
+def _course_generator(name: str) -> Any:
+    from volary.worlds.tracks import COURSE_GENERATORS
+
+    return COURSE_GENERATORS.get(name)
+
+
+def _arenas() -> tuple[str, ...]:
+    from volary.worlds.tracks import ARENAS
+
+    return tuple(ARENAS)
+
+
+def _contestant(name: str) -> None:
+    from volary.studies.alphapilot.interface import CONTESTANTS
+
+    if ":" not in name:  # module:Class is imported when the race starts
+        CONTESTANTS.get(name)
+
+
+#: ``volary race``'s declared option checks (:mod:`volary.checks`' vocabulary), which
+#: :mod:`volary.cli.main` adds to the command table when it mounts the study.
+OPTIONS: dict[str, dict[str, Check]] = {
+    "race": {
+        "--seed": SEED,
+        "--courses": counts(1000, "perturbed courses", 0),
+        "--courses-from": looked_up(_course_generator),
+        "--noise-seeds": counts(1000, "noise seeds per course"),
+        "--first-noise-seed": count(0, 2**31 - 1001, "first noise seed"),
+        "--workers": count(1, 64, "worker processes"),
+        "--out": OUT,
+        "--device": DEVICE,
+        "--mode": one_of(("challenge", "oracle")),
+        "--contestant": looked_up(_contestant),
+        "--sensors": one_of(lambda: _challenge().SENSOR_SETS),
+        "--faults": one_of(lambda: _challenge().FAULTS),
+        "--arena": one_of(_arenas),
+        "--racer": looked_up(_racer),
+    },
 }
 
 
@@ -240,4 +294,4 @@ def _race_oracle(
     console.print(f"wrote {path}", markup=False)
 
 
-__all__ = ["RACE_MODE_OPTIONS", "race", "race_app"]
+__all__ = ["OPTIONS", "RACE_MODE_OPTIONS", "race", "race_app"]

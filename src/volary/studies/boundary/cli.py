@@ -1,8 +1,8 @@
 """``volary bp``: BoundaryPredictor sampling, training and deployment (paper 002).
 
 A typer app that :mod:`volary.cli.main` mounts as ``volary bp`` (with the ``volary`` group class,
-which checks each command's options against :mod:`volary.cli.checks`' table and prints a bad
-input as one ``error:`` line, exit code 2), so the commands read as before the study moved. A
+which runs each command's declared option checks, :data:`OPTIONS`, and prints a bad input as
+one ``error:`` line, exit code 2), so the commands read as before the study moved. A
 bad input a command finds itself raises :class:`~volary.errors.ConfigError`.
 """
 
@@ -14,12 +14,47 @@ from typing import Annotated
 
 import typer
 
+from volary.checks import DEVICE, OUT, SEED, SET, Check, counts, in_file, listed, one_of, real
+from volary.inputs import LIMITS
 from volary.options import SetOption, configure, console, fail
 
 bp_app = typer.Typer(
     no_args_is_help=True,
     help="BoundaryPredictor: sample the dataset, train, fly courses.",
 )
+
+#: ``volary bp``'s declared option checks (:mod:`volary.checks`' vocabulary), which
+#: :mod:`volary.cli.main` adds to the command table when it mounts the study.
+OPTIONS: dict[str, dict[str, Check]] = {
+    "bp sample": {
+        "--out": OUT,
+        "--seed": SEED,
+        "--fraction": real(0, 1, "fraction of the grid", "1", above=True),
+        "--device": DEVICE,
+        "--chunk": counts(10_000_000, "inputs flown at once"),
+        "--block": counts(10_000_000, "inputs per block"),
+        "--compile": one_of(("auto", "numba", "inductor", "eager")),
+        "--tail": real(0, 60, "scored tail", "s"),
+        "--set": SET,
+    },
+    "bp train": {
+        "--out": OUT,
+        "--seed": SEED,
+        "--dataset": in_file("dataset"),
+        "--epochs": counts(10**6, "epochs"),
+        "--patience": counts(10**6, "epochs without improvement"),
+        "--batch-size": counts(10_000_000, "batch size"),
+        "--set": SET,
+    },
+    "bp fly": {
+        "--out": OUT,
+        "--seed": SEED,
+        "--model": in_file("checkpoint"),
+        "--courses": listed(("circular", "straight", "snaked")),
+        "--gates": counts(LIMITS["gates"].hi, "gates per course"),
+        "--set": SET,
+    },
+}
 
 Out = Annotated[Path, typer.Option("--out", help="Output directory.")]
 Seed = Annotated[int, typer.Option("--seed", help="Seed (grid subset, randomization, split).")]
@@ -183,4 +218,4 @@ def bp_fly(
         console.print(f"{r.course}: {r.gates_passed}/{r.gates} gates, {status}, time {r.time_s}")
 
 
-__all__ = ["bp_app", "bp_fly", "bp_sample", "bp_train"]
+__all__ = ["OPTIONS", "bp_app", "bp_fly", "bp_sample", "bp_train"]

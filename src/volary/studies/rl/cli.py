@@ -3,7 +3,7 @@
 evaluation, ONNX/C/npz export; the depth encoder; the learned_rgb planner's RGB depth encoder.
 
 A typer app (``rl_app``) that :mod:`volary.cli.main` mounts as ``volary rl`` with its command
-group class (option checks from :mod:`volary.cli.checks`' table, one-line errors), so every
+group class (it runs the declared option checks, :data:`OPTIONS`; one-line errors), so every
 ``volary rl ...`` command reads as before the study moved. A bad input raises
 :class:`~volary.errors.ConfigError`, which the ``volary`` command prints as one line with exit
 code 2.
@@ -19,6 +19,23 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from volary.checks import (
+    DEVICE,
+    ENV,
+    OUT,
+    SEED,
+    SET,
+    Check,
+    counts,
+    in_file,
+    looked_up,
+    one_of,
+    out_file,
+    parsed,
+    real,
+    text,
+)
+from volary.errors import ConfigError
 from volary.options import SetOption, configure, console, fail
 
 rl_app = typer.Typer(
@@ -26,6 +43,73 @@ rl_app = typer.Typer(
     no_args_is_help=True,
     help="Reinforcement learning: PPO train, eval and export.",
 )
+
+
+def _task(name: str) -> None:
+    from volary.envs import ENVS
+
+    if name not in ENVS:
+        raise ConfigError(f"expected one of {', '.join(ENVS)}, got {name!r}")
+
+
+def _recipe(name: str) -> Any:
+    from volary.studies.rl.recipes import get_recipe
+
+    return get_recipe(name)
+
+
+#: ``volary rl``'s declared option checks (:mod:`volary.checks`' vocabulary), which
+#: :mod:`volary.cli.main` adds to the command table when it mounts the study.
+OPTIONS: dict[str, dict[str, Check]] = {
+    "rl train": {
+        "--task": parsed(_task),
+        "--envs": counts(1_000_000, "parallel envs"),
+        "--iterations": counts(10**9, "PPO iterations"),
+        "--seed": SEED,
+        "--device": DEVICE,
+        "--out": OUT,
+        "--set": SET,
+        "--log-every": counts(10**9, "iterations between prints"),
+        "--env": ENV,
+        "--learner": one_of(("volary", "rsl_rl")),
+        "--recipe": looked_up(_recipe),
+        "--stop-at": real(0, 1, "success fraction; 0: no early stop", "1"),
+        "--val-episodes": counts(1_000_000, "validation episodes"),
+        "--val-every": counts(10**9, "iterations between validations"),
+        "--val-first": counts(10**9, "iterations before the first validation", 0),
+    },
+    "rl eval": {
+        "--policy": in_file("policy checkpoint"),
+        "--task": parsed(_task),
+        "--episodes": counts(10**7, "episodes"),
+        "--envs": counts(1_000_000, "parallel envs"),
+        "--seed": SEED,
+        "--device": DEVICE,
+        "--out": OUT,
+        "--env": ENV,
+        "--record": out_file(),
+    },
+    "rl dce": {
+        "--frames": counts(100_000_000, "depth images"),
+        "--scenes": counts(10**6, "training forests"),
+        "--scene-seed": SEED,
+        "--envs": counts(1_000_000, "parallel envs"),
+        "--seed": SEED,
+        "--out": OUT,
+        "--env": ENV,
+        "--set": SET,
+    },
+    "rl rgb-encoder": {"--out": OUT, "--seed": SEED, "--set": SET},
+    "rl export": {
+        "CHECKPOINT": in_file("policy checkpoint"),
+        "--onnx": out_file(),
+        "--header": out_file(),
+        "--npz": out_file(),
+        "--name": text(r"[A-Za-z_]\w{0,63}", "a C identifier"),
+        "--seed": SEED,
+    },
+}
+
 
 Task = Annotated[str, typer.Option("--task", help="Task name (volary.envs.make_env).")]
 Envs = Annotated[int, typer.Option("--envs", help="Parallel envs (the batch).")]
@@ -761,6 +845,7 @@ class EpisodeTracer:
 
 __all__ = [
     "LEARNERS",
+    "OPTIONS",
     "PARITY_OBSERVATIONS",
     "VALIDATION_SEED",
     "EpisodeTracer",

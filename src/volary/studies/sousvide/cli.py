@@ -1,8 +1,8 @@
 """``volary sousvide``: SOUS VIDE expert data, SV-Net training and evaluation (paper 000).
 
 A typer app that :mod:`volary.cli.main` mounts as ``volary sousvide`` (with the ``volary`` group
-class, which checks each command's options against :mod:`volary.cli.checks`' table and prints a
-bad input as one ``error:`` line, exit code 2), so the commands read as before the study moved. A
+class, which runs each command's declared option checks, :data:`OPTIONS`, and prints a bad input
+as one ``error:`` line, exit code 2), so the commands read as before the study moved. A
 bad input a command finds itself raises :class:`~volary.errors.ConfigError`.
 """
 
@@ -13,12 +13,85 @@ from typing import Annotated, Any
 
 import typer
 
+from volary.checks import (
+    DEVICE,
+    OUT,
+    SEED,
+    SET,
+    Check,
+    counts,
+    in_file,
+    listed,
+    looked_up,
+    one_of,
+    out_file,
+    parsed,
+    real,
+)
+from volary.inputs import regular_file
 from volary.options import SetOption, configure, console, fail
 
 sousvide_app = typer.Typer(
     no_args_is_help=True,
     help="SOUS VIDE: expert data, SV-Net training, evaluation.",
 )
+
+
+def _variant(name: str) -> Any:
+    from volary.studies.sousvide.net import VARIANTS
+
+    return VARIANTS.get(name)
+
+
+def _policy(v: str) -> None:
+    if v != "expert":
+        regular_file(v, "policy checkpoint")
+
+
+#: ``volary sousvide``'s declared option checks (:mod:`volary.checks`' vocabulary), which
+#: :mod:`volary.cli.main` adds to the command table when it mounts the study.
+OPTIONS: dict[str, dict[str, Check]] = {
+    "sousvide generate": {
+        "--out": out_file(),
+        "--n-des": counts(10**6, "desired points"),
+        "--n-smp": counts(10**6, "rollouts per point"),
+        "--t-smp": real(0, 3600, "seconds per rollout", "s", above=True),
+        "--seed": SEED,
+        "--envs": counts(1_000_000, "rollouts at once"),
+        "--size": counts(1024, "image size", 8),
+        "--device": DEVICE,
+        "--max-units": counts(10**12, "rollouts"),
+        "--set": SET,
+    },
+    "sousvide train": {
+        "--data": in_file("dataset"),
+        "--out": OUT,
+        "--variant": looked_up(_variant),
+        "--steps": counts(10**9, "optimizer steps"),
+        "--pretrain-steps": counts(10**9, "optimizer steps", 0),
+        "--epochs": counts(10**6, "epochs"),
+        "--batch": counts(1_000_000, "batch size"),
+        "--seed": SEED,
+        "--device": DEVICE,
+        "--lr": real(0, 1, "learning rate", "1", above=True),
+        "--width": real(0, 16, "channel multiplier", "1", above=True),
+        "--latent": counts(4096, "latent width"),
+        "--image-norm": one_of(("dataset", "per_image")),
+        "--occlusion": real(0, 1, "share of occluded images", "1"),
+        "--set": SET,
+    },
+    "sousvide eval": {
+        "--policy": parsed(_policy),
+        "--out": OUT,
+        "--disturbance": listed(("baseline", "lighting", "dynamic", "static", "payload", "wind")),
+        "--trials": counts(10**6, "flights per disturbance"),
+        "--seed": SEED,
+        "--size": counts(1024, "image size", 8),
+        "--steps": counts(10**9, "control steps"),
+        "--device": DEVICE,
+        "--set": SET,
+    },
+}
 
 
 def _sv_device(device: str) -> None:
@@ -248,4 +321,4 @@ def sousvide_eval(
     )
 
 
-__all__ = ["sousvide_app", "sousvide_eval", "sousvide_generate", "sousvide_train"]
+__all__ = ["OPTIONS", "sousvide_app", "sousvide_eval", "sousvide_generate", "sousvide_train"]
