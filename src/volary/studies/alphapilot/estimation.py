@@ -119,6 +119,8 @@ class GateEkf:
         gyro_bias_std: float = GYRO_BIAS_STD,
         accel_bias_walk: float = ACCEL_BIAS_WALK,
         gyro_bias_walk: float = GYRO_BIAS_WALK,
+        reopen_after: int = 0,
+        reopen_scale: float = 3.0,
     ) -> None:
         f64 = torch.float64
         self.n = int(pos.shape[0])
@@ -156,6 +158,11 @@ class GateEkf:
                     place[i, j, VEHICLE + GATE_PARAMS * l + j] = 1.0
         self._place = place
         self.rejected = torch.zeros(self.n, dtype=torch.int64)  # gated-out corners, running
+        # a course gate whose corners are all gated out frame after frame is not where the
+        # prior says: its offset is re-opened (_reopen)
+        self.reopen_after, self.reopen_scale = int(reopen_after), float(reopen_scale)
+        self._missed = torch.zeros(self.n, self.map.n_offsets, dtype=torch.int64)
+        self.reopened = torch.zeros(self.n, dtype=torch.int64)  # re-opened gates, running
 
     # ---- state views --------------------------------------------------------------------------
     @property
@@ -301,8 +308,38 @@ class GateEkf:
         ok = m & (d2 < (CHI2_2DOF if rows == 2 else CHI2_3DOF))
         self.rejected = self.rejected + (m & ~ok).sum(1)
         self._joint_update(H, r, ok, 1.0)
+        self._reopen(g, m, ok)
         used = torch.zeros_like(use)
         return used.scatter(1, sel, ok)
+
+    def _reopen(self, g: Tensor, seen: Tensor, ok: Tensor) -> None:
+        """Count, per env and course gate, the consecutive frames in which at least three of
+        its corners were seen and every one was gated out; after ``reopen_after`` such frames
+        (0: never) the gate's offset covariance is reset to its prior inflated by
+        ``reopen_scale`` (its correlations with the rest dropped), keeping the estimate: the
+        next frames' innovations of a gate far outside its prior then pass the gate (a
+        covariance reset, as a filter does after persistent innovation rejections). ``g``
+        (N, k) map index, ``seen`` / ``ok`` (N, k) the frame's usable / gated-in corners."""
+        n_off = self.map.n_offsets
+        if self.reopen_after <= 0 or n_off == 0:
+            return
+        l = self.map.state_of[g]  # (N, k) offset index or -1
+        onehot = torch.nn.functional.one_hot(l.clamp_min(0), n_off) * (l >= 0)[..., None]
+        n_seen = (onehot * seen[..., None]).sum(1)  # (N, L)
+        n_in = (onehot * (seen & ok)[..., None]).sum(1)
+        missed = torch.where(n_in > 0, 0, self._missed + ((n_seen >= 3) & (n_in == 0)).long())
+        due = missed >= self.reopen_after
+        self._missed = torch.where(due, 0, missed)
+        if not bool(due.any()):
+            return
+        cols = torch.zeros(self.n, self.dim, dtype=torch.bool)  # the re-opened offsets' columns
+        cols[:, VEHICLE:] = due.repeat_interleave(GATE_PARAMS, 1)
+        var = (self.map.offset_std.clamp_min(1e-3) * self.reopen_scale).reshape(-1) ** 2
+        var = torch.cat((torch.zeros(VEHICLE, dtype=var.dtype), var))
+        keep = ~cols
+        P = self.P * (keep[:, :, None] & keep[:, None, :])
+        self.P = P + torch.diag_embed(torch.where(cols, var, 0.0))
+        self.reopened = self.reopened + due.sum(1)
 
     def update_range(self, rng: Tensor, valid: Tensor) -> Tensor:
         """Fuse a downward range (N,) m where ``valid``; returns the (N,) readings used."""

@@ -128,6 +128,9 @@ class SensorRacer:
     gate_yaw_floor: float = math.radians(3.0)  # rad, least std of its yaw
     gate_scale_std: float = 0.1  # of the relative size of its opening (each in-plane axis)
     level_normals: bool = True  # plans cross every gate horizontally (see _gates_now)
+    reopen_after: int = 0  # beacon frames of a course gate all gated out that re-open its
+    # offset (GateEkf._reopen; 0: never)
+    reopen_scale: float = 3.0  # its prior std times this after re-opening
     max_load: float = 1.5  # a replan still past this load after retiming is dropped
     hold_m: float = 0.0  # m behind the reference (along its velocity) that holds its clock
     limits: Limits = field(default_factory=lambda: replace(_default_limits(), thrust_margin=0.85))
@@ -146,6 +149,11 @@ class SensorRacer:
             v = getattr(self, name)
             if not (math.isfinite(v) and v >= 0):
                 raise ConfigError(f"{name}: expected a value >= 0, got {v}")
+        ra = self.reopen_after
+        if isinstance(ra, bool) or not isinstance(ra, int) or ra < 0:
+            raise ConfigError(f"reopen_after: expected an int >= 0 (0: never), got {ra!r}")
+        if not (math.isfinite(self.reopen_scale) and self.reopen_scale >= 1):
+            raise ConfigError(f"reopen_scale: expected a factor >= 1, got {self.reopen_scale}")
         ti = self.integral_s
         if len(ti) != 3 or not all(math.isfinite(v) and v >= 0 for v in ti):
             raise ConfigError(f"integral_s: expected three times >= 0 s (0: off), got {ti!r}")
@@ -220,6 +228,8 @@ class SensorRacer:
             pixel_std=max(self.pixel_std, 0.5),
             range_std=0.05 if b.rangefinder is None else max(b.rangefinder.noise_std, 0.01),
             floor_z=b.floor_z,
+            reopen_after=self.reopen_after,
+            reopen_scale=self.reopen_scale,
         )  # fmt: skip
 
     def _detector(self, b: Briefing) -> GateDetector:
