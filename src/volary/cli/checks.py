@@ -49,6 +49,7 @@ from volary.checks import (
 )
 from volary.errors import ConfigError, VolaryError
 from volary.inputs import LIMITS, regular_file
+from volary.studies.alphapilot.cli import RACER  # `volary view --race` names a study racer
 
 try:  # typer >= 0.20 vendors click
     from typer._click import exceptions as _cx
@@ -91,12 +92,6 @@ def _control_modes() -> Collection[str]:
 def _serve_controls() -> Collection[str]:
     """A served vehicle's control levels: the controllers', and a firmware's raw ``sticks``."""
     return (*_control_modes(), "sticks")
-
-
-def _racer(name: str) -> Any:
-    from volary.studies.alphapilot.racers import RACERS
-
-    return RACERS.get(name)
 
 
 def _planner(name: str) -> None:
@@ -215,7 +210,7 @@ OPTIONS: dict[str, dict[str, Check]] = {
     "view": {
         "SOURCE": in_path("run directory or .npz recording"),
         "--trial": text(r"[^|\s]+(\|[^|\s]+){4}", "algo|platform|scenario|config|trial"),
-        "--race": looked_up(_racer),
+        "--race": RACER,
         "--seed": SEED,
         "--host": text(HOST_NAME, "a host name or IP address"),
         "--port": count(0, 65535, "TCP port"),

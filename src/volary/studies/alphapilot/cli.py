@@ -4,7 +4,7 @@ A typer app with one command, ``race``, that :mod:`volary.cli.main` mounts at th
 ``volary race ...`` reads as before the study moved. The command checks its options, runs
 :func:`~volary.studies.alphapilot.reports.challenge_cli` or
 :func:`~volary.studies.alphapilot.reports.race_cli` and prints their tables; the option checks
-that need no run (names, ranges) are :mod:`volary.cli.checks`' table for ``race``. A bad input
+that need no run (names, ranges) are this module's :data:`OPTIONS`. A bad input
 raises :class:`~volary.errors.ConfigError`, which the ``volary`` command prints as one line with
 exit code 2.
 """
@@ -53,6 +53,10 @@ def _racer(name: str) -> Any:
     return RACERS.get(name)
 
 
+#: A racer's registered name (``volary race --racer``, ``volary view --race``).
+RACER = looked_up(_racer)
+
+
 def _course_generator(name: str) -> Any:
     from volary.worlds.tracks import COURSE_GENERATORS
 
@@ -89,7 +93,7 @@ OPTIONS: dict[str, dict[str, Check]] = {
         "--sensors": one_of(lambda: _challenge().SENSOR_SETS),
         "--faults": one_of(lambda: _challenge().FAULTS),
         "--arena": one_of(_arenas),
-        "--racer": looked_up(_racer),
+        "--racer": RACER,
     },
 }
 
@@ -294,4 +298,4 @@ def _race_oracle(
     console.print(f"wrote {path}", markup=False)
 
 
-__all__ = ["OPTIONS", "RACE_MODE_OPTIONS", "race", "race_app"]
+__all__ = ["OPTIONS", "RACER", "RACE_MODE_OPTIONS", "race", "race_app"]

@@ -163,6 +163,7 @@ class GateEkf:
         self.reopen_after, self.reopen_scale = int(reopen_after), float(reopen_scale)
         self._missed = torch.zeros(self.n, self.map.n_offsets, dtype=torch.int64)
         self.reopened = torch.zeros(self.n, dtype=torch.int64)  # re-opened gates, running
+        self._rotated_of: tuple[Tensor, tuple[Tensor, Tensor]] | None = None  # (_rotated)
 
     # ---- state views --------------------------------------------------------------------------
     @property
@@ -180,7 +181,7 @@ class GateEkf:
         """(Exp(phi) (N, G, 3, 3), the corners' rotated and scaled offsets from the nominal
         centre Exp(phi) r_k (N, G, 4, 3)) for offsets ``o`` (N, G, P) (module docstring); a beacon
         frame asks twice for the same offsets (its corners, then their Jacobians): computed once."""
-        cached = getattr(self, "_rotated_of", None)
+        cached = self._rotated_of
         if cached is not None and cached[0] is o:
             return cached[1]
         n, g = o.shape[:2]
