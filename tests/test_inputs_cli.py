@@ -105,6 +105,7 @@ def _baseline(command: str, files: Path) -> list[str]:
         "splat render": ["forest"],
         "rl export": [str(files / "file.bin")],
         "ros1 build": [str(files / "dir")],
+        "sysid": [str(files / "dir")],
     }.get(command, [])
 
 

@@ -33,6 +33,7 @@ LAYER = {
     "dynamics": 1,
     "platforms": 2,
     "worlds": 2,
+    "sysid": 2,  # flight logs, fitting, open-loop prediction (issue 61)
     "control": 3,
     "sensors": 3,
     "planning": 3,

@@ -22,6 +22,12 @@ ALL = names()
 _QUANTITIES = ("mass", "inertia", "k_f", "k_m", "max_rotor_speed")
 
 
+def _gain(name: str) -> list[float]:
+    from volary.inputs import read_toml
+
+    return read_toml(entry(name).path)[name]["moment_gain"]["value"]
+
+
 # --- contract over every registered name -----------------------------------------------------
 
 
@@ -35,7 +41,11 @@ def test_every_entry_loads_validates_and_can_hover(name):
     j = np.asarray(af.inertia)
     assert np.linalg.eigvalsh(j).min() > 0 and j[2, 2] <= j[0, 0] + j[1, 1] + 1e-15
     assert af.radius > af.arm_length
-    assert 0.003 < af.k_m[0] / af.k_f[0] < 0.2  # m: plausible torque-to-thrust ratio
+    # m: plausible torque-to-thrust ratio. An identified entry's k_m is an effective value (its
+    # moment_gain scales k_m: the fitted yaw moment, not a rotor's), so the prior is checked
+    # on the value before the gain.
+    gain = entry(name).airframe.sources.get("moment_gain") and _gain(name)
+    assert 0.003 < af.k_m[0] / af.k_f[0] / (gain[2] if gain else 1.0) < 0.2
     assert all(f in af.sources and af.sources[f] for f in (*_QUANTITIES, "arm", "layout"))
     assert entry(name).category in CATEGORIES
 

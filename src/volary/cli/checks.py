@@ -280,6 +280,14 @@ OPTIONS: dict[str, dict[str, Check]] = {
         "--namespace": text(r"[A-Za-z][\w/]{0,127}", "a ROS 2 namespace such as vehicle0"),
         "--start-with": counts(1024, "vehicles before the first tick", 0),
     },
+    "sysid": {
+        "LOG": in_path("flight log or folder"),
+        "--test": in_path("flight log or folder"),
+        "--platform": PLATFORM,
+        "--out": OUT,
+        "--horizon": count(1, 1000, "prediction horizon", "samples"),
+        "--stride": count(1, 100_000, "window stride", "samples"),
+    },
     "fc px4": {
         **_fc_common("TCP port"),
         "--motor-range": one_of(("unit", "symmetric")),

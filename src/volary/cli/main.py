@@ -499,6 +499,7 @@ def _register_subcommands() -> None:
     from volary.cli.fc import app as fc_app
     from volary.cli.ros2 import ros2_app
     from volary.cli.splat import splat_app
+    from volary.cli.sysid import sysid
     from volary.ros1.cli import ros1_app
     from volary.studies.boundary import cli as bp
     from volary.studies.flyingtrust.cli import register
@@ -515,6 +516,7 @@ def _register_subcommands() -> None:
     app.add_typer(ros2_app, name="ros2")
     app.add_typer(ros1_app, name="ros1")
     app.add_typer(fc_app, name="fc")
+    app.command("sysid")(sysid)
 
 
 _register_subcommands()

@@ -184,6 +184,18 @@ class Airframe:
         a = self.allocation_matrix()
         return float(math.sqrt(self.mass * 9.81 / float((a[2] * np.asarray(self.k_f)).sum())))
 
+    def with_moment_gain(self, gain: Sequence[float]) -> Airframe:
+        """A copy whose rotors make ``gain`` = (roll, pitch, yaw) times the body moments: rotor
+        y positions scaled by the roll gain, x positions by the pitch gain, k_m by the yaw gain
+        (thrust unchanged). Identified vehicles need it: a Crazyflie's measured angular
+        accelerations are some 30-60 times smaller than its rotor model implies
+        (``volary sysid``, experiments/sysid/nanobench)."""
+        g = _vec(f"{self.name}: moment_gain", gain, 3)
+        if min(g) <= 0:
+            raise ConfigError(f"{self.name}: moment_gain: expected values > 0, got {list(g)}")
+        pos = np.asarray(self.rotor_positions) * np.array([g[1], g[0], 1.0])
+        return self.replace(rotor_positions=pos, k_m=np.asarray(self.k_m) * g[2])
+
     def replace(self, **changes: Any) -> Airframe:
         """A copy with some fields changed (validated again)."""
         return replace(self, **changes)

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from volary.platforms.indicators import Indicators
 
 DATA_DIR = Path(__file__).with_name("data")
-FILES = ("presets.toml", "flyingtrust.toml")
+FILES = ("presets.toml", "flyingtrust.toml", "identified.toml")
 
 
 @functools.cache

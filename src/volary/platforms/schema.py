@@ -94,13 +94,14 @@ FIELDS: dict[str, Field] = {
         "deg", False, (("rad", 180 / math.pi),), "scalar", -90.0, 90.0, "rotor tilt"
     ),  # fmt: skip  # tilted_hexa only
     "coaxial_gap": Field("m", False, (("mm", 1e-3),), "scalar", 0.0, 10.0, "rotor gap"),  # y6
+    "moment_gain": Field("1", False, (), "vec3", 1e-3, 100.0, "moment effectiveness"),  # sysid
 }
 TABLE1_FIELDS: dict[str, Field] = {
     "twr_max": Field("1", True, (), "scalar", 1e-3, 1e3, "thrust-to-weight ratio"),
     "alpha_xy_max": Field("rad/s^2", True, (), "scalar", 1e-3, 1e6, "roll acceleration"),
     "alpha_z_max": Field("rad/s^2", True, (), "scalar", 1e-3, 1e6, "yaw acceleration"),
 }
-CATEGORIES = ("preset", "layout", "flyingtrust-real", "flyingtrust-virtual")
+CATEGORIES = ("preset", "layout", "flyingtrust-real", "flyingtrust-virtual", "identified")
 _META_KEYS = {"category", "description", "layout", "table1"}
 
 
@@ -357,6 +358,7 @@ def parse_entry(path: Path, name: str, raw: Any) -> Entry:
     pos, axes, dirs = _rotor_layout(where, entry.layout.value, values)
     _per_rotor_lengths(where, entry.layout.value, len(pos), values)
     sources["layout"] = entry.layout.source
+    gain = values.pop("moment_gain", None)
     try:
         airframe = Airframe(
             name=name,
@@ -366,6 +368,8 @@ def parse_entry(path: Path, name: str, raw: Any) -> Entry:
             sources=sources,
             **values,
         )
+        if gain is not None:
+            airframe = airframe.with_moment_gain(gain)
     except ConfigError as err:
         raise ConfigError(f"{path.name}: [{name}] {err}") from err
     return Entry(name, entry.category, entry.description, airframe, table1, path)

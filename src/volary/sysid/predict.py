@@ -1,0 +1,238 @@
+"""Open-loop multi-step prediction on a flight log: volary's dynamics against the baselines.
+
+The protocol (IDSIA nano-drone benchmark, Busetto et al. 2025; NanoBench Task 1): from every
+start row k of a test flight, take the logged state x_k, feed the logged motor commands
+u_k .. u_{k+H-1} open loop, and compare the predicted states at k+1 .. k+H with the log. The
+error at horizon h is the root mean square over windows of the Euclidean error of position
+(m), velocity (m/s) and body rates (rad/s), and the mean attitude error (deg). Windows that
+would cross a dropped sample are not used.
+
+Baselines: ``constant``: position moves on at the start velocity, velocity and body rates stay
+(the "constant velocity / constant rates" predictor every model must beat at short horizons).
+
+The model is a :class:`SysidModel`: an airframe, a command map (normalized motor command and
+battery voltage -> rotor speed command), an input delay in samples and a constant body torque
+bias. It is flown with volary's own rigid-body step (:func:`volary.dynamics.physics_step`,
+float64, noise and ground off), ``substeps`` physics steps per log sample, every window of a
+flight in one batch.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from volary.dynamics import Airframe, DynamicsConfig, MultirotorState, VehicleParams
+from volary.dynamics.step import Disturbance, physics_step
+from volary.errors import ConfigError
+from volary.sysid.logs import FlightLog
+
+V_REF = 4.2  # V, a full single-cell LiPo: the voltage the command map is referred to
+
+
+@dataclass(frozen=True)
+class CommandMap:
+    """Rotor speed command (rad/s) of a normalized motor command u in [0, 1] at battery voltage
+    V: w_cmd = scale * u * (V / V_REF) (a brushed DC motor's no-load speed is proportional to
+    its mean voltage, u * V); ``use_voltage`` False drops the voltage factor."""
+
+    scale: float  # rad/s at full command and V_REF
+    use_voltage: bool = True
+
+    def effective(self, log: FlightLog) -> np.ndarray:
+        """(T, R) u * V / V_REF (u where the log has no voltage or ``use_voltage`` is off)."""
+        if not self.use_voltage or np.isnan(log.vbat).all():
+            return log.cmd
+        v = np.where(np.isnan(log.vbat), V_REF, log.vbat)
+        return log.cmd * (v / V_REF)[:, None]
+
+    def rotor_speed(self, log: FlightLog) -> np.ndarray:
+        return self.scale * self.effective(log)
+
+
+@dataclass(frozen=True)
+class SysidModel:
+    """What an open-loop prediction flies."""
+
+    airframe: Airframe
+    command: CommandMap
+    delay: int = 0  # samples between a logged command and the rotor responding to it
+    torque_bias: tuple[float, float, float] = (0.0, 0.0, 0.0)  # N m, body frame
+    substeps: int = 4
+    notes: dict[str, str] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.delay < 0 or self.substeps < 1:
+            raise ConfigError(
+                f"delay, substeps: expected delay >= 0 and substeps >= 1, got {self.delay}, "
+                f"{self.substeps}"
+            )
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Predicted (or logged) states of W windows over H steps."""
+
+    pos: np.ndarray  # (W, H, 3)
+    vel: np.ndarray  # (W, H, 3)
+    quat: np.ndarray  # (W, H, 4)
+    omega: np.ndarray  # (W, H, 3)
+
+
+def window_starts(log: FlightLog, horizon: int, stride: int = 1) -> np.ndarray:
+    """Start rows whose next ``horizon`` rows follow without a gap, every ``stride``-th."""
+    if horizon < 1 or stride < 1:
+        raise ConfigError(f"horizon, stride: expected >= 1, got {horizon}, {stride}")
+    ok = np.flatnonzero(log.contiguous >= horizon)
+    return ok[::stride]
+
+
+def logged(log: FlightLog, starts: np.ndarray, horizon: int) -> Prediction:
+    """The log's own states at k+1 .. k+H: what predictions are scored against."""
+    idx = starts[:, None] + np.arange(1, horizon + 1)[None, :]
+    return Prediction(log.pos[idx], log.vel[idx], log.quat[idx], log.omega[idx])
+
+
+def constant(log: FlightLog, starts: np.ndarray, horizon: int) -> Prediction:
+    """Constant velocity and body rates from the start row (attitude held)."""
+    h = np.arange(1, horizon + 1)[None, :, None] * log.dt
+    p0, v0 = log.pos[starts][:, None], log.vel[starts][:, None]
+    rep = (1, horizon, 1)
+    return Prediction(
+        p0 + v0 * h, np.tile(v0, rep), np.tile(log.quat[starts][:, None], rep),
+        np.tile(log.omega[starts][:, None], rep),
+    )  # fmt: skip
+
+
+def rotor_history(log: FlightLog, model: SysidModel) -> np.ndarray:
+    """(T, R) the rotor speeds the motor lag gives the delayed commands, filtered from the
+    log's first row (inputs only): the rotor speeds a window starts from. Row i's speed comes
+    from the command held over the step before it, w_i = c_{i-1} + (w_{i-1} - c_{i-1})
+    exp(-dt / tau) (the lag's exact solution under a held command), w_0 = c_0."""
+    cmd = delayed_commands(log, model)
+    decay = np.exp(-log.dt / np.asarray(model.airframe.motor_tau_up))
+    w = np.empty_like(cmd)
+    w[0] = cmd[0]
+    for i in range(1, len(cmd)):
+        w[i] = cmd[i - 1] + (w[i - 1] - cmd[i - 1]) * decay
+    return w
+
+
+def delayed_commands(log: FlightLog, model: SysidModel) -> np.ndarray:
+    cmd = model.command.rotor_speed(log)
+    if model.delay:
+        cmd = np.concatenate([np.repeat(cmd[:1], model.delay, axis=0), cmd[: -model.delay]])
+    return np.clip(cmd, 0.0, np.asarray(model.airframe.max_rotor_speed))
+
+
+def _inputs(log: FlightLog, model: SysidModel, starts: np.ndarray, horizon: int):
+    """Each window's start state (pos, vel, quat, omega, rotor speed) and its (H, R) rotor
+    speed commands."""
+    idx = starts[:, None] + np.arange(horizon)[None, :]
+    init = (log.pos[starts], log.vel[starts], log.quat[starts], log.omega[starts],
+            rotor_history(log, model)[starts])  # fmt: skip
+    return init, delayed_commands(log, model)[idx]
+
+
+def fly_windows(model: SysidModel, init: tuple, cmds: np.ndarray, dt: float) -> Prediction:
+    """Volary's dynamics flown open loop from W start states with (W, H, R) held commands."""
+    n, horizon, f64 = cmds.shape[0], cmds.shape[1], torch.float64
+    params = VehicleParams.from_airframes(model.airframe, n, dtype=f64)
+    pos, vel, quat, omega, w = (torch.as_tensor(np.ascontiguousarray(a)) for a in init)
+    state = MultirotorState.create(n, model.airframe.n_rotors, dtype=f64).replace(
+        pos=pos, vel=vel, quat=quat, omega=omega, rotor_speed=w
+    )
+    cfg = DynamicsConfig(dt=dt / model.substeps, stochastic=False, ground=False)
+    dist = Disturbance.create(n, dtype=f64)
+    dist = Disturbance(dist.wind, dist.gust_std, dist.gust_tau, dist.force,
+                       torch.tensor(model.torque_bias, dtype=f64).expand(n, 3).clone())  # fmt: skip
+    keys = torch.zeros(n, dtype=torch.int64)
+    u_all = torch.as_tensor(np.ascontiguousarray(cmds))
+    shapes = (("pos", 3), ("vel", 3), ("quat", 4), ("omega", 3))
+    out = {k: np.empty((n, horizon, d)) for k, d in shapes}
+    for j in range(horizon):
+        u = u_all[:, j]
+        for _ in range(model.substeps):
+            state = physics_step(params, state, u, dist, keys, cfg)
+        for k in out:
+            out[k][:, j] = getattr(state, k).numpy()
+    return Prediction(**out)
+
+
+def fly(log: FlightLog, model: SysidModel, starts: np.ndarray, horizon: int) -> Prediction:
+    """Volary's dynamics flown open loop from each start row for ``horizon`` samples."""
+    init, cmds = _inputs(log, model, starts, horizon)
+    return fly_windows(model, init, cmds, log.dt)
+
+
+def _cat(parts: list[Prediction]) -> Prediction:
+    return Prediction(*(np.concatenate([getattr(p, k) for p in parts])
+                        for k in ("pos", "vel", "quat", "omega")))  # fmt: skip
+
+
+def attitude_error_deg(q: np.ndarray, q_ref: np.ndarray) -> np.ndarray:
+    """Rotation angle between unit quaternions (deg), elementwise over leading axes."""
+    dot = np.abs((q * q_ref).sum(-1)).clip(0.0, 1.0)
+    return np.degrees(2 * np.arccos(dot))
+
+
+def horizon_errors(pred: Prediction, truth: Prediction) -> dict[str, np.ndarray]:
+    """Per horizon h = 1..H: RMSE over windows of |dp| (m), |dv| (m/s), |dW| (rad/s), and the
+    mean attitude error (deg)."""
+
+    def rmse(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.sqrt((np.square(a - b).sum(-1)).mean(0))
+
+    return {
+        "pos": rmse(pred.pos, truth.pos),
+        "vel": rmse(pred.vel, truth.vel),
+        "omega": rmse(pred.omega, truth.omega),
+        "att_deg": attitude_error_deg(pred.quat, truth.quat).mean(0),
+    }
+
+
+def evaluate(
+    logs: list[FlightLog], model: SysidModel | None, horizon: int = 50, stride: int = 1
+) -> dict[str, np.ndarray]:
+    """Horizon errors pooled over the windows of every log (``model`` None: the constant
+    baseline), all windows flown as one batch. Returns the :func:`horizon_errors` keys plus
+    ``windows``."""
+    truth, preds, inits, cmds = [], [], [], []
+    for log in logs:
+        starts = window_starts(log, horizon, stride)
+        if not len(starts):
+            continue
+        truth.append(logged(log, starts, horizon))
+        if model is None:
+            preds.append(constant(log, starts, horizon))
+        else:
+            init, c = _inputs(log, model, starts, horizon)
+            inits.append(init)
+            cmds.append(c)
+    if not truth:
+        raise ConfigError(f"logs: no window of {horizon} samples without a gap")
+    dts = [log.dt for log in logs]
+    if max(dts) > 1.01 * min(dts):
+        raise ConfigError(
+            f"logs: expected one sample rate across the logs, got steps of "
+            f"{min(dts) * 1e3:.3f}-{max(dts) * 1e3:.3f} ms"
+        )
+    if model is not None:
+        init = tuple(np.concatenate([i[k] for i in inits]) for k in range(5))
+        preds = [fly_windows(model, init, np.concatenate(cmds), logs[0].dt)]
+    out = horizon_errors(_cat(preds), _cat(truth))
+    out["windows"] = np.asarray(sum(len(t.pos) for t in truth))
+    return out
+
+
+def summary(errors: dict[str, np.ndarray], dt: float, at_s=(0.01, 0.1, 0.25, 0.5)) -> dict:
+    """The horizon errors at a few horizons (s), rounded for a report."""
+    out: dict = {"windows": int(errors["windows"])}
+    for t in at_s:
+        h = max(1, math.floor(t / dt + 0.5))
+        if h <= len(errors["pos"]):
+            out[f"{t:g}s"] = {k: float(v[h - 1]) for k, v in errors.items() if k != "windows"}
+    return out
