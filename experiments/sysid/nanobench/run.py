@@ -1,0 +1,160 @@
+"""volary's rigid-body dynamics on real Crazyflie flights (NanoBench), open loop, horizons
+1-50 samples (0.01-0.5 s): the constant-velocity/constant-rates baseline, volary's preset
+Crazyflie, and what each fitted step adds or costs.
+
+    .venv/bin/python experiments/sysid/nanobench/run.py PATH/TO/nanobench/datasets/dataset
+
+PATH is NanoBench's `datasets/dataset` folder (github.com/syediu/nanobench-iros2026, BSD-3);
+nothing is downloaded. Split (by trajectory type, so no test flight shares a path with a
+training flight): train on circle, figure-eight, helix, linear ramp, oval and star flights (B2-
+B8), test on trefoil and lissajous flights (B9, B10). Development used another split (test:
+the star flights, B8). Byte-identical files (the dataset repeats some flights under two names)
+are kept once. Writes results/nanobench.json and results/horizons.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from volary.errors import FileFormatError
+from volary.platforms import get
+from volary.sysid import fit as F
+from volary.sysid import predict as P
+from volary.sysid.logs import read_log
+from volary.sysid.report import platform_table, plot, write_platform
+
+HERE = Path(__file__).parent
+TRAIN = ("B2_", "B3_", "B5_", "B6_", "B7_", "B8_")
+TEST = ("B9_", "B10_")
+
+
+def load(folder: Path) -> tuple[list, list, dict]:
+    seen, notes = {}, {"duplicates": [], "skipped": []}
+    train, test = [], []
+    for f in sorted(folder.glob("*.csv")):
+        digest = hashlib.sha256(f.read_bytes()).hexdigest()
+        if digest in seen:
+            notes["duplicates"].append([f.name, seen[digest]])
+            continue
+        seen[digest] = f.name
+        group = train if f.name.startswith(TRAIN) else test if f.name.startswith(TEST) else None
+        if group is None:
+            continue
+        try:
+            group.append(read_log(f, out_of_range="cut"))
+        except FileFormatError as err:
+            notes["skipped"].append(str(err))
+    return train, test, notes
+
+
+def per_flight_bias(test: list, full, stride: int) -> dict:
+    """Diagnostic, not a model: the fitted model with a torque bias fitted on each *test*
+    flight itself (an oracle no predictor has). How much of the remaining rate error a
+    constant per-flight torque would explain."""
+    sq: dict = {}
+    n = 0
+    for log in test:
+        model = replace(full, torque_bias=F.fit_bias([log], full))
+        err = P.evaluate([log], model, 50, stride)
+        w = int(err["windows"])
+        for k, v in err.items():
+            if k != "windows":
+                sq[k] = sq.get(k, 0.0) + (v**2 if k != "att_deg" else v) * w
+        n += w
+    err = {k: (np.sqrt(v / n) if k != "att_deg" else v / n) for k, v in sq.items()}
+    err["windows"] = np.asarray(n)
+    name = "diagnostic: fitted + per-test-flight torque bias (oracle)"
+    return {
+        name: {
+            "summary": P.summary(err, test[0].dt),
+            "per_horizon": {k: v.tolist() for k, v in err.items() if k != "windows"},
+        }
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("dataset", type=Path, help="NanoBench's datasets/dataset folder")
+    ap.add_argument("--stride", type=int, default=5, help="score every stride-th window start")
+    ap.add_argument("--out", type=Path, default=HERE / "results")
+    args = ap.parse_args()
+    t0 = time.perf_counter()
+    train, test, notes = load(args.dataset)
+    print(
+        f"train {len(train)} flights ({sum(map(len, train))} rows), test {len(test)} "
+        f"({sum(map(len, test))} rows); {len(notes['duplicates'])} duplicates dropped"
+    )
+    base = get("crazyflie")
+    full, fitted = F.fit(train, base, progress=lambda line: print(line, flush=True))
+    scale = fitted["command_scale_rad_s"]
+    preset = P.SysidModel(base.replace(max_rotor_speed=(scale * 1.1,)), P.CommandMap(scale))
+    variants = {"constant": None, "preset (command scale only)": preset}
+    variants["fitted"] = full
+    # drag and bias are fitted after the timing grid, so dropping one keeps the grid's result
+    variants["fitted without drag"] = replace(
+        full, airframe=full.airframe.replace(drag_linear=base.drag_linear)
+    )
+    variants["fitted without bias"] = replace(full, torque_bias=(0.0, 0.0, 0.0))
+    for drop in ("moment", "timing"):
+        steps = tuple(s for s in F.STEPS if s != drop)
+        variants[f"fitted without {drop}"] = F.fit(train, base, steps=steps)[0]
+    rows = {}
+    for name, model in variants.items():
+        err = P.evaluate(test, model, 50, args.stride)
+        rows[name] = {
+            "summary": P.summary(err, test[0].dt),
+            "per_horizon": {k: v.tolist() for k, v in err.items() if k != "windows"},
+        }
+        s = rows[name]["summary"]
+        print(
+            f"{name:>28}: "
+            + "  ".join(
+                f"{t} pos {s[t]['pos']:.4f} vel {s[t]['vel']:.3f} W {s[t]['omega']:.3f}"
+                for t in ("0.1s", "0.5s")
+            ),
+            flush=True,
+        )
+    rows.update(per_flight_bias(test, full, args.stride))
+    c = rows["constant"]["per_horizon"]["omega"]
+    f = rows["fitted"]["per_horizon"]["omega"]
+    checks = {
+        "rates_le_constant_to_0.1s": bool(all(f[h] <= c[h] for h in range(10))),
+        "rates_within_1.5x_constant_to_0.5s": bool(all(f[h] <= 1.5 * c[h] for h in range(50))),
+        "worst_rate_ratio_to_0.1s": max(f[h] / c[h] for h in range(10)),
+        "worst_rate_ratio_to_0.5s": max(f[h] / c[h] for h in range(50)),
+    }
+    doc = {
+        "train": [x.name for x in train],
+        "test": [x.name for x in test],
+        "notes": notes,
+        "fitted": {k: v for k, v in fitted.items() if k != "timing_scores"},
+        "timing_scores": fitted.get("timing_scores"),
+        "stride": args.stride,
+        "rows": rows,
+        "checks": checks,
+        "wall_s": time.perf_counter() - t0,
+        "command": " ".join(["experiments/sysid/nanobench/run.py", *sys.argv[1:]]),
+    }
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "nanobench.json").write_text(json.dumps(doc, indent=1))
+    source = "NanoBench (Ullah and Baca 2026) flights B2-B8, experiments/sysid/nanobench"
+    write_platform(args.out / "platform.toml", "crazyflie_nanobench",
+                   platform_table("crazyflie", full, fitted, source))  # fmt: skip
+    plot(
+        args.out / "horizons.png",
+        {k: rows[k] for k in ("constant", "preset (command scale only)", "fitted")},
+        test[0].dt,
+    )
+    print(json.dumps(checks), f"wall {doc['wall_s']:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
