@@ -15,8 +15,8 @@ import json
 from pathlib import Path
 
 import numpy as np
-
 from run import HERE, load
+
 from volary.platforms import get
 from volary.sysid import fit as F
 from volary.sysid import predict as P
@@ -47,8 +47,11 @@ def main() -> None:
     coef, *_ = np.linalg.lstsq(x, y, rcond=None)
     r2 = 1 - (y - x @ coef).var(axis=0) / y.var(axis=0)
     doc = {
-        "coef_Nm_per_mps": {"rows": ["v_x", "v_y", "v_z", "1"], "cols": ["tau_x", "tau_y",
-                            "tau_z"], "values": coef.tolist()},  # fmt: skip
+        "coef_Nm_per_mps": {
+            "rows": ["v_x", "v_y", "v_z", "1"],
+            "cols": ["tau_x", "tau_y", "tau_z"],
+            "values": coef.tolist(),
+        },  # fmt: skip
         "flapping_k_from_tau_x": float(coef[1, 0]),
         "flapping_k_from_tau_y": float(-coef[0, 1]),
         "r2": r2.tolist(),
