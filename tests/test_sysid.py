@@ -36,13 +36,15 @@ def commands(rng: np.random.Generator, rows: int, hover_u: float) -> np.ndarray:
     return np.clip(hover_u + 0.02 * np.tanh(steps), 0, 1)
 
 
-def fly_log(model: P.SysidModel, seed: int, rows: int = 200) -> FlightLog:
+def fly_log(
+    model: P.SysidModel, seed: int, rows: int = 200, commands_override: np.ndarray | None = None
+) -> FlightLog:
     """A log flown by physics_step itself (a loop of its own, not predict.fly), commands held
     per row after ``delay`` rows, rotors starting at the first command's steady speed."""
     rng = np.random.default_rng(seed)
     af = model.airframe
     hover = af.hover_rotor_speed / model.command.scale
-    u = commands(rng, rows, hover)
+    u = commands(rng, rows, hover) if commands_override is None else commands_override
     w_cmd = np.clip(model.command.scale * u, 0, af.max_rotor_speed[0])
     w_cmd = np.concatenate([np.repeat(w_cmd[:1], model.delay, 0), w_cmd[: rows - model.delay]])
     params = VehicleParams.from_airframes(af, 1, dtype=torch.float64)
@@ -211,3 +213,22 @@ def test_an_identified_platform_flies_the_same_on_the_fused_backends(backend):
         a, b = getattr(fast, field), getattr(ref, field)
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
     assert ref.omega.abs().max() > 1e-3  # the commands do turn it: the comparison is not trivial
+
+
+def test_constant_rates_baseline_is_the_translational_physics_with_rates_held():
+    """IDSIA's physics baseline: with equal commands on every motor (no torque, rates 0) it
+    flies the log's translation (semi-implicit Euler against RK4: mm over 0.5 s); with
+    torques its rates are the start rates, as the constant baseline's."""
+    model = true_model()
+    log = fly_log(model, seed=5, rows=120)
+    even = np.repeat(log.cmd.mean(axis=1, keepdims=True), 4, axis=1)
+    even *= 1 + 0.05 * np.sin(np.arange(120) / 9.0)[:, None]  # climb and sink
+    calm = fly_log(model, seed=5, rows=120, commands_override=even)
+    starts = P.window_starts(calm, 50, stride=10)
+    truth = P.logged(calm, starts, 50)
+    err = P.horizon_errors(P.constant_rates(calm, model, starts, 50), truth)
+    base = P.horizon_errors(P.constant(calm, starts, 50), truth)
+    assert err["pos"].max() < 2e-3 and err["vel"].max() < 1e-2 < base["vel"].max()
+    starts = P.window_starts(log, 50, stride=10)
+    rates = P.constant_rates(log, model, starts, 50).omega
+    np.testing.assert_array_equal(rates, P.constant(log, starts, 50).omega)

@@ -28,8 +28,9 @@ import torch
 from volary.dynamics import Airframe, DynamicsConfig, MultirotorState, VehicleParams
 from volary.dynamics.step import Disturbance, physics_step
 from volary.errors import ConfigError
-from volary.sysid.logs import FlightLog
+from volary.sysid.logs import FlightLog, rotmat
 
+GRAVITY = 9.81  # m/s^2
 V_REF = 4.2  # V, a full single-cell LiPo: the voltage the command map is referred to
 
 
@@ -107,6 +108,54 @@ def constant(log: FlightLog, starts: np.ndarray, horizon: int) -> Prediction:
     )  # fmt: skip
 
 
+def constant_rates(
+    log: FlightLog, model: SysidModel, starts: np.ndarray, horizon: int
+) -> Prediction:
+    """The physics baseline of the IDSIA nano-drone benchmark (its "Physics" model sets the
+    angular acceleration to zero): body rates held at the start's, attitude turning at them,
+    and the translation driven by ``model``'s collective thrust (its command map, delay and
+    motor lag), linear drag and gravity, ``substeps`` semi-implicit Euler steps per sample."""
+    af, h = model.airframe, log.dt / model.substeps
+    init, cmds = _inputs(log, model, starts, horizon)
+    pos, vel, quat, omega, w = (np.array(a, dtype=float) for a in init)
+    k_f, decay = np.asarray(af.k_f), np.exp(-h / np.asarray(af.motor_tau_up))
+    turn = _exp_quat(omega * h)  # constant rates: the same body-frame turn every substep
+    drag = np.asarray(af.drag_linear)
+    shapes = {"pos": 3, "vel": 3, "quat": 4, "omega": 3}
+    out = {k: np.empty((len(starts), horizon, d)) for k, d in shapes.items()}
+    for j in range(horizon):
+        for _ in range(model.substeps):
+            w = cmds[:, j] + (w - cmds[:, j]) * decay
+            r = rotmat(quat)
+            thrust = (k_f * w * np.abs(w)).sum(axis=1)
+            v_b = np.einsum("nji,nj->ni", r, vel)
+            f_b = np.stack([-drag[0] * v_b[:, 0], -drag[1] * v_b[:, 1],
+                            thrust - drag[2] * v_b[:, 2]], axis=1)  # fmt: skip
+            vel = vel + h * (np.einsum("nij,nj->ni", r, f_b) / af.mass - [0.0, 0.0, GRAVITY])
+            pos = pos + h * vel
+            quat = _qmul(quat, turn)
+            quat /= np.linalg.norm(quat, axis=1, keepdims=True)
+        for k, v in (("pos", pos), ("vel", vel), ("quat", quat), ("omega", omega)):
+            out[k][:, j] = v
+    return Prediction(**out)
+
+
+def _exp_quat(rot: np.ndarray) -> np.ndarray:
+    """Unit quaternions [w, x, y, z] of rotation vectors (N, 3)."""
+    angle = np.linalg.norm(rot, axis=1, keepdims=True)
+    half = 0.5 * angle
+    axis = np.where(angle > 1e-12, rot / np.maximum(angle, 1e-300), 0.0)
+    return np.concatenate([np.cos(half), np.sin(half) * axis], axis=1)
+
+
+def _qmul(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    pw, px, py, pz = p.T
+    qw, qx, qy, qz = q.T
+    return np.stack([pw * qw - px * qx - py * qy - pz * qz, pw * qx + px * qw + py * qz - pz * qy,
+                     pw * qy - px * qz + py * qw + pz * qx, pw * qz + px * qy - py * qx + pz * qw],
+                    axis=1)  # fmt: skip
+
+
 def rotor_history(log: FlightLog, model: SysidModel) -> np.ndarray:
     """(T, R) the rotor speeds the motor lag gives the delayed commands, filtered from the
     log's first row (inputs only): the rotor speeds a window starts from. Row i's speed comes
@@ -180,26 +229,34 @@ def attitude_error_deg(q: np.ndarray, q_ref: np.ndarray) -> np.ndarray:
 
 
 def horizon_errors(pred: Prediction, truth: Prediction) -> dict[str, np.ndarray]:
-    """Per horizon h = 1..H: RMSE over windows of |dp| (m), |dv| (m/s), |dW| (rad/s), and the
-    mean attitude error (deg)."""
+    """Per horizon h = 1..H: RMSE over windows of |dp| (m), |dv| (m/s), |dW| (rad/s), the same
+    errors' means (``mae_*``) and the mean attitude error (deg)."""
 
-    def rmse(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return np.sqrt((np.square(a - b).sum(-1)).mean(0))
+    def norms(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        return np.sqrt(np.square(a - b).sum(-1))
 
-    return {
-        "pos": rmse(pred.pos, truth.pos),
-        "vel": rmse(pred.vel, truth.vel),
-        "omega": rmse(pred.omega, truth.omega),
-        "att_deg": attitude_error_deg(pred.quat, truth.quat).mean(0),
-    }
+    out = {}
+    for k in ("pos", "vel", "omega"):
+        e = norms(getattr(pred, k), getattr(truth, k))
+        out[k] = np.sqrt((e**2).mean(0))
+        out[f"mae_{k}"] = e.mean(0)  # the IDSIA benchmark's metric: mean of the norms
+    out["att_deg"] = attitude_error_deg(pred.quat, truth.quat).mean(0)
+    return out
 
 
 def evaluate(
-    logs: list[FlightLog], model: SysidModel | None, horizon: int = 50, stride: int = 1
+    logs: list[FlightLog],
+    model: SysidModel | None,
+    horizon: int = 50,
+    stride: int = 1,
+    baseline: str | None = None,
 ) -> dict[str, np.ndarray]:
-    """Horizon errors pooled over the windows of every log (``model`` None: the constant
-    baseline), all windows flown as one batch. Returns the :func:`horizon_errors` keys plus
-    ``windows``."""
+    """Horizon errors pooled over the windows of every log, all windows flown as one batch:
+    volary's dynamics with ``model``; with ``model`` None the constant baseline; with
+    ``baseline="constant_rates"`` the IDSIA physics baseline (:func:`constant_rates`) using
+    ``model``'s thrust. Returns the :func:`horizon_errors` keys plus ``windows``."""
+    if baseline not in (None, "constant_rates") or (baseline and model is None):
+        raise ConfigError(f"baseline: expected None or constant_rates with a model, got {baseline}")
     truth, preds, inits, cmds = [], [], [], []
     for log in logs:
         starts = window_starts(log, horizon, stride)
@@ -208,6 +265,8 @@ def evaluate(
         truth.append(logged(log, starts, horizon))
         if model is None:
             preds.append(constant(log, starts, horizon))
+        elif baseline == "constant_rates":
+            preds.append(constant_rates(log, model, starts, horizon))
         else:
             init, c = _inputs(log, model, starts, horizon)
             inits.append(init)
@@ -220,7 +279,7 @@ def evaluate(
             f"logs: expected one sample rate across the logs, got steps of "
             f"{min(dts) * 1e3:.3f}-{max(dts) * 1e3:.3f} ms"
         )
-    if model is not None:
+    if model is not None and baseline is None:
         init = tuple(np.concatenate([i[k] for i in inits]) for k in range(5))
         preds = [fly_windows(model, init, np.concatenate(cmds), logs[0].dt)]
     out = horizon_errors(_cat(preds), _cat(truth))
