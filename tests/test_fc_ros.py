@@ -348,7 +348,7 @@ from nav_msgs.msg import Odometry
 from std_msgs.msg import Bool
 from rclpy.node import Node
 from rclpy.parameter import Parameter
-from rclpy.qos import QoSProfile, ReliabilityPolicy
+from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 
 ap = argparse.ArgumentParser()
 ap.add_argument("--out", required=True)
@@ -366,7 +366,9 @@ class Hover(Node):
         qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
         self.cmd = self.create_publisher(AttitudeTarget, "/vehicle0/cmd_rates", qos)
         self.create_subscription(Odometry, "/vehicle0/odom", self.on_odom, qos)
-        self.create_subscription(Bool, "/vehicle0/firmware_lost", self.on_lost, qos)
+        latched = QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE,
+                             durability=DurabilityPolicy.TRANSIENT_LOCAL)
+        self.create_subscription(Bool, "/vehicle0/firmware_lost", self.on_lost, latched)
         self.rows, self.last, self.lost = [], None, []
 
     def on_lost(self, msg):

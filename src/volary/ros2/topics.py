@@ -228,12 +228,12 @@ class Publishers:
             pubs["collision"] = node.create_publisher(self.T["std_msgs/Bool"], f"{ns}/collision",
                                                       rel)  # fmt: skip
             if bridge.config.firmware != "ideal":
-                pubs["firmware_lost"] = node.create_publisher(
-                    self.T["std_msgs/Bool"], f"{ns}/firmware_lost", rel
+                pubs["firmware_lost"] = node.create_publisher(  # latched: a late joiner hears it
+                    self.T["std_msgs/Bool"], f"{ns}/firmware_lost", latched
                 )
             if bridge.world.gates is not None:
                 pubs["gates_passed"] = node.create_publisher(
-                    self.T["std_msgs/UInt32"], f"{ns}/gates_passed", rel
+                    self.T["std_msgs/UInt32"], f"{ns}/gates_passed", latched
                 )
             self.per.append(pubs)
 
