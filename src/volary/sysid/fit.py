@@ -27,12 +27,12 @@ from dataclasses import replace
 import numpy as np
 
 from volary.dynamics import Airframe
+from volary.dynamics.models import GRAVITY
 from volary.errors import ConfigError
 from volary.sysid.logs import FlightLog, rotmat
 from volary.sysid.predict import CommandMap, SysidModel, evaluate, rotor_history
 
 STEPS = ("moment", "drag", "bias", "timing")
-GRAVITY = 9.81
 
 
 def body_force(log: FlightLog, mass: float) -> np.ndarray:

@@ -21,12 +21,15 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
+import torch
 
 from volary.errors import ConfigError, FileFormatError
 from volary.inputs import read_text
+from volary.math.quaternion import quat_to_rotmat
 
 MAX_LOG_BYTES = 256 * 1024 * 1024  # a 100 Hz log of 51 columns is ~0.6 MB per minute
 PWM_FULL = 65535.0  # Crazyflie motor PWM range
@@ -81,28 +84,19 @@ class FlightLog:
     def __len__(self) -> int:
         return len(self.t)
 
-    @property
+    @cached_property
     def contiguous(self) -> np.ndarray:
         """(T,) int: for each row, how many rows follow it without a gap in the log (a dropped
         sample); windows that would cross a gap are not used."""
-        gap = np.diff(self.t) > 1.5 * self.dt
-        run = np.zeros(len(self.t), dtype=np.int64)
-        for i in range(len(self.t) - 2, -1, -1):
-            run[i] = 0 if gap[i] else run[i + 1] + 1
-        return run
+        gaps = np.flatnonzero(np.diff(self.t) > 1.5 * self.dt)
+        ends = np.append(gaps, len(self.t) - 1)  # the last row of each gap-free run
+        rows = np.arange(len(self.t))
+        return ends[np.searchsorted(ends, rows)] - rows
 
 
 def rotmat(quat: np.ndarray) -> np.ndarray:
     """Body-to-world rotation matrices (T, 3, 3) of unit quaternions [w, x, y, z]."""
-    w, x, y, z = (quat[:, i] for i in range(4))
-    return np.stack(
-        [
-            np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
-            np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
-            np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
-        ],
-        -2,
-    )
+    return quat_to_rotmat(torch.as_tensor(np.ascontiguousarray(quat))).numpy()
 
 
 def _columns(path: Path, text: str, fmt: LogFormat) -> tuple[dict[str, int], np.ndarray]:

@@ -20,17 +20,23 @@ flight in one batch.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import torch
 
 from volary.dynamics import Airframe, DynamicsConfig, MultirotorState, VehicleParams
+from volary.dynamics.models import gravity_vector, rotor_thrusts
 from volary.dynamics.step import Disturbance, physics_step
 from volary.errors import ConfigError
-from volary.sysid.logs import FlightLog, rotmat
+from volary.math.quaternion import (
+    quat_integrate,
+    quat_normalize,
+    quat_rotate,
+    quat_rotate_inverse,
+)
+from volary.sysid.logs import FlightLog
 
-GRAVITY = 9.81  # m/s^2
 V_REF = 4.2  # V, a full single-cell LiPo: the voltage the command map is referred to
 
 
@@ -117,43 +123,23 @@ def constant_rates(
     motor lag), linear drag and gravity, ``substeps`` semi-implicit Euler steps per sample."""
     af, h = model.airframe, log.dt / model.substeps
     init, cmds = _inputs(log, model, starts, horizon)
-    pos, vel, quat, omega, w = (np.array(a, dtype=float) for a in init)
-    k_f, decay = np.asarray(af.k_f), np.exp(-h / np.asarray(af.motor_tau_up))
-    turn = _exp_quat(omega * h)  # constant rates: the same body-frame turn every substep
-    drag = np.asarray(af.drag_linear)
-    shapes = {"pos": 3, "vel": 3, "quat": 4, "omega": 3}
-    out = {k: np.empty((len(starts), horizon, d)) for k, d in shapes.items()}
+    pos, vel, quat, omega, w = (torch.as_tensor(np.ascontiguousarray(a)) for a in init)
+    u = torch.as_tensor(cmds)
+    k_f, drag = torch.tensor(af.k_f, dtype=torch.float64), torch.tensor(af.drag_linear)
+    decay = torch.exp(-h / torch.tensor(af.motor_tau_up, dtype=torch.float64))
+    out = {k: np.empty((len(starts), horizon, d)) for k, d in (("pos", 3), ("vel", 3), ("quat", 4))}
     for j in range(horizon):
         for _ in range(model.substeps):
-            w = cmds[:, j] + (w - cmds[:, j]) * decay
-            r = rotmat(quat)
-            thrust = (k_f * w * np.abs(w)).sum(axis=1)
-            v_b = np.einsum("nji,nj->ni", r, vel)
-            f_b = np.stack([-drag[0] * v_b[:, 0], -drag[1] * v_b[:, 1],
-                            thrust - drag[2] * v_b[:, 2]], axis=1)  # fmt: skip
-            vel = vel + h * (np.einsum("nij,nj->ni", r, f_b) / af.mass - [0.0, 0.0, GRAVITY])
+            w = u[:, j] + (w - u[:, j]) * decay
+            f_b = -drag * quat_rotate_inverse(quat, vel)
+            f_b[:, 2] += rotor_thrusts(k_f, w).sum(dim=1)
+            vel = vel + h * (quat_rotate(quat, f_b) / af.mass + gravity_vector(vel))
             pos = pos + h * vel
-            quat = _qmul(quat, turn)
-            quat /= np.linalg.norm(quat, axis=1, keepdims=True)
-        for k, v in (("pos", pos), ("vel", vel), ("quat", quat), ("omega", omega)):
-            out[k][:, j] = v
-    return Prediction(**out)
-
-
-def _exp_quat(rot: np.ndarray) -> np.ndarray:
-    """Unit quaternions [w, x, y, z] of rotation vectors (N, 3)."""
-    angle = np.linalg.norm(rot, axis=1, keepdims=True)
-    half = 0.5 * angle
-    axis = np.where(angle > 1e-12, rot / np.maximum(angle, 1e-300), 0.0)
-    return np.concatenate([np.cos(half), np.sin(half) * axis], axis=1)
-
-
-def _qmul(p: np.ndarray, q: np.ndarray) -> np.ndarray:
-    pw, px, py, pz = p.T
-    qw, qx, qy, qz = q.T
-    return np.stack([pw * qw - px * qx - py * qy - pz * qz, pw * qx + px * qw + py * qz - pz * qy,
-                     pw * qy - px * qz + py * qw + pz * qx, pw * qz + px * qy - py * qx + pz * qw],
-                    axis=1)  # fmt: skip
+            quat = quat_normalize(quat_integrate(quat, omega, h))
+        for k, v in (("pos", pos), ("vel", vel), ("quat", quat)):
+            out[k][:, j] = v.numpy()
+    rates = np.repeat(omega.numpy()[:, None], horizon, axis=1)
+    return Prediction(out["pos"], out["vel"], out["quat"], rates)
 
 
 def rotor_history(log: FlightLog, model: SysidModel) -> np.ndarray:
@@ -195,9 +181,8 @@ def fly_windows(model: SysidModel, init: tuple, cmds: np.ndarray, dt: float) -> 
         pos=pos, vel=vel, quat=quat, omega=omega, rotor_speed=w
     )
     cfg = DynamicsConfig(dt=dt / model.substeps, stochastic=False, ground=False)
-    dist = Disturbance.create(n, dtype=f64)
-    dist = Disturbance(dist.wind, dist.gust_std, dist.gust_tau, dist.force,
-                       torch.tensor(model.torque_bias, dtype=f64).expand(n, 3).clone())  # fmt: skip
+    bias = torch.tensor(model.torque_bias, dtype=f64).expand(n, 3).clone()
+    dist = replace(Disturbance.create(n, dtype=f64), moment=bias)
     keys = torch.zeros(n, dtype=torch.int64)
     u_all = torch.as_tensor(np.ascontiguousarray(cmds))
     shapes = (("pos", 3), ("vel", 3), ("quat", 4), ("omega", 3))
