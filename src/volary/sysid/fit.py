@@ -57,6 +57,12 @@ def interval_mean(x: np.ndarray) -> np.ndarray:
     return np.concatenate([0.5 * (x[1:] + x[:-1]), x[-1:]])
 
 
+def _smooth(a: np.ndarray, k: int = 5) -> np.ndarray:
+    """Moving average over ``k`` samples, per column (differentiated rates are noisy)."""
+    kernel = np.ones(k) / k
+    return np.stack([np.convolve(a[:, j], kernel, "same") for j in range(a.shape[1])], 1)
+
+
 def _rows(logs: Sequence[FlightLog], trim: int = 5):
     """Drop the first and last rows of each flight (one-sided differences there)."""
     return [slice(trim, len(log) - trim) for log in logs]
@@ -106,20 +112,18 @@ def fit_moment(
     (tau_j = g_j tau_model,j + b_j, smoothed over 5 samples: the rates are differentiated);
     keep the delay with the largest summed R^2. Gains are clipped to [0.01, 2]."""
     inertia = np.asarray(model.airframe.inertia)
-    kernel = np.ones(5) / 5
+    rows = _rows(logs, 10)
+    # the measured torque does not depend on the delay: smoothed once
+    pairs = list(zip(logs, rows, strict=True))
+    y = np.concatenate([_smooth(body_torque(log, inertia))[r] for log, r in pairs])
     best: tuple[float, int, np.ndarray, np.ndarray] = (-np.inf, 0, np.ones(3), np.zeros(3))
     r2_by_delay = {}
     for d in delays:
         cand = replace(model, delay=int(d))
-        xs, ys = [], []
-        for log, rows in zip(logs, _rows(logs, 10), strict=True):
-            tm = interval_mean(rotor_force_torque(log, cand)[1])
-            tb = body_torque(log, inertia)
-            smooth = [np.stack([np.convolve(a[:, j], kernel, "same") for j in range(3)], 1)
-                      for a in (tm, tb)]  # fmt: skip
-            xs.append(smooth[0][rows])
-            ys.append(smooth[1][rows])
-        x, y = np.concatenate(xs), np.concatenate(ys)
+        x = np.concatenate([
+            _smooth(interval_mean(rotor_force_torque(log, cand)[1]))[r]
+            for log, r in pairs
+        ])  # fmt: skip
         g, b, r2 = np.zeros(3), np.zeros(3), np.zeros(3)
         for j in range(3):
             a = np.c_[x[:, j], np.ones(len(x))]
