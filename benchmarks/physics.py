@@ -73,6 +73,21 @@ VOLARY_INFO = {
     "(command held), counted as 8 env-steps per env",
     "volary-warp-x32": "make_stepper(cfg, 32, compile='warp'): 32 physics steps per launch "
     "(command held; 30 Hz control over 960 Hz physics), counted as 32 env-steps per env",
+    "+aero": "any volary row with '+aero' appended (e.g. volary-default+aero): the same step with "
+    "every rotor-aerodynamics effect of dynamics/aero.py on (rotor drag in-plane and axial, "
+    "blade flapping, axial inflow, translational lift, ground effect over z = 0; coefficients "
+    "AERO below, illustrative: the cost does not depend on their values); the table after the "
+    "main one gives its throughput over the row without it, both measured in the same run; "
+    "'+aero-<field>' (e.g. +aero-flapping) turns one effect on",
+}
+# rotor aerodynamics of the '+aero' rows (Airframe fields), of a plausible size for the 1 kg frame
+AERO = {
+    "rotor_drag_inplane": 5e-5,
+    "rotor_drag_axial": 5e-5,
+    "flapping": 1e-6,
+    "inflow_axial": 1e-5,
+    "translational_lift": 1e-6,
+    "ground_effect_radius": 0.06,
 }
 
 
@@ -114,6 +129,9 @@ def _volary_setup(impl: str, n: int, seed: int, device: str = "cpu"):
         force_noise=0.01,
         moment_noise=1e-3,
     )
+    impl, aero_on, only = impl.partition("+aero")
+    if aero_on:  # '+aero': every effect; '+aero-flapping': that one only
+        af = af.replace(**({only[1:]: AERO[only[1:]]} if only else AERO))
     params = VehicleParams.from_airframes(af, n, device=device)
     w = hover_speeds(params)
     state = MultirotorState.create(n, 4, pos=[0.0, 0.0, 1.0], device=device)
@@ -317,8 +335,8 @@ def main() -> None:
     devices = [args.device]
     machine_info = _machine()  # before the cases: the load average at the start
     rows = []
-    for impl in impls:
-        for n in ns:
+    for n in ns:  # the implementations interleaved at each N
+        for impl in impls:
             if n > MAX_N.get(impl, n):
                 continue
             row = _run_case(impl, n, args)
@@ -337,7 +355,30 @@ def main() -> None:
     name = "physics.json" if args.device == "cpu" else f"physics-{args.device}.json"
     (args.out / name).write_text(json.dumps(info, indent=2))
     _table(rows, ns, impls)
+    _aero_table(rows, ns, impls)
     print(f"wrote {args.out / name}")
+
+
+def _aero_table(rows: list[dict], ns: list[int], impls: list[str]) -> None:
+    """Throughput with the rotor aerodynamics over without, per row pair of this run."""
+    pairs = [(i, j) for i in impls for j in impls if j.startswith(i + "+aero")]
+    if not pairs:
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    by = {(r["impl"], r["n"]): r.get("steps_per_s") for r in rows}
+    t = Table(title="rotor aerodynamics on / off (env-steps/s ratio, same run)")
+    t.add_column("impl")
+    for n in ns:
+        t.add_column(f"N={n}", justify="right")
+    for i, j in pairs:
+        cells = []
+        for n in ns:
+            on, off = by.get((j, n)), by.get((i, n))
+            cells.append(f"{on / off:.2f}x" if on and off else "-")
+        t.add_row(f"{j} / {i}", *cells)
+    Console(width=160).print(t)
 
 
 def _peer_info(name: str) -> dict:

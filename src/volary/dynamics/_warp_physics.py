@@ -33,6 +33,7 @@ import math
 
 import warp as wp
 
+from volary.dynamics import aero as _aero
 from volary.dynamics.models import GRAVITY
 
 wp.set_module_options({"enable_backward": False})
@@ -54,24 +55,34 @@ def hash32(x: wp.uint32):
     return d ^ (d >> wp.uint32(15))
 
 
+# the one source of the rotor aerodynamics (aero.py), a generic Warp function of the kernel dtype
+rotor_aero = wp.func(_aero.rotor_aero)
+
+
 @functools.cache
-def build(scalar, r: int, rk4: bool, stochastic: bool, ground: bool):
+def build(scalar, r: int, rk4: bool, stochastic: bool, ground: bool, aero: bool = False):
     """The kernel ``advance(p, d, u, x_in, tick_in, flags_in, keys, x, tick, flags, dt, gh,
     vcrash, substeps)`` for one dtype (``wp.float32``/``wp.float64``), rotor count and switch
     set. ``p`` (Kp, N), ``d`` (Kd, N) and the state ``x`` (K, N) are the packed SoA buffers of
     :mod:`volary.dynamics.compiled`; ``u`` is the (N, R) command; flags are
-    [landed, crashed, diverged]. ``x`` may be ``x_in`` (in place)."""
+    [landed, crashed, diverged]. ``x`` may be ``x_in`` (in place). ``aero``: with the rotor
+    aerodynamics of aero.py (A1-A6) per rotor."""
     vec3 = wp.types.vector(3, scalar)
     vec4 = wp.types.vector(4, scalar)
     vec9 = wp.types.vector(9, scalar)
     vecr = wp.types.vector(r, scalar)
     mat3 = wp.types.matrix((3, 3), scalar)
     mata = wp.types.matrix((6, r), scalar)
+    vec6 = wp.types.vector(6, scalar)
+    matr = wp.types.matrix((r, 3), scalar)
     nk = 13 + r
     kf0, a0 = 19, 19 + r
     wmin0 = a0 + 6 * r
     wmax0, tup0, tdn0, dl0 = wmin0 + r, wmin0 + 2 * r, wmin0 + 3 * r, wmin0 + 4 * r
     dq0, cm0, fn0 = dl0 + 3, dl0 + 6, dl0 + 9
+    ae0 = fn0 + 2
+    rp0, ra0 = ae0 + 6, ae0 + 6 + 3 * r
+    h_min, h_max = _aero.H_MIN, _aero.H_MAX
     g = GRAVITY
     two_pi = 2.0 * math.pi
 
@@ -110,6 +121,7 @@ def build(scalar, r: int, rk4: bool, stochastic: bool, ground: bool):
 
     @wp.func
     def rigid(
+        pos: vec3,
         q: vec4,
         vel: vec3,
         om: vec3,
@@ -125,14 +137,34 @@ def build(scalar, r: int, rk4: bool, stochastic: bool, ground: bool):
         wind: vec3,
         force: vec3,
         moment: vec3,
+        ae: vec6,
+        rp: matr,
+        ra: matr,
+        gh: scalar,
     ):
         """(dvel, dquat, domega) of the rigid body (models.py): rotor wrench, drag, aero moment,
         Euler's equation, quaternion kinematics."""
+        vb = rotate_inv(q, vel - wind)
         t = vecr()
         for j in range(r):
             t[j] = kf[j] * w[j] * wp.abs(w[j])
+        ex = vec6()
+        if wp.static(aero):  # aero.rotor_aero per rotor: thrust through the allocation + wrench
+            lo = wp.max(scalar(0.5) * ae[5], scalar(h_min))
+            for j in range(r):
+                rj = vec3(rp[j, 0], rp[j, 1], rp[j, 2])
+                h = scalar(h_max)
+                if wp.static(ground):
+                    h = wp.min(wp.max(pos[2] + rotate(q, rj)[2] - gh, lo), scalar(h_max))
+                tj, fx, fy, fz, mx, my, mz = rotor_aero(
+                    w[j], t[j], vb[0], vb[1], vb[2], om[0], om[1], om[2], rj[0], rj[1], rj[2],
+                    ra[j, 0], ra[j, 1], ra[j, 2], h, ae[0], ae[1], ae[2], ae[3], ae[4], ae[5],
+                )  # fmt: skip
+                t[j] = tj
+                ex = ex + vec6(fx, fy, fz, mx, my, mz)
         f = alloc @ t  # [force 3, moment 3] in the body frame
-        vb = rotate_inv(q, vel - wind)
+        if wp.static(aero):
+            f = f + ex
         sp = wp.length(vb)
         fb = vec3(
             f[0] - (d_lin[0] + d_quad[0] * sp) * vb[0],
@@ -208,6 +240,14 @@ def build(scalar, r: int, rk4: bool, stochastic: bool, ground: bool):
         d_lin = vec3(p[dl0, n], p[dl0 + 1, n], p[dl0 + 2, n])
         d_quad = vec3(p[dq0, n], p[dq0 + 1, n], p[dq0 + 2, n])
         c_moment = vec3(p[cm0, n], p[cm0 + 1, n], p[cm0 + 2, n])
+        ae, rp, ra = vec6(), matr(), matr()
+        if wp.static(aero):
+            for i in range(6):
+                ae[i] = p[ae0 + i, n]
+            for j in range(r):
+                for i in range(3):
+                    rp[j, i] = p[rp0 + 3 * j + i, n]
+                    ra[j, i] = p[ra0 + 3 * j + i, n]
         f_sigma, m_sigma = p[fn0, n], p[fn0 + 1, n]
         wind0 = vec3(d[0, n], d[1, n], d[2, n])
         gust_std, gust_tau = d[3, n], d[4, n]
@@ -244,8 +284,8 @@ def build(scalar, r: int, rk4: bool, stochastic: bool, ground: bool):
             wind = wind0 + g_new
             # integration (math.integrators): Euler or classic RK4 over [pos, vel, q, om, w]
             a1, q1, o1 = rigid(
-                q, vel, om, w, kf, alloc, mass, inertia, inertia_inv,
-                d_lin, d_quad, c_moment, wind, force, moment,
+                pos, q, vel, om, w, kf, alloc, mass, inertia, inertia_inv,
+                d_lin, d_quad, c_moment, wind, force, moment, ae, rp, ra, gh,
             )  # fmt: skip
             w1 = motor(w, cmd, tau_up, tau_down)
             p_n, v_n, q_n, o_n, w_n = pos, vel, q, om, w
@@ -258,6 +298,7 @@ def build(scalar, r: int, rk4: bool, stochastic: bool, ground: bool):
                     w1,
                 )  # the weighted sums of the stages
                 ka, kq, ko, kw = a1, q1, o1, w1  # the last stage's derivative
+                kv = vel  # and its position derivative
                 for s in range(3):
                     hs = scalar(0.5) * dt
                     c = scalar(2.0)
@@ -265,10 +306,12 @@ def build(scalar, r: int, rk4: bool, stochastic: bool, ground: bool):
                         hs = dt
                         c = scalar(1.0)
                     v_s, q_s, o_s, w_s = vel + hs * ka, q + hs * kq, om + hs * ko, w + hs * kw
+                    p_s = pos + hs * kv
                     ka, kq, ko = rigid(
-                        q_s, v_s, o_s, w_s, kf, alloc, mass, inertia, inertia_inv,
-                        d_lin, d_quad, c_moment, wind, force, moment,
+                        p_s, q_s, v_s, o_s, w_s, kf, alloc, mass, inertia, inertia_inv,
+                        d_lin, d_quad, c_moment, wind, force, moment, ae, rp, ra, gh,
                     )  # fmt: skip
+                    kv = v_s
                     kw = motor(w_s, cmd, tau_up, tau_down)
                     acc_v, acc_a, acc_q = acc_v + c * v_s, acc_a + c * ka, acc_q + c * kq
                     acc_o, acc_w = acc_o + c * ko, acc_w + c * kw

@@ -19,6 +19,15 @@ import numpy as np
 from volary.errors import ConfigError
 
 Vec3 = tuple[float, float, float]
+# Airframe fields of the rotor aerodynamics, in the order of dynamics.aero.COEFFS
+AERO_FIELDS = (
+    "rotor_drag_inplane",
+    "rotor_drag_axial",
+    "flapping",
+    "inflow_axial",
+    "translational_lift",
+    "ground_effect_radius",
+)
 
 
 def _vec(name: str, value: Any, n: int | None = None) -> tuple[float, ...]:
@@ -58,6 +67,13 @@ class Airframe:
     moment_noise: float = 0.0  # N m/sqrt(Hz), stochastic moment intensity sigma_m
     collider_radius: float | None = None  # m; default: arm length + 0.3 * arm length
     frame_height: float | None = None  # m, props to landing gear; default: half the arm length
+    # rotor aerodynamics (dynamics/aero.py, equations A3-A6); 0 = the effect is off
+    rotor_drag_inplane: float = 0.0  # N/((rad/s)(m/s)), H-force -|w| k_d u_p (A5)
+    rotor_drag_axial: float = 0.0  # N/((rad/s)(m/s)), H-force -|w| k_z u_a n (A5)
+    flapping: float = 0.0  # N m/((rad/s)(m/s)), blade-flapping moment k_flap |w| u_p x n (A6)
+    inflow_axial: float = 0.0  # N/((rad/s)(m/s)), thrust loss -k_ax |w| u_a (A3)
+    translational_lift: float = 0.0  # N/((rad/s)(m/s)^2), thrust gain k_tl |w| |u_p|^2 (A3)
+    ground_effect_radius: float = 0.0  # m, rotor radius rho of the ground effect (A4)
     sources: dict[str, str] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -113,6 +129,8 @@ class Airframe:
             if getattr(self, fname) is not None:
                 positive(fname, [getattr(self, fname)])
         positive("moment_noise", [self.moment_noise], strict=False)
+        for fname in AERO_FIELDS:
+            positive(fname, [getattr(self, fname)], strict=False)
         if any(d not in (-1.0, 1.0) for d in self.rotor_directions):
             raise ConfigError(f"{self.name}: rotor_directions: expected +1 or -1 per rotor")
         if any(lo > hi for lo, hi in zip(self.min_rotor_speed, self.max_rotor_speed, strict=False)):
@@ -123,6 +141,11 @@ class Airframe:
                 f"{self.name}: allocation matrix: rank {rank} for the controlled axes "
                 "(thrust, roll, pitch, yaw); expected 4: the rotors cannot control this vehicle"
             )
+
+    @property
+    def aero(self) -> tuple[float, ...]:
+        """The rotor-aerodynamics coefficients in ``aero.COEFFS`` order (all 0: none)."""
+        return tuple(float(getattr(self, f)) for f in AERO_FIELDS)
 
     @property
     def n_rotors(self) -> int:

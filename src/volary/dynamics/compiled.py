@@ -33,6 +33,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from volary.dynamics import aero
 from volary.dynamics.models import GRAVITY
 from volary.dynamics.params import VehicleParams
 from volary.dynamics.state import MultirotorState
@@ -59,6 +60,9 @@ _PARAM_FIELDS = (
     "drag_moment",
     "force_noise",
     "moment_noise",
+    "aero",  # rotor aerodynamics (aero.py): read only by steppers built with aero on
+    "rotor_pos",
+    "rotor_axis",
 )
 _DIST_FIELDS = ("wind", "gust_std", "gust_tau", "force", "moment")
 
@@ -104,8 +108,12 @@ def _quat_derivative(q: Rows, om: Rows) -> Rows:
 
 def _wrench(p: dict[str, Rows], w: Rows) -> Rows:
     """[f; m] = B T, T_i = k_f w_i |w_i| (models.rotor_wrench)."""
-    r = len(w)
-    t = [p["k_f"][j] * w[j] * w[j].abs() for j in range(r)]
+    return _allocate(p, [p["k_f"][j] * w[j] * w[j].abs() for j in range(len(w))])
+
+
+def _allocate(p: dict[str, Rows], t: Sequence[Tensor]) -> Rows:
+    """[f; m] = B T for per-rotor thrusts T."""
+    r = len(t)
     a = p["alloc"]
     return tuple(_total([a[i * r + j] * t[j] for j in range(r)]) for i in range(6))
 
@@ -147,10 +155,37 @@ def _motor_lag(p: dict[str, Rows], w: Rows, cmd: Rows) -> Rows:
     return tuple(out)
 
 
-def _derivative(p: dict[str, Rows], x: tuple[Rows, ...], cmd: Rows, ext: dict[str, Rows]):
+def _aero_wrench(p: dict[str, Rows], x: tuple[Rows, ...], ext: dict[str, Rows], ground) -> Rows:
+    """Rotor wrench with aero.rotor_aero (A1-A6) per rotor (models.rigid_body_derivative with
+    ``params.has_aero``): hub heights over ``z = ground`` (None: none), thrusts through the
+    allocation plus the H-forces and moments."""
+    pos, vel, q, om, w = x
+    r, a, rp, ra = len(w), p["aero"], p["rotor_pos"], p["rotor_axis"]
+    vb = _rotate(q[0], tuple(-c for c in q[1:]), tuple(vel[i] - ext["wind"][i] for i in range(3)))
+    lo = torch.clamp_min(0.5 * a[5], aero.H_MIN)
+    thrusts, extra = [], []
+    for j in range(r):
+        rj, nj = rp[3 * j : 3 * j + 3], ra[3 * j : 3 * j + 3]
+        if ground is None:
+            h = torch.full_like(pos[2], aero.H_MAX)
+        else:
+            h = pos[2] + _rotate(q[0], q[1:], rj)[2] - ground
+            h = torch.clamp_max(torch.maximum(h, lo), aero.H_MAX)
+        t = p["k_f"][j] * w[j] * w[j].abs()
+        out = aero.rotor_aero(w[j], t, *vb, *om, *rj, *nj, h, *a)
+        thrusts.append(out[0])
+        extra.append(out[1:])
+    wr = _allocate(p, thrusts)
+    return tuple(_total([wr[i]] + [e[i] for e in extra]) for i in range(6))
+
+
+def _derivative(
+    p: dict[str, Rows], x: tuple[Rows, ...], cmd: Rows, ext: dict[str, Rows], aero_on=False,
+    ground=None,
+):  # fmt: skip
     """Rigid-body derivative (FlightGoggles IV) of x = (pos, vel, quat, omega, rotor_speed)."""
     _, vel, q, om, w = x
-    wr = _wrench(p, w)
+    wr = _aero_wrench(p, x, ext, ground) if aero_on else _wrench(p, w)
     acc = _acceleration(p, q, vel, wr[:3], ext)
     return vel, acc, _quat_derivative(q, om), _omega_dot(p, om, wr[3:], ext), _motor_lag(p, w, cmd)
 
@@ -262,13 +297,16 @@ def _guard(prev: dict, s: dict, bad_cmd: Tensor) -> dict:
     return out
 
 
-def _physics_step(cfg: DynamicsConfig, p, d, s: dict, u: Rows, keys: Tensor) -> dict:
+def _physics_step(
+    cfg: DynamicsConfig, p, d, s: dict, u: Rows, keys: Tensor, aero_on: bool = False
+) -> dict:
     """step.physics_step (rigid-body model) on components."""
     cmd, bad_cmd = _command(p, u)
     ext, gust = _external(cfg, p, d, s["gust"], keys, s["tick"])
+    ground = cfg.ground_height if cfg.ground else None
 
     def f(x):
-        return _derivative(p, x, cmd, ext)
+        return _derivative(p, x, cmd, ext, aero_on, ground)
 
     x0 = (s["pos"], s["vel"], s["quat"], s["omega"], s["rotor"])
     pos, vel, q, om, w = _integrate(Integrator(cfg.integrator), f, x0, cfg.dt)
@@ -309,6 +347,9 @@ def _widths(n_rotors: int) -> dict[str, int]:
         "drag_moment": 3,
         "force_noise": 1,
         "moment_noise": 1,
+        "aero": 6,
+        "rotor_pos": 3 * r,
+        "rotor_axis": 3 * r,
         "wind": 3,
         "gust_std": 1,
         "gust_tau": 1,
@@ -355,9 +396,9 @@ def _unpack(buf: Tensor, names: Sequence[str], widths: dict[str, int]) -> dict[s
     return out
 
 
-def _soa_step(cfg: DynamicsConfig, n_rotors: int):
+def _soa_step(cfg: DynamicsConfig, n_rotors: int, aero_on: bool = False):
     """One physics step on SoA buffers: (params, dist, x, u, tick, flags, keys) -> x, tick,
-    flags."""
+    flags; ``aero_on``: with the rotor aerodynamics of aero.py."""
     wd = _widths(n_rotors)
 
     def run(
@@ -374,7 +415,7 @@ def _soa_step(cfg: DynamicsConfig, n_rotors: int):
             k: (v[0] if k == "time" else v) for k, v in _unpack(xbuf, _STATE_FLOATS, wd).items()
         }
         s.update(tick=tick, landed=flags[0], crashed=flags[1], diverged=flags[2])
-        s = _physics_step(cfg, p, d, s, ubuf.unbind(0), keys)
+        s = _physics_step(cfg, p, d, s, ubuf.unbind(0), keys, aero_on)
         rows = [c for k in _STATE_FLOATS[:-1] for c in s[k]] + [s["time"]]
         return (
             torch.stack(rows, 0),
@@ -385,10 +426,10 @@ def _soa_step(cfg: DynamicsConfig, n_rotors: int):
     return run
 
 
-def _soa_rollout(cfg: DynamicsConfig, substeps: int, n_rotors: int):
+def _soa_rollout(cfg: DynamicsConfig, substeps: int, n_rotors: int, aero_on: bool = False):
     """``substeps`` SoA steps: one step as is, more inside a ``while_loop`` (one compiled body,
     no Python between substeps, compile time independent of ``substeps``)."""
-    step = _soa_step(cfg, n_rotors)
+    step = _soa_step(cfg, n_rotors, aero_on)
     if substeps == 1:
         return step
 
@@ -501,10 +542,10 @@ class _SoAStepper:
         self.last: tuple | None = None  # (returned state, its buffers and their versions)
         self.chunks: tuple[tuple, int, dict[int, tuple]] | None = None  # constant inputs per chunk
 
-    def _fn(self, n_rotors: int, args: tuple) -> Callable:
+    def _fn(self, n_rotors: int, args: tuple, aero_on: bool = False) -> Callable:
         """The fused function for these inputs: numba and eager per rotor count, inductor per
-        input signature."""
-        key: Any = n_rotors if self.backend != "inductor" else signature(args)
+        input signature; each with or without the rotor aerodynamics."""
+        key: Any = (n_rotors if self.backend != "inductor" else signature(args), aero_on)
         if key not in self.fns:
             if self.backend == "numba":
                 from volary.dynamics.numba_step import soa_rollout
@@ -513,9 +554,9 @@ class _SoAStepper:
             elif self.backend == "warp":
                 import volary.dynamics.warp_step as warp_step
 
-                fn = warp_step.soa_rollout(self.cfg, self.substeps)
+                fn = warp_step.soa_rollout(self.cfg, self.substeps, aero_on)
             else:
-                fn = _soa_rollout(self.cfg, self.substeps, n_rotors)
+                fn = _soa_rollout(self.cfg, self.substeps, n_rotors, aero_on)
                 if self.backend == "inductor":
                     fn = compile_graph(fn, args)
             self.fns[key] = fn
@@ -532,12 +573,12 @@ class _SoAStepper:
             flags,
             keys,
         )
-        n, r = params.n_envs, params.n_rotors
+        n, r, on = params.n_envs, params.n_rotors, params.has_aero
         if n <= CHUNK or self.backend in ("numba", "warp"):
-            x, tick, fl = self._fn(r, args)(*args)
+            x, tick, fl = self._fn(r, args, on)(*args)
         else:  # cache-sized chunks: a chunk's state and params stay resident across substeps
             chunks = [self._chunk(args, a, min(a + CHUNK, n)) for a in range(0, n, CHUNK)]
-            parts = [self._fn(r, c)(*c) for c in chunks]
+            parts = [self._fn(r, c, on)(*c) for c in chunks]
             x = torch.cat([p[0] for p in parts], dim=1)
             tick = torch.cat([p[1] for p in parts], dim=0)
             fl = torch.cat([p[2] for p in parts], dim=1)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from volary.dynamics import aero
 from volary.dynamics.params import VehicleParams
 from volary.math.quaternion import quat_mul, quat_rotate, quat_rotate_inverse
 
@@ -63,6 +64,37 @@ def quat_derivative(quat: Tensor, omega: Tensor) -> Tensor:
     return 0.5 * quat_mul(quat, torch.cat((torch.zeros_like(omega[..., :1]), omega), dim=-1))
 
 
+def rotor_heights(params: VehicleParams, pos: Tensor, quat: Tensor, ground: float | None) -> Tensor:
+    """(N, R) height of each rotor hub over the ground plane ``z = ground`` (m), clamped to
+    ``[max(rho / 2, H_MIN), H_MAX]`` for the ground effect (aero.py A4); ``H_MAX`` without one."""
+    r = params.n_rotors
+    if ground is None:
+        return pos.new_full((pos.shape[0], r), aero.H_MAX)
+    hub = quat_rotate(quat[:, None, :].expand(-1, r, -1), params.rotor_pos)
+    h = pos[:, 2:3] + hub[..., 2] - ground
+    lo = (0.5 * params.aero[:, 5:6]).clamp_min(aero.H_MIN)
+    return torch.minimum(torch.maximum(h, lo), h.new_tensor(aero.H_MAX))
+
+
+def rotor_aero_wrench(
+    params: VehicleParams, w: Tensor, v_body: Tensor, omega: Tensor, height: Tensor
+) -> tuple[Tensor, Tensor]:
+    """(per-rotor thrust (N, R) N, extra body wrench (N, 6)) of :func:`aero.rotor_aero` (A1-A6)
+    on ``(N, R)`` components: the thrust goes through the allocation, the wrench adds on."""
+    p, a = params, params.aero[:, None, :]
+    out = aero.rotor_aero(
+        w,
+        rotor_thrusts(p.k_f, w),
+        *(v_body[:, None, i] for i in range(3)),
+        *(omega[:, None, i] for i in range(3)),
+        *(p.rotor_pos[..., i] for i in range(3)),
+        *(p.rotor_axis[..., i] for i in range(3)),
+        height,
+        *(a[..., i] for i in range(6)),
+    )
+    return out[0], torch.stack(out[1:], dim=-1).sum(dim=-2)
+
+
 def rigid_body_derivative(
     params: VehicleParams,
     x: Fields,
@@ -70,14 +102,23 @@ def rigid_body_derivative(
     wind: Tensor,
     force_w: Tensor,
     moment_b: Tensor,
+    ground: float | None = None,
 ) -> Fields:
     """Time derivative of the rigid-body multirotor with motor lag and drag (FlightGoggles IV).
 
     ``force_w`` (world) and ``moment_b`` (body) gather external and stochastic disturbances.
+    Vehicles with rotor-aerodynamics coefficients (``params.has_aero``) add aero.py's A1-A6,
+    the ground effect over the plane ``z = ground`` (None: no ground).
     """
     pos, vel, quat, omega, w = x
-    wrench = rotor_wrench(params, w)
-    f_body = wrench[..., :3] + body_drag(params, quat_rotate_inverse(quat, vel - wind))
+    v_body = quat_rotate_inverse(quat, vel - wind)
+    if params.has_aero:
+        height = rotor_heights(params, pos, quat, ground)
+        thrust, extra = rotor_aero_wrench(params, w, v_body, omega, height)
+        wrench = (params.alloc @ thrust[..., None])[..., 0] + extra
+    else:
+        wrench = rotor_wrench(params, w)
+    f_body = wrench[..., :3] + body_drag(params, v_body)
     acc = gravity_vector(vel) + (quat_rotate(quat, f_body) + force_w) / params.mass[..., None]
     moment = wrench[..., 3:] + aero_moment(params, omega) + moment_b
     return (

@@ -28,17 +28,21 @@ import math
 import numba
 import numpy as np
 
+from volary.dynamics import aero
 from volary.dynamics.models import GRAVITY
 
 # Row offsets of the packed parameter and disturbance buffers (compiled._widths order), with
 # R the rotor count: mass, inertia 9, inertia_inv 9, k_f R, alloc 6R, w_min R, w_max R,
-# tau_up R, tau_down R, drag_lin 3, drag_quad 3, drag_moment 3, force_noise, moment_noise.
+# tau_up R, tau_down R, drag_lin 3, drag_quad 3, drag_moment 3, force_noise, moment_noise,
+# aero 6, rotor_pos 3R, rotor_axis 3R.
 P_MASS, P_J, P_JINV, P_KF = 0, 1, 10, 19
 D_WIND, D_GSTD, D_GTAU, D_F, D_M = 0, 3, 4, 5, 8
 _MASK = 0xFFFFFFFF
 _G = GRAVITY
 
 jit = numba.njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+rotor_aero = jit(aero.rotor_aero)  # the one source of the rotor aerodynamics (aero.py)
+H_MIN, H_MAX = aero.H_MIN, aero.H_MAX
 
 
 @jit
@@ -89,21 +93,67 @@ def rotate(qw, qx, qy, qz, vx, vy, vz, inverse):
 
 
 @jit
+def aero_wrench(p, n, r, x, vb, gh, f):
+    """The rotor wrench with aero.rotor_aero (A1-A6) per rotor into ``f`` (models.py with
+    ``params.has_aero``): thrusts through the allocation plus H-forces and moments; ``gh`` the
+    ground height (-inf: no ground)."""
+    a0 = P_KF + r
+    ae0 = a0 + 10 * r + 11
+    rp0, ra0 = ae0 + 6, ae0 + 6 + 3 * r
+    kd, kz, kfl, kax, ktl, rho = p[ae0, n], p[ae0 + 1, n], p[ae0 + 2, n], p[ae0 + 3, n], \
+        p[ae0 + 4, n], p[ae0 + 5, n]  # fmt: skip
+    lo = max(0.5 * rho, H_MIN)
+    qw, qx, qy, qz = x[6], x[7], x[8], x[9]
+    f[:] = 0.0
+    e0 = e1 = e2 = e3 = e4 = e5 = 0.0
+    for j in range(r):
+        rx, ry, rz = p[rp0 + 3 * j, n], p[rp0 + 3 * j + 1, n], p[rp0 + 3 * j + 2, n]
+        hub = rotate(qw, qx, qy, qz, rx, ry, rz, False)
+        h = min(max(x[2] + hub[2] - gh, lo), H_MAX)
+        w = x[13 + j]
+        out = rotor_aero(
+            w, p[P_KF + j, n] * w * abs(w), vb[0], vb[1], vb[2], x[10], x[11], x[12],
+            rx, ry, rz, p[ra0 + 3 * j, n], p[ra0 + 3 * j + 1, n], p[ra0 + 3 * j + 2, n],
+            h, kd, kz, kfl, kax, ktl, rho,
+        )  # fmt: skip
+        for i in range(6):
+            f[i] += p[a0 + i * r + j, n] * out[0]
+        e0, e1, e2 = e0 + out[1], e1 + out[2], e2 + out[3]
+        e3, e4, e5 = e3 + out[4], e4 + out[5], e5 + out[6]
+    f[0], f[1], f[2] = f[0] + e0, f[1] + e1, f[2] + e2
+    f[3], f[4], f[5] = f[3] + e3, f[4] + e4, f[5] + e5
+
+
+@jit
+def has_aero(p, n, r):
+    """Whether env n has a rotor-aerodynamics coefficient (VehicleParams.aero)."""
+    ae0 = P_KF + 11 * r + 11
+    on = False
+    for i in range(6):
+        on = on or p[ae0 + i, n] != 0.0
+    return on
+
+
+@jit
 def deriv(p, n, r, x, cmd, ext, f, out):
     """Rigid-body derivative of x = [pos 3, vel 3, quat 4, omega 3, rotor R] (models.py);
-    ``f`` (6,) float64 scratch for the rotor wrench."""
+    ``f`` (6,) float64 scratch for the rotor wrench; ``ext`` = [wind 3, force 3, moment 3,
+    ground height (-inf: none)]."""
     a0 = P_KF + r
     wmin0 = a0 + 6 * r
     tup0, tdn0 = wmin0 + 2 * r, wmin0 + 3 * r
     dl0 = wmin0 + 4 * r
-    f[:] = 0.0
-    for j in range(r):
-        w = x[13 + j]
-        t = p[P_KF + j, n] * w * abs(w)
-        for i in range(6):
-            f[i] += p[a0 + i * r + j, n] * t
     qw, qx, qy, qz = x[6], x[7], x[8], x[9]
     vb = rotate(qw, qx, qy, qz, x[3] - ext[0], x[4] - ext[1], x[5] - ext[2], True)
+    if has_aero(p, n, r):
+        aero_wrench(p, n, r, x, vb, ext[9], f)
+    else:
+        f[:] = 0.0
+        for j in range(r):
+            w = x[13 + j]
+            t = p[P_KF + j, n] * w * abs(w)
+            for i in range(6):
+                f[i] += p[a0 + i * r + j, n] * t
     sp = math.sqrt(vb[0] * vb[0] + vb[1] * vb[1] + vb[2] * vb[2])
     fb0 = f[0] - (p[dl0, n] + p[dl0 + 3, n] * sp) * vb[0]
     fb1 = f[1] - (p[dl0 + 1, n] + p[dl0 + 4, n] * sp) * vb[1]
@@ -204,6 +254,7 @@ def advance(p, d, xb, flags, tick, keys, n, r, cmd, bad_cmd, phys, iphys, scratc
     nk = 13 + r
     t = tick[n]
     landed, crashed, diverged = flags[0, n], flags[1, n], flags[2, n]
+    ext[9] = gh if ground else -math.inf
     for _ in range(substeps):
         if diverged:
             break
@@ -251,7 +302,7 @@ def make_scratch(nk, dtype_like):
         np.empty(nk, dt),
         np.empty((4, nk), dt),
         np.empty(nk, dt),
-        np.empty(9, dt),
+        np.empty(10, dt),
         np.empty(3, dt),
         sc,
     )

@@ -6,6 +6,7 @@ with inert rotors (k_f = k_m = 0, max speed 0), which produce no force and get n
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
@@ -46,6 +47,13 @@ class VehicleParams:
     actuated: Tensor  # (N, 6) bool, wrench axes the rotors can produce independently
     max_thrust: Tensor  # (N,) N, collective thrust along body z at full speed
     rate_tau: Tensor  # (N,) s, body-rate lag of the thrust-rate model (0: rates applied directly)
+    aero: Tensor  # (N, 6) rotor aerodynamics [k_d, k_z, k_flap, k_ax, k_tl, rho] (aero.COEFFS)
+
+    @functools.cached_property
+    def has_aero(self) -> bool:
+        """Whether any vehicle has a rotor-aerodynamics coefficient (one host sync per
+        parameter object): with none the steppers run the ideal-rotor code unchanged."""
+        return bool((self.aero != 0).any())
 
     @property
     def n_envs(self) -> int:
@@ -157,6 +165,7 @@ def _airframe_arrays(a: Airframe, r_pad: int) -> dict[str, np.ndarray]:
         "alloc_pinv": np.linalg.pinv(masked, rcond=1e-9),
         "actuated": actuated.astype(float),
         "max_thrust": np.asarray(a.max_thrust),
+        "aero": np.asarray(a.aero),
     }
 
 

@@ -169,8 +169,12 @@ def physics_step(
     else:
         deriv = models.rigid_body_derivative
 
+    extra = {}
+    if cfg.model == Model.RIGID_BODY and params.has_aero:  # rotor aerodynamics (aero.py)
+        extra["ground"] = cfg.ground_height if cfg.ground else None
+
     def f(x):
-        return deriv(params, x, command, wind, force, moment)
+        return deriv(params, x, command, wind, force, moment, **extra)
 
     x0 = (state.pos, state.vel, state.quat, omega, state.rotor_speed)
     pos, vel, quat, omega, w = integrate(cfg.integrator, f, x0, cfg.dt)

@@ -47,9 +47,9 @@ class WarpRollout:
     signature, but the command stays ``(N, R)``). Results go to new buffers, or to ``out`` =
     (x, tick, flags), which may be the inputs themselves (in place)."""
 
-    def __init__(self, cfg: DynamicsConfig, substeps: int) -> None:
+    def __init__(self, cfg: DynamicsConfig, substeps: int, aero: bool = False) -> None:
         self.wp = _warp()
-        self.cfg, self.substeps = cfg, substeps
+        self.cfg, self.substeps, self.aero = cfg, substeps, aero
         self.rk4 = Integrator(cfg.integrator) == Integrator.RK4
         self.kernels: dict[tuple, Any] = {}
 
@@ -63,7 +63,7 @@ class WarpRollout:
             scalar = self.wp.float32 if dtype == torch.float32 else self.wp.float64
             cfg = self.cfg
             self.kernels[key] = _warp_physics.build(
-                scalar, n_rotors, self.rk4, bool(cfg.stochastic), bool(cfg.ground)
+                scalar, n_rotors, self.rk4, bool(cfg.stochastic), bool(cfg.ground), self.aero
             )
         return self.kernels[key]
 
@@ -101,6 +101,7 @@ class WarpRollout:
         return out
 
 
-def soa_rollout(cfg: DynamicsConfig, substeps: int) -> Callable:
-    """The Warp kernel as a ``compiled._SoAStepper`` function (new output buffers per call)."""
-    return WarpRollout(cfg, substeps)
+def soa_rollout(cfg: DynamicsConfig, substeps: int, aero: bool = False) -> Callable:
+    """The Warp kernel as a ``compiled._SoAStepper`` function (new output buffers per call);
+    ``aero``: with the rotor aerodynamics (aero.py)."""
+    return WarpRollout(cfg, substeps, aero)

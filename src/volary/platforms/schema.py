@@ -95,6 +95,17 @@ FIELDS: dict[str, Field] = {
     ),  # fmt: skip  # tilted_hexa only
     "coaxial_gap": Field("m", False, (("mm", 1e-3),), "scalar", 0.0, 10.0, "rotor gap"),  # y6
     "moment_gain": Field("1", False, (), "vec3", 1e-3, 100.0, "moment effectiveness"),  # sysid
+    # rotor aerodynamics (dynamics/aero.py); absent = off
+    "rotor_drag_inplane": Field("N/((rad/s)(m/s))", False, (), "scalar", 0.0, 1.0, "rotor drag"),
+    "rotor_drag_axial": Field("N/((rad/s)(m/s))", False, (), "scalar", 0.0, 1.0, "rotor drag"),
+    "flapping": Field("N m/((rad/s)(m/s))", False, (), "scalar", 0.0, 1.0, "blade flapping"),
+    "inflow_axial": Field("N/((rad/s)(m/s))", False, (), "scalar", 0.0, 1.0, "inflow thrust"),
+    "translational_lift": Field(
+        "N/((rad/s)(m/s)^2)", False, (), "scalar", 0.0, 1.0, "translational lift"
+    ),  # fmt: skip
+    "ground_effect_radius": Field(
+        "m", False, (("mm", 1e-3), ("cm", 1e-2)), "scalar", 0.0, 10.0, "rotor radius"
+    ),  # fmt: skip
 }
 TABLE1_FIELDS: dict[str, Field] = {
     "twr_max": Field("1", True, (), "scalar", 1e-3, 1e3, "thrust-to-weight ratio"),

@@ -603,7 +603,8 @@ class CompiledLoop:
         self.ctrl: MultirotorController = sim.controller  # type: ignore[assignment]
         self.r = sim.params.n_rotors
         self.params, self.dist = _Cached(_PARAM_FIELDS), _Cached(_DIST_FIELDS)
-        self.rollout = _soa_rollout(sim.dynamics, sim.config.substeps, self.r)
+        self.aero = sim.params.has_aero  # rotor aerodynamics: a static switch of the graph
+        self.rollout = _soa_rollout(sim.dynamics, sim.config.substeps, self.r, self.aero)
         self.fn: Any = None  # compiled on the first step
         self.sig: tuple = ()
         self._known: list[Any] = []  # the inputs the next call is expected to pass
@@ -657,6 +658,12 @@ class CompiledLoop:
     def step(self, sp: torch.Tensor) -> torch.Tensor:
         """One control step from ``sim.state`` with the (N, S) setpoint; returns the command."""
         sim = self.sim
+        if sim.params.has_aero != self.aero:  # new parameters switched the aerodynamics
+            from volary.dynamics.compiled import _soa_rollout
+
+            self.aero = sim.params.has_aero
+            self.rollout = _soa_rollout(sim.dynamics, sim.config.substeps, self.r, self.aero)
+            self.fn, self.sig = None, ()
         x, flags = self._buffers(sim.state)
         p, d = self.params.get(sim.params), self.dist.get(sim.disturbance)
         r0 = self.ctrl.rate_state
