@@ -27,6 +27,7 @@ LAYER = {
     "config": 0,
     "inputs": 0,
     "cpu": 0,
+    "numba_cache": 0,  # numba kernel caches kept in step with their sources
     "deprecation": 0,
     "options": 0,  # --set and configure, for the core's and the studies' commands
     "checks": 0,  # the option-check vocabulary of the core's and the studies' command tables

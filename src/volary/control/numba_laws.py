@@ -19,8 +19,12 @@ import math
 
 import numpy as np
 
+from volary.dynamics import numba_kernels
 from volary.dynamics.models import GRAVITY
 from volary.dynamics.numba_kernels import P_J, P_KF, P_MASS, jit
+from volary.numba_cache import guard
+
+NUMBA_SOURCES = guard(__file__, numba_kernels)
 
 # Mode codes (ControlMode order).
 ROTOR_SPEEDS, ROTOR_THRUSTS, WRENCH, CTBR, ATTITUDE = 0, 1, 2, 3, 4

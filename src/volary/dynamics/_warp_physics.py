@@ -33,7 +33,7 @@ import math
 
 import warp as wp
 
-from volary.dynamics import aero as _aero
+import volary.dynamics.aero as _aero
 from volary.dynamics.models import GRAVITY
 
 wp.set_module_options({"enable_backward": False})

@@ -33,7 +33,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from volary.dynamics import aero
+import volary.dynamics.aero as aero
 from volary.dynamics.models import GRAVITY
 from volary.dynamics.params import VehicleParams
 from volary.dynamics.state import MultirotorState

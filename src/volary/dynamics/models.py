@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from volary.dynamics import aero
+import volary.dynamics.aero as aero
 from volary.dynamics.params import VehicleParams
 from volary.math.quaternion import quat_mul, quat_rotate, quat_rotate_inverse
 

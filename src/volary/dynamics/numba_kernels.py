@@ -28,8 +28,11 @@ import math
 import numba
 import numpy as np
 
-from volary.dynamics import aero
+import volary.dynamics.aero as aero
 from volary.dynamics.models import GRAVITY
+from volary.numba_cache import guard
+
+NUMBA_SOURCES = guard(__file__, aero)  # drop cached kernels built from an older aero.py
 
 # Row offsets of the packed parameter and disturbance buffers (compiled._widths order), with
 # R the rotor count: mass, inertia 9, inertia_inv 9, k_f R, alloc 6R, w_min R, w_max R,

@@ -40,7 +40,11 @@ import numpy as np
 
 from volary.control.numba_laws import rotmat
 from volary.dynamics.numba_kernels import jit
+from volary.numba_cache import guard
+from volary.sim import fused_kernels
 from volary.sim.fused_kernels import _scratch, env_step
+
+NUMBA_SOURCES = guard(__file__, fused_kernels)
 
 LAYOUT_CODES = {"volary": 0, "aerial_gym": 1, "volary_twr": 2, "body": 3}
 # PositionTask's, in order (the env's step limit last)

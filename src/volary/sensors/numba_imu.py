@@ -15,7 +15,11 @@ from __future__ import annotations
 
 import math
 
+from volary.dynamics import numba_kernels
 from volary.dynamics.numba_kernels import jit, normals, rotate
+from volary.numba_cache import guard
+
+NUMBA_SOURCES = guard(__file__, numba_kernels)
 
 _G = 9.81  # sensors.imu's gravity
 

@@ -20,9 +20,15 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from volary.control import numba_laws
 from volary.control.numba_laws import command
+from volary.dynamics import numba_kernels
 from volary.dynamics.numba_kernels import advance, jit, make_scratch, sanitize
+from volary.numba_cache import guard
+from volary.sensors import numba_imu
 from volary.sensors.numba_imu import imu_update
+
+NUMBA_SOURCES = guard(__file__, numba_kernels, numba_laws, numba_imu)
 
 BLOCK = 64  # envs per parallel work item
 
