@@ -3,6 +3,7 @@ against the one source term by term and over whole flights, and the off switch (
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -278,11 +279,63 @@ def test_the_fused_closed_loop_flies_the_effects_like_eager():
     assert float((c.pos - b.pos).abs().max()) > 1e-4
 
 
-def test_physics_step_passes_the_ground_plane_to_the_effects():
-    """cfg.ground off: no ground effect; on: the effect over cfg.ground_height."""
+def test_physics_step_passes_the_ground_plane_and_the_surface_to_the_effects():
+    """cfg.ground off: no ground effect; on: the effect over cfg.ground_height; a surface under
+    the vehicle (Disturbance.surface) counts too, on every backend."""
     af = _with(ground_effect_radius=0.023)
     p, s, cmd, d, keys = _flight(af, 2, torch.float64)
     s = s.replace(pos=torch.tensor([[0.0, 0, 1.02], [0, 0, 1.03]], dtype=torch.float64))
     lifted = physics_step(p, s, cmd, d, keys, DynamicsConfig(ground_height=1.0, stochastic=False))
     free = physics_step(p, s, cmd, d, keys, DynamicsConfig(ground=False, stochastic=False))
     assert (lifted.vel[:, 2] > free.vel[:, 2]).all()
+    assert (
+        free.vel[:, 2]
+        < physics_step(
+            p,
+            s,
+            cmd,
+            dataclasses.replace(d, surface=torch.full((2,), 1.0, dtype=torch.float64)),
+            keys,
+            DynamicsConfig(ground=False, stochastic=False),
+        ).vel[:, 2]
+    ).all()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_surface_under_the_vehicle_gives_ground_effect_on_every_backend(backend):
+    if backend == "warp":
+        pytest.importorskip("warp")
+    p, s, cmd, d, keys = _flight(_with(**EFFECTS), 6, torch.float64)
+    s = s.replace(pos=s.pos + torch.tensor([0, 0, 2.0], dtype=torch.float64))  # above a table
+    d = dataclasses.replace(d, surface=torch.tensor([2.0, 2.0, 2.0, -math.inf, 1.0, 2.01]).double())
+    cfg = DynamicsConfig()
+    ref = rollout(p, s, cmd, d, keys, cfg, 100)
+    _compare(make_stepper(cfg, 100, backend)(p, s, cmd, d, keys), ref, 1e-12)
+    free = rollout(p, s, cmd, dataclasses.replace(d, surface=None), keys, cfg, 100)
+    assert (ref.vel[:3, 2] > free.vel[:3, 2] + 1e-3).all()  # the table's ground effect lifts
+    assert torch.equal(ref.vel[3], free.vel[3])  # no surface: as without
+
+
+def test_a_world_gives_its_scene_surfaces_ground_effect():
+    """A World casts down from each vehicle: hovering over a table at a rotor radius feels the
+    table, beside it only the floor far below (Cheeseman-Bennett over the scene, issue 61)."""
+    from volary.sim.world import World
+    from volary.worlds.primitives import Box, SceneSpec
+
+    table = SceneSpec(
+        name="table",
+        bounds_min=(-3.0, -3.0, 0.0),
+        bounds_max=(3.0, 3.0, 3.0),
+        obstacles=(Box(center=(0.0, 0.0, 0.5), size=(1.0, 1.0, 1.0), object_id=1),),
+    )
+    af = _with(ground_effect_radius=0.023)
+    world = World([af], table, n_envs=2, control="rotor_speeds", dtype=torch.float64,
+                  compile=False)  # fmt: skip
+    world.reset(pos=torch.tensor([[0.0, 0.0, 1.03], [2.0, 0.0, 1.03]], dtype=torch.float64))
+    w = torch.full((2, 4), af.hover_rotor_speed, dtype=torch.float64)
+    world.sim.state = world.sim.state.replace(rotor_speed=w.clone())
+    for _ in range(5):
+        state = world.step(w)
+    surf = world.sim.disturbance.surface
+    assert surf[0] == pytest.approx(1.0, abs=1e-6) and surf[1] == -math.inf
+    assert state.vel[0, 2] > state.vel[1, 2] + 1e-3  # the table lifts, the floor is far

@@ -140,7 +140,7 @@ def build(scalar, r: int, rk4: bool, stochastic: bool, ground: bool, aero: bool 
         ae: vec6,
         rp: matr,
         ra: matr,
-        gh: scalar,
+        gs: scalar,
     ):
         """(dvel, dquat, domega) of the rigid body (models.py): rotor wrench, drag, aero moment,
         Euler's equation, quaternion kinematics."""
@@ -153,9 +153,7 @@ def build(scalar, r: int, rk4: bool, stochastic: bool, ground: bool, aero: bool 
             lo = wp.max(scalar(0.5) * ae[5], scalar(h_min))
             for j in range(r):
                 rj = vec3(rp[j, 0], rp[j, 1], rp[j, 2])
-                h = scalar(h_max)
-                if wp.static(ground):
-                    h = wp.min(wp.max(pos[2] + rotate(q, rj)[2] - gh, lo), scalar(h_max))
+                h = wp.min(wp.max(pos[2] + rotate(q, rj)[2] - gs, lo), scalar(h_max))
                 tj, fx, fy, fz, mx, my, mz = rotor_aero(
                     w[j], t[j], vb[0], vb[1], vb[2], om[0], om[1], om[2], rj[0], rj[1], rj[2],
                     ra[j, 0], ra[j, 1], ra[j, 2], h, ae[0], ae[1], ae[2], ae[3], ae[4], ae[5],
@@ -251,6 +249,9 @@ def build(scalar, r: int, rk4: bool, stochastic: bool, ground: bool, aero: bool 
         f_sigma, m_sigma = p[fn0, n], p[fn0 + 1, n]
         wind0 = vec3(d[0, n], d[1, n], d[2, n])
         gust_std, gust_tau = d[3, n], d[4, n]
+        gs = d[11, n]  # the surface the ground effect sees: the higher of it and the ground
+        if wp.static(ground):
+            gs = wp.max(gs, gh)
         force0 = vec3(d[5, n], d[6, n], d[7, n])
         moment0 = vec3(d[8, n], d[9, n], d[10, n])
         # state, read once
@@ -285,7 +286,7 @@ def build(scalar, r: int, rk4: bool, stochastic: bool, ground: bool, aero: bool 
             # integration (math.integrators): Euler or classic RK4 over [pos, vel, q, om, w]
             a1, q1, o1 = rigid(
                 pos, q, vel, om, w, kf, alloc, mass, inertia, inertia_inv,
-                d_lin, d_quad, c_moment, wind, force, moment, ae, rp, ra, gh,
+                d_lin, d_quad, c_moment, wind, force, moment, ae, rp, ra, gs,
             )  # fmt: skip
             w1 = motor(w, cmd, tau_up, tau_down)
             p_n, v_n, q_n, o_n, w_n = pos, vel, q, om, w
@@ -309,7 +310,7 @@ def build(scalar, r: int, rk4: bool, stochastic: bool, ground: bool, aero: bool 
                     p_s = pos + hs * kv
                     ka, kq, ko = rigid(
                         p_s, q_s, v_s, o_s, w_s, kf, alloc, mass, inertia, inertia_inv,
-                        d_lin, d_quad, c_moment, wind, force, moment, ae, rp, ra, gh,
+                        d_lin, d_quad, c_moment, wind, force, moment, ae, rp, ra, gs,
                     )  # fmt: skip
                     kv = v_s
                     kw = motor(w_s, cmd, tau_up, tau_down)

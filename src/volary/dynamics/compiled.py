@@ -64,7 +64,7 @@ _PARAM_FIELDS = (
     "rotor_pos",
     "rotor_axis",
 )
-_DIST_FIELDS = ("wind", "gust_std", "gust_tau", "force", "moment")
+_DIST_FIELDS = ("wind", "gust_std", "gust_tau", "force", "moment", "surface")
 
 
 # ---- component math (each row tensor is (N,)) --------------------------------------------------
@@ -157,8 +157,8 @@ def _motor_lag(p: dict[str, Rows], w: Rows, cmd: Rows) -> Rows:
 
 def _aero_wrench(p: dict[str, Rows], x: tuple[Rows, ...], ext: dict[str, Rows], ground) -> Rows:
     """Rotor wrench with aero.rotor_aero (A1-A6) per rotor (models.rigid_body_derivative with
-    ``params.has_aero``): hub heights over ``z = ground`` (None: none), thrusts through the
-    allocation plus the H-forces and moments."""
+    ``params.has_aero``): hub heights over the surface at ``z = ground`` (a row; -inf: none),
+    thrusts through the allocation plus the H-forces and moments."""
     pos, vel, q, om, w = x
     r, a, rp, ra = len(w), p["aero"], p["rotor_pos"], p["rotor_axis"]
     vb = _rotate(q[0], tuple(-c for c in q[1:]), tuple(vel[i] - ext["wind"][i] for i in range(3)))
@@ -166,11 +166,8 @@ def _aero_wrench(p: dict[str, Rows], x: tuple[Rows, ...], ext: dict[str, Rows], 
     thrusts, extra = [], []
     for j in range(r):
         rj, nj = rp[3 * j : 3 * j + 3], ra[3 * j : 3 * j + 3]
-        if ground is None:
-            h = torch.full_like(pos[2], aero.H_MAX)
-        else:
-            h = pos[2] + _rotate(q[0], q[1:], rj)[2] - ground
-            h = torch.clamp_max(torch.maximum(h, lo), aero.H_MAX)
+        h = pos[2] + _rotate(q[0], q[1:], rj)[2] - ground
+        h = torch.clamp_max(torch.maximum(h, lo), aero.H_MAX)
         t = p["k_f"][j] * w[j] * w[j].abs()
         out = aero.rotor_aero(w[j], t, *vb, *om, *rj, *nj, h, *a)
         thrusts.append(out[0])
@@ -303,7 +300,7 @@ def _physics_step(
     """step.physics_step (rigid-body model) on components."""
     cmd, bad_cmd = _command(p, u)
     ext, gust = _external(cfg, p, d, s["gust"], keys, s["tick"])
-    ground = cfg.ground_height if cfg.ground else None
+    ground = torch.clamp_min(d["surface"][0], cfg.ground_height) if cfg.ground else d["surface"][0]
 
     def f(x):
         return _derivative(p, x, cmd, ext, aero_on, ground)
@@ -355,6 +352,7 @@ def _widths(n_rotors: int) -> dict[str, int]:
         "gust_tau": 1,
         "force": 3,
         "moment": 3,
+        "surface": 1,
         "pos": 3,
         "vel": 3,
         "quat": 4,

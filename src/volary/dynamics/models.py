@@ -7,6 +7,8 @@ Fields are tuples ``(pos, vel, quat, omega, rotor_speed)`` so the integrators ca
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor
 
@@ -64,14 +66,18 @@ def quat_derivative(quat: Tensor, omega: Tensor) -> Tensor:
     return 0.5 * quat_mul(quat, torch.cat((torch.zeros_like(omega[..., :1]), omega), dim=-1))
 
 
-def rotor_heights(params: VehicleParams, pos: Tensor, quat: Tensor, ground: float | None) -> Tensor:
-    """(N, R) height of each rotor hub over the ground plane ``z = ground`` (m), clamped to
-    ``[max(rho / 2, H_MIN), H_MAX]`` for the ground effect (aero.py A4); ``H_MAX`` without one."""
+def rotor_heights(
+    params: VehicleParams, pos: Tensor, quat: Tensor, ground: Tensor | float | None
+) -> Tensor:
+    """(N, R) height of each rotor hub over the surface at ``z = ground`` under it (m; a number
+    or one per env, None or -inf: none), clamped to ``[max(rho / 2, H_MIN), H_MAX]`` for the
+    ground effect (aero.py A4)."""
     r = params.n_rotors
     if ground is None:
-        return pos.new_full((pos.shape[0], r), aero.H_MAX)
+        ground = -math.inf
+    g = torch.as_tensor(ground, dtype=pos.dtype, device=pos.device).reshape(-1, 1)
     hub = quat_rotate(quat[:, None, :].expand(-1, r, -1), params.rotor_pos)
-    h = pos[:, 2:3] + hub[..., 2] - ground
+    h = pos[:, 2:3] + hub[..., 2] - g
     lo = (0.5 * params.aero[:, 5:6]).clamp_min(aero.H_MIN)
     return torch.minimum(torch.maximum(h, lo), h.new_tensor(aero.H_MAX))
 
@@ -102,13 +108,13 @@ def rigid_body_derivative(
     wind: Tensor,
     force_w: Tensor,
     moment_b: Tensor,
-    ground: float | None = None,
+    ground: Tensor | float | None = None,
 ) -> Fields:
     """Time derivative of the rigid-body multirotor with motor lag and drag (FlightGoggles IV).
 
     ``force_w`` (world) and ``moment_b`` (body) gather external and stochastic disturbances.
     Vehicles with rotor-aerodynamics coefficients (``params.has_aero``) add aero.py's A1-A6,
-    the ground effect over the plane ``z = ground`` (None: no ground).
+    the ground effect over the surface at ``z = ground`` (per env or one; None: none).
     """
     pos, vel, quat, omega, w = x
     v_body = quat_rotate_inverse(quat, vel - wind)

@@ -39,7 +39,7 @@ NUMBA_SOURCES = guard(__file__, aero)  # drop cached kernels built from an older
 # tau_up R, tau_down R, drag_lin 3, drag_quad 3, drag_moment 3, force_noise, moment_noise,
 # aero 6, rotor_pos 3R, rotor_axis 3R.
 P_MASS, P_J, P_JINV, P_KF = 0, 1, 10, 19
-D_WIND, D_GSTD, D_GTAU, D_F, D_M = 0, 3, 4, 5, 8
+D_WIND, D_GSTD, D_GTAU, D_F, D_M, D_SURF = 0, 3, 4, 5, 8, 11
 _MASK = 0xFFFFFFFF
 _G = GRAVITY
 
@@ -99,7 +99,7 @@ def rotate(qw, qx, qy, qz, vx, vy, vz, inverse):
 def aero_wrench(p, n, r, x, vb, gh, f):
     """The rotor wrench with aero.rotor_aero (A1-A6) per rotor into ``f`` (models.py with
     ``params.has_aero``): thrusts through the allocation plus H-forces and moments; ``gh`` the
-    ground height (-inf: no ground)."""
+    height of the surface under the vehicle (-inf: none)."""
     a0 = P_KF + r
     ae0 = a0 + 10 * r + 11
     rp0, ra0 = ae0 + 6, ae0 + 6 + 3 * r
@@ -141,7 +141,7 @@ def has_aero(p, n, r):
 def deriv(p, n, r, x, cmd, ext, f, out):
     """Rigid-body derivative of x = [pos 3, vel 3, quat 4, omega 3, rotor R] (models.py);
     ``f`` (6,) float64 scratch for the rotor wrench; ``ext`` = [wind 3, force 3, moment 3,
-    ground height (-inf: none)]."""
+    surface height for the ground effect (-inf: none)]."""
     a0 = P_KF + r
     wmin0 = a0 + 6 * r
     tup0, tdn0 = wmin0 + 2 * r, wmin0 + 3 * r
@@ -257,7 +257,7 @@ def advance(p, d, xb, flags, tick, keys, n, r, cmd, bad_cmd, phys, iphys, scratc
     nk = 13 + r
     t = tick[n]
     landed, crashed, diverged = flags[0, n], flags[1, n], flags[2, n]
-    ext[9] = gh if ground else -math.inf
+    ext[9] = max(gh, d[D_SURF, n]) if ground else d[D_SURF, n]  # the ground effect's surface
     for _ in range(substeps):
         if diverged:
             break

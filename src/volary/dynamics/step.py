@@ -74,6 +74,13 @@ class Disturbance:
     gust_tau: Tensor  # (N,) s, gust correlation time
     force: Tensor  # (N, 3) N, external force in the world frame
     moment: Tensor  # (N, 3) N m, external moment in the body frame
+    # (N,) m, height of the surface under each vehicle for the rotor ground effect (aero.py A4),
+    # besides the ground plane; -inf (the default): none. A World sets it from its scene.
+    surface: Tensor | None = None
+
+    def __post_init__(self) -> None:
+        if self.surface is None:
+            object.__setattr__(self, "surface", torch.full_like(self.gust_std, -math.inf))
 
     @staticmethod
     def create(n_envs: int, *, device="cpu", dtype=torch.float32) -> Disturbance:
@@ -85,6 +92,13 @@ class Disturbance:
             force=z3.clone(),
             moment=z3.clone(),
         )
+
+
+def effect_ground(cfg: DynamicsConfig, dist: Disturbance) -> Tensor:
+    """(N,) height of the surface under each vehicle the ground effect sees: the higher of the
+    ground plane (if any) and ``dist.surface``."""
+    assert dist.surface is not None
+    return dist.surface.clamp_min(cfg.ground_height) if cfg.ground else dist.surface
 
 
 def sanitize_command(command: Tensor) -> tuple[Tensor, Tensor]:
@@ -171,7 +185,7 @@ def physics_step(
 
     extra = {}
     if cfg.model == Model.RIGID_BODY and params.has_aero:  # rotor aerodynamics (aero.py)
-        extra["ground"] = cfg.ground_height if cfg.ground else None
+        extra["ground"] = effect_ground(cfg, dist)
 
     def f(x):
         return deriv(params, x, command, wind, force, moment, **extra)

@@ -7,6 +7,7 @@ all substeps of a control period fused into one call).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
@@ -326,22 +327,33 @@ class Simulator:
         """Constant wind (m/s, world) and gusts (std m/s, correlation time s), per env or all."""
         n, dev, dt = self.n_envs, self.config.device, self.config.dtype
         d = self.disturbance
-        self.disturbance = Disturbance(
+        self.disturbance = dataclasses.replace(
+            d,
             wind=d.wind if wind is None else _vec(wind, n, 3, "wind", dev, dt),
             gust_std=d.gust_std if gust_std is None else _scalar(gust_std, n, "gust_std", dev, dt),
             gust_tau=d.gust_tau if gust_tau is None else _scalar(gust_tau, n, "gust_tau", dev, dt),
-            force=d.force,
-            moment=d.moment,
         )
+
+    def set_surface(self, height: Any) -> None:
+        """Height (m, world z) of the surface under each vehicle that the rotor ground effect
+        feels besides the ground plane (aero.py A4), per env or all; -inf: none. Held until
+        changed; a World sets it from its scene."""
+        n, dev, dt = self.n_envs, self.config.device, self.config.dtype
+        h = torch.as_tensor(height, device=dev, dtype=dt)
+        h = h.expand(n) if h.dim() == 0 else h
+        if h.shape != (n,) or bool(torch.isnan(h).any()) or bool((h == math.inf).any()):
+            raise ConfigError(
+                f"height: expected a height in m or -inf (no surface), one or shape ({n},); "
+                f"got shape {tuple(h.shape)}"
+            )
+        self.disturbance = dataclasses.replace(self.disturbance, surface=h)
 
     def apply_wrench(self, force: Any = None, moment: Any = None) -> None:
         """External force (N, world) and moment (N m, body), held until changed."""
         n, dev, dt = self.n_envs, self.config.device, self.config.dtype
         d = self.disturbance
-        self.disturbance = Disturbance(
-            wind=d.wind,
-            gust_std=d.gust_std,
-            gust_tau=d.gust_tau,
+        self.disturbance = dataclasses.replace(
+            d,
             force=d.force if force is None else _vec(force, n, 3, "force", dev, dt),
             moment=d.moment if moment is None else _vec(moment, n, 3, "moment", dev, dt),
         )

@@ -40,6 +40,11 @@ VEHICLE_ID = 1_000_000  # object id of vehicle slot m in ray hits: VEHICLE_ID + 
 COLLIDERS = ("sphere", "box")  # World(collider=...)
 
 
+# rotor radii below a vehicle within which a World looks for a surface for the ground effect:
+# at 10 radii the Cheeseman-Bennett gain is 1.0016
+GROUND_EFFECT_RANGE = 10.0
+
+
 @dataclass(frozen=True)
 class Sensing:
     """One sensor of the rig: what it is, how often it reads, which vehicle slots carry it.
@@ -268,6 +273,7 @@ class World:
         simulator): their pose is given, not integrated. After the physics step their state
         is set to it (velocities zero unless given; ground and divergence flags cleared), before
         the gates, the sensors and the end conditions see it."""
+        self._feel_surfaces()
         if self.sim_steps == 1 and self.inner is None:
             state = self.sim.step(command)
         else:
@@ -283,6 +289,28 @@ class World:
             self.gates.update(state.pos)
             self.gates.passed = torch.where(self.active[:, None], self.gates.passed, before)
         return state
+
+    def _feel_surfaces(self) -> None:
+        """The rotor ground effect over the scene (dynamics/aero.py A4), for vehicles with a
+        rotor radius: once per control period a ray straight down from each vehicle's centre
+        finds the scene surface under it within ``GROUND_EFFECT_RANGE`` rotor radii, and the
+        Simulator takes its height (a horizontal surface at that height; -inf: none). Only the
+        scene counts: a vehicle below is not a surface (its wake is downwash)."""
+        p = self.sim.params
+        if self.specs is None or not p.has_aero:
+            return
+        rho = p.aero[:, 5]
+        reach = float(rho.max()) * GROUND_EFFECT_RANGE
+        if reach <= 0:
+            return
+        pos = self.sim.state.pos
+        down = torch.zeros_like(pos)
+        down[:, 2] = -1.0
+        caster = self.caster
+        cast = _ActiveCaster.cast if isinstance(caster, _ActiveCaster) else type(caster).cast
+        hits = cast(caster, pos[:, None, :], down[:, None, :], reach)  # the scene, no vehicles
+        d = hits.distance[:, 0].to(pos.dtype)
+        self.sim.set_surface(torch.where(torch.isfinite(d), pos[:, 2] - d, -math.inf))
 
     # ---- sensors ------------------------------------------------------------------------------
     def due(self, name: str) -> bool:
