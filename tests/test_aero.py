@@ -339,3 +339,19 @@ def test_a_world_gives_its_scene_surfaces_ground_effect():
     surf = world.sim.disturbance.surface
     assert surf[0] == pytest.approx(1.0, abs=1e-6) and surf[1] == -math.inf
     assert state.vel[0, 2] > state.vel[1, 2] + 1e-3  # the table lifts, the floor is far
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor", *BACKENDS])
+def test_a_wake_is_air_like_wind_on_every_backend(backend):
+    """Disturbance.wake (other vehicles' downwash) adds to the wind: a vehicle in a wake w and
+    no wind flies bitwise as one in wind w, on every backend (and w = 0 changes nothing)."""
+    if backend == "warp":
+        pytest.importorskip("warp")
+    p, s, cmd, d, keys = _flight(_with(**EFFECTS), 4, torch.float64)
+    w = torch.tensor([[0.0, 0.0, -2.0], [0.5, 0, -1], [0, 0, 0], [1, 1, -3]], dtype=torch.float64)
+    step = make_stepper(DynamicsConfig(), 1 if backend == "inductor" else 20, backend)
+    zero = torch.zeros_like(w)
+    a = step(p, s, cmd, dataclasses.replace(d, wind=zero, wake=w), keys)
+    b = step(p, s, cmd, dataclasses.replace(d, wind=w, wake=zero), keys)
+    for f in ("pos", "vel", "quat", "omega"):
+        assert torch.equal(getattr(a, f), getattr(b, f)), f

@@ -247,7 +247,7 @@ def build(scalar, r: int, rk4: bool, stochastic: bool, ground: bool, aero: bool 
                     rp[j, i] = p[rp0 + 3 * j + i, n]
                     ra[j, i] = p[ra0 + 3 * j + i, n]
         f_sigma, m_sigma = p[fn0, n], p[fn0 + 1, n]
-        wind0 = vec3(d[0, n], d[1, n], d[2, n])
+        wind0 = vec3(d[0, n], d[1, n], d[2, n]) + vec3(d[12, n], d[13, n], d[14, n])  # + wake
         gust_std, gust_tau = d[3, n], d[4, n]
         gs = d[11, n]  # the surface the ground effect sees: the higher of it and the ground
         if wp.static(ground):

@@ -64,7 +64,7 @@ _PARAM_FIELDS = (
     "rotor_pos",
     "rotor_axis",
 )
-_DIST_FIELDS = ("wind", "gust_std", "gust_tau", "force", "moment", "surface")
+_DIST_FIELDS = ("wind", "gust_std", "gust_tau", "force", "moment", "surface", "wake")
 
 
 # ---- component math (each row tensor is (N,)) --------------------------------------------------
@@ -241,7 +241,7 @@ def _external(cfg: DynamicsConfig, p, d, gust: Rows, keys: Tensor, tick: Tensor)
         fn = tuple(torch.zeros_like(c) for c in d["force"])
         mn = tuple(torch.zeros_like(c) for c in d["moment"])
     return {
-        "wind": tuple(d["wind"][i] + gust[i] for i in range(3)),
+        "wind": tuple(d["wind"][i] + d["wake"][i] + gust[i] for i in range(3)),
         "force": tuple(d["force"][i] + fn[i] for i in range(3)),
         "moment": tuple(d["moment"][i] + mn[i] for i in range(3)),
     }, gust
@@ -353,6 +353,7 @@ def _widths(n_rotors: int) -> dict[str, int]:
         "force": 3,
         "moment": 3,
         "surface": 1,
+        "wake": 3,
         "pos": 3,
         "vel": 3,
         "quat": 4,

@@ -39,7 +39,7 @@ NUMBA_SOURCES = guard(__file__, aero)  # drop cached kernels built from an older
 # tau_up R, tau_down R, drag_lin 3, drag_quad 3, drag_moment 3, force_noise, moment_noise,
 # aero 6, rotor_pos 3R, rotor_axis 3R.
 P_MASS, P_J, P_JINV, P_KF = 0, 1, 10, 19
-D_WIND, D_GSTD, D_GTAU, D_F, D_M, D_SURF = 0, 3, 4, 5, 8, 11
+D_WIND, D_GSTD, D_GTAU, D_F, D_M, D_SURF, D_WAKE = 0, 3, 4, 5, 8, 11, 12
 _MASK = 0xFFFFFFFF
 _G = GRAVITY
 
@@ -214,7 +214,7 @@ def step_env(p, d, x, cmd, ext, gust, key, tick, n, r, dt, rk4, stochastic, sc, 
             ext[3 + i] = d[D_F + i, n]
             ext[6 + i] = d[D_M + i, n]
     for i in range(3):
-        ext[i] = d[D_WIND + i, n] + gust[i]
+        ext[i] = d[D_WIND + i, n] + d[D_WAKE + i, n] + gust[i]
     k = x.size
     if not rk4:
         deriv(p, n, r, x, cmd, ext, f, ks[0])

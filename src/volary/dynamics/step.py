@@ -77,10 +77,15 @@ class Disturbance:
     # (N,) m, height of the surface under each vehicle for the rotor ground effect (aero.py A4),
     # besides the ground plane; -inf (the default): none. A World sets it from its scene.
     surface: Tensor | None = None
+    # (N, 3) m/s, world frame: air moved by other vehicles (their downwash), added to the wind.
+    # Zero by default; a World with several vehicles per env sets it.
+    wake: Tensor | None = None
 
     def __post_init__(self) -> None:
         if self.surface is None:
             object.__setattr__(self, "surface", torch.full_like(self.gust_std, -math.inf))
+        if self.wake is None:
+            object.__setattr__(self, "wake", torch.zeros_like(self.wind))
 
     @staticmethod
     def create(n_envs: int, *, device="cpu", dtype=torch.float32) -> Disturbance:
@@ -174,7 +179,8 @@ def physics_step(
             torch.zeros_like(dist.moment),
             state.gust,
         )
-    wind, force, moment = dist.wind + gust, dist.force + f_noise, dist.moment + m_noise
+    wind = dist.wind + dist.wake + gust  # + 0 leaves a float as it is: no wake, no change
+    force, moment = dist.force + f_noise, dist.moment + m_noise
     omega = state.omega
     deriv: Callable[..., tuple[Tensor, ...]]
     if cfg.model == Model.THRUST_RATE:

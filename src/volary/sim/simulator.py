@@ -348,6 +348,15 @@ class Simulator:
             )
         self.disturbance = dataclasses.replace(self.disturbance, surface=h)
 
+    def set_wake(self, velocity: Any) -> None:
+        """Air velocity (m/s, world) that other vehicles' downwash induces at each vehicle, per
+        env or all; added to the wind. Held until changed; a World with several vehicles per
+        env sets it."""
+        n, dev, dt = self.n_envs, self.config.device, self.config.dtype
+        self.disturbance = dataclasses.replace(
+            self.disturbance, wake=_vec(velocity, n, 3, "velocity", dev, dt)
+        )
+
     def apply_wrench(self, force: Any = None, moment: Any = None) -> None:
         """External force (N, world) and moment (N m, body), held until changed."""
         n, dev, dt = self.n_envs, self.config.device, self.config.dtype
