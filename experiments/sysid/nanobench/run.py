@@ -9,7 +9,10 @@ nothing is downloaded. Split (by trajectory type, so no test flight shares a pat
 training flight): train on circle, figure-eight, helix, linear ramp, oval and star flights (B2-
 B8), test on trefoil and lissajous flights (B9, B10). Development used another split (test:
 the star flights, B8). Byte-identical files (the dataset repeats some flights under two names)
-are kept once. Writes results/nanobench.json and results/horizons.png.
+are kept once. The rotor-aerodynamics effects (rotor drag, blade flapping, inflow thrust) are
+fitted on the training flights; which of them the identified platform keeps is decided on the
+star flights (B8) as validation (coefficients fitted on B2-B7, scored on B8), never on the test
+flights. Writes results/nanobench.json, results/platform.toml and results/horizons.png.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import json
 import sys
 import time
 from dataclasses import replace
+from itertools import product
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +38,12 @@ from volary.sysid.report import platform_table, plot, write_platform
 HERE = Path(__file__).parent
 TRAIN = ("B2_", "B3_", "B5_", "B6_", "B7_", "B8_")
 TEST = ("B9_", "B10_")
+VALIDATION = ("B8_",)  # training flights the aerodynamic effects are chosen on
+EFFECT_ROWS = {"fitted + rotor drag": ("rotor_drag",), "fitted + flapping": ("flapping",),
+               "fitted + inflow thrust": ("inflow",),
+               "fitted + all effects": ("rotor_drag", "flapping", "inflow")}  # fmt: skip
+IDENTIFIED = "identified: fitted + the effects validation kept"
+CONST_RATES = "constant rates (IDSIA physics baseline, fitted thrust and drag)"
 RMSE = ("pos", "vel", "omega")  # pooled as root mean squares; the rest are means
 
 
@@ -95,6 +105,33 @@ def per_flight_bias(test: list, full, stride: int) -> dict:
     }
 
 
+def _first(model: list, ref: list, dt: float) -> float | None:
+    """The first horizon (s) where ``model``'s error is not below ``ref``'s (None: never)."""
+    bad = [h for h in range(len(model)) if model[h] >= ref[h]]
+    return round((bad[0] + 1) * dt, 4) if bad else None
+
+
+def ground_effect(logs: list, rho: float) -> dict:
+    """How near the ground the flights are: hub height over the floor (the Vicon z the
+    vehicle rests at before take-off, about 5.4 cm, taken as the floor) and the ground-effect
+    factor 1 / (1 - (rho / 4h)^2) (aero.py A4) it would give, over the training rows."""
+    z = np.concatenate([log.pos[:, 2] for log in logs])
+    floor = float(np.median([log.pos[0, 2] for log in logs]))
+    h = np.maximum(z - floor, rho / 2)
+    factor = 1 / (1 - (rho / (4 * h)) ** 2)
+    return {
+        "rows": int(len(z)),
+        "floor_z_m": floor,
+        "rotor_radius_m": rho,
+        "height_percentiles_m": dict(zip(("1", "5", "50"),
+                                         np.percentile(h, [1, 5, 50]).tolist(), strict=True)),
+        "share_below_2_radii": float((h < 2 * rho).mean()),
+        "share_below_10cm": float((h < 0.1).mean()),
+        "share_factor_above_1.01": float((factor > 1.01).mean()),
+        "mean_factor": float(factor.mean()),
+    }  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dataset", type=Path, help="NanoBench's datasets/dataset folder")
@@ -108,7 +145,14 @@ def main() -> None:
         f"({sum(map(len, test))} rows); {len(notes['duplicates'])} duplicates dropped"
     )
     base = get("crazyflie")
-    full, fitted = F.fit(train, base, progress=lambda line: print(line, flush=True))
+    no_aero = tuple(s for s in F.STEPS if s != "aero")
+    full, fitted = F.fit(train, base, steps=no_aero, progress=lambda line: print(line, flush=True))
+    val = [log for log in train if log.name.startswith(VALIDATION)]
+    identified, fitted["aero"] = F.select_aero(train, full, validation=val)
+    print(f"aero: validation scores {fitted['aero']['scores']}, kept {fitted['aero']['chosen']}")
+    effects = {name: F.fit_aero(train, full, eff) for name, eff in EFFECT_ROWS.items()}
+    # diagnostic: each effect fitted beside the linear drag it would replace (nearly collinear)
+    joint = {e: F.fit_aero(train, full, (e,), replace_drag=False)[1] for e in F.AERO_EFFECTS}
     scale = fitted["command_scale_rad_s"]
     preset = P.SysidModel(base.replace(max_rotor_speed=(scale * 1.1,)), P.CommandMap(scale))
     variants = {"constant": None, "preset (command scale only)": preset}
@@ -119,24 +163,27 @@ def main() -> None:
     )
     variants["fitted without bias"] = replace(full, torque_bias=(0.0, 0.0, 0.0))
     for drop in ("moment", "timing"):
-        steps = tuple(s for s in F.STEPS if s != drop)
+        steps = tuple(s for s in no_aero if s != drop)
         variants[f"fitted without {drop}"] = F.fit(train, base, steps=steps)[0]
+    for name, (model, _) in effects.items():
+        variants[name] = model
+    variants[IDENTIFIED] = identified
     rows = {}
     for name, model in variants.items():
         err = P.evaluate(test, model, 50, args.stride)
         rows[name] = pack(err, test[0].dt)
         show(name, rows[name])
-    name = "constant rates (IDSIA physics baseline, fitted thrust and drag)"
+    name = CONST_RATES
     rows[name] = pack(
         P.evaluate(test, full, 50, args.stride, baseline="constant_rates"), test[0].dt
     )
     show(name, rows[name])
     rows.update(per_flight_bias(test, full, args.stride))
     checks = {}
-    f = rows["fitted"]["per_horizon"]
-    for ref in ("constant", "constant rates (IDSIA physics baseline, fitted thrust and drag)"):
-        c = rows[ref]["per_horizon"]
-        key = "constant" if ref == "constant" else "constant_rates"
+    for model_row, ref in product(("fitted", "fitted + all effects", IDENTIFIED),
+                                  ("constant", CONST_RATES)):  # fmt: skip
+        f, c = rows[model_row]["per_horizon"], rows[ref]["per_horizon"]
+        key = f"{model_row} vs {'constant' if ref == 'constant' else 'constant_rates'}"
         checks[key] = {
             "rates_le_baseline_to_0.1s": bool(
                 all(f["omega"][h] <= c["omega"][h] for h in range(10))
@@ -148,6 +195,20 @@ def main() -> None:
             "worst_rate_ratio_to_0.5s": max(f["omega"][h] / c["omega"][h] for h in range(50)),
             "pos_below_at_every_horizon": bool(all(f["pos"][h] < c["pos"][h] for h in range(50))),
             "vel_below_at_every_horizon": bool(all(f["vel"][h] < c["vel"][h] for h in range(50))),
+            "mae_rates_le_baseline_to_0.1s": bool(
+                all(f["mae_omega"][h] <= c["mae_omega"][h] for h in range(10))
+            ),
+            "mae_rates_within_1.5x_to_0.5s": bool(
+                all(f["mae_omega"][h] <= 1.5 * c["mae_omega"][h] for h in range(50))
+            ),
+            "worst_mae_rate_ratio_to_0.1s": max(
+                f["mae_omega"][h] / c["mae_omega"][h] for h in range(10)
+            ),
+            "worst_mae_rate_ratio_to_0.5s": max(
+                f["mae_omega"][h] / c["mae_omega"][h] for h in range(50)
+            ),
+            "first_horizon_s_pos_not_below": _first(f["pos"], c["pos"], test[0].dt),
+            "first_horizon_s_vel_not_below": _first(f["vel"], c["vel"], test[0].dt),
         }
     doc = {
         "train": [x.name for x in train],
@@ -155,6 +216,9 @@ def main() -> None:
         "notes": notes,
         "fitted": {k: v for k, v in fitted.items() if k != "timing_scores"},
         "timing_scores": fitted.get("timing_scores"),
+        "aero_effect_fits": {name: rep for name, (_, rep) in effects.items()},
+        "aero_joint_with_linear_drag": joint,
+        "ground_effect": ground_effect(train, base.prop_radius),
         "stride": args.stride,
         "rows": rows,
         "checks": checks,
@@ -165,7 +229,7 @@ def main() -> None:
     (args.out / "nanobench.json").write_text(json.dumps(doc, indent=1))
     source = "NanoBench (Ullah and Baca 2026) flights B2-B8, experiments/sysid/nanobench"
     write_platform(args.out / "platform.toml", "crazyflie_nanobench",
-                   platform_table("crazyflie", full, fitted, source))  # fmt: skip
+                   platform_table("crazyflie", identified, fitted, source))  # fmt: skip
     plot(
         args.out / "horizons.png",
         {
@@ -174,7 +238,9 @@ def main() -> None:
                 "constant",
                 "preset (command scale only)",
                 "fitted",
-                "constant rates (IDSIA physics baseline, fitted thrust and drag)",
+                "fitted + all effects",
+                IDENTIFIED,
+                CONST_RATES,
             )
         },
         test[0].dt,

@@ -15,6 +15,15 @@ the training windows (nothing here ever sees a test flight):
    a property of the vehicle (centre-of-mass offset, motor and propeller mismatch).
 4. **Input delay and motor lag**: the pair (delay in samples, tau) whose open-loop predictions
    on the training windows have the smallest error relative to the constant baseline.
+5. **Rotor aerodynamics** (:func:`fit_aero`, :func:`select_aero`; ``volary.dynamics.aero``
+   A3, A5, A6): rotor drag ``k_d``, blade flapping ``k_flap``, axial inflow ``k_ax`` and
+   translational lift ``k_tl``. At the logged state and the modelled rotor speeds each is linear
+   in its coefficient, so :func:`aero_regressors` evaluates ``aero.rotor_aero`` itself with a
+   unit coefficient to get each one's body wrench, and the force and torque the rotors leave
+   unexplained are regressed on them jointly with the linear drag and the torque bias (which
+   steps 2 and 3 then become). Coefficients are kept >= 0 (a negative one is reported and
+   dropped). Which effects the model keeps is decided on validation flights (training flights
+   held out of the coefficient fit), never on test flights.
 
 Each step can be switched off (``steps``) so a report can show what each one buys.
 """
@@ -26,13 +35,24 @@ from dataclasses import replace
 
 import numpy as np
 
-from volary.dynamics import Airframe
+from volary.dynamics import Airframe, aero
 from volary.dynamics.models import GRAVITY
 from volary.errors import ConfigError
 from volary.sysid.logs import FlightLog, rotmat
 from volary.sysid.predict import CommandMap, SysidModel, evaluate, rotor_history
 
-STEPS = ("moment", "drag", "bias", "timing")
+STEPS = ("moment", "drag", "bias", "timing", "aero")
+# the rotor-aerodynamics effects the fit knows, each with its Airframe fields (aero.COEFFS order)
+AERO_EFFECTS: dict[str, tuple[str, ...]] = {
+    "rotor_drag": ("rotor_drag_inplane",),
+    "flapping": ("flapping",),
+    "inflow": ("inflow_axial", "translational_lift"),
+}
+# Airframe field -> aero.rotor_aero keyword. rotor_drag_axial (k_z) is not fitted: its force,
+# -k_z |w| u_a n, is the inflow thrust's -k_ax |w| u_a n exactly (the two differ only in the
+# rotor's reaction torque), so the logs cannot tell them apart; k_ax carries both.
+AERO_KEYS = {"rotor_drag_inplane": "k_d", "flapping": "k_flap", "inflow_axial": "k_ax",
+             "translational_lift": "k_tl"}  # fmt: skip
 
 
 def body_force(log: FlightLog, mass: float) -> np.ndarray:
@@ -186,6 +206,165 @@ def fit_timing(
     return best[1], scores
 
 
+def aero_regressors(log: FlightLog, model: SysidModel, fields: Sequence[str]) -> np.ndarray:
+    """(T, 6, K) the body wrench [f; m] each of ``fields`` (Airframe rotor-aerodynamics fields)
+    adds per unit coefficient at the logged velocity and rates and the modelled rotor speeds:
+    ``aero.rotor_aero`` evaluated with that coefficient 1 and the others 0, its thrust through the
+    allocation plus its H-force and moments (A3, A5, A6 are linear in each coefficient; no
+    ground: the prediction flies without one)."""
+    af = model.airframe
+    w = rotor_history(log, model)  # (T, R)
+    v = np.einsum("tji,tj->ti", rotmat(log.quat), log.vel)  # body-frame velocity
+    o = log.omega
+    r, n = np.asarray(af.rotor_positions), np.asarray(af.rotor_axes)
+    alloc = af.allocation_matrix()  # (6, R)
+    zero = np.zeros_like(w)
+    cols = []
+    for name in fields:
+        unit = dict.fromkeys(aero.COEFFS, 0.0)
+        unit[AERO_KEYS[name]] = 1.0
+        thrust, *extra = aero.rotor_aero(
+            w, zero, *(v[:, None, i] for i in range(3)), *(o[:, None, i] for i in range(3)),
+            *(r[None, :, i] for i in range(3)), *(n[None, :, i] for i in range(3)),
+            aero.H_MAX, *(unit[k] for k in aero.COEFFS),
+        )  # fmt: skip
+        wrench = thrust @ alloc.T + np.stack(extra, axis=-1).sum(axis=1)
+        cols.append(wrench)
+    return np.stack(cols, axis=-1) if cols else np.zeros((len(log), 6, 0))
+
+
+def fit_aero(
+    logs: Sequence[FlightLog],
+    model: SysidModel,
+    effects: Sequence[str] = tuple(AERO_EFFECTS),
+    drag: bool = True,
+    bias: bool = True,
+    replace_drag: bool = True,
+) -> tuple[SysidModel, dict]:
+    """Step 5: the coefficients of ``effects`` (keys of :data:`AERO_EFFECTS`), jointly with the
+    linear body drag (``drag``) and the torque bias (``bias``), by least squares on the training
+    rows: the body force the rotors' ideal thrust leaves, m R^T (a + g e_z) - F_rotor, on the
+    per-axis body velocity and the effects' force columns; then the torque left after the
+    rotors and the force effects' own moments, on a constant per axis and the flapping column.
+    With no effect this is steps 2 and 3 exactly. A coefficient the data want negative is
+    reported (``raw``, ``negative``) and fixed at 0 and the rest refitted (linear drag too).
+
+    ``replace_drag``: rotor drag stands in for the linear drag in body x and y, the inflow
+    thrust for the one in z (their columns are the linear drag's times the rotor speeds, which
+    vary a few per cent: fitted side by side the two are nearly collinear). False fits both."""
+    unknown = sorted(set(effects) - set(AERO_EFFECTS))
+    if unknown:
+        raise ConfigError(f"effects: expected some of {', '.join(AERO_EFFECTS)}, got {unknown}")
+    fields = [f for e in AERO_EFFECTS if e in effects for f in AERO_EFFECTS[e]]
+    af0 = model.airframe.replace(**dict.fromkeys(AERO_KEYS, 0.0), rotor_drag_axial=0.0)
+    model = replace(model, airframe=af0)
+    inertia = np.asarray(af0.inertia)
+    force_fields = [f for f in fields if f != "flapping"]
+    free_drag = [j for j in range(3) if drag and not (replace_drag and (
+        (j < 2 and "rotor_drag" in effects) or (j == 2 and "inflow" in effects)))]  # fmt: skip
+    xs_f, ys_f, xs_t, ys_t = [], [], [], []
+    for log, rows in zip(logs, _rows(logs), strict=True):
+        force, torque = rotor_force_torque(log, model)
+        reg = aero_regressors(log, model, fields)
+        v_b = np.einsum("tji,tj->ti", rotmat(log.quat), log.vel)
+        y = (body_force(log, af0.mass) - force)[rows]  # (n, 3)
+        if not drag:  # the model's own drag stays: take it out of the residual
+            y = y + np.asarray(af0.drag_linear) * v_b[rows]
+        x = np.zeros((len(y), 3, 3 + len(force_fields)))
+        for j in free_drag:
+            x[:, j, j] = -v_b[rows, j]
+        for k, f in enumerate(force_fields):
+            x[:, :, 3 + k] = reg[rows, :3, fields.index(f)]
+        xs_f.append(x)
+        ys_f.append(y)
+        yt = (body_torque(log, inertia) - interval_mean(torque))[rows]
+        if not bias:
+            yt = yt - np.asarray(model.torque_bias)
+        xt = np.zeros((len(yt), 3, 3 + len(fields)))
+        if bias:
+            xt[:, [0, 1, 2], [0, 1, 2]] = 1.0
+        xt[:, :, 3:] = interval_mean(reg[:, 3:].reshape(len(log), -1)).reshape(
+            len(log), 3, -1)[rows]  # fmt: skip
+        xs_t.append(xt)
+        ys_t.append(yt)
+    xf, yf = np.concatenate(xs_f).reshape(-1, 3 + len(force_fields)), np.concatenate(ys_f).ravel()
+    xt, yt = np.concatenate(xs_t).reshape(-1, 3 + len(fields)), np.concatenate(ys_t).ravel()
+    report: dict = {"effects": [e for e in AERO_EFFECTS if e in effects], "raw": {}, "negative": []}
+
+    def solve(x: np.ndarray, y: np.ndarray, names: list[str], free: list[bool]) -> np.ndarray:
+        """Least squares with the named coefficients >= 0 (a negative one fixed at 0, refit)."""
+        keep = list(free)
+        while True:
+            coef = np.zeros(x.shape[1])
+            idx = [i for i, k in enumerate(keep) if k]
+            if idx:
+                coef[idx] = np.linalg.lstsq(x[:, idx], y, rcond=None)[0]
+            for i, name in enumerate(names):
+                if name and keep[i] and name not in report["raw"]:
+                    report["raw"][name] = float(coef[i])
+            neg = [i for i, name in enumerate(names) if name and keep[i] and coef[i] < 0]
+            if not neg:
+                return coef
+            for i in neg:
+                keep[i] = False
+                report["negative"].append(names[i])
+
+    names_f = [f"drag_linear_{a}" for a in "xyz"] + force_fields
+    cf = solve(xf, yf, names_f, [j in free_drag for j in range(3)] + [True] * len(force_fields))
+    d = tuple(float(c) for c in cf[:3])  # 0 on an axis an effect replaces
+    coef = dict(zip(force_fields, (float(c) for c in cf[3:]), strict=True))
+    # the torque the force effects make (arms, reaction) is theirs, not the bias's
+    yt = yt - xt[:, [3 + fields.index(f) for f in force_fields]] @ cf[3:]
+    t_cols = [0, 1, 2] + ([3 + fields.index("flapping")] if "flapping" in fields else [])
+    ct = solve(xt[:, t_cols], yt, ["", "", "", *(["flapping"] if "flapping" in fields else [])],
+               [bias] * 3 + [True] * (len(t_cols) - 3))  # fmt: skip
+    if "flapping" in fields:
+        coef["flapping"] = float(ct[3])
+    af = af0.replace(drag_linear=d if drag else af0.drag_linear, **coef)
+    torque_bias = tuple(float(c) for c in ct[:3]) if bias else model.torque_bias
+    report.update(coef)
+    report["drag_linear"] = list(af.drag_linear)
+    report["torque_bias_Nm"] = list(torque_bias)
+    return replace(model, airframe=af, torque_bias=torque_bias), report
+
+
+def select_aero(
+    logs: Sequence[FlightLog],
+    model: SysidModel,
+    validation: Sequence[FlightLog] | None = None,
+    drag: bool = True,
+    bias: bool = True,
+    horizon: int = 25,
+    stride: int = 10,
+    min_gain: float = 0.002,
+) -> tuple[SysidModel, dict]:
+    """Step 5 with the choice of effects: coefficients fitted on the training logs that are not
+    ``validation`` (default: every 4th training log, at least one), each effect scored alone on
+    the validation windows (:func:`timing_score`, relative to the constant baseline) against
+    none; the effects that lower the score by more than ``min_gain`` (0.2 % of the baseline's
+    error: an effect that changes nothing measurable stays out of the platform) are kept and
+    refitted on all ``logs``."""
+    if validation is None:
+        validation = list(logs[3::4]) or list(logs[-1:])
+    held = {id(log) for log in validation}
+    rest = [log for log in logs if id(log) not in held]
+    report: dict = {"validation": [log.name for log in validation], "scores": {}}
+    if not rest or not validation:
+        chosen = list(AERO_EFFECTS)
+        report["note"] = "no validation flights: every effect kept"
+    else:
+        base = evaluate(list(validation), None, horizon, stride)
+        for name in ("none", *AERO_EFFECTS):
+            cand, _ = fit_aero(rest, model, () if name == "none" else (name,), drag, bias)
+            report["scores"][name] = timing_score(validation, cand, horizon, stride, base)
+        none = report["scores"]["none"]
+        chosen = [e for e in AERO_EFFECTS if report["scores"][e] < none - min_gain]
+    final, more = fit_aero(logs, model, chosen, drag, bias)
+    report["chosen"] = chosen
+    report.update(more)
+    return final, report
+
+
 def fit(
     logs: Sequence[FlightLog],
     airframe: Airframe,
@@ -193,10 +372,12 @@ def fit(
     use_voltage: bool = True,
     substeps: int = 4,
     progress: Callable[[str], None] | None = None,
+    validation: Sequence[FlightLog] | None = None,
 ) -> tuple[SysidModel, dict]:
     """Fit a model on ``logs`` (training flights only), starting from ``airframe``. Returns
     the model and a report of every fitted value and the timing grid's scores; ``progress``
-    gets a line per timing-grid candidate (the slow step)."""
+    gets a line per timing-grid candidate (the slow step). ``validation``: the training logs
+    the rotor-aerodynamics effects are chosen on (:func:`select_aero`; default every 4th)."""
     unknown = sorted(set(steps) - set(STEPS))
     if unknown or not logs:
         raise ConfigError(
@@ -225,5 +406,10 @@ def fit(
         report["drag_linear"] = list(drag)
     if "bias" in steps:
         model = replace(model, torque_bias=fit_bias(logs, model))
+        report["torque_bias_Nm"] = list(model.torque_bias)
+    if "aero" in steps:
+        model, report["aero"] = select_aero(logs, model, validation, "drag" in steps,
+                                            "bias" in steps)  # fmt: skip
+        report["drag_linear"] = list(model.airframe.drag_linear)
         report["torque_bias_Nm"] = list(model.torque_bias)
     return model, report

@@ -11,6 +11,8 @@ from typing import Any
 import numpy as np
 
 from volary.inputs import read_toml
+from volary.platforms.schema import FIELDS
+from volary.sysid.fit import AERO_EFFECTS
 from volary.sysid.logs import FlightLog
 from volary.sysid.predict import SysidModel, evaluate, summary
 
@@ -45,6 +47,9 @@ def platform_table(base: str, model: SysidModel, fitted: dict, source: str) -> d
     raw["drag_linear"] = {"value": list(af.drag_linear), "unit": "N/(m/s)", "source": source}
     if "moment_gain" in fitted:
         raw["moment_gain"] = {"value": fitted["moment_gain"], "unit": "1", "source": source}
+    for key in fitted.get("aero", {}).get("chosen", ()):  # the effects validation kept
+        for f in AERO_EFFECTS[key]:
+            raw[f] = {"value": float(getattr(af, f)), "unit": FIELDS[f].unit, "source": source}
     return raw
 
 
