@@ -310,7 +310,8 @@ class World:
         cast = _ActiveCaster.cast if isinstance(caster, _ActiveCaster) else type(caster).cast
         hits = cast(caster, pos[:, None, :], down[:, None, :], reach)  # the scene, no vehicles
         d = hits.distance[:, 0].to(pos.dtype)
-        self.sim.set_surface(torch.where(torch.isfinite(d), pos[:, 2] - d, -math.inf))
+        h = torch.where(torch.isfinite(d), pos[:, 2] - d, -math.inf)  # heights or -inf: valid
+        self.sim.disturbance = dataclasses.replace(self.sim.disturbance, surface=h)  # no sync
 
     # ---- sensors ------------------------------------------------------------------------------
     def due(self, name: str) -> bool:
