@@ -61,7 +61,6 @@ from torch import Tensor
 from volary.dynamics.airframe import Airframe
 from volary.dynamics.models import GRAVITY
 from volary.errors import ConfigError
-from volary.math.quaternion import quat_rotate
 
 AIR_DENSITY = 1.225  # kg/m^3, ISA sea level
 B_D = 10.11  # centreline decay constant (D2), Bauersfeld et al. far-field fit
@@ -122,9 +121,9 @@ def downwash_wake(
         if v.shape != (b,):
             raise ConfigError(f"{name}: expected shape ({b},), got {tuple(v.shape)}")
     n = b // m
-    z_b = torch.zeros_like(pos)
-    z_b[:, 2] = 1.0
-    down = -quat_rotate(quat, z_b).view(n, m, 1, 3)  # jet axis of emitter i: (N, M_i, 1, 3)
+    w, x, y, z = quat.unbind(-1)  # the jet axis of emitter i, -z_B = -R(q) e_z: (N, M_i, 1, 3)
+    down = torch.stack((-2 * (x * z + w * y), 2 * (w * x - y * z), 2 * (x * x + y * y) - 1), -1)
+    down = down.view(n, m, 1, 3)
     p = pos.view(n, m, 3)
     d = p[:, None, :, :] - p[:, :, None, :]  # (N, M_i, M_j, 3): receiver j minus emitter i
     s = (d * down).sum(-1)  # downstream distance along i's jet axis
