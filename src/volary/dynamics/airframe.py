@@ -74,6 +74,8 @@ class Airframe:
     inflow_axial: float = 0.0  # N/((rad/s)(m/s)), thrust loss -k_ax |w| u_a (A3)
     translational_lift: float = 0.0  # N/((rad/s)(m/s)^2), thrust gain k_tl |w| |u_p|^2 (A3)
     ground_effect_radius: float = 0.0  # m, rotor radius rho of the ground effect (A4)
+    # downwash on the vehicles below (volary.sim.downwash, Bauersfeld et al. 2025's jet); 0 = off
+    downwash: float = 0.0  # 1, scale of the published jet velocity (1: as published)
     sources: dict[str, str] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -131,6 +133,9 @@ class Airframe:
         positive("moment_noise", [self.moment_noise], strict=False)
         for fname in AERO_FIELDS:
             positive(fname, [getattr(self, fname)], strict=False)
+        positive("downwash", [self.downwash], strict=False)
+        if self.downwash > 0:
+            self._check_downwash()
         if any(d not in (-1.0, 1.0) for d in self.rotor_directions):
             raise ConfigError(f"{self.name}: rotor_directions: expected +1 or -1 per rotor")
         if any(lo > hi for lo, hi in zip(self.min_rotor_speed, self.max_rotor_speed, strict=False)):
@@ -141,6 +146,17 @@ class Airframe:
                 f"{self.name}: allocation matrix: rank {rank} for the controlled axes "
                 "(thrust, roll, pitch, yaw); expected 4: the rotors cannot control this vehicle"
             )
+
+    def _check_downwash(self) -> None:
+        """The jet needs a propeller radius (momentum theory's disc area) and rotors off the
+        body z axis (its length scale)."""
+        if self.ground_effect_radius <= 0 and self.prop_radius <= 0:
+            raise ConfigError(
+                f"{self.name}: downwash: needs a propeller radius: set ground_effect_radius or a "
+                "collider_radius larger than the arm length"
+            )
+        if max(math.hypot(p[0], p[1]) for p in self.rotor_positions) < 1e-9:
+            raise ConfigError(f"{self.name}: downwash: needs rotors off the body z axis")
 
     @property
     def aero(self) -> tuple[float, ...]:

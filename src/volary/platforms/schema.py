@@ -106,6 +106,8 @@ FIELDS: dict[str, Field] = {
     "ground_effect_radius": Field(
         "m", False, (("mm", 1e-3), ("cm", 1e-2)), "scalar", 0.0, 10.0, "rotor radius"
     ),  # fmt: skip
+    # downwash on the vehicles below (sim/downwash.py); 1 = the published jet, absent = off
+    "downwash": Field("1", False, (), "scalar", 0.0, 100.0, "downwash scale"),
 }
 TABLE1_FIELDS: dict[str, Field] = {
     "twr_max": Field("1", True, (), "scalar", 1e-3, 1e3, "thrust-to-weight ratio"),

@@ -33,6 +33,7 @@ import torch
 from torch import Tensor
 
 from volary.errors import ConfigError
+from volary.sim.downwash import downwash_scales, downwash_wake, emitter_constants
 from volary.sim.simulator import Simulator
 from volary.worlds.primitives import Scene, SceneSpec
 
@@ -165,6 +166,8 @@ class World:
         self.tick = 0  # control steps since construction
         self.tick0 = 0  # the tick the current rollout began at (sensor and term schedules)
         self._cache: dict[str, tuple[int, Any]] = {}
+        self._downwash = self._downwash_scale()
+        self._emitters: tuple[Any, Tensor, Tensor] | None = None  # (params, u_h, length)
 
     # ---- sizes and views ----------------------------------------------------------------------
     @property
@@ -274,6 +277,8 @@ class World:
         is set to it (velocities zero unless given; ground and divergence flags cleared), before
         the gates, the sensors and the end conditions see it."""
         self._feel_surfaces()
+        if self._downwash is not None:
+            self._feel_downwash()
         if self.sim_steps == 1 and self.inner is None:
             state = self.sim.step(command)
         else:
@@ -312,6 +317,31 @@ class World:
         d = hits.distance[:, 0].to(pos.dtype)
         h = torch.where(torch.isfinite(d), pos[:, 2] - d, -math.inf)  # heights or -inf: valid
         self.sim.disturbance = dataclasses.replace(self.sim.disturbance, surface=h)  # no sync
+
+    def _downwash_scale(self) -> Tensor | None:
+        """(B,) every vehicle's ``Airframe.downwash``, or None where no vehicle emits or each
+        env flies one vehicle (then no wake is ever set)."""
+        airframes = getattr(self.sim, "airframes", None)
+        if self.m < 2 or not airframes:
+            return None
+        scale = downwash_scales(airframes, self.b)
+        if max(scale) <= 0:
+            return None
+        p = self.sim.params
+        return torch.tensor(scale, dtype=p.mass.dtype, device=p.mass.device)
+
+    def _feel_downwash(self) -> None:
+        """Downwash between the vehicles of each env (:mod:`volary.sim.downwash`): once per
+        control period, from the poses at its start, the jets of the vehicles with
+        ``Airframe.downwash`` > 0 give every vehicle of their env below them an air velocity,
+        which the Simulator adds to the wind (``set_wake``)."""
+        p, scale = self.sim.params, self._downwash
+        assert scale is not None
+        if self._emitters is None or self._emitters[0] is not p:
+            self._emitters = (p, *emitter_constants(p, scale))
+        _, u_h, length = self._emitters
+        st = self.sim.state
+        self.sim.set_wake(downwash_wake(st.pos, st.quat, u_h, length, scale, self.m))
 
     # ---- sensors ------------------------------------------------------------------------------
     def due(self, name: str) -> bool:
