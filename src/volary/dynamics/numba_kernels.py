@@ -44,6 +44,10 @@ _MASK = 0xFFFFFFFF
 _G = GRAVITY
 
 jit = numba.njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+# inlined into the caller by numba itself (its IR), whatever LLVM's inlining budget decides
+jit_inline = numba.njit(
+    cache=True, nogil=True, fastmath=False, error_model="numpy", inline="always"
+)
 rotor_aero = jit(aero.rotor_aero)  # the one source of the rotor aerodynamics (aero.py)
 H_MIN, H_MAX = aero.H_MIN, aero.H_MAX
 
@@ -137,26 +141,41 @@ def has_aero(p, n, r):
     return on
 
 
-@jit
+@jit_inline
 def deriv(p, n, r, x, cmd, ext, f, out):
-    """Rigid-body derivative of x = [pos 3, vel 3, quat 4, omega 3, rotor R] (models.py);
-    ``f`` (6,) float64 scratch for the rotor wrench; ``ext`` = [wind 3, force 3, moment 3,
-    surface height for the ground effect (-inf: none)]."""
+    """Rigid-body derivative of x = [pos 3, vel 3, quat 4, omega 3, rotor R] (models.py) with
+    ideal rotors; ``f`` (6,) float64 scratch for the rotor wrench; ``ext`` = [wind 3, force 3,
+    moment 3, surface height for the ground effect (-inf: none), rotor aerodynamics on (1) or
+    off (0), wind + wake 3], the last five set once per :func:`advance`."""
     a0 = P_KF + r
-    wmin0 = a0 + 6 * r
+    f[:] = 0.0
+    for j in range(r):
+        w = x[13 + j]
+        t = p[P_KF + j, n] * w * abs(w)
+        for i in range(6):
+            f[i] += p[a0 + i * r + j, n] * t
+    vb = rotate(x[6], x[7], x[8], x[9], x[3] - ext[0], x[4] - ext[1], x[5] - ext[2], True)
+    body_deriv(p, n, r, x, cmd, ext, f, vb, out)
+
+
+@jit
+def deriv_aero(p, n, r, x, cmd, ext, f, out):
+    """:func:`deriv` with the rotor aerodynamics (aero.py) in the rotor wrench. A function of
+    its own: with the aero branch inside :func:`deriv` the ideal-rotor kernel ran ~30 % slower
+    (64 envs, 8 substeps), the code the compiler made for it no longer as tight."""
+    vb = rotate(x[6], x[7], x[8], x[9], x[3] - ext[0], x[4] - ext[1], x[5] - ext[2], True)
+    aero_wrench(p, n, r, x, vb, ext[9], f)
+    body_deriv(p, n, r, x, cmd, ext, f, vb, out)
+
+
+@jit_inline
+def body_deriv(p, n, r, x, cmd, ext, f, vb, out):
+    """The derivative given the body-frame rotor wrench ``f`` and air velocity ``vb``: drag,
+    gravity, external wrench, Euler's equation, quaternion kinematics, motor lag."""
+    wmin0 = P_KF + 7 * r
     tup0, tdn0 = wmin0 + 2 * r, wmin0 + 3 * r
     dl0 = wmin0 + 4 * r
     qw, qx, qy, qz = x[6], x[7], x[8], x[9]
-    vb = rotate(qw, qx, qy, qz, x[3] - ext[0], x[4] - ext[1], x[5] - ext[2], True)
-    if has_aero(p, n, r):
-        aero_wrench(p, n, r, x, vb, ext[9], f)
-    else:
-        f[:] = 0.0
-        for j in range(r):
-            w = x[13 + j]
-            t = p[P_KF + j, n] * w * abs(w)
-            for i in range(6):
-                f[i] += p[a0 + i * r + j, n] * t
     sp = math.sqrt(vb[0] * vb[0] + vb[1] * vb[1] + vb[2] * vb[2])
     fb0 = f[0] - (p[dl0, n] + p[dl0 + 3, n] * sp) * vb[0]
     fb1 = f[1] - (p[dl0 + 1, n] + p[dl0 + 4, n] * sp) * vb[1]
@@ -214,18 +233,28 @@ def step_env(p, d, x, cmd, ext, gust, key, tick, n, r, dt, rk4, stochastic, sc, 
             ext[3 + i] = d[D_F + i, n]
             ext[6 + i] = d[D_M + i, n]
     for i in range(3):
-        ext[i] = d[D_WIND + i, n] + d[D_WAKE + i, n] + gust[i]
+        ext[i] = ext[11 + i] + gust[i]  # (wind + wake) + gust
     k = x.size
+    aero = ext[10] != 0.0  # the env has rotor aerodynamics (has_aero, once per advance)
     if not rk4:
-        deriv(p, n, r, x, cmd, ext, f, ks[0])
+        if aero:
+            deriv_aero(p, n, r, x, cmd, ext, f, ks[0])
+        else:
+            deriv(p, n, r, x, cmd, ext, f, ks[0])
         for i in range(k):
             x[i] = x[i] + dt * ks[0, i]
         return
-    deriv(p, n, r, x, cmd, ext, f, ks[0])
+    if aero:
+        deriv_aero(p, n, r, x, cmd, ext, f, ks[0])
+    else:
+        deriv(p, n, r, x, cmd, ext, f, ks[0])
     for s, h in ((1, 0.5 * dt), (2, 0.5 * dt), (3, dt)):
         for i in range(k):
             tmp[i] = x[i] + h * ks[s - 1, i]
-        deriv(p, n, r, tmp, cmd, ext, f, ks[s])
+        if aero:
+            deriv_aero(p, n, r, tmp, cmd, ext, f, ks[s])
+        else:
+            deriv(p, n, r, tmp, cmd, ext, f, ks[s])
     for i in range(k):
         x[i] = x[i] + (dt / 6.0) * (ks[0, i] + 2.0 * ks[1, i] + 2.0 * ks[2, i] + ks[3, i])
 
@@ -258,6 +287,9 @@ def advance(p, d, xb, flags, tick, keys, n, r, cmd, bad_cmd, phys, iphys, scratc
     t = tick[n]
     landed, crashed, diverged = flags[0, n], flags[1, n], flags[2, n]
     ext[9] = max(gh, d[D_SURF, n]) if ground else d[D_SURF, n]  # the ground effect's surface
+    ext[10] = 1.0 if has_aero(p, n, r) else 0.0
+    for i in range(3):  # read once per call, not per substep
+        ext[11 + i] = d[D_WIND + i, n] + d[D_WAKE + i, n]
     for _ in range(substeps):
         if diverged:
             break
@@ -305,7 +337,7 @@ def make_scratch(nk, dtype_like):
         np.empty(nk, dt),
         np.empty((4, nk), dt),
         np.empty(nk, dt),
-        np.empty(10, dt),
+        np.empty(14, dt),
         np.empty(3, dt),
         sc,
     )
