@@ -166,6 +166,7 @@ class World:
         self.tick = 0  # control steps since construction
         self.tick0 = 0  # the tick the current rollout began at (sensor and term schedules)
         self._cache: dict[str, tuple[int, Any]] = {}
+        self._reach: tuple[Any, float] | None = None  # (params, ground-effect ray length m)
         self._downwash = self._downwash_scale()
         self._emitters: tuple[Any, Tensor, Tensor] | None = None  # (params, u_h, length)
 
@@ -304,8 +305,9 @@ class World:
         p = self.sim.params
         if self.specs is None or not p.has_aero:
             return
-        rho = p.aero[:, 5]
-        reach = float(rho.max()) * GROUND_EFFECT_RANGE
+        if self._reach is None or self._reach[0] is not p:  # one host read per parameter set
+            self._reach = (p, float(p.aero[:, 5].max()) * GROUND_EFFECT_RANGE)
+        reach = self._reach[1]
         if reach <= 0:
             return
         pos = self.sim.state.pos
@@ -341,7 +343,8 @@ class World:
             self._emitters = (p, *emitter_constants(p, scale))
         _, u_h, length = self._emitters
         st = self.sim.state
-        self.sim.set_wake(downwash_wake(st.pos, st.quat, u_h, length, scale, self.m))
+        wake = downwash_wake(st.pos, st.quat, u_h, length, scale, self.m)  # finite by design
+        self.sim.disturbance = dataclasses.replace(self.sim.disturbance, wake=wake)  # no sync
 
     # ---- sensors ------------------------------------------------------------------------------
     def due(self, name: str) -> bool:
