@@ -107,7 +107,20 @@ class VehicleParams:
         t = {k: torch.as_tensor(v, dtype=dtype, device=device) for k, v in cols.items()}
         t["actuated"] = t["actuated"] > 0.5
         t["rate_tau"] = torch.full((n,), float(rate_tau), dtype=dtype, device=device)
-        return VehicleParams(**t)
+        return VehicleParams(**t)._known_aero(bool(np.any(cols["aero"] != 0)))
+
+    def _known_aero(self, on: bool) -> VehicleParams:
+        """Set :attr:`has_aero` from the host (no device read); returns self."""
+        self.__dict__["has_aero"] = on
+        return self
+
+    def _aero_of(self, other: VehicleParams) -> VehicleParams:
+        """Carry ``other``'s :attr:`has_aero` over when it is known (a sub-batch or a copy of
+        it: true stays a safe answer, a vehicle without coefficients flies the same on the aero
+        path); returns self."""
+        if "has_aero" in other.__dict__:
+            self.__dict__["has_aero"] = other.__dict__["has_aero"]
+        return self
 
     def to(self, device: torch.device | str | None = None, dtype: torch.dtype | None = None):
         """Move every tensor (floating ones cast to ``dtype`` when given)."""
@@ -117,14 +130,16 @@ class VehicleParams:
             out[f.name] = (
                 v.to(device=device, dtype=dtype) if v.is_floating_point() else v.to(device)
             )
-        return VehicleParams(**out)
+        return VehicleParams(**out)._aero_of(self)
 
     def index(self, idx: Any) -> VehicleParams:
         """A sub-batch (``idx`` a slice, index tensor or boolean mask over envs)."""
-        return VehicleParams(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})
+        sub = VehicleParams(**{f.name: getattr(self, f.name)[idx] for f in fields(self)})
+        return sub._aero_of(self)
 
     def replace(self, **changes: Tensor) -> VehicleParams:
-        return replace(self, **changes)
+        new = replace(self, **changes)
+        return new if "aero" in changes else new._aero_of(self)
 
 
 def _airframe_arrays(a: Airframe, r_pad: int) -> dict[str, np.ndarray]:
