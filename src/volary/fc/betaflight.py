@@ -367,8 +367,10 @@ def _cli(port: int, lines: Sequence[str], timeout: float = 20.0) -> str:
     return out.decode(errors="replace")
 
 
-def configure(profile: Profile, timeout: float = 30.0) -> bytes:
-    """eeprom.bin of a fresh firmware configured by ``profile`` (cached by its CLI lines)."""
+def configure(profile: Profile, timeout: float = 90.0) -> bytes:
+    """eeprom.bin of a fresh firmware configured by ``profile`` (cached by its CLI lines).
+    ``timeout`` is generous: on a loaded 2-core machine (a test run beside another) the firmware
+    once gave no CLI prompt within 30 s; an answer normally comes within a second."""
     exe = build() if find() is None else find()[0]  # type: ignore[index]
     shim = _shim_path(cache_dir())
     lines = profile.commands()
