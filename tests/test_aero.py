@@ -341,7 +341,9 @@ def test_a_world_gives_its_scene_surfaces_ground_effect():
     assert state.vel[0, 2] > state.vel[1, 2] + 1e-3  # the table lifts, the floor is far
 
 
-@pytest.mark.parametrize("backend", ["eager", "inductor", *BACKENDS])
+@pytest.mark.parametrize(
+    "backend", ["eager", pytest.param("inductor", marks=pytest.mark.slow), *BACKENDS]
+)  # inductor: the aero graph compiles for 1-2 minutes on 2 cores
 def test_a_wake_is_air_like_wind_on_every_backend(backend):
     """Disturbance.wake (other vehicles' downwash) adds to the wind: a vehicle in a wake w and
     no wind flies bitwise as one in wind w, on every backend (and w = 0 changes nothing)."""
