@@ -135,6 +135,7 @@ def test_the_hall_is_collidable_and_not_briefed():
     assert out == {"empty": False, "factory": True}
 
 
+@pytest.mark.slow  # 10-30 s on 2 cores; make test-slow
 def test_the_reference_contestant_passes_the_first_gates_in_the_factory():
     res = run_challenge([alphapilot_2019(arena="factory")], SensorRacer(**QUICK), seed=0,
                         time_limit_s=8.0)  # fmt: skip

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 import torch
 
 from _airframes import quad_x
@@ -52,6 +53,7 @@ def fly(model: str, n_steps: int = 1200, control_dt: float = 1 / 240) -> torch.T
     return torch.stack(path)
 
 
+@pytest.mark.slow  # 10-30 s on 2 cores; make test-slow
 def test_thrust_rate_model_matches_rigid_body_with_fast_rate_loop():
     rigid, tr = fly("rigid_body"), fly("thrust_rate")
     gap = (rigid - tr).norm(dim=-1)

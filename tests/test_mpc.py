@@ -168,6 +168,7 @@ def test_nmpc_tracks_figure_eight_within_5cm():
     assert (status <= MpcStatus.ITER_LIMIT).all()
 
 
+@pytest.mark.slow  # 10-30 s on 2 cores; make test-slow
 def test_batched_mpc_tracks_figure_eight_on_four_platforms():
     sim = _sim(PLATFORMS, 20.0)
     ctrl = BatchedMpcController(sim.params, REF, MpcConfig(max_iter=2))

@@ -142,6 +142,7 @@ def _wall_problem() -> tuple[np.ndarray, object]:
     return q, grid
 
 
+@pytest.mark.slow  # 10-30 s on 2 cores; make test-slow
 def test_optimize_lowers_the_cost_and_keeps_the_ends():
     q, grid = _wall_problem()
     obj = bspline.Objective(w_smooth=0.1, w_esdf=10.0, grid=grid, d_thr=0.8)

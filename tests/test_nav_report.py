@@ -36,6 +36,7 @@ def assert_self_contained(page: str) -> None:
     assert pngs and all(p.startswith(b"\x89PNG\r\n\x1a\n") for p in pngs)
 
 
+@pytest.mark.slow  # 10-30 s on 2 cores; make test-slow
 def test_full_report_three_algorithms(tmp_path):
     rows = synthetic_results(configs=2)
     hosts = [

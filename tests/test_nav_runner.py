@@ -128,6 +128,7 @@ def _stored(db: Path) -> int:
         return d.counts()[0]
 
 
+@pytest.mark.slow  # 10-30 s on 2 cores; make test-slow
 def test_kill_9_at_random_points_then_resume(tmp_path):
     """Acceptance: SIGKILL the run (its whole process group) 6 times at seeded random moments
     while it is writing, resume each time; the final database has every trial exactly once and

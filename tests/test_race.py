@@ -187,6 +187,7 @@ def test_tabulated_setpoints_equal_the_per_step_ones():
         torch.testing.assert_close(table[i], plan.setpoint(t[i]), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.slow  # 10-30 s on 2 cores; make test-slow
 def test_mintime_plans_do_not_depend_on_the_batch():
     """A course's plan is the same alone, after other courses, or beside its nominal course:
     perturbed courses warm-start from their own unperturbed course, never from the batch's

@@ -89,6 +89,7 @@ def test_rsl_rl_adapter_interface(device: str) -> None:
         to_rsl_rl(object())  # type: ignore[arg-type]
 
 
+@pytest.mark.slow  # 10-30 s on 2 cores; make test-slow
 def test_rsl_rl_ppo_raises_the_return() -> None:
     pytest.importorskip("rsl_rl")
     from rsl_rl.algorithms import PPO
@@ -269,6 +270,7 @@ def _skrl_models(venv) -> dict:
     return {"policy": Policy(), "value": Value()}
 
 
+@pytest.mark.slow  # 10-30 s on 2 cores; make test-slow
 def test_skrl_ppo_raises_the_return(tmp_path) -> None:
     pytest.importorskip("skrl")
     from skrl.agents.torch.ppo import PPO, PPO_CFG

@@ -53,6 +53,7 @@ def test_same_seed_same_scene_other_seed_other_scene():
     assert a == b and a != c
 
 
+@pytest.mark.slow  # 10-30 s on 2 cores; make test-slow
 def test_all_fixed_configurations_solvable_for_a_0p3_m_vehicle(fixed):
     for specs in fixed.values():
         for spec in specs:
