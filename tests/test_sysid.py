@@ -123,12 +123,16 @@ def test_cli_writes_a_platform_file_the_catalogue_loads(tmp_path):
     out = tmp_path / "out"
     res = CliRunner().invoke(app, ["sysid", str(tmp_path / "train"), "--test",
                                    str(tmp_path / "test"), "--out", str(out), "--horizon", "20",
-                                   "--stride", "5", "--no-voltage"])  # fmt: skip
+                                   "--stride", "5", "--no-voltage",
+                                   "--refine-evaluations", "60"])  # fmt: skip
     assert res.exit_code == 0, res.output
     entry = next(iter(load_file(out / "platform.toml").values()))
     assert entry.category == "identified"
     doc = json.loads((out / "sysid.json").read_text())
     assert doc["delay_samples"] == TRUE_DELAY
+    # the output-error refinement ran within its budget; its damping is in the platform file
+    assert 0 < doc["fitted"]["refine"]["evaluations"] <= 80
+    np.testing.assert_allclose(entry.airframe.drag_moment, doc["fitted"]["refine"]["drag_moment"])
     assert set(doc["test"]) == {"constant", "model"}
     assert (out / "horizons.png").stat().st_size > 0
 
@@ -291,3 +295,35 @@ def test_a_platform_file_with_rotor_aerodynamics_round_trips_through_the_catalog
     write_platform(tmp_path / "q.toml", "cf_q", platform_table("crazyflie", model, fitted, "t"))
     back = load_file(tmp_path / "q.toml")["cf_q"].airframe
     assert back.flapping == af.flapping and back.rotor_drag_inplane == 0.0
+
+
+def test_predictions_on_the_numba_kernel_match_the_eager_reference():
+    """``evaluate`` flies on numba by default for speed; the eager step is the reference."""
+    model = aero_model()
+    model = replace(model, torque_bias=(2e-6, -1e-6, 3e-7))
+    logs = [fly_log(model, seed=s, rows=100) for s in (2, 3)]
+    wrong = replace(model, airframe=model.airframe.with_moment_gain((0.5, 1.5, 0.8)))
+    fast, ref = (P.evaluate(logs, wrong, 30, 4, backend=b) for b in ("numba", "eager"))
+    assert ref["omega"][-1] > 1e-2  # a model that does not fit: errors to compare
+    for k in ("pos", "vel", "omega", "att_deg"):
+        np.testing.assert_allclose(fast[k], ref[k], rtol=1e-9, atol=1e-12)
+    with pytest.raises(ConfigError, match="backend"):
+        P.evaluate(logs, model, 30, 4, backend="inductor")
+
+
+def test_output_error_refinement_recovers_rate_damping_and_gains_a_one_step_fit_misses():
+    """A log flown with rate damping (``drag_moment``); the refinement starts from the true
+    model with the damping off and the moment gains halved, and brings the open-loop error
+    and the parameters back near the truth within its evaluation budget."""
+    truth = true_model()
+    j = np.diag(np.asarray(truth.airframe.inertia))
+    truth = replace(truth, airframe=truth.airframe.replace(drag_moment=tuple(2.0 * j)))
+    logs = [fly_log(truth, seed=s, rows=150) for s in range(3)]
+    start = replace(truth, airframe=truth.airframe.replace(drag_moment=(0.0, 0.0, 0.0))
+                    .with_moment_gain((0.5, 0.5, 0.5)))  # fmt: skip
+    refined, rep = F.fit_refine(logs, start, horizon=30, stride=10, max_evaluations=400)
+    assert rep["score"] < 0.2 * rep["score_start"]
+    np.testing.assert_allclose(rep["moment_gain_factor"], 2.0, rtol=0.25)
+    np.testing.assert_allclose(refined.airframe.drag_moment, 2.0 * j, rtol=0.5)
+    e_ref, e_start = (P.evaluate(logs, m, 30, 10)["omega"][-1] for m in (refined, start))
+    assert e_ref < 0.2 * e_start

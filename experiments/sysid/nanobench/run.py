@@ -12,7 +12,14 @@ the star flights, B8). Byte-identical files (the dataset repeats some flights un
 are kept once. The rotor-aerodynamics effects (rotor drag, blade flapping, inflow thrust) are
 fitted on the training flights; which of them the identified platform keeps is decided on the
 star flights (B8) as validation (coefficients fitted on B2-B7, scored on B8), never on the test
-flights. Writes results/nanobench.json, results/platform.toml and results/horizons.png.
+flights. The identified model is then refined by output error (``fit.fit_refine``: moment
+gains, torque bias and rate damping against the open-loop error of the training windows).
+Writes results/nanobench.json, results/platform.toml (the identified vehicle, the catalogue's
+``crazyflie_nanobench``), results/platform-refined.toml (the refined predictor) and
+results/horizons.png.
+
+``--split dev`` runs the same on the development split (train B2-B7, choose the effects on B7,
+test on the star flights B8) into results/dev/.
 """
 
 from __future__ import annotations
@@ -36,18 +43,23 @@ from volary.sysid.logs import read_log
 from volary.sysid.report import platform_table, plot, write_platform
 
 HERE = Path(__file__).parent
-TRAIN = ("B2_", "B3_", "B5_", "B6_", "B7_", "B8_")
-TEST = ("B9_", "B10_")
-VALIDATION = ("B8_",)  # training flights the aerodynamic effects are chosen on
+# (train, test, validation: the training flights the aerodynamic effects are chosen on)
+SPLITS = {
+    "report": (("B2_", "B3_", "B5_", "B6_", "B7_", "B8_"), ("B9_", "B10_"), ("B8_",)),
+    "dev": (("B2_", "B3_", "B5_", "B6_", "B7_"), ("B8_",), ("B7_",)),  # the development split
+}
 EFFECT_ROWS = {"fitted + rotor drag": ("rotor_drag",), "fitted + flapping": ("flapping",),
                "fitted + inflow thrust": ("inflow",),
                "fitted + all effects": ("rotor_drag", "flapping", "inflow")}  # fmt: skip
 IDENTIFIED = "identified: fitted + the effects validation kept"
+REFINED = "identified + output-error refinement"
+NO_TORQUE = "diagnostic: refined, command torques x 0.001"
 CONST_RATES = "constant rates (IDSIA physics baseline, fitted thrust and drag)"
 RMSE = ("pos", "vel", "omega")  # pooled as root mean squares; the rest are means
 
 
-def load(folder: Path) -> tuple[list, list, dict]:
+def load(folder: Path, split: str = "report") -> tuple[list, list, dict]:
+    train_at, test_at, _ = SPLITS[split]
     seen, notes = {}, {"duplicates": [], "skipped": []}
     train, test = [], []
     for f in sorted(folder.glob("*.csv")):
@@ -56,7 +68,9 @@ def load(folder: Path) -> tuple[list, list, dict]:
             notes["duplicates"].append([f.name, seen[digest]])
             continue
         seen[digest] = f.name
-        group = train if f.name.startswith(TRAIN) else test if f.name.startswith(TEST) else None
+        group = (
+            train if f.name.startswith(train_at) else test if f.name.startswith(test_at) else None
+        )
         if group is None:
             continue
         try:
@@ -136,20 +150,29 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dataset", type=Path, help="NanoBench's datasets/dataset folder")
     ap.add_argument("--stride", type=int, default=5, help="score every stride-th window start")
-    ap.add_argument("--out", type=Path, default=HERE / "results")
+    ap.add_argument("--out", type=Path, default=None, help="default results/ (dev: results/dev)")
+    ap.add_argument(
+        "--split",
+        choices=tuple(SPLITS),
+        default="report",
+        help="report: test on B9, B10; dev: the development split, test on B8",
+    )
     args = ap.parse_args()
     t0 = time.perf_counter()
-    train, test, notes = load(args.dataset)
+    args.out = args.out or HERE / ("results" if args.split == "report" else "results/dev")
+    train, test, notes = load(args.dataset, args.split)
     print(
         f"train {len(train)} flights ({sum(map(len, train))} rows), test {len(test)} "
         f"({sum(map(len, test))} rows); {len(notes['duplicates'])} duplicates dropped"
     )
     base = get("crazyflie")
-    no_aero = tuple(s for s in F.STEPS if s != "aero")
+    no_aero = tuple(s for s in F.STEPS if s not in ("aero", "refine"))
     full, fitted = F.fit(train, base, steps=no_aero, progress=lambda line: print(line, flush=True))
-    val = [log for log in train if log.name.startswith(VALIDATION)]
+    val = [log for log in train if log.name.startswith(SPLITS[args.split][2])]
     identified, fitted["aero"] = F.select_aero(train, full, validation=val)
     print(f"aero: validation scores {fitted['aero']['scores']}, kept {fitted['aero']['chosen']}")
+    refined, fitted["refine"] = F.fit_refine(train, identified, progress=print)
+    print(f"refine: {fitted['refine']}")
     effects = {name: F.fit_aero(train, full, eff) for name, eff in EFFECT_ROWS.items()}
     # diagnostic: each effect fitted beside the linear drag it would replace (nearly collinear)
     joint = {e: F.fit_aero(train, full, (e,), replace_drag=False)[1] for e in F.AERO_EFFECTS}
@@ -168,6 +191,11 @@ def main() -> None:
     for name, (model, _) in effects.items():
         variants[name] = model
     variants[IDENTIFIED] = identified
+    variants[REFINED] = refined
+    # what the refined model owes to the logged commands' torques: nearly none of them
+    variants[NO_TORQUE] = replace(
+        refined, airframe=refined.airframe.with_moment_gain((1e-3, 1e-3, 1e-3))
+    )
     rows = {}
     for name, model in variants.items():
         err = P.evaluate(test, model, 50, args.stride)
@@ -180,7 +208,7 @@ def main() -> None:
     show(name, rows[name])
     rows.update(per_flight_bias(test, full, args.stride))
     checks = {}
-    for model_row, ref in product(("fitted", "fitted + all effects", IDENTIFIED),
+    for model_row, ref in product(("fitted", "fitted + all effects", IDENTIFIED, REFINED),
                                   ("constant", CONST_RATES)):  # fmt: skip
         f, c = rows[model_row]["per_horizon"], rows[ref]["per_horizon"]
         key = f"{model_row} vs {'constant' if ref == 'constant' else 'constant_rates'}"
@@ -228,8 +256,13 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "nanobench.json").write_text(json.dumps(doc, indent=1))
     source = "NanoBench (Ullah and Baca 2026) flights B2-B8, experiments/sysid/nanobench"
+    physical = {k: v for k, v in fitted.items() if k != "refine"}
     write_platform(args.out / "platform.toml", "crazyflie_nanobench",
-                   platform_table("crazyflie", identified, fitted, source))  # fmt: skip
+                   platform_table("crazyflie", identified, physical, source))  # fmt: skip
+    gain = np.asarray(fitted["moment_gain"]) * fitted["refine"]["moment_gain_factor"]
+    write_platform(args.out / "platform-refined.toml", "crazyflie_nanobench_predictor",
+                   platform_table("crazyflie", refined, {**fitted, "moment_gain": gain.tolist()},
+                                  source + " (output-error refinement)"))  # fmt: skip
     plot(
         args.out / "horizons.png",
         {
@@ -240,6 +273,7 @@ def main() -> None:
                 "fitted",
                 "fitted + all effects",
                 IDENTIFIED,
+                REFINED,
                 CONST_RATES,
             )
         },

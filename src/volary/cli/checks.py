@@ -287,6 +287,7 @@ OPTIONS: dict[str, dict[str, Check]] = {
         "--out": OUT,
         "--horizon": count(1, 1000, "prediction horizon", "samples"),
         "--stride": count(1, 100_000, "window stride", "samples"),
+        "--refine-evaluations": count(0, 100_000, "output-error refinement budget", "predictions"),
     },
     "fc px4": {
         **_fc_common("TCP port"),

@@ -55,6 +55,13 @@ def sysid(
     no_voltage: Annotated[
         bool, typer.Option("--no-voltage", help="Ignore the battery voltage column.")
     ] = False,
+    refine_evaluations: Annotated[
+        int,
+        typer.Option(
+            help="Run the output-error refinement with this many open-loop predictions (0: off). "
+            "A better predictor of closed-loop logs, not always a vehicle to fly (docs/sysid.md)."
+        ),
+    ] = 0,
     cut_out_of_range: Annotated[
         bool,
         typer.Option(help="End a flight at its first motor command outside 0..full power."),
@@ -63,7 +70,7 @@ def sysid(
     """Fit a platform to flight logs (motor commands and pose) and score its open-loop
     prediction against the constant-velocity/constant-rates baseline."""
     from volary.platforms import get
-    from volary.sysid.fit import fit
+    from volary.sysid.fit import STEPS, fit
     from volary.sysid.report import write_report
 
     mode = "cut" if cut_out_of_range else "error"
@@ -73,10 +80,12 @@ def sysid(
     model, fitted = fit(
         train,
         get(platform),
+        steps=STEPS if refine_evaluations else tuple(s for s in STEPS if s != "refine"),
+        refine={"max_evaluations": refine_evaluations} if refine_evaluations else None,
         use_voltage=not no_voltage,
         progress=lambda line: console.print(line, markup=False),
     )
-    paths = write_report(out, model, fitted, train, held, horizon, stride)
+    paths = write_report(out, model, fitted, train, held, horizon, stride, base=platform)
     if held:
         rows = json.loads(paths["sysid.json"].read_text())["test"]
         for name in ("constant", "model"):

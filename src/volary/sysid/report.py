@@ -47,6 +47,9 @@ def platform_table(base: str, model: SysidModel, fitted: dict, source: str) -> d
     raw["drag_linear"] = {"value": list(af.drag_linear), "unit": "N/(m/s)", "source": source}
     if "moment_gain" in fitted:
         raw["moment_gain"] = {"value": fitted["moment_gain"], "unit": "1", "source": source}
+    if "refine" in fitted:
+        raw["drag_moment"] = {"value": list(af.drag_moment), "unit": FIELDS["drag_moment"].unit,
+                              "source": source}  # fmt: skip
     for key in fitted.get("aero", {}).get("chosen", ()):  # the effects validation kept
         for f in AERO_EFFECTS[key]:
             raw[f] = {"value": float(getattr(af, f)), "unit": FIELDS[f].unit, "source": source}
