@@ -70,7 +70,7 @@ def sysid(
     """Fit a platform to flight logs (motor commands and pose) and score its open-loop
     prediction against the constant-velocity/constant-rates baseline."""
     from volary.platforms import get
-    from volary.sysid.fit import STEPS, fit
+    from volary.sysid.fit import DEFAULT_STEPS, STEPS, fit
     from volary.sysid.report import write_report
 
     mode = "cut" if cut_out_of_range else "error"
@@ -80,7 +80,7 @@ def sysid(
     model, fitted = fit(
         train,
         get(platform),
-        steps=STEPS if refine_evaluations else tuple(s for s in STEPS if s != "refine"),
+        steps=STEPS if refine_evaluations else DEFAULT_STEPS,
         refine={"max_evaluations": refine_evaluations} if refine_evaluations else None,
         use_voltage=not no_voltage,
         progress=lambda line: console.print(line, markup=False),

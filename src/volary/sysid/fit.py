@@ -52,7 +52,7 @@ from volary.dynamics import Airframe, aero
 from volary.dynamics.models import GRAVITY
 from volary.errors import ConfigError
 from volary.sysid.logs import FlightLog, rotmat
-from volary.sysid.predict import CommandMap, SysidModel, evaluate, rotor_history
+from volary.sysid.predict import CommandMap, SysidModel, evaluate, rotor_history, windows
 
 # fit_refine's search box, in units of the start value (gains: log of the factor) or of
 # the vehicle's inertia times 1 rad/s^2 (torque bias, N m) and per (rad/s)^2 (rate damping)
@@ -439,11 +439,11 @@ def fit_refine(
     hi = [REFINE_LOG_GAIN[1]] * 3 + [REFINE_BIAS] * 3 + [REFINE_LOG_DAMPING[1]] * 3
     x0 = np.array([0.0] * 6 + [REFINE_LOG_DAMPING[0]] * 3)
     base = evaluate(list(logs), model, horizon, stride, baseline="constant_rates")
-    dt = logs[0].dt
+    win = windows(list(logs), model, horizon, stride)  # x leaves the windows' commands alone
     trace: list[float] = []
 
     def score(x: np.ndarray) -> float:
-        s = refine_score(evaluate(list(logs), _refined(model, x), horizon, stride), base, dt)
+        s = refine_score(win.errors(_refined(model, x)), base, win.dt)
         trace.append(s)
         if progress is not None and len(trace) % 10 == 0:
             progress(f"refine: {len(trace)} predictions, best score {min(trace):.4f} "

@@ -16,7 +16,7 @@ bias. It is flown with volary's own rigid-body step (float64, noise and ground o
 ``substeps`` physics steps per log sample, every window of a flight in one batch: by default
 its numba kernel (``backend="numba"``, about 3 times the eager step's speed at 4,000 windows;
 ``tests/test_sysid.py`` checks it against the eager reference, :func:`volary.dynamics.physics_step`,
-to 1e-12).
+to 1e-9 relative).
 """
 
 from __future__ import annotations
@@ -241,6 +241,52 @@ def horizon_errors(pred: Prediction, truth: Prediction) -> dict[str, np.ndarray]
     return out
 
 
+def _check_logs(logs: list[FlightLog], truth: list, horizon: int) -> None:
+    if not truth:
+        raise ConfigError(f"logs: no window of {horizon} samples without a gap")
+    dts = [log.dt for log in logs]
+    if max(dts) > 1.01 * min(dts):
+        raise ConfigError(
+            f"logs: expected one sample rate across the logs, got steps of "
+            f"{min(dts) * 1e3:.3f}-{max(dts) * 1e3:.3f} ms"
+        )
+
+
+@dataclass(frozen=True)
+class Windows:
+    """Every window of some logs, ready to fly: the logged truth and each window's start state
+    and (W, H, R) commands, which depend on a model's command map, delay and motor lag only
+    (a model that differs in nothing else flies the same windows: ``fit_refine``)."""
+
+    truth: Prediction
+    init: tuple
+    cmds: np.ndarray
+    dt: float
+
+    def errors(self, model: SysidModel, backend: str = "numba") -> dict[str, np.ndarray]:
+        """:func:`horizon_errors` of ``model`` flown over the windows, plus ``windows``."""
+        pred = fly_windows(model, self.init, self.cmds, self.dt, backend)
+        out = horizon_errors(pred, self.truth)
+        out["windows"] = np.asarray(len(self.cmds))
+        return out
+
+
+def windows(logs: list[FlightLog], model: SysidModel, horizon: int, stride: int = 1) -> Windows:
+    """The :class:`Windows` of every log (every ``stride``-th start, ``horizon`` samples)."""
+    truth, inits, cmds = [], [], []
+    for log in logs:
+        starts = window_starts(log, horizon, stride)
+        if not len(starts):
+            continue
+        truth.append(logged(log, starts, horizon))
+        init, c = _inputs(log, model, starts, horizon)
+        inits.append(init)
+        cmds.append(c)
+    _check_logs(logs, truth, horizon)
+    init = tuple(np.concatenate([i[k] for i in inits]) for k in range(5))
+    return Windows(_cat(truth), init, np.concatenate(cmds), logs[0].dt)
+
+
 def evaluate(
     logs: list[FlightLog],
     model: SysidModel | None,
@@ -256,7 +302,9 @@ def evaluate(
     the :func:`horizon_errors` keys plus ``windows``."""
     if baseline not in (None, "constant_rates") or (baseline and model is None):
         raise ConfigError(f"baseline: expected None or constant_rates with a model, got {baseline}")
-    truth, preds, inits, cmds = [], [], [], []
+    if model is not None and baseline is None:
+        return windows(logs, model, horizon, stride).errors(model, backend)
+    truth, preds = [], []
     for log in logs:
         starts = window_starts(log, horizon, stride)
         if not len(starts):
@@ -264,23 +312,9 @@ def evaluate(
         truth.append(logged(log, starts, horizon))
         if model is None:
             preds.append(constant(log, starts, horizon))
-        elif baseline == "constant_rates":
-            preds.append(constant_rates(log, model, starts, horizon))
         else:
-            init, c = _inputs(log, model, starts, horizon)
-            inits.append(init)
-            cmds.append(c)
-    if not truth:
-        raise ConfigError(f"logs: no window of {horizon} samples without a gap")
-    dts = [log.dt for log in logs]
-    if max(dts) > 1.01 * min(dts):
-        raise ConfigError(
-            f"logs: expected one sample rate across the logs, got steps of "
-            f"{min(dts) * 1e3:.3f}-{max(dts) * 1e3:.3f} ms"
-        )
-    if model is not None and baseline is None:
-        init = tuple(np.concatenate([i[k] for i in inits]) for k in range(5))
-        preds = [fly_windows(model, init, np.concatenate(cmds), logs[0].dt, backend)]
+            preds.append(constant_rates(log, model, starts, horizon))
+    _check_logs(logs, truth, horizon)
     out = horizon_errors(_cat(preds), _cat(truth))
     out["windows"] = np.asarray(sum(len(t.pos) for t in truth))
     return out
