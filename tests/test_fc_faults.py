@@ -209,3 +209,54 @@ def test_rc_loss_follows_betaflight_failsafe_and_does_not_rearm_by_itself():
     assert np.all(m[ms(lost, back), 1] > 0.0) and run.pos[int(back * 1000), 1, 2] > 0.5
     assert np.all(m[ms(0.75, 3.7), 2] > 0.0)  # its radio kept: flies on
     assert run.events == []
+
+
+def _squat_on(which: int, monkeypatch) -> tuple[socket.socket, list[list[int]]]:
+    """Make the first UDP port pick hand over a port another socket holds (the race a busy
+    machine can lose: ports are picked free, then bound by the firmware later)."""
+    import volary.fc.betaflight as bf
+
+    squatter = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    squatter.bind(("127.0.0.1", 0))
+    picks: list[list[int]] = []
+    real = bf._free_ports
+
+    def first_taken(n: int, kind: int) -> list[int]:
+        ports = real(n, kind)
+        if not picks:
+            ports[which] = squatter.getsockname()[1]
+        picks.append(ports)
+        return ports
+
+    monkeypatch.setattr(bf, "_free_ports", first_taken)
+    return squatter, picks
+
+
+@pytest.mark.parametrize("which", [0, 2], ids=["state-port", "send-port"])
+def test_a_firmware_whose_port_was_taken_starts_again_on_fresh_ports(which, monkeypatch):
+    squatter, picks = _squat_on(which, monkeypatch)
+    with squatter, BetaflightFleet("fpv_racer_250", 1) as fleet:
+        (fw,) = fleet.firmwares
+        assert fw.starts == 2 and len(picks) == 2
+        assert squatter.getsockname()[1] not in fw.ports.values()
+        r = fleet.step([_pilot(0.0, 0.0, 0.0)])
+        assert fleet.alive.all() and not fleet.events
+        assert np.isfinite(r.motors).all()
+
+
+def test_a_port_taken_on_every_start_is_reported_as_such(monkeypatch):
+    import volary.fc.betaflight as bf
+    from volary.fc.betaflight import FirmwareError
+
+    squatter = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    squatter.bind(("127.0.0.1", 0))
+    real = bf._free_ports
+
+    def always_taken(n: int, kind: int) -> list[int]:
+        ports = real(n, kind)
+        ports[0] = squatter.getsockname()[1]
+        return ports
+
+    monkeypatch.setattr(bf, "_free_ports", always_taken)
+    with squatter, pytest.raises(FirmwareError, match="port volary chose for it was taken"):
+        BetaflightFleet("fpv_racer_250", 1)

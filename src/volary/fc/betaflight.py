@@ -313,15 +313,21 @@ def _stop(p: _Process) -> None:
     p.workdir.cleanup()
 
 
-def _cli(port: int, lines: Sequence[str], timeout: float = 20.0) -> str:
+def _cli(
+    port: int, lines: Sequence[str], timeout: float = 20.0, proc: subprocess.Popen[bytes] | None = None
+) -> str:
     """Enter the CLI on a UART's TCP port, send ``lines`` and ``save``; returns the transcript.
-    The firmware saves eeprom.bin and exits."""
+    The firmware saves eeprom.bin and exits. ``proc``: the firmware, whose exit ends the wait."""
     deadline = time.monotonic() + timeout
     while True:
         try:
             conn = socket.create_connection(("127.0.0.1", port), timeout=1.0)
             break
         except OSError:
+            if proc is not None and proc.poll() is not None:
+                raise FirmwareError(
+                    f"betaflight: the firmware {_exit_cause(proc.returncode)} before its CLI"
+                ) from None
             if time.monotonic() > deadline:
                 raise FirmwareError(f"betaflight: no CLI on 127.0.0.1:{port}") from None
             time.sleep(0.05)
@@ -378,15 +384,20 @@ def configure(profile: Profile, timeout: float = 90.0) -> bytes:
     cached = cache_dir() / "eeprom" / f"{key}.bin"
     if cached.is_file():
         return cached.read_bytes()
-    p = _start(exe, shim, lockstep=False, eeprom=None)
-    try:
-        _cli(p.tcp_base + 1, lines, timeout)
-        p.proc.wait(timeout=timeout)
-        data = Path(p.workdir.name, "eeprom.bin").read_bytes()
-    except subprocess.TimeoutExpired:
-        raise FirmwareError("betaflight: the firmware did not exit after 'save'") from None
-    finally:
-        _stop(p)
+    for attempt in range(1, PORT_ATTEMPTS + 1):
+        p = _start(exe, shim, lockstep=False, eeprom=None)
+        try:
+            _cli(p.tcp_base + 1, lines, timeout, p.proc)
+            p.proc.wait(timeout=timeout)
+            data = Path(p.workdir.name, "eeprom.bin").read_bytes()
+            break
+        except subprocess.TimeoutExpired:
+            raise FirmwareError("betaflight: the firmware did not exit after 'save'") from None
+        except FirmwareError:
+            if p.proc.poll() != PORT_TAKEN or attempt == PORT_ATTEMPTS:
+                raise
+        finally:
+            _stop(p)
     cached.parent.mkdir(parents=True, exist_ok=True)
     tmp = cached.with_suffix(".tmp")
     tmp.write_bytes(data)
@@ -414,7 +425,13 @@ class FirmwareLost(FirmwareError):
     """A firmware stopped answering (exited, stalled past its timeout, or its socket failed)."""
 
 
+PORT_TAKEN = 3  # the shim's exit status when a port volary chose was bound by another process
+PORT_ATTEMPTS = 4  # starts of one firmware on fresh ports before a taken port is an error
+
+
 def _exit_cause(code: int) -> str:
+    if code == PORT_TAKEN:
+        return f"exited with status {code}: a loopback port volary chose for it was taken"
     if code < 0:
         try:
             return f"exited: killed by {signal.Signals(-code).name}"
@@ -458,20 +475,57 @@ class Firmware:
         if not timeout_s > 0:
             raise ConfigError(f"timeout_s: expected a wall time > 0 s, got {timeout_s}")
         self.timeout_s, self.home, self.rc_loss = timeout_s, home, rc_loss
-        self._p: _Process | None = _start(built[0], built[1], lockstep=True, eeprom=eeprom)
+        self._built, self._eeprom = built, eeprom
+        self._p: _Process | None = None
+        self.pidfd: int | None = None
+        self.motors = np.zeros(4)
+        self.lost: str | None = None
+        self.log_tail = ""
+        self.starts = 0
+        self._launch()
+        if wait:
+            self.boot(boot_timeout_s)
+
+    def _launch(self) -> None:
+        """Start (or start again) the process on fresh ports, waiting for its boot answer."""
+        self._p = _start(self._built[0], self._built[1], lockstep=True, eeprom=self._eeprom)
+        self.starts += 1
         self.sock = self._p.motor
         self.sock.setblocking(False)
         try:
-            self.pidfd: int | None = os.pidfd_open(self._p.proc.pid)
+            self.pidfd = os.pidfd_open(self._p.proc.pid)
         except (AttributeError, OSError):  # no pidfd: the exit is polled every 20 ms
             self.pidfd = None
         self.pending: float | None = -1.0  # the boot acknowledgement
-        self.motors = np.zeros(4)
-        self.lost: str | None = None
         self._error: str | None = None
-        self.log_tail = ""
-        if wait:
-            self.receive(boot_timeout_s)
+
+    def port_taken(self) -> bool:
+        """Whether the process exited because a port chosen for it was taken meanwhile (the
+        ports are picked free but handed over later, so a busy machine can take one)."""
+        return self._p is not None and self._p.proc.poll() == PORT_TAKEN
+
+    def relaunch(self) -> None:
+        """Stop this process and start it again on fresh ports (before its boot answer)."""
+        if self._p is not None:
+            _stop(self._p)
+            self._p = None
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
+        self._launch()
+
+    def boot(self, timeout_s: float) -> None:
+        """Wait for the boot answer, starting the process again (``PORT_ATTEMPTS`` in all)
+        when a port chosen for it was taken; raises ``FirmwareLost`` when it does not boot."""
+        while True:
+            lost = _gather({0: self}, time.monotonic() + timeout_s, None)
+            if not lost:
+                return
+            if self.port_taken() and self.starts < PORT_ATTEMPTS:
+                self.relaunch()
+                continue
+            self.declare_lost(lost[0])
+            raise FirmwareLost(f"betaflight firmware: {lost[0]}")
 
     @property
     def ports(self) -> dict[str, int]:
@@ -665,24 +719,35 @@ class FirmwareBank:
                 self.firmwares.append(
                     Firmware(e, timeout_s=timeout_s, home=home, rc_loss=loss, wait=False)
                 )
+            self._boot(time.monotonic() + 60.0)
             self._sel = selectors.DefaultSelector()
             for i, fw in enumerate(self.firmwares):
                 self._sel.register(fw.sock, selectors.EVENT_READ, i)
                 if fw.pidfd is not None:
                     self._sel.register(fw.pidfd, selectors.EVENT_READ, i)
-            booted = _gather(dict(enumerate(self.firmwares)), time.monotonic() + 60.0, self._sel)
-            if booted:
-                i, why = next(iter(booted.items()))
-                self.firmwares[i].declare_lost(why)
-                raise FirmwareError(
-                    f"betaflight vehicle {i}: the firmware did not boot ({why}); its log: "
-                    f"{self.firmwares[i].log_tail.splitlines()[-1:] or 'empty'}"
-                )
         except BaseException:
             self.close()
             raise
         self.motors = np.zeros((n, 4))
         self.rotor_cmd = np.zeros((n, 4))
+
+    def _boot(self, deadline: float) -> None:
+        """Wait for every firmware's boot answer; one whose port was taken starts again."""
+        waiting = dict(enumerate(self.firmwares))
+        while waiting:
+            failed = _gather(waiting, deadline, None)
+            again = {i for i in failed if waiting[i].port_taken()}
+            again = {i for i in again if waiting[i].starts < PORT_ATTEMPTS}
+            for i, why in failed.items():
+                if i not in again:
+                    self.firmwares[i].declare_lost(why)
+                    raise FirmwareError(
+                        f"betaflight vehicle {i}: the firmware did not boot ({why}); its log: "
+                        f"{self.firmwares[i].log_tail.splitlines()[-1:] or 'empty'}"
+                    )
+            for i in again:
+                self.firmwares[i].relaunch()
+            waiting = {i: waiting[i] for i in again}
 
     @property
     def alive(self) -> np.ndarray:
@@ -916,6 +981,24 @@ class BetaflightFleet:
         if self.bank is None:
             raise FirmwareError("betaflight fleet: closed")
         return self.bank.firmwares
+
+    def _boot(self, deadline: float) -> None:
+        """Wait for every firmware's boot answer; one whose port was taken starts again."""
+        waiting = dict(enumerate(self.firmwares))
+        while waiting:
+            failed = _gather(waiting, deadline, None)
+            again = {i for i in failed if waiting[i].port_taken()}
+            again = {i for i in again if waiting[i].starts < PORT_ATTEMPTS}
+            for i, why in failed.items():
+                if i not in again:
+                    self.firmwares[i].declare_lost(why)
+                    raise FirmwareError(
+                        f"betaflight vehicle {i}: the firmware did not boot ({why}); its log: "
+                        f"{self.firmwares[i].log_tail.splitlines()[-1:] or 'empty'}"
+                    )
+            for i in again:
+                self.firmwares[i].relaunch()
+            waiting = {i: waiting[i] for i in again}
 
     @property
     def alive(self) -> np.ndarray:

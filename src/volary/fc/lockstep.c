@@ -12,6 +12,8 @@
  *     the motor packets use, after the motor packet of that step. A state packet and the RC
  *     packet of the same step are applied by the firmware's receiver threads while the main
  *     thread is blocked, so the firmware's work and outputs depend only on the packets;
+ *   - exits with status 3 (PORT_TAKEN) when a port named in the environment is taken
+ *     (another process bound it after volary chose it): volary then starts it again;
  *   - sends everything the simulator receives (motor packets, acknowledgements) from one socket
  *     bound to 127.0.0.1:VOLARY_BF_SEND_PORT, so the simulator can connect() to it and the kernel
  *     drops datagrams from anyone else;
@@ -48,6 +50,7 @@
 
 enum { FW_STATE = 9003, FW_RC = 9004, FW_MOTOR = 9002, FW_RAW = 9001, FW_TCP = 5760 };
 enum { STATE_BYTES = 144, RC_BYTES = 40, NO_RC_BYTES = 12 };
+enum { PORT_TAKEN = 3 }; /* exit status: a port named in the environment was taken */
 
 static int (*real_clock_gettime)(clockid_t, struct timespec *);
 static int (*real_nanosleep)(const struct timespec *, struct timespec *);
@@ -131,7 +134,7 @@ static ssize_t to_simulator(const void *buf, size_t n)
         if (out_fd < 0 || real_bind(out_fd, (const struct sockaddr *)&me, sizeof(me)) != 0) {
             fprintf(stderr, "volary shim: cannot bind 127.0.0.1:%d: %s\n", send_port,
                     strerror(errno));
-            _exit(3);
+            _exit(PORT_TAKEN);
         }
     }
     return real_sendto(out_fd, buf, n, 0, (const struct sockaddr *)&a, sizeof(a));
@@ -150,7 +153,16 @@ int bind(int fd, const struct sockaddr *addr, socklen_t len)
         a.sin_addr.s_addr = htonl(INADDR_LOOPBACK); /* never every interface */
         if (type == SOCK_DGRAM && fw_port == FW_STATE) state_fd = fd;
         if (type == SOCK_DGRAM && fw_port == FW_RC) rc_fd = fd;
-        return real_bind(fd, (const struct sockaddr *)&a, sizeof(a));
+        int got = real_bind(fd, (const struct sockaddr *)&a, sizeof(a));
+        if (got != 0 && errno == EADDRINUSE && ntohs(a.sin_port) != fw_port) {
+            /* a port volary chose was taken between its choice and now: exit at once with
+             * PORT_TAKEN, so volary starts this firmware again on other ports rather than
+             * waiting out a firmware that never hears its state packets */
+            fprintf(stderr, "volary shim: cannot bind 127.0.0.1:%d: %s\n", ntohs(a.sin_port),
+                    strerror(errno));
+            _exit(PORT_TAKEN);
+        }
+        return got;
     }
     return real_bind(fd, addr, len);
 }
