@@ -314,7 +314,10 @@ def _stop(p: _Process) -> None:
 
 
 def _cli(
-    port: int, lines: Sequence[str], timeout: float = 20.0, proc: subprocess.Popen[bytes] | None = None
+    port: int,
+    lines: Sequence[str],
+    timeout: float = 20.0,
+    proc: subprocess.Popen[bytes] | None = None,
 ) -> str:
     """Enter the CLI on a UART's TCP port, send ``lines`` and ``save``; returns the transcript.
     The firmware saves eeprom.bin and exits. ``proc``: the firmware, whose exit ends the wait."""
