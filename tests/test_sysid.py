@@ -44,9 +44,11 @@ def fly_log(
     per row after ``delay`` rows, rotors starting at the first command's steady speed."""
     rng = np.random.default_rng(seed)
     af = model.airframe
-    hover = af.hover_rotor_speed / model.command.scale
+    (c1, c0), r = model.command.curve, af.hover_rotor_speed / model.command.scale
+    hover = (-c1 + np.sqrt(c1 * c1 - 4.0 * (c0 - r * r))) / 2.0  # e^2 + c1 e + c0 = r^2
     u = commands(rng, rows, hover) if commands_override is None else commands_override
-    w_cmd = np.clip(model.command.scale * u, 0, af.max_rotor_speed[0])
+    w_cmd = model.command.scale * np.sqrt(np.maximum(u * u + c1 * u + c0, 0.0))
+    w_cmd = np.clip(w_cmd, 0, af.max_rotor_speed[0])
     w_cmd = np.concatenate([np.repeat(w_cmd[:1], model.delay, 0), w_cmd[: rows - model.delay]])
     params = VehicleParams.from_airframes(af, 1, dtype=torch.float64)
     s = MultirotorState.create(1, 4, dtype=torch.float64, pos=[0.0, 0.0, 1.0],
@@ -321,9 +323,61 @@ def test_output_error_refinement_recovers_rate_damping_and_gains_a_one_step_fit_
     logs = [fly_log(truth, seed=s, rows=150) for s in range(3)]
     start = replace(truth, airframe=truth.airframe.replace(drag_moment=(0.0, 0.0, 0.0))
                     .with_moment_gain((0.5, 0.5, 0.5)))  # fmt: skip
-    refined, rep = F.fit_refine(logs, start, horizon=30, stride=10, max_evaluations=400)
+    refined, rep = F.fit_refine(logs, start, horizon=30, stride=10, max_evaluations=400,
+                                thrust=False)  # fmt: skip
     assert rep["score"] < 0.2 * rep["score_start"]
     np.testing.assert_allclose(rep["moment_gain_factor"], 2.0, rtol=0.25)
     np.testing.assert_allclose(refined.airframe.drag_moment, 2.0 * j, rtol=0.5)
     e_ref, e_start = (P.evaluate(logs, m, 30, 10)["omega"][-1] for m in (refined, start))
     assert e_ref < 0.2 * e_start
+
+
+def test_command_map_curve_off_is_the_linear_map_and_on_is_the_thrust_polynomial():
+    log = fly_log(true_model(), seed=0, rows=20)
+    plain = P.CommandMap(SCALE, use_voltage=False)
+    assert np.array_equal(plain.rotor_speed(log), SCALE * log.cmd)  # bit for bit
+    curved = P.CommandMap(SCALE, use_voltage=False, curve=(0.3, -0.01))
+    w2 = (curved.rotor_speed(log) / SCALE) ** 2
+    np.testing.assert_allclose(w2, log.cmd**2 + 0.3 * log.cmd - 0.01, rtol=1e-12)
+
+
+def test_output_error_refinement_recovers_a_thrust_curve_a_square_law_misses():
+    """A log flown with a thrust curve (thrust k_f s^2 (e^2 + c1 e + c0)); the refinement starts
+    from the square law with the command scale that holds hover, and brings the open-loop
+    position error down and the thrust and its slope at hover back to the truth's (what small
+    command wiggles around hover can tell; c1, c0 and s one by one they cannot)."""
+    truth = true_model()
+    truth = replace(truth, command=replace(truth.command, curve=(0.4, 0.02)))
+    r = truth.airframe.hover_rotor_speed / SCALE
+    hover_u = (-0.4 + np.sqrt(0.16 - 4.0 * (0.02 - r * r))) / 2.0
+
+    def climbs(seed: int) -> np.ndarray:  # collective steps of +-15 % around hover
+        rng = np.random.default_rng(seed)
+        level = hover_u * (1.0 + 0.15 * np.repeat(rng.choice([-1.0, 1.0], 6), 25))
+        return level[:, None] + commands(rng, 150, 0.5) - 0.5  # and wiggles
+
+    logs = [fly_log(truth, seed=s, rows=150, commands_override=climbs(s)) for s in range(3)]
+    level = truth.command.scale**2 * (hover_u**2 + 0.4 * hover_u + 0.02)
+    start = replace(truth, command=P.CommandMap(float(np.sqrt(level) / hover_u), use_voltage=False))
+    refined, rep = F.fit_refine(logs, start, horizon=30, stride=10, max_evaluations=400,
+                                thrust=True)  # fmt: skip
+    e_ref, e_start = (P.evaluate(logs, m, 30, 10)["pos"][-1] for m in (refined, start))
+    assert e_ref < 0.3 * e_start
+
+    def thrust_and_slope(c: P.CommandMap) -> np.ndarray:
+        c1, c0 = c.curve
+        return c.scale**2 * np.array([hover_u**2 + c1 * hover_u + c0, 2 * hover_u + c1])
+
+    np.testing.assert_allclose(thrust_and_slope(refined.command),
+                               thrust_and_slope(truth.command), rtol=0.1)  # fmt: skip
+
+
+def test_refined_moment_gains_end_within_the_platform_schema():
+    """A gain the search leaves below the catalogue's 0.001 would write a platform file that
+    does not load: the refinement clips it (here the start's roll gain is already 0.0005)."""
+    model = true_model()
+    logs = [fly_log(model, seed=0, rows=80)]
+    _, rep = F.fit_refine(logs, model, horizon=20, stride=10, max_evaluations=20,
+                          moment_gain=(0.0005, 0.05, 0.3))  # fmt: skip
+    gains = np.array(rep["moment_gain_factor"]) * (0.0005, 0.05, 0.3)
+    assert gains.min() >= 1e-3 and gains.max() <= 100.0

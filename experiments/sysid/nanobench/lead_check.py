@@ -57,10 +57,19 @@ def main() -> None:
             base = P.evaluate(train, model, 50, 20, baseline="constant_rates")
             err = P.evaluate(train, held, 50, 20)
             ratio = err["vel"] / base["vel"]
-            rows.append({"lead_samples": lead, "vel_ratio": ratio.tolist(),
-                         "vel_model": err["vel"].tolist(), "vel_baseline": base["vel"].tolist()})  # fmt: skip
-            print(f"lead {lead:4.2f}: ratio at 0.02-0.05 s {np.round(ratio[1:5], 4)}, "
-                  f"model error at 0.05 s {err['vel'][4]:.5f} m/s", flush=True)  # fmt: skip
+            rows.append(
+                {
+                    "lead_samples": lead,
+                    "vel_ratio": ratio.tolist(),
+                    "vel_model": err["vel"].tolist(),
+                    "vel_baseline": base["vel"].tolist(),
+                }
+            )
+            print(
+                f"lead {lead:4.2f}: ratio at 0.02-0.05 s {np.round(ratio[1:5], 4)}, "
+                f"model error at 0.05 s {err['vel'][4]:.5f} m/s",
+                flush=True,
+            )
     finally:
         P.delayed_commands = plain
     (res / "lead-check.json").write_text(json.dumps({"rows": rows}, indent=1))

@@ -24,7 +24,8 @@ run.py) two ways, on the test flights (B9, B10) of run.py's split:
 
     .venv/bin/python experiments/sysid/nanobench/published_baseline.py PATH/nanobench/datasets/dataset
 
-Writes results/published-baseline.json (about two minutes, one thread).
+Writes results/published-baseline.json (``--split dev``: results/dev/; about two minutes, one
+thread).
 """
 
 from __future__ import annotations
@@ -86,12 +87,17 @@ def rmse(a: np.ndarray) -> float:
     return float(np.sqrt(np.mean(a**2)))
 
 
-def models(fitted: dict) -> dict[str, P.SysidModel]:
-    res, out = HERE / "results", {}
-    command = P.CommandMap(fitted["command_scale_rad_s"])
-    for name, file, bias in (
-        ("volary identified", "platform.toml", fitted["torque_bias_Nm"]),
-        ("volary refined", "platform-refined.toml", fitted["refine"]["torque_bias_Nm"]),
+def models(fitted: dict, res: Path) -> dict[str, P.SysidModel]:
+    """The identified and refined models run.py fitted (their platform files and fit report)."""
+    ref, out = fitted["refine"], {}
+    plain = P.CommandMap(fitted["command_scale_rad_s"])
+    refined = P.CommandMap(  # a refinement without the thrust keeps the fitted command map
+        ref.get("command_scale_rad_s", fitted["command_scale_rad_s"]),
+        curve=tuple(ref.get("command_curve", (0.0, 0.0))),
+    )
+    for name, file, command, bias in (
+        ("volary identified", "platform.toml", plain, fitted["torque_bias_Nm"]),
+        ("volary refined", "platform-refined.toml", refined, ref["torque_bias_Nm"]),
     ):
         af = next(iter(load_file(res / file).values())).airframe
         out[name] = P.SysidModel(af, command, fitted["delay_samples"], tuple(bias))
@@ -101,15 +107,29 @@ def models(fitted: dict) -> dict[str, P.SysidModel]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dataset", type=Path, help="NanoBench's datasets/dataset folder")
+    ap.add_argument(
+        "--split",
+        choices=("report", "dev"),
+        default="report",
+        help="run.py's split (dev: its results/dev/ models, test B8)",
+    )
+    ap.add_argument(
+        "--results",
+        type=Path,
+        default=None,
+        help="run.py's output folder (default results/ or results/dev/)",
+    )
     args = ap.parse_args()
-    train, test, _ = load(args.dataset)
-    fitted = json.loads((HERE / "results" / "nanobench.json").read_text())["fitted"]
-    vol = models(fitted)
+    train, test, _ = load(args.dataset, args.split)
+    res = args.results or HERE / "results" / ("dev" if args.split == "dev" else "")
+    fitted = json.loads((res / "nanobench.json").read_text())["fitted"]
+    vol = models(fitted, res)
     w_train = fit_linear(train)
     cut = [int(0.7 * len(g)) for g in test]
-    tail = [slice(c, None) for c in cut]
-    one = {"linear regression, NanoBench's split (first 70 % of each test flight)": [],
-           "linear regression, fitted on the training flights": []}  # fmt: skip
+    one = {
+        "linear regression, NanoBench's split (first 70 % of each test flight)": [],
+        "linear regression, fitted on the training flights": [],
+    }
     one.update({name: [] for name in vol})
     for g, c in zip(test, cut, strict=True):
         truth = az_truth(g)[c:]
@@ -136,27 +156,29 @@ def main() -> None:
         for k, v in multi.items()
     }
     base = per_h["linear regression (training flights)"]
-    ratios = {
-        k: {q: float(np.max(np.divide(v[q], base[q]))) for q in v} for k, v in per_h.items()
-    }
+    ratios = {k: {q: float(np.max(np.divide(v[q], base[q]))) for q in v} for k, v in per_h.items()}
     doc = {
-        "published": {"source": "NanoBench benchmarks/results/tables/task1_model_comparison_table"
-                      ".csv", "linear_regression_rmse_m_s2": 2.171},  # fmt: skip
+        "published": {
+            "source": "NanoBench benchmarks/results/tables/task1_model_comparison_table.csv",
+            "linear_regression_rmse_m_s2": 2.171,
+        },
         "one_step_az_rmse_m_s2": one_step,
         "multi_step_rmse_per_horizon": per_h,
         "worst_ratio_to_linear_regression": ratios,
         "horizon_s": [round(0.01 * h, 2) for h in range(1, HORIZON + 1)],
         "test_flights": [g.name for g in test],
     }
-    (HERE / "results" / "published-baseline.json").write_text(json.dumps(doc, indent=1))
+    (res / "published-baseline.json").write_text(json.dumps(doc, indent=1))
     print("one-step a_z + g RMSE (m/s^2), last 30 % of each test flight:")
     for k, v in one_step.items():
         print(f"  {k}: {v:.3f}")
     print("open-loop vertical RMSE at 0.01 / 0.1 / 0.5 s (cm, m/s); worst ratio to the baseline")
     for k, v in per_h.items():
         p, q = np.asarray(v["pos_z"]) * 100, np.asarray(v["vel_z"])
-        print(f"  {k}: pos {p[0]:.3f} / {p[9]:.2f} / {p[49]:.2f}, vel {q[0]:.4f} / {q[9]:.3f} / "
-              f"{q[49]:.3f}; worst ratio pos {ratios[k]['pos_z']:.3f}, vel {ratios[k]['vel_z']:.3f}")  # fmt: skip
+        print(
+            f"  {k}: pos {p[0]:.3f} / {p[9]:.2f} / {p[49]:.2f}, vel {q[0]:.4f} / {q[9]:.3f} / "
+            f"{q[49]:.3f}; worst ratio pos {ratios[k]['pos_z']:.3f}, vel {ratios[k]['vel_z']:.3f}"
+        )
 
 
 if __name__ == "__main__":

@@ -55,6 +55,9 @@ IDENTIFIED = "identified: fitted + the effects validation kept"
 REFINED = "identified + output-error refinement"
 NO_TORQUE = "diagnostic: refined, command torques x 0.001"
 CONST_RATES = "constant rates (IDSIA physics baseline, fitted thrust and drag)"
+# the same baseline given the refined model's command map (its output-error thrust): the peer
+# that has the refinement's thrust too
+CONST_RATES_REFINED = "constant rates with the refined thrust"
 RMSE = ("pos", "vel", "omega")  # pooled as root mean squares; the rest are means
 
 
@@ -157,9 +160,19 @@ def main() -> None:
         default="report",
         help="report: test on B9, B10; dev: the development split, test on B8",
     )
+    ap.add_argument(
+        "--refine-thrust",
+        action="store_true",
+        help="the refinement fits the thrust's command map too (fit_refine(thrust=True); "
+        "default out results[/dev]/refine-thrust)",
+    )
     args = ap.parse_args()
     t0 = time.perf_counter()
     args.out = args.out or HERE / ("results" if args.split == "report" else "results/dev")
+    if args.refine_thrust and args.out == HERE / (
+        "results" if args.split == "report" else "results/dev"
+    ):
+        args.out = args.out / "refine-thrust"
     train, test, notes = load(args.dataset, args.split)
     print(
         f"train {len(train)} flights ({sum(map(len, train))} rows), test {len(test)} "
@@ -171,7 +184,13 @@ def main() -> None:
     val = [log for log in train if log.name.startswith(SPLITS[args.split][2])]
     identified, fitted["aero"] = F.select_aero(train, full, validation=val)
     print(f"aero: validation scores {fitted['aero']['scores']}, kept {fitted['aero']['chosen']}")
-    refined, fitted["refine"] = F.fit_refine(train, identified, progress=print)
+    refined, fitted["refine"] = F.fit_refine(
+        train,
+        identified,
+        progress=print,
+        moment_gain=fitted["moment_gain"],
+        thrust=args.refine_thrust,
+    )
     print(f"refine: {fitted['refine']}")
     effects = {name: F.fit_aero(train, full, eff) for name, eff in EFFECT_ROWS.items()}
     # diagnostic: each effect fitted beside the linear drag it would replace (nearly collinear)
@@ -206,12 +225,22 @@ def main() -> None:
         P.evaluate(test, full, 50, args.stride, baseline="constant_rates"), test[0].dt
     )
     show(name, rows[name])
+    if args.refine_thrust:  # the peer with the refined thrust (else it is the row above)
+        name = CONST_RATES_REFINED
+        rows[name] = pack(
+            P.evaluate(test, refined, 50, args.stride, baseline="constant_rates"), test[0].dt
+        )
+        show(name, rows[name])
     rows.update(per_flight_bias(test, full, args.stride))
     checks = {}
-    for model_row, ref in product(("fitted", "fitted + all effects", IDENTIFIED, REFINED),
-                                  ("constant", CONST_RATES)):  # fmt: skip
+    short = {"constant": "constant", CONST_RATES: "constant_rates",
+             CONST_RATES_REFINED: "constant_rates_refined_thrust"}  # fmt: skip
+    pairs = [*product(("fitted", "fitted + all effects", IDENTIFIED, REFINED),
+                      ("constant", CONST_RATES))]  # fmt: skip
+    pairs += [(REFINED, CONST_RATES_REFINED)] if args.refine_thrust else []
+    for model_row, ref in pairs:
         f, c = rows[model_row]["per_horizon"], rows[ref]["per_horizon"]
-        key = f"{model_row} vs {'constant' if ref == 'constant' else 'constant_rates'}"
+        key = f"{model_row} vs {short[ref]}"
         checks[key] = {
             "rates_le_baseline_to_0.1s": bool(
                 all(f["omega"][h] <= c["omega"][h] for h in range(10))
@@ -275,6 +304,7 @@ def main() -> None:
                 IDENTIFIED,
                 REFINED,
                 CONST_RATES,
+                *((CONST_RATES_REFINED,) if args.refine_thrust else ()),
             )
         },
         test[0].dt,

@@ -35,8 +35,12 @@ from volary.sysid import predict as P
 from volary.sysid.fit import _rows, body_force
 from volary.sysid.logs import rotmat
 
-LAWS = {"quadratic": [0], "quadratic + linear": [0, 1], "linear + constant": [1, 2],
-        "quadratic + linear + constant": [0, 1, 2]}  # fmt: skip
+LAWS = {
+    "quadratic": [0],
+    "quadratic + linear": [0, 1],
+    "linear + constant": [1, 2],
+    "quadratic + linear + constant": [0, 1, 2],
+}
 TAU = 0.01  # s, the fitted motor lag
 
 
@@ -74,14 +78,19 @@ def main() -> None:
             f_b[:, 2] += regressors(log)[:, cols] @ w
             az = np.einsum("tij,tj->ti", r, f_b)[:, 2] / mass
             errs.append((az - PB.az_truth(log))[int(0.7 * len(log)) :])
-        out[name] = {"coefficients_N": w.tolist(), "one_step_az_rmse": PB.rmse(np.concatenate(errs))}
+        out[name] = {
+            "coefficients_N": w.tolist(),
+            "one_step_az_rmse": PB.rmse(np.concatenate(errs)),
+        }
     w = PB.fit_linear(train)
     errs = [(PB.features(g) @ w - PB.az_truth(g))[int(0.7 * len(g)) :] for g in test]
     out["NanoBench linear regression"] = {"one_step_az_rmse": PB.rmse(np.concatenate(errs))}
     (HERE / "results" / "dev" / "thrust-map.json").write_text(json.dumps(out, indent=1))
     for name, row in out.items():
-        print(f"{name}: one-step a_z + g RMSE {row['one_step_az_rmse']:.3f} m/s^2 "
-              f"{np.round(row.get('coefficients_N', []), 4)}")  # fmt: skip
+        print(
+            f"{name}: one-step a_z + g RMSE {row['one_step_az_rmse']:.3f} m/s^2 "
+            f"{np.round(row.get('coefficients_N', []), 4)}"
+        )
 
 
 if __name__ == "__main__":

@@ -27,11 +27,13 @@ the training windows (nothing here ever sees a test flight):
 
 6. **Output-error refinement** (:func:`fit_refine`): steps 1b-5 fit each parameter to one
    sample's residual (equation error), which biases what noisy, closed-loop logs say about the
-   angular dynamics. This step starts from them and adjusts the moment gains, the torque bias
-   and a rate damping (``drag_moment``, m_a = -|W| C_a W) to minimize the open-loop
-   multi-step error itself on the training windows (:func:`refine_score`: the errors relative
-   to the constant-rates baseline at horizons 1-50, with a penalty on any horizon where the
-   model is not better than it), by Powell's
+   angular dynamics and the thrust. This step starts from them and adjusts the moment gains,
+   the torque bias, a rate damping (``drag_moment``, m_a = -|W| C_a W) and, when asked
+   (``thrust=True``), the thrust's command map (its scale and a thrust curve,
+   :class:`~volary.sysid.predict.CommandMap`) to
+   minimize the open-loop multi-step error itself on the training windows
+   (:func:`refine_score`: the errors relative to the constant-rates baseline at horizons
+   1-50, with a penalty on any horizon where the model is not better than it), by Powell's
    derivative-free method within bounds. A standard output-error identification (Ljung,
    System Identification, 2nd ed., Sec. 4.2 and 7.3, the output-error model structure). The
    rotor-aerodynamics coefficients keep their least-squares values: they are physical
@@ -51,6 +53,7 @@ import numpy as np
 from volary.dynamics import Airframe, aero
 from volary.dynamics.models import GRAVITY
 from volary.errors import ConfigError
+from volary.platforms.schema import FIELDS
 from volary.sysid.logs import FlightLog, rotmat
 from volary.sysid.predict import CommandMap, SysidModel, evaluate, rotor_history, windows
 
@@ -59,6 +62,9 @@ from volary.sysid.predict import CommandMap, SysidModel, evaluate, rotor_history
 REFINE_LOG_GAIN = (-4.0, 1.0)  # moment gains from e^-4 (1.8 %) to e times the start's
 REFINE_BIAS = 5.0  # +-5 rad/s^2 of angular acceleration around the start's bias
 REFINE_LOG_DAMPING = (-8.0, 4.0)  # C_a / J from e^-8 (off) to e^4 (1/s^2 per rad/s)
+# the thrust's command map (``thrust=True``): log of the command scale's factor, and the curve
+# (c1, c0) of CommandMap (thrust k_f scale^2 (e^2 + c1 e + c0); (0, 0) is the start's)
+REFINE_LOG_SCALE, REFINE_CURVE = (-0.5, 0.5), ((-2.0, 2.0), (-0.5, 1.0))
 # fit_refine's objective: a hinge on every horizon where the prediction is not REFINE_MARGIN
 # better than the constant-rates baseline (position, velocity: every horizon; body rates: up to
 # REFINE_RATES_S), REFINE_PENALTY times its excess, on top of the mean error ratio
@@ -399,7 +405,14 @@ def _refined(model: SysidModel, x: np.ndarray) -> SysidModel:
     damping = np.asarray(af.drag_moment) + j * np.exp(x[6:9])
     af = af.replace(drag_moment=tuple(float(c) for c in damping))
     bias = np.asarray(model.torque_bias) + j * x[3:6]
-    return replace(model, airframe=af, torque_bias=tuple(float(b) for b in bias))
+    command = model.command
+    if len(x) > 9:  # the thrust's command map
+        c1, c0 = float(x[10]), float(x[11])
+        scale = command.scale * float(np.exp(x[9]))
+        command = replace(command, scale=scale, curve=(c1, c0))
+        top = scale * np.sqrt(max(1.0 + c1 + c0, 0.0)) * 1.1  # full command, at V_REF
+        af = af.replace(max_rotor_speed=(max(top, *af.max_rotor_speed),))
+    return replace(model, airframe=af, command=command, torque_bias=tuple(float(b) for b in bias))
 
 
 def refine_score(err: dict, base: dict, dt: float) -> float:
@@ -423,12 +436,19 @@ def fit_refine(
     stride: int = 40,
     max_evaluations: int = 300,
     progress: Callable[[str], None] | None = None,
+    thrust: bool = False,
+    moment_gain: Sequence[float] | None = None,
 ) -> tuple[SysidModel, dict]:
-    """Step 6: output-error refinement of the angular dynamics on the training windows (every
-    ``stride``-th start, ``horizon`` samples): x = [log gain factors (3), torque-bias change
-    (3, in J rad/s^2), log rate damping C_a / J (3)], minimizing :func:`refine_score` with
-    Powell's method in the box ``REFINE_*`` from x0 = [0, 0, -8 (no damping)], at most
-    ``max_evaluations`` predictions of the windows (the start is kept if nothing beats it).
+    """Step 6: output-error refinement on the training windows (every ``stride``-th start,
+    ``horizon`` samples): x = [log gain factors (3), torque-bias change (3, in J rad/s^2), log
+    rate damping C_a / J (3)] and, with ``thrust`` (off by default: on NanoBench it traded the
+    long horizons for the short ones, experiments/sysid/nanobench/README.md), the thrust's
+    command map [log command-scale
+    factor, curve c1, c0] (:class:`~volary.sysid.predict.CommandMap`), minimizing
+    :func:`refine_score` with Powell's method in the box ``REFINE_*`` from x0 = [0, 0, -8 (no
+    damping), 0, 0, 0], at most ``max_evaluations`` predictions of the windows (the start is
+    kept if nothing beats it). ``moment_gain``: the start's gains (:func:`fit_moment`); the
+    refined ones are clipped to the platform schema's range (1 each when None).
 
     What it gives is an open-loop predictor of the logged, closed-loop flights within volary's
     model, which need not be a vehicle to fly under another controller: on NanoBench the roll
@@ -438,12 +458,25 @@ def fit_refine(
     lo = [REFINE_LOG_GAIN[0]] * 3 + [-REFINE_BIAS] * 3 + [REFINE_LOG_DAMPING[0]] * 3
     hi = [REFINE_LOG_GAIN[1]] * 3 + [REFINE_BIAS] * 3 + [REFINE_LOG_DAMPING[1]] * 3
     x0 = np.array([0.0] * 6 + [REFINE_LOG_DAMPING[0]] * 3)
+    if thrust:
+        (c1_lo, c1_hi), (c0_lo, c0_hi) = REFINE_CURVE
+        lo, hi = lo + [REFINE_LOG_SCALE[0], c1_lo, c0_lo], hi + [REFINE_LOG_SCALE[1], c1_hi, c0_hi]
+        x0 = np.append(x0, [0.0, 0.0, 0.0])
     base = evaluate(list(logs), model, horizon, stride, baseline="constant_rates")
-    win = windows(list(logs), model, horizon, stride)  # x leaves the windows' commands alone
+    # the windows' commands depend on the command map only: built again when it changes
+    cache: dict = {}
     trace: list[float] = []
 
+    def flown(m: SysidModel):
+        if cache.get("command") != (m.command, m.airframe.max_rotor_speed):
+            cache["command"] = (m.command, m.airframe.max_rotor_speed)
+            cache["windows"] = windows(list(logs), m, horizon, stride)
+        return cache["windows"]
+
     def score(x: np.ndarray) -> float:
-        s = refine_score(win.errors(_refined(model, x)), base, win.dt)
+        m = _refined(model, x)
+        win = flown(m)
+        s = refine_score(win.errors(m), base, win.dt)
         trace.append(s)
         if progress is not None and len(trace) % 10 == 0:
             progress(f"refine: {len(trace)} predictions, best score {min(trace):.4f} "
@@ -452,16 +485,24 @@ def fit_refine(
 
     from scipy.optimize import Bounds, minimize
 
-    res = minimize(score, x0, method="Powell", bounds=Bounds(lo, hi),
-                   options={"maxfev": max_evaluations, "xtol": 1e-2, "ftol": 1e-4})  # fmt: skip
+    options = {"maxfev": max_evaluations, "xtol": 1e-2, "ftol": 1e-4}
+    if thrust:  # the collective thrust first: the angular terms would otherwise tilt to mend it
+        options["direc"] = np.eye(len(x0))[[9, 10, 11, *range(9)]]
+    res = minimize(score, x0, method="Powell", bounds=Bounds(lo, hi), options=options)
     x = res.x if res.fun <= trace[0] else x0
+    # the gains end within what a platform file accepts (schema FIELDS["moment_gain"]): a gain
+    # the search drove below it is one the logs do not use (the command torque ignored)
+    spec, gain = FIELDS["moment_gain"], np.asarray(moment_gain or (1.0, 1.0, 1.0), dtype=float)
+    clipped = np.clip(x[:3], np.log(spec.lo / gain) + 1e-9, np.log(spec.hi / gain) - 1e-9)
+    x = np.concatenate([clipped, x[3:]]) if np.any(clipped != x[:3]) else x
     out = _refined(model, x)
     af = out.airframe
     report = {
         "score_start": trace[0], "score": float(min(res.fun, trace[0])),
         "evaluations": len(trace), "horizon": horizon, "stride": stride, "x": x.tolist(),
         "moment_gain_factor": np.exp(x[:3]).tolist(), "drag_moment": list(af.drag_moment),
-        "torque_bias_Nm": list(out.torque_bias),
+        "torque_bias_Nm": list(out.torque_bias), "command_scale_rad_s": out.command.scale,
+        "command_curve": list(out.command.curve), "max_rotor_speed": list(af.max_rotor_speed),
     }  # fmt: skip
     return out, report
 
@@ -516,7 +557,9 @@ def fit(
         report["drag_linear"] = list(model.airframe.drag_linear)
         report["torque_bias_Nm"] = list(model.torque_bias)
     if "refine" in steps:
-        model, report["refine"] = fit_refine(logs, model, progress=progress, **(refine or {}))
+        model, report["refine"] = fit_refine(logs, model, progress=progress,
+                                             moment_gain=report.get("moment_gain"),
+                                             **(refine or {}))  # fmt: skip
         gain = np.asarray(report.get("moment_gain", (1.0, 1.0, 1.0)))
         report["moment_gain"] = (gain * report["refine"]["moment_gain_factor"]).tolist()
         report["drag_moment"] = list(model.airframe.drag_moment)

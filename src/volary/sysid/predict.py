@@ -47,11 +47,19 @@ V_REF = 4.2  # V, a full single-cell LiPo: the voltage the command map is referr
 @dataclass(frozen=True)
 class CommandMap:
     """Rotor speed command (rad/s) of a normalized motor command u in [0, 1] at battery voltage
-    V: w_cmd = scale * u * (V / V_REF) (a brushed DC motor's no-load speed is proportional to
-    its mean voltage, u * V); ``use_voltage`` False drops the voltage factor."""
+    V: w_cmd = scale * e, e = u * (V / V_REF) (a brushed DC motor's no-load speed is proportional
+    to its mean voltage, u * V); ``use_voltage`` False drops the voltage factor.
+
+    ``curve`` = (c1, c0) makes the thrust a polynomial in e rather than its square:
+    w_cmd = scale * sqrt(max(e^2 + c1 e + c0, 0)), so k_f w_cmd^2 = k_f scale^2 (e^2 + c1 e + c0),
+    the form of the Crazyflie's thrust-stand curve (Forster 2015, System Identification of the
+    Crazyflie 2.0 Nano Quadrocopter, ETH: thrust a second-order polynomial in the PWM command).
+    (0, 0), the default, is w_cmd = scale * e. Fitted by output error (``fit.fit_refine``) on
+    closed-loop logs it need not be monotonic (experiments/sysid/nanobench/README.md)."""
 
     scale: float  # rad/s at full command and V_REF
     use_voltage: bool = True
+    curve: tuple[float, float] = (0.0, 0.0)
 
     def effective(self, log: FlightLog) -> np.ndarray:
         """(T, R) u * V / V_REF (u where the log has no voltage or ``use_voltage`` is off)."""
@@ -61,7 +69,11 @@ class CommandMap:
         return log.cmd * (v / V_REF)[:, None]
 
     def rotor_speed(self, log: FlightLog) -> np.ndarray:
-        return self.scale * self.effective(log)
+        e = self.effective(log)
+        if self.curve == (0.0, 0.0):
+            return self.scale * e
+        c1, c0 = self.curve
+        return self.scale * np.sqrt(np.maximum(e * e + c1 * e + c0, 0.0))
 
 
 @dataclass(frozen=True)

@@ -118,6 +118,7 @@ def write_report(
         "command_map": {
             "scale_rad_s": model.command.scale,
             "use_voltage": model.command.use_voltage,
+            "curve": list(model.command.curve),
         },
         "delay_samples": model.delay,
         "torque_bias_Nm": list(model.torque_bias),
