@@ -341,6 +341,7 @@ def test_command_map_curve_off_is_the_linear_map_and_on_is_the_thrust_polynomial
     np.testing.assert_allclose(w2, log.cmd**2 + 0.3 * log.cmd - 0.01, rtol=1e-12)
 
 
+@pytest.mark.slow  # an option off by default; about 8 s
 def test_output_error_refinement_recovers_a_thrust_curve_a_square_law_misses():
     """A log flown with a thrust curve (thrust k_f s^2 (e^2 + c1 e + c0)); the refinement starts
     from the square law with the command scale that holds hover, and brings the open-loop
