@@ -28,7 +28,6 @@ from pathlib import Path
 import numpy as np
 import published_baseline as PB
 from run import HERE, load
-from scipy.signal import lfilter
 
 from volary.platforms import load_file
 from volary.sysid import predict as P
@@ -44,14 +43,11 @@ LAWS = {
 TAU = 0.01  # s, the fitted motor lag
 
 
-def regressors(log) -> np.ndarray:
-    """(T, 3) [sum e^2, sum e, 1] of the lagged effective commands."""
-    e = P.CommandMap(1.0).effective(log)
-    d = np.exp(-log.dt / TAU)
-    lag = np.empty_like(e)
-    lag[0] = e[0]
-    for r in range(e.shape[1]):
-        lag[1:, r] = lfilter([1 - d], [1, -d], e[:-1, r], zi=[d * e[0, r]])[0]
+def regressors(log, airframe) -> np.ndarray:
+    """(T, 3) [sum e^2, sum e, 1] of the effective commands e through the motor lag
+    (``predict.rotor_history`` with a unit command scale, no delay and no speed limit)."""
+    af = airframe.replace(motor_tau_up=(TAU,), motor_tau_down=(TAU,), max_rotor_speed=(1e6,))
+    lag = P.rotor_history(log, P.SysidModel(af, P.CommandMap(1.0)))
     return np.column_stack([(lag**2).sum(1), lag.sum(1), np.ones(len(log))])
 
 
@@ -65,7 +61,7 @@ def main() -> None:
     x, y = [], []
     for log, rows in zip(train, _rows(train), strict=True):
         v_b = np.einsum("tji,tj->ti", rotmat(log.quat), log.vel)
-        x.append(regressors(log)[rows])
+        x.append(regressors(log, af)[rows])
         y.append((body_force(log, mass)[:, 2] + drag[2] * v_b[:, 2])[rows])
     x, y = np.concatenate(x), np.concatenate(y)
     out = {}
@@ -75,7 +71,7 @@ def main() -> None:
         for log in test:
             r = rotmat(log.quat)
             f_b = -drag * np.einsum("tji,tj->ti", r, log.vel)
-            f_b[:, 2] += regressors(log)[:, cols] @ w
+            f_b[:, 2] += regressors(log, af)[:, cols] @ w
             az = np.einsum("tij,tj->ti", r, f_b)[:, 2] / mass
             errs.append((az - PB.az_truth(log))[int(0.7 * len(log)) :])
         out[name] = {

@@ -502,10 +502,12 @@ class Firmware:
         self.pending: float | None = -1.0  # the boot acknowledgement
         self._error: str | None = None
 
-    def port_taken(self) -> bool:
+    def may_restart(self) -> bool:
         """Whether the process exited because a port chosen for it was taken meanwhile (the
-        ports are picked free but handed over later, so a busy machine can take one)."""
-        return self._p is not None and self._p.proc.poll() == PORT_TAKEN
+        ports are picked free but handed over later, so a busy machine can take one) and it
+        has starts left (``PORT_ATTEMPTS`` in all)."""
+        taken = self._p is not None and self._p.proc.poll() == PORT_TAKEN
+        return taken and self.starts < PORT_ATTEMPTS
 
     def relaunch(self) -> None:
         """Stop this process and start it again on fresh ports (before its boot answer)."""
@@ -524,7 +526,7 @@ class Firmware:
             lost = _gather({0: self}, time.monotonic() + timeout_s, None)
             if not lost:
                 return
-            if self.port_taken() and self.starts < PORT_ATTEMPTS:
+            if self.may_restart():
                 self.relaunch()
                 continue
             self.declare_lost(lost[0])
@@ -739,8 +741,7 @@ class FirmwareBank:
         waiting = dict(enumerate(self.firmwares))
         while waiting:
             failed = _gather(waiting, deadline, None)
-            again = {i for i in failed if waiting[i].port_taken()}
-            again = {i for i in again if waiting[i].starts < PORT_ATTEMPTS}
+            again = {i for i in failed if waiting[i].may_restart()}
             for i, why in failed.items():
                 if i not in again:
                     self.firmwares[i].declare_lost(why)
@@ -984,24 +985,6 @@ class BetaflightFleet:
         if self.bank is None:
             raise FirmwareError("betaflight fleet: closed")
         return self.bank.firmwares
-
-    def _boot(self, deadline: float) -> None:
-        """Wait for every firmware's boot answer; one whose port was taken starts again."""
-        waiting = dict(enumerate(self.firmwares))
-        while waiting:
-            failed = _gather(waiting, deadline, None)
-            again = {i for i in failed if waiting[i].port_taken()}
-            again = {i for i in again if waiting[i].starts < PORT_ATTEMPTS}
-            for i, why in failed.items():
-                if i not in again:
-                    self.firmwares[i].declare_lost(why)
-                    raise FirmwareError(
-                        f"betaflight vehicle {i}: the firmware did not boot ({why}); its log: "
-                        f"{self.firmwares[i].log_tail.splitlines()[-1:] or 'empty'}"
-                    )
-            for i in again:
-                self.firmwares[i].relaunch()
-            waiting = {i: waiting[i] for i in again}
 
     @property
     def alive(self) -> np.ndarray:
