@@ -396,13 +396,16 @@ def test_collision_resets_disarms_and_ends_the_lap(tmp_path: Path) -> None:
     """FlightGoggles 2019's collision rule: a client that cuts the thrust hits the floor;
     /uav/collision is published, the vehicle is back at its start, disarmed (no IMU; a zero or
     held command does not re-arm), the lap ends as "Collision" with score 0, and a fresh 10 N
-    command more than 0.1 s after the reset arms it again."""
+    command more than 0.1 s after the reset arms it again. Both flights begin with the same
+    commands after different numbers of held ticks, and with FlightGoggles' noisy IMU and
+    vehicle they fly bit for bit the same (the held ticks draw no noise of the flight's)."""
     procs = Procs()
-    quiet = 0.5
+    quiet, ticks = 0.5, 12
     try:
         _, env, b_lines = _serve(tmp_path, procs)
-        cmd = ["/usr/bin/python3", str(NODES / "fg_crash.py"), "--out",
-               str(tmp_path / "crash.json"), "--quiet", str(quiet)]  # fmt: skip
+        out = str(tmp_path / "crash.json")
+        cmd = ["/usr/bin/python3", str(NODES / "fg_crash.py"), "--out", out, "--quiet", str(quiet),
+               "--ticks", str(ticks)]  # fmt: skip
         client = procs.start(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True)  # fmt: skip
         c_lines = _lines(client)
@@ -425,6 +428,16 @@ def test_collision_resets_disarms_and_ends_the_lap(tmp_path: Path) -> None:
     assert len(reset) > 0
     np.testing.assert_allclose(reset[:, 1:], np.tile([18.0, -23.0, 5.3], (len(reset), 1)),
                                atol=1e-4)  # fmt: skip
+    samples = np.array(rec["samples"])
+    first = samples[samples[:, 0] >= armed][:ticks]
+    second = samples[samples[:, 0] >= again][:ticks]
+    assert len(first) == len(second) == ticks
+    assert first[:, 1].std() > 1e-3  # the IMU is noisy
+    np.testing.assert_array_equal(first[:, 1:], second[:, 1:])  # the same flight, bit for bit
+    flown = [poses[(poses[:, 0] >= t - 1e-9) & (poses[:, 0] < t + (ticks - 0.5) / 120)][:, 1:]
+             for t in (armed, again)]  # fmt: skip
+    assert len(flown[0]) == ticks and np.abs(flown[0] - flown[0][0]).max() > 0  # it moved
+    np.testing.assert_array_equal(flown[0], flown[1])
     doc = yaml.safe_load(rec["results"])
     assert doc["Result"] == "Collision" and rec["score"] == 0.0
     assert all(doc[f"Gate{k}"]["Success"] == "False" for k in range(11))

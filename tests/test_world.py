@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from volary.errors import ConfigError, UnknownNameError
-from volary.sensors import CameraConfig
+from volary.sensors import CameraConfig, rangefinder_config
 from volary.sensors.raycast.registry import make_raycaster
 from volary.sim import Sensing, World, rollout, terms
 from volary.sim.world import (
@@ -139,6 +139,36 @@ def test_rollout_is_independent_of_the_batch_size():
         return ep.records["pos"][:, :2]
 
     assert torch.equal(fly(2), fly(5))
+
+
+def test_restarted_noise_makes_a_flight_independent_of_the_steps_before_it():
+    """World.restart_noise, then reset: vehicle 0 flies the same process noise, IMU and noisy
+    rangefinder readings however many steps came before (what the ROS 1 bridge relies on at
+    arming); without the restart it does not."""
+
+    def fly(before: int, restart: bool) -> torch.Tensor:
+        w = World("crazyflie", ROOM, n_envs=2, stochastic=True, seed=3, imu="flightgoggles",
+                  sensors={"range": rangefinder_config("flightgoggles")})  # fmt: skip
+        w.reset()
+        for _ in range(before):
+            w.step(_hold(w, [0.0, 0.0, 1.0]))
+            w.read("range")
+        mask = torch.tensor([True, False])
+        if restart:
+            w.restart_noise(mask)
+        w.reset(mask)
+        out = []
+        for _ in range(20):
+            w.step(_hold(w, [0.3, 0.0, 1.2]))
+            r = w.sim.imu_reading
+            rng = w.read("range").range[:1]
+            out.append(torch.cat([w.state.pos[0], r.accel[0], r.gyro[0], rng]))
+        return torch.stack(out)
+
+    a = fly(3, True)
+    assert a[:, -1].std() > 0.01  # the rangefinder is noisy
+    assert torch.equal(a, fly(11, True))
+    assert not torch.equal(fly(3, False), fly(11, False))
 
 
 def test_rollout_checks_its_arguments():

@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """A FlightGoggles client that crashes on purpose (Debian's /usr/bin/python3, rospy; no volary).
 
-Arms with 10 N on each /clock message, then cuts the thrust (one zero-thrust RateThrust per IMU
-message) until ``/uav/collision`` arrives; keeps publishing zero thrust for ``--quiet`` s of sim
-time (a held or low command must not re-arm), then 10 N again until the IMU comes back. Records
-the times of arming, the collision, the last IMU message before and the first after the re-arm,
-the /tf poses around the reset and the lap's results, and writes them to ``--out`` as JSON.
+Arms with 10 N on each /clock message, holds 10 N for ``--ticks`` IMU messages, then cuts the
+thrust (one zero-thrust RateThrust per IMU message) until ``/uav/collision`` arrives; keeps
+publishing zero thrust for ``--quiet`` s of sim time (a held or low command must not re-arm),
+then 10 N again until the IMU comes back, and for ``--ticks`` IMU messages after. Every command
+of the first ``--ticks`` ticks of each flight is 10 N, whichever callback sends it, so both
+flights are flown by the same commands. Records the times of arming, the collision, every IMU
+message (stamp, acceleration, rates), the /tf poses around the reset and the lap's results, and
+writes them to ``--out`` as JSON.
 """
 
 import argparse
@@ -19,6 +22,7 @@ def main(argv=None):
     ap.add_argument("--out", required=True)
     ap.add_argument("--quiet", type=float, default=0.5, help="sim s of zero thrust after it")
     ap.add_argument("--timeout", type=float, default=60.0, help="wall s")
+    ap.add_argument("--ticks", type=int, default=12, help="IMU messages at 10 N in each flight")
     args = ap.parse_args(argv)
 
     import rospy
@@ -29,7 +33,7 @@ def main(argv=None):
     from tf2_msgs.msg import TFMessage
 
     rec = {"armed_at": None, "collision_at": None, "imu": [], "rearmed_at": None,
-           "poses": [], "results": None, "score": None, "clock": 0.0}  # fmt: skip
+           "poses": [], "results": None, "score": None, "clock": 0.0, "samples": []}  # fmt: skip
     rospy.init_node("fg_crash")
     pub = rospy.Publisher("/uav/input/rateThrust", RateThrust, queue_size=10, tcp_nodelay=True)
 
@@ -55,14 +59,15 @@ def main(argv=None):
     def on_imu(m):
         t = m.header.stamp.to_sec()
         rec["imu"].append(t)
+        a, w = m.linear_acceleration, m.angular_velocity
+        rec["samples"].append((t, a.x, a.y, a.z, w.x, w.y, w.z))
         if rec["armed_at"] is None:
             rec["armed_at"] = t
         elif rec["collision_at"] is not None and rec["rearmed_at"] is None:
             rec["rearmed_at"] = t
-        if phase() == "fly":
-            send(0.0)
-        elif phase() == "done":
-            send(10.0)
+        if phase() in ("fly", "done"):
+            start = rec["armed_at"] if phase() == "fly" else rec["rearmed_at"]
+            send(10.0 if len([s for s in rec["imu"] if s >= start]) < args.ticks else 0.0)
 
     def on_collision(_):
         if rec["collision_at"] is None:
@@ -88,7 +93,8 @@ def main(argv=None):
     ):
         time.sleep(0.01)
     while time.monotonic() < end and not rospy.is_shutdown():
-        if phase() == "done" and rec["results"] is not None and rec["score"] is not None:
+        done = phase() == "done" and rec["results"] is not None and rec["score"] is not None
+        if done and len([s for s in rec["imu"] if s >= rec["rearmed_at"]]) >= args.ticks:
             break
         time.sleep(0.01)
     with open(args.out, "w") as f:

@@ -18,6 +18,12 @@ output, until a RateThrust with thrust.z >= 9.9 N arrives at least 0.1 s of sim 
 last reset. A collision (volary's race rule) publishes ``/uav/collision``, puts the vehicle
 back at its start and disarms it.
 
+Repeatable flights: a held vehicle's noise streams (process noise, IMU, sensors) restart at
+every held tick, so while disarmed it reads the streams' first draws again and again, and at
+arming they restart once more and the vehicle is reset where it is held. A flight's noise
+therefore does not depend on how many ticks the wall clock held it: the same commands, armed at
+the same phase of the 60 Hz sensor grid, fly bit for bit the same, noise on or off.
+
 Lock-step (default): while disarmed the clock runs at wall speed (so that sim-time timers in
 client nodes fire and can send the arming command); once armed, after publishing tick k's
 messages the World waits for a RateThrust and flies tick k -> k+1 with the newest one received
@@ -402,8 +408,11 @@ class Ros1Bridge(WorldHost):
     def _step(self, command: np.ndarray | None) -> None:
         if not self.armed and self._arms(command):
             self.armed = True
-            if self.firmware is not None:  # a fresh firmware, armed at rest where it is held
-                self.reset_slot(0)
+            # the flight draws its noise from the streams' start and (with Betaflight) flies a
+            # fresh firmware, armed at rest where it is held: however long it was held, it
+            # flies the same (module docstring)
+            self._restart_noise()
+            self.reset_slot(0)
         if self.armed and command is not None:
             self.advance({0: ("vehicle", {"command": command})})
             self.lap.start(self.now)  # the first IMU message carries this stamp
@@ -424,8 +433,17 @@ class Ros1Bridge(WorldHost):
         w = self.world
         hover = torch.zeros(w.b, self.sp_size, dtype=w.params.mass.dtype)
         hover[:, 0] = w.params.mass * GRAVITY
+        self._restart_noise()  # a held vehicle reads the streams' first draws, tick after tick
         w.step(hover, place=self._placement(np.ones(w.b, dtype=bool), {}))
         self.ticks += 1
+
+    def _restart_noise(self) -> None:
+        """The vehicle's noise streams (process, IMU, sensors) back at their start
+        (:meth:`volary.sim.World.restart_noise`)."""
+        w = self.world
+        mask = torch.zeros(w.b, dtype=torch.bool, device=w.device)
+        mask[0] = True
+        w.restart_noise(mask)
 
     def _arms(self, command: np.ndarray | None) -> bool:
         """FlightGoggles 2019: a RateThrust of at least 9.9 N that *arrives* more than 0.1 s of

@@ -375,6 +375,15 @@ class NoiseStream:
         self.tick = self.tick + 1
         return z
 
+    def restart(self, mask: Tensor) -> None:
+        """The masked envs' counters back at zero: they draw again what they drew first."""
+        self.tick = torch.where(mask, torch.zeros_like(self.tick), self.tick)
+
+
+def noise_streams(sensor: Any) -> list[NoiseStream]:
+    """A sensor's noise streams: the :class:`NoiseStream` attributes it holds."""
+    return [v for v in vars(sensor).values() if isinstance(v, NoiseStream)]
+
 
 def in_range(distance: Tensor, min_range: float, max_range: float) -> Tensor:
     """(N, R) bool: a return within [min_range, max_range] (misses are +inf, so they fail)."""

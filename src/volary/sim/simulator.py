@@ -322,6 +322,17 @@ class Simulator:
             self.imu.reset(m)
         return self.state
 
+    def restart_noise(self, mask: Tensor) -> None:
+        """Put the masked envs' process-noise and IMU counters back at zero, where a new
+        Simulator's begin: after the next :meth:`reset` (which draws the IMU's turn-on biases)
+        they draw what a new one would, however many steps they took before. Other envs'
+        counters are untouched."""
+        m = _mask(mask, self.n_envs, self.config.device)
+        tick = self.state.tick
+        self.state = self.state.replace(tick=torch.where(m, torch.zeros_like(tick), tick))
+        if self.imu is not None:
+            self.imu.rewind(m, torch.zeros_like(self.imu.tick))
+
     # ---- disturbances ---------------------------------------------------------------------
     def set_wind(self, wind: Any = None, *, gust_std: Any = None, gust_tau: Any = None) -> None:
         """Constant wind (m/s, world) and gusts (std m/s, correlation time s), per env or all."""

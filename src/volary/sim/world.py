@@ -243,6 +243,22 @@ class World:
         self._cache.clear()  # the reset vehicles moved: this step's readings are stale
         return state
 
+    def restart_noise(self, mask: Tensor | None = None) -> None:
+        """Every noise stream of the masked vehicles (all when None) back where a new World's
+        begins: process noise, IMU (its turn-on biases are drawn by the next :meth:`reset`) and
+        each sensor built so far (one not yet built starts there anyway). Call it, then
+        :meth:`reset`, and a flight draws the same noise however many steps came before it (the
+        ROS 1 bridge does this at each arming)."""
+        from volary.sensors.rays import noise_streams
+
+        m = self._mask(mask)
+        self.sim.restart_noise(m)
+        for slot in self.rig.values():
+            sensor = slot.sensor.sensor if isinstance(slot.sensor, _Lazy) else slot.sensor
+            if sensor is not None:
+                for stream in noise_streams(sensor):
+                    stream.restart(m)
+
     def begin(self, mask: Tensor | None = None) -> None:
         """Start the masked vehicles' episodes (all when None) without moving them: flying,
         no cause, the episode clock at zero."""
