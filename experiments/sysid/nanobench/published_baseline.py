@@ -22,6 +22,10 @@ run.py) two ways, on the test flights (B9, B10) of run.py's split:
    per logged row: it needs no state), against volary's predictions; vertical position and
    velocity RMSE per horizon.
 
+Both get a third reference, **no model**: a_z + g = g (zero vertical acceleration; open loop,
+the constant-velocity prediction of the height), and each one-step row its R^2 against the
+truth's variance over the same rows (NanoBench publishes R^2 beside its RMSE).
+
     .venv/bin/python experiments/sysid/nanobench/published_baseline.py PATH/nanobench/datasets/dataset
 
 Writes results/published-baseline.json (``--split dev``: results/dev/; about two minutes, one
@@ -45,6 +49,8 @@ from volary.sysid.fit import rotor_force_torque
 from volary.sysid.logs import rotmat
 
 HORIZON, STRIDE, SG_WINDOW, SG_ORDER = 50, 5, 15, 3
+ZERO = "no model (zero vertical acceleration)"
+ZERO_W = np.array([0.0] * 5 + [GRAVITY])  # the regression's form with a_z + g = g
 
 
 def az_truth(log) -> np.ndarray:
@@ -131,22 +137,30 @@ def main() -> None:
         "linear regression, fitted on the training flights": [],
     }
     one.update({name: [] for name in vol})
+    one[ZERO] = []
+    truths = []
     for g, c in zip(test, cut, strict=True):
         truth = az_truth(g)[c:]
+        truths.append(truth)
         w_own = fit_linear([g], [slice(None, c)])
         preds = [features(g)[c:] @ w_own, features(g)[c:] @ w_train]
         preds += [az_volary(g, m)[c:] for m in vol.values()]
+        preds += [np.full_like(truth, GRAVITY)]
         for key, p in zip(one, preds, strict=True):
             one[key].append(p - truth)
     one_step = {k: rmse(np.concatenate(v)) for k, v in one.items()}
+    spread = float(np.var(np.concatenate(truths)))
+    r2 = {k: 1.0 - one_step[k] ** 2 / spread for k in one}
 
-    multi = {k: {"pos_z": [], "vel_z": []} for k in ("linear regression (training flights)", *vol)}
+    lr = "linear regression (training flights)"
+    multi = {k: {"pos_z": [], "vel_z": []} for k in (lr, *vol, ZERO)}
     for g in test:
         starts = P.window_starts(g, HORIZON, STRIDE)
         true = P.logged(g, starts, HORIZON)
-        pz, vz = rollout_linear(g, w_train, starts)
-        multi["linear regression (training flights)"]["pos_z"].append(pz - true.pos[..., 2])
-        multi["linear regression (training flights)"]["vel_z"].append(vz - true.vel[..., 2])
+        for name, w in ((lr, w_train), (ZERO, ZERO_W)):
+            pz, vz = rollout_linear(g, w, starts)
+            multi[name]["pos_z"].append(pz - true.pos[..., 2])
+            multi[name]["vel_z"].append(vz - true.vel[..., 2])
         for name, m in vol.items():
             pred = P.fly(g, m, starts, HORIZON)
             multi[name]["pos_z"].append(pred.pos[..., 2] - true.pos[..., 2])
@@ -163,6 +177,7 @@ def main() -> None:
             "linear_regression_rmse_m_s2": 2.171,
         },
         "one_step_az_rmse_m_s2": one_step,
+        "one_step_az_r2": r2,
         "multi_step_rmse_per_horizon": per_h,
         "worst_ratio_to_linear_regression": ratios,
         "horizon_s": [round(0.01 * h, 2) for h in range(1, HORIZON + 1)],
@@ -171,7 +186,7 @@ def main() -> None:
     (res / "published-baseline.json").write_text(json.dumps(doc, indent=1))
     print("one-step a_z + g RMSE (m/s^2), last 30 % of each test flight:")
     for k, v in one_step.items():
-        print(f"  {k}: {v:.3f}")
+        print(f"  {k}: {v:.3f} (R^2 {r2[k]:.2f})")
     print("open-loop vertical RMSE at 0.01 / 0.1 / 0.5 s (cm, m/s); worst ratio to the baseline")
     for k, v in per_h.items():
         p, q = np.asarray(v["pos_z"]) * 100, np.asarray(v["vel_z"])
