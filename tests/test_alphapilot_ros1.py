@@ -131,6 +131,36 @@ def test_a_perturbed_course_is_served_with_the_nominal_course_published() -> Non
         ServeConfig(scene="alphapilot_2019", scene_params={"course": 3})
 
 
+def test_a_course_of_another_generator_is_served_in_the_factory() -> None:
+    """``--courses-from`` and ``--arena``: the World flies the course ``volary race
+    --courses-from moved`` flies, inside the factory hall (its walls, pillars and machines in
+    the served scene), while the parameters publish the nominal gates and nothing of the hall
+    (2019 published none); bad settings are refused by name."""
+    from volary.ros1.bridge import Ros1Options
+    from volary.serve.world import ServeConfig
+    from volary.worlds import alphapilot_2019, alphapilot_2019_courses
+
+    uav, served = _bridge_params(course_seed=3, course_index=2, generator="moved", arena="factory")
+    drawn = alphapilot_2019_courses(3, 3, "moved", "factory")[2]
+    assert served.gates == drawn.gates and served.obstacles == drawn.obstacles
+    assert served.gates != alphapilot_2019_courses(3, 3)[2].gates  # another generator's draw
+    assert len(served.obstacles) > 10 and served.meta["arena"] == "factory"
+    nominal = alphapilot_2019()
+    for gate, base in zip(drawn.gates, nominal.gates, strict=True):
+        np.testing.assert_array_equal(uav[gate.name]["nominal_location"], base.corners)
+    assert not any("obstacle" in k or "factory" in k for k in uav)
+    _, hall = _bridge_params(arena="factory")  # the nominal course in the hall
+    assert hall.gates == nominal.gates and hall.obstacles == served.obstacles
+    for kw, name in (({"arena": "hall"}, "arena"), ({"generator": "nope"}, "generator")):
+        with pytest.raises(ConfigError, match=name):
+            Ros1Options(**kw)
+    bad = (({"course_seed": 1, "generator": "nope"}, "generator"), ({"arena": "hall"}, "arena"),
+           ({"generator": "moved"}, "course_seed"))  # fmt: skip
+    for params, name in bad:
+        with pytest.raises(ConfigError, match=name):
+            ServeConfig(scene="alphapilot_2019", scene_params=params)
+
+
 CONVERT = r"""
 import json, sys
 from volary.ros1.env import import_rospy

@@ -42,13 +42,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--noise-seed", type=int, default=0, help="both sides' noise seed")
     ap.add_argument("--control-hz", type=float, default=240.0)
     ap.add_argument("--contestant", default="reference")
+    ap.add_argument("--courses-from", default="volary", help="course-generator setting")
+    ap.add_argument("--arena", default="empty", help="empty or factory")
     ap.add_argument("--out", type=Path, required=True)
     a = ap.parse_args(argv)
 
     from volary.studies.alphapilot.ros1_node import race_in_process, race_over_ros1
     from volary.worlds import alphapilot_2019_courses
 
-    courses = alphapilot_2019_courses(a.courses, a.course_seed)
+    courses = alphapilot_2019_courses(a.courses, a.course_seed, a.courses_from, a.arena)
     t0 = time.perf_counter()
     inproc = race_in_process(courses, a.noise_seed, contestant=a.contestant,
                              control_hz=a.control_hz)  # fmt: skip
@@ -58,7 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     for i, course in enumerate(courses):
         with tempfile.TemporaryDirectory(prefix=f"ros1-course{i}-") as work:
             ros = race_over_ros1(a.course_seed, i, a.noise_seed, work, contestant=a.contestant,
-                                 control_hz=a.control_hz)  # fmt: skip
+                                 control_hz=a.control_hz, generator=a.courses_from,
+                                 arena=a.arena)  # fmt: skip
         local = {
             "gates_passed": int(r.gates_passed[i]),
             "finished": bool(r.finished[i]),
@@ -89,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
             "noise_seed": a.noise_seed,
             "control_hz": a.control_hz,
             "contestant": a.contestant,
+            "courses_from": a.courses_from,
+            "arena": a.arena,
         },  # fmt: skip
         "in_process_wall_s": wall_in,
         "courses": rows,

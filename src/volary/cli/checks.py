@@ -83,6 +83,18 @@ def _imu(name: str) -> None:
         IMU_PRESETS.get(name)
 
 
+def _course_generator(name: str) -> None:
+    from volary.worlds.tracks import COURSE_GENERATORS
+
+    COURSE_GENERATORS.get(name)
+
+
+def _arenas() -> Collection[str]:
+    from volary.worlds.tracks import ARENAS
+
+    return ARENAS
+
+
 def _control_modes() -> Collection[str]:
     from volary.control import CONTROL_MODES
 
@@ -327,6 +339,8 @@ OPTIONS: dict[str, dict[str, Check]] = {
         "--platform": PLATFORM,
         "--course-seed": SEED,
         "--course-index": count(0, 999, "perturbed course index"),
+        "--courses-from": looked_up(_course_generator),
+        "--arena": one_of(_arenas),
     },
     "ros1 msgs": {"--msg-cache": OUT},
     "ros1 build": {

@@ -66,7 +66,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from volary.errors import ConfigError
+from volary.errors import ConfigError, UnknownNameError
 from volary.ros1.env import import_rospy
 from volary.ros1.lap import Lap
 from volary.ros1.msgs import MessageDirs, ensure_messages
@@ -98,8 +98,11 @@ class Ros1Options:
     FlightGoggles' own, ``flightgoggles``, with the ideal loop; :data:`FIRMWARE_PLATFORM` with
     Betaflight, which flies only the platforms it has a rate profile for); ``course_seed``:
     serve the perturbed course ``course_index`` of ``alphapilot_2019_courses(course_index + 1,
-    course_seed)`` (its gates moved within their bounds; the parameters' ``nominal_location``
-    stays the nominal course's, as in 2019), None: the nominal course."""
+    course_seed, generator)`` (its gates moved by the course-generator setting ``generator``,
+    default ``volary``: within their published bounds; the parameters' ``nominal_location``
+    stays the nominal course's, as in 2019), None: the nominal course; ``arena``: ``empty``
+    (gates, floor, bounds) or ``factory`` (the hall of :mod:`volary.worlds.factory`: walls,
+    roof, pillars, machines, as ``volary race`` flies the challenge)."""
 
     course: str = "alphapilot_2019"
     control_hz: float = 120.0
@@ -118,10 +121,20 @@ class Ros1Options:
     platform: str | None = None
     course_seed: int | None = None
     course_index: int = 0
+    generator: str = "volary"
+    arena: str = "empty"
 
     def __post_init__(self) -> None:
         if self.course not in COURSES:
             raise ConfigError(f"course: expected one of {COURSES}, got {self.course!r}")
+        from volary.worlds.tracks import ARENAS, COURSE_GENERATORS
+
+        if self.arena not in ARENAS:
+            raise ConfigError(f"arena: expected one of {ARENAS}, got {self.arena!r}")
+        try:
+            COURSE_GENERATORS.get(self.generator)
+        except UnknownNameError as e:
+            raise ConfigError(f"generator: {e}") from None
         for name in ("course_seed", "course_index"):
             v = getattr(self, name)
             if v is None and name == "course_seed":
@@ -176,9 +189,14 @@ def serve_config(options: Ros1Options) -> ServeConfig:
         sim_seed=options.seed,
         firmware=options.firmware,
         scene_params=(
-            {}
+            {"arena": options.arena}
             if options.course_seed is None
-            else {"course_seed": options.course_seed, "course": options.course_index}
+            else {
+                "course_seed": options.course_seed,
+                "course": options.course_index,
+                "generator": options.generator,
+                "arena": options.arena,
+            }  # fmt: skip
         ),
     )
 

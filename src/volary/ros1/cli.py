@@ -75,6 +75,20 @@ def serve(
     course_index: Annotated[
         int, typer.Option(help="Which perturbed course of --course-seed (0: the first).")
     ] = 0,
+    courses_from: Annotated[
+        str,
+        typer.Option(
+            help="The course-generator setting of --course-seed's courses (volary, moved, "
+            "resized, replaced; as volary race --courses-from)."
+        ),
+    ] = "volary",
+    arena: Annotated[
+        str,
+        typer.Option(
+            help="empty (gates, floor, bounds) or factory (walls, roof, pillars and machines "
+            "around the course; the arena volary race flies the challenge in)."
+        ),
+    ] = "empty",
     kinetic_frames: Annotated[
         bool, typer.Option(help="Frame ids with FlightGoggles 2019's leading slash.")
     ] = False,
@@ -110,7 +124,8 @@ def serve(
                               ignore_collisions=ignore_collisions, imu=imu, seed=seed,
                               kinetic_frames=kinetic_frames, firmware=firmware,
                               platform=platform, course_seed=course_seed,
-                              course_index=course_index)  # fmt: skip
+                              course_index=course_index, generator=courses_from,
+                              arena=arena)  # fmt: skip
         svc = start(options, master_port=master_port, msg_cache=msg_cache, log_dir=log_dir)
     except VolaryError as e:
         _fail(str(e))

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from volary.errors import ConfigError
+from volary.errors import ConfigError, UnknownNameError
 
 ROLES = ("vehicle", "in_loop")
 ACTOR_SHAPES = ("box", "cylinder", "sphere", "mesh")
@@ -206,28 +206,45 @@ def scene_spec(config: ServeConfig) -> Any:
         return None
     if config.scene == "alphapilot_2019":
         params = dict(config.scene_params)
+        arena = str(params.get("arena", "empty"))
         if "course_seed" not in params:
-            return alphapilot_2019()
+            return alphapilot_2019(arena=arena)
         from volary.worlds import alphapilot_2019_courses
 
-        index = int(params.get("course", 0))
-        return alphapilot_2019_courses(index + 1, int(params["course_seed"]))[index]
+        index, generator = int(params.get("course", 0)), str(params.get("generator", "volary"))
+        courses = alphapilot_2019_courses(index + 1, int(params["course_seed"]),
+                                          generator=generator, arena=arena)  # fmt: skip
+        return courses[index]
     return make_scenario(config.scene, config.seed, **dict(config.scene_params))
 
 
-TRACK_PARAMS = ("course_seed", "course")  # a race track's perturbed course (scene_spec)
+# a race track's perturbed course and arena (scene_spec)
+TRACK_PARAMS = ("course_seed", "course", "generator", "arena")
 
 
 def _check_track_params(params: Mapping[str, Any]) -> None:
-    """A race track takes ``course_seed`` (ints >= 0; without it, the nominal course) and
-    ``course`` (which course of ``alphapilot_2019_courses(course + 1, course_seed)``)."""
+    """A race track takes ``course_seed`` (ints >= 0; without it, the nominal course),
+    ``course`` (which course of ``alphapilot_2019_courses(course + 1, course_seed,
+    generator)``), ``generator`` (a course-generator setting, default ``volary``) and ``arena``
+    (``empty``, the default, or ``factory``)."""
+    from volary.worlds.tracks import ARENAS, COURSE_GENERATORS
+
     for k, v in params.items():
         if k not in TRACK_PARAMS:
             raise ConfigError(f"scene_params: a race track takes {TRACK_PARAMS}, got {k!r}")
-        if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 2**32:
+        if k == "arena":
+            if v not in ARENAS:
+                raise ConfigError(f"scene_params['arena']: expected one of {ARENAS}, got {v!r}")
+        elif k == "generator":
+            try:
+                COURSE_GENERATORS.get(v)
+            except UnknownNameError as e:  # the known names, under the argument's name
+                raise ConfigError(f"scene_params['generator']: {e}") from None
+        elif isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 2**32:
             raise ConfigError(f"scene_params[{k!r}]: expected an int in [0, 2**32), got {v!r}")
-    if "course" in params and "course_seed" not in params:
-        raise ConfigError("scene_params: 'course' needs 'course_seed' (which draw of courses)")
+    for k in ("course", "generator"):
+        if k in params and "course_seed" not in params:
+            raise ConfigError(f"scene_params: {k!r} needs 'course_seed' (which draw of courses)")
 
 
 def build_world(config: ServeConfig) -> Any:

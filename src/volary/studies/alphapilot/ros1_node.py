@@ -623,10 +623,13 @@ def race_over_ros1(
     control_hz: float = 240.0,
     time_limit_s: float = 60.0,
     timeout_s: float = 900.0,
+    generator: str = "volary",
+    arena: str = "empty",
 ) -> dict[str, Any]:
     """Fly ``contestant`` through ROS 1 on one perturbed course: a rosmaster on a free loopback
     port, ``volary ros1 serve`` (lock-step, ``--course-seed course_seed --course-index
-    course_index --seed noise_seed``, ending with the lap) and this node, each a process of its
+    course_index --courses-from generator --arena arena --seed noise_seed``, ending with the
+    lap) and this node, each a process of its
     own (logs in ``workdir``). Returns the node's summary plus ``wall_s``; a ConfigError if
     the node wrote none within ``timeout_s`` wall seconds."""
     import subprocess
@@ -646,6 +649,7 @@ def race_over_ros1(
             procs.append(subprocess.Popen(
                 [sys.executable, "-m", "volary.ros1", "serve", "--control-hz", str(control_hz),
                  "--course-seed", str(course_seed), "--course-index", str(course_index),
+                 "--courses-from", generator, "--arena", arena,
                  "--seed", str(noise_seed), "--exit-on-result",
                  "--results", str(work / "results.yaml"), "--log-dir", str(work / "log")],
                 env=env, stdout=blog, stderr=subprocess.STDOUT))  # fmt: skip
