@@ -248,8 +248,9 @@ def test_reference_racer_flies_a_perturbed_course_through_ros1(tmp_path: Path) -
 
     Whether it passes all 11 gates is not asserted: the reference racer's finish depends on the
     noise draws (in process, course 4 of seed 0 completes under 2 of noise seeds 0-5), and the
-    bridge's draws depend on how many ticks the vehicle was held before arming, which follows
-    the wall clock (experiments/alphapilot/ros1/README.md)."""
+    bridge's draws are its own (``--seed``'s streams, not the challenge's per-course keys), so
+    the two sides fly different noise. Over ROS 1 alone a flight repeats however long the node
+    takes to arm (experiments/alphapilot/ros1/README.md; tested in test_ros1.py)."""
     from volary.bench.gate_race import race_score
     from volary.studies.alphapilot.ros1_node import race_in_process, race_over_ros1
     from volary.worlds import alphapilot_2019_courses
