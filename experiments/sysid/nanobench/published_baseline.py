@@ -89,6 +89,35 @@ def rollout_linear(log, w: np.ndarray, starts: np.ndarray) -> tuple[np.ndarray, 
     return pz, vz
 
 
+def linear(w: np.ndarray):
+    """The regression (or any a_z + g = features . w) as a predictor for :func:`vertical_rmse`."""
+    return lambda log, starts: rollout_linear(log, w, starts)
+
+
+def flown(model: P.SysidModel):
+    """A volary model, flown open loop from each start, as a predictor for :func:`vertical_rmse`."""
+
+    def predict(log, starts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        pred = P.fly(log, model, starts, HORIZON)
+        return pred.pos[..., 2], pred.vel[..., 2]
+
+    return predict
+
+
+def vertical_rmse(logs, predict) -> dict[str, list[float]]:
+    """Open-loop height and climb-rate RMSE per horizon 1..HORIZON over every STRIDE-th start
+    of ``logs``; ``predict(log, starts)`` gives the (W, H) height and climb rate."""
+    pz, vz = [], []
+    for g in logs:
+        starts = P.window_starts(g, HORIZON, STRIDE)
+        true = P.logged(g, starts, HORIZON)
+        h, v = predict(g, starts)
+        pz.append(h - true.pos[..., 2])
+        vz.append(v - true.vel[..., 2])
+    return {q: np.sqrt(np.mean(np.concatenate(e) ** 2, axis=0)).tolist()
+            for q, e in (("pos_z", pz), ("vel_z", vz))}  # fmt: skip
+
+
 def rmse(a: np.ndarray) -> float:
     return float(np.sqrt(np.mean(a**2)))
 
@@ -153,22 +182,9 @@ def main() -> None:
     r2 = {k: 1.0 - one_step[k] ** 2 / spread for k in one}
 
     lr = "linear regression (training flights)"
-    multi = {k: {"pos_z": [], "vel_z": []} for k in (lr, *vol, ZERO)}
-    for g in test:
-        starts = P.window_starts(g, HORIZON, STRIDE)
-        true = P.logged(g, starts, HORIZON)
-        for name, w in ((lr, w_train), (ZERO, ZERO_W)):
-            pz, vz = rollout_linear(g, w, starts)
-            multi[name]["pos_z"].append(pz - true.pos[..., 2])
-            multi[name]["vel_z"].append(vz - true.vel[..., 2])
-        for name, m in vol.items():
-            pred = P.fly(g, m, starts, HORIZON)
-            multi[name]["pos_z"].append(pred.pos[..., 2] - true.pos[..., 2])
-            multi[name]["vel_z"].append(pred.vel[..., 2] - true.vel[..., 2])
-    per_h = {
-        k: {q: np.sqrt(np.mean(np.concatenate(e) ** 2, axis=0)).tolist() for q, e in v.items()}
-        for k, v in multi.items()
-    }
+    predictors = {lr: linear(w_train), **{k: flown(m) for k, m in vol.items()}}
+    predictors[ZERO] = linear(ZERO_W)
+    per_h = {k: vertical_rmse(test, f) for k, f in predictors.items()}
     base = per_h["linear regression (training flights)"]
     ratios = {k: {q: float(np.max(np.divide(v[q], base[q]))) for q in v} for k, v in per_h.items()}
     doc = {

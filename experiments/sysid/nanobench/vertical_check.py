@@ -57,19 +57,11 @@ def per_flight(logs: list, model: P.SysidModel, w: np.ndarray) -> list[dict]:
     return rows
 
 
-def open_loop(logs: list, model: P.SysidModel) -> dict:
+def open_loop(logs: list, predict) -> dict:
     """Vertical position and velocity RMSE at 0.01 / 0.1 / 0.5 s (every 5th start)."""
-    pz, vz = [], []
-    for g in logs:
-        starts = P.window_starts(g, PB.HORIZON, PB.STRIDE)
-        true, pred = P.logged(g, starts, PB.HORIZON), P.fly(g, model, starts, PB.HORIZON)
-        pz.append(pred.pos[..., 2] - true.pos[..., 2])
-        vz.append(pred.vel[..., 2] - true.vel[..., 2])
-    at = [0, 9, 49]
-    return {
-        "pos_z_m": np.sqrt(np.mean(np.concatenate(pz) ** 2, axis=0))[at].tolist(),
-        "vel_z_m_s": np.sqrt(np.mean(np.concatenate(vz) ** 2, axis=0))[at].tolist(),
-    }
+    per_h = PB.vertical_rmse(logs, predict)
+    return {"pos_z_m": [per_h["pos_z"][h] for h in (0, 9, 49)],
+            "vel_z_m_s": [per_h["vel_z"][h] for h in (0, 9, 49)]}  # fmt: skip
 
 
 def main() -> None:
@@ -102,23 +94,14 @@ def main() -> None:
                 model = replace(refined, command=P.CommandMap(scale),
                                 airframe=af.replace(max_rotor_speed=(1.5 * scale,)))  # fmt: skip
                 key = f"alpha {alpha:g}, tau {tau * 1e3:g} ms"
-                grid[key] = open_loop(with_voltage_exponent(test, alpha), model)
+                grid[key] = open_loop(with_voltage_exponent(test, alpha), PB.flown(model))
                 grid[key]["command_scale_rad_s"] = scale
                 p, v = grid[key]["pos_z_m"], grid[key]["vel_z_m_s"]
                 print(f"  {key}: pos {p[1] * 100:.2f} / {p[2] * 100:.2f} cm, vel {v[1]:.3f} / "
                       f"{v[2]:.3f} m/s at 0.1 / 0.5 s", flush=True)  # fmt: skip
         doc["open_loop_grid"] = grid
         for name, w in (("linear regression", PB.fit_linear(train)), (PB.ZERO, PB.ZERO_W)):
-            pz, vz = zip(*(PB.rollout_linear(g, w, P.window_starts(g, PB.HORIZON, PB.STRIDE))
-                           for g in test), strict=True)  # fmt: skip
-            true = [P.logged(g, P.window_starts(g, PB.HORIZON, PB.STRIDE), PB.HORIZON)
-                    for g in test]  # fmt: skip
-            ep = np.concatenate([a - t.pos[..., 2] for a, t in zip(pz, true, strict=True)])
-            ev = np.concatenate([a - t.vel[..., 2] for a, t in zip(vz, true, strict=True)])
-            doc.setdefault("references", {})[name] = {
-                "pos_z_m": np.sqrt(np.mean(ep**2, axis=0))[[0, 9, 49]].tolist(),
-                "vel_z_m_s": np.sqrt(np.mean(ev**2, axis=0))[[0, 9, 49]].tolist(),
-            }
+            doc.setdefault("references", {})[name] = open_loop(test, PB.linear(w))
             r = doc["references"][name]
             print(f"  {name}: pos {r['pos_z_m'][1] * 100:.2f} / {r['pos_z_m'][2] * 100:.2f} cm, "
                   f"vel {r['vel_z_m_s'][1]:.3f} / {r['vel_z_m_s'][2]:.3f} m/s")  # fmt: skip
