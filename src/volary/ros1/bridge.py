@@ -66,14 +66,20 @@ from typing import Any
 import numpy as np
 import torch
 
-from volary.errors import ConfigError, UnknownNameError
+from volary.errors import ConfigError
 from volary.ros1.env import import_rospy
 from volary.ros1.lap import Lap
 from volary.ros1.msgs import MessageDirs, ensure_messages
 from volary.ros1.params import MIN_ARMING_THRUST, RESET_TIMEOUT, fg_params
 from volary.serve import roscommon as R
 from volary.serve.host import WorldHost
-from volary.serve.world import FIRMWARES, SensorSpec, ServeConfig, SlotSpec
+from volary.serve.world import (
+    FIRMWARES,
+    SensorSpec,
+    ServeConfig,
+    SlotSpec,
+    check_course_setting,
+)
 
 COURSES = ("alphapilot_2019",)
 SENSOR_HZ = 60.0  # FlightGoggles' render rate: camera_info, IR beacons, rangefinder
@@ -127,14 +133,8 @@ class Ros1Options:
     def __post_init__(self) -> None:
         if self.course not in COURSES:
             raise ConfigError(f"course: expected one of {COURSES}, got {self.course!r}")
-        from volary.worlds.tracks import ARENAS, COURSE_GENERATORS
-
-        if self.arena not in ARENAS:
-            raise ConfigError(f"arena: expected one of {ARENAS}, got {self.arena!r}")
-        try:
-            COURSE_GENERATORS.get(self.generator)
-        except UnknownNameError as e:
-            raise ConfigError(f"generator: {e}") from None
+        check_course_setting("arena", self.arena, "arena")
+        check_course_setting("generator", self.generator, "generator")
         for name in ("course_seed", "course_index"):
             v = getattr(self, name)
             if v is None and name == "course_seed":

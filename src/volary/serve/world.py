@@ -222,24 +222,31 @@ def scene_spec(config: ServeConfig) -> Any:
 TRACK_PARAMS = ("course_seed", "course", "generator", "arena")
 
 
+def check_course_setting(kind: str, value: Any, name: str) -> None:
+    """A race track's ``arena`` (one of ``worlds.tracks.ARENAS``) or course ``generator`` (a
+    ``COURSE_GENERATORS`` name) ``kind``, refused under the argument ``name``."""
+    from volary.worlds.tracks import ARENAS, COURSE_GENERATORS
+
+    if kind == "arena":
+        if value not in ARENAS:
+            raise ConfigError(f"{name}: expected one of {ARENAS}, got {value!r}")
+        return
+    try:
+        COURSE_GENERATORS.get(value)
+    except UnknownNameError as e:  # the known names, under the argument's name
+        raise ConfigError(f"{name}: {e}") from None
+
+
 def _check_track_params(params: Mapping[str, Any]) -> None:
     """A race track takes ``course_seed`` (ints >= 0; without it, the nominal course),
     ``course`` (which course of ``alphapilot_2019_courses(course + 1, course_seed,
     generator)``), ``generator`` (a course-generator setting, default ``volary``) and ``arena``
     (``empty``, the default, or ``factory``)."""
-    from volary.worlds.tracks import ARENAS, COURSE_GENERATORS
-
     for k, v in params.items():
         if k not in TRACK_PARAMS:
             raise ConfigError(f"scene_params: a race track takes {TRACK_PARAMS}, got {k!r}")
-        if k == "arena":
-            if v not in ARENAS:
-                raise ConfigError(f"scene_params['arena']: expected one of {ARENAS}, got {v!r}")
-        elif k == "generator":
-            try:
-                COURSE_GENERATORS.get(v)
-            except UnknownNameError as e:  # the known names, under the argument's name
-                raise ConfigError(f"scene_params['generator']: {e}") from None
+        if k in ("arena", "generator"):
+            check_course_setting(k, v, f"scene_params[{k!r}]")
         elif isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 2**32:
             raise ConfigError(f"scene_params[{k!r}]: expected an int in [0, 2**32), got {v!r}")
     for k in ("course", "generator"):
