@@ -13,6 +13,17 @@ law on the open-loop vertical error:
   scale refitted to the training flights' hover balance (fit.fit_scale) for each;
 - the motor lag: 10 ms (the fitted one) to 200 ms.
 
+and, on the split it is run on, the two ways a thrust level could be *adapted* to a flight
+without seeing what is predicted (``adapt``):
+
+- the dataset's own protocol: the level fitted on the first 70 % of each test flight (one
+  thrust scale, k_f x s, least squares on the one-step a_z + g; NanoBench's regression fits its
+  six coefficients on the same rows), scored open loop on the windows starting in the last
+  30 %, beside the regression fitted that way, fitted on the training flights, and no model;
+- a causal level observer: each window's prediction plus a constant vertical acceleration, the
+  mean one-step residual of the N rows before it (the Savitzky-Golay truth ends 8 rows before
+  the start, so no row at or after the start is used), for volary, the regression and no model.
+
 Every model keeps the refined model's angular terms (results[/dev]/platform-refined.toml).
 
     .venv/bin/python experiments/sysid/nanobench/vertical_check.py PATH [--split dev]
@@ -36,6 +47,8 @@ from volary.sysid import fit as F
 from volary.sysid import predict as P
 
 ALPHAS = (0.0, 0.5, 1.0, 1.5, 2.0)
+OBSERVER_ROWS = (0, 50, 100, 400)  # 0: no observer
+FIRST = 0.7  # NanoBench's split of a flight: fit on the first 70 %, score on the rest
 TAUS = (0.01, 0.05, 0.1, 0.2)  # s
 
 
@@ -64,6 +77,100 @@ def open_loop(logs: list, predict) -> dict:
             "vel_z_m_s": [per_h["vel_z"][h] for h in (0, 9, 49)]}  # fmt: skip
 
 
+def thrust_scaled(model: P.SysidModel, s: float) -> P.SysidModel:
+    """The model with every rotor's k_f multiplied by s (its thrust level)."""
+    return replace(
+        model, airframe=model.airframe.replace(k_f=tuple(s * k for k in model.airframe.k_f))
+    )
+
+
+def thrust_level(log, model: P.SysidModel, rows: slice) -> float:
+    """The thrust scale s (k_f x s) that best fits the one-step a_z + g on ``rows``."""
+    az = PB.az_volary(log, model)
+    thrust = (PB.az_volary(log, thrust_scaled(model, 2.0)) - az)[rows]  # linear in k_f
+    rest = PB.az_truth(log)[rows] - (az[rows] - thrust)
+    return float(thrust @ rest / (thrust @ thrust))
+
+
+def scores(errs: dict) -> dict:
+    """Per predictor: height and climb-rate RMSE at 0.01 / 0.1 / 0.5 s from (W, H) errors."""
+    out = {}
+    for k, (ep, ev) in errs.items():
+        p, v = (np.sqrt(np.mean(np.concatenate(e) ** 2, axis=0)) for e in (ep, ev))
+        out[k] = {"pos_z_m": [float(p[h]) for h in (0, 9, 49)],
+                  "vel_z_m_s": [float(v[h]) for h in (0, 9, 49)],
+                  "per_horizon": {"pos_z": p.tolist(), "vel_z": v.tolist()}}  # fmt: skip
+    return out
+
+
+def worst_ratios(table: dict, base: str) -> None:
+    """Adds each row's worst ratio (over horizons 1-50) to the row ``base``."""
+    b = table[base]["per_horizon"]
+    for row in table.values():
+        h = row["per_horizon"]
+        row["worst_ratio_to_" + base.split(",")[0].replace(" ", "_")] = {
+            q: float(np.max(np.divide(h[q], b[q]))) for q in ("pos_z", "vel_z")
+        }
+
+
+def dataset_protocol(test: list, model: P.SysidModel, w_train: np.ndarray) -> dict:
+    """Open loop on the last 30 % of each test flight, every predictor adapted (or not) on the
+    first 70 %: the regression's six coefficients, volary's one thrust level."""
+    errs: dict = {}
+    levels = []
+    for g in test:
+        cut = int(FIRST * len(g))
+        s = thrust_level(g, model, slice(None, cut))
+        levels.append(s)
+        scaled = thrust_scaled(model, s)
+        starts = P.window_starts(g, PB.HORIZON, PB.STRIDE)
+        starts = starts[starts >= cut]
+        true = P.logged(g, starts, PB.HORIZON)
+        for key, predict in (
+            ("linear regression, first 70 % of the flight (NanoBench's)",
+             PB.linear(PB.fit_linear([g], [slice(None, cut)]))),
+            ("linear regression, training flights", PB.linear(w_train)),
+            (PB.ZERO, PB.linear(PB.ZERO_W)),
+            ("volary refined", PB.flown(model)),
+            ("volary refined, thrust level fitted on the first 70 %", PB.flown(scaled)),
+        ):  # fmt: skip
+            h, v = predict(g, starts)
+            e = errs.setdefault(key, ([], []))
+            e[0].append(h - true.pos[..., 2])
+            e[1].append(v - true.vel[..., 2])
+    table = scores(errs)
+    worst_ratios(table, next(iter(table)))
+    return {"rows": table, "thrust_levels": {"min": min(levels), "median": float(np.median(levels)),
+                                             "max": max(levels)}}  # fmt: skip
+
+
+def observer(test: list, model: P.SysidModel, w_train: np.ndarray) -> dict:
+    """Every window's prediction plus the mean one-step residual of the N rows before it."""
+    t = np.arange(1, PB.HORIZON + 1) * test[0].dt
+    errs: dict = {}
+    for g in test:
+        starts = P.window_starts(g, PB.HORIZON, PB.STRIDE)
+        true = P.logged(g, starts, PB.HORIZON)
+        truth = PB.az_truth(g)
+        for name, one_step, predict in (
+            ("volary refined", PB.az_volary(g, model), PB.flown(model)),
+            ("linear regression, training flights", PB.features(g) @ w_train, PB.linear(w_train)),
+            (PB.ZERO, np.full(len(g), PB.GRAVITY), PB.linear(PB.ZERO_W)),
+        ):
+            h, v = predict(g, starts)
+            summed = np.concatenate([[0.0], np.cumsum(truth - one_step)])
+            hi = np.clip(starts - PB.SG_WINDOW // 2, 1, None)  # the truth's filter looks ahead
+            for n in OBSERVER_ROWS:
+                lo = np.clip(hi - n, 0, None)
+                b = (summed[hi] - summed[lo]) / (hi - lo) if n else np.zeros(len(starts))
+                e = errs.setdefault(f"{name}, observer {n} rows", ([], []))
+                e[0].append(h + b[:, None] * np.cumsum(t) * g.dt - true.pos[..., 2])
+                e[1].append(v + b[:, None] * t - true.vel[..., 2])
+    table = scores(errs)
+    worst_ratios(table, "linear regression, training flights, observer 0 rows")
+    return table
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dataset", type=Path, help="NanoBench's datasets/dataset folder")
@@ -84,6 +191,18 @@ def main() -> None:
     for who in ("volary", "regression"):
         m = doc[f"{who}_flight_means"]
         print(f"  {who}: flight means {m['min']:+.3f} .. {m['max']:+.3f} (rms {m['rms']:.3f})")
+    w_train = PB.fit_linear(train)
+    doc["adapt"] = {"dataset_protocol": dataset_protocol(test, refined, w_train),
+                    "observer": observer(test, refined, w_train)}  # fmt: skip
+    adapt = doc["adapt"]
+    for part, table in (("dataset's protocol (last 30 %)", adapt["dataset_protocol"]["rows"]),
+                        ("level observer", adapt["observer"])):  # fmt: skip
+        print(f"  {part}: height (cm) / climb rate (m/s) at 0.1 / 0.5 s; worst ratio")
+        for k, r in table.items():
+            p, v = r["pos_z_m"], r["vel_z_m_s"]
+            ratio = next(x for name, x in r.items() if name.startswith("worst_ratio"))
+            print(f"    {k}: {p[1] * 100:.2f} / {p[2] * 100:.2f}, {v[1]:.3f} / {v[2]:.3f}; "
+                  f"{ratio['pos_z']:.3f}, {ratio['vel_z']:.3f}")  # fmt: skip
     if not args.no_grids:
         grid = {}
         for alpha in ALPHAS:
