@@ -150,3 +150,15 @@ def test_cli_trains_an_encoder_and_a_policy_on_its_latent(tmp_path):
     r = runner.invoke(app, ["rl", "eval", "--policy", str(run / "policy.pt"), "--task", "navigate",
                                "--env", "depth_encoder=missing.pt", "--out", str(run)])  # fmt: skip
     assert r.exit_code == 2 and "depth_encoder" in r.output and "missing.pt" in r.output
+    # the encoder moved after training (a results folder renamed): the policy's stored path is
+    # refused with the way out, and --env depth_encoder= replaces it without loading it
+    moved = enc_dir.rename(tmp_path / "moved")
+    base = ["rl", "eval", "--policy", str(run / "policy.pt"), "--task", "navigate", "--envs", "2",
+            "--episodes", "2", "--out", str(run)]  # fmt: skip
+    r = runner.invoke(app, base)
+    assert r.exit_code == 2 and "--policy: its depth_encoder" in r.output, r.output
+    assert enc in r.output.replace("\n", "") and "--env depth_encoder=PATH" in r.output
+    r = runner.invoke(app, [*base, "--env", f"depth_encoder={moved / 'encoder.pt'}"])
+    assert r.exit_code == 0, r.output
+    used = json.loads((run / "eval.json").read_text())["env_options"]["depth_encoder"]
+    assert used == str(moved / "encoder.pt")

@@ -146,19 +146,23 @@ EnvOpts = Annotated[
 
 
 def _env_options(task: str, options: dict[str, Any], items: list[str] | None) -> dict[str, Any]:
-    """``options`` with the ``--env FIELD=VALUE`` items over them, typed by the task's config."""
+    """``options`` with the ``--env FIELD=VALUE`` items over them, typed by the task's config.
+    A field an item sets is dropped from ``options`` first, so that a stored value the item
+    replaces (a policy's encoder path that no longer exists) is never loaded."""
     if not items:
         return dict(options)
     from volary.config import parse_overrides
     from volary.envs import env_config
     from volary.errors import VolaryError
 
+    named = {item.split("=", 1)[0].strip() for item in items}
+    kept = {k: v for k, v in options.items() if k not in named}
     try:
-        base = env_config(task, **_resolved(options))
+        base = env_config(task, **_resolved(kept))
     except VolaryError as err:
         fail(f"--task {task}: {err}")
     try:
-        return {**options, **parse_overrides(base, items or [])}
+        return {**kept, **parse_overrides(base, items or [])}
     except VolaryError as err:
         fail(f"--env: {err}")
 
@@ -167,8 +171,9 @@ def _jsonable(options: dict[str, Any]) -> dict[str, Any]:
     return {k: list(v) if isinstance(v, tuple) else v for k, v in options.items()}
 
 
-def _resolved(options: dict[str, Any]) -> dict[str, Any]:
-    """``options`` with a ``depth_encoder`` path (what policy files store) loaded."""
+def _resolved(options: dict[str, Any], source: str = "--env depth_encoder") -> dict[str, Any]:
+    """``options`` with a ``depth_encoder`` path (what policy files store) loaded; ``source``
+    names where the path came from in the error."""
     if not isinstance(options.get("depth_encoder"), str):
         return options
     from volary.errors import VolaryError
@@ -177,14 +182,17 @@ def _resolved(options: dict[str, Any]) -> dict[str, Any]:
     try:
         return resolve_env_options(options)
     except VolaryError as err:
-        fail(f"--env depth_encoder: {err}")
+        fail(f"{source}: {err}")
 
 
-def _make_env(task: str, envs: int, seed: int, device: str, options: dict[str, Any]) -> Any:
+def _make_env(
+    task: str, envs: int, seed: int, device: str, options: dict[str, Any], source: str | None = None
+) -> Any:
+    """``source``: where a ``depth_encoder`` path came from (default: ``--env``), for errors."""
     from volary.envs import make_env
     from volary.errors import VolaryError
 
-    opts = _resolved(options)
+    opts = _resolved(options, source or "--env depth_encoder")
     try:
         return make_env(task, n_envs=envs, **{"seed": seed, "device": device, **opts})
     except VolaryError as err:
@@ -504,7 +512,9 @@ def rl_eval(
     stored = {k: tuple(v) if isinstance(v, list) else v
               for k, v in (meta.get("env_options") or {}).items()}  # fmt: skip
     options = _env_options(task, stored, env_opt)
-    env = _make_env(task, envs, seed, device, options)
+    own = "depth_encoder" in stored and options.get("depth_encoder") == stored["depth_encoder"]
+    source = "--policy: its depth_encoder (another: --env depth_encoder=PATH)" if own else None
+    env = _make_env(task, envs, seed, device, options, source)
     if record is not None and record.suffix != ".npz":
         fail(f"--record: expected a .npz path, got {str(record)!r}")
     tracer = EpisodeTracer(env) if record is not None else None
