@@ -104,12 +104,14 @@ def flown(model: P.SysidModel):
     return predict
 
 
-def vertical_rmse(logs, predict) -> dict[str, list[float]]:
+def vertical_rmse(logs, predict, after: float = 0.0) -> dict[str, list[float]]:
     """Open-loop height and climb-rate RMSE per horizon 1..HORIZON over every STRIDE-th start
-    of ``logs``; ``predict(log, starts)`` gives the (W, H) height and climb rate."""
+    of ``logs`` (those in the last 1 - ``after`` of each flight); ``predict(log, starts)`` gives
+    the (W, H) height and climb rate."""
     pz, vz = [], []
     for g in logs:
         starts = P.window_starts(g, HORIZON, STRIDE)
+        starts = starts[starts >= int(after * len(g))]
         true = P.logged(g, starts, HORIZON)
         h, v = predict(g, starts)
         pz.append(h - true.pos[..., 2])

@@ -70,11 +70,13 @@ def per_flight(logs: list, model: P.SysidModel, w: np.ndarray) -> list[dict]:
     return rows
 
 
-def open_loop(logs: list, predict) -> dict:
-    """Vertical position and velocity RMSE at 0.01 / 0.1 / 0.5 s (every 5th start)."""
-    per_h = PB.vertical_rmse(logs, predict)
-    return {"pos_z_m": [per_h["pos_z"][h] for h in (0, 9, 49)],
-            "vel_z_m_s": [per_h["vel_z"][h] for h in (0, 9, 49)]}  # fmt: skip
+def open_loop(logs: list, predict, after: float = 0.0, per_horizon: bool = False) -> dict:
+    """Vertical position and velocity RMSE at 0.01 / 0.1 / 0.5 s (every 5th start, those in the
+    last 1 - ``after`` of each flight), and with ``per_horizon`` every horizon's."""
+    per_h = PB.vertical_rmse(logs, predict, after)
+    out = {"pos_z_m": [per_h["pos_z"][h] for h in (0, 9, 49)],
+           "vel_z_m_s": [per_h["vel_z"][h] for h in (0, 9, 49)]}  # fmt: skip
+    return {**out, "per_horizon": per_h} if per_horizon else out
 
 
 def thrust_scaled(model: P.SysidModel, s: float) -> P.SysidModel:
@@ -92,17 +94,6 @@ def thrust_level(log, model: P.SysidModel, rows: slice) -> float:
     return float(thrust @ rest / (thrust @ thrust))
 
 
-def scores(errs: dict) -> dict:
-    """Per predictor: height and climb-rate RMSE at 0.01 / 0.1 / 0.5 s from (W, H) errors."""
-    out = {}
-    for k, (ep, ev) in errs.items():
-        p, v = (np.sqrt(np.mean(np.concatenate(e) ** 2, axis=0)) for e in (ep, ev))
-        out[k] = {"pos_z_m": [float(p[h]) for h in (0, 9, 49)],
-                  "vel_z_m_s": [float(v[h]) for h in (0, 9, 49)],
-                  "per_horizon": {"pos_z": p.tolist(), "vel_z": v.tolist()}}  # fmt: skip
-    return out
-
-
 def worst_ratios(table: dict, base: str) -> None:
     """Adds each row's worst ratio (over horizons 1-50) to the row ``base``."""
     b = table[base]["per_horizon"]
@@ -116,57 +107,64 @@ def worst_ratios(table: dict, base: str) -> None:
 def dataset_protocol(test: list, model: P.SysidModel, w_train: np.ndarray) -> dict:
     """Open loop on the last 30 % of each test flight, every predictor adapted (or not) on the
     first 70 %: the regression's six coefficients, volary's one thrust level."""
-    errs: dict = {}
-    levels = []
-    for g in test:
-        cut = int(FIRST * len(g))
-        s = thrust_level(g, model, slice(None, cut))
-        levels.append(s)
-        scaled = thrust_scaled(model, s)
-        starts = P.window_starts(g, PB.HORIZON, PB.STRIDE)
-        starts = starts[starts >= cut]
-        true = P.logged(g, starts, PB.HORIZON)
+    first = {g.name: slice(None, int(FIRST * len(g))) for g in test}
+    levels = {g.name: thrust_level(g, model, first[g.name]) for g in test}
+
+    def own_regression(g, starts):
+        return PB.linear(PB.fit_linear([g], [first[g.name]]))(g, starts)
+
+    def own_level(g, starts):
+        return PB.flown(thrust_scaled(model, levels[g.name]))(g, starts)
+
+    table = {
+        key: open_loop(test, predict, after=FIRST, per_horizon=True)
         for key, predict in (
-            ("linear regression, first 70 % of the flight (NanoBench's)",
-             PB.linear(PB.fit_linear([g], [slice(None, cut)]))),
+            ("linear regression, first 70 % of the flight (NanoBench's)", own_regression),
             ("linear regression, training flights", PB.linear(w_train)),
             (PB.ZERO, PB.linear(PB.ZERO_W)),
             ("volary refined", PB.flown(model)),
-            ("volary refined, thrust level fitted on the first 70 %", PB.flown(scaled)),
-        ):  # fmt: skip
-            h, v = predict(g, starts)
-            e = errs.setdefault(key, ([], []))
-            e[0].append(h - true.pos[..., 2])
-            e[1].append(v - true.vel[..., 2])
-    table = scores(errs)
+            ("volary refined, thrust level fitted on the first 70 %", own_level),
+        )
+    }
     worst_ratios(table, next(iter(table)))
-    return {"rows": table, "thrust_levels": {"min": min(levels), "median": float(np.median(levels)),
-                                             "max": max(levels)}}  # fmt: skip
+    s = list(levels.values())
+    return {"rows": table, "thrust_levels": {"min": min(s), "median": float(np.median(s)),
+                                             "max": max(s)}}  # fmt: skip
+
+
+def with_level_observer(predict, one_step, n: int, dt: float):
+    """``predict`` plus a constant vertical acceleration: the mean one-step residual
+    (``one_step(log)`` against the truth) of the ``n`` rows before each start (0: none), its
+    climb rate integrated over the horizons' times at step ``dt`` (the first flight's)."""
+
+    def observed(g, starts):
+        h, v = predict(g, starts)
+        if not n:
+            return h, v
+        summed = np.concatenate([[0.0], np.cumsum(PB.az_truth(g) - one_step(g))])
+        hi = np.clip(starts - PB.SG_WINDOW // 2, 1, None)  # the truth's filter looks ahead
+        lo = np.clip(hi - n, 0, None)
+        b = ((summed[hi] - summed[lo]) / (hi - lo))[:, None]
+        t = np.arange(1, PB.HORIZON + 1) * dt
+        return h + b * np.cumsum(t) * g.dt, v + b * t
+
+    return observed
 
 
 def observer(test: list, model: P.SysidModel, w_train: np.ndarray) -> dict:
     """Every window's prediction plus the mean one-step residual of the N rows before it."""
-    t = np.arange(1, PB.HORIZON + 1) * test[0].dt
-    errs: dict = {}
-    for g in test:
-        starts = P.window_starts(g, PB.HORIZON, PB.STRIDE)
-        true = P.logged(g, starts, PB.HORIZON)
-        truth = PB.az_truth(g)
+    table = {
+        f"{name}, observer {n} rows": open_loop(
+            test, with_level_observer(predict, one_step, n, test[0].dt), per_horizon=True
+        )
         for name, one_step, predict in (
-            ("volary refined", PB.az_volary(g, model), PB.flown(model)),
-            ("linear regression, training flights", PB.features(g) @ w_train, PB.linear(w_train)),
-            (PB.ZERO, np.full(len(g), PB.GRAVITY), PB.linear(PB.ZERO_W)),
-        ):
-            h, v = predict(g, starts)
-            summed = np.concatenate([[0.0], np.cumsum(truth - one_step)])
-            hi = np.clip(starts - PB.SG_WINDOW // 2, 1, None)  # the truth's filter looks ahead
-            for n in OBSERVER_ROWS:
-                lo = np.clip(hi - n, 0, None)
-                b = (summed[hi] - summed[lo]) / (hi - lo) if n else np.zeros(len(starts))
-                e = errs.setdefault(f"{name}, observer {n} rows", ([], []))
-                e[0].append(h + b[:, None] * np.cumsum(t) * g.dt - true.pos[..., 2])
-                e[1].append(v + b[:, None] * t - true.vel[..., 2])
-    table = scores(errs)
+            ("volary refined", lambda g: PB.az_volary(g, model), PB.flown(model)),
+            ("linear regression, training flights", lambda g: PB.features(g) @ w_train,
+             PB.linear(w_train)),
+            (PB.ZERO, lambda g: np.full(len(g), PB.GRAVITY), PB.linear(PB.ZERO_W)),
+        )
+        for n in OBSERVER_ROWS
+    }  # fmt: skip
     worst_ratios(table, "linear regression, training flights, observer 0 rows")
     return table
 
