@@ -77,6 +77,7 @@ class Faulty:
         "1.00kg-SunnySky": "hang",
         "1.20kg-JFRC": "never",
         "1.40kg-EMAX": "wrong",
+        "0.55kg-UAV-1": "hang_in_compiled_code",
     }
 
     def __init__(self, **options):
@@ -98,6 +99,15 @@ class Faulty:
             return replace(ref, positions=ref.positions * np.nan)
         if self.mode == "hang":
             time.sleep(30)
+        if self.mode == "hang_in_compiled_code":
+            # what CPython raises when the alarm strikes while a numba kernel has called back
+            # into Python: the kernel returns with the timeout set, SystemError from it
+            try:
+                time.sleep(30)
+            except BaseException as exc:
+                raise SystemError(
+                    "CPUDispatcher(_lbfgs) returned a result with an exception set"
+                ) from exc
         if self.mode == "wrong":
             return {"positions": ref.positions}
         return None
@@ -160,12 +170,15 @@ def test_planner_faults_become_error_rows_and_do_not_stop_the_batch():
         "1.00kg-SunnySky": "error",
         "1.20kg-JFRC": "no_plan",
         "1.40kg-EMAX": "error",
+        "0.55kg-UAV-1": "error",
     }
     assert "RuntimeError: planner bug" in rows["0.895kg-DJI"].error
     assert "non-finite" in rows["0.90kg-DJI"].error
     assert "wall-clock limit" in rows["1.00kg-SunnySky"].error
+    # a time-out that struck inside compiled code is still reported as the time-out
+    assert rows["0.55kg-UAV-1"].error == rows["1.00kg-SunnySky"].error
     assert "expected NavReference" in rows["1.40kg-EMAX"].error
-    for p in ("0.895kg-DJI", "0.90kg-DJI", "1.00kg-SunnySky", "1.40kg-EMAX"):
+    for p in ("0.895kg-DJI", "0.90kg-DJI", "1.00kg-SunnySky", "1.40kg-EMAX", "0.55kg-UAV-1"):
         assert 0.4 <= rows[p].flight_time <= 0.6 and not rows[p].success
     ok = rows["0.60kg-EMAX"]
     assert ok.path_length > 5.0 and math.isclose(ok.flight_time, 3.0, abs_tol=0.11)

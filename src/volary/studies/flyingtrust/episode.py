@@ -300,8 +300,8 @@ class _Episode:
         except PlannerTimeout:
             self._stop(i, "error", over)
             return False, None
-        except Exception:
-            self._stop(i, "error", traceback.format_exc())
+        except Exception as exc:
+            self._stop(i, "error", over if _from_timeout(exc) else traceback.format_exc())
             return False, None
         finally:
             env.planner_time += time.perf_counter() - t0
@@ -816,6 +816,19 @@ class _Watchdog:
 
 def _alarm(signum: int, frame: Any) -> None:
     raise PlannerTimeout()
+
+
+def _from_timeout(exc: BaseException) -> bool:
+    """Whether ``exc`` stands for a :class:`PlannerTimeout`. When the alarm strikes while
+    compiled code (a numba kernel) has called back into Python, the kernel returns with the
+    timeout pending and CPython raises ``SystemError`` from it: the timeout is its cause."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, PlannerTimeout):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return False
 
 
 __all__ = ["CONTROL_HZ", "PHYSICS_HZ", "PlannerTimeout", "run_unit", "scene_spec"]
