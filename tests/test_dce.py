@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -162,3 +164,14 @@ def test_cli_trains_an_encoder_and_a_policy_on_its_latent(tmp_path):
     assert r.exit_code == 0, r.output
     used = json.loads((run / "eval.json").read_text())["env_options"]["depth_encoder"]
     assert used == str(moved / "encoder.pt")
+    # the policy and its encoder moved together (a results tree cloned elsewhere): the policy
+    # finds the encoder where it was relative to the policy, with no --env
+    tree = tmp_path / "elsewhere"
+    shutil.copytree(run, tree / "run")
+    shutil.copytree(moved, tree / "dce")
+    r = runner.invoke(app, ["rl", "eval", "--policy", str(tree / "run" / "policy.pt"),
+                            "--task", "navigate", "--envs", "2", "--episodes", "2",
+                            "--out", str(tree / "run")])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    used = json.loads((tree / "run" / "eval.json").read_text())["env_options"]["depth_encoder"]
+    assert Path(used).resolve() == (tree / "dce" / "encoder.pt").resolve()

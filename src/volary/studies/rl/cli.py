@@ -12,6 +12,7 @@ code 2.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -183,6 +184,23 @@ def _resolved(options: dict[str, Any], source: str = "--env depth_encoder") -> d
         return resolve_env_options(options)
     except VolaryError as err:
         fail(f"{source}: {err}")
+
+
+def _relative_to(path: str, folder: Path) -> str:
+    """``path`` relative to ``folder`` (both made absolute): how a policy finds its encoder
+    when the two move together."""
+    return os.path.relpath(Path(path).resolve(), folder.resolve())
+
+
+def _moved_encoder(stored: dict[str, Any], meta: dict[str, Any], policy: Path) -> dict[str, Any]:
+    """The policy's stored options, with a ``depth_encoder`` path that no longer exists
+    replaced by the one recorded relative to the policy's folder, where that exists (a results
+    tree moved or cloned elsewhere)."""
+    enc, rel = stored.get("depth_encoder"), meta.get("depth_encoder_from_policy")
+    if not isinstance(enc, str) or not isinstance(rel, str) or Path(enc).is_file():
+        return stored
+    here = policy.parent / rel
+    return {**stored, "depth_encoder": str(here)} if here.is_file() else stored
 
 
 def _make_env(
@@ -470,6 +488,8 @@ def rl_train(
             "seed": seed, "device": device, "stop_at": stop_at,
             "env_options": _jsonable(options), "recipe": recipe,
             "learner": run.learner}  # fmt: skip
+    if isinstance(options.get("depth_encoder"), str):
+        meta["depth_encoder_from_policy"] = _relative_to(options["depth_encoder"], out)
     _write_training(out, policy, cfg, report, meta, run, options)
     _print_training(report, out, run.task)
 
@@ -511,6 +531,7 @@ def rl_eval(
         fail(f"--policy: {err}")
     stored = {k: tuple(v) if isinstance(v, list) else v
               for k, v in (meta.get("env_options") or {}).items()}  # fmt: skip
+    stored = _moved_encoder(stored, meta, policy)
     options = _env_options(task, stored, env_opt)
     own = "depth_encoder" in stored and options.get("depth_encoder") == stored["depth_encoder"]
     source = "--policy: its depth_encoder (another: --env depth_encoder=PATH)" if own else None
