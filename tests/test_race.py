@@ -286,3 +286,19 @@ def test_race_cli_writes_json_and_plots(tmp_path):
 def test_race_cli_rejects_a_negative_course_count(tmp_path):
     with pytest.raises(ConfigError, match="courses"):
         race_cli(tmp_path, courses=-1)
+
+
+def test_a_course_flies_the_same_alone_and_in_a_batch():
+    """Process noise is keyed by the course (its name) and the seed, not by its slot in the
+    batch: a course's lap does not depend on which courses fly beside it (before, env i's
+    stream followed i and scores moved by up to 0.004)."""
+    a = _turning_course()
+    b = replace(a, name="turning_gates_b")
+    alone = run_race([b], racer=MinSnapRacer(), seed=3)
+    second = run_race([a, b], racer=MinSnapRacer(), seed=3)
+    k = min(alone.path.shape[0], second.path.shape[0])
+    assert torch.equal(alone.path[:k, 0], second.path[:k, 1])
+    assert torch.allclose(alone.gate_times[0], second.gate_times[1], rtol=0, atol=0, equal_nan=True)
+    assert not torch.equal(second.path[:k, 0], second.path[:k, 1])  # same gates, own noise
+    other_seed = run_race([b], racer=MinSnapRacer(), seed=4)
+    assert not torch.equal(alone.path[:k, 0], other_seed.path[:k, 0])

@@ -40,7 +40,6 @@ from __future__ import annotations
 import math
 import time
 import warnings
-import zlib
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -74,7 +73,12 @@ from volary.studies.alphapilot.interface import (
     RangeReport,
     make_contestant,
 )
-from volary.studies.alphapilot.race import BEST_OF, TOP_2019_SCORE, leaderboard
+from volary.studies.alphapilot.race import (
+    BEST_OF,
+    TOP_2019_SCORE,
+    leaderboard,
+    noise_key,
+)
 from volary.worlds import GateTracker, Scene, SceneSpec, alphapilot_2019, unperturbed
 
 # Table IV of paper 001: sensor set -> (teams, completed runs %, mean score, std of scores)
@@ -304,19 +308,6 @@ def _merged(parts: list[ChallengeResult]) -> ChallengeResult:
 
 _RACE_ROWS = ("gates_passed", "gate_times", "finished", "collided", "timed_out", "time", "score",
               "plan_time")  # fmt: skip
-
-
-def course_id(spec: SceneSpec) -> int:
-    """A course's noise-stream id: from its name, so a course draws the same sensor and process
-    noise wherever it sits in the batch."""
-    return zlib.crc32(spec.name.encode()) & 0x7FFFFFFF
-
-
-def noise_key(spec: SceneSpec, seed: int) -> int:
-    """The noise streams of one course x noise-seed pair (process, IMU, beacons, ranger,
-    stereo): from the course's name and the seed alone, so a pair draws the same noise in any
-    batch, beside any other seeds, in any worker."""
-    return (int(seed) * 0x9E3779B1 + course_id(spec)) & 0x7FFFFFFF
 
 
 def _nominal(specs: Sequence[SceneSpec]) -> SceneSpec:

@@ -37,6 +37,7 @@ plots) are :mod:`volary.studies.alphapilot.reports`.
 from __future__ import annotations
 
 import math
+import zlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -89,6 +90,19 @@ def leaderboard(results: RaceResult | Tensor | Sequence[float], best: int = BEST
     return float(s.topk(min(best, s.numel())).values.mean())
 
 
+def course_id(spec: SceneSpec) -> int:
+    """A course's noise-stream id: from its name, so a course draws the same sensor and process
+    noise wherever it sits in the batch (the race's process noise, the challenge's sensors)."""
+    return zlib.crc32(spec.name.encode()) & 0x7FFFFFFF
+
+
+def noise_key(spec: SceneSpec, seed: int) -> int:
+    """The noise streams of one course x noise-seed pair (process, IMU, beacons, ranger,
+    stereo): from the course's name and the seed alone, so a pair draws the same noise in any
+    batch, beside any other seeds, in any worker."""
+    return (int(seed) * 0x9E3779B1 + course_id(spec)) & 0x7FFFFFFF
+
+
 # ---- the race loop ------------------------------------------------------------------------------
 def run_race(
     courses: Sequence[SceneSpec] | None = None,
@@ -102,7 +116,9 @@ def run_race(
 ) -> RaceResult:
     """Fly one env per course (default: the nominal course) with the AlphaPilot vehicle.
 
-    ``seed`` seeds the vehicle's process noise (``stochastic``); the courses carry their own.
+    ``seed`` seeds the vehicle's process noise (``stochastic``), keyed per course
+    (:func:`noise_key`): a course flies the same alone or in any batch. The courses carry their
+    own perturbations.
     Planning and flight run with one torch/BLAS/OpenMP thread (:mod:`volary.bench.threads`).
     """
     specs = [alphapilot_2019()] if courses is None else list(courses)
@@ -134,6 +150,7 @@ def _run_race(
         device=device,
         stochastic=stochastic,
         seed=seed,
+        noise_seeds=[noise_key(s, seed) for s in specs],  # a course's noise, not its slot's
         control_hz=control_hz,
         gains=pilot.gains,
         compile="numba" if device == "cpu" else False,
@@ -201,9 +218,11 @@ __all__ = [
     "TrajectoryPlan",
     "balance_segment_times",
     "course_gates",
+    "course_id",
     "crashed_out",
     "leaderboard",
     "make_racer",
+    "noise_key",
     "race_result",
     "race_score",
     "run_race",
