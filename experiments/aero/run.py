@@ -201,8 +201,8 @@ def _race_run(racer: str, variant: str, specs: list, seed: int, what: str) -> di
     wall = time.perf_counter() - t0
     key = (what, racer)
     if variant == "off":
-        _OFF_PATHS[key] = res.path
-    dev = _deviation(res.path, _OFF_PATHS.get(key))
+        _OFF_PATHS[key] = (res.path, res.time)
+    dev = _deviation(res.path_time, res.path, res.time, _OFF_PATHS.get(key))
     for r, d in zip(rows, dev, strict=True):
         r["path_dev_max_m"], r["path_dev_mean_m"] = d
     nom = rows[0]
@@ -216,16 +216,26 @@ def _race_run(racer: str, variant: str, specs: list, seed: int, what: str) -> di
     return {"what": what, "racer": racer, "variant": variant, "wall_s": wall, "courses": rows}
 
 
-_OFF_PATHS: dict[tuple[str, str], Any] = {}  # (what, racer) -> the effects-off run's path
+_OFF_PATHS: dict[tuple[str, str], Any] = {}  # (what, racer) -> the effects-off (path, lap time)
 
 
-def _deviation(path: Any, off: Any) -> list[tuple[float | None, float | None]]:
-    """Per env: max and mean distance (m) between this run's recorded positions and the
-    effects-off run's at the same times, over the samples both flew (K, N, 3)."""
+def _deviation(
+    times: Any, path: Any, lap: Any, off: Any
+) -> list[tuple[float | None, float | None]]:
+    """Per env: max and mean distance (m) between this run's recorded positions (K, N, 3) at
+    ``times`` (K,) and the effects-off run's at the same times, over the samples both flew
+    until the earlier of the two laps' ends (``lap``, s to the final gate; NaN: not reached).
+    After its final gate an env flies on until the batch's last lap ends: those samples are
+    not the lap (one course's deviation reached 3.3 m there)."""
+    import torch
+
     if off is None:
         return [(None, None)] * path.shape[1]
-    k = min(path.shape[0], off.shape[0])
-    d = (path[:k] - off[:k]).double().norm(dim=-1)  # (K, N)
+    off_path, off_lap = off
+    k = min(path.shape[0], off_path.shape[0])
+    d = (path[:k] - off_path[:k]).double().norm(dim=-1)  # (K, N)
+    end = torch.fmin(lap.double(), off_lap.double()).nan_to_num(math.inf)  # (N,)
+    d = torch.where(times[:k, None].double() <= end[None], d, math.nan)
     out = []
     for i in range(d.shape[1]):
         di = d[:, i][~d[:, i].isnan()]
