@@ -73,12 +73,7 @@ from volary.studies.alphapilot.interface import (
     RangeReport,
     make_contestant,
 )
-from volary.studies.alphapilot.race import (
-    BEST_OF,
-    TOP_2019_SCORE,
-    leaderboard,
-    noise_key,
-)
+from volary.studies.alphapilot.race import BEST_OF, TOP_2019_SCORE, leaderboard, noise_key
 from volary.worlds import GateTracker, Scene, SceneSpec, alphapilot_2019, unperturbed
 
 # Table IV of paper 001: sensor set -> (teams, completed runs %, mean score, std of scores)

@@ -297,10 +297,7 @@ class _Episode:
         t0 = time.perf_counter()
         try:
             out = self.watchdog.call(fn, limit - env.planner_time)
-        except PlannerTimeout:
-            self._stop(i, "error", over)
-            return False, None
-        except Exception as exc:
+        except (PlannerTimeout, Exception) as exc:  # PlannerTimeout is a BaseException
             self._stop(i, "error", over if _from_timeout(exc) else traceback.format_exc())
             return False, None
         finally:
@@ -819,9 +816,10 @@ def _alarm(signum: int, frame: Any) -> None:
 
 
 def _from_timeout(exc: BaseException) -> bool:
-    """Whether ``exc`` stands for a :class:`PlannerTimeout`. When the alarm strikes while
-    compiled code (a numba kernel) has called back into Python, the kernel returns with the
-    timeout pending and CPython raises ``SystemError`` from it: the timeout is its cause."""
+    """Whether ``exc`` is a :class:`PlannerTimeout` or was raised from one. When the alarm
+    strikes while compiled code (a numba kernel) has called back into Python, the kernel returns
+    with the timeout pending and CPython raises ``SystemError`` from it: the timeout is its
+    cause."""
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         if isinstance(exc, PlannerTimeout):

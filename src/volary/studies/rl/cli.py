@@ -186,12 +186,6 @@ def _resolved(options: dict[str, Any], source: str = "--env depth_encoder") -> d
         fail(f"{source}: {err}")
 
 
-def _relative_to(path: str, folder: Path) -> str:
-    """``path`` relative to ``folder`` (both made absolute): how a policy finds its encoder
-    when the two move together."""
-    return os.path.relpath(Path(path).resolve(), folder.resolve())
-
-
 def _moved_encoder(stored: dict[str, Any], meta: dict[str, Any], policy: Path) -> dict[str, Any]:
     """The policy's stored options, with a ``depth_encoder`` path that no longer exists
     replaced by the one recorded relative to the policy's folder, where that exists (a results
@@ -489,7 +483,10 @@ def rl_train(
             "env_options": _jsonable(options), "recipe": recipe,
             "learner": run.learner}  # fmt: skip
     if isinstance(options.get("depth_encoder"), str):
-        meta["depth_encoder_from_policy"] = _relative_to(options["depth_encoder"], out)
+        # how the policy finds its encoder when the two move together (_moved_encoder)
+        meta["depth_encoder_from_policy"] = os.path.relpath(
+            Path(options["depth_encoder"]).resolve(), out.resolve()
+        )
     _write_training(out, policy, cfg, report, meta, run, options)
     _print_training(report, out, run.task)
 
