@@ -268,6 +268,33 @@ def test_layout_option_for_the_wrong_layout_is_rejected(tmp_path):
         _load(tmp_path, text)
 
 
+def test_a_platform_file_stands_in_for_a_catalogue_name(tmp_path):
+    """A user's airframe (say the platform.toml of `volary sysid`) is named by its path
+    wherever a catalogue name goes: the lookups, a World, the CLI (tests/test_cli.py)."""
+    from volary.sim import World
+
+    one = tmp_path / "mine.toml"
+    one.write_text(GOOD)
+    assert entry(str(one)).airframe.mass == pytest.approx(0.8)
+    assert get(f"{one}:mini") is get(str(one))  # the only table, named or not; cached
+    w_file = World([str(one)], n_envs=2, control="position", seed=0)
+    w_obj = World([load_file(one)["mini"].airframe], n_envs=2, control="position", seed=0)
+    for a, b in ((w_file.params.mass, w_obj.params.mass), (w_file.params.k_f, w_obj.params.k_f)):
+        assert torch.equal(a, b)
+    one.write_text(GOOD.replace("value = 800", "value = 950"))  # edited: read again
+    assert get(str(one)).mass == pytest.approx(0.95)
+    two = tmp_path / "two.toml"
+    two.write_text(GOOD + GOOD.split("[meta]", 1)[1].split("\n", 2)[2].replace("[mini]", "[maxi]"))
+    assert get(f"{two}:maxi").mass == pytest.approx(0.8)
+    with pytest.raises(ConfigError, match=r"holds 2 airframes \(mini, maxi\); expected .*:NAME"):
+        get(str(two))
+    with pytest.raises(UnknownNameError, match=r"'midi'; valid names: maxi, mini"):
+        get(f"{two}:midi")
+    with pytest.raises(FileFormatError, match="absent.toml: cannot read"):
+        get(str(tmp_path / "absent.toml"))
+    assert "mine.toml" not in names()  # the catalogue itself is unchanged
+
+
 def test_missing_file_is_a_file_format_error(tmp_path):
     with pytest.raises(FileFormatError, match="cannot read"):
         load_file(tmp_path / "absent.toml")

@@ -111,7 +111,7 @@ def test_fit_recovers_the_command_scale_moment_gains_delay_and_lag():
     assert e_fit < 0.2 * e_pre
 
 
-def test_cli_writes_a_platform_file_the_catalogue_loads(tmp_path):
+def test_cli_writes_a_platform_file_the_catalogue_loads_and_fly_flies(tmp_path):
     from typer.testing import CliRunner
 
     from volary.cli.main import app
@@ -137,6 +137,13 @@ def test_cli_writes_a_platform_file_the_catalogue_loads(tmp_path):
     np.testing.assert_allclose(entry.airframe.drag_moment, doc["fitted"]["refine"]["drag_moment"])
     assert set(doc["test"]) == {"constant", "model"}
     assert (out / "horizons.png").stat().st_size > 0
+    # the identified airframe flies by its file name, as a catalogue name would
+    res = CliRunner().invoke(app, ["fly", "--platform", str(out / "platform.toml"), "--to",
+                                   "0", "0", "1", "--duration", "3",
+                                   "--out", str(tmp_path / "fly")])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    final = res.output.split("final position [m]: [", 1)[1].split("]", 1)[0]
+    np.testing.assert_allclose([float(v) for v in final.split(",")], [0, 0, 1], atol=0.05)
 
 
 def test_reader_checks_columns_rates_and_commands(tmp_path):

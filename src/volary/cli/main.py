@@ -67,7 +67,8 @@ def platforms_list(
 
 @platforms_app.command("show")
 def platforms_show(name: str) -> None:
-    """Show one airframe's parameters, sources and indicators."""
+    """Show one airframe's parameters, sources and indicators (NAME: a catalogue name, or a
+    platform file FILE.toml or FILE.toml:TABLE)."""
     import dataclasses
 
     from volary.platforms import get, indicators
@@ -173,7 +174,13 @@ def scene_export(
 
 @app.command()
 def fly(
-    platform: Annotated[str, typer.Option(help="Catalogue name (volary platforms list).")],
+    platform: Annotated[
+        str,
+        typer.Option(
+            help="Catalogue name (volary platforms list) or a platform file, FILE.toml or "
+            "FILE.toml:NAME (volary sysid writes one)."
+        ),
+    ],
     to: Annotated[
         tuple[float, float, float],
         typer.Option(help="Target x y z (position mode: m; velocity: m/s; acceleration: m/s^2)."),
@@ -348,7 +355,9 @@ def serve(
     in_loop: Annotated[
         int, typer.Option("--in-loop", help="Vehicle-in-the-loop slots (clients send poses).")
     ] = 0,
-    platform: Annotated[str, typer.Option(help="Airframe of every slot.")] = "crazyflie",
+    platform: Annotated[
+        str, typer.Option(help="Airframe of every slot: a catalogue name or FILE.toml[:NAME].")
+    ] = "crazyflie",
     control: Annotated[str, typer.Option(help="Control level of simulated vehicles.")] = "ctbr",
     control_hz: Annotated[float, typer.Option(help="Control rate (Hz).")] = 60.0,
     imu: Annotated[str, typer.Option(help="IMU preset, or none.")] = "bmi085",

@@ -36,7 +36,9 @@ def serve(
     namespace: Annotated[
         list[str] | None, typer.Option(help="The vehicles' namespaces (default vehicle0, ...).")
     ] = None,
-    platform: Annotated[str, typer.Option(help="Airframe of every vehicle.")] = "crazyflie",
+    platform: Annotated[
+        str, typer.Option(help="Airframe of every vehicle: a catalogue name or FILE.toml[:NAME].")
+    ] = "crazyflie",
     control: Annotated[
         str, typer.Option(help="Control level (its command topic: docs/ros.md).")
     ] = ("ctbr"),

@@ -44,9 +44,10 @@ def sysid(
     test: Annotated[
         Path | None, typer.Option(help="Held-out log (CSV) or folder to score.")
     ] = None,
-    platform: Annotated[str, typer.Option(help="Catalogue airframe the fit starts from.")] = (
-        "crazyflie"
-    ),
+    platform: Annotated[
+        str,
+        typer.Option(help="Airframe the fit starts from: a catalogue name or FILE.toml[:NAME]."),
+    ] = "crazyflie",
     out: Annotated[Path, typer.Option(help="Folder for platform.toml, sysid.json, plot.")] = Path(
         "out/sysid"
     ),
