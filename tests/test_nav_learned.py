@@ -66,6 +66,10 @@ def test_numpy_mlp_rejects_other_files(tmp_path):
         NumpyMLP(bad)
     with pytest.raises(ConfigError, match="does not exist"):
         NumpyMLP(tmp_path / "missing.npz")
+    bad.write_text("weights\n")
+    with pytest.raises(ConfigError, match="not an mlp_npz file .not a zip") as err:
+        NumpyMLP(bad)
+    assert "pickle" not in str(err.value)
 
 
 # ---------------------------------------------------------------------------- observation

@@ -190,6 +190,8 @@ def load_recording(path: str | Path) -> Recording:
     line naming the file and the array or field otherwise."""
     p = regular_file(path, "recording")
     src = str(p)
+    if not zipfile.is_zipfile(p):  # else numpy reads it as a pickle and suggests loading one
+        raise FileFormatError(f"{src}: not a volary recording (.npz): not a zip archive")
     try:
         with np.load(p, allow_pickle=False) as z:
             shapes = _declared(z, src)

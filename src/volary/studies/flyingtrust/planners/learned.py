@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import json
 import math
+import zipfile
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -77,6 +78,8 @@ class NumpyMLP:
         p = Path(path)
         if not p.is_file():
             raise ConfigError(f"weights: {str(p)!r} does not exist")
+        if not zipfile.is_zipfile(p):  # numpy would read it as a pickle and suggest loading one
+            raise ConfigError(f"weights: {str(p)!r} is not an mlp_npz file (not a zip archive)")
         try:
             with np.load(p, allow_pickle=False) as z:
                 data = {k: z[k] for k in z.files}
