@@ -203,6 +203,8 @@ def test_scene_list_preview_export(tmp_path):
 def test_scene_errors_name_the_problem(tmp_path):
     r = runner.invoke(app, ["scene", "preview", "moon"])
     assert r.exit_code == 2 and "valid names" in r.output
+    r = runner.invoke(app, ["scene", "preview", "hall.PLY"])  # a file where a type goes
+    assert r.exit_code == 2 and "custom --set path=hall.PLY" in r.output
     r = runner.invoke(app, ["scene", "export", "forest", "--format", "xyz", "--out", str(tmp_path)])
     assert r.exit_code == 2 and "format" in r.output
 

@@ -65,10 +65,19 @@ def _platform(name: str) -> Any:
 
 
 def _scenario(name: str) -> Any:
-    """A generated scenario type or ``custom`` (a scene from a file, ``--set path=...``)."""
+    """A generated scenario type or ``custom`` (a scene from a file, ``--set path=...``); a
+    scene file given as the type is told how to load it."""
+    from volary.worlds.io import FORMATS
     from volary.worlds.scenarios import CUSTOM, SCENARIOS
 
-    return CUSTOM if name == CUSTOM.name else SCENARIOS.get(name)
+    if name == CUSTOM.name:
+        return CUSTOM
+    if name not in SCENARIOS and name.rpartition(".")[2].lower() in FORMATS:
+        raise ConfigError(
+            f"{name!r} is a scene file, not a scenario type; a file is the 'custom' type: "
+            f"custom --set path={name}"
+        )
+    return SCENARIOS.get(name)
 
 
 def _scene(name: str) -> None:
