@@ -43,9 +43,9 @@ def test_list_shows_suites_planners_and_runs(tmp_path):
 def test_unknown_names_list_the_valid_ones(tmp_path):
     out = ["--out", str(tmp_path / "r")]
     r = runner.invoke(app, ["bench", "run", "--suite", "huge", *out])
-    _one_line_error(r, "unknown suite 'huge'", "flyingtrust", "quick")
+    _one_line_error(r, "--suite: unknown suite 'huge'", "flyingtrust", "quick")
     r = runner.invoke(app, ["bench", "run", "--algo", "straight,teleport", *out])
-    _one_line_error(r, "unknown algorithm 'teleport'", "mapper", "straight")
+    _one_line_error(r, "--algo: unknown algorithm 'teleport'", "mapper", "straight")
     assert len(r.output.strip().splitlines()) == 1, r.output  # no line naming a database
     toml = tmp_path / "s.toml"
     toml.write_text('platforms = ["blimp"]\nscenarios = ["forest"]\nconfigs = [0]\n')
@@ -73,7 +73,7 @@ def test_resume_of_a_finished_run_and_missing_runs(tmp_path):
     assert r.exit_code == 0, r.output
     assert "complete: 6/6 trials" in r.output and "0 units" in r.output
     r = runner.invoke(app, ["bench", "resume", str(tmp_path / "nowhere")])
-    _one_line_error(r, "no run database")
+    _one_line_error(r, "RUN: no run database")
 
 
 def test_report_and_incompatible_database(tmp_path):

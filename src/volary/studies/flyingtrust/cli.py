@@ -127,7 +127,10 @@ def bench_run(
     try:
         s = build_suite(suite, configs, scenarios, set_)
         algos = [a.strip() for a in algo.split(",") if a.strip()]
-        check_algo_names(algos)  # before the run's line names a database that is not made
+        try:  # before the run's line names a database that is not made
+            check_algo_names(algos)
+        except VolaryError as e:
+            fail(f"--algo: {e}")
         options = _remote_options(remote or [], algos)
         if seed < 0:
             fail(f"--seed: expected >= 0, got {seed}")
@@ -165,6 +168,7 @@ def build_suite(
     named suite, then ``--configs N`` (configs ``"generated:N"``; 10 is ``"fixed"``, the same
     suite), then ``--scenarios a,b``, then every ``--set``. ConfigError (one line naming the
     option)."""
+    from volary.errors import ConfigError, VolaryError
     from volary.inputs import within
     from volary.studies.flyingtrust.protocol import FIXED, GENERATED, N_FIXED_CONFIGS, get_suite
 
@@ -176,7 +180,11 @@ def build_suite(
         )
     if scenarios is not None:
         changes.append(("--scenarios", "scenarios", _scenario_list(scenarios)))
-    return configure(get_suite(suite), changes, sets)
+    try:
+        named = get_suite(suite)
+    except VolaryError as e:
+        raise ConfigError(f"--suite: {e}") from None
+    return configure(named, changes, sets)
 
 
 def _announce_generation(s: Any, quiet: bool) -> None:
@@ -380,7 +388,7 @@ def _write_report(path: Path, out: Path) -> Path:
 def _db_path(run: Path) -> Path:
     path = run / DB_NAME if run.is_dir() else run
     if not path.is_file():
-        fail(f"no run database at {path} (expected a run directory or a .sqlite file)")
+        fail(f"RUN: no run database at {path} (expected a run directory or a .sqlite file)")
     return path
 
 
