@@ -47,6 +47,8 @@ def test_unknown_names_list_the_valid_ones(tmp_path):
     r = runner.invoke(app, ["bench", "run", "--algo", "straight,teleport", *out])
     _one_line_error(r, "--algo: unknown algorithm 'teleport'", "mapper", "straight")
     assert len(r.output.strip().splitlines()) == 1, r.output  # no line naming a database
+    r = runner.invoke(app, ["bench", "run", "--algo", "my_plannerz:Planner", *out])
+    _one_line_error(r, "--algo: planner 'my_plannerz:Planner': cannot import 'my_plannerz'")
     toml = tmp_path / "s.toml"
     toml.write_text('platforms = ["blimp"]\nscenarios = ["forest"]\nconfigs = [0]\n')
     r = runner.invoke(app, ["bench", "run", "--suite", str(toml), *out])

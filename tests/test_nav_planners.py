@@ -208,3 +208,14 @@ def test_module_class_spec_and_entry_points(monkeypatch):
     assert "hoverer" in available_planners()
     with pytest.raises(UnknownNameError, match="hoverer"):
         get_planner("nope")
+    # a run checks its names the same way before it starts: an installed entry point flies,
+    # a mistyped module is refused now (not flown as a run of error rows), a remote name is
+    # the planner host's to resolve
+    from volary.studies.flyingtrust.run import check_algo_names
+
+    check_algo_names(["straight", "hoverer", f"{__name__}:Hover"])
+    with pytest.raises(ConfigError, match="cannot import 'no_such_module'"):
+        check_algo_names(["no_such_module:Planner"])
+    with pytest.raises(UnknownNameError, match="unknown algorithm 'nope'; .*hoverer"):
+        check_algo_names(["nope"])
+    check_algo_names(["no_such_module:Planner"], remote={"no_such_module:Planner"})

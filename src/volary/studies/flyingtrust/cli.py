@@ -127,11 +127,11 @@ def bench_run(
     try:
         s = build_suite(suite, configs, scenarios, set_)
         algos = [a.strip() for a in algo.split(",") if a.strip()]
+        options = _remote_options(remote or [], algos)
         try:  # before the run's line names a database that is not made
-            check_algo_names(algos)
+            check_algo_names(algos, set(options))
         except VolaryError as e:
             fail(f"--algo: {e}")
-        options = _remote_options(remote or [], algos)
         if seed < 0:
             fail(f"--seed: expected >= 0, got {seed}")
         _check_pool(workers, cluster, unit_timeout)

@@ -12,7 +12,7 @@ database and the statistics are core (the viewer and ``volary demo`` read them);
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,8 @@ def run_suite(
     episode. ``unit_fn`` replaces ``episode.run_unit`` (then the names are not checked against
     the slate)."""
     if unit_fn is None:
-        check_algo_names(algos)
+        algo_options = options.get("algo_options") or {}
+        check_algo_names(algos, {n for n, o in algo_options.items() if "remote" in o})
     return _runner.run_suite(suite, algos, *args, unit_fn=unit_fn or _episode_unit_fn(), **options)
 
 
@@ -58,10 +59,13 @@ def _episode_unit_fn() -> UnitFn:
     return run_unit
 
 
-def check_algo_names(algos: str | Sequence[str]) -> None:
-    """Built-in planner names or ``module:Class`` specs; an unknown name lists the valid ones;
-    a ``ros1:NAME`` needs its launch description, read and checked here, before a run starts."""
-    from volary.studies.flyingtrust.planners import PLANNERS
+def check_algo_names(algos: str | Sequence[str], remote: Collection[str] = ()) -> None:
+    """Built-in planner names, installed entry-point names or ``module:Class`` specs, checked
+    before a run starts: an unknown name lists the valid ones, and an entry point or a spec is
+    resolved here (its module imported), so a mistyped module fails now rather than as a run of
+    error rows; a ``ros1:NAME`` needs its launch description, read and checked here. Names in
+    ``remote`` are flown by a planner host (``--remote``), which resolves them there."""
+    from volary.studies.flyingtrust.planners import PLANNERS, available_planners, resolve_planner
 
     names = [a.strip() for a in algos.split(",")] if isinstance(algos, str) else list(algos)
     for a in names:
@@ -70,8 +74,12 @@ def check_algo_names(algos: str | Sequence[str]) -> None:
 
             check_algo(a)
     for a in names:
-        if isinstance(a, str) and a and ":" not in a and a not in PLANNERS:
-            raise UnknownNameError("algorithm", a, PLANNERS)
+        if not isinstance(a, str) or not a or a.startswith("ros1:") or a in PLANNERS or a in remote:
+            continue
+        try:
+            resolve_planner(a)
+        except UnknownNameError:
+            raise UnknownNameError("algorithm", a, available_planners()) from None
 
 
 def stored_suite(db_path: str | Path) -> Any | None:
