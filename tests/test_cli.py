@@ -213,6 +213,11 @@ def test_race_rejects_a_negative_course_count(tmp_path):
     r = runner.invoke(app, ["race", "--courses", "-1", "--out", str(tmp_path)])
     assert r.exit_code == 2
     assert "--courses" in r.output
+    r = runner.invoke(app, ["race", "--contestant", "my_racerz:Racer", "--out", str(tmp_path)])
+    assert r.exit_code == 2 and "--contestant: contestant 'my_racerz:Racer': cannot import" in (
+        r.output
+    )
+    assert not any(tmp_path.iterdir())  # refused before anything was flown or written
 
 
 @pytest.mark.slow

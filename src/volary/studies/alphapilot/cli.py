@@ -70,10 +70,11 @@ def _arenas() -> tuple[str, ...]:
 
 
 def _contestant(name: str) -> None:
+    """A registered name, or a ``module:Class`` spec imported now (a mistyped module is one
+    ``--contestant`` line, before any course is drawn)."""
     from volary.studies.alphapilot.interface import CONTESTANTS
 
-    if ":" not in name:  # module:Class is imported when the race starts
-        CONTESTANTS.get(name)
+    CONTESTANTS.get(name)
 
 
 #: ``volary race``'s declared option checks (:mod:`volary.checks`' vocabulary), which
