@@ -29,6 +29,11 @@ def test_setpoint_shape_and_config_errors_name_the_argument():
         Simulator(quad_x(), control="teleport")
     with pytest.raises(ConfigError, match="mask"):
         sim.reset(torch.tensor([1, 0, 1]))
+    with pytest.raises(ConfigError, match="device: expected 'cpu', 'cuda' or 'cuda:N', got 'cdua'"):
+        Simulator(quad_x(), device="cdua")  # torch's own error lists every backend it knows
+    if not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match="device: 'cuda', but no CUDA device is available"):
+            Simulator(quad_x(), device="cuda")
 
 
 def test_reset_mask_touches_only_masked_envs():

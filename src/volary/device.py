@@ -23,6 +23,21 @@ def host_sync_is_cheap(device: torch.device | str) -> bool:
     return torch.device(device).type == "cpu"
 
 
+def checked(device: torch.device | str, name: str = "device") -> torch.device:
+    """``device`` as a torch device, or a ConfigError naming ``name``: not a device string
+    (torch's own error lists every backend it was built for), or CUDA asked of a host without
+    it (torch would fail later, at the first tensor)."""
+    from volary.errors import ConfigError
+
+    try:
+        d = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ConfigError(f"{name}: expected 'cpu', 'cuda' or 'cuda:N', got {device!r}") from None
+    if d.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"{name}: {str(device)!r}, but no CUDA device is available here")
+    return d
+
+
 def resolve(device: torch.device | str) -> torch.device:
     """``device`` as its tensors report it: ``"cuda"`` becomes ``cuda:<current index>``, so
     ``tensor.device == resolve(device)`` holds for a tensor made with ``device=device``

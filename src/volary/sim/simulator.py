@@ -19,6 +19,7 @@ from torch import Tensor
 
 from volary.control import Gains, make_controller
 from volary.cpu import governed_torch_threads
+from volary.device import checked as checked_device
 from volary.device import host_sync_is_cheap
 from volary.dynamics import (
     Airframe,
@@ -152,6 +153,7 @@ class Simulator:
         """
         cfg = SimConfig(**overrides) if config is None else _replace(config, overrides)
         _check_rates(cfg)
+        checked_device(cfg.device)
         self.config = cfg
         self.airframes = _airframes(platforms)
         n = cfg.n_envs if cfg.n_envs is not None else len(self.airframes)
