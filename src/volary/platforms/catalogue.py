@@ -93,7 +93,7 @@ def _from_file(path: Path, table: str | None) -> Entry:
     return entries[table]
 
 
-@functools.cache
+@functools.lru_cache(maxsize=32)  # bounded: every edit of a file is a new key
 def _user_file(path: str, stamp: tuple[int, int]) -> dict[str, Entry]:
     return load_file(path)  # stamp: (mtime, size), so an edited file is read again
 
