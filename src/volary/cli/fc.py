@@ -25,7 +25,9 @@ app = typer.Typer(
     help="Flight-controller firmware in the loop: PX4 and ArduPilot SITL fly a volary vehicle.",
 )
 
-Platform = Annotated[str, typer.Option("--platform", help="Catalogue airframe to fly.")]
+Platform = Annotated[
+    str, typer.Option("--platform", help="Airframe to fly: a catalogue name or FILE.toml[:NAME].")
+]
 Bind = Annotated[str, typer.Option("--bind", help="IP address to listen on (loopback default).")]
 Duration = Annotated[
     float | None,
