@@ -32,6 +32,7 @@ def test_the_page_has_the_examples():
     assert {
         "extending_task",
         "extending_rl_task",
+        "extending_airframe",
         "extending_planner",
         "extending_sensor",
         "extending_contestant",
