@@ -226,10 +226,9 @@ def _device(v: Any, opt: str) -> None:
     if v not in ("cpu", "cuda") and not re.fullmatch(r"cuda:\d{1,2}", v):
         raise ConfigError(f"{opt}: expected cpu, cuda or cuda:N, got {v!r}")
     if v.startswith("cuda"):
-        import torch
+        from volary.device import checked  # the Simulator's own check, the same message
 
-        if not torch.cuda.is_available():
-            raise ConfigError(f"{opt} {v}: no CUDA device is available")
+        checked(v, opt)
 
 
 def _keyval(v: str) -> None:
