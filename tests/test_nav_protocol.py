@@ -123,6 +123,27 @@ def test_toml_suite_file(tmp_path):
     assert get_suite(str(p)) == s
 
 
+def test_a_suite_reads_relative_platform_files_from_its_own_folder(tmp_path, monkeypatch):
+    """A suite naming "quad.toml" flies the file beside it whatever the working directory."""
+    from pathlib import Path
+
+    from volary.platforms import entry, get
+
+    folder = tmp_path / "study"
+    folder.mkdir()
+    (folder / "quads.toml").write_text(Path(entry("crazyflie").path).read_text())  # a catalogue file
+    (folder / "suite.toml").write_text(
+        'platforms = ["quads.toml:crazyflie", "0.60kg-EMAX"]\nscenarios = ["forest"]\n'
+        "configs = [0]\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    s = get_suite("study/suite.toml")
+    assert s.platforms == ("study/quads.toml:crazyflie", "0.60kg-EMAX")
+    assert get(s.platforms[0]).mass == get("crazyflie").mass
+    monkeypatch.chdir(folder)  # from the suite's own folder: the same file
+    assert get_suite("suite.toml").platforms[0] == "quads.toml:crazyflie"
+
+
 def test_toml_suite_chooses_the_collider(tmp_path):
     head = 'platforms = ["0.60kg-EMAX"]\nscenarios = ["narrow_gap"]\nconfigs = [0]\n[settings]\n'
     s = get_suite(_write(tmp_path, head + 'collider = "box"\n'))

@@ -22,6 +22,8 @@ A user suite is a TOML file (see :func:`load_suite_file`)::
                                  # "generated:30": 30 per type by each type's rule (below);
                                  # or generator seeds for every type, e.g. [0, 1, 2]
     trials_per_config = 1
+    # a platform file stands in for a name: "my_quad.toml" or "airframes.toml:TABLE",
+    # a relative path read from the suite file's folder
     [settings]                                        # optional ProtocolSettings overrides
     time_limit = 60.0
 
@@ -43,6 +45,7 @@ chunks of at most ``max_envs`` platforms.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -222,7 +225,7 @@ def load_suite_file(path: str | Path) -> Suite:
     :class:`~volary.bench.nav.schema.SuiteFile`; a problem is one ConfigError line."""
     if not Path(path).exists():
         raise ConfigError(f"suite file {str(path)!r} does not exist")
-    return _suite(read_suite_file(path), default_name=Path(path).stem)
+    return _suite(read_suite_file(path), default_name=Path(path).stem, base=Path(path).parent)
 
 
 def suite_from_dict(
@@ -233,10 +236,12 @@ def suite_from_dict(
     return _suite(suite_document(data, source or "suite"), default_name)
 
 
-def _suite(doc: SuiteFile, default_name: str) -> Suite:
+def _suite(doc: SuiteFile, default_name: str, base: Path | None = None) -> Suite:
+    """``base``: the suite file's folder, which relative platform-file paths are read from."""
+    platforms = _platform_list(doc.platforms)
     return Suite(
         name=doc.name or default_name,
-        platforms=_platform_list(doc.platforms),
+        platforms=platforms if base is None else tuple(_beside(base, p) for p in platforms),
         scenarios=SCENARIO_TYPES if doc.scenarios == "all" else tuple(doc.scenarios),
         configs=doc.configs,
         trials_per_config=doc.trials_per_config,
@@ -252,6 +257,18 @@ def _token(token: str) -> tuple[str, int]:
     if parsed is None:
         raise ConfigError(f"Suite.configs: {CONFIGS_EXPECTED}, got {token[:60]!r}")
     return parsed
+
+
+def _beside(base: Path, platform: str) -> str:
+    """``platform`` with a relative platform-file path read from ``base`` (the suite file's
+    folder), so a suite flies the same from any working directory; names are unchanged."""
+    from volary.platforms.catalogue import file_reference
+
+    ref = file_reference(platform)
+    if ref is None or ref[0].is_absolute():
+        return platform
+    path = os.path.normpath(base / ref[0])
+    return path if ref[1] is None else f"{path}:{ref[1]}"
 
 
 def _platform_list(value: tuple[str, ...] | str) -> tuple[str, ...]:
