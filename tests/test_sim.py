@@ -78,9 +78,10 @@ def test_nan_setpoint_in_one_env_is_contained(policy):
     sp = torch.tensor([[0.5, 0.0, 1.0, 0.0]] * 3)
     bad = sp.clone()
     bad[1, 0] = float("nan")
-    for _ in range(24):
-        ref.step(sp)
-        sim.step(bad)
+    with pytest.warns(RuntimeWarning, match=rf"setpoint: non-finite .* env\(s\) 1; .*'{policy}'"):
+        for _ in range(24):
+            ref.step(sp)
+            sim.step(bad)
     assert torch.equal(sim.state.pos[[0, 2]], ref.state.pos[[0, 2]])
     assert torch.isfinite(sim.state.pos).all()
     if policy == "reset":
@@ -88,6 +89,27 @@ def test_nan_setpoint_in_one_env_is_contained(policy):
         assert sim.state.time[1] == 0.0
     else:
         assert sim.state.diverged.tolist() == [False, True, False]
+
+
+@pytest.mark.parametrize("compile", ["numba", "eager"])
+def test_a_non_finite_setpoint_is_explained_once_and_only_when_it_was_the_cause(compile):
+    """step() does not check each setpoint (its hot path is microseconds), but a divergence
+    that a NaN setpoint caused says so, once, at the user's line; one the state caused does not."""
+    import warnings
+
+    sim = Simulator(quad_x(), n_envs=2, stochastic=False, compile=compile)
+    sp = torch.tensor([0.0, 0.0, 1.0, 0.0])
+    sim.state = sim.state.replace(vel=torch.tensor([[0.0, 0.0, 0.0], [float("nan"), 0.0, 0.0]]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sim.step(sp)  # env 1 diverges from its state, not its setpoint: nothing to tell
+    assert sim.last_reset.tolist() == [False, True]
+    with pytest.warns(RuntimeWarning, match=r"env\(s\) 0, 1; ") as told:
+        sim.step(torch.full((4,), float("inf")))  # one setpoint for all envs
+    assert told[0].filename == __file__
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sim.step(torch.tensor([[float("nan"), 0.0, 1.0, 0.0], [0.0, 0.0, 1.0, 0.0]]))  # once
 
 
 def test_recording_and_csv(tmp_path):

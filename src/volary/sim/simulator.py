@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
+import sys
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -198,6 +200,7 @@ class Simulator:
         self.recorder = Recorder() if cfg.record else None
         self._run_recorder: Recorder | None = None
         self._last_reset: Tensor | None = None
+        self._told_setpoint = False  # the non-finite setpoint warning is given once
         self._no_reset = torch.zeros(n, dtype=torch.bool, device=cfg.device)
         self._home = torch.zeros(n, 3, device=cfg.device, dtype=cfg.dtype)
         self._home[:, 2] = 1.0
@@ -431,7 +434,7 @@ class Simulator:
             return self.state
         loop.advance(host)
         if loop.diverged:
-            self._handle_divergence()
+            self._handle_divergence(host[0])
         else:  # what _handle_divergence does when no env diverged
             self._last_reset = None
         return self.state
@@ -440,17 +443,23 @@ class Simulator:
         for rec in (self.recorder, self._run_recorder):
             if rec is not None:
                 rec.add(float(self.state.time[0]), self.state, sp, command)
-        self._handle_divergence()
+        self._handle_divergence(sp)
 
-    def _handle_divergence(self) -> None:
+    def _handle_divergence(self, sp: Tensor | Any = None) -> None:
+        """Reset (or leave frozen) the envs the physics flagged diverged; ``sp``, the step's
+        setpoint, is looked at only when one did, to say once if it was the cause."""
         if self._fused is None:
             self._last_reset = self.state.diverged.clone()
             # on a GPU the masked reset below runs every step rather than wait for the answer
             cheap = host_sync_is_cheap(self._last_reset.device)
             any_diverged = not cheap or bool(self._last_reset.any())
+            if cheap and any_diverged and sp is not None and not self._told_setpoint:
+                self._told_setpoint = _tell_non_finite(sp, self._last_reset, self.dynamics)
         else:  # the kernel said whether a flag is set; read it only then
             any_diverged = self._fused.diverged
             self._last_reset = self.state.diverged.clone() if any_diverged else None
+            if any_diverged and sp is not None and not self._told_setpoint:
+                self._told_setpoint = _tell_non_finite(sp, self._last_reset, self.dynamics)
         if self.dynamics.on_divergence == OnDivergence.RESET and any_diverged:
             self.state = self.state.replace(diverged=torch.zeros_like(self.state.diverged))
             self.reset(self.last_reset)
@@ -512,7 +521,7 @@ class Simulator:
                 res = self._fused(sp if sp.shape[0] == 1 else sp[k:], steps - k, record=True)
             parts.append((res, sp[:1] if sp.shape[0] == 1 else sp[k : k + res.steps]))
             k += res.steps
-            self._handle_divergence()
+            self._handle_divergence(sp[0 if sp.shape[0] == 1 else k - 1])  # the last step's
         return _trajectory(parts, self.n_envs, self.params.n_rotors)
 
     def _run_compiled(self, sched: Tensor, steps: int) -> Trajectory:
@@ -531,7 +540,7 @@ class Simulator:
             xs.append(loop._last[1])
             fls.append(loop._last[2])
             sps.append(sp)
-            self._handle_divergence()
+            self._handle_divergence(sp)
         return _trajectory_from(
             torch.stack(xs), torch.stack(fls), torch.stack(cmds), torch.stack(sps),
             self.params.n_rotors,
@@ -670,6 +679,40 @@ def _mask(mask: Any, n: int, device: str) -> Tensor:
             f"mask: expected a bool tensor of shape ({n},), got {m.dtype} {tuple(m.shape)}"
         )
     return m
+
+
+def _tell_non_finite(sp: Any, diverged: Tensor | None, dynamics: Any) -> bool:
+    """Warn (once per Simulator: the caller keeps the answer) when a diverged env's setpoint
+    held NaN or inf; True when it did. Called only after a divergence, so the step's hot path
+    pays nothing for it (``step`` does not check each setpoint: a few microseconds a step)."""
+    import warnings
+
+    t = torch.as_tensor(sp)
+    bad = ~torch.isfinite(t.reshape(-1, t.shape[-1])).all(-1)
+    if diverged is None or not bool(bad.any()):
+        return False
+    envs = (diverged if bad.numel() == 1 else bad).nonzero().flatten().tolist()  # 1: for all
+    shown = ", ".join(map(str, envs[:8])) + (", ..." if len(envs) > 8 else "")
+    what = ("reset at the end of the step" if dynamics.on_divergence == OnDivergence.RESET
+            else "frozen until reset")  # fmt: skip
+    warnings.warn(
+        f"setpoint: non-finite values (NaN or inf) for env(s) {shown}; the physics flagged them "
+        f"diverged and they were {what} (on_divergence={str(dynamics.on_divergence)!r}). "
+        "Check the values passed to step()/run(); this warning is given once.",
+        RuntimeWarning,
+        stacklevel=_user_stacklevel(),
+    )
+    return True
+
+
+def _user_stacklevel() -> int:
+    """``warnings.warn``'s stacklevel, for its caller, of the first frame outside volary (the
+    warning then names the user's line, from whichever path of step() or run() it came)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # src/volary
+    frame, level = sys._getframe(2), 2
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(root):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _finite(v: Any, t: Tensor) -> bool:
