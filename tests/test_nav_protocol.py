@@ -131,7 +131,7 @@ def test_a_suite_reads_relative_platform_files_from_its_own_folder(tmp_path, mon
 
     folder = tmp_path / "study"
     folder.mkdir()
-    (folder / "quads.toml").write_text(Path(entry("crazyflie").path).read_text())  # a catalogue file
+    (folder / "quads.toml").write_text(Path(entry("crazyflie").path).read_text())  # catalogue file
     (folder / "suite.toml").write_text(
         'platforms = ["quads.toml:crazyflie", "0.60kg-EMAX"]\nscenarios = ["forest"]\n'
         "configs = [0]\n"
