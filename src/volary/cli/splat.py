@@ -185,10 +185,6 @@ def splat_render(
     from volary.sensors.splat import camera_poses, render
     from volary.sensors.splat.render import look_at as look
 
-    if device != "cpu" and not device.startswith("cuda"):
-        fail(f"--device: expected cpu, cuda or cuda:N, got {device!r}")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        fail(f"--device {device}: no CUDA device is available")
     if not 1.0 <= hfov < 180.0:
         fail(f"--hfov: expected a value in [1, 180) deg, got {hfov}")
     if width < 1 or height < 1:

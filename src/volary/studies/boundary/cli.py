@@ -60,15 +60,6 @@ Out = Annotated[Path, typer.Option("--out", help="Output directory.")]
 Seed = Annotated[int, typer.Option("--seed", help="Seed (grid subset, randomization, split).")]
 
 
-def _check_device(device: str) -> None:
-    import torch
-
-    if device != "cpu" and device != "cuda" and not device.startswith("cuda:"):
-        fail(f"--device: expected cpu, cuda or cuda:N, got {device!r}")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        fail(f"--device {device}: no CUDA device is available")
-
-
 @bp_app.command("sample")
 def bp_sample(
     out: Out = Path("out/bp"),
@@ -107,7 +98,6 @@ def bp_sample(
     from volary.studies.boundary.dataset import generate_dataset, load_dataset, summarize
     from volary.studies.boundary.sampling import SamplingConfig
 
-    _check_device(device)
     if tail < 0:
         fail(f"--tail: expected seconds >= 0, got {tail}")
     try:

@@ -125,15 +125,6 @@ def _check_positive(value: int, option: str) -> None:
         fail(f"{option}: expected an integer >= 1, got {value}")
 
 
-def _check_device(device: str) -> None:
-    import torch
-
-    if device not in ("cpu", "cuda") and not device.startswith("cuda:"):
-        fail(f"--device: expected cpu or cuda, got {device!r}")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        fail("--device cuda: no CUDA device is available (torch was built for CPU or no GPU)")
-
-
 EnvOpts = Annotated[
     list[str] | None,
     typer.Option(
@@ -371,7 +362,6 @@ def _train_run(
     for value, option in ((envs, "--envs"), (iterations, "--iterations"), (log_every,
                           "--log-every")):  # fmt: skip
         _check_positive(value, option)
-    _check_device(device)
     return _TrainRun(rec, task, learner, envs, iterations)
 
 
@@ -519,7 +509,6 @@ def rl_eval(
 
     _check_positive(episodes, "--episodes")
     _check_positive(envs, "--envs")
-    _check_device(device)
     if not policy.is_file():
         fail(f"--policy: no such file {str(policy)!r}")
     try:

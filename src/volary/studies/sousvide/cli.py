@@ -94,15 +94,6 @@ OPTIONS: dict[str, dict[str, Check]] = {
 }
 
 
-def _sv_device(device: str) -> None:
-    import torch
-
-    if device != "cpu" and device != "cuda" and not device.startswith("cuda:"):
-        fail(f"--device: expected cpu, cuda or cuda:N, got {device!r}")
-    if device.startswith("cuda") and not torch.cuda.is_available():
-        fail(f"--device {device}: no CUDA device is available")
-
-
 @sousvide_app.command("generate")
 def sousvide_generate(
     out: Annotated[Path, typer.Option("--out", help="Dataset file (.h5); resumed if it exists.")],
@@ -128,7 +119,6 @@ def sousvide_generate(
     from volary.errors import VolaryError
     from volary.studies.sousvide.generate import GenerateConfig, generate
 
-    _sv_device(device)
     if out.exists() and out.is_dir():
         fail(f"--out: {out} is a directory; give a dataset file path (e.g. {out}/data.h5)")
     try:
@@ -215,7 +205,6 @@ def sousvide_train(
     from volary.errors import VolaryError
     from volary.studies.sousvide.train import TrainConfig, train_policy
 
-    _sv_device(device)
     try:
         cfg = configure(
             TrainConfig(),
@@ -279,7 +268,6 @@ def sousvide_eval(
     )
     from volary.studies.sousvide.scene import make_scene
 
-    _sv_device(device)
     names = [d.strip() for d in disturbance.split(",") if d.strip()]
     bad = [d for d in names if d not in DISTURBANCES]
     if not names or bad:

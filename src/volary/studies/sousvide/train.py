@@ -123,13 +123,9 @@ def _check_int(name: str, v: Any, lo: int) -> None:
 
 
 def _parse_device(device: str) -> torch.device:
-    try:
-        d = torch.device(device)
-    except (RuntimeError, TypeError) as err:
-        raise ConfigError(f"device: expected 'cpu' or 'cuda[:i]', got {device!r}") from err
-    if d.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"device: {device!r} requested but CUDA is not available")
-    return d
+    from volary.device import checked
+
+    return checked(device, "device")
 
 
 # ---- data ----------------------------------------------------------------------------------------
