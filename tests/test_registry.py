@@ -38,6 +38,18 @@ def test_unknown_name_error_names_the_kind_and_lists_valid_names():
     assert str(r.unknown("x")).startswith("unknown widget 'x'")
 
 
+def test_a_typo_is_answered_with_the_names_it_is_close_to():
+    """Among 46 platforms the one meant is named first; equally close ones both; far ones none."""
+    from volary.platforms import get
+
+    with pytest.raises(UnknownNameError, match=r"'cazyflie' \(did you mean 'crazyflie'\?\); valid"):
+        get("cazyflie")
+    with pytest.raises(UnknownNameError, match=r"mean '1.00kg-SunnySky' or '1.80kg-SunnySky'\?"):
+        get("1.0kg-SunnySky")
+    with pytest.raises(UnknownNameError, match=r"'zzz'; valid names: "):
+        get("zzz")
+
+
 def test_register_rejects_duplicates_and_bad_names_unless_replace():
     r = _reg()
     with pytest.raises(ConfigError, match="already registered"):

@@ -18,10 +18,30 @@ class UnknownNameError(VolaryError, KeyError):
 
     def __init__(self, kind: str, name: str, valid: Iterable[str]) -> None:
         self.kind, self.name, self.valid = kind, name, sorted(valid)
-        super().__init__(f"unknown {kind} {name!r}; valid names: {', '.join(self.valid)}")
+        super().__init__(
+            f"unknown {kind} {name!r}{did_you_mean(name, self.valid)}; "
+            f"valid names: {', '.join(self.valid)}"
+        )
 
     def __str__(self) -> str:  # KeyError would otherwise quote the whole message
         return str(self.args[0])
+
+
+def did_you_mean(name: object, valid: list[str]) -> str:
+    """`` (did you mean 'x'?)`` for a typo close to valid names (difflib's ratio >= 0.75; the
+    best and any within 0.02 of it, at most 3), else empty: with 46 platforms in the list, the
+    one meant should not have to be found by eye."""
+    from difflib import SequenceMatcher
+
+    if not isinstance(name, str) or not name:
+        return ""
+    ratio = {v: SequenceMatcher(None, name, v).ratio() for v in valid}
+    best = max(ratio.values(), default=0.0)
+    if best < 0.75:
+        return ""
+    close = sorted((v for v, r in ratio.items() if r >= best - 0.02), key=lambda v: -ratio[v])[:3]
+    shown = " or ".join(repr(v) for v in close)
+    return f" (did you mean {shown}?)"
 
 
 class MissingDependencyError(VolaryError, ImportError):

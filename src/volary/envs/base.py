@@ -31,7 +31,7 @@ from gymnasium.vector import AutoresetMode
 from torch import Tensor
 
 from volary.device import host_sync_is_cheap, resolve
-from volary.errors import ConfigError
+from volary.errors import ConfigError, did_you_mean
 from volary.math import random as vrandom
 from volary.sim import World, rollout
 from volary.sim.terms import is_time_out, term_name
@@ -45,7 +45,8 @@ def replace_options(config: C, **options: Any) -> C:
     valid = {f.name for f in fields(config)}  # type: ignore[arg-type]
     bad = sorted(set(options) - valid)
     if bad:
-        raise ConfigError(f"unknown task options {bad}; valid: {sorted(valid)}")
+        hint = did_you_mean(bad[0], sorted(valid))
+        raise ConfigError(f"unknown task options {bad}{hint}; valid: {sorted(valid)}")
     return replace(config, **options)  # type: ignore[type-var]
 
 

@@ -38,7 +38,7 @@ from pydantic import Strict as StrictType
 from pydantic_core import PydanticCustomError
 
 from volary.dynamics.airframe import Airframe
-from volary.errors import ConfigError, FileFormatError
+from volary.errors import ConfigError, FileFormatError, did_you_mean
 from volary.inputs import Limit, Strict, Text, read_toml
 from volary.platforms.indicators import Indicators
 from volary.platforms.layouts import LAYOUTS
@@ -269,7 +269,8 @@ def _problem(where: _Where, err: ValidationError) -> FileFormatError:
                 ".".join(loc), "missing field" + (f" (unit {spec.unit!r})" if spec else "")
             )
         valid = sorted(fields) if table else sorted([*FIELDS, *_META_KEYS])
-        return where(".".join(loc), f"unknown field; valid: {', '.join(valid)}")
+        hint = did_you_mean(str(loc[-1]), valid) if loc else ""
+        return where(".".join(loc), f"unknown field{hint}; valid: {', '.join(valid)}")
     if kind in ("missing", "extra_forbidden"):  # a key of a {value, unit, source} table
         spec = FIELDS.get(table[-1]) if len(table) == 1 else TABLE1_FIELDS.get(table[-1])
         keys = "value, source" if table == ("layout",) else "value, unit, source"

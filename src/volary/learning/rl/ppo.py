@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from volary.config import apply_overrides
 from volary.device import resolve as resolve_device
 from volary.device import torch_threads
-from volary.errors import ConfigError
+from volary.errors import ConfigError, did_you_mean
 from volary.learning.checkpoint import (
     CheckpointKind,
     read_checkpoint,
@@ -178,7 +178,8 @@ def _check_keys(data: dict[str, Any]) -> None:
     unknown = sorted(set(data) - valid)
     if unknown:
         raise ConfigError(
-            f"PPOConfig: unknown field(s) {', '.join(unknown)}; valid: {', '.join(sorted(valid))}"
+            f"PPOConfig: unknown field(s) {', '.join(unknown)}"
+            f"{did_you_mean(unknown[0], sorted(valid))}; valid: {', '.join(sorted(valid))}"
         )
 
 

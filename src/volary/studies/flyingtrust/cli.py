@@ -205,7 +205,7 @@ def _announce_generation(s: Any, quiet: bool) -> None:
 
 def _scenario_list(text: str) -> tuple[str, ...]:
     """--scenarios "a,b" as a tuple of the FLYINGTRUST scenario types, or ConfigError."""
-    from volary.errors import ConfigError
+    from volary.errors import ConfigError, did_you_mean
     from volary.studies.flyingtrust.protocol import SCENARIO_TYPES
 
     names = [t.strip() for t in text.split(",") if t.strip()]
@@ -216,7 +216,10 @@ def _scenario_list(text: str) -> tuple[str, ...]:
         )
     for t in names:
         if t not in SCENARIO_TYPES:
-            raise ConfigError(f"--scenarios: unknown scenario type {t[:40]!r}; valid: {valid}")
+            hint = did_you_mean(t, list(SCENARIO_TYPES))
+            raise ConfigError(
+                f"--scenarios: unknown scenario type {t[:40]!r}{hint}; valid: {valid}"
+            )
     if len(set(names)) != len(names):
         raise ConfigError(f"--scenarios: a scenario type is named twice in {text!r}")
     return tuple(names)
