@@ -288,7 +288,9 @@ def test_a_platform_file_stands_in_for_a_catalogue_name(tmp_path):
     assert get(f"{two}:maxi").mass == pytest.approx(0.8)
     with pytest.raises(ConfigError, match=r"holds 2 airframes \(mini, maxi\); expected .*:NAME"):
         get(str(two))
-    with pytest.raises(UnknownNameError, match=r"'midi' \(did you mean 'mini'\?\); valid names: maxi, mini"):
+    with pytest.raises(
+        UnknownNameError, match=r"'midi' \(did you mean 'mini'\?\); valid names: maxi, mini"
+    ):
         get(f"{two}:midi")
     with pytest.raises(FileFormatError, match="absent.toml: cannot read"):
         get(str(tmp_path / "absent.toml"))
