@@ -347,6 +347,7 @@ OPTIONS: dict[str, dict[str, Check]] = {
         "--firmware": one_of(("ideal", "betaflight")),
         "--platform": PLATFORM,
         "--course-seed": SEED,
+        "--noise-key": count(0, 2**31 - 1, "noise key"),
         "--course-index": count(0, 999, "perturbed course index"),
         "--courses-from": looked_up(_course_generator),
         "--arena": one_of(_arenas),

@@ -18,6 +18,11 @@ output, until a RateThrust with thrust.z >= 9.9 N arrives at least 0.1 s of sim 
 last reset. A collision (volary's race rule) publishes ``/uav/collision``, puts the vehicle
 back at its start and disarms it.
 
+Arming takes effect on a tick of the 60 Hz render grid: an arming command that arrives
+between two frames is held until the next frame's tick (at most 1/60 s), so the flight's
+frames fall on its control steps 0, k, 2k, ... (k = control_hz / 60) however late the command
+arrived, as in ``volary race``, where the sensors' clock starts with the flight.
+
 Repeatable flights: a held vehicle's noise streams (process noise, IMU, sensors) restart at
 every held tick, so while disarmed it reads the streams' first draws again and again, and at
 arming they restart once more and the vehicle is reset where it is held. A flight's noise
@@ -108,7 +113,11 @@ class Ros1Options:
     default ``volary``: within their published bounds; the parameters' ``nominal_location``
     stays the nominal course's, as in 2019), None: the nominal course; ``arena``: ``empty``
     (gates, floor, bounds) or ``factory`` (the hall of :mod:`volary.worlds.factory`: walls,
-    roof, pillars, machines, as ``volary race`` flies the challenge)."""
+    roof, pillars, machines, as ``volary race`` flies the challenge); ``noise_key``: draw the
+    vehicle's process, IMU and sensor noise from this key alone (``ServeConfig.noise_keys``),
+    None: from ``seed``. With ``noise_key(course, noise_seed)``
+    (:func:`volary.studies.alphapilot.race.noise_key`) the served course draws what that
+    course x noise-seed pair draws in ``volary race``."""
 
     course: str = "alphapilot_2019"
     control_hz: float = 120.0
@@ -129,6 +138,7 @@ class Ros1Options:
     course_index: int = 0
     generator: str = "volary"
     arena: str = "empty"
+    noise_key: int | None = None
 
     def __post_init__(self) -> None:
         if self.course not in COURSES:
@@ -187,6 +197,7 @@ def serve_config(options: Ros1Options) -> ServeConfig:
             "range": SensorSpec("rangefinder", RANGER, SENSOR_HZ),
         },
         sim_seed=options.seed,
+        noise_keys=() if options.noise_key is None else (options.noise_key,),
         firmware=options.firmware,
         scene_params=(
             {"arena": options.arena}
@@ -424,12 +435,14 @@ class Ros1Bridge(WorldHost):
         )
 
     def _step(self, command: np.ndarray | None) -> None:
-        if not self.armed and self._arms(command):
+        if not self.armed and self._arms(command) and self.world.due("ir"):
             self.armed = True
             # the flight draws its noise from the streams' start and (with Betaflight) flies a
             # fresh firmware, armed at rest where it is held: however long it was held, it
             # flies the same (module docstring)
-            self._restart_noise()
+            # the frames read this tick (a frame tick: the arming waits for one) are the
+            # flight's step-0 frames, so its sensors' streams stay where those reads left them
+            self._restart_noise(sensors=False)
             self.reset_slot(0)
         if self.armed and command is not None:
             self.advance({0: ("vehicle", {"command": command})})
@@ -455,13 +468,13 @@ class Ros1Bridge(WorldHost):
         w.step(hover, place=self._placement(np.ones(w.b, dtype=bool), {}))
         self.ticks += 1
 
-    def _restart_noise(self) -> None:
-        """The vehicle's noise streams (process, IMU, sensors) back at their start
-        (:meth:`volary.sim.World.restart_noise`)."""
+    def _restart_noise(self, sensors: bool = True) -> None:
+        """The vehicle's noise streams (process, IMU and, with ``sensors``, its sensors') back at
+        their start (:meth:`volary.sim.World.restart_noise`)."""
         w = self.world
         mask = torch.zeros(w.b, dtype=torch.bool, device=w.device)
         mask[0] = True
-        w.restart_noise(mask)
+        w.restart_noise(mask, sensors=sensors)
 
     def _arms(self, command: np.ndarray | None) -> bool:
         """FlightGoggles 2019: a RateThrust of at least 9.9 N that *arrives* more than 0.1 s of

@@ -65,6 +65,14 @@ def serve(
     ] = False,
     imu: Annotated[str, typer.Option(help="IMU preset.")] = "flightgoggles",
     seed: Annotated[int, typer.Option(help="Seed of the World's noise.")] = 0,
+    noise_key: Annotated[
+        int | None,
+        typer.Option(
+            help="Draw the vehicle's noise from this key instead of --seed: volary race's "
+            "key of a course x noise-seed pair (volary.studies.alphapilot.race.noise_key) "
+            "makes the flight draw that pair's noise."
+        ),
+    ] = None,
     course_seed: Annotated[
         int | None,
         typer.Option(
@@ -125,7 +133,7 @@ def serve(
                               kinetic_frames=kinetic_frames, firmware=firmware,
                               platform=platform, course_seed=course_seed,
                               course_index=course_index, generator=courses_from,
-                              arena=arena)  # fmt: skip
+                              arena=arena, noise_key=noise_key)  # fmt: skip
         svc = start(options, master_port=master_port, msg_cache=msg_cache, log_dir=log_dir)
     except VolaryError as e:
         _fail(str(e))

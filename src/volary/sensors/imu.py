@@ -159,6 +159,12 @@ class Imu:
         envs' streams are untouched."""
         self.tick = torch.where(mask, tick, self.tick)
 
+    def restart(self, mask: Tensor) -> None:
+        """The masked envs' noise streams back where a new IMU's stand: after the one draw of
+        its turn-on biases at construction, so a :meth:`reset` then draws what a new IMU's
+        first reset draws. Other envs' streams are untouched."""
+        self.rewind(mask, torch.ones_like(self.tick))
+
     def _normal(self, n: int) -> Tensor:
         out = vrandom.normal(self.keys, self.tick, n, dtype=self.dtype)
         self.tick = self.tick + 1

@@ -176,8 +176,15 @@ class MultiZoneTof(RaySensor):
     """Batched multi-zone ToF: ``tof(pos (N,3), quat (N,4))`` or ``tof(state)``."""
 
     def __init__(
-        self, config: str | TofConfig, caster: Any, *, mount: Any = None, seed: int = 0
+        self,
+        config: str | TofConfig,
+        caster: Any,
+        *,
+        mount: Any = None,
+        seed: int = 0,
+        env_ids: Sequence[int] | None = None,
     ) -> None:
+        """``env_ids``: per-env noise stream ids (:class:`~volary.sensors.rays.NoiseStream`)."""
         self._bind(tof_config(config), mount, caster)
         c = self.config
         s = c.sub_rays
@@ -189,7 +196,7 @@ class MultiZoneTof(RaySensor):
         )
         centre = pinhole_rays(c.zones_x, c.zones_y, c.fov, c.fov).reshape(-1, 3)
         self.centre_rays = (centre / centre.norm(dim=-1, keepdim=True)).to(self.device, self.dtype)
-        self.noise = NoiseStream(seed, 0x70F, self.n_envs, self.device)
+        self.noise = NoiseStream(seed, 0x70F, self.n_envs, self.device, env_ids)
 
     def __call__(self, pos: Any, quat: Tensor | None = None) -> TofReading:
         """Per-zone ranges for body poses (or a state)."""

@@ -114,7 +114,13 @@ class ServeConfig:
     becomes acro sticks through :class:`volary.fc.ctbr.StickMap`; armed at a client's hello)
     or ``"sticks"`` (each command is the raw RC frame, ``[roll, pitch, yaw, throttle, arm,
     angle]``, :data:`volary.fc.loop.STICKS`; the client arms it); ``"sticks"`` needs a
-    firmware."""
+    firmware.
+
+    ``noise_keys``: one key per slot, or empty (the default: every stream from ``sim_seed`` and
+    the slot's index). With keys, slot i's process and IMU noise (``World(noise_seeds=)``) and
+    its sensors' noise (``env_ids``, sensor seed 0) are drawn from key i alone: give
+    :func:`volary.studies.alphapilot.race.noise_key` of a course x noise-seed pair and a served
+    vehicle draws the noise that pair draws in ``volary race``."""
 
     slots: tuple[SlotSpec, ...] = (SlotSpec(),)
     scene: str | None = "forest"
@@ -128,6 +134,7 @@ class ServeConfig:
     actors: tuple[ActorSpec, ...] = ()
     scene_params: Mapping[str, Any] = field(default_factory=dict)
     firmware: str = "ideal"
+    noise_keys: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.slots:
@@ -149,6 +156,7 @@ class ServeConfig:
                 raise ConfigError("sensors: 'imu' is the IMU's name; set ServeConfig.imu")
         if not (isinstance(self.seed, int) and self.seed >= 0):
             raise ConfigError(f"seed: expected an int >= 0, got {self.seed!r}")
+        self._check_noise_keys()
         if self.scene_params and self.scene is None:
             raise ConfigError("scene_params: only a scenario type or a race track takes parameters")
         if self.scene in TRACKS:
@@ -164,6 +172,18 @@ class ServeConfig:
             )
         if self.firmware != "ideal":
             self._check_firmware()
+
+    def _check_noise_keys(self) -> None:
+        keys = self.noise_keys
+        if not isinstance(keys, tuple):
+            raise ConfigError(f"noise_keys: expected a tuple of ints, got {keys!r}")
+        if keys and len(keys) != len(self.slots):
+            raise ConfigError(
+                f"noise_keys: expected one key per slot ({len(self.slots)}), got {len(keys)}"
+            )
+        for k in keys:
+            if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < 2**31:
+                raise ConfigError(f"noise_keys: expected ints in [0, 2**31), got {k!r}")
 
     def _check_firmware(self) -> None:
         """What the Betaflight rate loop needs: CTBR or sticks commands, an IMU for its gyro, a
@@ -262,9 +282,10 @@ def build_world(config: ServeConfig) -> Any:
 
     spec = scene_spec(config)
     b = len(config.slots)
+    keys = list(config.noise_keys) or None
     sensors = {
         name: Sensing(
-            _sensor(s, spec, config.seed),
+            _sensor(s, spec, config.seed, keys),
             rate_hz=s.rate_hz,
             vehicles=tuple(i for i, slot in enumerate(config.slots) if name in slot.sensors),
         )
@@ -277,7 +298,7 @@ def build_world(config: ServeConfig) -> Any:
     platforms = [s.platform for s in config.slots]
     world = World(
         platforms, spec, n_envs=1, vehicles_per_env=b, sensors=sensors, seed=config.sim_seed,
-        actors=[a.primitive() for a in config.actors] or None, **settings,
+        actors=[a.primitive() for a in config.actors] or None, noise_seeds=keys, **settings,
     )  # fmt: skip
     if world.scene is not None and spec.meta.get("order_index") is not None:
         from volary.worlds import GateTracker
@@ -319,18 +340,26 @@ def start_poses(config: ServeConfig, spec: Any) -> tuple[torch.Tensor, torch.Ten
     return pos.float(), quat.float()
 
 
-def _sensor(s: SensorSpec, spec: Any, seed: int) -> Any:
+def _sensor(s: SensorSpec, spec: Any, seed: int, keys: list[int] | None = None) -> Any:
+    """The World's sensor for ``s``; with ``keys`` (ServeConfig.noise_keys) its noise streams
+    follow the vehicles' keys (``env_ids``), as the sensors of ``volary race`` do."""
+    from volary.sim import OnCaster
+
     config = s.ray_config()
     if config is not None:
-        return config
+        if keys is None:
+            return config
+        from volary.sim.world import ray_sensor_class
+
+        cls = ray_sensor_class(config)
+        return OnCaster(lambda caster: cls(config, caster, env_ids=keys))
     if s.kind == "splat":
         return _splat_camera(s.preset, spec, seed)
     if spec is None or spec.meta.get("order_index") is None:
         raise ConfigError("sensors: 'beacons' need a scene with gates (a race track)")
     from volary.sensors import IrBeacons
-    from volary.sim import OnCaster
 
-    return OnCaster(lambda caster: IrBeacons(s.preset, caster, spec))
+    return OnCaster(lambda caster: IrBeacons(s.preset, caster, spec, env_ids=keys))
 
 
 def _splat_camera(preset: str, spec: Any, seed: int) -> Any:

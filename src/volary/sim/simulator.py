@@ -336,7 +336,7 @@ class Simulator:
         tick = self.state.tick
         self.state = self.state.replace(tick=torch.where(m, torch.zeros_like(tick), tick))
         if self.imu is not None:
-            self.imu.rewind(m, torch.zeros_like(self.imu.tick))
+            self.imu.restart(m)
 
     # ---- disturbances ---------------------------------------------------------------------
     def set_wind(self, wind: Any = None, *, gust_std: Any = None, gust_tau: Any = None) -> None:

@@ -243,17 +243,18 @@ class World:
         self._cache.clear()  # the reset vehicles moved: this step's readings are stale
         return state
 
-    def restart_noise(self, mask: Tensor | None = None) -> None:
+    def restart_noise(self, mask: Tensor | None = None, *, sensors: bool = True) -> None:
         """Every noise stream of the masked vehicles (all when None) back where a new World's
-        begins: process noise, IMU (its turn-on biases are drawn by the next :meth:`reset`) and
-        each sensor built so far (one not yet built starts there anyway). Call it, then
-        :meth:`reset`, and a flight draws the same noise however many steps came before it (the
-        ROS 1 bridge does this at each arming)."""
+        begins: process noise, IMU (its turn-on biases are drawn by the next :meth:`reset`) and,
+        unless ``sensors`` is False, each sensor built so far (one not yet built starts there
+        anyway). Call it, then :meth:`reset`, and a flight draws the same noise however many
+        steps came before it (the ROS 1 bridge does this at each arming, keeping the sensors
+        where the frames it read that tick left them: those are the flight's first)."""
         from volary.sensors.rays import noise_streams
 
         m = self._mask(mask)
         self.sim.restart_noise(m)
-        for slot in self.rig.values():
+        for slot in self.rig.values() if sensors else ():
             sensor = slot.sensor.sensor if isinstance(slot.sensor, _Lazy) else slot.sensor
             if sensor is not None:
                 for stream in noise_streams(sensor):
@@ -520,7 +521,9 @@ def _sensing(name: str, spec: Any, world: World) -> _Slot:
     return _Slot(_build_sensor(name, s.sensor, world), per_step, vehicles)
 
 
-def _build_sensor(name: str, sensor: Any, world: World) -> Any:
+def ray_sensor_class(config: Any) -> Any:
+    """The ray sensor a config builds (DepthCamera, Lidar, MultiZoneTof or Rangefinder), or
+    None when ``config`` is not a ray-sensor config."""
     from volary.sensors import (
         CameraConfig,
         DepthCamera,
@@ -538,11 +541,15 @@ def _build_sensor(name: str, sensor: Any, world: World) -> Any:
         TofConfig: MultiZoneTof,
         RangefinderConfig: Rangefinder,
     }
+    return next((cls for t, cls in kinds.items() if isinstance(config, t)), None)
+
+
+def _build_sensor(name: str, sensor: Any, world: World) -> Any:
     if isinstance(sensor, str):
         sensor = sensor_preset(sensor, f"sensors[{name!r}]")
-    for cfg_type, cls in kinds.items():
-        if isinstance(sensor, cfg_type):
-            return _Lazy(partial(_ray_sensor, cls, sensor, world))
+    cls = ray_sensor_class(sensor)
+    if cls is not None:
+        return _Lazy(partial(_ray_sensor, cls, sensor, world))
     if isinstance(sensor, OnCaster):
         return _Lazy(lambda: sensor.build(world.caster))
     if isinstance(sensor, type) or not callable(sensor):
@@ -877,6 +884,7 @@ __all__ = [
     "VEHICLE_ID",
     "Sensing",
     "World",
+    "ray_sensor_class",
     "sphere_hits",
     "sphere_hits_reference",
     "vehicle_contacts",

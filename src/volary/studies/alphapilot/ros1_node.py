@@ -628,8 +628,9 @@ def race_over_ros1(
 ) -> dict[str, Any]:
     """Fly ``contestant`` through ROS 1 on one perturbed course: a rosmaster on a free loopback
     port, ``volary ros1 serve`` (lock-step, ``--course-seed course_seed --course-index
-    course_index --courses-from generator --arena arena --seed noise_seed``, ending with the
-    lap) and this node, each a process of its
+    course_index --courses-from generator --arena arena --noise-key K``, K the pair's
+    ``noise_key``, so the flight draws the noise it draws in process; ending with the lap) and
+    this node, each a process of its
     own (logs in ``workdir``). Returns the node's summary plus ``wall_s``; a ConfigError if
     the node wrote none within ``timeout_s`` wall seconds."""
     import subprocess
@@ -650,7 +651,9 @@ def race_over_ros1(
                 [sys.executable, "-m", "volary.ros1", "serve", "--control-hz", str(control_hz),
                  "--course-seed", str(course_seed), "--course-index", str(course_index),
                  "--courses-from", generator, "--arena", arena,
-                 "--seed", str(noise_seed), "--exit-on-result",
+                 "--seed", str(noise_seed), "--noise-key", str(_noise_key(
+                     course_seed, course_index, generator, arena, noise_seed)),
+                 "--exit-on-result",
                  "--results", str(work / "results.yaml"), "--log-dir", str(work / "log")],
                 env=env, stdout=blog, stderr=subprocess.STDOUT))  # fmt: skip
             node = subprocess.Popen(
@@ -673,6 +676,37 @@ def race_over_ros1(
     return summary
 
 
+def _noise_key(course_seed: int, index: int, generator: str, arena: str, noise_seed: int) -> int:
+    """``noise_key`` of the course x noise-seed pair the bridge serves, so the flight over ROS 1
+    draws the noise the same pair draws in process (:func:`race_in_process`)."""
+    from volary.studies.alphapilot.race import noise_key
+    from volary.worlds import alphapilot_2019_courses
+
+    course = alphapilot_2019_courses(index + 1, course_seed, generator, arena)[index]
+    return noise_key(course, noise_seed)
+
+
+class ArmedAsFlightGoggles:
+    """``contestant`` with FlightGoggles' arming rule applied in process, as this node applies
+    it over ROS 1: the step-0 answer's thrust raised to ``min_arming_thrust`` when below (the
+    rest of the command and every later answer unchanged), so both sides fly the same
+    commands."""
+
+    def __init__(self, contestant: str | Contestant, min_thrust: float) -> None:
+        self.inner, self.min_thrust = make_contestant(contestant), float(min_thrust)
+
+    def reset(self, briefing: Briefing) -> None:
+        self.inner.reset(briefing)
+
+    def act(self, obs: ChallengeObservation) -> Tensor:
+        cmd = self.inner.act(obs)
+        if obs.step != 0:
+            return cmd
+        cmd = torch.as_tensor(cmd).clone()
+        cmd[:, 0] = cmd[:, 0].clamp(min=self.min_thrust)
+        return cmd
+
+
 def race_in_process(
     courses: Sequence[Any],
     noise_seed: int,
@@ -682,10 +716,15 @@ def race_in_process(
     time_limit_s: float = 60.0,
 ) -> Any:
     """The same courses in process (:func:`~volary.studies.alphapilot.challenge.run_challenge`)
-    with the sensors the bridge publishes (:func:`ros1_sensors`)."""
+    with the sensors the bridge publishes (:func:`ros1_sensors`) and its arming rule
+    (:class:`ArmedAsFlightGoggles`): with the bridge's noise keyed as here
+    (:func:`race_over_ros1`), a course flies the same flight on both sides up to the messages'
+    float32 fields and the lap clock (the bridge's starts one tick after arming)."""
+    from volary.ros1.params import MIN_ARMING_THRUST
     from volary.studies.alphapilot.challenge import run_challenge
 
-    return run_challenge(list(courses), contestant, seed=noise_seed, sensors=ros1_sensors(),
+    racer = ArmedAsFlightGoggles(contestant, MIN_ARMING_THRUST)
+    return run_challenge(list(courses), racer, seed=noise_seed, sensors=ros1_sensors(),
                          control_hz=control_hz, time_limit_s=time_limit_s)  # fmt: skip
 
 
