@@ -15,7 +15,7 @@ import math
 import os
 import subprocess
 import sys
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -277,3 +277,56 @@ def test_reference_racer_flies_a_perturbed_course_through_ros1(tmp_path: Path) -
           f"score {ros['score']:.4f}; in process: {int(res.gates_passed[0])}/11 gates, "
           f"finished {local_done}, lap {float(res.time[0]):.4f} s, score "
           f"{float(res.score[0]):.4f}; ROS wall {ros['wall_s']:.0f} s")  # fmt: skip
+
+
+class _Scripted:
+    """A contestant that flies fixed commands and keeps what it observed."""
+
+    def __init__(self, commands: torch.Tensor) -> None:
+        self.commands, self.seen = commands, []
+
+    def reset(self, briefing: Any) -> None:
+        self.seen.clear()
+
+    def act(self, obs: Any) -> torch.Tensor:
+        self.seen.append(obs)
+        return self.commands[min(int(obs.step), len(self.commands) - 1)][None]
+
+
+def test_a_served_course_with_the_pairs_noise_key_draws_what_volary_race_draws() -> None:
+    """``volary ros1 serve --noise-key K`` (ServeConfig.noise_keys) with K the challenge's key of
+    a course x noise-seed pair: the served World's IMU, beacons and range read what
+    ``run_challenge`` gives that pair's contestant, bit for bit, under the same commands (the
+    slow test below flies the whole lap both ways)."""
+    from volary.ros1.bridge import Ros1Options, serve_config
+    from volary.serve.world import build_world
+    from volary.studies.alphapilot.challenge import run_challenge
+    from volary.studies.alphapilot.race import noise_key
+    from volary.studies.alphapilot.ros1_node import ros1_sensors
+    from volary.worlds import alphapilot_2019_courses
+
+    seed, steps = 3, 24
+    course = alphapilot_2019_courses(COURSE_INDEX + 1, COURSE_SEED)[COURSE_INDEX]
+    gen = torch.Generator().manual_seed(0)
+    commands = torch.tensor([9.9, 0.0, 0.0, 0.0]) + 0.3 * torch.randn(steps + 1, 4, generator=gen)
+    racer = _Scripted(commands.double())
+    run_challenge([course], racer, seed=seed, sensors=ros1_sensors(), control_hz=CONTROL_HZ,
+                  time_limit_s=steps / CONTROL_HZ)  # fmt: skip
+    options = Ros1Options(control_hz=CONTROL_HZ, course_seed=COURSE_SEED,
+                          course_index=COURSE_INDEX, noise_key=noise_key(course, seed))  # fmt: skip
+    world = build_world(serve_config(options))
+    for k, obs in enumerate(racer.seen[:steps]):
+        if k:
+            assert torch.equal(world.sim.imu_reading.accel, obs.accel.to(torch.float32)), k
+            assert torch.equal(world.sim.imu_reading.gyro, obs.gyro.to(torch.float32)), k
+        if obs.range is not None:
+            assert world.due("range") and world.due("ir"), k
+            assert torch.equal(world.read("range").range, obs.range.range.to(torch.float32)), k
+            px = world.read("ir").pixels
+            assert torch.equal(px.isfinite(), obs.beacons.pixels.isfinite()), k
+            assert torch.equal(px.nan_to_num(), obs.beacons.pixels.to(px.dtype).nan_to_num()), k
+        world.step(commands[k].float()[None])
+    other = build_world(serve_config(replace(options, noise_key=noise_key(course, seed + 1))))
+    for k in range(8):
+        other.step(commands[k].float()[None])
+    assert not torch.equal(other.sim.imu_reading.accel, racer.seen[8].accel.to(torch.float32))
