@@ -143,20 +143,22 @@ def test_rollout_is_independent_of_the_batch_size():
 
 def test_restarted_noise_makes_a_flight_independent_of_the_steps_before_it():
     """World.restart_noise, then reset: vehicle 0 flies the same process noise, IMU and noisy
-    rangefinder readings however many steps came before (what the ROS 1 bridge relies on at
-    arming); without the restart it does not."""
+    rangefinder readings however many steps came before, the ones a new World flies after its
+    first reset (what the ROS 1 bridge relies on at arming, to fly the noise of an in-process
+    race); without the restart it does not."""
 
-    def fly(before: int, restart: bool) -> torch.Tensor:
+    def fly(before: int | None, restart: bool) -> torch.Tensor:
         w = World("crazyflie", ROOM, n_envs=2, stochastic=True, seed=3, imu="flightgoggles",
                   sensors={"range": rangefinder_config("flightgoggles")})  # fmt: skip
         w.reset()
-        for _ in range(before):
+        for _ in range(before or 0):
             w.step(_hold(w, [0.0, 0.0, 1.0]))
             w.read("range")
         mask = torch.tensor([True, False])
         if restart:
             w.restart_noise(mask)
-        w.reset(mask)
+        if before is not None:  # None: a new World, reset once
+            w.reset(mask)
         out = []
         for _ in range(20):
             w.step(_hold(w, [0.3, 0.0, 1.2]))
@@ -168,6 +170,7 @@ def test_restarted_noise_makes_a_flight_independent_of_the_steps_before_it():
     a = fly(3, True)
     assert a[:, -1].std() > 0.01  # the rangefinder is noisy
     assert torch.equal(a, fly(11, True))
+    assert torch.equal(a, fly(None, False))  # what a new World flies
     assert not torch.equal(fly(3, False), fly(11, False))
 
 
