@@ -22,6 +22,7 @@ RIG = {**SENSORS, "lidar": SensorSpec("lidar", "os0_16", 10.0)}
 TWO = ServeConfig(
     slots=(SlotSpec(sensors=("depth", "tof", "lidar")), SlotSpec(role="in_loop",
            sensors=("depth",))), scene="forest", seed=3, sensors=RIG,
+    noise_keys=(11, 2**31 - 1),  # each vehicle's noise from its own key; replayed the same
 )  # fmt: skip
 
 

@@ -379,6 +379,8 @@ class _ConfigDoc(Strict):
     sim_seed: Annotated[int, Field(strict=True, ge=0)]
     actors: list[_Actor]
     scene_params: dict[Text, Any]
+    noise_keys: Annotated[list[Annotated[int, Field(strict=True, ge=0, lt=2**31)]],
+                          Field(max_length=1024)] = []  # fmt: skip
 
 
 def _bag_files(path: Any) -> Path:
@@ -421,7 +423,8 @@ def _config(text: str, source: str) -> Any:
             ),
             sensors={k: SensorSpec(**v) for k, v in d["sensors"].items()},
             actors=tuple(ActorSpec(a["shape"], tuple(a["size"]), a["mesh"]) for a in d["actors"]),
-            **{k: v for k, v in d.items() if k not in ("slots", "sensors", "actors")},
+            noise_keys=tuple(d["noise_keys"]),
+            **{k: v for k, v in d.items() if k not in ("slots", "sensors", "actors", "noise_keys")},
         )
     except ConfigError as e:
         raise FileFormatError(f"{source}: {e}") from None
