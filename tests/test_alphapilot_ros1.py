@@ -171,7 +171,7 @@ from flightgoggles.msg import IRMarker, IRMarkerArray
 from sensor_msgs.msg import Imu, Range
 from std_msgs.msg import String
 from volary.ros1 import topics as T
-from volary.studies.alphapilot.ros1_node import observation, stamp_of
+from volary.studies.alphapilot.ros1_node import observation, range_report, stamp_of
 from volary.worlds import alphapilot_2019
 from volary.sensors import rangefinder_config
 import types
@@ -186,6 +186,7 @@ ir = IRMarkerArray(header=T.header(rospy, t), markers=[
     IRMarker(landmarkID=String("Gate2"), markerID=String("x"), x=5.0, y=5.0, z=0.0)])
 hit = T.rangefinder(rospy, t, types.SimpleNamespace(range=[4.2]), ranger, "uav/imu")
 miss = T.rangefinder(rospy, t, types.SimpleNamespace(range=[ranger.max_range]), ranger, "uav/imu")
+low = T.rangefinder(rospy, t, types.SimpleNamespace(range=[0.17]), ranger, "uav/imu")
 obs = observation(7, 1 / 240, imu, ir, hit, brief)
 none = observation(8, 1 / 240, imu, None, miss, brief)
 b = obs.beacons
@@ -198,6 +199,7 @@ print(json.dumps({
     "k": b.pixels.shape[1], "hidden_nan": bool(b.pixels[0, ~b.visible[0]].isnan().all()),
     "range": [obs.range.range.tolist(), obs.range.valid.tolist()],
     "miss": [none.range.range.tolist(), none.range.valid.tolist()],
+    "low": [range_report(low, ranger).range.tolist(), range_report(low, ranger).valid.tolist()],
     "no_beacons": none.beacons is None,
 }))
 """
@@ -234,6 +236,8 @@ def test_flightgoggles_messages_become_observations(tmp_path: Path) -> None:
     (rng, ok), (miss, miss_ok) = got["range"], got["miss"]
     assert rng == [pytest.approx(4.2, rel=1e-6)] and ok == [True]
     assert miss_ok == [False] and got["no_beacons"]
+    # a noisy return under min_range (0.2 m) is a return, as the in-process sensor reports it
+    assert got["low"] == [[pytest.approx(0.17, rel=1e-6)], [True]]
     assert not math.isnan(miss[0])
 
 

@@ -306,11 +306,13 @@ def beacon_report(msg: Any, course: Any) -> BeaconReport:
 
 def range_report(msg: Any, ranger: Any) -> RangeReport:
     """A ``sensor_msgs/Range`` in FlightGoggles' sign (negative along -z of ``uav/imu``) as a
-    :class:`RangeReport`: the distance, valid within [min_range, max_range) of ``ranger`` and
-    the message's own maximum (``-min_range``)."""
+    :class:`RangeReport`: the distance, valid below ``ranger``'s and the message's own maximum
+    (``-min_range``). No return is published at the maximum; every other value is a return,
+    a noisy one under ``ranger.min_range`` included (the sensor decides validity on the true
+    distance and then adds noise, so in process such a reading is valid too)."""
     d = -float(msg.range)
     top = min(-float(msg.min_range), float(ranger.max_range))
-    ok = math.isfinite(d) and ranger.min_range <= d < top
+    ok = math.isfinite(d) and d < top
     return RangeReport(torch.tensor([d if ok else float(ranger.max_range)], dtype=DTYPE),
                        torch.tensor([ok]))  # fmt: skip
 
@@ -673,7 +675,18 @@ def race_over_ros1(
         raise ConfigError(f"the ROS 1 flight in {work} ended without a lap summary:\n{tail}")
     summary = json.loads(out.read_text())
     summary["wall_s"] = time.monotonic() - t0
+    summary["bridge_held_ticks"] = _held_ticks((work / "bridge.log").read_text())
     return summary
+
+
+def _held_ticks(log: str) -> int | None:
+    """Armed ticks the bridge flew on a held command because the node's answer did not come
+    within ``input_timeout`` (its closing line's ``held=``; None when it printed none): a
+    flight with any is not the in-process flight."""
+    import re
+
+    found = re.findall(r"^volary-ros1 stopped .*\bheld=(\d+)", log, flags=re.M)
+    return int(found[-1]) if found else None
 
 
 def _noise_key(course_seed: int, index: int, generator: str, arena: str, noise_seed: int) -> int:
