@@ -118,9 +118,11 @@ class ServeConfig:
 
     ``noise_keys``: one key per slot, or empty (the default: every stream from ``sim_seed`` and
     the slot's index). With keys, slot i's process and IMU noise (``World(noise_seeds=)``) and
-    its sensors' noise (``env_ids``, sensor seed 0) are drawn from key i alone: give
-    :func:`volary.studies.alphapilot.race.noise_key` of a course x noise-seed pair and a served
-    vehicle draws the noise that pair draws in ``volary race``."""
+    its sensors' noise (``env_ids``, sensor seed 0) are drawn from key i alone. With
+    :func:`volary.studies.alphapilot.race.noise_key` of a course x noise-seed pair, the World
+    as built draws what that pair draws in ``volary race``, and so does a flight started with
+    ``World.restart_noise`` then a reset (the ROS 1 bridge's arming); a client's ``hello``
+    resets the slot without restarting its streams, so its flight draws later ones."""
 
     slots: tuple[SlotSpec, ...] = (SlotSpec(),)
     scene: str | None = "forest"
