@@ -177,12 +177,16 @@ def test_schedule_runs_a_trajectory_in_one_call():
 
 def test_divergence_reset_inside_a_fused_run():
     """A NaN setpoint for one step in the middle of a schedule: that env diverges, is reset
-    by the Simulator between kernel calls, and the run goes on; the same as eager."""
+    by the Simulator between kernel calls, and the run goes on; the same as eager; both say
+    the setpoint was the cause."""
     fused, eager = _pair("position", torch.float64)
     steps = 30
     sched = _setpoint("position", eager)[None].repeat(steps, 1, 1)
     sched[10, 2] = float("nan")
-    ta, tb = fused.run(sched, steps / 240.0), eager.run(sched, steps / 240.0)
+    with pytest.warns(RuntimeWarning, match=r"non-finite values .* env\(s\) 2;") as told:
+        ta, tb = fused.run(sched, steps / 240.0), eager.run(sched, steps / 240.0)
+    assert len(told) == 2  # once per Simulator, at the caller's line
+    assert all(w.filename == __file__ for w in told)
     assert bool(ta.diverged[10, 2]) and bool(tb.diverged[10, 2])
     assert torch.allclose(ta.pos, tb.pos, atol=1e-9)
     _close(fused.state, eager.state, 1e-9)
