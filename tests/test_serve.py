@@ -148,6 +148,10 @@ def test_config_and_bind_are_checked():
         ServeConfig(slots=(SlotSpec(sensors=("depth",)),))
     with pytest.raises(ConfigError, match="token"):
         Server(ServeConfig(scene=None), bind="tcp://0.0.0.0:*")
+    with pytest.raises(ConfigError, match=r"noise_keys: expected one key per slot \(1\), got 2"):
+        ServeConfig(noise_keys=(1, 2))
+    with pytest.raises(ConfigError, match=r"noise_keys: expected ints in \[0, 2\*\*31\), got -1"):
+        ServeConfig(noise_keys=(-1,))
 
 
 # ---- parity -----------------------------------------------------------------------------------
