@@ -453,13 +453,11 @@ class Simulator:
             # on a GPU the masked reset below runs every step rather than wait for the answer
             cheap = host_sync_is_cheap(self._last_reset.device)
             any_diverged = not cheap or bool(self._last_reset.any())
-            if cheap and any_diverged and sp is not None and not self._told_setpoint:
-                self._told_setpoint = _tell_non_finite(sp, self._last_reset, self.dynamics)
         else:  # the kernel said whether a flag is set; read it only then
-            any_diverged = self._fused.diverged
+            cheap, any_diverged = True, self._fused.diverged  # the fused loop runs on the CPU
             self._last_reset = self.state.diverged.clone() if any_diverged else None
-            if any_diverged and sp is not None and not self._told_setpoint:
-                self._told_setpoint = _tell_non_finite(sp, self._last_reset, self.dynamics)
+        if cheap and any_diverged and sp is not None and not self._told_setpoint:
+            self._told_setpoint = _tell_non_finite(sp, self._last_reset, self.dynamics)
         if self.dynamics.on_divergence == OnDivergence.RESET and any_diverged:
             self.state = self.state.replace(diverged=torch.zeros_like(self.state.diverged))
             self.reset(self.last_reset)
