@@ -241,6 +241,22 @@ def test_fly_refuses_nan_targets_and_endless_flights(args, option, tmp_path):
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--to", "1", "0", "--duration", "5"], ["(got '--duration')", "--to takes 3 values"]),
+        (["--duration", "x"], ["--duration", "(got 'x')"]),
+        (["--seed", "abc"], ["--seed", "(got 'abc')"]),
+    ],
+)
+def test_a_value_that_is_not_a_number_is_named_with_what_the_option_takes(args, said, tmp_path):
+    """typer's message named neither the refused token nor the count: `--to 1 0 --duration 5`
+    said only 'Input should be a valid number'."""
+    _assert_refused(["fly", "--platform", "crazyflie", "--out", str(tmp_path), *args], said[0])
+    r = runner.invoke(app, ["fly", "--platform", "crazyflie", "--out", str(tmp_path), *args])
+    assert all(s in r.stderr for s in said), r.stderr
+
+
 def test_fly_holds_a_bounded_number_of_steps_whatever_the_duration(tmp_path, monkeypatch):
     """The flight is simulated and written in blocks; the figure gets every k-th step: memory
     is bounded by FLY_BLOCK_STEPS + FLY_PLOT_STEPS, not by the duration."""

@@ -428,6 +428,22 @@ def test_a_platform_file_without_an_airframe_and_a_name_that_is_not_a_key(tmp_pa
         catalogue.entry(["crazyflie"])  # TypeError: unhashable type before
 
 
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ('name = "x"\nmass = 0.5\n', "[name]: expected a table, got 'x' (a platform is named"),
+        ('mass = {value = 0.5, unit = "kg", source = "s"}\n', "put it under a table named"),
+        ("mass = 0.5\n", "[mass]: expected a table, got 0.5 ('mass' is a platform field"),
+        ('description = "quad"\n', "'description' is a platform field"),
+    ],
+)
+def test_fields_written_without_their_platform_table_say_where_they_go(tmp_path, text, says):
+    """A first platform file written as flat keys named the key 'expected a table' and stopped
+    there; it now says the fields go under a table named for the platform."""
+    path = _write(tmp_path, text, "flat.toml")
+    _refused(lambda: load_file(path), says, exc=FileFormatError)
+
+
 # ---- property tests: courses --------------------------------------------------------------------
 @settings(max_examples=100)
 @given(doc=course_docs())

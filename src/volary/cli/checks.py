@@ -422,7 +422,22 @@ def error_line(message: str) -> None:
 
 def _usage_message(e: Any) -> str:
     text = e.format_message() if hasattr(e, "format_message") else str(e)
-    return text.replace("\n", " ")
+    return (text + _refused_tokens(e)).replace("\n", " ")
+
+
+def _refused_tokens(e: Any) -> str:
+    """What a value a typed option refused was, and how many values the option takes (typer's
+    own message names neither: ``--to 1 0 --duration 5`` reads '--duration' as a number)."""
+    from pydantic import ValidationError
+
+    cause = getattr(e, "__cause__", None)
+    if not isinstance(cause, ValidationError):
+        return ""
+    bad = [repr(err["input"]) for err in cause.errors() if isinstance(err.get("input"), str)]
+    param = getattr(e, "param", None)
+    nargs = getattr(param, "nargs", 1)
+    takes = f"; {_label(param)} takes {nargs} values" if param is not None and nargs > 1 else ""
+    return (f" (got {', '.join(bad)})" if bad else "") + takes
 
 
 def _paths(app: typer.Typer, prefix: str = "") -> dict[str, str]:

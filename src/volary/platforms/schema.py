@@ -340,6 +340,19 @@ def _per_rotor_lengths(where: _Where, layout: str, n: int, values: dict[str, Any
             )
 
 
+def _field_outside_hint(key: str) -> str:
+    """For a top-level key that is a platform field (written without its platform's table):
+    where it belongs; else nothing."""
+    if key == "name":
+        return " (a platform is named by its table: [my_quad], its fields below it)"
+    if key in FIELDS:
+        return (f" ('{key}' is a platform field: put it under a table named for the platform,"
+                f" [my_quad], as {key} = {{value = ..., unit = ..., source = ...}})")  # fmt: skip
+    if key in _META_KEYS:
+        return f" ('{key}' is a platform field: put it under a table named for the platform)"
+    return ""
+
+
 def parse_entry(path: Path, name: str, raw: Any) -> Entry:
     """Check one top-level table against :func:`entry_model` (structure, shapes, units:
     FileFormatError), its numbers against the fields' ranges and build its validated
@@ -352,11 +365,12 @@ def parse_entry(path: Path, name: str, raw: Any) -> Entry:
         )
     where = _Where(path, name)
     if not isinstance(raw, Mapping):
-        raise where("", f"expected a table, got {_short(raw)}")
+        raise where("", f"expected a table, got {_short(raw)}{_field_outside_hint(name)}")
     try:
         entry: Any = entry_model().model_validate(raw)
     except ValidationError as err:
-        raise _problem(where, err) from None
+        problem = _problem(where, err)
+        raise FileFormatError(f"{problem}{_field_outside_hint(name)}") from None
     values, sources = {}, {}
     for fname, spec in FIELDS.items():
         if getattr(entry, fname) is not None:
