@@ -13,7 +13,6 @@ baseline along +x_C. Noise: sigma(z) = std + std_quadratic z^2 (see
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,6 @@ from volary.registry import Registry
 from volary.sensors.rays import (
     FORWARD_CAMERA,
     Mount,
-    NoiseStream,
     RayBundle,
     RaySensor,
     cast_bundle,
@@ -219,24 +217,17 @@ class CameraReading:
 class DepthCamera(RaySensor):
     """Batched ray-cast camera: ``cam(pos (N,3), quat (N,4))`` or ``cam(state)``."""
 
-    def __init__(
-        self,
-        config: str | CameraConfig,
-        caster: Any,
-        *,
-        mount: Any = None,
-        seed: int = 0,
-        env_ids: Sequence[int] | None = None,
-    ) -> None:
-        """``env_ids``: per-env noise stream ids (:class:`~volary.sensors.rays.NoiseStream`)."""
-        self._bind(camera_config(config), mount, caster)
+    config: CameraConfig
+    _resolve = staticmethod(camera_config)
+    _salt = 0xCA3E7A
+
+    def _build(self) -> None:
         c = self.config
         raw = pinhole_rays(c.width, c.height, c.hfov, c.vfov).reshape(-1, 3)
         norm = raw.norm(dim=-1, keepdim=True)
         self.bundle = RayBundle(raw / norm, c.mount, self.device, self.dtype)
         # z-depth = range * cos(angle to the optical axis) = range / |(x, y, 1)|
         self.z_per_range = (1.0 / norm[:, 0]).to(self.device, self.dtype)
-        self.noise = NoiseStream(seed, 0xCA3E7A, self.n_envs, self.device, env_ids)
 
     def __call__(self, pos: Any, quat: Tensor | None = None) -> CameraReading:
         """Render a frame for body poses ``pos (N, 3)``, ``quat (N, 4)`` (or a state)."""

@@ -13,7 +13,6 @@ Noise sigma(r) = noise_std + noise_quadratic r^2 and random dropouts, per-env st
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,6 @@ from volary.errors import ConfigError
 from volary.registry import Registry
 from volary.sensors.rays import (
     Mount,
-    NoiseStream,
     RangePoints,
     RayBundle,
     RaySensor,
@@ -157,21 +155,14 @@ class LidarReading(RangePoints):
 class Lidar(RaySensor):
     """Batched ray-cast LiDAR: ``lidar(pos (N,3), quat (N,4))`` or ``lidar(state)``."""
 
-    def __init__(
-        self,
-        config: str | LidarConfig,
-        caster: Any,
-        *,
-        mount: Any = None,
-        seed: int = 0,
-        env_ids: Sequence[int] | None = None,
-    ) -> None:
-        """``env_ids``: per-env noise stream ids (:class:`~volary.sensors.rays.NoiseStream`)."""
-        self._bind(lidar_config(config), mount, caster)
+    config: LidarConfig
+    _resolve = staticmethod(lidar_config)
+    _salt = 0x11DA7
+
+    def _build(self) -> None:
         c = self.config
         dirs = spherical_rays(c.elevations(), c.azimuths()).reshape(-1, 3)
         self.bundle = RayBundle(dirs, c.mount, self.device, self.dtype)
-        self.noise = NoiseStream(seed, 0x11DA7, self.n_envs, self.device, env_ids)
 
     def __call__(self, pos: Any, quat: Tensor | None = None) -> LidarReading:
         """Scan from body poses ``pos (N, 3)``, ``quat (N, 4)`` (or a state)."""

@@ -17,7 +17,6 @@ Noise sigma(r) = noise_std + noise_quadratic r^2 and dropouts from per-env count
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,7 +28,6 @@ from volary.registry import Registry
 from volary.sensors.rays import (
     FORWARD_CAMERA,
     Mount,
-    NoiseStream,
     RangePoints,
     RayBundle,
     RaySensor,
@@ -175,17 +173,11 @@ class RangeReading(RangePoints):
 class MultiZoneTof(RaySensor):
     """Batched multi-zone ToF: ``tof(pos (N,3), quat (N,4))`` or ``tof(state)``."""
 
-    def __init__(
-        self,
-        config: str | TofConfig,
-        caster: Any,
-        *,
-        mount: Any = None,
-        seed: int = 0,
-        env_ids: Sequence[int] | None = None,
-    ) -> None:
-        """``env_ids``: per-env noise stream ids (:class:`~volary.sensors.rays.NoiseStream`)."""
-        self._bind(tof_config(config), mount, caster)
+    config: TofConfig
+    _resolve = staticmethod(tof_config)
+    _salt = 0x70F
+
+    def _build(self) -> None:
         c = self.config
         s = c.sub_rays
         raw = pinhole_rays(c.zones_x * s, c.zones_y * s, c.fov, c.fov)  # (Zy s, Zx s, 3)
@@ -196,7 +188,6 @@ class MultiZoneTof(RaySensor):
         )
         centre = pinhole_rays(c.zones_x, c.zones_y, c.fov, c.fov).reshape(-1, 3)
         self.centre_rays = (centre / centre.norm(dim=-1, keepdim=True)).to(self.device, self.dtype)
-        self.noise = NoiseStream(seed, 0x70F, self.n_envs, self.device, env_ids)
 
     def __call__(self, pos: Any, quat: Tensor | None = None) -> TofReading:
         """Per-zone ranges for body poses (or a state)."""
@@ -234,20 +225,13 @@ def zone_distance(d: Tensor, ok: Tensor, reduction: str) -> Tensor:
 class Rangefinder(RaySensor):
     """Batched single-point range sensor along -z of its mount (FlightGoggles' altimeter)."""
 
-    def __init__(
-        self,
-        config: str | RangefinderConfig,
-        caster: Any,
-        *,
-        mount: Any = None,
-        seed: int = 0,
-        env_ids: Sequence[int] | None = None,
-    ) -> None:
-        """``env_ids``: per-env noise stream ids (:class:`~volary.sensors.rays.NoiseStream`)."""
-        self._bind(rangefinder_config(config), mount, caster)
+    config: RangefinderConfig
+    _resolve = staticmethod(rangefinder_config)
+    _salt = 0xA17
+
+    def _build(self) -> None:
         beam = torch.tensor([[0.0, 0.0, -1.0]], dtype=torch.float64)
         self.bundle = RayBundle(beam, self.config.mount, self.device, self.dtype)
-        self.noise = NoiseStream(seed, 0xA17, self.n_envs, self.device, env_ids)
 
     def __call__(self, pos: Any, quat: Tensor | None = None) -> RangeReading:
         """Range along the beam for body poses (or a state)."""

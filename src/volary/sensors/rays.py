@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
@@ -300,19 +300,42 @@ def preset_config(presets: Registry[Any], spec: Any, cls: type, overrides: dict)
 
 class RaySensor:
     """What every ray-cast sensor does first: resolve its config (preset name or config, with an
-    optional ``mount`` override) and bind to a caster (device, dtype and env count come from
-    it)."""
+    optional ``mount`` override), bind to a caster (device, dtype and env count come from it),
+    build its rays (:meth:`_build`) and open its per-env noise stream. A sensor class names its
+    config resolver (``_resolve``) and noise salt (``_salt``, distinct per sensor kind)."""
 
     config: Any
     caster: Any
     device: torch.device
     dtype: torch.dtype
     n_envs: int
+    bundle: RayBundle
+    noise: NoiseStream
+    _resolve: ClassVar[staticmethod[[Any], Any]]
+    _salt: ClassVar[int]
 
-    def _bind(self, config: Any, mount: Any, caster: Any) -> None:
-        self.config = config if mount is None else replace(config, mount=as_mount(mount))
+    def __init__(
+        self,
+        config: Any,
+        caster: Any,
+        *,
+        mount: Any = None,
+        seed: int = 0,
+        env_ids: Sequence[int] | None = None,
+    ) -> None:
+        """``config``: a preset name or the sensor's config; ``mount`` overrides its mount;
+        ``caster``: a :class:`RayCaster` (device, dtype, env count); ``seed`` and ``env_ids``
+        (per-env stream ids) key the noise (:class:`NoiseStream`)."""
+        resolved = type(self)._resolve(config)
+        self.config = resolved if mount is None else replace(resolved, mount=as_mount(mount))
         self.caster = caster
         self.device, self.dtype, self.n_envs = check_caster(caster)
+        self._build()
+        self.noise = NoiseStream(seed, self._salt, self.n_envs, self.device, env_ids)
+
+    def _build(self) -> None:
+        """Set ``self.bundle`` (and any per-ray constants) from ``self.config``."""
+        raise NotImplementedError
 
 
 def check_caster(caster: Any) -> tuple[torch.device, torch.dtype, int]:
