@@ -200,6 +200,24 @@ def test_scene_list_preview_export(tmp_path):
         assert (tmp_path / f"forest-2.{fmt}").stat().st_size > 1000
 
 
+def test_scene_export_out_may_name_the_file_itself(tmp_path):
+    """`--out maze.obj` made a directory maze.obj holding maze-2.ply; a file name with a format's
+    suffix is now the file, in that format (a --format that disagrees is refused)."""
+    r = runner.invoke(
+        app, ["scene", "export", "maze", "--seed", "2", "--out", str(tmp_path / "m.obj")]
+    )
+    assert r.exit_code == 0, r.output
+    assert (tmp_path / "m.obj").is_file()
+    assert (tmp_path / "m.obj").read_text().lstrip().startswith(("#", "v ", "o "))
+    bad = ["scene", "export", "maze", "--out", str(tmp_path / "x.obj"), "--format", "stl"]
+    r = runner.invoke(app, bad)
+    assert r.exit_code == 2 and "disagrees with --out x.obj" in r.output
+    assert not (tmp_path / "x.obj").exists()
+    (tmp_path / "d.ply").mkdir()  # an existing directory stays a directory, whatever its name
+    r = runner.invoke(app, ["scene", "export", "maze", "--out", str(tmp_path / "d.ply")])
+    assert r.exit_code == 0 and (tmp_path / "d.ply" / "maze-0.ply").is_file(), r.output
+
+
 def test_scene_errors_name_the_problem(tmp_path):
     r = runner.invoke(app, ["scene", "preview", "moon"])
     assert r.exit_code == 2 and "valid names" in r.output

@@ -207,6 +207,14 @@ def _serve_common() -> dict[str, Check]:
     }
 
 
+def _export_out(v: Any, opt: str) -> None:
+    """``scene export --out``: a directory to write into, or the file itself when it ends in a
+    format's suffix (.ply, .obj, .stl, .pcd) and is not a directory."""
+    p = as_path(v, opt)
+    is_file = p.suffix.lower() in (".ply", ".obj", ".stl", ".pcd") and not p.is_dir()
+    (out_file() if is_file else OUT).fn(v, opt)
+
+
 OPTIONS: dict[str, dict[str, Check]] = {
     "fly": {
         "--platform": PLATFORM,
@@ -264,7 +272,7 @@ OPTIONS: dict[str, dict[str, Check]] = {
         "KIND": looked_up(_scenario),
         "--seed": SEED,
         "--format": one_of(("ply", "obj", "stl", "pcd")),
-        "--out": OUT,
+        "--out": Check("out_file", _export_out),  # a directory, or the file (its suffix)
         "--set": SET,
     },
     "splat synth": {

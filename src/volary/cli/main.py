@@ -158,8 +158,18 @@ def scene_preview(
 def scene_export(
     kind: Annotated[str, typer.Argument(help="Scenario type (volary scene list).")],
     seed: Seed = 0,
-    format: Annotated[str, typer.Option("--format", help="ply, obj, stl or pcd.")] = "ply",
-    out: Out = Path("out/scene"),
+    format: Annotated[
+        str | None,
+        typer.Option("--format", help="ply, obj, stl or pcd (default: --out's suffix, else ply)."),
+    ] = None,
+    out: Annotated[
+        Path,
+        typer.Option(
+            "--out",
+            help="Directory for KIND-SEED.FORMAT, or the file itself when it ends in .ply, .obj, "
+            ".stl or .pcd.",
+        ),
+    ] = Path("out/scene"),
     set_: SetOption = None,
 ) -> None:
     """Export a generated scenario as a mesh (PLY/OBJ/STL) or point cloud (PCD).
@@ -167,9 +177,28 @@ def scene_export(
     --set takes the type's params fields, e.g. maze --set cell=2.0."""
     from volary.worlds import export_scene
 
+    path, fmt = _export_target(out, format, f"{kind}-{seed}")
     spec = _scenario(kind, seed, set_)
-    path = export_scene(spec, out / f"{kind}-{seed}.{format}", format)
+    path = export_scene(spec, path, fmt)
     console.print(f"wrote {path}", markup=False)
+
+
+EXPORT_FORMATS = ("ply", "obj", "stl", "pcd")
+
+
+def _export_target(out: Path, format: str | None, stem: str) -> tuple[Path, str]:
+    """(file, format) of ``scene export``: ``--out`` ending in a format's suffix is the file
+    (its suffix the format; a different ``--format`` is refused), else a directory for
+    ``stem.FORMAT``."""
+    ext = out.suffix.lower().lstrip(".")
+    if ext not in EXPORT_FORMATS or out.is_dir():
+        fmt = format or "ply"
+        return out / f"{stem}.{fmt}", fmt
+    if format is not None and format != ext:
+        from volary.errors import ConfigError
+
+        raise ConfigError(f"--format: {format!r} disagrees with --out {out.name} (a .{ext} file)")
+    return out, ext
 
 
 @app.command()
