@@ -340,3 +340,30 @@ def test_no_import_circle():
     assert found == [], f"{len(found)} import circle(s):\n" + "\n".join(
         " <-> ".join(c) for c in found
     )
+
+
+_COMPILED = ("jit", "njit", "kernel")  # numba and Warp decorators: a compiled kernel
+
+
+def _compiled(fn: ast.FunctionDef) -> bool:
+    """A compiled kernel, or a factory that builds one (its nested kernels are its body)."""
+    for node in ast.walk(fn):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            names = [ast.unparse(d) for d in node.decorator_list]
+            if any(k in name for name in names for k in _COMPILED):
+                return True
+    return False
+
+
+def test_no_function_over_100_lines_outside_compiled_kernels():
+    """Issue "A core and its studies": no function over 100 lines (signature to last line)
+    outside numba/Warp kernels and the Warp factories that build them. The failure lists each
+    function with its length."""
+    long = []
+    for path in sorted(SRC.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                n = node.end_lineno - node.lineno + 1
+                if n > 100 and not _compiled(node):
+                    long.append(f"{path.relative_to(SRC)}:{node.lineno} {node.name}: {n} lines")
+    assert long == [], "\n".join(long)
