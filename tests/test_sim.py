@@ -36,6 +36,26 @@ def test_setpoint_shape_and_config_errors_name_the_argument():
             Simulator(quad_x(), device="cuda")
 
 
+@pytest.mark.parametrize(
+    ("kw", "says"),
+    [
+        ({"n_envs": 2.5}, "n_envs: expected an integer in [1, 16777216]"),  # TypeError in torch
+        ({"n_envs": True}, "n_envs: expected an integer"),
+        ({"n_envs": 10**12}, "n_envs: expected an integer in [1, 16777216]"),  # allocated first
+        ({"seed": "a"}, "seed: expected an integer in [0, 4294967295]"),  # ValueError from int()
+        ({"seed": 2**32}, "seed: expected an integer"),  # aliased seed 0's streams (32-bit key)
+        ({"seed": -1}, "seed: expected an integer"),
+        ({"stochastic": "no"}, "stochastic: expected True or False"),  # a truthy string: noise on
+        ({"dtype": torch.int32}, "dtype: expected torch.float32 or torch.float64"),
+        ({"rate_tau": -0.1}, "rate_tau: expected a time >= 0 s"),
+    ],
+)
+def test_simulator_config_values_are_checked_before_anything_is_built(kw, says):
+    with pytest.raises(ConfigError) as e:
+        Simulator("crazyflie", **kw)
+    assert str(e.value).startswith(says), str(e.value)
+
+
 def test_reset_mask_touches_only_masked_envs():
     sim = Simulator(quad_x(), n_envs=3, stochastic=False)
     sim.run(torch.tensor([1.0, 0.0, 1.5, 0.0]), 1.0)

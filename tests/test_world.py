@@ -331,6 +331,9 @@ def test_world_checks_its_arguments():
         World("crazyflie", [ROOM, ROOM, ROOM], n_envs=2)
     with pytest.raises(ConfigError, match="noise_seeds"):
         World("crazyflie", ROOM, n_envs=2, noise_seeds=[1])
+    # a scenario's name where its spec goes: said so, with the call that makes one
+    with pytest.raises(ConfigError, match=r"the string 'forest' \(a scenario: .*make_scenario"):
+        World("crazyflie", "forest", n_envs=2)
     w = _world(2)
     with pytest.raises(ConfigError, match="mask"):
         w.reset(torch.tensor([True]))

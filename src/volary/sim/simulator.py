@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from volary.checks import SEED, count
 from volary.control import Gains, make_controller
 from volary.cpu import governed_torch_threads
 from volary.device import checked as checked_device
@@ -115,6 +116,26 @@ def _custom_controller(factory: Any, params: VehicleParams) -> Controller:
     return ctrl
 
 
+#: envs one Simulator holds at most (a typo of 10**9 would allocate tens of GB first)
+MAX_ENVS = 2**24
+
+
+def _check_config(cfg: SimConfig) -> None:
+    """SimConfig's scalar fields, declared, before anything is allocated (the names it looks up,
+    control, model, integrator, imu and compile, are checked where they are resolved)."""
+    count(1, MAX_ENVS, "simulated vehicles")(cfg.n_envs, "n_envs")
+    SEED(cfg.seed, "seed")
+    for name in ("stochastic", "ground", "record"):
+        if not isinstance(getattr(cfg, name), bool):
+            raise ConfigError(f"{name}: expected True or False, got {getattr(cfg, name)!r}")
+    if cfg.dtype not in (torch.float32, torch.float64):
+        raise ConfigError(f"dtype: expected torch.float32 or torch.float64, got {cfg.dtype!r}")
+    tau = cfg.rate_tau
+    if isinstance(tau, bool) or not isinstance(tau, int | float) or not 0 <= tau < math.inf:
+        raise ConfigError(f"rate_tau: expected a time >= 0 s, got {tau!r}")
+    _check_rates(cfg)
+
+
 def _check_rates(cfg: SimConfig) -> None:
     for name in ("physics_hz", "control_hz"):
         v = getattr(cfg, name)
@@ -154,7 +175,7 @@ class Simulator:
         other keywords set SimConfig fields.
         """
         cfg = SimConfig(**overrides) if config is None else _replace(config, overrides)
-        _check_rates(cfg)
+        _check_config(cfg)
         checked_device(cfg.device)
         self.config = cfg
         self.airframes = _airframes(platforms)

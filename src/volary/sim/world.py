@@ -469,6 +469,12 @@ class World:
                     f"scene: expected a Scene stacked for {self.b} vehicles, got {scene.n_envs}"
                 )
             return None, scene
+        if isinstance(scene, str):  # a type name or a file: list("forest") was 6 letters
+            raise ConfigError(
+                f"scene: expected a SceneSpec, one per env, or a Scene, got the string {scene!r} "
+                f"(a scenario: volary.worlds.make_scenario(TYPE, seed); a mesh or point-cloud "
+                f"file: make_scenario('custom', 0, path=FILE))"
+            )
         items = [scene] if isinstance(scene, SceneSpec) else list(scene)
         if not items or not all(isinstance(s, SceneSpec) for s in items):
             raise ConfigError("scene: expected a SceneSpec, one per env, or a Scene")
