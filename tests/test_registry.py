@@ -50,6 +50,25 @@ def test_a_typo_is_answered_with_the_names_it_is_close_to():
         get("zzz")
 
 
+def test_a_value_outside_a_fixed_set_is_answered_with_the_names_it_is_close_to():
+    """The fixed sets checked by hand (not a registry) say the same: a World's collider, a
+    CLI option's choices, the RL task."""
+    from typer.testing import CliRunner
+
+    from volary.cli.main import app
+    from volary.errors import not_one_of
+    from volary.sim.world import World
+
+    with pytest.raises(
+        ConfigError, match=r"collider: expected one of .*got 'boxx' \(did you mean 'box'\?\)"
+    ):
+        World("crazyflie", None, n_envs=1, collider="boxx")
+    r = CliRunner().invoke(app, ["rl", "eval", "--policy", "x.pt", "--task", "hovr"])
+    assert r.exit_code == 2 and "got 'hovr' (did you mean 'hover'?)" in r.stderr, r.output
+    err = not_one_of("mode", "zzz", ["position", "velocity"])
+    assert str(err) == "mode: expected one of position, velocity, got 'zzz'"
+
+
 def test_register_rejects_duplicates_and_bad_names_unless_replace():
     r = _reg()
     with pytest.raises(ConfigError, match="already registered"):

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from volary.errors import ConfigError, FileFormatError, VolaryError
+from volary.errors import ConfigError, FileFormatError, VolaryError, not_one_of
 from volary.inputs import Limit, regular_file, within
 
 
@@ -93,7 +93,7 @@ def one_of(names: Collection[str] | Callable[[], Collection[str]]) -> Check:
     def fn(v: Any, opt: str) -> None:
         valid = names() if callable(names) else names
         if v not in valid:
-            raise ConfigError(f"{opt}: expected one of {', '.join(sorted(valid))}, got {v!r}")
+            raise not_one_of(opt, v, sorted(valid))
 
     return Check("name", fn)
 

@@ -27,6 +27,18 @@ class UnknownNameError(VolaryError, KeyError):
         return str(self.args[0])
 
 
+def not_one_of(
+    label: str, value: object, valid: Iterable[object], shown: str | None = None
+) -> ConfigError:
+    """The ConfigError for ``value`` outside ``valid``: ``LABEL: expected one of A, B, got 'x'``
+    (``shown`` in place of the comma-separated names where a caller lists them another way)
+    and the valid names close to a typo (:func:`did_you_mean`)."""
+    names = [str(v) for v in valid]
+    listed = ", ".join(names) if shown is None else shown
+    head = f"{label}: " if label else ""
+    return ConfigError(f"{head}expected one of {listed}, got {value!r}{did_you_mean(value, names)}")
+
+
 def did_you_mean(name: object, valid: list[str]) -> str:
     """`` (did you mean 'x'?)`` for a typo close to valid names (difflib's ratio >= 0.75; the
     best and any within 0.02 of it, at most 3), else empty: with 46 platforms in the list, the

@@ -63,7 +63,7 @@ from torch import Tensor
 
 from volary.dynamics import GRAVITY
 from volary.envs.base import TorchVectorEnv, replace_options
-from volary.errors import ConfigError
+from volary.errors import ConfigError, not_one_of
 from volary.math.quaternion import quat_from_euler, quat_to_rotmat
 from volary.platforms.randomize import random_quads
 from volary.sim import World, terms
@@ -136,13 +136,9 @@ class PositionTaskConfig:
 
     def __post_init__(self) -> None:
         if self.control not in ACTION_MODES:
-            raise ConfigError(
-                f"control: expected one of {', '.join(ACTION_MODES)}, got {self.control!r}"
-            )
+            raise not_one_of("control", self.control, ACTION_MODES)
         if self.observation not in OBS_LAYOUTS:
-            raise ConfigError(
-                f"observation: expected one of {', '.join(OBS_LAYOUTS)}, got {self.observation!r}"
-            )
+            raise not_one_of("observation", self.observation, OBS_LAYOUTS)
         for name in ("goal_hold_s", "settle_s"):
             v = getattr(self, name)
             if not _finite_number(v) or v < 0:
@@ -169,8 +165,7 @@ class PositionTaskConfig:
 
     def _check_rate_model(self) -> None:
         if self.rate_model not in RATE_MODELS:
-            raise ConfigError(f"rate_model: expected one of {', '.join(RATE_MODELS)}, "
-                              f"got {self.rate_model!r}")  # fmt: skip
+            raise not_one_of("rate_model", self.rate_model, RATE_MODELS)
         for name in ("rate_lag", "rate_delay"):
             v = getattr(self, name)
             if len(v) != 3 or not all(_finite_number(x) and 0 <= x <= 1 for x in v):

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from volary.errors import ConfigError, UnknownNameError
+from volary.errors import ConfigError, UnknownNameError, not_one_of
 
 ROLES = ("vehicle", "in_loop")
 ACTOR_SHAPES = ("box", "cylinder", "sphere", "mesh")
@@ -72,7 +72,7 @@ class ActorSpec:
 
     def __post_init__(self) -> None:
         if self.shape not in ACTOR_SHAPES:
-            raise ConfigError(f"actor shape: expected one of {ACTOR_SHAPES}, got {self.shape!r}")
+            raise not_one_of("actor shape", self.shape, ACTOR_SHAPES, shown=str(ACTOR_SHAPES))
         if self.shape == "mesh" and not self.mesh:
             raise ConfigError("actor shape 'mesh': give the mesh file (mesh=PATH)")
         if len(self.size) != 3 or not all(math.isfinite(v) and v > 0 for v in self.size):
@@ -143,7 +143,7 @@ class ServeConfig:
             raise ConfigError("slots: expected at least one vehicle slot")
         for i, s in enumerate(self.slots):
             if s.role not in ROLES:
-                raise ConfigError(f"slots[{i}].role: expected one of {ROLES}, got {s.role!r}")
+                raise not_one_of(f"slots[{i}].role", s.role, ROLES, shown=str(ROLES))
             for name in s.sensors:
                 if name not in self.sensors:
                     raise ConfigError(
@@ -151,8 +151,8 @@ class ServeConfig:
                     )
         for name, spec in self.sensors.items():
             if spec.kind not in SENSOR_KINDS:
-                raise ConfigError(
-                    f"sensors[{name!r}].kind: expected one of {SENSOR_KINDS}, got {spec.kind!r}"
+                raise not_one_of(
+                    f"sensors[{name!r}].kind", spec.kind, SENSOR_KINDS, shown=str(SENSOR_KINDS)
                 )
             if name == "imu":
                 raise ConfigError("sensors: 'imu' is the IMU's name; set ServeConfig.imu")
@@ -166,7 +166,7 @@ class ServeConfig:
         if self.actors and self.scene is None:
             raise ConfigError("actors: need a scene (a scenario type or a race track)")
         if self.firmware not in FIRMWARES:
-            raise ConfigError(f"firmware: expected one of {FIRMWARES}, got {self.firmware!r}")
+            raise not_one_of("firmware", self.firmware, FIRMWARES, shown=str(FIRMWARES))
         if self.control == "sticks" and self.firmware == "ideal":
             raise ConfigError(
                 "control: 'sticks' (raw RC frames) needs a flight-controller firmware "
@@ -251,7 +251,7 @@ def check_course_setting(kind: str, value: Any, name: str) -> None:
 
     if kind == "arena":
         if value not in ARENAS:
-            raise ConfigError(f"{name}: expected one of {ARENAS}, got {value!r}")
+            raise not_one_of(name, value, ARENAS, shown=str(ARENAS))
         return
     try:
         COURSE_GENERATORS.get(value)

@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from volary.errors import ConfigError
+from volary.errors import ConfigError, not_one_of
 from volary.sim.downwash import downwash_scales, downwash_wake, emitter_constants
 from volary.sim.simulator import Simulator
 from volary.worlds.primitives import Scene, SceneSpec
@@ -126,7 +126,7 @@ class World:
         step before left (a flight controller's rate loop: ``volary serve --firmware
         betaflight``). None: the command itself at every step."""
         if collider not in COLLIDERS:
-            raise ConfigError(f"collider: expected one of {', '.join(COLLIDERS)}, got {collider!r}")
+            raise not_one_of("collider", collider, COLLIDERS)
         self.collider = collider
         self.m = _positive_int(vehicles_per_env, "vehicles_per_env")
         self.sim = sim if sim is not None else _simulator(platforms, n_envs, self.m, sim_kwargs)

@@ -31,7 +31,7 @@ from volary.dynamics import Airframe, DynamicsConfig, MultirotorState, VehiclePa
 from volary.dynamics.compiled import make_stepper
 from volary.dynamics.models import gravity_vector, rotor_thrusts
 from volary.dynamics.step import Disturbance
-from volary.errors import ConfigError
+from volary.errors import ConfigError, not_one_of
 from volary.math.quaternion import (
     quat_integrate,
     quat_normalize,
@@ -196,7 +196,7 @@ def fly_windows(
     """Volary's dynamics flown open loop from W start states with (W, H, R) held commands, on
     ``backend`` (one of :data:`BACKENDS`)."""
     if backend not in BACKENDS:
-        raise ConfigError(f"backend: expected one of {', '.join(BACKENDS)}, got {backend!r}")
+        raise not_one_of("backend", backend, BACKENDS)
     n, horizon, f64 = cmds.shape[0], cmds.shape[1], torch.float64
     params = VehicleParams.from_airframes(model.airframe, n, dtype=f64)
     pos, vel, quat, omega, w = (torch.as_tensor(np.ascontiguousarray(a)) for a in init)

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from volary.errors import ConfigError, FileFormatError
+from volary.errors import ConfigError, FileFormatError, not_one_of
 from volary.inputs import Coordinate, Flag, Integer, NonNegative, Positive, Strict, validated
 from volary.inputs import Vec3 as Vec3Field
 from volary.worlds.fields import VoxelGrid
@@ -37,7 +37,7 @@ def _kind(path: Path, kind: str) -> str:
     """'mesh' or 'points' for a file: OBJ/STL are meshes, PCD are points, a PLY is a mesh when
     it has at least one face."""
     if kind not in _KINDS:
-        raise ConfigError(f"kind: expected one of {_KINDS}, got {kind!r}")
+        raise not_one_of("kind", kind, _KINDS, shown=str(_KINDS))
     if kind != "auto":
         return kind
     fmt = path.suffix.lower().lstrip(".")

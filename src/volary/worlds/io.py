@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from volary.errors import ConfigError, FileFormatError, VolaryError
+from volary.errors import ConfigError, FileFormatError, VolaryError, not_one_of
 from volary.inputs import LIMITS
 from volary.worlds.primitives import (
     Box,
@@ -334,7 +334,7 @@ def export_scene(
     path = Path(path)
     fmt = (format or path.suffix.lstrip(".")).lower()
     if fmt not in FORMATS:
-        raise ConfigError(f"format: expected one of {FORMATS}, got {fmt!r}")
+        raise not_one_of("format", fmt, FORMATS, shown=str(FORMATS))
     mesh = scene_mesh(spec, segments)
     if fmt == "ply":
         write_ply(path, mesh, binary)

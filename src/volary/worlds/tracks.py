@@ -20,7 +20,7 @@ from pydantic import AfterValidator, Field
 from pydantic import Strict as StrictType
 from pydantic_core import PydanticCustomError
 
-from volary.errors import ConfigError, FileFormatError
+from volary.errors import ConfigError, FileFormatError, not_one_of
 from volary.inputs import LIMITS, Quaternion, Strict, Text, Vec3, read_toml, validated
 from volary.registry import Registry
 from volary.worlds.primitives import Gate, SceneSpec
@@ -284,7 +284,7 @@ def alphapilot_2019(path: str | Path | None = None, arena: str = "empty") -> Sce
     floor and the bounds) or ``"factory"`` (the hall of :mod:`volary.worlds.factory` around the
     course: walls, roof, pillars, machines, clear of every course the generators draw)."""
     if arena not in ARENAS:
-        raise ConfigError(f"arena: expected one of {', '.join(ARENAS)}, got {arena!r}")
+        raise not_one_of("arena", arena, ARENAS)
     spec = _alphapilot_gates(path)
     if arena == "empty":
         return spec

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from volary.errors import ConfigError
+from volary.errors import ConfigError, not_one_of
 from volary.sensors.splat.io import GaussianSplats
 from volary.sensors.splat.render import BACKENDS, SplatImage, camera_poses, render
 
@@ -50,7 +50,7 @@ class SplatCamera:
         if not (isinstance(hfov, int | float) and 0 < hfov < math.pi):
             raise ConfigError(f"hfov: expected radians in (0, pi), got {hfov!r}")
         if backend not in BACKENDS:
-            raise ConfigError(f"backend: expected one of {', '.join(BACKENDS)}, got {backend!r}")
+            raise not_one_of("backend", backend, BACKENDS)
         bg = tuple(float(c) for c in background)
         if len(bg) != 3 or not all(0.0 <= c <= 1.0 for c in bg):
             raise ConfigError(f"background: expected an RGB triple in [0, 1], got {background!r}")

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from volary.errors import ConfigError
+from volary.errors import ConfigError, not_one_of
 from volary.studies.alphapilot.race import (
     BEST_OF,
     RACE_PLATFORM,
@@ -175,9 +175,9 @@ def challenge_cli(
         if not isinstance(v, int) or isinstance(v, bool) or v < lo:
             raise ConfigError(f"{name}: expected an int >= {lo}, got {v!r}")  # fmt: skip
     if sensors not in SENSOR_SETS:
-        raise ConfigError(f"sensors: expected one of {sorted(SENSOR_SETS)}, got {sensors!r}")
+        raise not_one_of("sensors", sensors, sorted(SENSOR_SETS), shown=str(sorted(SENSOR_SETS)))
     if faults not in FAULTS:
-        raise ConfigError(f"faults: expected one of {sorted(FAULTS)}, got {faults!r}")
+        raise not_one_of("faults", faults, sorted(FAULTS), shown=str(sorted(FAULTS)))
     generator = COURSE_GENERATORS.get(courses_from)
     cfg = replace(SENSOR_SETS[sensors], **FAULTS[faults])
     specs = alphapilot_2019_courses(courses, seed, courses_from, arena)

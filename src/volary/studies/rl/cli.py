@@ -36,7 +36,7 @@ from volary.checks import (
     real,
     text,
 )
-from volary.errors import ConfigError
+from volary.errors import not_one_of
 from volary.options import SetOption, configure, console, fail
 
 rl_app = typer.Typer(
@@ -50,7 +50,7 @@ def _task(name: str) -> None:
     from volary.envs import ENVS
 
     if name not in ENVS:
-        raise ConfigError(f"expected one of {', '.join(ENVS)}, got {name!r}")
+        raise not_one_of("", name, ENVS)
 
 
 def _recipe(name: str) -> Any:
