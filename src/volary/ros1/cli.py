@@ -25,126 +25,83 @@ def _fail(msg: str) -> None:
     raise typer.Exit(2)
 
 
-_MasterPort = Annotated[
-    int | None,
-    typer.Option(
-        help="Start Debian's rosmaster on 127.0.0.1:PORT (0: a free port); "
-        "default: use ROS_MASTER_URI."
+#: each option's help (the signature below stays one line per option)
+_HELP = {
+    "course": "The course (FlightGoggles' final).",
+    "master_port": (
+        "Start Debian's rosmaster on 127.0.0.1:PORT (0: a free port); default: use ROS_MASTER_URI."
     ),
-]
-
-_Realtime = Annotated[
-    bool,
-    typer.Option(
-        help="Tick on the wall clock and hold the newest command, as "
-        "FlightGoggles; default: lock-step on each command."
+    "realtime": (
+        "Tick on the wall clock and hold the newest command, as FlightGoggles; "
+        "default: lock-step on each command."
     ),
-]
-
-_ControlHz = Annotated[float, typer.Option(help="Ticks per sim second (60, 120, 240, 480, 960).")]
-
-_InputTimeout = Annotated[
-    float,
-    typer.Option(
-        help="Lock-step: wall s to wait for a command before holding the "
-        "last one (0: wait forever)."
+    "speed": "Real-time factor with --realtime.",
+    "control_hz": "Ticks per sim second (60, 120, 240, 480, 960).",
+    "ticks": "Stop after this many ticks.",
+    "input_timeout": (
+        "Lock-step: wall s to wait for a command before holding the last one (0: wait forever)."
     ),
-]
-
-_IgnoreCollisions = Annotated[
-    bool, typer.Option(help="Report collisions but do not reset the vehicle.")
-]
-
-_NoiseKey = Annotated[
-    int | None,
-    typer.Option(
-        help="Draw the vehicle's noise from this key instead of --seed: volary race's "
-        "key of a course x noise-seed pair (volary.studies.alphapilot.race.noise_key) "
-        "makes the flight draw that pair's noise."
+    "results": "The results YAML (/uav/results_location).",
+    "exit_on_result": "Stop when the lap ends.",
+    "ignore_collisions": "Report collisions but do not reset the vehicle.",
+    "imu": "IMU preset.",
+    "seed": "Seed of the World's noise.",
+    "noise_key": (
+        "Draw the vehicle's noise from this key instead of --seed: volary race's key of a "
+        "course x noise-seed pair (volary.studies.alphapilot.race.noise_key) makes the flight "
+        "draw that pair's noise."
     ),
-]
-
-_CourseSeed = Annotated[
-    int | None,
-    typer.Option(
-        help="Serve a perturbed course of this seed (gates moved within their published "
-        "bounds; as volary race --seed); default: the nominal course."
+    "course_seed": (
+        "Serve a perturbed course of this seed (gates moved within their published bounds; as "
+        "volary race --seed); default: the nominal course."
     ),
-]
-
-_CourseIndex = Annotated[
-    int, typer.Option(help="Which perturbed course of --course-seed (0: the first).")
-]
-
-_CoursesFrom = Annotated[
-    str,
-    typer.Option(
-        help="The course-generator setting of --course-seed's courses (volary, moved, "
-        "resized, replaced; as volary race --courses-from)."
+    "course_index": "Which perturbed course of --course-seed (0: the first).",
+    "courses_from": (
+        "The course-generator setting of --course-seed's courses (volary, moved, resized, "
+        "replaced; as volary race --courses-from)."
     ),
-]
-
-_Arena = Annotated[
-    str,
-    typer.Option(
-        help="empty (gates, floor, bounds) or factory (walls, roof, pillars and machines "
-        "around the course; the arena volary race flies the challenge in)."
+    "arena": (
+        "empty (gates, floor, bounds) or factory (walls, roof, pillars and machines around the "
+        "course; the arena volary race flies the challenge in)."
     ),
-]
-
-_KineticFrames = Annotated[
-    bool, typer.Option(help="Frame ids with FlightGoggles 2019's leading slash.")
-]
-
-_MsgCache = Annotated[
-    Path | None, typer.Option(help="Where generated messages go (default ~/.cache/volary).")
-]
-
-_Firmware = Annotated[
-    str,
-    typer.Option(
-        help="Rate loop flying the RateThrust commands: ideal (FlightGoggles') or "
-        "betaflight (Betaflight 4.6.0 SITL in lock-step; see docs/firmware.md)."
+    "kinetic_frames": "Frame ids with FlightGoggles 2019's leading slash.",
+    "msg_cache": "Where generated messages go (default ~/.cache/volary).",
+    "log_dir": "ROS_LOG_DIR of node and master.",
+    "firmware": (
+        "Rate loop flying the RateThrust commands: ideal (FlightGoggles') or betaflight "
+        "(Betaflight 4.6.0 SITL in lock-step; see docs/firmware.md)."
     ),
-]
-
-_Platform = Annotated[
-    str | None,
-    typer.Option(
-        help="The vehicle; default flightgoggles, research_quad_1kg with --firmware "
-        "betaflight (which needs a platform it has a rate profile for)."
+    "platform": (
+        "The vehicle; default flightgoggles, research_quad_1kg with --firmware betaflight "
+        "(which needs a platform it has a rate profile for)."
     ),
-]
+}
 
 
 @ros1_app.command("serve")
 def serve(
-    course: Annotated[str, typer.Option(help="The course (FlightGoggles' final).")] = (
-        "alphapilot_2019"
-    ),
-    master_port: _MasterPort = None,
-    realtime: _Realtime = False,
-    speed: Annotated[float, typer.Option(help="Real-time factor with --realtime.")] = 1.0,
-    control_hz: _ControlHz = 120.0,
-    ticks: Annotated[int | None, typer.Option(help="Stop after this many ticks.")] = None,
-    input_timeout: _InputTimeout = 2.0,
-    results: Annotated[Path, typer.Option(help="The results YAML (/uav/results_location).")] = (
-        Path("results.yaml")
-    ),
-    exit_on_result: Annotated[bool, typer.Option(help="Stop when the lap ends.")] = False,
-    ignore_collisions: _IgnoreCollisions = False,
-    imu: Annotated[str, typer.Option(help="IMU preset.")] = "flightgoggles",
-    seed: Annotated[int, typer.Option(help="Seed of the World's noise.")] = 0,
-    noise_key: _NoiseKey = None,
-    course_seed: _CourseSeed = None,
-    course_index: _CourseIndex = 0,
-    courses_from: _CoursesFrom = "volary",
-    arena: _Arena = "empty",
-    kinetic_frames: _KineticFrames = False,
-    msg_cache: _MsgCache = None,
-    log_dir: Annotated[Path | None, typer.Option(help="ROS_LOG_DIR of node and master.")] = None,
-    firmware: _Firmware = "ideal",
-    platform: _Platform = None,
+    course: Annotated[str, typer.Option(help=_HELP["course"])] = "alphapilot_2019",
+    master_port: Annotated[int | None, typer.Option(help=_HELP["master_port"])] = None,
+    realtime: Annotated[bool, typer.Option(help=_HELP["realtime"])] = False,
+    speed: Annotated[float, typer.Option(help=_HELP["speed"])] = 1.0,
+    control_hz: Annotated[float, typer.Option(help=_HELP["control_hz"])] = 120.0,
+    ticks: Annotated[int | None, typer.Option(help=_HELP["ticks"])] = None,
+    input_timeout: Annotated[float, typer.Option(help=_HELP["input_timeout"])] = 2.0,
+    results: Annotated[Path, typer.Option(help=_HELP["results"])] = Path("results.yaml"),
+    exit_on_result: Annotated[bool, typer.Option(help=_HELP["exit_on_result"])] = False,
+    ignore_collisions: Annotated[bool, typer.Option(help=_HELP["ignore_collisions"])] = False,
+    imu: Annotated[str, typer.Option(help=_HELP["imu"])] = "flightgoggles",
+    seed: Annotated[int, typer.Option(help=_HELP["seed"])] = 0,
+    noise_key: Annotated[int | None, typer.Option(help=_HELP["noise_key"])] = None,
+    course_seed: Annotated[int | None, typer.Option(help=_HELP["course_seed"])] = None,
+    course_index: Annotated[int, typer.Option(help=_HELP["course_index"])] = 0,
+    courses_from: Annotated[str, typer.Option(help=_HELP["courses_from"])] = "volary",
+    arena: Annotated[str, typer.Option(help=_HELP["arena"])] = "empty",
+    kinetic_frames: Annotated[bool, typer.Option(help=_HELP["kinetic_frames"])] = False,
+    msg_cache: Annotated[Path | None, typer.Option(help=_HELP["msg_cache"])] = None,
+    log_dir: Annotated[Path | None, typer.Option(help=_HELP["log_dir"])] = None,
+    firmware: Annotated[str, typer.Option(help=_HELP["firmware"])] = "ideal",
+    platform: Annotated[str | None, typer.Option(help=_HELP["platform"])] = None,
 ) -> None:
     """Serve the course with FlightGoggles' topics, parameters and arming rule; prints
     'volary-ros1 ready master=... pythonpath=...' once serving and the lap's score at its end."""
