@@ -72,27 +72,33 @@ def _call(args: list[str]) -> None:
     print(f"  {' '.join(args)[:120]}: {time.perf_counter() - t0:.0f} s", flush=True)
 
 
+def _sousvide(module: str) -> Any:
+    """``volary.studies.sousvide.MODULE``, or where it was before the move (this tool runs in
+    checkouts from both sides of it; at and after the move the first path is the one taken)."""
+    import importlib
+
+    for package in ("volary.studies.sousvide", "volary.learning.sousvide"):
+        try:
+            return importlib.import_module(f"{package}.{module}")
+        except ModuleNotFoundError:
+            continue
+    raise SystemExit("run: no volary SOUS VIDE package on the path (PYTHONPATH=CHECKOUT/src)")
+
+
 def _train(data: Path, out: Path) -> None:
-    try:  # after the move, then before it
-        from volary.studies.sousvide.net import ArchConfig
-        from volary.studies.sousvide.train import TrainConfig, train_policy
-    except ImportError:
-        from volary.learning.sousvide.net import ArchConfig  # type: ignore[no-redef]
-        from volary.learning.sousvide.train import (  # type: ignore[no-redef]
-            TrainConfig,
-            train_policy,
-        )
+    ArchConfig = _sousvide("net").ArchConfig
+    train = _sousvide("train")
     for name, r in RUNS.items():
         if (out / name / f"{r['variant']}.pt").exists():
             continue
-        cfg = TrainConfig(
+        cfg = train.TrainConfig(
             variant=r["variant"], lr=3e-4, stage1_epochs=2, stage1_max_steps=30,
             stage2_epochs=1, stage2_max_steps=8, seed=r.get("seed", 0), threads=1,
             arch=ArchConfig(cnn_width=0.5, image_norm=r["norm"]), history_actions=True,
             latent=r["latent"], augment=r.get("augment", False),
             occlusion=r.get("occlusion", 0.0),
         )  # fmt: skip
-        train_policy(data, out / name, r["variant"], cfg)
+        train.train_policy(data, out / name, r["variant"], cfg)
         print(f"trained {name}", flush=True)
 
 
