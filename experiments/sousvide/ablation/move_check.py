@@ -165,10 +165,8 @@ def same_file(a: Path, b: Path, root_a: Path, root_b: Path) -> bool:
         import numpy as np
 
         with h5py.File(a) as x, h5py.File(b) as y:
-            names: list[str] = []
-            x.visit(names.append)
-            sets = [n for n in names if isinstance(x[n], h5py.Dataset)]
-            if sorted(sets) != sorted(n for n in _names(y) if isinstance(y[n], h5py.Dataset)):
+            sets = _datasets(x)
+            if sorted(sets) != sorted(_datasets(y)):
                 return False
             return all(np.array_equal(x[n][()], y[n][()], equal_nan=x[n].dtype.kind == "f")
                        for n in sets)  # fmt: skip
@@ -177,10 +175,13 @@ def same_file(a: Path, b: Path, root_a: Path, root_b: Path) -> bool:
     return a.read_bytes() == b.read_bytes()
 
 
-def _names(f: Any) -> list[str]:
+def _datasets(f: Any) -> list[str]:
+    """The paths of an open HDF5 file's datasets."""
+    import h5py
+
     names: list[str] = []
     f.visit(names.append)
-    return names
+    return [n for n in names if isinstance(f[n], h5py.Dataset)]
 
 
 def compare(a: Path, b: Path) -> int:

@@ -21,6 +21,7 @@ import math
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping
 from concurrent.futures import BrokenExecutor
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -207,12 +208,22 @@ def _serve_common() -> dict[str, Check]:
     }
 
 
+def _export_formats() -> tuple[str, ...]:
+    from volary.worlds.io import FORMATS
+
+    return FORMATS
+
+
+def export_names_file(out: Path) -> bool:
+    """Whether ``scene export --out`` names the file itself (a format's suffix, not an existing
+    directory) rather than a directory for ``KIND-SEED.FORMAT``: the one rule its check and
+    the command share."""
+    return out.suffix.lower().lstrip(".") in _export_formats() and not out.is_dir()
+
+
 def _export_out(v: Any, opt: str) -> None:
-    """``scene export --out``: a directory to write into, or the file itself when it ends in a
-    format's suffix (.ply, .obj, .stl, .pcd) and is not a directory."""
-    p = as_path(v, opt)
-    is_file = p.suffix.lower() in (".ply", ".obj", ".stl", ".pcd") and not p.is_dir()
-    (out_file() if is_file else OUT).fn(v, opt)
+    """``scene export --out``: a directory, or the file itself (:func:`export_names_file`)."""
+    (out_file() if export_names_file(as_path(v, opt)) else OUT).fn(v, opt)
 
 
 OPTIONS: dict[str, dict[str, Check]] = {
@@ -271,7 +282,7 @@ OPTIONS: dict[str, dict[str, Check]] = {
     "scene export": {
         "KIND": looked_up(_scenario),
         "--seed": SEED,
-        "--format": one_of(("ply", "obj", "stl", "pcd")),
+        "--format": one_of(_export_formats),
         "--out": Check("out_file", _export_out),  # a directory, or the file (its suffix)
         "--set": SET,
     },

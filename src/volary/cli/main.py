@@ -12,7 +12,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from volary.cli.checks import VolaryGroup, add_options, set_root
+from volary.cli.checks import VolaryGroup, add_options, export_names_file, set_root
 from volary.cli.ros2 import SceneParams
 from volary.options import SetOption, console, fail
 from volary.studies.alphapilot.cli import OPTIONS as RACE_OPTIONS
@@ -183,17 +183,13 @@ def scene_export(
     console.print(f"wrote {path}", markup=False)
 
 
-EXPORT_FORMATS = ("ply", "obj", "stl", "pcd")
-
-
 def _export_target(out: Path, format: str | None, stem: str) -> tuple[Path, str]:
-    """(file, format) of ``scene export``: ``--out`` ending in a format's suffix is the file
-    (its suffix the format; a different ``--format`` is refused), else a directory for
-    ``stem.FORMAT``."""
-    ext = out.suffix.lower().lstrip(".")
-    if ext not in EXPORT_FORMATS or out.is_dir():
+    """(file, format) of ``scene export``: ``--out`` naming the file (its suffix the format; a
+    different ``--format`` is refused), else a directory for ``stem.FORMAT``."""
+    if not export_names_file(out):
         fmt = format or "ply"
         return out / f"{stem}.{fmt}", fmt
+    ext = out.suffix.lower().lstrip(".")
     if format is not None and format != ext:
         from volary.errors import ConfigError
 
