@@ -389,3 +389,57 @@ def test_refined_moment_gains_end_within_the_platform_schema():
                           moment_gain=(0.0005, 0.05, 0.3))  # fmt: skip
     gains = np.array(rep["moment_gain_factor"]) * (0.0005, 0.05, 0.3)
     assert gains.min() >= 1e-3 and gains.max() <= 100.0
+
+
+def _flown_log(tmp_path, stochastic: bool):
+    """A crazyflie flown by the Simulator (position control, a 1.2 m step), written by
+    ``Trajectory.to_csv`` as ``volary fly`` writes it."""
+    from volary.sim import Simulator
+
+    sim = Simulator("crazyflie", n_envs=1, control="position", seed=0, stochastic=stochastic)
+    return sim.run([1.0, 0.5, 1.5, 0.0], 2.0).to_csv(tmp_path / "fly.csv")
+
+
+def test_a_volary_fly_log_is_reproduced_by_its_platform_from_the_first_row(tmp_path):
+    """The ``fly`` columns: each row's command is the one that led to it (moved a row up), the
+    commands are fractions of the rotor speed given, and the motor lag starts from the logged
+    rotor speeds. Read that way the true platform flies the log again open loop (to the CSV's
+    six digits); read without the move it does not."""
+    path = _flown_log(tmp_path, stochastic=False)
+    with pytest.raises(ConfigError, match="rotor_full"):
+        read_log(path)
+    log = read_log(path, rotor_full=2500.0)
+    rows = np.loadtxt(path, delimiter=",", skiprows=1)
+    assert len(log) == len(rows) - 1
+    np.testing.assert_allclose(log.cmd[:3] * 2500.0, rows[1:4, -4:])
+    np.testing.assert_allclose(log.rotor[0], rows[0, 17:21])
+    true = P.SysidModel(get("crazyflie"), P.CommandMap(2500.0, use_voltage=False))
+    starts = P.window_starts(log, 50, stride=5)
+    truth = P.logged(log, starts, 50)
+    err = P.horizon_errors(P.fly(log, true, starts, 50), truth)
+    assert err["omega"].max() < 2e-3 and err["pos"].max() < 2e-4
+    unmoved = replace(log, cmd=rows[:-1, -4:] / 2500.0)
+    late = P.horizon_errors(P.fly(unmoved, true, starts, 50), truth)
+    assert late["omega"].max() > 10 * err["omega"].max()
+
+
+def test_volary_sysid_identifies_a_volary_fly_log_back_to_its_platform(tmp_path):
+    """`volary fly` then `volary sysid` on its log (noise on, as `volary fly` flies): the fit
+    returns the crazyflie's command scale, moment gains and motor lag (docs/sysid.md)."""
+    from typer.testing import CliRunner
+
+    from volary.cli.main import app
+
+    fly = CliRunner().invoke(app, ["fly", "--platform", "crazyflie", "--to", "1", "0.5", "1.5",
+                                   "--duration", "3", "--out", str(tmp_path / "fly")])  # fmt: skip
+    assert fly.exit_code == 0, fly.output
+    out = tmp_path / "sysid"
+    res = CliRunner().invoke(app, ["sysid", str(tmp_path / "fly" / "fly.csv"), "--platform",
+                                   "crazyflie", "--out", str(out), "--horizon", "20"])  # fmt: skip
+    assert res.exit_code == 0, res.output
+    doc = json.loads((out / "sysid.json").read_text())
+    cf = get("crazyflie")
+    assert doc["command_map"]["scale_rad_s"] == pytest.approx(cf.max_rotor_speed[0], rel=0.005)
+    np.testing.assert_allclose(doc["fitted"]["moment_gain"], 1.0, atol=0.01)
+    assert doc["delay_samples"] == 0
+    assert doc["fitted"]["motor_tau_s"] == pytest.approx(cf.motor_tau_up[0])

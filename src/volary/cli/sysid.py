@@ -1,11 +1,12 @@
 """``volary sysid LOG``: fit a platform to flight logs, then score it open loop (docs/sysid.md).
 
-LOG is one flight-log CSV or a folder of them (``volary`` or ``nanobench`` columns, detected
-from the header). The fit sees these training logs only; ``--test`` names the held-out logs the
-report scores (multi-step open-loop prediction, horizons 1..``--horizon`` samples, against the
-constant-velocity/constant-rates baseline). Writes ``platform.toml`` (loadable by
-:func:`volary.platforms.load_file`), ``sysid.json`` (the fitted values, the command map and the
-scores) and ``horizons.png``.
+LOG is one flight-log CSV or a folder of them (``volary``, ``nanobench`` or ``volary fly``'s
+columns, detected from the header; a ``volary fly`` log's rotor-speed commands are read as
+fractions of ``--platform``'s maximum rotor speed). The fit sees these training logs only;
+``--test`` names the held-out logs the report scores (multi-step open-loop prediction,
+horizons 1..``--horizon`` samples, against the constant-velocity/constant-rates baseline).
+Writes ``platform.toml`` (loadable by :func:`volary.platforms.load_file`), ``sysid.json`` (the
+fitted values, the command map and the scores) and ``horizons.png``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from volary.options import console
 Log = Annotated[Path, typer.Argument(help="Training flight log (CSV) or a folder of them.")]
 
 
-def _logs(path: Path, out_of_range: str) -> list:
+def _logs(path: Path, out_of_range: str, rotor_full: float) -> list:
     from volary.errors import FileFormatError
     from volary.sysid.logs import read_log
 
@@ -29,7 +30,7 @@ def _logs(path: Path, out_of_range: str) -> list:
     logs, skipped = [], []
     for f in files:
         try:
-            logs.append(read_log(f, out_of_range=out_of_range))
+            logs.append(read_log(f, out_of_range=out_of_range, rotor_full=rotor_full))
         except FileFormatError as err:
             skipped.append(str(err))
     for line in skipped:
@@ -75,12 +76,14 @@ def sysid(
     from volary.sysid.report import write_report
 
     mode = "cut" if cut_out_of_range else "error"
-    train = _logs(log, mode)
-    held = _logs(test, mode) if test is not None else []
+    start = get(platform)
+    full = max(start.max_rotor_speed)
+    train = _logs(log, mode, full)
+    held = _logs(test, mode, full) if test is not None else []
     console.print(f"fitting {platform} to {len(train)} training logs ({sum(map(len, train))} rows)")
     model, fitted = fit(
         train,
-        get(platform),
+        start,
         steps=STEPS if refine_evaluations else DEFAULT_STEPS,
         refine={"max_evaluations": refine_evaluations} if refine_evaluations else None,
         use_voltage=not no_voltage,

@@ -36,11 +36,17 @@ class Trajectory:
 
     def to_csv(self, path: str | Path, env: int = 0, append: bool = False) -> Path:
         """Write env ``env``'s run as CSV (one row per control step, SI units); ``append``:
-        add the rows to an existing file without a header (a run written in blocks)."""
+        add the rows to an existing file without a header (a run written in blocks).
+
+        Each row is the state after the step ending at ``t``; ``cmd0..`` is the command that
+        step held (rotor speeds in rad/s for the rigid-body model), so a row's state follows
+        from the previous row's state and this row's command. ``volary sysid`` reads the file
+        (its ``fly`` columns)."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         r = self.rotor_speed.shape[-1]
         s = self.setpoint.shape[-1]
+        c = self.command.shape[-1]
         header = (
             [
                 "t",
@@ -64,6 +70,7 @@ class Trajectory:
             + [f"w{i}" for i in range(r)]
             + [f"sp{i}" for i in range(s)]
             + ["crashed", "diverged"]
+            + [f"cmd{i}" for i in range(c)]
         )
         cols = torch.cat(
             (
@@ -77,6 +84,7 @@ class Trajectory:
                 self.setpoint[:, env].double(),
                 self.crashed[:, env, None].double(),
                 self.diverged[:, env, None].double(),
+                self.command[:, env].double(),
             ),
             dim=-1,
         )

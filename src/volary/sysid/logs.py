@@ -2,14 +2,21 @@
 
 A :class:`FlightLog` holds what a fit and an open-loop prediction need, in volary's conventions
 (DESIGN.md): world z-up, body FLU, quaternions ``[w, x, y, z]``, SI units, rates in the body
-frame. Two CSV layouts are read, each declared once as a column map (:data:`FORMATS`):
+frame. Three CSV layouts are read, each declared once as a column map (:data:`FORMATS`):
 
 - ``volary``: volary's own columns (``t``, ``px..pz``, ``qw..qz``, ``vx..vz``, ``wx..wz`` in
   the body frame, ``u1..uR`` motor commands in [0, 1], optional ``vbat``); write yours in it;
 - ``nanobench``: NanoBench's flight CSVs (Ullah and Baca 2026, Crazyflie 2.1, Vicon at 100 Hz):
   quaternions scalar-last, Vicon angular velocity in the *world* frame, motor PWM in
   [0, 65535] in the firmware's order M1..M4 (front-right, back-right, back-left, front-left),
-  mapped here to volary's ``quad_x`` order (front-left, back-left, back-right, front-right).
+  mapped here to volary's ``quad_x`` order (front-left, back-left, back-right, front-right);
+- ``fly``: the log ``volary fly`` writes (``Trajectory.to_csv``): commanded rotor speeds
+  ``cmd0..`` in rad/s, each the one held over the step that *ends* at its row (so row i's
+  command is moved to row i - 1, the row it is applied from, and the last row is dropped),
+  normalized by a rotor speed of full command the caller gives (``volary sysid`` passes its
+  ``--platform``'s maximum rotor speed; the fit's command scale then comes out as that speed).
+  Its rotor speeds ``w0..`` (rad/s) give the rotors' speed at the first row, where the motor
+  lag's filter starts (:func:`volary.sysid.predict.rotor_history`).
 
 The reader checks the file (regular, bounded size), the header (every needed column present,
 named in the error when not), the numbers (finite, time strictly increasing at a steady rate)
@@ -27,7 +34,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from volary.errors import ConfigError, FileFormatError
+from volary.errors import ConfigError, FileFormatError, not_one_of
 from volary.inputs import read_text
 from volary.math.quaternion import quat_to_rotmat
 
@@ -45,9 +52,11 @@ class LogFormat:
     vel: tuple[str, str, str]
     rates: tuple[str, str, str]
     rates_in_world: bool  # angular velocity given in the world frame (rotated to the body)
-    motors: tuple[str, ...]  # in volary's rotor order
-    motor_full: float  # command value of full power (normalized by it)
+    motors: tuple[str, ...]  # in volary's rotor order; ("cmd",): cmd0, cmd1, ... as many as given
+    motor_full: float | None  # command value of full power (None: the caller's rotor_full)
     vbat: str | None
+    command_ends_row: bool = False  # a row's command is the one that led to it (volary fly)
+    rotors: str | None = None  # prefix of measured rotor speed columns [rad/s] (w: w0, w1, ...)
 
 
 FORMATS: dict[str, LogFormat] = {
@@ -60,6 +69,10 @@ FORMATS: dict[str, LogFormat] = {
         ("wx_vicon", "wy_vicon", "wz_vicon"), True,
         ("motor_motor_m4", "motor_motor_m3", "motor_motor_m2", "motor_motor_m1"), PWM_FULL,
         "pwr_pm_vbat",
+    ),
+    "fly": LogFormat(
+        "t", ("x", "y", "z"), ("qw", "qx", "qy", "qz"), ("vx", "vy", "vz"), ("p", "q", "r"),
+        False, ("cmd",), None, None, command_ends_row=True, rotors="w",
     ),
 }  # fmt: skip
 
@@ -76,6 +89,7 @@ class FlightLog:
     omega: np.ndarray  # (T, 3) rad/s, body
     cmd: np.ndarray  # (T, R) motor commands in [0, 1], volary rotor order
     vbat: np.ndarray  # (T,) V (NaN where the log has none)
+    rotor: np.ndarray | None = None  # (T, R) measured rotor speeds, rad/s, where logged
 
     @property
     def dt(self) -> float:
@@ -99,17 +113,31 @@ def rotmat(quat: np.ndarray) -> np.ndarray:
     return quat_to_rotmat(torch.as_tensor(np.ascontiguousarray(quat))).numpy()
 
 
-def _columns(path: Path, text: str, fmt: LogFormat) -> tuple[dict[str, int], np.ndarray]:
+def _motor_columns(fmt: LogFormat, index: dict[str, int]) -> tuple[str, ...]:
+    """The format's motor columns; a lone prefix (``cmd``) means prefix0, prefix1, ... up to
+    the first one the header lacks."""
+    if len(fmt.motors) > 1:
+        return fmt.motors
+    found = []
+    while f"{fmt.motors[0]}{len(found)}" in index:
+        found.append(f"{fmt.motors[0]}{len(found)}")
+    return tuple(found) or (f"{fmt.motors[0]}0",)
+
+
+def _columns(
+    path: Path, text: str, format: str
+) -> tuple[dict[str, int], np.ndarray, tuple[str, ...]]:
+    fmt = FORMATS[format]
     head, _, body = text.partition("\n")
     names = [c.strip() for c in head.split(",")]
     index = {c: i for i, c in enumerate(names)}
-    needed = [fmt.time, *fmt.pos, *fmt.quat, *fmt.vel, *fmt.rates, *fmt.motors]
+    motors = _motor_columns(fmt, index)
+    needed = [fmt.time, *fmt.pos, *fmt.quat, *fmt.vel, *fmt.rates, *motors]
     missing = [c for c in needed if c not in index]
     if missing:
         raise FileFormatError(
-            f"{path.name}: columns {', '.join(missing)} missing; expected the "
-            f"{'nanobench' if fmt is FORMATS['nanobench'] else 'volary'} log columns "
-            "(docs/sysid.md)"
+            f"{path.name}: columns {', '.join(missing)} missing; expected the {format} log "
+            "columns (docs/sysid.md)"
         )
     try:
         data = np.loadtxt(io.StringIO(body), delimiter=",", ndmin=2)
@@ -119,7 +147,15 @@ def _columns(path: Path, text: str, fmt: LogFormat) -> tuple[dict[str, int], np.
         raise FileFormatError(
             f"{path.name}: {data.shape[1]} cells a row, header names {len(names)}"
         )
-    return index, data
+    return index, data, motors
+
+
+def _detect(head: str) -> str:
+    """The layout a header names: NanoBench's motor columns, volary fly's, else volary's."""
+    names = {c.strip() for c in head.split(",")}
+    if "motor_motor_m1" in names:
+        return "nanobench"
+    return "fly" if {"cmd0", "crashed"} <= names else "volary"
 
 
 def _cut_idle(cmd: np.ndarray) -> slice:
@@ -128,29 +164,42 @@ def _cut_idle(cmd: np.ndarray) -> slice:
 
 
 def read_log(
-    path: str | Path, format: str = "auto", min_rows: int = 20, out_of_range: str = "error"
+    path: str | Path,
+    format: str = "auto",
+    min_rows: int = 20,
+    out_of_range: str = "error",
+    rotor_full: float | None = None,
 ) -> FlightLog:
-    """Read one flight log CSV (``format``: ``volary``, ``nanobench`` or ``auto`` from the
-    header) into a :class:`FlightLog`, idle rows cut from both ends.
+    """Read one flight log CSV (``format``: ``volary``, ``nanobench``, ``fly`` or ``auto`` from
+    the header) into a :class:`FlightLog`, idle rows cut from both ends.
 
     ``out_of_range``: what a motor command outside [0, full power] does: ``error`` (the
     default) refuses the file; ``cut`` ends the flight at the first such row (some NanoBench
-    logs carry PWM above 65535 once the battery is nearly flat)."""
+    logs carry PWM above 65535 once the battery is nearly flat). ``rotor_full``: the rotor
+    speed [rad/s] of full command, for logs whose commands are rotor speeds (``fly``)."""
     if out_of_range not in ("error", "cut"):
         raise ConfigError(f"out_of_range: expected error or cut, got {out_of_range!r}")
+    if format != "auto" and format not in FORMATS:
+        raise not_one_of("format", format, [*FORMATS, "auto"])
     text = read_text(path, "flight log", max_bytes=MAX_LOG_BYTES)
     path = Path(path)
-    if format == "auto":
-        format = "nanobench" if "motor_motor_m1" in text.partition("\n")[0] else "volary"
-    if format not in FORMATS:
-        raise ConfigError(f"format: expected one of {', '.join(FORMATS)} or auto, got {format!r}")
+    format = _detect(text.partition("\n")[0]) if format == "auto" else format
     fmt = FORMATS[format]
-    index, data = _columns(path, text, fmt)
+    full = fmt.motor_full if fmt.motor_full is not None else rotor_full
+    if full is None or not full > 0:
+        raise ConfigError(
+            f"rotor_full: a {format} log's commands are rotor speeds; expected the rotor speed "
+            f"of full command (> 0 rad/s), got {rotor_full!r}"
+        )
+    index, data, motors = _columns(path, text, format)
+    if fmt.command_ends_row:  # row i's command is applied from row i - 1: move it there
+        data = np.column_stack([data[:-1, :], data[1:, [index[c] for c in motors]]])
+        index = {**index, **{c: data.shape[1] - len(motors) + i for i, c in enumerate(motors)}}
 
     def cols(names) -> np.ndarray:
         return data[:, [index[c] for c in names]]
 
-    cmd = cols(fmt.motors) / fmt.motor_full
+    cmd = cols(motors) / full
     if out_of_range == "cut":
         bad = np.flatnonzero(~((cmd >= 0) & (cmd <= 1)).all(axis=1))
         cmd = cmd[: bad[0]] if bad.size else cmd
@@ -171,7 +220,12 @@ def read_log(
     if fmt.rates_in_world:
         omega = np.einsum("tji,tj->ti", rotmat(quat), omega)  # R^T w_world
     vbat = data[keep, index[fmt.vbat]] if fmt.vbat in index else np.full(len(t), np.nan)
-    return FlightLog(path.stem, t, cols(fmt.pos)[keep], quat, cols(fmt.vel)[keep], omega, cmd, vbat)
+    names = [f"{fmt.rotors}{i}" for i in range(len(motors))] if fmt.rotors else []
+    rotor = cols(names)[keep] if names and all(n in index for n in names) else None
+    if rotor is not None and not np.isfinite(rotor).all():
+        raise FileFormatError(f"{path.name}: rotor speeds: expected finite numbers")
+    pos, vel = cols(fmt.pos)[keep], cols(fmt.vel)[keep]
+    return FlightLog(path.stem, t, pos, quat, vel, omega, cmd, vbat, rotor)
 
 
 def _check_time(path: Path, t: np.ndarray) -> None:

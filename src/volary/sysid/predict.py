@@ -162,15 +162,16 @@ def rotor_history(log: FlightLog, model: SysidModel) -> np.ndarray:
     """(T, R) the rotor speeds the motor lag gives the delayed commands, filtered from the
     log's first row (inputs only): the rotor speeds a window starts from. Row i's speed comes
     from the command held over the step before it, w_i = c_{i-1} + (w_{i-1} - c_{i-1})
-    exp(-dt / tau) (the lag's exact solution under a held command), w_0 = c_0."""
+    exp(-dt / tau) (the lag's exact solution under a held command); w_0 is the log's measured
+    rotor speed where it has one (``volary fly``'s), else c_0 (the rotors settled)."""
     from scipy.signal import lfilter
 
     cmd = delayed_commands(log, model)
     decay = np.broadcast_to(np.exp(-log.dt / np.asarray(model.airframe.motor_tau_up)), cmd[0].shape)
     w = np.empty_like(cmd)
-    w[0] = cmd[0]
+    w[0] = cmd[0] if log.rotor is None else log.rotor[0]
     for r, d in enumerate(decay):  # w_i = d w_{i-1} + (1 - d) c_{i-1}: a first-order IIR filter
-        w[1:, r] = lfilter([1.0 - d], [1.0, -d], cmd[:-1, r], zi=[d * cmd[0, r]])[0]
+        w[1:, r] = lfilter([1.0 - d], [1.0, -d], cmd[:-1, r], zi=[d * w[0, r]])[0]
     return w
 
 
