@@ -12,6 +12,7 @@ import sys
 import textwrap
 import threading
 import time
+from typing import Any
 
 import msgpack
 import numpy as np
@@ -29,7 +30,6 @@ from volary.serve.world import (  # noqa: E402
     ServeConfig,
     SlotSpec,
     build_world,
-    reset_slot,
 )
 
 HOVER_CF = 0.027 * 9.81  # N, crazyflie collective thrust at hover
@@ -159,18 +159,29 @@ SENSORS = {"depth": SensorSpec("depth", "aerial_gym_64", 15), "tof": SensorSpec(
 
 
 def test_lockstep_flight_equals_in_process_bit_for_bit():
+    """Each client's flight is the one the World as built flies in process, bit for bit, the
+    second client's too: a hello puts the slot's noise streams (process, IMU, sensors) back
+    where they began before it resets the slot (was: a later client's depth and ToF noise
+    continued the streams the one before it had drawn). Each flies 32 ticks, so the second
+    hello comes at the phase of the depth camera's 15 Hz schedule (the server's) the first had."""
     cfg = ServeConfig(slots=(SlotSpec(sensors=("depth", "tof")),), scene="forest", seed=3,
                       sensors=SENSORS)  # fmt: skip
-    ref = build_world(cfg)
-    reset_slot(ref, cfg, 0)  # what the client's hello does
-    with serving(cfg) as srv, Client(srv.address) as c:
+    with serving(cfg) as srv:
+        for _ in range(2):
+            _fly_against_in_process(srv, cfg, build_world(cfg))
+        assert srv.faults == []
+
+
+def _fly_against_in_process(srv: Server, cfg: ServeConfig, ref: Any) -> None:
+    with Client(srv.address) as c:
         assert c.control == "ctbr" and c.setpoint_size == 4
         # the welcome carries the sensors due at tick 0 (sensor noise streams advance per read)
         assert np.array_equal(c.obs["sensors"]["tof"]["range"], ref.read("tof").range[0].numpy())
         assert np.array_equal(
             c.obs["sensors"]["depth"]["depth"], ref.read("depth").depth[0].numpy()
         )
-        for k in range(30):
+        tick0 = c.obs["tick"]
+        for k in range(32):
             obs = c.step(_ctbr(k))
             st = ref.step(torch.from_numpy(_ctbr(k)).float()[None])
             for f in ("pos", "vel", "quat", "omega"):
@@ -181,7 +192,7 @@ def test_lockstep_flight_equals_in_process_bit_for_bit():
             assert ("depth" in got) == ref.due("depth")
             if ref.due("depth"):
                 assert np.array_equal(got["depth"]["depth"], ref.read("depth").depth[0].numpy())
-        assert obs["tick"] == 30 and srv.faults == []
+        assert obs["tick"] == tick0 + 32
 
 
 def test_in_the_loop_poses_render_the_same_sensors_and_collisions():
@@ -409,7 +420,7 @@ def test_a_splat_rgb_camera_streams_the_same_frames_as_in_process():
     cfg = ServeConfig(slots=(SlotSpec(sensors=("rgb",)),), scene="forest", seed=3,
                       sensors={"rgb": SensorSpec("splat", "32x24", 30)})  # fmt: skip
     ref = build_world(cfg)
-    reset_slot(ref, cfg, 0)
+    pass  # TMP2
     with serving(cfg) as srv, Client(srv.address) as c:
         assert c.sensors["rgb"]["kind"] == "splat"
         first = c.obs["sensors"]["rgb"]["rgb"]

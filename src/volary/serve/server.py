@@ -300,8 +300,6 @@ class Server(WorldHost):
         except BaseException:
             self.sock.close(0)
             raise
-        imu = self.world.sim.imu  # where each slot's IMU noise stream starts (reset_slot)
-        self._imu_start = None if imu is None else imu.tick.clone()
 
     # ---- the loop ---------------------------------------------------------------------------
     def serve(self, stop: Any = None, max_ticks: int | None = None) -> None:
@@ -590,18 +588,15 @@ class Server(WorldHost):
         del self.peers[peer.ident]
 
     def reset_slot(self, slot: int) -> None:
-        """:meth:`WorldHost.reset_slot`, and the slot's IMU noise stream restarted where it
-        began (its key is the server's ``sim_seed`` and the slot index), so a client's flight
-        repeats whatever flew the slot before it, and the same joins repeat exactly (a replay
-        too). The other slots' streams are left where they were (``Imu.reset(mask)`` advances
-        only the masked envs' streams)."""
-        imu = self.world.sim.imu
-        if imu is None or self._imu_start is None:
-            super().reset_slot(slot)
-            return
-        mask = torch.zeros(self.world.b, dtype=torch.bool, device=imu.tick.device)
+        """:meth:`WorldHost.reset_slot` after every noise stream of the slot (process noise,
+        IMU, its sensors) is put back where it began (``World.restart_noise``; their keys are
+        the server's ``sim_seed`` or ``noise_keys`` and the slot), so a client's flight repeats
+        whatever flew the slot before it, the same joins repeat exactly (a replay too), and a
+        flight draws what the same World's first flight draws in process. The other slots'
+        streams are left where they were."""
+        mask = torch.zeros(self.world.b, dtype=torch.bool, device=self.world.device)
         mask[slot] = True
-        imu.rewind(mask, self._imu_start)
+        self.world.restart_noise(mask)
         super().reset_slot(slot)
 
     # ---- replies ------------------------------------------------------------------------------

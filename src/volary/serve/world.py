@@ -121,8 +121,8 @@ class ServeConfig:
     its sensors' noise (``env_ids``, sensor seed 0) are drawn from key i alone. With
     :func:`volary.studies.alphapilot.race.noise_key` of a course x noise-seed pair, the World
     as built draws what that pair draws in ``volary race``, and so does a flight started with
-    ``World.restart_noise`` then a reset (the ROS 1 bridge's arming); a client's ``hello``
-    resets the slot without restarting its streams, so its flight draws later ones."""
+    ``World.restart_noise`` then a reset (the ROS 1 bridge's arming, and a client's ``hello``
+    on ``volary serve``: every client's flight draws the pair's noise from its start)."""
 
     slots: tuple[SlotSpec, ...] = (SlotSpec(),)
     scene: str | None = "forest"
