@@ -443,3 +443,11 @@ def test_volary_sysid_identifies_a_volary_fly_log_back_to_its_platform(tmp_path)
     np.testing.assert_allclose(doc["fitted"]["moment_gain"], 1.0, atol=0.01)
     assert doc["delay_samples"] == 0
     assert doc["fitted"]["motor_tau_s"] == pytest.approx(cf.motor_tau_up[0])
+    # a start airframe that cannot have flown the log is named, with the option that picks it
+    res = CliRunner().invoke(app, ["sysid", str(tmp_path / "fly" / "fly.csv"), "--platform",
+                                   "hexa", "--out", str(out)])  # fmt: skip
+    assert res.exit_code == 2 and "above the 1100 rad/s of full command given" in res.output
+    assert "--platform" in res.output
+    log = read_log(tmp_path / "fly" / "fly.csv", rotor_full=5000.0)
+    with pytest.raises(ConfigError, match=r"4 motor columns; expected 6 for hexa.*--platform"):
+        F.fit([log], get("hexa"))

@@ -530,8 +530,11 @@ def fit(
         )
     n = {log.cmd.shape[1] for log in logs}
     if n != {airframe.n_rotors}:
+        counts = " or ".join(map(str, sorted(n)))
         raise ConfigError(
-            f"logs: {sorted(n)} motor columns; expected {airframe.n_rotors} for {airframe.name}"
+            f"logs: {counts} motor columns; expected {airframe.n_rotors} for {airframe.name}, "
+            "the airframe the fit starts from (volary sysid --platform: give one with as many "
+            "rotors as the logs)"
         )
     scale = fit_scale(logs, airframe, use_voltage)
     af = airframe.replace(max_rotor_speed=(max(scale * 1.1, *airframe.max_rotor_speed),))

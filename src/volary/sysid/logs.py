@@ -214,6 +214,12 @@ def read_log(
     if not all(np.isfinite(a).all() for a in arrays):
         raise FileFormatError(f"{path.name}: expected finite numbers in the flight's rows")
     _check_time(path, t)
+    if fmt.motor_full is None and cmd.max() > 1 + 1e-9:
+        raise FileFormatError(
+            f"{path.name}: commanded rotor speeds up to {cmd.max() * full:.0f} rad/s, above the "
+            f"{full:.0f} rad/s of full command given (volary sysid reads them against "
+            "--platform's maximum rotor speed: give the airframe the log was flown with)"
+        )
     _check_commands(path, cmd)
     quat = quat / np.linalg.norm(quat, axis=1, keepdims=True)
     omega = cols(fmt.rates)[keep]
