@@ -219,7 +219,7 @@ def fly(
     seed: Seed = 0,
     device: Device = "cpu",
 ) -> None:
-    """Fly one platform to a setpoint; write a CSV log and a PNG plot."""
+    """Fly one platform to a setpoint; write a CSV log (volary sysid reads it) and a PNG plot."""
     drawer = _start_drawer()  # before torch is imported: matplotlib loads in parallel
     try:
         _fly(platform, to, mode, yaw, duration, out, seed, device, drawer)
