@@ -44,7 +44,10 @@ def rows(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def _value(v: str) -> Any:
-    """A CSV cell as the database holds it: a number when it reads as one, a flag as 0/1."""
+    """A CSV cell as the database holds it: a number when it reads as one, a flag as 0/1, an
+    empty cell as no value (the database's NULL)."""
+    if v == "":
+        return None
     if v in ("True", "False"):
         return int(v == "True")
     try:
@@ -60,6 +63,11 @@ def _number(v: Any) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool)
 
 
+def _missing(v: Any) -> bool:
+    """No value: NULL, an empty cell or string, or NaN (a failed trial's time to goal)."""
+    return v is None or v == "" or (_number(v) and math.isnan(v))
+
+
 def compare(a: dict, b: dict) -> dict:
     """Per column: rows that differ and the largest relative difference (numbers)."""
     keys = sorted(set(a) & set(b))
@@ -72,7 +80,7 @@ def compare(a: dict, b: dict) -> dict:
         n, worst = 0, 0.0
         for k in keys:
             x, y = a[k][c], b[k][c]
-            if x == y or (_number(x) and _number(y) and math.isnan(x) and math.isnan(y)):
+            if x == y or (_missing(x) and _missing(y)):
                 continue
             n += 1
             differing.add(k)
