@@ -351,6 +351,8 @@ def test_a_course_flies_the_same_alone_and_in_a_batch_whatever_the_threads():
     torch.testing.assert_close(alone.pos_err[:, 0], batch.pos_err[:, 1], atol=1e-9, rtol=0)
 
 
+@pytest.mark.slow  # 36 s on 2 cores, beside a default run near its 12-minute limit; the default
+# run keeps the detector's own tests (test_gate_detector.py) and the beacon racer's batch check
 def test_camera_only_racer_finds_the_first_gate_alone_or_in_a_batch():
     """Stereo depth instead of the IR beacons: the racer starts from the nominal course, finds
     the perturbed first gate in its depth images on the approach, and a course flies the same
