@@ -28,7 +28,7 @@ from _timing import machine, timed_call
 from rich.console import Console
 from rich.table import Table
 
-from volary.bench.nav.db import RunDB
+from volary.studies.flyingtrust.db import RunDB
 from volary.studies.flyingtrust.protocol import get_suite
 from volary.studies.flyingtrust.run import run_units
 

@@ -70,9 +70,9 @@ def main() -> None:
 
     torch.set_num_threads(1)
     host = machine()
-    from volary.bench.nav.schema import WorkUnit
     from volary.studies.flyingtrust.episode import run_unit
     from volary.studies.flyingtrust.protocol import flyingtrust_platforms
+    from volary.studies.flyingtrust.schema import WorkUnit
 
     plats = tuple(flyingtrust_platforms())[:: a.stride]
     algos = a.algos.split(",")

@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     from _timing import cpu_model, machine, summarize, timed_call
 
-    from volary.learning.rl.ppo import evaluate_policy, load_policy
+    from volary.studies.rl.ppo import evaluate_policy, load_policy
 
     host = machine()
     policy, _, meta = load_policy(args.policy)

@@ -44,7 +44,7 @@ TARGET = 0.95
 
 def _recipe() -> dict[str, Any]:
     """hover-fast's PPO fields, named once for every trainer (adapters below translate)."""
-    from volary.learning.rl import PPOConfig
+    from volary.studies.rl.ppo import PPOConfig
     from volary.studies.rl.recipes import RECIPES
 
     rec = RECIPES["hover-fast"]
@@ -66,7 +66,7 @@ def _scale_rewards(env: Any, gamma: float) -> Any:
     """``env`` whose ``step`` returns scaled rewards (volary's ``RewardScale``), for the
     libraries that do not scale rewards themselves; the instance's own ``step`` is wrapped so
     the adapters still see the TorchVectorEnv they check for."""
-    from volary.learning.rl import RewardScale
+    from volary.studies.rl.ppo import RewardScale
 
     scale = RewardScale(env.num_envs, gamma, env.device)
     step = env.step
@@ -82,7 +82,7 @@ def _scale_rewards(env: Any, gamma: float) -> Any:
 # ---- one trainer, one seed (runs in a child process) --------------------------------------------
 class _Volary:
     def __init__(self, env: Any, seed: int) -> None:
-        from volary.learning.rl import PPOConfig, PPOTrainer
+        from volary.studies.rl.ppo import PPOConfig, PPOTrainer
 
         cfg = PPOConfig(**{**RECIPE["ppo"], "seed": seed})
         self.trainer = PPOTrainer(env, cfg, iterations=1_000_000)  # (a linear-schedule horizon)
@@ -275,7 +275,7 @@ def run_one(trainer: str, seed: int, budget: float, every: float, threads: int) 
 
     torch.set_num_threads(threads)
     from volary.envs import make_env
-    from volary.learning.rl import evaluate_policy
+    from volary.studies.rl.ppo import evaluate_policy
 
     env = make_env("hover", n_envs=RECIPE["envs"], seed=seed, **RECIPE["env"])
     held_out = make_env("hover", n_envs=1024, seed=7, **RECIPE["env"])

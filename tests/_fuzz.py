@@ -65,11 +65,11 @@ def write_seeds(folder: Path) -> dict[str, Path]:
     """The seed files, each named by the reader that takes it."""
     import torch
 
-    from volary.bench.nav.db import RunDB
-    from volary.bench.nav.schema import TrialResult, WorkUnit
     from volary.learning.checkpoint import write_checkpoint
-    from volary.learning.rl.ppo import CHECKPOINT_KIND
     from volary.sensors.splat import GaussianSplats, save_ply
+    from volary.studies.flyingtrust.db import RunDB
+    from volary.studies.flyingtrust.schema import TrialResult, WorkUnit
+    from volary.studies.rl.ppo import CHECKPOINT_KIND
     from volary.worlds.io import (
         MeshScene,
         PointCloud,
@@ -223,13 +223,13 @@ def _read(path: Path, seed_name: str) -> str:
         get_suite(str(path))  # the constructor checks every field and range
         return "valid"
     if seed_name == "run.sqlite":
-        from volary.bench.nav.db import load_results
+        from volary.studies.flyingtrust.db import load_results
 
         load_results(path)
         return "valid"
     if seed_name == "policy.pt":
         from volary.learning.checkpoint import read_checkpoint
-        from volary.learning.rl.ppo import CHECKPOINT_KIND
+        from volary.studies.rl.ppo import CHECKPOINT_KIND
 
         read_checkpoint(path, CHECKPOINT_KIND)
         return "valid"

@@ -516,8 +516,8 @@ SUITE = "suite: bench.nav.get_suite"
 
 
 def suite_doc(rng: np.random.Generator) -> tuple[dict, dict]:
-    from volary.bench.nav.schema import COLLIDERS, SETTING_RANGES
     from volary.studies.flyingtrust.protocol import QUICK_PLATFORMS, SCENARIO_TYPES
+    from volary.studies.flyingtrust.schema import COLLIDERS, SETTING_RANGES
 
     plats = [str(p) for p in rng.permutation(QUICK_PLATFORMS)[: int(rng.integers(1, 5))]]
     scens = [str(s) for s in rng.permutation(SCENARIO_TYPES)[: int(rng.integers(1, 4))]]
@@ -1093,7 +1093,7 @@ def splat_cases(rng: np.random.Generator) -> Case:
     return Case(SPLAT, f"splat:{kind}", label, data=data, suffix=".ply")
 
 
-# ---- run database: volary.bench.nav.db.load_results ----------------------------------------------
+# ---- run database: volary.studies.flyingtrust.db.load_results ------------------------------
 RUNDB = "rundb: bench.nav.db.load_results"
 
 
@@ -1120,10 +1120,10 @@ def rundb_bytes(rng: np.random.Generator, rows: int, sql: list[str] | None = Non
 
 
 def _made_rundb(rng: np.random.Generator, rows: int) -> bytes:
-    from volary.bench.nav.db import RunDB
-    from volary.bench.nav.schema import CAUSES, TrialResult
+    from volary.studies.flyingtrust.db import RunDB
     from volary.studies.flyingtrust.protocol import Suite
     from volary.studies.flyingtrust.run import create_run
+    from volary.studies.flyingtrust.schema import CAUSES, TrialResult
 
     plats = ("0.60kg-EMAX", "1.00kg-SunnySky", "1.20kg-JFRC")
     with tempfile.TemporaryDirectory() as tmp:
@@ -1245,7 +1245,7 @@ def rundb_cases(rng: np.random.Generator) -> Case:
     return Case(RUNDB, f"rundb:{kind}", label, data=data, suffix=".sqlite")
 
 
-# ---- checkpoints: volary.learning.rl.ppo.load_policy ---------------------------------------------
+# ---- checkpoints: volary.studies.rl.ppo.load_policy ---------------------------------------------
 CHECKPOINT = "checkpoint: learning.rl.ppo.load_policy"
 
 
@@ -1260,7 +1260,7 @@ def _torch_bytes(obj: Any) -> bytes:
 def ppo_fields(rng: np.random.Generator) -> tuple[dict[str, Any], dict[str, Any]]:
     import torch
 
-    from volary.learning.rl.ppo import CHECKPOINT_KIND, ActorCritic, PPOConfig
+    from volary.studies.rl.ppo import CHECKPOINT_KIND, ActorCritic, PPOConfig
 
     obs, act = int(rng.integers(1, 20)), int(rng.integers(1, 6))
     h = int(rng.integers(2, 33))
@@ -2705,8 +2705,8 @@ def check(entry: str, path: str, expect: dict[str, Any]) -> str:
             return "wrong: platforms or trial count differ"
         return "valid"
     if entry == RUNDB:
-        from volary.bench.nav.db import load_results
-        from volary.bench.nav.schema import CAUSES
+        from volary.studies.flyingtrust.db import load_results
+        from volary.studies.flyingtrust.schema import CAUSES
 
         rows = load_results(path)
         if not expect:
@@ -2718,7 +2718,7 @@ def check(entry: str, path: str, expect: dict[str, Any]) -> str:
     if entry == CHECKPOINT:
         import torch
 
-        from volary.learning.rl.ppo import load_policy
+        from volary.studies.rl.ppo import load_policy
 
         pol, _, _ = load_policy(path)
         if not expect:
@@ -2825,13 +2825,13 @@ def _worker(conn: Any) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
     import torch  # noqa: F401 - imported before the first deadline starts
 
-    import volary.bench.nav.db
-    import volary.learning.rl.ppo
     import volary.platforms
     import volary.sensors.splat
     import volary.serve.recording
     import volary.studies.boundary.dataset
+    import volary.studies.flyingtrust.db
     import volary.studies.rl.dce
+    import volary.studies.rl.ppo
     import volary.studies.sousvide.net
     import volary.view.recording
     import volary.worlds.io  # noqa: F401

@@ -7,7 +7,7 @@ import os
 import random
 import time
 
-from volary.bench.nav.schema import TrialResult, WorkUnit
+from volary.studies.flyingtrust.schema import TrialResult, WorkUnit
 
 
 def _option(unit: WorkUnit, name: str, default: float) -> float:

@@ -21,9 +21,9 @@ from torch import nn
 from volary.errors import ConfigError, FileFormatError
 from volary.learning import checkpoint
 from volary.learning.checkpoint import CheckpointKind, read_checkpoint, write_checkpoint
-from volary.learning.rl import ppo
 from volary.studies.boundary import grid
 from volary.studies.boundary import model as bp
+from volary.studies.rl import ppo
 from volary.studies.sousvide import net as sv
 
 BP_RESULT = (

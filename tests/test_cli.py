@@ -115,7 +115,7 @@ def test_fly_bad_arguments_name_the_option(tmp_path, args, match):
 
 
 def _demo_page_checks(out, n_trials: int) -> None:
-    from volary.bench.nav.db import load_results
+    from volary.studies.flyingtrust.db import load_results
 
     page = (out / "index.html").read_text()
     assert "<table>" in page and "data:image/png;base64," in page

@@ -154,7 +154,7 @@ def test_split_and_describe():
 def test_string_annotations_of_real_configs_resolve():
     """volary's configs are written with ``from __future__ import annotations``."""
     from volary.envs.position import PositionTaskConfig
-    from volary.learning.rl.ppo import PPOConfig
+    from volary.studies.rl.ppo import PPOConfig
     from volary.studies.sousvide.train import TrainConfig
 
     assert apply_overrides(PPOConfig(), ["hidden=8,8"]).hidden == (8, 8)

@@ -121,8 +121,7 @@ def test_save_load_round_trip_and_env_observation(data, tmp_path):
 
 
 def test_a_foreign_file_and_a_bad_encoder_are_refused(tmp_path):
-    from volary.learning.rl import save_policy
-    from volary.learning.rl.ppo import ActorCritic, PPOConfig
+    from volary.studies.rl.ppo import ActorCritic, PPOConfig, save_policy
 
     cfg = PPOConfig()
     path = save_policy(tmp_path / "policy.pt", ActorCritic(4, 2, cfg), cfg)

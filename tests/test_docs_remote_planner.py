@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from volary.bench.nav.schema import ProtocolSettings, WorkUnit
 from volary.studies.flyingtrust.episode import run_unit
+from volary.studies.flyingtrust.schema import ProtocolSettings, WorkUnit
 
 pytest.importorskip("zmq")
 

@@ -289,7 +289,7 @@ def test_precision_term_adds_its_weighted_kernel_to_the_reward() -> None:
 
 
 def test_evaluation_reports_the_tasks_episode_metrics() -> None:
-    from volary.learning.rl.ppo import ActorCritic, PPOConfig, evaluate_policy
+    from volary.studies.rl.ppo import ActorCritic, PPOConfig, evaluate_policy
 
     env = make_env("hover", n_envs=4, seed=0, episode_s=0.25, **FAST)
     net = ActorCritic(env.single_observation_space.shape[0], 4, PPOConfig())
@@ -316,7 +316,7 @@ def test_random_airframes_give_env_i_its_own_quad_and_volary_twr_tells_its_hover
 
 
 def test_grouped_evaluation_splits_episodes_by_label() -> None:
-    from volary.learning.rl.ppo import ActorCritic, PPOConfig, evaluate_policy
+    from volary.studies.rl.ppo import ActorCritic, PPOConfig, evaluate_policy
 
     env = make_env("hover", n_envs=4, seed=0, episode_s=0.25, **FAST)
     net = ActorCritic(env.single_observation_space.shape[0], 4, PPOConfig())
@@ -333,7 +333,7 @@ def test_grouped_evaluation_splits_episodes_by_label() -> None:
     "name", sorted(__import__("volary.studies.rl.recipes", fromlist=["RECIPES"]).RECIPES)
 )
 def test_every_recipe_builds_its_env_and_policy_and_takes_a_step(name) -> None:
-    from volary.learning.rl.ppo import ActorCritic, PPOConfig
+    from volary.studies.rl.ppo import ActorCritic, PPOConfig
     from volary.studies.rl.recipes import get_recipe
 
     rec = get_recipe(name)
@@ -439,7 +439,7 @@ def test_ppo_learns_to_stay_up_on_hover() -> None:
     """80 PPO iterations (655k samples, ~45 s on one core with numba): measured, the trained
     deterministic policy flies 390 steps and returns 120 per episode where the untrained one
     falls or drifts out after 73 steps with 12 (held-out seed, 256 episodes each)."""
-    from volary.learning.rl import ActorCritic, PPOConfig, evaluate_policy, train_ppo
+    from volary.studies.rl.ppo import ActorCritic, PPOConfig, evaluate_policy, train_ppo
 
     env = make_env("hover", n_envs=256, seed=0, compile="numba")
     trained, _ = train_ppo(env, PPOConfig(seed=0), 80)

@@ -18,7 +18,6 @@ from typer.testing import CliRunner
 
 from volary.cli.main import app
 from volary.errors import ConfigError, MissingDependencyError
-from volary.learning.rl import ActorCritic, PPOConfig, save_policy
 from volary.studies.rl.export import (
     c_header,
     deterministic_actor,
@@ -27,6 +26,7 @@ from volary.studies.rl.export import (
     onnx_session,
     parity_observations,
 )
+from volary.studies.rl.ppo import ActorCritic, PPOConfig, save_policy
 
 OBS_DIM, ACT_DIM = 7, 3
 TOL = 1e-5  # the acceptance: ONNX parity < 1e-5 on 1,000 observations

@@ -42,7 +42,7 @@ OPTIONS = {"observation": "body", "compile": "numba", "seed": SEED, "episode_s":
 
 @pytest.fixture(scope="module")
 def policy():
-    from volary.learning.rl import load_policy
+    from volary.studies.rl.ppo import load_policy
 
     torch.set_num_threads(1)
     return load_policy(CHECKPOINT)[0]

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from volary.envs import make_env
-from volary.learning.rl.ppo import ActorCritic, PPOConfig, evaluate_policy
+from volary.studies.rl.ppo import ActorCritic, PPOConfig, evaluate_policy
 
 pytest.importorskip("numba")
 

@@ -19,8 +19,11 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from _nav_fakes import fake_unit
-from volary.bench.nav.db import TABLES, RunDB, load_results
-from volary.bench.nav.schema import (
+from volary.config import apply_overrides
+from volary.errors import ConfigError, FileFormatError, VolaryError
+from volary.studies.flyingtrust.db import TABLES, RunDB, load_results
+from volary.studies.flyingtrust.protocol import get_suite
+from volary.studies.flyingtrust.schema import (
     COLLIDERS,
     SETTING_RANGES,
     SUITE_RANGES,
@@ -31,9 +34,6 @@ from volary.bench.nav.schema import (
     read_suite_file,
     suite_document,
 )
-from volary.config import apply_overrides
-from volary.errors import ConfigError, FileFormatError, VolaryError
-from volary.studies.flyingtrust.protocol import get_suite
 
 # ---- run databases ----------------------------------------------------------------------------
 UNITS = [WorkUnit("fake", "forest", c, 0, ("a", "b", "c"), 7) for c in range(4)]
@@ -443,8 +443,8 @@ class _Train:
 
 
 def _configs() -> list[Any]:
-    from volary.learning.rl.ppo import PPOConfig
     from volary.studies.boundary.sampling import SamplingConfig
+    from volary.studies.rl.ppo import PPOConfig
 
     return [_Train(), get_suite("quick"), PPOConfig(), SamplingConfig()]
 

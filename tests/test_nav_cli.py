@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from _nav_fakes import fake_unit
-from volary.bench.nav.db import load_results
 from volary.cli.main import app
+from volary.studies.flyingtrust.db import load_results
 from volary.studies.flyingtrust.protocol import QUICK_PLATFORMS, SCENARIO_TYPES, Suite
 from volary.studies.flyingtrust.run import run_suite
 

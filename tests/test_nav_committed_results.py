@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from volary.bench.nav.schema import ProtocolSettings, TrialResult
+from volary.studies.flyingtrust.schema import ProtocolSettings, TrialResult
 
 TABLE_II = Path(__file__).resolve().parents[1] / "experiments" / "flyingtrust" / "table-ii"
 RESULTS = TABLE_II / "results" / "straight-mapper"
@@ -49,9 +49,9 @@ def test_no_committed_trial_exceeds_the_speed_cap():
 
 @pytest.mark.slow
 def test_published_summaries_recompute_from_the_rows():
-    from volary.bench.nav.stats import summarize
     from volary.studies.flyingtrust.compare import score_intervals
     from volary.studies.flyingtrust.score import composite_scores
+    from volary.studies.flyingtrust.stats import summarize
 
     rows = committed_rows()
     with (RESULTS / "summary_by_scenario.csv").open(newline="", encoding="utf-8") as fh:

@@ -7,11 +7,11 @@ import pytest
 from typer.testing import CliRunner
 
 from _nav_fakes import fake_unit
-from volary.bench.nav.db import RunDB
 from volary.cli.main import app
 from volary.errors import ConfigError, UnknownNameError
 from volary.studies.flyingtrust import run as nav_runner
 from volary.studies.flyingtrust.cli import build_suite
+from volary.studies.flyingtrust.db import RunDB
 from volary.studies.flyingtrust.protocol import SCENARIO_TYPES, Suite, get_suite
 from volary.studies.flyingtrust.run import create_run, stored_suite
 from volary.worlds import scenarios

@@ -12,7 +12,8 @@ import sqlite3
 import pytest
 
 from _nav_fakes import fake_unit
-from volary.bench.nav.db import (
+from volary.errors import ConfigError, FileFormatError
+from volary.studies.flyingtrust.db import (
     RunDB,
     StorageError,
     export_csv,
@@ -21,8 +22,7 @@ from volary.bench.nav.db import (
     unit_from_json,
     unit_to_json,
 )
-from volary.bench.nav.schema import ROW_FIELDS, SCHEMA_VERSION, TrialResult, WorkUnit
-from volary.errors import ConfigError, FileFormatError
+from volary.studies.flyingtrust.schema import ROW_FIELDS, SCHEMA_VERSION, TrialResult, WorkUnit
 
 PLATFORMS = ("p0", "p1", "p2")
 

@@ -10,10 +10,16 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from volary.bench.nav.schema import CAUSES, ROW_FIELDS, ProtocolSettings, TrialResult, WorkUnit
 from volary.errors import ConfigError, UnknownNameError
 from volary.studies.flyingtrust import episode
 from volary.studies.flyingtrust.episode import SPEED_REF_SHARE, run_unit
+from volary.studies.flyingtrust.schema import (
+    CAUSES,
+    ROW_FIELDS,
+    ProtocolSettings,
+    TrialResult,
+    WorkUnit,
+)
 
 PAIR = ("0.60kg-EMAX", "1.00kg-SunnySky")
 

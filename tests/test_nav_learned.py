@@ -12,7 +12,6 @@ from torch import nn
 
 from test_nav_planners import _depth_wall, _obs, _task
 from volary.errors import ConfigError
-from volary.learning.rl.ppo import ActorCritic, PPOConfig
 from volary.planning.navigation import NavObservation
 from volary.studies.flyingtrust.planners import get_planner
 from volary.studies.flyingtrust.planners.learned import (
@@ -26,6 +25,7 @@ from volary.studies.flyingtrust.planners.learned import (
     volume_clamp,
 )
 from volary.studies.rl.export import deterministic_actor, mlp_npz, parity_observations
+from volary.studies.rl.ppo import ActorCritic, PPOConfig
 
 
 # ---------------------------------------------------------------------------- the network

@@ -6,7 +6,6 @@ import re
 
 import pytest
 
-from volary.bench.nav.schema import ProtocolSettings, WorkUnit
 from volary.errors import ConfigError, UnknownNameError
 from volary.studies.flyingtrust.protocol import (
     QUICK_PLATFORMS,
@@ -15,6 +14,7 @@ from volary.studies.flyingtrust.protocol import (
     Suite,
     get_suite,
 )
+from volary.studies.flyingtrust.schema import ProtocolSettings, WorkUnit
 
 
 def test_scenario_types_match_worlds():

@@ -10,11 +10,11 @@ import re
 import pytest
 
 from test_nav_stats import TYPES, synthetic_results
-from volary.bench.nav.schema import ROW_FIELDS, TrialResult
-from volary.bench.nav.stats import summarize
 from volary.errors import ConfigError
 from volary.studies.flyingtrust.report import findings, make_report, sample_failures
+from volary.studies.flyingtrust.schema import ROW_FIELDS, TrialResult
 from volary.studies.flyingtrust.score import composite_scores
+from volary.studies.flyingtrust.stats import summarize
 
 
 def read_csv(path):

@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 
 from _nav_fakes import crashy_unit, fake_unit, hold_memory, wrong_rows_unit
-from volary.bench.nav.db import RunDB, load_results
-from volary.bench.nav.schema import ROW_FIELDS, TrialResult
 from volary.bench.threads import cpu_model
 from volary.errors import ConfigError
+from volary.studies.flyingtrust.db import RunDB, load_results
 from volary.studies.flyingtrust.protocol import QUICK_PLATFORMS, SCENARIO_TYPES, Suite
 from volary.studies.flyingtrust.run import resume, run_suite
 from volary.studies.flyingtrust.runner import _kill_pool, _new_pool
+from volary.studies.flyingtrust.schema import ROW_FIELDS, TrialResult
 
 TESTS = Path(__file__).resolve().parent
 SUITE = Suite("t", QUICK_PLATFORMS[:3], SCENARIO_TYPES, (0, 1), 1)
@@ -246,7 +246,7 @@ def test_real_episode_faulty_planners_are_failures_and_the_run_completes(tmp_pat
     """Acceptance with the real ``episode.run_unit``: planners that raise, hang, return NaN or
     kill their process are recorded as cause "error"; `straight` beside them is unaffected and
     the same as in an inline run."""
-    from volary.bench.nav.schema import ProtocolSettings
+    from volary.studies.flyingtrust.schema import ProtocolSettings
 
     settings = ProtocolSettings(time_limit=20.0, trial_wall_limit=5.0)
     suite = Suite("faults", QUICK_PLATFORMS[4:6], ("random_cylinders",), (0,), 1, settings)

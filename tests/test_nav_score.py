@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from volary.bench.nav.schema import TrialResult
 from volary.errors import ConfigError
+from volary.studies.flyingtrust.schema import TrialResult
 from volary.studies.flyingtrust.score import (
     CLASSIC_SCENARIOS,
     PAPER_TABLE_II,

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from volary.bench.nav.schema import ProtocolSettings, WorkUnit
 from volary.planning.navigation import NavReference
 from volary.studies.flyingtrust import episode
 from volary.studies.flyingtrust.episode import SPEED_REF_SHARE, retimed, run_unit
 from volary.studies.flyingtrust.planners import PLANNERS
+from volary.studies.flyingtrust.schema import ProtocolSettings, WorkUnit
 
 # the two platforms that overshot a capped reference most without the guard (measured), and a
 # light, agile one

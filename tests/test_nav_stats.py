@@ -9,15 +9,15 @@ import random
 import numpy as np
 import pytest
 
-from volary.bench.nav.schema import CAUSES, TrialResult
-from volary.bench.nav.stats import (
+from volary.errors import ConfigError
+from volary.studies.flyingtrust.schema import CAUSES, TrialResult
+from volary.studies.flyingtrust.stats import (
     Summary,
     bootstrap_ci,
     order_platforms,
     platform_info,
     summarize,
 )
-from volary.errors import ConfigError
 
 TYPES = ("forest", "urban", "random_cylinders", "narrow_gap", "sudden_drop", "maze", "perlin")
 PLATFORMS = ("0.60kg-EMAX", "1.00kg-SunnySky", "2.00kg-T-MOTOR", "0.55kg-UAV-1", "4.20kg-UAV-13")
@@ -221,7 +221,7 @@ def test_cluster_intervals_cover_the_true_rate_where_trial_resampling_does_not()
     spec.loader.exec_module(module)
     experiment = module.experiment
 
-    from volary.bench.nav.stats import bootstrap_ci, cluster_bootstrap_ci
+    from volary.studies.flyingtrust.stats import bootstrap_ci, cluster_bootstrap_ci
 
     rng = np.random.default_rng(11)
     new = old = 0
@@ -235,7 +235,7 @@ def test_cluster_intervals_cover_the_true_rate_where_trial_resampling_does_not()
 
 
 def test_cluster_intervals_do_not_collapse_at_zero_and_one_and_are_seeded():
-    from volary.bench.nav.stats import cluster_bootstrap_ci, wilson_interval
+    from volary.studies.flyingtrust.stats import cluster_bootstrap_ci, wilson_interval
 
     zero = cluster_bootstrap_ci(np.zeros((10, 36)))
     assert zero[0] == 0.0 and zero[1] == 0.0 and zero[2] == pytest.approx(wilson_interval(0, 10)[1])

@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from volary.bench.nav.schema import ProtocolSettings, WorkUnit
 from volary.serve import protocol as P
 from volary.serve.planners import (
     PlannerHost,
@@ -29,6 +28,7 @@ from volary.serve.planners import (
     task_to_wire,
 )
 from volary.studies.flyingtrust.episode import run_unit
+from volary.studies.flyingtrust.schema import ProtocolSettings, WorkUnit
 
 PAIR = ("0.60kg-EMAX", "1.00kg-SunnySky")
 SHORT = ProtocolSettings(time_limit=6.0, trial_wall_limit=20.0)

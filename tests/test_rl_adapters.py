@@ -135,7 +135,7 @@ def test_rsl_rl_learner_returns_the_policy_it_trained() -> None:
     from tensordict import TensorDict
 
     from volary.envs.adapters import to_rsl_rl
-    from volary.learning.rl import PPOConfig
+    from volary.studies.rl.ppo import PPOConfig
     from volary.studies.rl.rsl import make_runner, rsl_rl_config, to_actor_critic, train_rsl_rl
 
     cfg = PPOConfig(rollout_steps=8, epochs=2, minibatches=2, hidden=(16, 16), lr=1e-3,
@@ -177,7 +177,7 @@ def test_rsl_rl_learner_returns_the_policy_it_trained() -> None:
     assert report["learner"] == "rsl_rl" and len(report["history"]["mean_return"]) == 3
 
     # early stop: validated after iterations 1 and 2, stopped at 2 with that policy
-    from volary.learning.rl import EarlyStop
+    from volary.studies.rl.ppo import EarlyStop
 
     seen: list = []
 

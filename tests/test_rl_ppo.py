@@ -1,4 +1,4 @@
-"""PPO (``volary.learning.rl``): config checks, GAE by hand, learning, determinism, checkpoints,
+"""PPO (``volary.studies.rl.ppo``): config checks, GAE by hand, learning, determinism, checkpoints,
 evaluation and the CLI's option errors, against a tiny fake point-mass vector env."""
 
 from __future__ import annotations
@@ -18,18 +18,18 @@ from typer.testing import CliRunner
 from volary.cli.main import app
 from volary.device import resolve
 from volary.errors import ConfigError, FileFormatError
-from volary.learning.rl import (
+from volary.studies.rl.ppo import (
     ActorCritic,
     EarlyStop,
     PPOConfig,
     PPOTrainer,
     evaluate_policy,
     gae,
+    learning_rate,
     load_policy,
     save_policy,
     train_ppo,
 )
-from volary.learning.rl.ppo import learning_rate
 
 
 class PointMass:
@@ -282,7 +282,7 @@ def test_building_a_policy_leaves_the_global_generator_alone():
 
 def test_gaussian_kl_is_torch_distributions_kl():
     # the adaptive step size reads the exact KL from the sampling policy
-    from volary.learning.rl.ppo import gaussian_kl
+    from volary.studies.rl.ppo import gaussian_kl
 
     gen = torch.Generator().manual_seed(1)
     mu0, mu1 = torch.randn(2, 50, 3, generator=gen)
@@ -297,7 +297,7 @@ def test_gaussian_kl_is_torch_distributions_kl():
 def test_adam_matches_torch_optim_adam():
     # the trainer's own Adam (it avoids torch.optim's 1.7 s torch._dynamo import) is the
     # reference's update, including a step size changed between steps (the schedules)
-    from volary.learning.rl.ppo import Adam
+    from volary.studies.rl.ppo import Adam
 
     gen = torch.Generator().manual_seed(0)
     ours = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.Tanh(), torch.nn.Linear(7, 2))

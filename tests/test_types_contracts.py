@@ -14,9 +14,9 @@ from volary.control import CONTROL_MODES, make_controller
 from volary.control.mpc import BatchedMpcController, MpcConfig, NmpcController
 from volary.control.references import figure_eight
 from volary.dynamics import MultirotorState, VehicleParams
-from volary.learning.rl.ppo import ActorCritic, PPOConfig
 from volary.platforms import get
 from volary.studies.alphapilot.interface import CONTESTANTS, make_contestant
+from volary.studies.rl.ppo import ActorCritic, PPOConfig
 from volary.studies.sousvide.net import VARIANTS, ArchConfig, NetConfig, SVNet
 from volary.studies.sousvide.policy import SVPolicy
 from volary.types import Controller, Policy

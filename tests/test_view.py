@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 import torch
 
-from volary.bench.nav.db import load_results
 from volary.errors import ConfigError, FileFormatError
+from volary.studies.flyingtrust.db import load_results
 from volary.studies.flyingtrust.protocol import Suite
+from volary.studies.flyingtrust.recording import trial_recording
 from volary.studies.flyingtrust.report import view_command
 from volary.studies.flyingtrust.run import run_suite
 from volary.view import (
@@ -27,7 +28,6 @@ from volary.view import (
     episode_recording,
     load_recording,
     recording_from_spec,
-    trial_recording,
 )
 from volary.worlds import make_scenario
 

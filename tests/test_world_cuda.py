@@ -99,7 +99,7 @@ def test_a_cuda_env_reports_the_device_its_tensors_are_on():
 
 
 def test_ppo_trains_and_evaluates_a_hover_policy_on_cuda():
-    from volary.learning.rl.ppo import PPOConfig, evaluate_policy, train_ppo
+    from volary.studies.rl.ppo import PPOConfig, evaluate_policy, train_ppo
 
     env = make_env("hover", n_envs=256, seed=0, device="cuda", observation="body")
     policy, report = train_ppo(env, PPOConfig(), iterations=3)

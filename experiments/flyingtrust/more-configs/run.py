@@ -31,7 +31,7 @@ SLATE = HERE.parent / "table-ii" / "results" / "slate"
 
 
 def _interval(rows: list) -> dict:
-    from volary.bench.nav.stats import summarize
+    from volary.studies.flyingtrust.stats import summarize
 
     g = summarize(rows).by_algo[0]
     return {
@@ -48,9 +48,9 @@ def _family(rows: list, a: str, b: str, scen: str, label: str) -> dict:
     (the other types from the committed slate rows)."""
     from carry_rows import read_rows
 
-    from volary.bench.nav.stats import holm, order_scenarios
     from volary.studies.flyingtrust.compare import paired_test
     from volary.studies.flyingtrust.power import detectable_difference
+    from volary.studies.flyingtrust.stats import holm, order_scenarios
 
     slate = [r for x in (a, b) for r in read_rows(SLATE / x / "trials.csv").values()]
     others = [paired_test(slate, a, b, s) for s in order_scenarios({r.scenario for r in slate})]
@@ -99,7 +99,7 @@ def _refly_check(rows: list, algo: str, scen: str) -> dict:
 
 
 def _write_trials(rows: list, path: Path) -> None:
-    from volary.bench.nav.schema import ROW_FIELDS
+    from volary.studies.flyingtrust.schema import ROW_FIELDS
 
     cols = [f for f in ROW_FIELDS if f != "track"]
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -45,8 +45,8 @@ COLLIDERS = ("sphere", "box")
 
 
 def suite(collider: str, configs: int):
-    from volary.bench.nav.schema import ProtocolSettings
     from volary.studies.flyingtrust.protocol import Suite, flyingtrust_platforms
+    from volary.studies.flyingtrust.schema import ProtocolSettings
 
     return Suite(f"narrow-gap-{collider}", flyingtrust_platforms(), ("narrow_gap",),
                  f"fixed:{configs}", settings=ProtocolSettings(collider=collider))  # fmt: skip

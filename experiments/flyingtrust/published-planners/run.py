@@ -35,7 +35,6 @@ STUDY = Path(__file__).resolve().parents[1]  # experiments/flyingtrust
 sys.path.insert(0, str(STUDY / "tools"))  # carry_rows: the trials.csv reader
 from carry_rows import read_rows  # noqa: E402
 
-from volary.bench.nav.stats import holm  # noqa: E402
 from volary.studies.flyingtrust.compare import (  # noqa: E402
     compact_letters,
     paired_tests,
@@ -46,6 +45,7 @@ from volary.studies.flyingtrust.compare import (  # noqa: E402
 )
 from volary.studies.flyingtrust.run import load_results  # noqa: E402
 from volary.studies.flyingtrust.score import composite_scores  # noqa: E402
+from volary.studies.flyingtrust.stats import holm  # noqa: E402
 
 SLATE = STUDY / "table-ii" / "results" / "slate"
 
@@ -69,8 +69,8 @@ def family_tests(rows: list) -> list[dict]:
     """Each published planner against volary's version of its family: pooled and per type,
     the per-type tests Holm-adjusted within the pair (7 claims), the pooled ones over the
     pairs listed."""
-    from volary.bench.nav.stats import order_scenarios
     from volary.studies.flyingtrust.compare import paired_test
+    from volary.studies.flyingtrust.stats import order_scenarios
 
     algos = {r.algo for r in rows}
     scen = order_scenarios({r.scenario for r in rows})
@@ -98,8 +98,8 @@ def family_tests(rows: list) -> list[dict]:
 
 def success_intervals(rows: list) -> dict:
     """Success with its 95 % interval over configurations, per algorithm, pooled and by type
-    (volary.bench.nav.stats.summarize: the report's intervals)."""
-    from volary.bench.nav.stats import summarize
+    (volary.studies.flyingtrust.stats.summarize: the report's intervals)."""
+    from volary.studies.flyingtrust.stats import summarize
 
     s = summarize(rows)
     out: dict = {}
@@ -144,7 +144,7 @@ def timing_lines(path: Path, algo: str, rows: list) -> list[dict]:
     relay names the trial by the seed of its NavTask, ``trial_seed(run seed, key)``. A trial
     flown twice (an interrupted unit flown again by ``volary bench resume``) keeps its last
     line; lines of trials not in ``rows`` are dropped."""
-    from volary.bench.nav.schema import trial_seed
+    from volary.studies.flyingtrust.schema import trial_seed
 
     want = {(r.platform, trial_seed(r.seed, r.key)) for r in rows}
     last: dict[tuple[str, int], dict] = {}

@@ -30,7 +30,7 @@ import numpy as np
 
 
 def _row(db: Path, algo: str, key: str):  # noqa: ANN202
-    from volary.bench.nav.db import RunDB
+    from volary.studies.flyingtrust.db import RunDB
 
     with RunDB.open(db, readonly=True) as d:
         found = d.results(f"{algo}|{key}")

@@ -104,8 +104,8 @@ def _key(r) -> tuple:  # noqa: ANN001
 def write_partial(rows: list, out: Path) -> None:
     """Per-scenario success (95 % intervals over configurations) and paired sign-flip tests
     on the trials that every planner has flown."""
-    from volary.bench.nav.stats import summarize
     from volary.studies.flyingtrust.compare import paired_tests
+    from volary.studies.flyingtrust.stats import summarize
 
     algos = sorted({r.algo for r in rows})
     common = set.intersection(*({_key(r) for r in rows if r.algo == a} for a in algos))

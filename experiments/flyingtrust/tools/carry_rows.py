@@ -34,10 +34,10 @@ import math
 from dataclasses import fields
 from pathlib import Path
 
-from volary.bench.nav.db import RunDB
-from volary.bench.nav.schema import TrialResult
+from volary.studies.flyingtrust.db import RunDB
 from volary.studies.flyingtrust.protocol import get_suite
 from volary.studies.flyingtrust.run import create_run
+from volary.studies.flyingtrust.schema import TrialResult
 
 _TYPES = {f.name: f.type for f in fields(TrialResult)}
 

@@ -70,9 +70,9 @@ from volary.envs.position import PositionTask, PositionTaskConfig
 from volary.fc.betaflight import BetaflightLink, LinkConfig, Sticks, build
 from volary.fc.ctbr import StickMap, measure_thrust
 from volary.fc.profiles import RATE_PROFILES
-from volary.learning.rl import load_policy
 from volary.math.quaternion import quat_to_rotmat
 from volary.platforms import get
+from volary.studies.rl.ppo import load_policy
 
 HERE = Path(__file__).resolve().parent
 SCRIPT = "experiments/rl/betaflight-transfer/policy.py"  # commands are stored from the repo root

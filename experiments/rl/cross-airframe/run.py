@@ -75,9 +75,9 @@ def evaluate(policy: Path, per_platform: int) -> dict:
     import torch
 
     from volary.envs import make_env
-    from volary.learning.rl.ppo import evaluate_policy, load_policy
     from volary.platforms import get
     from volary.platforms.indicators import thrust_to_weight
+    from volary.studies.rl.ppo import evaluate_policy, load_policy
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "2")))
     net, _, meta = load_policy(policy, "cpu")

@@ -12,7 +12,7 @@
    follower that sees no depth.
 
 Unit of replication: the forest (every episode in a forest shares its trees). Success is
-reported per policy with a cluster-bootstrap 95 % CI over forests (``bench.nav.stats``); the
+reported per policy with a cluster-bootstrap 95 % CI over forests (``volary.studies.flyingtrust.stats``); the
 latent-vs-min-pooled claim uses the paired per-forest differences (Wilcoxon signed-rank,
 two-sided). One training seed per policy unless ``--seeds`` names more.
 
@@ -89,8 +89,8 @@ def evaluate(policies: dict[str, Path], forests: int, per_forest: int) -> dict[s
     from scenes import GoalFollower
 
     from volary.envs import make_env
-    from volary.learning.rl import evaluate_policy, load_policy
     from volary.studies.rl.dce import resolve_env_options
+    from volary.studies.rl.ppo import evaluate_policy, load_policy
 
     torch.set_num_threads(2)
     n = forests * per_forest
@@ -118,7 +118,7 @@ def success_rows(per_forest: dict[str, list], episodes: int) -> dict[str, dict]:
     resampled; each forest weighs the same)."""
     import numpy as np
 
-    from volary.bench.nav.stats import cluster_bootstrap_ci
+    from volary.studies.flyingtrust.stats import cluster_bootstrap_ci
 
     rows = {}
     for name, rates in per_forest.items():

@@ -47,7 +47,7 @@ class GoalFollower:
 
 def main(argv: list[str] | None = None) -> int:
     from volary.envs import make_env
-    from volary.learning.rl import evaluate_policy, load_policy
+    from volary.studies.rl.ppo import evaluate_policy, load_policy
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--policy", action="append", required=True, help="LABEL=policy.pt (repeat)")

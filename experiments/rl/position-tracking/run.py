@@ -78,7 +78,7 @@ def error_over_time(policy: Path, episodes: int) -> dict:
     import torch
 
     from volary.envs import make_env
-    from volary.learning.rl.ppo import load_policy
+    from volary.studies.rl.ppo import load_policy
 
     net, _, meta = load_policy(policy, "cpu")
     opts = {k: tuple(v) if isinstance(v, list) else v for k, v in meta["env_options"].items()}

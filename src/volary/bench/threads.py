@@ -37,8 +37,8 @@ def one_thread() -> Iterator[None]:
 
 def cpu_model() -> str:
     """The CPU's model name from /proc/cpuinfo (Linux), else ``platform.processor()``: rows
-    reproduce on one machine, not across CPU models (``bench/nav/DESIGN.md``,
-    "Reproducibility"), so runs and benchmarks record it."""
+    reproduce on one machine, not across CPU models (FLYINGTRUST's
+    ``RUNNER.md``, "Reproducibility"), so runs and benchmarks record it."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):

@@ -129,8 +129,8 @@ def run_quick_suite_demo(
 ) -> Path:
     """A suite (the quick one by default) flown afresh into ``out/run.sqlite``, then the
     report in ``out``."""
-    from volary.bench.nav.db import load_results
     from volary.cpu import usable_cores
+    from volary.studies.flyingtrust.db import load_results
     from volary.studies.flyingtrust.protocol import get_suite
     from volary.studies.flyingtrust.report import make_report
     from volary.studies.flyingtrust.run import run_suite

@@ -108,7 +108,7 @@ def _frames(d: Path, seed: int) -> dict[str, Any]:
 
 def run_showcase(out: Path, *, seed: int = 0, console: Console | None = None) -> Path:
     """Fly, render and write ``out/index.html`` (see the module docstring); returns its path."""
-    from volary.bench.nav.db import load_results
+    from volary.studies.flyingtrust.db import load_results
     from volary.studies.flyingtrust.protocol import get_suite
     from volary.studies.flyingtrust.run import run_suite
 
@@ -167,7 +167,7 @@ def _img(path: Path, alt: str) -> str:
 
 
 def _bench_table(rows: list[Any]) -> str:
-    from volary.bench.nav.stats import summarize
+    from volary.studies.flyingtrust.stats import summarize
 
     s = summarize(rows)
     head = "<tr><th>planner</th><th>scenario</th><th>trials</th><th>success [95 % CI]</th></tr>"

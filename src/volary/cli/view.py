@@ -12,7 +12,8 @@ from volary.errors import ConfigError
 
 def load_source(source: Path | None, trial: str | None, race: str | None, seed: int) -> Any:
     """The recording ``volary view`` shows: a run's trial, a flown race, or a ``.npz`` file."""
-    from volary.view import load_recording, race_recording, trial_recording
+    from volary.studies.flyingtrust.recording import trial_recording
+    from volary.view import load_recording, race_recording
 
     picked = [x for x in (trial, race) if x is not None]
     if len(picked) > 1:

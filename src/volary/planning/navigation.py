@@ -1,4 +1,4 @@
-"""The navigation-planner interface of the FLYINGTRUST benchmark (volary.bench.nav).
+"""The navigation-planner interface of the FLYINGTRUST benchmark (volary.studies.flyingtrust).
 
 A navigation planner is what a real vehicle would run: it receives its task once per trial
 (start, goal, the platform's limits, the sensors it gets) and then, at its own rate, an

@@ -1,6 +1,7 @@
 """Browser viewer (layer 5): recordings of trials, races and rollouts, and live Worlds, drawn by
 viser in a web page (``volary view``; DESIGN.md in this folder)."""
 
+from volary.deprecation import forward_names
 from volary.view.recording import (
     Frame,
     Recording,
@@ -9,9 +10,11 @@ from volary.view.recording import (
     load_recording,
     race_recording,
     recording_from_spec,
-    trial_recording,
 )
 from volary.view.server import Viewer
+
+MOVED_NAMES = {"trial_recording": "volary.studies.flyingtrust.recording"}
+__getattr__ = forward_names(__name__, MOVED_NAMES)
 
 __all__ = [
     "Frame",
@@ -22,5 +25,4 @@ __all__ = [
     "load_recording",
     "race_recording",
     "recording_from_spec",
-    "trial_recording",
 ]

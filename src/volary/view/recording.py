@@ -1,7 +1,8 @@
 """What the viewer shows: a :class:`Recording` of one scene, the vehicles' tracks through it and
 the sensor frames taken on the way, as plain numpy arrays (world frame, z up, SI units).
 
-Recordings come from a benchmark trial (:func:`trial_recording`: the stored ~5 Hz track, the
+Recordings come from a FLYINGTRUST benchmark trial
+(:func:`volary.studies.flyingtrust.recording.trial_recording`: the stored ~5 Hz track, the
 scene regenerated from its scenario type and configuration), an AlphaPilot race
 (:func:`race_recording`), any rollout of a World (:func:`episode_recording`: RL or SOUS VIDE
 evaluation episodes, tracking runs), and save to / load from ``.npz`` without pickles.
@@ -21,11 +22,14 @@ from typing import Annotated, Any, Literal
 import numpy as np
 from pydantic import Field
 
+from volary.deprecation import forward_names
 from volary.errors import ConfigError, FileFormatError, VolaryError
 from volary.inputs import LIMITS, Finite, NonNegative, Strict, Text, Vec3, regular_file, validated
 from volary.worlds import SceneSpec
 
 NPZ_VERSION = 1
+MOVED_NAMES = {"trial_recording": "volary.studies.flyingtrust.recording"}
+__getattr__ = forward_names(__name__, MOVED_NAMES)
 
 
 @dataclass(frozen=True)
@@ -402,38 +406,6 @@ def recording_from_spec(
 
 
 # ---- sources ----------------------------------------------------------------------------------
-def trial_recording(run: str | Path, trial: str) -> Recording:
-    """The benchmark trial ``trial`` (its key, ``algo|platform|scenario|config|trial``, as the
-    report prints it) of the run directory or database ``run``."""
-    from volary.bench.nav.db import RunDB
-    from volary.platforms import get
-
-    db_path = Path(run)
-    if db_path.is_dir():
-        db_path = db_path / "run.sqlite"
-    if not db_path.is_file():
-        raise ConfigError(f"run: no benchmark database at {str(db_path)!r}")
-    with RunDB.open(db_path, readonly=True) as db:
-        found = db.results(trial)
-        keys = db.done_keys() if not found else set()
-    if not found:
-        near = sorted(k for k in keys if k.split("|")[:3] == trial.split("|")[:3])[:5]
-        near = near or sorted(keys)[:5]
-        raise ConfigError(f"trial: no trial {trial!r} in {db_path}; keys look like: {near}")
-    (r,) = found
-    spec = scene_from_ref(f"{r.scenario}:{r.config}")
-    track = json.loads(r.track) if r.track else []
-    if not track:
-        raise ConfigError(f"trial: {trial!r} has no recorded track (rows carried from CSV)")
-    arr = np.asarray(track, float)
-    radius = float(get(r.platform).radius)
-    outcome = "success" if r.success else r.cause
-    reference = np.array([spec.start, spec.goal], float)
-    tr = Track(r.platform, arr[:, 0], arr[:, 1:4], None, radius, reference, outcome)
-    title = f"{r.algo} on {r.platform}, {r.scenario} config {r.config}: {outcome}"
-    return recording_from_spec(spec, [tr], title, f"{r.scenario}:{r.config}")
-
-
 def episode_recording(
     spec: SceneSpec,
     episode: Any,

@@ -60,7 +60,7 @@ def depth_colors(depth: np.ndarray, max_range: float) -> np.ndarray:
 class Viewer:
     """A viser server showing one recording at a time (``show``) or a live World (``live``).
 
-    >>> v = Viewer(port=8080); v.show(trial_recording("out/bench/run", key)); v.wait()
+    >>> v = Viewer(port=8080); v.show(episode_recording(spec, episode, dt=dt)); v.wait()
     """
 
     def __init__(self, host: str = "127.0.0.1", port: int = 8080, *, verbose: bool = False):

@@ -1,35 +1,11 @@
-"""Reinforcement learning: a compact, batched, torch-native PPO trainer (``ppo.py``).
+"""Deprecated import path: the PPO trainer moved to the RL study, the only code that trains with
+it, :mod:`volary.studies.rl.ppo` (``volary.learning.rl.ppo``, ``.recipes`` and ``.rsl`` are shims
+too). Its names are re-exported here for one release, each with a DeprecationWarning naming the
+new path."""
 
-Trains against vector envs with same-step autoreset (``volary.envs`` or any object with the
-interface in ``DESIGN.md`` beside this file).
-"""
+from volary.deprecation import forward, public_names
+from volary.studies.rl import ppo as _new
 
-from volary.learning.rl.ppo import (
-    CHECKPOINT_FORMAT,
-    CHECKPOINT_KIND,
-    ActorCritic,
-    EarlyStop,
-    PPOConfig,
-    PPOTrainer,
-    RewardScale,
-    evaluate_policy,
-    gae,
-    load_policy,
-    save_policy,
-    train_ppo,
-)
-
-__all__ = [
-    "CHECKPOINT_FORMAT",
-    "CHECKPOINT_KIND",
-    "ActorCritic",
-    "EarlyStop",
-    "PPOConfig",
-    "PPOTrainer",
-    "RewardScale",
-    "evaluate_policy",
-    "gae",
-    "load_policy",
-    "save_policy",
-    "train_ppo",
-]
+MOVED_TO = "volary.studies.rl.ppo"
+__getattr__, __dir__ = forward(__name__, _new)
+__all__ = public_names(_new)

@@ -251,8 +251,8 @@ def bench_resume(
     quiet: Quiet = False,
 ) -> None:
     """Fly the trials of an interrupted run that are not stored yet."""
-    from volary.bench.nav.db import RunDB
     from volary.errors import VolaryError
+    from volary.studies.flyingtrust.db import RunDB
     from volary.studies.flyingtrust.run import resume
 
     _check_pool(workers, cluster, unit_timeout)
@@ -331,8 +331,8 @@ def _interruptible(call: Any, path: Path) -> Any:
 
 
 def _finish(summary: Any, report: bool) -> None:
-    from volary.bench.nav.db import load_results
     from volary.errors import VolaryError
+    from volary.studies.flyingtrust.db import load_results
 
     try:
         rows = load_results(summary.db_path)
@@ -367,8 +367,8 @@ def _summary_table(rows: list[Any]) -> Table:
 
 
 def _write_report(path: Path, out: Path) -> Path:
-    from volary.bench.nav.db import RunDB, load_results
     from volary.errors import VolaryError
+    from volary.studies.flyingtrust.db import RunDB, load_results
     from volary.studies.flyingtrust.run import stored_suite
 
     try:
@@ -413,8 +413,8 @@ def _planner_names() -> list[str]:
 
 
 def _runs_table(runs: Path) -> Table:
-    from volary.bench.nav.db import RunDB
     from volary.errors import VolaryError
+    from volary.studies.flyingtrust.db import RunDB
 
     t = Table(
         "run",

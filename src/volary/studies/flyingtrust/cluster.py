@@ -14,8 +14,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from volary.bench.nav.schema import WorkUnit
 from volary.errors import ConfigError, MissingDependencyError
+from volary.studies.flyingtrust.schema import WorkUnit
 from volary.studies.flyingtrust.units import Event, UnitFn, call_unit, error_rows, unit_rows
 
 

@@ -28,14 +28,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from volary.bench.nav.schema import TrialResult
-from volary.bench.nav.stats import _group_seed, holm, order_scenarios
 from volary.errors import ConfigError
+from volary.studies.flyingtrust.schema import TrialResult
 from volary.studies.flyingtrust.score import (
     PAPER_MAX_VARIANCE,
     ScoreWeights,
     normalized_weights,
 )
+from volary.studies.flyingtrust.stats import _group_seed, holm, order_scenarios
 
 EXACT_MAX = 16  # configurations with a difference: up to 2^16 sign patterns are enumerated
 

@@ -68,7 +68,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from volary.bench.nav.schema import CAUSES, TrialResult, TrialSpec, WorkUnit
 from volary.bench.threads import one_thread
 from volary.errors import ConfigError
 from volary.planning.navigation import (
@@ -82,6 +81,7 @@ from volary.planning.navigation import (
 )
 from volary.sensors.splat.camera import SKY
 from volary.studies.flyingtrust.metrics import first_entry_time, track_json, trial_metrics
+from volary.studies.flyingtrust.schema import CAUSES, TrialResult, TrialSpec, WorkUnit
 from volary.studies.flyingtrust.terms import ClearanceCollisions, GoalDwell
 from volary.worlds.primitives import SceneSpec
 

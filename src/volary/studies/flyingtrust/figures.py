@@ -1,8 +1,8 @@
 """Figures of the navigation report (matplotlib Agg, imported on use), after FLYINGTRUST Figs. 8-15.
 
-Every function draws from a :class:`~volary.bench.nav.stats.Summary` (or rows), writes one PNG
-and returns its path. Colours are fixed per algorithm (:func:`algo_colors`) and per failure
-cause (:data:`CAUSE_COLORS`) across all figures.
+Every function draws from a :class:`~volary.studies.flyingtrust.stats.Summary` (or rows),
+writes one PNG and returns its path. Colours are fixed per algorithm (:func:`algo_colors`) and
+per failure cause (:data:`CAUSE_COLORS`) across all figures.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from volary.bench.nav.schema import CAUSES, TrialResult
-from volary.bench.nav.stats import GroupStats, Summary
 from volary.studies.flyingtrust.compare import spearman
+from volary.studies.flyingtrust.schema import CAUSES, TrialResult
+from volary.studies.flyingtrust.stats import GroupStats, Summary
 
 DPI = 90
 _FIXED = {"straight": "#7f7f7f", "mapper": "#1f77b4", "reactive": "#ff7f0e"}

@@ -76,7 +76,7 @@ def trial_metrics(
     proximity_radius: float = 0.3,
 ) -> dict[str, Any]:
     """Every per-trial metric of a track from the start waypoint to the end of the trial
-    (field names of :class:`volary.bench.nav.schema.TrialResult`)."""
+    (field names of :class:`volary.studies.flyingtrust.schema.TrialResult`)."""
     t, pos = _track(t, pos)
     if len(t) == 0:
         raise ConfigError("track: expected at least one sample")

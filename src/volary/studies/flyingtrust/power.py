@@ -26,10 +26,10 @@ from functools import lru_cache
 
 import numpy as np
 
-from volary.bench.nav.schema import TrialResult
-from volary.bench.nav.stats import order_scenarios
 from volary.errors import ConfigError
 from volary.studies.flyingtrust.compare import EXACT_MAX, config_differences
+from volary.studies.flyingtrust.schema import TrialResult
+from volary.studies.flyingtrust.stats import order_scenarios
 
 POWER = 0.8
 LEVELS = (0.05, 0.05 / 7)  # one type alone; Holm's first step over the seven types

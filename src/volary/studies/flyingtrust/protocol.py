@@ -51,7 +51,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from volary.bench.nav.schema import (
+from volary.errors import ConfigError
+from volary.registry import Registry, check_name
+from volary.studies.flyingtrust.schema import (
     CONFIGS_EXPECTED,
     FIXED,
     GENERATED,
@@ -65,8 +67,6 @@ from volary.bench.nav.schema import (
     read_suite_file,
     suite_document,
 )
-from volary.errors import ConfigError
-from volary.registry import Registry, check_name
 
 # The seven FLYINGTRUST scenario types, in worlds.SCENARIOS order (kept here so that listing
 # suites does not import the scene generators; a test checks they agree).
@@ -222,7 +222,7 @@ def flyingtrust_platforms() -> tuple[str, ...]:
 
 def load_suite_file(path: str | Path) -> Suite:
     """A suite TOML file (format: module docstring), read safely and checked against
-    :class:`~volary.bench.nav.schema.SuiteFile`; a problem is one ConfigError line."""
+    :class:`~volary.studies.flyingtrust.schema.SuiteFile`; a problem is one ConfigError line."""
     if not Path(path).exists():
         raise ConfigError(f"suite file {str(path)!r} does not exist")
     return _suite(read_suite_file(path), default_name=Path(path).stem, base=Path(path).parent)

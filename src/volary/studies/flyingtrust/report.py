@@ -25,8 +25,6 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from volary.bench.nav.schema import ROW_FIELDS, TrialResult
-from volary.bench.nav.stats import GroupStats, Summary, holm_by_family, summarize
 from volary.errors import ConfigError
 from volary.studies.flyingtrust import figures
 from volary.studies.flyingtrust.compare import (
@@ -45,6 +43,7 @@ from volary.studies.flyingtrust.compare import (
     score_letters,
 )
 from volary.studies.flyingtrust.power import PowerRow, detectable_difference, power_table
+from volary.studies.flyingtrust.schema import ROW_FIELDS, TrialResult
 from volary.studies.flyingtrust.score import (
     PAPER_MAX_VARIANCE,
     PAPER_TABLE_II,
@@ -53,6 +52,7 @@ from volary.studies.flyingtrust.score import (
     ScoreWeights,
     composite_scores,
 )
+from volary.studies.flyingtrust.stats import GroupStats, Summary, holm_by_family, summarize
 
 DEFAULT_TITLE = "volary navigation benchmark"
 INTERVALS_SENTENCE = (

@@ -16,9 +16,9 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
-from volary.bench.nav.db import RunDB, load_results
 from volary.errors import UnknownNameError
 from volary.studies.flyingtrust import runner as _runner
+from volary.studies.flyingtrust.db import RunDB, load_results
 from volary.studies.flyingtrust.runner import RunSummary, UnitFn, create_run
 
 

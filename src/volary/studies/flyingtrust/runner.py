@@ -27,9 +27,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from volary.bench.nav.db import RunDB, load_results, unit_to_json
-from volary.bench.nav.schema import WorkUnit
 from volary.errors import ConfigError
+from volary.studies.flyingtrust.db import RunDB, load_results, unit_to_json
+from volary.studies.flyingtrust.schema import WorkUnit
 from volary.studies.flyingtrust.units import Event, UnitFn, call_unit, error_rows, unit_rows
 
 if TYPE_CHECKING:

@@ -28,9 +28,9 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from volary.bench.nav.schema import TrialResult
-from volary.bench.nav.stats import platform_category  # the catalogue's real/virtual, core
 from volary.errors import ConfigError
+from volary.studies.flyingtrust.schema import TrialResult
+from volary.studies.flyingtrust.stats import platform_category  # the catalogue's real/virtual, core
 
 # FLYINGTRUST Sec. III-B, Fig. 7: (a-c) classic, (d-g) theoretical navigation scenarios.
 CLASSIC_SCENARIOS = ("forest", "urban", "random_cylinders")

@@ -10,7 +10,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from volary.bench.nav.schema import TrialResult, WorkUnit
+from volary.studies.flyingtrust.schema import TrialResult, WorkUnit
 
 UnitFn = Callable[[WorkUnit], list[TrialResult]]
 # (unit index, rows) as units finish

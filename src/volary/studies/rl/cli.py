@@ -249,7 +249,7 @@ def _early_stop(task: str, target: float | None, episodes: int, every: int, firs
     if target is None:
         return None
     from volary.errors import VolaryError
-    from volary.learning.rl.ppo import EarlyStop, evaluate_policy
+    from volary.studies.rl.ppo import EarlyStop, evaluate_policy
 
     if not 0.0 < target <= 1.0:
         fail(f"--stop-at: expected a success rate in (0, 1], got {target}")
@@ -368,7 +368,7 @@ def _train_run(
 def _ppo_config(rec: Any, seed: int, set_: list[str] | None) -> Any:
     """The PPOConfig: the recipe's (or the defaults) with --seed and --set applied."""
     from volary.errors import VolaryError
-    from volary.learning.rl.ppo import PPOConfig
+    from volary.studies.rl.ppo import PPOConfig
 
     try:
         base = PPOConfig(**rec.ppo) if rec else PPOConfig()
@@ -395,7 +395,7 @@ def _validation(
 def _fit(env: Any, cfg: Any, run: _TrainRun, printer: _Printer, stop: Any) -> tuple[Any, dict]:
     """Train with the run's learner; (policy, report) with the task and learner recorded."""
     from volary.errors import VolaryError
-    from volary.learning.rl.ppo import train_ppo
+    from volary.studies.rl.ppo import train_ppo
 
     try:
         if run.learner == "rsl_rl":
@@ -412,7 +412,7 @@ def _fit(env: Any, cfg: Any, run: _TrainRun, printer: _Printer, stop: Any) -> tu
 def _write_training(out: Path, policy: Any, cfg: Any, report: dict, meta: dict,
                     run: _TrainRun, options: dict[str, Any]) -> None:  # fmt: skip
     """policy.pt (and the recipe's policy.npz), report.json and learning_curve.png in out."""
-    from volary.learning.rl.ppo import plot_learning_curve, save_policy
+    from volary.studies.rl.ppo import plot_learning_curve, save_policy
 
     out.mkdir(parents=True, exist_ok=True)
     save_policy(out / "policy.pt", policy, cfg, meta)
@@ -505,7 +505,7 @@ def rl_eval(
     """Evaluate a policy on a task (with the task options it was trained with, then any --env
     overrides); write eval.json into --out."""
     from volary.errors import VolaryError
-    from volary.learning.rl.ppo import evaluate_policy, load_policy
+    from volary.studies.rl.ppo import evaluate_policy, load_policy
 
     _check_positive(episodes, "--episodes")
     _check_positive(envs, "--envs")
@@ -784,8 +784,8 @@ def rl_export(
     difference between torch and onnxruntime on 1,000 observations drawn from the policy's
     observation statistics. ONNX needs the export extra (onnx, onnxruntime, onnxscript)."""
     from volary.errors import VolaryError
-    from volary.learning.rl.ppo import load_policy
     from volary.studies.rl.export import c_header, export_onnx, onnx_parity, parity_observations
+    from volary.studies.rl.ppo import load_policy
 
     if onnx is None and header is None and npz is None:
         fail("expected --onnx PATH, --header PATH and/or --npz PATH")

@@ -1,7 +1,7 @@
 """Export a trained policy for deployment: ONNX (checked against onnxruntime) and a C header.
 
 What is exported is the policy's deterministic action, exactly what volary runs at evaluation:
-for a PPO :class:`~volary.learning.rl.ppo.ActorCritic` that is ``clamp(mu(norm(o)), -1, 1)``
+for a PPO :class:`~volary.studies.rl.ppo.ActorCritic` that is ``clamp(mu(norm(o)), -1, 1)``
 (``ActorCritic.act(deterministic=True)``: running observation normalization, the actor MLP, the
 clamp to the env's action box). Any other ``nn.Module`` mapping observations (B, D) float32 to
 actions (B, A) is exported as it is (in its current train/eval mode).
@@ -37,8 +37,8 @@ import torch
 from torch import Tensor, nn
 
 from volary.errors import ConfigError, MissingDependencyError
-from volary.learning.rl.ppo import ActorCritic, RunningNorm
 from volary.studies.rl.layers import Coords
+from volary.studies.rl.ppo import ActorCritic, RunningNorm
 
 EXTRA = "export"  # pip install volary[export]
 _C_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

@@ -1,5 +1,5 @@
 """A PPOConfig trained by rsl_rl's learner (rsl-rl-lib 5.x, ``OnPolicyRunner``), returned as
-volary's :class:`~volary.learning.rl.ppo.ActorCritic` so checkpoints, ``volary rl eval`` and
+volary's :class:`~volary.studies.rl.ppo.ActorCritic` so checkpoints, ``volary rl eval`` and
 ``volary rl export`` are the same whatever the learner (``volary rl train --learner rsl_rl``).
 
 The env is an rsl_rl ``VecEnv`` (``volary.envs.adapters.to_rsl_rl``; this package does not
@@ -25,7 +25,7 @@ from typing import Any
 import torch
 
 from volary.errors import ConfigError
-from volary.learning.rl.ppo import (
+from volary.studies.rl.ppo import (
     ActorCritic,
     EarlyStop,
     PPOConfig,
@@ -146,8 +146,8 @@ def train_rsl_rl(
     stop: EarlyStop | None = None,
 ) -> tuple[ActorCritic, dict[str, Any]]:
     """Train with rsl_rl's ``OnPolicyRunner`` for ``iterations`` (at most, with ``stop``:
-    :class:`~volary.learning.rl.ppo.EarlyStop`); (policy, report) as
-    :func:`~volary.learning.rl.ppo.train_ppo` returns them (history: episodes, mean return and
+    :class:`~volary.studies.rl.ppo.EarlyStop`); (policy, report) as
+    :func:`~volary.studies.rl.ppo.train_ppo` returns them (history: episodes, mean return and
     length per iteration; rsl_rl keeps its losses to itself)."""
     if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 1:
         raise ConfigError(f"train_rsl_rl: iterations expected an int >= 1, got {iterations!r}")
