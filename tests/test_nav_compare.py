@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from test_nav_stats import synthetic_results
+from volary.bench.stats import cluster_bootstrap_ci
 from volary.errors import ConfigError
 from volary.studies.flyingtrust.compare import (
     config_differences,
@@ -22,7 +23,7 @@ from volary.studies.flyingtrust.compare import (
 )
 from volary.studies.flyingtrust.schema import TrialResult
 from volary.studies.flyingtrust.score import PAPER_TABLE_II, composite_scores, fixed_final_score
-from volary.studies.flyingtrust.stats import cluster_bootstrap_ci, summarize
+from volary.studies.flyingtrust.stats import summarize
 
 PLATS = ("0.60kg-EMAX", "1.00kg-SunnySky", "2.00kg-T-MOTOR")
 

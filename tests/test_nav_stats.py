@@ -9,11 +9,11 @@ import random
 import numpy as np
 import pytest
 
+from volary.bench.stats import bootstrap_ci
 from volary.errors import ConfigError
 from volary.studies.flyingtrust.schema import CAUSES, TrialResult
 from volary.studies.flyingtrust.stats import (
     Summary,
-    bootstrap_ci,
     order_platforms,
     platform_info,
     summarize,
@@ -221,7 +221,7 @@ def test_cluster_intervals_cover_the_true_rate_where_trial_resampling_does_not()
     spec.loader.exec_module(module)
     experiment = module.experiment
 
-    from volary.studies.flyingtrust.stats import bootstrap_ci, cluster_bootstrap_ci
+    from volary.bench.stats import bootstrap_ci, cluster_bootstrap_ci
 
     rng = np.random.default_rng(11)
     new = old = 0
@@ -235,7 +235,7 @@ def test_cluster_intervals_cover_the_true_rate_where_trial_resampling_does_not()
 
 
 def test_cluster_intervals_do_not_collapse_at_zero_and_one_and_are_seeded():
-    from volary.studies.flyingtrust.stats import cluster_bootstrap_ci, wilson_interval
+    from volary.bench.stats import cluster_bootstrap_ci, wilson_interval
 
     zero = cluster_bootstrap_ci(np.zeros((10, 36)))
     assert zero[0] == 0.0 and zero[1] == 0.0 and zero[2] == pytest.approx(wilson_interval(0, 10)[1])

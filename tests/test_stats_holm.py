@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from volary.bench.stats import holm, holm_by_family
 from volary.errors import ConfigError
 from volary.studies.flyingtrust.compare import Correlation, PairedTest
 from volary.studies.flyingtrust.report import (
@@ -16,7 +17,6 @@ from volary.studies.flyingtrust.report import (
     paired_families,
     paired_holm,
 )
-from volary.studies.flyingtrust.stats import holm, holm_by_family
 
 
 def test_holm_gives_the_textbook_values() -> None:

@@ -6,9 +6,9 @@ forest straight's measured within-configuration correlation of success; 1 / (a +
 and each platform's trial is Bernoulli(p_c). The true rate is mu. For each method, the share of
 experiments whose 95 % interval contains mu:
 
-- ``trial bootstrap``: :func:`volary.studies.flyingtrust.stats.bootstrap_ci` over the 360
+- ``trial bootstrap``: :func:`volary.bench.stats.bootstrap_ci` over the 360
   trials (what the report published so far: trials treated as independent);
-- ``cluster``: :func:`volary.studies.flyingtrust.stats.cluster_bootstrap_ci` (configurations,
+- ``cluster``: :func:`volary.bench.stats.cluster_bootstrap_ci` (configurations,
   then trials; hull with a Wilson interval on n = 10 configurations).
 
 Second design, one platform's rate (the per-platform intervals): 7 scenario types x 10
@@ -29,7 +29,7 @@ whose rate is strictly between 0 and 1, its quartiles and maximum, crossed with 
 Candidates, each the share of ``--reps`` seeded experiments whose 95 % interval holds mu, and
 its mean width:
 
-- ``published``: :func:`volary.studies.flyingtrust.stats.cluster_bootstrap_ci` (two-stage bootstrap,
+- ``published``: :func:`volary.bench.stats.cluster_bootstrap_ci` (two-stage bootstrap,
   hull with the Wilson floor on n = configurations), on ``--published-reps`` experiments (it
   costs 10 ms a call);
 - ``config bootstrap``: percentile bootstrap of the configuration means (B = 1000);
@@ -65,7 +65,7 @@ def experiment(rng: np.random.Generator, mu: float, rho: float, configs: int, pl
 
 
 def main(argv: list[str] | None = None) -> int:
-    from volary.studies.flyingtrust.stats import bootstrap_ci, cluster_bootstrap_ci
+    from volary.bench.stats import bootstrap_ci, cluster_bootstrap_ci
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--experiments", type=int, default=1000)
@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def stratified_rows(args: argparse.Namespace) -> list[dict]:
-    from volary.studies.flyingtrust.stats import bootstrap_ci, cluster_bootstrap_ci
+    from volary.bench.stats import bootstrap_ci, cluster_bootstrap_ci
 
     out = []
     strata = [h for h in range(7) for _ in range(10)]
@@ -258,7 +258,7 @@ def candidates(cm: np.ndarray, n: int, rng: np.random.Generator, level: float = 
 
 def grid_study(args: argparse.Namespace) -> int:
     """Coverage and mean width of each candidate at every (ICC, rate) grid point."""
-    from volary.studies.flyingtrust.stats import cluster_bootstrap_ci
+    from volary.bench.stats import cluster_bootstrap_ci
 
     t0 = time.perf_counter()
     measured = measured_iccs(args.rows)

@@ -48,9 +48,10 @@ def _family(rows: list, a: str, b: str, scen: str, label: str) -> dict:
     (the other types from the committed slate rows)."""
     from carry_rows import read_rows
 
+    from volary.bench.stats import holm
     from volary.studies.flyingtrust.compare import paired_test
     from volary.studies.flyingtrust.power import detectable_difference
-    from volary.studies.flyingtrust.stats import holm, order_scenarios
+    from volary.studies.flyingtrust.stats import order_scenarios
 
     slate = [r for x in (a, b) for r in read_rows(SLATE / x / "trials.csv").values()]
     others = [paired_test(slate, a, b, s) for s in order_scenarios({r.scenario for r in slate})]

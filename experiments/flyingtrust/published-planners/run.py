@@ -35,6 +35,7 @@ STUDY = Path(__file__).resolve().parents[1]  # experiments/flyingtrust
 sys.path.insert(0, str(STUDY / "tools"))  # carry_rows: the trials.csv reader
 from carry_rows import read_rows  # noqa: E402
 
+from volary.bench.stats import holm  # noqa: E402
 from volary.studies.flyingtrust.compare import (  # noqa: E402
     compact_letters,
     paired_tests,
@@ -45,7 +46,6 @@ from volary.studies.flyingtrust.compare import (  # noqa: E402
 )
 from volary.studies.flyingtrust.run import load_results  # noqa: E402
 from volary.studies.flyingtrust.score import composite_scores  # noqa: E402
-from volary.studies.flyingtrust.stats import holm  # noqa: E402
 
 SLATE = STUDY / "table-ii" / "results" / "slate"
 

@@ -50,7 +50,7 @@ def rows_of(path: Path, algo: str) -> list:
 
 def success_ci(rows: list, scenario: str) -> tuple[float, float, float, int]:
     """(rate, lo, hi, trials): configurations are the clusters (one row of platforms each)."""
-    from volary.studies.flyingtrust.stats import cluster_bootstrap_ci
+    from volary.bench.stats import cluster_bootstrap_ci
 
     by_config: dict = {}
     for r in rows:
@@ -68,8 +68,8 @@ def causes(rows: list, scenario: str) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from volary.bench.stats import holm
     from volary.studies.flyingtrust.compare import paired_test
-    from volary.studies.flyingtrust.stats import holm
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rgb", type=Path, required=True, help="trials.csv of the learned_rgb run")

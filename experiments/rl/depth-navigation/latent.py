@@ -12,7 +12,7 @@
    follower that sees no depth.
 
 Unit of replication: the forest (every episode in a forest shares its trees). Success is
-reported per policy with a cluster-bootstrap 95 % CI over forests (``volary.studies.flyingtrust.stats``); the
+reported per policy with a cluster-bootstrap 95 % CI over forests (``volary.bench.stats``); the
 latent-vs-min-pooled claim uses the paired per-forest differences (Wilcoxon signed-rank,
 two-sided). One training seed per policy unless ``--seeds`` names more.
 
@@ -118,7 +118,7 @@ def success_rows(per_forest: dict[str, list], episodes: int) -> dict[str, dict]:
     resampled; each forest weighs the same)."""
     import numpy as np
 
-    from volary.studies.flyingtrust.stats import cluster_bootstrap_ci
+    from volary.bench.stats import cluster_bootstrap_ci
 
     rows = {}
     for name, rates in per_forest.items():

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from volary.bench.stats import holm
 from volary.errors import ConfigError
 from volary.studies.flyingtrust.schema import TrialResult
 from volary.studies.flyingtrust.score import (
@@ -35,7 +36,7 @@ from volary.studies.flyingtrust.score import (
     ScoreWeights,
     normalized_weights,
 )
-from volary.studies.flyingtrust.stats import _group_seed, holm, order_scenarios
+from volary.studies.flyingtrust.stats import _group_seed, order_scenarios
 
 EXACT_MAX = 16  # configurations with a difference: up to 2^16 sign patterns are enumerated
 

@@ -25,6 +25,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from volary.bench.stats import holm_by_family
 from volary.errors import ConfigError
 from volary.studies.flyingtrust import figures
 from volary.studies.flyingtrust.compare import (
@@ -52,7 +53,7 @@ from volary.studies.flyingtrust.score import (
     ScoreWeights,
     composite_scores,
 )
-from volary.studies.flyingtrust.stats import GroupStats, Summary, holm_by_family, summarize
+from volary.studies.flyingtrust.stats import GroupStats, Summary, summarize
 
 DEFAULT_TITLE = "volary navigation benchmark"
 INTERVALS_SENTENCE = (
