@@ -1,9 +1,11 @@
 """Controllers at every level fly real airframes: settling times, hover drift, pose, circle.
 
-Closed-loop checks drive ``physics_step`` directly: control at 240 Hz, physics at 960 Hz (4
-substeps, RK4, deterministic). Two batched flights are shared by most tests (module fixtures):
-one 10 s rigid-body flight holding every scenario in one mixed batch, one 3 s thrust-rate flight.
-The settling times measured here are recorded in ``src/volary/control/DESIGN.md``.
+Closed-loop checks drive the physics directly: control at 240 Hz, physics at 960 Hz (4
+substeps, RK4, deterministic; the rigid body through the numba stepper, the thrust-rate model
+through the eager reference stepper). Two batched flights are shared by most tests (module
+fixtures): one 10 s rigid-body flight holding every scenario in one mixed batch, one 3 s
+thrust-rate flight. The settling times measured here are recorded in
+``src/volary/control/DESIGN.md``.
 """
 
 from __future__ import annotations
@@ -23,8 +25,8 @@ from volary.dynamics import (
     MultirotorState,
     VehicleParams,
     hover_speeds,
-    physics_step,
 )
+from volary.dynamics.compiled import make_stepper
 from volary.dynamics.models import rotor_wrench
 from volary.errors import ConfigError, UnknownNameError
 from volary.math.quaternion import quat_from_euler, quat_rotate, quat_to_euler, quat_to_rotmat
@@ -43,13 +45,14 @@ def fly(params, groups, t_end, state, model="rigid_body"):
     cfg = DynamicsConfig(model=model, stochastic=False, ground=False)
     dist, keys = Disturbance.create(params.n_envs), torch.arange(params.n_envs)
     width = 4 if model == "thrust_rate" else params.n_rotors
+    # the rigid body's SUBSTEPS in one numba call (tests/test_compiled.py: parity with physics_step)
+    step = make_stepper(cfg, SUBSTEPS, compile="numba" if model == "rigid_body" else False)
     log = [state]
     for k in range(round(t_end / CTRL_DT)):
         cmd = torch.zeros(params.n_envs, width)
         for idx, ctrl, setpoint in groups:
             cmd[idx] = ctrl(state.index(idx), setpoint(k * CTRL_DT), CTRL_DT)
-        for _ in range(SUBSTEPS):
-            state = physics_step(params, state, cmd, dist, keys, cfg)
+        state = step(params, state, cmd, dist, keys)
         log.append(state)
     names = ("pos", "vel", "quat", "omega", "rotor_speed")
     out = {n: torch.stack([getattr(s, n) for s in log]) for n in names}
