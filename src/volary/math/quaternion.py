@@ -55,24 +55,36 @@ def quat_rotate_inverse(q: Tensor, v: Tensor) -> Tensor:
     return quat_rotate(quat_conj(q), v)
 
 
+# R's entries (row-major) as 1 - 2 (q_a q_b + s q_c q_d) on the diagonal, 2 (q_a q_b + s q_c q_d)
+# off it: (a, b, s) with a, b indices into the flattened outer product q q^T of [w, x, y, z]
+_ROTMAT_TERMS = ((10, 15, 1.0), (6, 3, -1.0), (7, 2, 1.0), (6, 3, 1.0), (5, 15, 1.0),
+                 (11, 1, -1.0), (7, 2, -1.0), (11, 1, 1.0), (5, 10, 1.0))  # fmt: skip
+_ROTMAT_CONSTS: dict[tuple[torch.device, torch.dtype], tuple[Tensor, ...]] = {}
+
+
+def _rotmat_consts(q: Tensor) -> tuple[Tensor, ...]:
+    key = (q.device, q.dtype)
+    if key not in _ROTMAT_CONSTS:
+        a, b, s = zip(*_ROTMAT_TERMS, strict=True)
+        _ROTMAT_CONSTS[key] = (
+            torch.tensor(a, device=q.device),
+            torch.tensor(b, device=q.device),
+            torch.tensor(s, dtype=q.dtype, device=q.device),
+            torch.tensor([k in (0, 4, 8) for k in range(9)], device=q.device),
+        )
+    return _ROTMAT_CONSTS[key]
+
+
 def quat_to_rotmat(q: Tensor) -> Tensor:
-    """Rotation matrix R (body-to-world), shape ``(..., 3, 3)``."""
-    w, x, y, z = q.unbind(-1)
-    r = torch.stack(
-        (
-            1 - 2 * (y * y + z * z),
-            2 * (x * y - w * z),
-            2 * (x * z + w * y),
-            2 * (x * y + w * z),
-            1 - 2 * (x * x + z * z),
-            2 * (y * z - w * x),
-            2 * (x * z - w * y),
-            2 * (y * z + w * x),
-            1 - 2 * (x * x + y * y),
-        ),
-        dim=-1,
-    )
-    return r.reshape(*q.shape[:-1], 3, 3)
+    """Rotation matrix R (body-to-world), shape ``(..., 3, 3)``: the textbook entries (e.g.
+    R_00 = 1 - 2 (y^2 + z^2), R_01 = 2 (x y - w z)) gathered from q q^T in 8 tensor ops instead
+    of 40 (3x faster at small batch, where the controllers run); each entry is computed by the
+    same floating-point operations, so the result is bit for bit the term-by-term one
+    (tests/test_quaternion.py)."""
+    a, b, s, diag = _rotmat_consts(q)
+    qq = (q[..., :, None] * q[..., None, :]).flatten(-2)
+    t = 2 * (qq.index_select(-1, a) + qq.index_select(-1, b) * s)
+    return torch.where(diag, 1 - t, t).reshape(*q.shape[:-1], 3, 3)
 
 
 def quat_from_rotmat(r: Tensor) -> Tensor:

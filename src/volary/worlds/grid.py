@@ -389,13 +389,18 @@ def _bfs_distance(
     g = int(np.dot(np.asarray(goal) + 1, strides))
     dist[s] = 0
     frontier = np.array([s])
+    claim = np.empty(flat_free.size, dtype=np.int64)  # which entry of nb a node kept
     d = 0
     while frontier.size and dist[g] < 0:
         d += 1
-        nb = np.unique((frontier[:, None] + offsets[None, :]).ravel())
+        nb = (frontier[:, None] + offsets[None, :]).ravel()
         nb = nb[flat_free[nb] & (dist[nb] < 0)]
         dist[nb] = d
-        frontier = nb
+        # each node once in the next frontier (np.unique sorts: 3x slower; the order of a
+        # frontier does not change any distance)
+        idx = np.arange(nb.size)
+        claim[nb] = idx
+        frontier = nb[claim[nb] == idx]
     return dist.reshape(shape)[1:-1, 1:-1, 1:-1]
 
 
