@@ -18,6 +18,7 @@ from volary.studies.alphapilot.challenge import (
     SENSOR_SETS,
     TABLE_IV,
     ChallengeSensors,
+    _nominal,
     challenge_summary,
     run_challenge,
 )
@@ -32,7 +33,8 @@ from volary.studies.alphapilot.interface import (
     make_contestant,
 )
 from volary.studies.alphapilot.sensor_racer import SensorRacer
-from volary.worlds import alphapilot_2019, alphapilot_2019_courses
+from volary.worlds import alphapilot_2019, alphapilot_2019_courses, unperturbed
+from volary.worlds.tracks import COURSE_GENERATORS
 
 QUICK = {"iters": 20, "samples": 200}  # a rough nominal plan: these tests fly seconds, not laps
 
@@ -424,3 +426,14 @@ def test_reference_clock_holds_only_while_the_vehicle_lags():
         held = (lag > hold) & (speed > 1.0)
         assert torch.equal(step == 0, held)
         assert bool(held.any()) and bool((~held).any())  # both happen in these 2 s
+
+
+@pytest.mark.parametrize("generator", sorted(COURSE_GENERATORS.names()))
+def test_every_setting_gives_back_the_nominal_gates_whole(generator):
+    """Each generator setting's courses unperturb to the nominal course, frame bars included
+    (`resized` widens them): the AlphaPilot briefing is the nominal course, whichever course
+    of a batch comes first (once it was the first course's, true bar widths and all)."""
+    base = alphapilot_2019(arena="factory")
+    a, b = alphapilot_2019_courses(2, 4, generator, arena="factory")
+    assert unperturbed(a).gates == base.gates == unperturbed(b).gates
+    assert _nominal([a, b]) == _nominal([b, a])

@@ -375,16 +375,19 @@ _PERTURBATION_KEYS = ("perturbation_draw", "perturbation_base", "course_generato
 
 
 def unperturbed(spec: SceneSpec) -> SceneSpec:
-    """The course that :func:`perturb_course` drew ``spec`` from (its name, gates and goal,
-    from ``meta["perturbation_base"]``; the first course of a chain of perturbations), or
-    ``spec`` itself when it was not perturbed."""
+    """The course that :func:`perturb_course` or a :data:`COURSE_GENERATORS` setting drew
+    ``spec`` from (its name, gates and goal, from ``meta["perturbation_base"]``: the corners,
+    and the frame bars' widths where the setting changed them; the first course of a chain of
+    perturbations), or ``spec`` itself when it was not perturbed."""
     base = spec.meta.get("perturbation_base")
     if base is None:
         return spec
     try:
         corners = [np.asarray(c, dtype=float) for c in base["gates"]]
+        borders = [float(b) for b in base.get("borders", [gt.border for gt in spec.gates])]
         gates = tuple(
-            replace(gt, corners=_tuple(c)) for gt, c in zip(spec.gates, corners, strict=True)
+            replace(gt, corners=_tuple(c), border=b)
+            for gt, c, b in zip(spec.gates, corners, borders, strict=True)
         )
         name, goal = str(base["name"]), _vec3(base["goal"])
     except (KeyError, ValueError, TypeError) as err:
@@ -609,6 +612,7 @@ def _varied(spec: SceneSpec, gen: CourseGenerator, g: np.random.Generator) -> Sc
     base = {
         "name": spec.name,
         "gates": [[list(c) for c in gt.corners] for gt in spec.gates],
+        "borders": [gt.border for gt in spec.gates],  # a setting may widen the frame bars
         "goal": list(spec.goal),
     }
     meta = {**spec.meta, "perturbation_draw": draw.tolist(), "perturbation_base": base}
