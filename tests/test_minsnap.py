@@ -171,6 +171,41 @@ def test_banded_solver_matches_dense_reference(batch):
     torch.testing.assert_close(banded[fixed], values[fixed], rtol=0, atol=1e-12 * scale)
 
 
+def _racer_like_batch(n: int, w: int = 13) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``n`` problems shaped like the AlphaPilot racer's replans (W = 13, start derivatives
+    fixed, gate velocities fixed, the rest free)."""
+    g = torch.Generator().manual_seed(11)
+    wp = torch.cumsum(1.0 + torch.rand(n, w, 3, generator=g, dtype=torch.float64) * 9, 1)
+    dur = 0.5 + torch.rand(n, w - 1, generator=g, dtype=torch.float64) * 2
+    der = torch.full((n, w, 3, 4), math.nan, dtype=torch.float64)
+    der[:, 0, :, :3] = torch.randn(n, 3, 3, generator=g, dtype=torch.float64)
+    der[:, 1:-1, 0, :3] = torch.randn(n, w - 2, 3, generator=g, dtype=torch.float64) * 5
+    return wp, dur, der
+
+
+@pytest.mark.parametrize("method", ["dense", "banded"])
+def test_a_forced_solve_gives_each_problem_the_same_bits_in_any_batch(method):
+    """With ``method`` given, a problem's coefficients are bit for bit the same solved alone and
+    among 40 (the batch the racer's replans reach); ``"auto"`` switches solver with the batch
+    size, so there a problem's last bits depend on its batch (the module docstring)."""
+    wp, dur, der = _racer_like_batch(40)
+    batch = min_snap(wp, dur, derivatives=der, method=method).coeffs
+    for i in (0, 17, 39):
+        alone = min_snap(wp[i : i + 1], dur[i : i + 1], derivatives=der[i : i + 1], method=method)
+        assert torch.equal(alone.coeffs[0], batch[i]), (method, i)
+
+
+def test_auto_is_the_dense_solve_for_one_problem_and_the_banded_for_a_large_batch():
+    wp, dur, der = _racer_like_batch(40)
+    one = (wp[:1], dur[:1])
+    assert torch.equal(min_snap(*one, derivatives=der[:1]).coeffs,
+                       min_snap(*one, derivatives=der[:1], method="dense").coeffs)  # fmt: skip
+    assert torch.equal(min_snap(wp, dur, derivatives=der).coeffs,
+                       min_snap(wp, dur, derivatives=der, method="banded").coeffs)  # fmt: skip
+    with pytest.raises(ConfigError, match="method"):
+        min_snap(*one, method="qr")
+
+
 def test_fixed_intermediate_derivatives_are_met():
     wp, dur, _ = _problem(5, seed=3)
     der = rest_to_rest(5)

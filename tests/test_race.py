@@ -122,6 +122,10 @@ def test_race_loop_counts_gates_missed_gates_collisions_and_timeouts():
     want = torch.tensor([30.0, 20.0]) - res.time[:2].float()
     torch.testing.assert_close(res.score[:2].float(), want)
     assert res.score[2:].tolist() == [0.0, 0.0]
+    # the crashed env's path ends where it crashed (the World moves it on while the others fly)
+    crashed = res.path[:, 2]
+    assert bool((crashed[-20:] == crashed[-1]).all()), crashed[-20:]
+    assert abs(float(crashed[-1, 0]) - 8.0) < 1.0, crashed[-1]  # at gate 2's frame
 
 
 def test_gate_normals_point_along_the_course():

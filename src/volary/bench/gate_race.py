@@ -64,7 +64,8 @@ class RaceResult:
     time: Tensor  # (N,) s to the final gate; NaN if not reached
     score: Tensor  # (N,) AlphaPilot score
     plan_time: Tensor  # (N,) s, the racer's planned duration
-    path: Tensor  # (K, N, 3) m, positions every PATH_EVERY control steps
+    path: Tensor  # (K, N, 3) m, positions every PATH_EVERY control steps; after an env's end
+    # (a crash, the finish) its last position before the end (race_result)
     path_time: Tensor  # (K,) s
 
     def to_dict(self) -> dict:
@@ -149,9 +150,22 @@ def race_result(
         time=time,
         score=score,
         plan_time=plan_time.cpu().double(),
-        path=rec["pos"][1::PATH_EVERY].detach().cpu().clone(),
+        path=_path_until_end(rec, ep.end_time.cpu()),
         path_time=torch.tensor(rec["time"][1::PATH_EVERY, 0].tolist()),
     )
+
+
+def _path_until_end(records: dict[str, Tensor], end_time: Tensor) -> Tensor:
+    """(K, N, 3) the recorded positions every PATH_EVERY steps, each env's held at its last
+    sample before its end (``end_time`` (N,) s, NaN: still flying). The World goes on moving an
+    env that ended while others fly (its rows then say nothing about the race: a crashed
+    vehicle's rows drifted hundreds of metres), and a plot or a crash site must not read them."""
+    pos = records["pos"][1::PATH_EVERY].detach().cpu()
+    t = records["time"][1::PATH_EVERY].detach().cpu().to(torch.float64)  # (K, N)
+    after = t > end_time.to(torch.float64)[None]  # NaN (still flying): never
+    last = (~after).to(torch.int64).cumsum(0).amax(0).sub(1).clamp_min(0)  # (N,) last row before
+    held = pos[last, torch.arange(pos.shape[1])]
+    return torch.where(after[..., None], held[None], pos).clone()
 
 
 __all__ = [

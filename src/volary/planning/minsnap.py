@@ -21,7 +21,11 @@ is T^-7 S H_1 S with H_1 a fixed 8x8 matrix and S = diag(T^k); the system is Jac
 batched over independent problems and the four flat axes [x, y, z, yaw] (which share the
 segment times), and solved densely by Cholesky (the reference; small problems) or by block
 elimination over the waypoints on its block-tridiagonal structure (O(W); large problems and
-batches); a test checks that both agree.
+batches); a test checks that both agree. The two round differently in the last bits, so a
+problem's trajectory depends on which one solved it: ``method="auto"`` picks by the whole
+batch's size, and a problem solved alone and the same problem solved among many can differ by
+~1e-14 (enough for a closed loop that replans to fly differently after seconds). Pass
+``method="dense"`` or ``"banded"`` where a problem must come out the same in any batch.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ N_COEFFS = 8  # 7th-order polynomial
 N_BC = 4  # boundary conditions per end: position, velocity, acceleration, jerk (eq. 1)
 DUPLICATE_TOL = 1e-9  # m (and rad): consecutive waypoints closer than this are duplicates
 DENSE_MAX_ELEMENTS = 32 * 32  # problems x waypoints^2 up to which the dense solve is used
+SOLVE_METHODS = ("auto", "dense", "banded")  # min_snap(method=...)
 
 
 @lru_cache(maxsize=1)
@@ -206,6 +211,7 @@ def min_snap(
     yaw: Tensor | None = None,
     derivatives: Tensor | None = None,
     unwrap_yaw: bool = True,
+    method: str = "auto",
 ) -> PolyTrajectory:
     """Minimum-snap trajectory through ``waypoints`` in the given segment ``durations``.
 
@@ -217,29 +223,39 @@ def min_snap(
         derivatives: (..., W, 3, 4) fixed [velocity, acceleration, jerk] x [x, y, z, yaw] at each
             waypoint; NaN marks a free derivative. Default (:func:`rest_to_rest`): zero at the
             first and last waypoint, free in between.
+        method: the linear solve (:data:`SOLVE_METHODS`): ``"auto"`` (dense while the batch's
+            problems x W^2 <= DENSE_MAX_ELEMENTS, else banded: fastest, but a problem's last
+            bits then depend on the batch it is in), ``"dense"`` or ``"banded"`` (each gives a
+            problem the same bits in any batch; module docstring).
 
     Returns a float64 :class:`PolyTrajectory` (degree 7) on the waypoints' device, continuous
     through jerk everywhere and through snap at every waypoint whose jerk is free. With every
     derivative fixed it is the chain of BoundaryPredictor eq. 2 segments (002 Sec. III-A).
     """
+    if method not in SOLVE_METHODS:
+        raise ConfigError(f"method: expected one of {SOLVE_METHODS}, got {method!r}")
     wp, dur, yw, der = _validated(waypoints, durations, yaw, derivatives, unwrap_yaw)
     values = torch.cat((torch.cat((wp, yw[..., None]), -1)[..., None, :], der), dim=-2)
     fixed = ~torch.isnan(values)  # (..., W, 4 orders, 4 axes)
     vals = torch.nan_to_num(values, nan=0.0)
     perm = (*range(vals.dim() - 3), -1, -3, -2)  # (..., W, 4 orders, A) -> (..., A, W, 4)
-    d = solve_waypoint_derivatives(dur, vals.permute(*perm), fixed.permute(*perm))
+    d = solve_waypoint_derivatives(dur, vals.permute(*perm), fixed.permute(*perm), method)
     return PolyTrajectory(coefficients_from_derivatives(d, dur), dur)
 
 
-def solve_waypoint_derivatives(durations: Tensor, values: Tensor, fixed: Tensor) -> Tensor:
+def solve_waypoint_derivatives(
+    durations: Tensor, values: Tensor, fixed: Tensor, method: str = "auto"
+) -> Tensor:
     """d (..., A, W, 4) minimizing the snap cost with the ``fixed`` entries of ``values``.
 
-    Picks the dense Cholesky solve (:func:`solve_derivatives`) while the dense matrices are
-    small (problems x W^2 <= DENSE_MAX_ELEMENTS: one problem up to 32 waypoints) and the block
-    elimination (:func:`solve_derivatives_banded`) above; both solve the same system.
+    ``method="auto"`` picks the dense Cholesky solve (:func:`solve_derivatives`) while the dense
+    matrices are small (problems x W^2 <= DENSE_MAX_ELEMENTS: one problem up to 32 waypoints)
+    and the block elimination (:func:`solve_derivatives_banded`) above; both solve the same
+    system, rounding differently (``"dense"`` / ``"banded"`` force one).
     """
     w = values.shape[-2]
-    if math.prod(durations.shape[:-1]) * w * w > DENSE_MAX_ELEMENTS:
+    big = math.prod(durations.shape[:-1]) * w * w > DENSE_MAX_ELEMENTS
+    if method == "banded" or (method == "auto" and big):
         return solve_derivatives_banded(durations, values, fixed)
     n = N_BC * w
     d = solve_derivatives(

@@ -210,11 +210,16 @@ def run_challenge_seeds(
     time_limit_s: float = 60.0,
 ) -> ChallengeResult:
     """Fly every course x noise-seed pair: one env per pair (seed-major: the pairs of
-    ``noise_seeds[0]`` first), all pairs of a worker in one batched World. A pair flies
-    bit-identically to ``run_challenge([course], seed=noise_seed)``, in any batch and in any
-    worker (every noise stream is keyed by the pair, :func:`noise_key`), so ``workers``
-    (processes, each flying a contiguous share of the noise seeds; the contestant is pickled
-    to each) changes the wall time only. ``ChallengeResult.noise_seeds`` names each env's."""
+    ``noise_seeds[0]`` first), all pairs of a worker in one batched World. Every noise stream
+    is keyed by the pair (:func:`noise_key`), so a pair flies bit-identically to
+    ``run_challenge([course], seed=noise_seed)``, in any batch and in any worker, when the
+    contestant's own computations do not depend on the batch: the reference racer's do with
+    ``snap_method="dense"``; its default ``"auto"`` solves a replan of seven or more envs
+    another way (last bits; DESIGN.md, "Same course, same run"). ``workers``: processes, each
+    flying a contiguous share of the noise seeds (the contestant is pickled to each); with a
+    batch-independent contestant it changes the wall time only (with ``"auto"`` it changes
+    which pairs replan together, so a run reproduces with the same ``workers``).
+    ``ChallengeResult.noise_seeds`` names each env's."""
     specs, seeds = list(courses), list(noise_seeds)
     if not specs or not seeds:
         raise ConfigError("courses, noise_seeds: expected at least one course and one seed")

@@ -69,7 +69,7 @@ from volary.control import geometric as geo
 from volary.errors import ConfigError
 from volary.math.quaternion import quat_from_euler, quat_to_rotmat
 from volary.planning.flatness import Limits
-from volary.planning.minsnap import min_snap
+from volary.planning.minsnap import SOLVE_METHODS, min_snap
 from volary.planning.mintime import min_time
 from volary.sensors.rays import pinhole_rays
 from volary.studies.alphapilot.estimation import GATE_PARAMS, VEHICLE, Camera, GateEkf, GateMap
@@ -133,6 +133,10 @@ class SensorRacer:
     reopen_scale: float = 3.0  # its prior std times this after re-opening
     max_load: float = 1.5  # a replan still past this load after retiming is dropped
     hold_m: float = 0.0  # m behind the reference (along its velocity) that holds its clock
+    snap_method: str = "auto"  # the replans' min-snap solve (planning.minsnap.SOLVE_METHODS):
+    # "auto" switches between the dense and the banded solve with the number of envs
+    # replanned together, so a pair's plan (to ~1e-14) and later its flight depend on its batch
+    # (every committed race ran with it); "dense" flies a pair the same alone and in any batch
     limits: Limits = field(default_factory=lambda: replace(_default_limits(), thrust_margin=0.85))
 
     def __post_init__(self) -> None:
@@ -154,6 +158,9 @@ class SensorRacer:
             raise ConfigError(f"reopen_after: expected an int >= 0 (0: never), got {ra!r}")
         if not (math.isfinite(self.reopen_scale) and self.reopen_scale >= 1):
             raise ConfigError(f"reopen_scale: expected a factor >= 1, got {self.reopen_scale}")
+        if self.snap_method not in SOLVE_METHODS:
+            raise ConfigError(f"snap_method: expected one of {SOLVE_METHODS}, got "
+                              f"{self.snap_method!r}")  # fmt: skip
         ti = self.integral_s
         if len(ti) != 3 or not all(math.isfinite(v) and v >= 0 for v in ti):
             raise ConfigError(f"integral_s: expected three times >= 0 s (0: off), got {ti!r}")
@@ -474,7 +481,7 @@ class SensorRacer:
         der[:, 0, :2, 3] = ref[:, 4, 1:]  # its yaw rate and yaw acceleration
         der[:, 0, 2, 3] = math.nan
         vehicle = self.params.index(envs.tolist())
-        traj = min_snap(wp, dur, yaw=yaw, derivatives=der)
+        traj = min_snap(wp, dur, yaw=yaw, derivatives=der, method=self.snap_method)
         for _ in range(self.retime_passes):  # segments past the limits get more time
             load = segment_load(traj, vehicle, self.plan_limits)
             if not bool((load > 1.0).any()):
@@ -493,7 +500,7 @@ class SensorRacer:
                     # on past the gate (min-snap keeps the deceleration continuous)
                 sp = sp / g
                 der = gate_velocities(sp)
-            traj = min_snap(wp, dur, yaw=yaw, derivatives=der)
+            traj = min_snap(wp, dur, yaw=yaw, derivatives=der, method=self.snap_method)
         if not initial and self.max_load > 0:  # a plan the vehicle cannot fly is worse than
             keep = segment_load(traj, vehicle, self.plan_limits).amax(1) <= self.max_load
             if not bool(keep.all()):
