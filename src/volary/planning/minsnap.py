@@ -23,8 +23,9 @@ segment times), and solved densely by Cholesky (the reference; small problems) o
 elimination over the waypoints on its block-tridiagonal structure (O(W); large problems and
 batches); a test checks that both agree. The two round differently in the last bits, so a
 problem's trajectory depends on which one solved it: ``method="auto"`` picks by the whole
-batch's size, and a problem solved alone and the same problem solved among many can differ by
-~1e-14 (enough for a closed loop that replans to fly differently after seconds). Pass
+batch's size, and a problem solved alone and the same problem solved among many can differ in
+the last bits (1e-9 in a 13-waypoint problem's coefficients: enough for a closed loop that
+replans to fly differently after seconds). Pass
 ``method="dense"`` or ``"banded"`` where a problem must come out the same in any batch.
 """
 

@@ -135,7 +135,7 @@ class SensorRacer:
     hold_m: float = 0.0  # m behind the reference (along its velocity) that holds its clock
     snap_method: str = "auto"  # the replans' min-snap solve (planning.minsnap.SOLVE_METHODS):
     # "auto" switches between the dense and the banded solve with the number of envs
-    # replanned together, so a pair's plan (to ~1e-14) and later its flight depend on its batch
+    # replanned together, so a pair's plan (last bits) and later its flight depend on its batch
     # (every committed race ran with it); "dense" flies a pair the same alone and in any batch
     limits: Limits = field(default_factory=lambda: replace(_default_limits(), thrust_margin=0.85))
 
