@@ -355,15 +355,15 @@ def test_a_course_flies_the_same_alone_and_in_a_batch_whatever_the_threads():
 
 def test_with_a_fixed_snap_solve_a_course_flies_the_same_alone_and_among_eight():
     """Eight envs replan together at the start, where min-snap's "auto" solve switches from
-    the dense to the banded solve (a pair's plan then differs from its plan alone by ~1e-14,
-    and the flights part after seconds: resized seed 5, course 10, camera-only: at 2.54 s in a
+    the dense to the banded solve (a pair's plan then differs from its plan alone in the last
+    bits, and the flights part after seconds: resized seed 5, course 10, camera-only: at 2.54 s in a
     batch of 25). With ``snap_method="dense"`` a pair flies the same alone and among eight."""
     c = alphapilot_2019_courses(8, 0)
     one, eight = (SensorRacer(**QUICK, snap_method="dense") for _ in range(2))
     alone = run_challenge([c[3]], one, seed=0, time_limit_s=0.5)
     batch = run_challenge(c, eight, seed=0, time_limit_s=0.5)
     assert torch.equal(alone.race.path[:, 0], batch.race.path[:, 3])
-    # the plan itself, in float64 (the flight's float32 state hides a 1e-14 change for a while;
+    # the plan itself, in float64 (the flight's float32 state hides a last-bit change a while;
     # with "auto" these setpoints differ by up to 2e-9)
     assert torch.equal(one.knots[0], eight.knots[3])
     k = int(float(one.knots[0, -1]) / one.dt)  # the plan's steps (a hover row follows)

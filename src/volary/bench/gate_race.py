@@ -163,9 +163,9 @@ def _path_until_end(records: dict[str, Tensor], end_time: Tensor) -> Tensor:
     pos = records["pos"][1::PATH_EVERY].detach().cpu()
     t = records["time"][1::PATH_EVERY].detach().cpu().to(torch.float64)  # (K, N)
     after = t > end_time.to(torch.float64)[None]  # NaN (still flying): never
-    last = (~after).to(torch.int64).cumsum(0).amax(0).sub(1).clamp_min(0)  # (N,) last row before
+    last = (~after).sum(0).sub(1).clamp_min(0)  # (N,) its last row before (rows are in time)
     held = pos[last, torch.arange(pos.shape[1])]
-    return torch.where(after[..., None], held[None], pos).clone()
+    return torch.where(after[..., None], held[None], pos)
 
 
 __all__ = [
