@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 
+from volary.errors import ConfigError
 from volary.math.quaternion import quat_from_euler
 from volary.sensors import DepthCamera, camera_config
 from volary.sensors.raycast import make_raycaster
@@ -99,3 +100,36 @@ def test_detection_does_not_depend_on_the_batch(n):
     for i in range(n):
         torch.testing.assert_close(many.corners[i], one.corners[0], rtol=0, atol=1e-9)
         assert torch.equal(many.inliers[i], one.inliers[0])
+
+
+@pytest.mark.parametrize("fw, fh, fb", [(1.2, 0.8, 3.0), (0.8, 1.2, 1.0)])
+def test_a_gate_of_another_size_is_measured_at_its_own_size(fw, fh, fb):
+    """A course gate need not be the size the racer believes (the ``resized`` courses: opening
+    x U(0.8, 1.2) per axis, bars x U(1, 3)). The detection's corners take the opening's true
+    width and height and its true place in the gate's plane, so the filter's size states learn
+    from the images. Before, they carried the believed size back (0.2-0.4 m off at 6 m)."""
+    global W, H
+    nominal = (W, H)
+    try:
+        W, H = nominal[0] * fw, nominal[1] * fh
+        truth = gate_corners(0.3, 0.2, 3.1, math.radians(2.0))
+    finally:
+        W, H = nominal
+    believed = gate_corners(0.0, 0.0, 3.0, 0.0)
+    gate = Gate(tuple(map(tuple, truth.tolist())), name="g0", object_id=1, border=0.1 * fb)
+    spec = SceneSpec("t", (-20.0, -20.0, 0.0), (20.0, 20.0, 8.0), gates=(gate,))
+    det = detect(believed[None], spec, sigma=0.3)
+    assert bool(det.ok[0, 0])
+    c = det.corners[0, 0]
+    width, height = (c[1] - c[0]).norm(), (c[2] - c[1]).norm()
+    assert abs(float(width) - 2 * W * fw) < 0.03 and abs(float(height) - 2 * H * fh) < 0.03
+    in_plane = (c - truth)[:, [0, 2]]  # the camera looks along +y, the gate's normal
+    assert float(in_plane.norm(dim=-1).max()) < 0.03, in_plane
+
+
+@pytest.mark.parametrize("kw", [{"max_resize": 1.0}, {"max_border": 0.5}, {"edge_quantile": 0.7},
+                                {"damping": -1.0}])  # fmt: skip
+def test_size_settings_out_of_range_are_refused_by_name(kw):
+    with pytest.raises(ConfigError, match=next(iter(kw))):
+        GateDetector(gate_corners(0.0, 0.0, 3.0, 0.0)[None], torch.tensor(0.1),
+                     torch.tensor(0.1), **kw)  # fmt: skip

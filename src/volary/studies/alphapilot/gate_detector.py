@@ -19,15 +19,29 @@ For each gate predicted in view (centre in front of the camera, inside the image
    only when it is unambiguous: the best score beyond 1.5 m of it must be below ``ambiguity``
    times its own (a neighbouring gate or a wall would otherwise be taken for the one sought).
 3. **Fit**: Gauss-Newton on the point-to-frame signed distances over the gate's (dx, dy, dz,
-   dyaw) (gates stand upright; the attitude comes from the racer's estimate), with shrinking
-   inlier bands; a fit is kept when at least ``min_inliers`` points lie within ``inlier_m`` of
-   the fitted frame, some of them on a horizontal and some on a vertical bar (a lone bar
-   could slide along its length: not a detection).
+   dyaw) (gates stand upright; the attitude comes from the racer's estimate), damped, with
+   shrinking inlier bands. Before each step the opening is measured from its **inner edges**
+   (:meth:`GateDetector._edges`): a real course's gate need not be the size the racer
+   believes (the ``resized`` courses scale each opening's width and height by U(0.8, 1.2) and
+   widen its bars up to 3x). Where both side bars hold points, the half width is half the
+   distance between their inner edges and the frame is centred between them; the same for the
+   height with the top and the bottom bar; one bar alone trades size against a shift, so the
+   size then stays the believed one. The bar width stays the briefed one: points on a bar's
+   face cannot tell a wider bar from a wider opening, its inner edge can. A fit is kept when at
+   least ``min_inliers`` points lie within ``inlier_m`` of the fitted frame, some of them on a
+   horizontal and some on a vertical bar (a lone bar could slide along its length: not a
+   detection).
+4. **Corners**: the believed corners scaled in the gate's plane to the measured opening,
+   turned by the fitted dyaw and shifted, so the filter's size states learn from the images.
+   Before (until 2026-11-30) the detector fitted the briefed size and returned the believed
+   corners moved: a resized gate's corners came back at the believed size, 0.2-0.4 m off at
+   6 m, a bias the filter (1.5 px assumed) absorbed into the vehicle's attitude and position.
 
-The frame model is the gate's opening (width x height from the corners) with bars of
-``border`` width and ``depth`` thickness, as :func:`volary.worlds.primitives.gate_boxes` builds it:
-its signed distance is that of a rectangular ring extruded along the gate normal (Quilez's
-box and ring distances; exact outside, a lower bound inside).
+The frame model is the gate's opening (width x height: the believed corners') with bars of
+``border`` width (the briefed one) and ``depth`` thickness, as
+:func:`volary.worlds.primitives.gate_boxes` builds it: its signed distance is that of a
+rectangular ring extruded along the gate normal (Quilez's box and ring distances; exact outside,
+a lower bound inside).
 """
 
 from __future__ import annotations
@@ -115,9 +129,19 @@ class GateDetector:
         floor_z: float = 0.0,
         floor_margin: float = 0.3,
         iters: int = 6,
+        max_resize: float = 0.3,
+        max_border: float = 4.0,
+        edge_quantile: float = 0.05,
+        damping: float = 1.0,
     ) -> None:
         if corners.ndim != 3 or tuple(corners.shape[1:]) != (4, 3):
             raise ConfigError(f"corners: expected (G, 4, 3), got {tuple(corners.shape)}")
+        for name, x, lo, hi in (("max_resize", max_resize, 0.0, 0.99),
+                                ("max_border", max_border, 1.0, math.inf),
+                                ("edge_quantile", edge_quantile, 0.0, 0.5),
+                                ("damping", damping, 0.0, math.inf)):  # fmt: skip
+            if not (math.isfinite(x) and lo <= x <= hi):
+                raise ConfigError(f"{name}: expected a value in [{lo}, {hi}], got {x!r}")
         check_positive_int("gate detector", max_candidates=max_candidates,
                            max_points=max_points, min_inliers=min_inliers, iters=iters)  # fmt: skip
         for name, x in (("max_range", max_range), ("grid_step", grid_step),
@@ -129,30 +153,36 @@ class GateDetector:
         self.half_h = (c[:, 2] - c[:, 1]).norm(dim=-1) / 2
         self.border = torch.as_tensor(border, dtype=torch.float64).expand(c.shape[0])
         self.half_d = torch.as_tensor(depth, dtype=torch.float64).expand(c.shape[0]) / 2
-        self.radius = torch.sqrt((self.half_w + self.border) ** 2
-                                 + (self.half_h + self.border) ** 2 + self.half_d**2)  # fmt: skip
         self.c, self.max_range, self.min_range = max_candidates, max_range, min_range
         self.max_points, self.max_search, self.fine_radius = max_points, max_search, fine_radius
         self.grid_step, self.inlier_m, self.min_inliers = grid_step, inlier_m, min_inliers
         self.ambiguity, self.iters = ambiguity, iters
+        self.max_resize, self.edge_quantile, self.damping = max_resize, edge_quantile, damping
+        # points are gathered as far as the largest frame the fit may reach: the opening
+        # max_resize larger, bars up to max_border times the briefed width
+        self.reach_radius = torch.sqrt(
+            ((1 + max_resize) * self.half_w + max_border * self.border) ** 2
+            + ((1 + max_resize) * self.half_h + max_border * self.border) ** 2 + self.half_d**2
+        )  # fmt: skip
         self.floor = floor_z + floor_margin
 
     # ---- the frame model ----------------------------------------------------------------------
-    def _sdf(self, pts: Tensor, g: Tensor, centre: Tensor, yaw: Tensor, theta: Tensor) -> Tensor:
+    def _sdf(
+        self, pts: Tensor, g: Tensor, centre: Tensor, yaw: Tensor, theta: Tensor, size: Tensor
+    ) -> Tensor:
         """(..., P) signed distances of world points ``pts`` (..., P, 3) to gate ``g``'s frame
-        at ``centre`` (..., 3) and ``yaw`` (...,) moved by ``theta`` (..., 4) = (dx, dy, dz,
-        dyaw)."""
+        at ``centre`` (..., 3) and ``yaw`` (...,) of believed half width, half height and bar
+        width ``size`` (..., 3), moved by ``theta`` (..., 6) = (dx, dy, dz, dyaw) and its opening
+        resized by (d half width, d half height)."""
         rel = pts - (centre + theta[..., :3])[..., None, :]
         psi = (yaw + theta[..., 3])[..., None]
         cy, sy = torch.cos(psi), torch.sin(psi)
         local = torch.stack((cy * rel[..., 0] + sy * rel[..., 1],
                              -sy * rel[..., 0] + cy * rel[..., 1], rel[..., 2]), -1)  # fmt: skip
 
-        def size(v: Tensor) -> Tensor:
-            return v[g][..., None]
-
-        return frame_sdf(local, size(self.half_w), size(self.half_h), size(self.border),
-                         size(self.half_d))  # fmt: skip
+        dims = torch.cat((size[..., :2] + theta[..., 4:6], size[..., 2:]), -1)[..., None, :]
+        return frame_sdf(local, dims[..., 0], dims[..., 1], dims[..., 2],
+                         self.half_d[g][..., None])  # fmt: skip
 
     # ---- detection ----------------------------------------------------------------------------
     def __call__(
@@ -175,20 +205,29 @@ class GateDetector:
         n = pts.shape[0]
         g, centre, yaw, rho = self._candidates(predicted, sigma, cam_pos, r_wc, intrinsics, size)
         sel, have = self._points(pts, g, centre, rho)  # (N, C, M, 3), (N, C, M)
-        theta = torch.zeros(n, self.c, 4, dtype=torch.float64)
+        believed = self._believed(predicted, g.clamp_min(0))  # (N, C, 3)
+        theta = torch.zeros(n, self.c, 6, dtype=torch.float64)
         coarse = (g >= 0) & (rho > self.fine_radius)
         found = g >= 0
         if bool(coarse.any()):
             shift, unique = self._coarse(sel[coarse], have[coarse], g[coarse], centre[coarse],
-                                         yaw[coarse], rho[coarse])  # fmt: skip
-            theta[coarse] = shift
+                                         yaw[coarse], rho[coarse], believed[coarse])  # fmt: skip
+            theta[coarse] = torch.cat((shift, torch.zeros_like(shift[:, :2])), -1)
             found = found.clone()
             found[coarse] = unique
-        theta, inl, pinned = self._fit(sel, have, g.clamp_min(0), centre, yaw, theta)
+        theta, inl, pinned = self._fit(sel, have, g.clamp_min(0), centre, yaw, theta, believed)
         ok = found & (inl >= self.min_inliers) & pinned
         ok = ok & (theta[..., :2].norm(dim=-1) <= rho + 2 * self.inlier_m)
-        corners = self._moved(predicted, g.clamp_min(0), centre, theta)
+        corners = self._moved(predicted, g.clamp_min(0), centre, theta, believed)
         return GateDetections(corners, g, ok, inl)
+
+    def _believed(self, predicted: Tensor, g: Tensor) -> Tensor:
+        """(N, C, 3) each candidate's believed half width and half height (from the believed
+        corners: the filter's size estimate) and its briefed bar width."""
+        p = predicted.to(torch.float64).gather(1, g[..., None, None].expand(-1, -1, 4, 3))
+        hw = (p[:, :, 1] - p[:, :, 0]).norm(dim=-1) / 2
+        hh = (p[:, :, 2] - p[:, :, 1]).norm(dim=-1) / 2
+        return torch.stack((hw, hh, self.border[g]), -1)
 
     def _candidates(
         self, predicted: Tensor, sigma: Tensor, cam_pos: Tensor, r_wc: Tensor,
@@ -225,7 +264,7 @@ class GateDetector:
         n, p = pts.shape[:2]
         good = torch.isfinite(pts).all(-1) & (pts[..., 2] > self.floor)  # (N, P)
         safe = torch.where(good[..., None], pts, torch.zeros_like(pts))
-        reach = (self.radius[g.clamp_min(0)] + rho + self.inlier_m).float()  # (N, C)
+        reach = (self.reach_radius[g.clamp_min(0)] + rho + self.inlier_m).float()  # (N, C)
         s32, c32 = safe.float(), centre.float()
         d2 = torch.zeros(n, self.c, p, dtype=torch.float32)
         for i in range(3):  # per axis: no (N, C, P, 3) temporary
@@ -240,8 +279,9 @@ class GateDetector:
         return sel, have
 
     def _coarse(
-        self, pts: Tensor, have: Tensor, g: Tensor, centre: Tensor, yaw: Tensor, rho: Tensor
-    ) -> tuple[Tensor, Tensor]:
+        self, pts: Tensor, have: Tensor, g: Tensor, centre: Tensor, yaw: Tensor, rho: Tensor,
+        size: Tensor,
+    ) -> tuple[Tensor, Tensor]:  # fmt: skip
         """Best horizontal shift (K, 4) of each of K candidates on the grid within its radius,
         and whether it is unambiguous (K,) (module docstring).
 
@@ -259,8 +299,8 @@ class GateDetector:
         a = cy * rel[..., 0] + sy * rel[..., 1]
         nn = -sy * rel[..., 0] + cy * rel[..., 1]
         z = rel[..., 2].abs()
-        hw, hh = self.half_w[g][:, None], self.half_h[g][:, None]
-        b, hd, tau = self.border[g][:, None], self.half_d[g][:, None], self.inlier_m
+        hw, hh, b = (size[:, i, None] for i in range(3))  # the believed frame
+        hd, tau = self.half_d[g][:, None], self.inlier_m
         bars = have & (z >= hh - tau) & (z <= hh + b + tau)  # the top or bottom bar's height
         sides = have & (z < hh - tau)  # between them: the side bars
         n_lo, n_hi = nn - hd - tau, nn + hd + tau
@@ -313,49 +353,116 @@ class GateDetector:
         centre: Tensor,
         yaw: Tensor,
         theta: Tensor,
+        size: Tensor,
     ) -> tuple[Tensor, Tensor, Tensor]:
-        """Gauss-Newton on the frame distances from ``theta`` (N, C, 4): the fit, its inlier
-        count, and whether it is pinned in every direction (inliers on a horizontal and on a
-        vertical bar: a frame seen only along its top bar could slide along it)."""
+        """Gauss-Newton on the frame distances over the pose part of ``theta`` (N, C, 6), each
+        step followed by the opening's edges (:meth:`_edges`), from the believed ``size``
+        (N, C, 3): the fit, its inlier count, and whether it is pinned in every direction
+        (inliers on a horizontal and on a vertical bar: a frame seen only along its top bar
+        could slide along it)."""
         eps = 1e-5
         eye = torch.eye(4, dtype=torch.float64)
+        unit = torch.eye(theta.shape[-1], dtype=torch.float64)  # the pose's columns first
         bands = torch.linspace(0.5, self.inlier_m, self.iters, dtype=torch.float64).tolist()
         for band in bands:
-            r = self._sdf(pts, g, centre, yaw, theta)  # (N, C, M)
+            theta = self._edges(pts, have, g, centre, yaw, theta, size, max(band, self.inlier_m))
+            r = self._sdf(pts, g, centre, yaw, theta, size)  # (N, C, M)
             w = (have & (r.abs() < max(band, self.inlier_m))).double()
             J = torch.stack(
                 [
-                    (self._sdf(pts, g, centre, yaw, theta + eps * eye[j]) - r) / eps
+                    (self._sdf(pts, g, centre, yaw, theta + eps * unit[j], size) - r) / eps
                     for j in range(4)
                 ],
                 -1,
             )  # (N, C, M, 4) fmt: skip
             Jw = J * w[..., None]
-            A = (Jw[..., :, None] * J[..., None, :]).sum(-3) + 1e-6 * eye  # no BLAS: the
-            # sums do not depend on the batch's shape
+            A = (Jw[..., :, None] * J[..., None, :]).sum(-3) + self.damping * eye  # no BLAS:
+            # the sums do not depend on the batch's shape. Damped (Levenberg): once the edges
+            # have sized the opening, the points on the bars' faces hardly pin the frame along
+            # them, and an undamped step there follows noise
             b = (Jw * r[..., None]).sum(-2)
             step = torch.linalg.solve(A, -b[..., None])[..., 0]
-            theta = theta + step.clamp(-1.0, 1.0)
-        r = self._sdf(pts, g, centre, yaw, theta)
+            theta = torch.cat((theta[..., :4] + step.clamp(-1.0, 1.0), theta[..., 4:]), -1)
+        theta = self._edges(pts, have, g, centre, yaw, theta, size, self.inlier_m)
+        r = self._sdf(pts, g, centre, yaw, theta, size)
         inl = have & (r.abs() < self.inlier_m)
-        rel = pts - (centre + theta[..., :3])[..., None, :]
-        psi = (yaw + theta[..., 3])[..., None]
-        a = torch.cos(psi) * rel[..., 0] + torch.sin(psi) * rel[..., 1]
-        hw, hh = self.half_w[g][..., None], self.half_h[g][..., None]
+        a, z = self._local(pts, centre, yaw, theta)
+        hw, hh = (size[..., :2] + theta[..., 4:6]).unbind(-1)
         few = self.min_inliers // 5
 
         def seen(mask: Tensor) -> Tensor:
             return (inl & mask).sum(-1) >= few
 
-        horizontal = seen(rel[..., 2].abs() > hh - self.inlier_m)
-        vertical = seen(a.abs() > hw - self.inlier_m)
+        horizontal = seen(z.abs() > hh[..., None] - self.inlier_m)
+        vertical = seen(a.abs() > hw[..., None] - self.inlier_m)
         return theta, inl.sum(-1), horizontal & vertical
 
-    def _moved(self, predicted: Tensor, g: Tensor, centre: Tensor, theta: Tensor) -> Tensor:
-        """(N, C, 4, 3) the predicted corners of each candidate turned by dyaw about its centre
-        and shifted by (dx, dy, dz)."""
+    def _local(self, pts: Tensor, centre: Tensor, yaw: Tensor, theta: Tensor
+               ) -> tuple[Tensor, Tensor]:  # fmt: skip
+        """(N, C, M) each point's coordinates along the moved frame's top bar and up."""
+        rel = pts - (centre + theta[..., :3])[..., None, :]
+        psi = (yaw + theta[..., 3])[..., None]
+        return torch.cos(psi) * rel[..., 0] + torch.sin(psi) * rel[..., 1], rel[..., 2]
+
+    def _edges(self, pts: Tensor, have: Tensor, g: Tensor, centre: Tensor, yaw: Tensor,
+               theta: Tensor, size: Tensor, band: float) -> Tensor:  # fmt: skip
+        """``theta`` with the opening re-measured from its inner edges: where both side bars
+        hold ``min_inliers // 5`` points within ``band`` of the frame (on the middle of the
+        bar, clear of the crossing bars at any size within ``max_resize``), the half width is half
+        the distance between their inner edges (the ``edge_quantile`` of the points nearest
+        the centre) and the centre moves to their middle; the same with the top and the bottom
+        bar for the half height. The bar width stays the briefed one: the points on a bar's
+        face cannot tell a wider bar from a wider opening, its inner edge can."""
+        r = self._sdf(pts, g, centre, yaw, theta, size)
+        near = have & (r.abs() < band)
+        a, z = self._local(pts, centre, yaw, theta)
+        hw, hh = (size[..., :2] + theta[..., 4:6]).unbind(-1)
+        few = self.min_inliers // 5
+        out = theta.clone()
+        psi = yaw + theta[..., 3]
+        along = torch.stack((torch.cos(psi), torch.sin(psi), torch.zeros_like(psi)), -1)
+        up = torch.zeros_like(along)
+        up[..., 2] = 1.0
+        for k, (x, other, half_other, axis) in enumerate(((a, z, hh, along), (z, a, hw, up))):
+            # a bar's middle part only: clear of the crossing bars whatever the size
+            clear = (1 - self.max_resize) * half_other[..., None] - self.inlier_m
+            on = near & (other.abs() < clear)
+            lo_edge, n_lo = self._inner(x, on & (x < 0), low_side=True)
+            hi_edge, n_hi = self._inner(x, on & (x > 0), low_side=False)
+            half = (hi_edge - lo_edge) / 2
+            base = size[..., k]
+            half = torch.minimum(torch.maximum(half, (1 - self.max_resize) * base),
+                                 (1 + self.max_resize) * base)  # fmt: skip
+            both = (n_lo >= few) & (n_hi >= few)
+            mid = torch.where(both, (hi_edge + lo_edge) / 2, 0.0)
+            out[..., 4 + k] = torch.where(both, half - base, theta[..., 4 + k])
+            out[..., :3] = out[..., :3] + mid[..., None] * axis
+        return out
+
+    def _inner(self, x: Tensor, mask: Tensor, low_side: bool) -> tuple[Tensor, Tensor]:
+        """(N, C) the inner edge of the bar whose points ``mask`` are on the negative
+        (``low_side``) or positive side of the centre along coordinate ``x`` (N, C, M): the
+        ``edge_quantile`` of their |x| from the smallest; and their count."""
+        n = mask.sum(-1)
+        mag = torch.where(mask, x.abs(), math.inf)
+        ordered = mag.sort(-1).values
+        j = (self.edge_quantile * (n - 1).clamp_min(0).double()).long()
+        edge = ordered.gather(-1, j[..., None])[..., 0]
+        edge = torch.where(n > 0, edge, 0.0)
+        return (-edge if low_side else edge), n
+
+    def _moved(self, predicted: Tensor, g: Tensor, centre: Tensor, theta: Tensor, size: Tensor
+               ) -> Tensor:  # fmt: skip
+        """(N, C, 4, 3) the predicted corners of each candidate scaled in the gate's plane to
+        the fitted opening, turned by dyaw about its centre and shifted by (dx, dy, dz)."""
         p = predicted.to(torch.float64).gather(1, g[..., None, None].expand(-1, -1, 4, 3))
         rel = p - centre[:, :, None]
+        for i, (j0, j1) in enumerate(((0, 1), (1, 2))):  # along the top bar, then the side
+            axis = p[:, :, j1] - p[:, :, j0]
+            axis = axis / axis.norm(dim=-1, keepdim=True).clamp_min(1e-9)
+            along = (rel * axis[:, :, None]).sum(-1, keepdim=True)
+            grow = (theta[..., 4 + i] / size[..., i].clamp_min(1e-9))[..., None, None]
+            rel = rel + along * grow * axis[:, :, None]
         cy, sy = torch.cos(theta[..., 3])[..., None], torch.sin(theta[..., 3])[..., None]
         turned = torch.stack((cy * rel[..., 0] - sy * rel[..., 1],
                               sy * rel[..., 0] + cy * rel[..., 1], rel[..., 2]), -1)  # fmt: skip
