@@ -149,8 +149,8 @@ class GateDetector:
             if not (math.isfinite(x) and x > 0):
                 raise ConfigError(f"{name}: expected a value > 0, got {x!r}")
         c = corners.to(torch.float64)
-        self.half_w = (c[:, 1] - c[:, 0]).norm(dim=-1) / 2
-        self.half_h = (c[:, 2] - c[:, 1]).norm(dim=-1) / 2
+        half_w = (c[:, 1] - c[:, 0]).norm(dim=-1) / 2  # the nominal opening: only the reach
+        half_h = (c[:, 2] - c[:, 1]).norm(dim=-1) / 2  # (the fit starts from the believed one)
         self.border = torch.as_tensor(border, dtype=torch.float64).expand(c.shape[0])
         self.half_d = torch.as_tensor(depth, dtype=torch.float64).expand(c.shape[0]) / 2
         self.c, self.max_range, self.min_range = max_candidates, max_range, min_range
@@ -161,8 +161,8 @@ class GateDetector:
         # points are gathered as far as the largest frame the fit may reach: the opening
         # max_resize larger, bars up to max_border times the briefed width
         self.reach_radius = torch.sqrt(
-            ((1 + max_resize) * self.half_w + max_border * self.border) ** 2
-            + ((1 + max_resize) * self.half_h + max_border * self.border) ** 2 + self.half_d**2
+            ((1 + max_resize) * half_w + max_border * self.border) ** 2
+            + ((1 + max_resize) * half_h + max_border * self.border) ** 2 + self.half_d**2
         )  # fmt: skip
         self.floor = floor_z + floor_margin
 
@@ -283,7 +283,8 @@ class GateDetector:
         size: Tensor,
     ) -> tuple[Tensor, Tensor]:  # fmt: skip
         """Best horizontal shift (K, 4) of each of K candidates on the grid within its radius,
-        and whether it is unambiguous (K,) (module docstring).
+        and whether it is unambiguous (K,), for the believed frame ``size`` (K, 3) (module
+        docstring).
 
         Votes instead of trying every cell: in gate-local axes (a along the top bar, n along
         the normal) a point lies within ``inlier_m`` of a frame shifted by (da, dn) when dn is
