@@ -87,12 +87,16 @@ def project_sphere(x: Tensor, center: Tensor, radius: Tensor) -> Tensor:
     return center + d * scale[..., None]
 
 
-def _yaw_axes(yaw: Tensor) -> Tensor:
-    """(..., 3, 3) columns: the axes of boxes yawed about world z."""
+def _yaw_axes(yaw: Tensor, tilt: Tensor | None = None) -> Tensor:
+    """(..., 3, 3) columns: the axes of boxes yawed about world z, tilted by ``tilt``
+    (..., 3, 3) before the yaw (None: level)."""
     c, s = torch.cos(yaw), torch.sin(yaw)
     z, o = torch.zeros_like(c), torch.ones_like(c)
-    return torch.stack((torch.stack((c, s, z), -1), torch.stack((-s, c, z), -1),
+    axes = torch.stack((torch.stack((c, s, z), -1), torch.stack((-s, c, z), -1),
                         torch.stack((z, z, o), -1)), dim=-1)  # fmt: skip
+    if tilt is None:
+        return axes
+    return (axes[..., :, :, None] * tilt[..., None, :, :]).sum(-2)
 
 
 def _best_gap(dirs: Tensor, support_b: Callable[[Tensor], Tensor],
@@ -111,11 +115,11 @@ def pair_gaps(
 ) -> tuple[Tensor, Tensor]:  # fmt: skip
     """(largest separating gap found (M,), a point of the obstacle near the box (M, 3)) for M
     box-obstacle pairs: box centres p (M, 3), rotations rot (M, 3, 3) (columns: body axes),
-    half extents (M, 3); ``kind`` "box" (centre, half, yaw), "cylinder" (centre, axis, radius,
-    half length) or "sphere" (centre, radius), each (M, ...)."""
+    half extents (M, 3); ``kind`` "box" (centre, half, yaw[, tilt]), "cylinder" (centre, axis,
+    radius, half length) or "sphere" (centre, radius), each (M, ...)."""
     if kind == "box":
-        c, e, yaw = params
-        axes = _yaw_axes(yaw)
+        c, e, yaw = params[:3]
+        axes = _yaw_axes(yaw, params[3] if len(params) > 3 else None)
         proj_o = lambda x: project_box(x, c, axes, e)  # noqa: E731
         supp_o = lambda n: box_support(n, c[:, None], axes[:, None], e[:, None])  # noqa: E731
         own = [axes[..., j] for j in range(3)]
@@ -185,9 +189,9 @@ def box_query(
     q = pos[:, None, :]
     _, has_cyl, has_sph, has_plane = scene.kinds_present
     kinds: list[tuple[str, Tensor, Tensor, Tensor, tuple[Tensor, ...]]]
-    kinds = [("box", sdf_box(q, scene.box_center, scene.box_half, scene.box_yaw)[0],
-              scene.box_valid, scene.box_id,
-              (scene.box_center, scene.box_half, scene.box_yaw))]  # fmt: skip
+    tilt = scene.box_tilt
+    box = (scene.box_center, scene.box_half, scene.box_yaw) + (() if tilt is None else (tilt,))
+    kinds = [("box", sdf_box(q, *box)[0], scene.box_valid, scene.box_id, box)]
     if has_cyl:
         d = sdf_cylinder(q, scene.cyl_center, scene.cyl_axis, scene.cyl_radius,
                          scene.cyl_half_length)[0]  # fmt: skip

@@ -33,6 +33,7 @@ from volary.worlds.primitives import (
     SceneSpec,
     Sphere,
     gate_boxes,
+    tilt_matrix,
 )
 
 
@@ -43,6 +44,8 @@ def _box_distance(b: Box, p: np.ndarray) -> np.ndarray:
     local = np.stack(
         [c * d[..., 0] + s * d[..., 1], -s * d[..., 0] + c * d[..., 1], d[..., 2]], axis=-1
     )
+    if b.tilt != (0.0, 0.0):
+        local = local @ tilt_matrix(b.tilt)  # (tilt^T local) per point
     q = np.abs(local) - np.asarray(b.size) / 2
     outside = np.linalg.norm(np.maximum(q, 0.0), axis=-1)
     return outside + np.minimum(q.max(axis=-1), 0.0)
@@ -98,6 +101,8 @@ def aabb(prim: Primitive) -> tuple[np.ndarray, np.ndarray] | None:
         c, s = abs(np.cos(prim.yaw)), abs(np.sin(prim.yaw))
         hx, hy, hz = (v / 2 for v in prim.size)
         ext = np.array([c * hx + s * hy, s * hx + c * hy, hz])
+        if prim.tilt != (0.0, 0.0):
+            ext = np.abs(prim.axes) @ np.array([hx, hy, hz])
     elif isinstance(prim, Cylinder):
         a = np.asarray(prim.axis)
         ext = np.abs(a) * prim.length / 2 + prim.radius * np.sqrt(np.clip(1 - a * a, 0, 1))

@@ -82,8 +82,11 @@ def box_mesh(b: Box) -> tuple[np.ndarray, np.ndarray]:
     """8 corners and 12 outward triangles of an oriented box."""
     bits = np.array([[(i >> k) & 1 for k in range(3)] for i in range(8)], dtype=float)
     local = (bits - 0.5) * np.asarray(b.size)
-    c, s = math.cos(b.yaw), math.sin(b.yaw)
-    rot = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+    if b.tilt == (0.0, 0.0):  # level: as before tilted boxes existed, to the last bit
+        c, s = math.cos(b.yaw), math.sin(b.yaw)
+        rot = np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+    else:
+        rot = b.axes
     return local @ rot.T + np.asarray(b.center), _BOX_TRIS.copy()
 
 

@@ -19,6 +19,13 @@ _ASPECT = (0.25, 3.0)
 
 
 def _box_outline(b: Box) -> np.ndarray:
+    if b.tilt != (0.0, 0.0):  # the top view of a tilted box: the hull of its corners
+        from scipy.spatial import ConvexHull
+
+        bits = np.array([[(i >> k) & 1 for k in range(3)] for i in range(8)], dtype=float)
+        xy = ((bits - 0.5) * np.asarray(b.size) @ b.axes.T)[:, :2] + np.asarray(b.center[:2])
+        hull = xy[ConvexHull(xy).vertices]
+        return np.vstack((hull, hull[:1]))
     hx, hy = b.size[0] / 2, b.size[1] / 2
     c, s = math.cos(b.yaw), math.sin(b.yaw)
     pts = np.array([[-hx, -hy], [hx, -hy], [hx, hy], [-hx, hy], [-hx, -hy]])

@@ -29,18 +29,54 @@ def _finite(name: str, values: Sequence[float]) -> None:
 
 @dataclass(frozen=True)
 class Box:
-    """Oriented box: centre (m), full size along its own axes (m), yaw about world z (rad)."""
+    """Oriented box: centre (m), full size along its own axes (m), yaw about world z (rad),
+    and ``tilt`` (rad): turns about its own x, then its own y axis before the yaw, so its axes
+    are the columns of R = Rz(yaw) Ry(tilt[1]) Rx(tilt[0]) (:func:`tilt_matrix`; a gate's bar
+    pitched forward or rolled in its plane)."""
 
     center: Vec3
     size: Vec3
     yaw: float = 0.0
     object_id: int = 0
+    tilt: tuple[float, float] = (0.0, 0.0)
 
     def __post_init__(self) -> None:
         _finite("Box.center", self.center)
         _finite("Box.size", self.size)
         if min(self.size) <= 0:
             raise ConfigError(f"Box.size: expected positive extents, got {self.size}")
+        if len(self.tilt) != 2:
+            raise ConfigError(f"Box.tilt: expected two angles (about x, about y), got {self.tilt}")
+        _finite("Box.tilt", self.tilt)
+
+    @property
+    def axes(self) -> np.ndarray:
+        """(3, 3) the box's axes as columns, in the world frame."""
+        c, s = math.cos(self.yaw), math.sin(self.yaw)
+        return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]]) @ tilt_matrix(self.tilt)
+
+
+def tilt_matrix(tilt: Sequence[float]) -> np.ndarray:
+    """(3, 3) Ry(tilt[1]) Rx(tilt[0]): a :class:`Box`'s axes before its yaw."""
+    cx, sx, cy, sy = math.cos(tilt[0]), math.sin(tilt[0]), math.cos(tilt[1]), math.sin(tilt[1])
+    rx = np.array([[1.0, 0.0, 0.0], [0.0, cx, -sx], [0.0, sx, cx]])
+    ry = np.array([[cy, 0.0, sy], [0.0, 1.0, 0.0], [-sy, 0.0, cy]])
+    return ry @ rx
+
+
+def untilt(v: Tensor, tilt: Tensor | None) -> Tensor:
+    """Vectors (..., 3) in a box's yawed frame -> its own frame: ``tilt^T v`` for ``tilt``
+    (..., 3, 3) (:attr:`Scene.box_tilt`), or ``v`` itself when no box is tilted (None)."""
+    if tilt is None:
+        return v
+    return torch.stack([(tilt[..., :, i] * v).sum(-1) for i in range(3)], -1)
+
+
+def retilt(v: Tensor, tilt: Tensor | None) -> Tensor:
+    """The inverse of :func:`untilt`: ``tilt v``."""
+    if tilt is None:
+        return v
+    return torch.stack([(tilt[..., i, :] * v).sum(-1) for i in range(3)], -1)
 
 
 @dataclass(frozen=True)
@@ -265,6 +301,8 @@ class Scene:
     start: Tensor  # (N, 3) m
     goal: Tensor  # (N, 3) m
     has_triangles: bool = True  # False: no env holds a triangle, so queries may skip the mesh
+    box_tilt: Tensor | None = None  # (N, Kb, 3, 3) each box's Ry Rx (Box.tilt); None: no box
+    # is tilted, and every query skips the step (so level boxes cost and round as before)
 
     @property
     def n_envs(self) -> int:
@@ -292,8 +330,28 @@ class Scene:
 # ------------------------------------------------ padding one SceneSpec per env into a Scene
 
 
+LEVEL_RAD = 1e-6  # rad: a gate tilted less is level (a corner file's rounding tilts some
+# by 1e-11; their bars stay upright, as they were before tilted bars, to the last bit)
+
+
+def gate_frame(corners: np.ndarray) -> np.ndarray:
+    """(3, 3) a gate's axes as columns from its corners (4, 3) (top-left, top-right,
+    bottom-right, bottom-left): along the top bar, the normal, and the in-plane up (made
+    orthogonal to the first); right-handed. An upright gate's up is exactly +z."""
+    c = np.asarray(corners, dtype=float)
+    a = c[1] - c[0]
+    a = a / max(float(np.linalg.norm(a)), 1e-12)
+    u = (c[0] - c[3]) + (c[1] - c[2])
+    u = u - float(u @ a) * a
+    u = u / max(float(np.linalg.norm(u)), 1e-12)
+    return np.stack([a, np.cross(u, a), u], axis=1)
+
+
 def gate_boxes(g: Gate) -> list[Box]:
-    """The four frame bars around a gate's opening, as boxes (yaw from the gate's plane)."""
+    """The four frame bars around a gate's opening, as boxes in the gate's plane: yawed with
+    its top bar, and tilted (:attr:`Box.tilt`) where the opening is pitched or rolled, so the
+    bars stand where the corners say (before 2026-11-30 they stood upright whatever the
+    corners)."""
     c = np.asarray(g.corners, dtype=float)
     center = c.mean(axis=0)
     across = c[1] - c[0]  # along the top bar
@@ -301,15 +359,20 @@ def gate_boxes(g: Gate) -> list[Box]:
     height = float(np.linalg.norm(c[2] - c[1]))
     yaw = math.atan2(across[1], across[0])
     b, d = g.border, g.depth
+    frame = gate_frame(c)  # R = Rz(yaw) Ry(t1) Rx(t0): its z row is (-sin t1, ., .)
+    a_, n_, up = frame[:, 0], frame[:, 1], frame[:, 2]
+    tilt = (math.atan2(float(n_[2]), float(up[2])), math.atan2(-float(a_[2]), math.hypot(*a_[:2])))
+    if max(abs(tilt[0]), abs(tilt[1])) < LEVEL_RAD:  # level: exactly the upright bars
+        tilt, up = (0.0, 0.0), np.array([0.0, 0.0, 1.0])
     u = across / max(width, 1e-12)
-    up = np.array([0.0, 0.0, 1.0])
     bars = [
         (center + up * (height + b) / 2, (width + 2 * b, d, b)),
         (center - up * (height + b) / 2, (width + 2 * b, d, b)),
         (center + u * (width + b) / 2, (b, d, height)),
         (center - u * (width + b) / 2, (b, d, height)),
     ]
-    return [Box((float(p[0]), float(p[1]), float(p[2])), s, yaw, g.object_id) for p, s in bars]
+    return [Box((float(p[0]), float(p[1]), float(p[2])), s, yaw, g.object_id, tilt)
+            for p, s in bars]  # fmt: skip
 
 
 def _has_mesh(spec: SceneSpec) -> bool:
@@ -383,6 +446,11 @@ def stack_specs(
     bc, bv = pad(boxes, lambda o: o.center, (3,), 0.0)
     bh, _ = pad(boxes, lambda o: [s / 2 for s in o.size], (3,), 1.0)
     by, _ = pad(boxes, lambda o: [o.yaw], (1,), 0.0)
+    tilted = any(o.tilt != (0.0, 0.0) for r in boxes for o in r)
+    bt_ = None
+    if tilted:  # padding entries (never valid) hold the identity
+        bt_, _ = pad(boxes, lambda o: tilt_matrix(o.tilt), (3, 3), 0.0)
+        bt_[~bv] = np.eye(3)
     bi, _ = pad(boxes, lambda o: [o.object_id], (1,), -1)
     cc, cv = pad(cyls, lambda o: o.center, (3,), 0.0)
     ca, _ = pad(cyls, lambda o: o.axis, (3,), 0.0)
@@ -399,6 +467,7 @@ def stack_specs(
         box_center=t(bc),
         box_half=t(bh),
         box_yaw=t(by[..., 0]),
+        box_tilt=None if bt_ is None else t(bt_),
         box_valid=bt(bv),
         box_id=ti(bi[..., 0]),
         cyl_center=t(cc),

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from volary.errors import ConfigError
-from volary.worlds.primitives import Scene
+from volary.worlds.primitives import Scene, retilt, untilt
 
 
 @dataclass(frozen=True)
@@ -64,14 +64,17 @@ def sdf_plane(points: Tensor, point: Tensor, normal: Tensor) -> tuple[Tensor, Te
     return dist, points - dist[..., None] * normal
 
 
-def sdf_box(points: Tensor, center: Tensor, half: Tensor, yaw: Tensor) -> tuple[Tensor, Tensor]:
-    """Box yawed about world z: half extents (..., 3) along its own axes, yaw (...) rad.
+def sdf_box(
+    points: Tensor, center: Tensor, half: Tensor, yaw: Tensor, tilt: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
+    """Box yawed about world z: half extents (..., 3) along its own axes, yaw (...) rad, and
+    tilted by ``tilt`` (..., 3, 3) before the yaw (:attr:`Scene.box_tilt`; None: level).
 
     Outside: length of the excess over the half extents; inside: minus the distance to the
     nearest face. Closest point: the clamp of the local point (outside) or the projection onto
     the nearest face (inside)."""
     c, s = torch.cos(yaw), torch.sin(yaw)
-    local = _rotate_z(points - center, c, -s)
+    local = untilt(_rotate_z(points - center, c, -s), tilt)
     q = local.abs() - half
     outside = q.clamp_min(0.0).norm(dim=-1)
     inside = q.max(dim=-1).values.clamp_max(0.0)
@@ -80,7 +83,7 @@ def sdf_box(points: Tensor, center: Tensor, half: Tensor, yaw: Tensor) -> tuple[
     clamped = torch.maximum(torch.minimum(local, half), -half)
     is_in = (q <= 0).all(dim=-1, keepdim=True)
     closest = torch.where(is_in, on_face, clamped)
-    return outside + inside, center + _rotate_z(closest, c, s)
+    return outside + inside, center + _rotate_z(retilt(closest, tilt), c, s)
 
 
 def sdf_cylinder(
@@ -218,7 +221,8 @@ def _per_kind(scene: Scene, p: Tensor) -> list[tuple[Tensor, Tensor, Tensor, Ten
     e = lambda t: t[:, None]  # noqa: E731  (N, K, ...) -> (N, 1, K, ...)
     _, cyl, sph, plane = scene.kinds_present  # boxes: always
     out = []
-    d, c = sdf_box(q, e(scene.box_center), e(scene.box_half), e(scene.box_yaw))
+    tilt = None if scene.box_tilt is None else e(scene.box_tilt)
+    d, c = sdf_box(q, e(scene.box_center), e(scene.box_half), e(scene.box_yaw), tilt)
     out.append((d, c, scene.box_id, scene.box_valid))
     if cyl:
         d, c = sdf_cylinder(

@@ -24,7 +24,7 @@ from volary.sensors.raycast.base import (
     finite_rays,
     miss_hits,
 )
-from volary.worlds.primitives import Scene, SceneSpec
+from volary.worlds.primitives import Scene, SceneSpec, retilt, untilt
 
 INF = float("inf")
 # bound on N * R_chunk * K of the (N, R, K) temporaries. CPU, one torch thread: cache-sized
@@ -67,6 +67,11 @@ def _circle_roots(p: Tensor, d: Tensor, radius: Tensor) -> tuple[Tensor, Tensor]
     return tc - s, tc + s
 
 
+def _opt(f: Any, x: Tensor | None) -> Tensor | None:
+    """``f(x)``, or None for None (an optional per-box tensor)."""
+    return None if x is None else f(x)
+
+
 def _yaw_frame(v: Tensor, yaw: Tensor) -> Tensor:
     """World vector -> box frame (rotation by -yaw about z)."""
     c, s = torch.cos(yaw), torch.sin(yaw)
@@ -80,11 +85,14 @@ def _yaw_world(v: Tensor, yaw: Tensor) -> Tensor:
     return torch.stack([c * x - s * y, s * x + c * y, v[..., 2]], -1)
 
 
-def _t_box(o: Tensor, d: Tensor, center: Tensor, half: Tensor, yaw: Tensor) -> Tensor:
+def _t_box(o: Tensor, d: Tensor, center: Tensor, half: Tensor, yaw: Tensor,
+           tilt: Tensor | None = None) -> Tensor:  # fmt: skip
     """Slab method (Kay & Kajiya, SIGGRAPH 1986) in the box frame: the ray is inside slab k for
-    t in [(-h_k - o_k) / d_k, (h_k - o_k) / d_k]; the box is the intersection of the three."""
-    ol = _yaw_frame(o - center, yaw)
-    dl = _yaw_frame(d.expand_as(ol), yaw)
+    t in [(-h_k - o_k) / d_k, (h_k - o_k) / d_k]; the box is the intersection of the three.
+    ``tilt`` (..., 3, 3): the box's turn before its yaw (``Scene.box_tilt``; None: level)."""
+    rel = o - center
+    ol = untilt(_yaw_frame(rel, yaw), tilt)
+    dl = untilt(_yaw_frame(d.expand_as(rel), yaw), tilt)
     t1, t2 = (-half - ol) / dl, (half - ol) / dl
     parallel = dl == 0
     inside = ol.abs() <= half
@@ -95,12 +103,13 @@ def _t_box(o: Tensor, d: Tensor, center: Tensor, half: Tensor, yaw: Tensor) -> T
     return torch.where((t_near <= t_far) & (t > 0), t, INF)
 
 
-def _n_box(p: Tensor, center: Tensor, half: Tensor, yaw: Tensor) -> Tensor:
+def _n_box(p: Tensor, center: Tensor, half: Tensor, yaw: Tensor,
+           tilt: Tensor | None = None) -> Tensor:  # fmt: skip
     """Outward normal of the face the point lies on (largest |p_k| / h_k in the box frame)."""
-    pl = _yaw_frame(p - center, yaw)
+    pl = untilt(_yaw_frame(p - center, yaw), tilt)
     k = (pl.abs() / half).argmax(-1, keepdim=True)
     n = torch.zeros_like(pl).scatter_(-1, k, torch.sign(pl.gather(-1, k)))
-    return _yaw_world(n, yaw)
+    return _yaw_world(retilt(n, tilt), yaw)
 
 
 def _t_sphere(o: Tensor, d: Tensor, center: Tensor, radius: Tensor) -> Tensor:
@@ -265,10 +274,12 @@ class TorchCaster(SceneCaster):
         if has["box"]:
             out.append(
                 (
-                    _t_box(o, d, e(s.box_center), e(s.box_half), e(s.box_yaw)),
+                    _t_box(o, d, e(s.box_center), e(s.box_half), e(s.box_yaw), _opt(e, s.box_tilt)),
                     s.box_valid,
                     s.box_id,
-                    lambda p, g: _n_box(p, g(s.box_center), g(s.box_half), g(s.box_yaw)),
+                    lambda p, g: _n_box(
+                        p, g(s.box_center), g(s.box_half), g(s.box_yaw), _opt(g, s.box_tilt)
+                    ),
                 )
             )
         if has["cyl"]:
