@@ -29,10 +29,11 @@ def _finite(name: str, values: Sequence[float]) -> None:
 
 @dataclass(frozen=True)
 class Box:
-    """Oriented box: centre (m), full size along its own axes (m), yaw about world z (rad),
-    and ``tilt`` (rad): turns about its own x, then its own y axis before the yaw, so its axes
-    are the columns of R = Rz(yaw) Ry(tilt[1]) Rx(tilt[0]) (:func:`tilt_matrix`; a gate's bar
-    pitched forward or rolled in its plane)."""
+    """Oriented box: centre (m), full size along its own axes (m), yaw about world z (rad)
+    and ``tilt`` (rad): its axes are the columns of R = Rz(yaw) Ry(tilt[1]) Rx(tilt[0])
+    (:func:`tilt_matrix`): the yaw, then a turn about the yawed y axis, then one about the
+    resulting x axis (a gate's bar rolled in the gate's plane, then pitched about its top
+    bar)."""
 
     center: Vec3
     size: Vec3
