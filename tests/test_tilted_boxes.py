@@ -113,3 +113,25 @@ def test_an_upright_gate_is_built_as_before():
 def test_a_bad_tilt_is_refused_by_name(tilt):
     with pytest.raises(ConfigError, match="Box.tilt"):
         Box((0.0, 0.0, 0.0), (1.0, 1.0, 1.0), tilt=tilt)
+
+
+def test_a_level_box_answers_to_the_bit_beside_a_tilted_one():
+    """A scene holding one tilted box turns every box by its tilt (the identity for the level
+    ones): a level box's distances, closest points and ray hits stay the same to the bit, so a
+    scene's level parts answer as they did before tilted boxes existed."""
+    level = Box((0.3, -0.2, 1.0), (1.0, 2.0, 0.5), 0.7, object_id=1)
+    far = Box((8.0, 8.0, 8.0), (0.5, 0.5, 0.5), 0.1, object_id=2, tilt=(0.4, -0.3))
+    alone, beside = (Scene.stack(_spec(*o), dtype=torch.float32) for o in ((level,), (level, far)))
+    assert alone.box_tilt is None and beside.box_tilt is not None
+    gen = torch.Generator().manual_seed(3)
+    p = (torch.tensor(level.center) + torch.randn(1, 300, 3, generator=gen)).float()
+    a, b = scene_sdf(alone, p), scene_sdf(beside, p)
+    assert torch.equal(a.distance, b.distance) and torch.equal(a.closest, b.closest)
+    d = torch.nn.functional.normalize(torch.randn(1, 300, 3, generator=gen), dim=-1)
+    o = torch.tensor(level.center) + 0.3 * torch.randn(1, 300, 3, generator=gen) + 3.0 * d
+    ray_a = make_raycaster(_spec(level), backend="torch").cast(o, -d, 20.0)
+    ray_b = make_raycaster(_spec(level, far), backend="torch").cast(o, -d, 20.0)
+    hit = ray_a.object_id == 1
+    assert int(hit.sum()) > 100
+    assert torch.equal(ray_a.distance[hit], ray_b.distance[hit])
+    assert torch.equal(ray_a.normal[hit], ray_b.normal[hit])
