@@ -98,11 +98,12 @@ def point_distance(prim: Primitive, points: np.ndarray) -> np.ndarray:
 def aabb(prim: Primitive) -> tuple[np.ndarray, np.ndarray] | None:
     """Axis-aligned bounds (m) of a primitive; None for an unbounded plane."""
     if isinstance(prim, Box):
-        c, s = abs(np.cos(prim.yaw)), abs(np.sin(prim.yaw))
         hx, hy, hz = (v / 2 for v in prim.size)
-        ext = np.array([c * hx + s * hy, s * hx + c * hy, hz])
         if prim.tilt != (0.0, 0.0):
             ext = np.abs(prim.axes) @ np.array([hx, hy, hz])
+        else:  # level: as before tilted boxes existed, to the last bit
+            c, s = abs(np.cos(prim.yaw)), abs(np.sin(prim.yaw))
+            ext = np.array([c * hx + s * hy, s * hx + c * hy, hz])
     elif isinstance(prim, Cylinder):
         a = np.asarray(prim.axis)
         ext = np.abs(a) * prim.length / 2 + prim.radius * np.sqrt(np.clip(1 - a * a, 0, 1))

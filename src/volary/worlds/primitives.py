@@ -365,12 +365,11 @@ def gate_boxes(g: Gate) -> list[Box]:
     tilt = (math.atan2(float(n_[2]), float(up[2])), math.atan2(-float(a_[2]), math.hypot(*a_[:2])))
     if max(abs(tilt[0]), abs(tilt[1])) < LEVEL_RAD:  # level: exactly the upright bars
         tilt, up = (0.0, 0.0), np.array([0.0, 0.0, 1.0])
-    u = across / max(width, 1e-12)
     bars = [
         (center + up * (height + b) / 2, (width + 2 * b, d, b)),
         (center - up * (height + b) / 2, (width + 2 * b, d, b)),
-        (center + u * (width + b) / 2, (b, d, height)),
-        (center - u * (width + b) / 2, (b, d, height)),
+        (center + a_ * (width + b) / 2, (b, d, height)),
+        (center - a_ * (width + b) / 2, (b, d, height)),
     ]
     return [Box((float(p[0]), float(p[1]), float(p[2])), s, yaw, g.object_id, tilt)
             for p, s in bars]  # fmt: skip

@@ -84,10 +84,11 @@ def _priority(p: int) -> Tensor:
 
 
 def rotate(R: Tensor, v: Tensor) -> Tensor:
-    """``R (N, 3, 3)`` applied to vectors ``v (N, P, 3)``, elementwise (no batched BLAS, whose
-    summation order can follow the batch size): an env's result never depends on the batch."""
-    rows = [R[:, i, 0, None] * v[..., 0] + R[:, i, 1, None] * v[..., 1]
-            + R[:, i, 2, None] * v[..., 2] for i in range(3)]  # fmt: skip
+    """``R (..., 3, 3)`` applied to vectors ``v (..., P, 3)``, elementwise (no batched BLAS,
+    whose summation order can follow the batch size): an env's result never depends on the
+    batch."""
+    rows = [R[..., i, 0, None] * v[..., 0] + R[..., i, 1, None] * v[..., 1]
+            + R[..., i, 2, None] * v[..., 2] for i in range(3)]  # fmt: skip
     return torch.stack(rows, -1)
 
 
@@ -135,9 +136,7 @@ def _to_local(pts: Tensor, centre: Tensor, frame: Tensor, theta: Tensor) -> Tens
     """(..., P, 3) world points ``pts`` (..., P, 3) in a frame of axes ``frame`` (..., 3, 3) at
     ``centre`` (..., 3) shifted by ``theta[..., :3]``: (along the top bar, along the normal,
     up)."""
-    rel = pts - (centre + theta[..., :3])[..., None, :]
-    return torch.stack([frame[..., None, 0, i] * rel[..., 0] + frame[..., None, 1, i] * rel[..., 1]
-                        + frame[..., None, 2, i] * rel[..., 2] for i in range(3)], -1)  # fmt: skip
+    return rotate(frame.transpose(-1, -2), pts - (centre + theta[..., :3])[..., None, :])
 
 
 def _box2(a: Tensor, z: Tensor, ha: Tensor, hz: Tensor) -> Tensor:
@@ -523,10 +522,7 @@ class GateDetector:
             grow = (theta[..., 6 + i] / size[..., i].clamp_min(1e-9))[..., None, None]
             rel = rel + along * grow * axis[:, :, None]
         turn = _mm(fitted(axes, theta), axes.transpose(-1, -2))  # believed -> fitted, world
-        turned = torch.stack([turn[..., None, i, 0] * rel[..., 0] + turn[..., None, i, 1]
-                              * rel[..., 1] + turn[..., None, i, 2] * rel[..., 2]
-                              for i in range(3)], -1)  # fmt: skip
-        return centre[:, :, None] + theta[:, :, None, :3] + turned
+        return centre[:, :, None] + theta[:, :, None, :3] + rotate(turn, rel)
 
 
 __all__ = ["GateDetections", "GateDetector", "frame_sdf", "rotate"]
